@@ -1,0 +1,212 @@
+package builtins
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/blaiseagent/blaise-agent/interp"
+	"go.starlark.net/starlark"
+)
+
+// Ctx is the ctx value of one handler call. It is bound to its plug and to
+// that call: once the handler returns, every use of it fails (Close).
+type Ctx struct {
+	PlugName  string
+	PlugID    string // empty when setup gives none
+	PlugIndex int
+	Handler   string
+
+	Inputs    starlark.Value
+	State     starlark.Value
+	Persisted *Persisted // nil when the plug declares no persisted schema
+	Session   starlark.Value
+	Run       starlark.Value
+	Setup     *Setup
+	Agent     *AgentDraft
+	RunnerEnv starlark.Value
+	Log       *Log
+	Signal    *Signal
+	Host      starlark.Value
+	Runner    starlark.Value
+	// SetOutput publishes an output of this plug for later plugs (C10).
+	SetOutput func(name string, v starlark.Value) error
+
+	closed atomic.Bool
+}
+
+var _ starlark.HasAttrs = (*Ctx)(nil)
+
+// Bind attaches the parts that refer back to ctx, so they fail once ctx is
+// closed. Call it once the fields are set.
+func (c *Ctx) Bind() *Ctx {
+	if c.Persisted != nil {
+		c.Persisted.ctx = c
+	}
+	if c.Log != nil {
+		c.Log = &Log{Logger: c.Log.Logger, ctx: c}
+	}
+	return c
+}
+
+// Close ends the handler call; later uses of ctx fail.
+func (c *Ctx) Close() { c.closed.Store(true) }
+
+func (c *Ctx) check() error {
+	if c.closed.Load() {
+		return fmt.Errorf("ctx of plug %s (%s) used after its handler returned; a ctx belongs to one handler call", c.PlugName, c.Handler)
+	}
+	return nil
+}
+
+func (c *Ctx) String() string        { return fmt.Sprintf("ctx(plug = %q, handler = %q)", c.PlugName, c.Handler) }
+func (c *Ctx) Type() string          { return "ctx" }
+func (c *Ctx) Freeze()               {}
+func (c *Ctx) Truth() starlark.Bool  { return true }
+func (c *Ctx) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: ctx") }
+
+var ctxAttrs = []string{"agent", "host", "inputs", "log", "persisted", "plug", "run", "runner", "runner_env", "session", "set_output", "setup", "signal", "state"}
+
+func (c *Ctx) AttrNames() []string { return ctxAttrs }
+
+func (c *Ctx) Attr(name string) (starlark.Value, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	switch name {
+	case "inputs":
+		return orNone(c.Inputs), nil
+	case "state":
+		return orNone(c.State), nil
+	case "persisted":
+		if c.Persisted == nil {
+			return nil, fmt.Errorf("ctx.persisted: plug %s declares no persisted schema: add persisted = schema.object(...) to plug()", c.PlugName)
+		}
+		return c.Persisted, nil
+	case "session":
+		return c.Session, nil
+	case "run":
+		return c.Run, nil
+	case "plug":
+		var id starlark.Value = starlark.None
+		if c.PlugID != "" {
+			id = starlark.String(c.PlugID)
+		}
+		return interp.NewRecord([]string{"id", "index", "name"}, []starlark.Value{id, starlark.MakeInt(c.PlugIndex), starlark.String(c.PlugName)}).WithName("ctx.plug"), nil
+	case "setup":
+		return c.Setup, nil
+	case "agent":
+		return c.Agent, nil
+	case "runner_env":
+		return c.RunnerEnv, nil
+	case "log":
+		return c.Log, nil
+	case "signal":
+		return c.Signal, nil
+	case "host":
+		return c.Host, nil
+	case "runner":
+		return c.Runner, nil
+	case "set_output":
+		return starlark.NewBuiltin("set_output", c.setOutput), nil
+	}
+	return nil, noSuchAttr("ctx", name, ctxAttrs)
+}
+
+func orNone(v starlark.Value) starlark.Value {
+	if v == nil {
+		return starlark.None
+	}
+	return v
+}
+
+func (c *Ctx) setOutput(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	var v starlark.Value
+	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 2, &name, &v); err != nil {
+		return nil, err
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.PlugID == "" {
+		return nil, fmt.Errorf("set_output: plug %s has no id in setup, so no plug could read its outputs: use(..., id = \"...\")", c.PlugName)
+	}
+	v.Freeze()
+	if err := c.SetOutput(name, v); err != nil {
+		return nil, fmt.Errorf("set_output: %w", err)
+	}
+	return starlark.None, nil
+}
+
+// Setup is ctx.setup: the outputs of plugs by id (C10).
+type Setup struct {
+	IDs     []string // ids of the chain, in setup order
+	Outputs func(id string) *interp.Record
+}
+
+var _ starlark.Mapping = (*Setup)(nil)
+
+func (s *Setup) String() string        { return "setup" }
+func (s *Setup) Type() string          { return "setup" }
+func (s *Setup) Freeze()               {}
+func (s *Setup) Truth() starlark.Bool  { return true }
+func (s *Setup) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: setup") }
+
+func (s *Setup) Get(k starlark.Value) (starlark.Value, bool, error) {
+	id, ok := starlark.AsString(k)
+	if !ok {
+		return nil, false, fmt.Errorf("setup: want a plug id (string), got %s", k.Type())
+	}
+	for _, known := range s.IDs {
+		if known == id {
+			entry := interp.NewRecord([]string{"id", "outputs"}, []starlark.Value{starlark.String(id), s.Outputs(id)})
+			return entry.WithName("setup[" + id + "]"), true, nil
+		}
+	}
+	if near := interp.Nearest(id, s.IDs); near != "" {
+		return nil, false, fmt.Errorf("setup: no plug with id %q (did you mean %q?)", id, near)
+	}
+	ids := append([]string(nil), s.IDs...)
+	sort.Strings(ids)
+	return nil, false, fmt.Errorf("setup: no plug with id %q (ids: %v)", id, ids)
+}
+
+// Signal is ctx.signal: aborted when the session shuts down.
+type Signal struct {
+	mu      sync.Mutex
+	aborted bool
+	reason  string
+}
+
+// Abort marks the signal aborted; the first reason wins.
+func (s *Signal) Abort(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.aborted {
+		s.aborted, s.reason = true, reason
+	}
+}
+
+func (s *Signal) String() string        { return "signal" }
+func (s *Signal) Type() string          { return "signal" }
+func (s *Signal) Freeze()               {}
+func (s *Signal) Truth() starlark.Bool  { return true }
+func (s *Signal) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: signal") }
+func (s *Signal) AttrNames() []string   { return []string{"aborted", "reason"} }
+
+func (s *Signal) Attr(name string) (starlark.Value, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch name {
+	case "aborted":
+		return starlark.Bool(s.aborted), nil
+	case "reason":
+		if !s.aborted {
+			return starlark.None, nil
+		}
+		return starlark.String(s.reason), nil
+	}
+	return nil, noSuchAttr("signal", name, s.AttrNames())
+}

@@ -1,0 +1,73 @@
+package builtins
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/log"
+	"go.starlark.net/starlark"
+)
+
+// Log is ctx.log: debug, info, warn and error on the runner's logger, with
+// the plug's name as prefix. Positional arguments are joined by spaces;
+// keyword arguments become key=value pairs.
+type Log struct {
+	Logger *log.Logger
+	ctx    *Ctx
+}
+
+var _ starlark.HasAttrs = (*Log)(nil)
+
+func (l *Log) String() string        { return "log" }
+func (l *Log) Type() string          { return "log" }
+func (l *Log) Freeze()               {}
+func (l *Log) Truth() starlark.Bool  { return true }
+func (l *Log) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: log") }
+func (l *Log) AttrNames() []string   { return []string{"debug", "error", "info", "warn"} }
+
+func (l *Log) Attr(name string) (starlark.Value, error) {
+	var level log.Level
+	switch name {
+	case "debug":
+		level = log.DebugLevel
+	case "info":
+		level = log.InfoLevel
+	case "warn":
+		level = log.WarnLevel
+	case "error":
+		level = log.ErrorLevel
+	default:
+		return nil, noSuchAttr("log", name, l.AttrNames())
+	}
+	return starlark.NewBuiltin("log."+name, func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if l.ctx != nil {
+			if err := l.ctx.check(); err != nil {
+				return nil, err
+			}
+		}
+		msg, keyvals := logArgs(args, kwargs)
+		l.Logger.Log(level, msg, keyvals...)
+		return starlark.None, nil
+	}), nil
+}
+
+func logArgs(args starlark.Tuple, kwargs []starlark.Tuple) (string, []any) {
+	parts := make([]string, len(args))
+	for i, a := range args {
+		if s, ok := starlark.AsString(a); ok {
+			parts[i] = s
+		} else {
+			parts[i] = a.String()
+		}
+	}
+	keyvals := make([]any, 0, 2*len(kwargs))
+	for _, kv := range kwargs {
+		k, _ := starlark.AsString(kv[0])
+		v := kv[1].String()
+		if s, ok := starlark.AsString(kv[1]); ok {
+			v = s
+		}
+		keyvals = append(keyvals, k, v)
+	}
+	return strings.Join(parts, " "), keyvals
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/runner"
+)
+
+// CheckCmd is `blaise-agent check`.
+type CheckCmd struct {
+	Config string `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+}
+
+// Run loads the configuration and prints its chain.
+func (c *CheckCmd) Run(g *Globals) error {
+	cfg, err := runner.LoadConfig(c.Config, g.Logger())
+	if err != nil {
+		return err
+	}
+	out := os.Stdout
+	fmt.Fprintf(out, "%s: agent %s\n", cfg.File, strings.Join(append([]string{cfg.Agent.Command}, cfg.Agent.Args...), " "))
+	for _, u := range cfg.Uses {
+		id := "-"
+		if u.ID != "" {
+			id = u.ID
+		}
+		resumable := "resumable"
+		if !u.Plug.Resumable {
+			resumable = "not resumable"
+		}
+		fmt.Fprintf(out, "  %d. %-24s id=%-10s %s (%s; %s)\n", u.Index+1, u.Plug.Name, id, u.Ref, resumable, strings.Join(u.Plug.Handlers(), ", "))
+	}
+	if cfg.Resumable() {
+		fmt.Fprintln(out, "the chain can resume")
+	} else {
+		fmt.Fprintln(out, "the chain cannot resume")
+	}
+	return nil
+}

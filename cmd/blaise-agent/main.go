@@ -1,0 +1,75 @@
+// Command blaise-agent runs coding agents that speak the Agent Client
+// Protocol inside a chain of Starlark plugs.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kong"
+	"github.com/charmbracelet/log"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// CLI is the command line.
+type CLI struct {
+	Globals
+
+	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
+	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
+}
+
+// Globals are the flags every command takes.
+type Globals struct {
+	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"BLAISE_LOG_LEVEL"`
+	LogFormat string           `help:"Log format: text, json or logfmt." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
+	Version   kong.VersionFlag `help:"Print the version and exit."`
+}
+
+// Logger returns the logger the flags describe, writing to stderr.
+func (g *Globals) Logger() *log.Logger {
+	l := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: g.LogFormat != "text"})
+	level, err := log.ParseLevel(g.LogLevel)
+	if err == nil {
+		l.SetLevel(level)
+	}
+	switch g.LogFormat {
+	case "json":
+		l.SetFormatter(log.JSONFormatter)
+	case "logfmt":
+		l.SetFormatter(log.LogfmtFormatter)
+	}
+	return l
+}
+
+func main() {
+	var cli CLI
+	ctx := kong.Parse(&cli,
+		kong.Name("blaise-agent"),
+		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
+		kong.UsageOnError(),
+		kong.Vars{"version": version},
+	)
+	if err := ctx.Run(&cli.Globals); err != nil {
+		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries an exit code other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 1
+}

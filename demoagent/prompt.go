@@ -1,0 +1,543 @@
+package demoagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// The prompt language (documented in docs/demo-agent.md).
+//
+// The prompt's content blocks are handled in order. A text block is read line
+// by line; blank lines are skipped. A line whose first word is one of the
+// commands below is that command (its argument is the rest of the line,
+// trimmed); any other line is echoed as an agent_message_chunk
+// "echo: <line>". Other blocks (image, audio, resource, resource_link) are
+// described in one agent_message_chunk each. A prompt that produced no update
+// at all gets one chunk "echo: ".
+
+const (
+	// MaxBig is the largest /big size, in bytes (100 MiB).
+	MaxBig = 100 << 20
+	// MaxChunks is the largest /chunks count.
+	MaxChunks = 1_000_000
+	// terminalOutputLimit is outputByteLimit of /terminal's terminal/create.
+	terminalOutputLimit = 1 << 20
+	// bigAlphabet is the repeating pattern of /big: byte i is bigAlphabet[i%36].
+	bigAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+)
+
+type command struct {
+	name  string
+	usage string
+	help  string
+	run   func(t *turn, arg string) error
+}
+
+// commands lists the prompt language; filled in init (the /help command
+// refers to the table).
+var commands []command
+
+var commandByName map[string]*command
+
+func init() {
+	commands = []command{
+		{"/help", "/help", "list the commands", (*turn).cmdHelp},
+		{"/think", "/think TEXT", "agent_thought_chunk TEXT", (*turn).cmdThink},
+		{"/plan", "/plan A; B; C", "plan update, one pending entry per ';'-separated item", (*turn).cmdPlan},
+		{"/tool", "/tool NAME", "tool_call NAME (pending), then tool_call_update (completed)", (*turn).cmdTool},
+		{"/permission", "/permission [TITLE]", "session/request_permission (allow_once, reject_once); reports \"permission: <optionId|cancelled>\"", (*turn).cmdPermission},
+		{"/read", "/read PATH", "fs/read_text_file; reports \"read PATH: <content>\"", (*turn).cmdRead},
+		{"/write", "/write PATH TEXT", "fs/write_text_file; reports \"write PATH: ok\"", (*turn).cmdWrite},
+		{"/terminal", "/terminal CMD [ARG...]", "terminal/create, wait_for_exit, output, release; reports \"terminal CMD...: exit N\" and the output", (*turn).cmdTerminal},
+		{"/big", "/big N[k|m]", "one agent_message_chunk of exactly N bytes (max 100m)", (*turn).cmdBig},
+		{"/chunks", "/chunks N", "N agent_message_chunks \"chunk 1\" .. \"chunk N\"", (*turn).cmdChunks},
+		{"/slow", "/slow MS", "wait MS milliseconds before each following update of the turn", (*turn).cmdSlow},
+		{"/sleep", "/sleep MS", "wait MS milliseconds", (*turn).cmdSleep},
+		{"/fail", "/fail [MESSAGE]", "answer the prompt with a JSON-RPC internal error (-32603)", (*turn).cmdFail},
+		{"/exit", "/exit [CODE]", "stop the agent at once, without answering (the process exits with CODE)", (*turn).cmdExit},
+		{"/env", "/env NAME", "reports \"NAME=value\" or \"NAME unset\"", (*turn).cmdEnv},
+		{"/cwd", "/cwd", "reports the session's cwd and the process's working directory", (*turn).cmdCwd},
+		{"/ext", "/ext [TEXT]", "extension notification _demo/ping to the client; reports \"ext: sent _demo/ping\"", (*turn).cmdExt},
+	}
+	commandByName = make(map[string]*command, len(commands))
+	for i := range commands {
+		commandByName[commands[i].name] = &commands[i]
+	}
+}
+
+// turn is one session/prompt being processed.
+type turn struct {
+	a    *agent
+	s    *session
+	sid  acp.SessionId
+	ctx  context.Context // cancelled when the turn is cancelled
+	cctx context.Context // for requests to the client; outlives ctx by cancelGrace
+	caps acp.ClientCapabilities
+
+	delay   time.Duration // set by /slow
+	emitted bool          // an update was sent
+}
+
+// record appends an update to the session's history.
+func (t *turn) record(u acp.SessionUpdate) {
+	raw, err := json.Marshal(u)
+	if err != nil {
+		t.a.log.Error("cannot record update", "err", err)
+		return
+	}
+	t.s.file.History = append(t.s.file.History, raw)
+}
+
+// send streams one session/update and records it.
+func (t *turn) send(u acp.SessionUpdate) error {
+	if t.delay > 0 {
+		if err := sleepCtx(t.ctx, t.delay); err != nil {
+			return err
+		}
+	}
+	// Not t.ctx: the last updates of a cancelled turn must still go out.
+	if err := t.a.conn.SessionUpdate(t.a.runCtx, acp.SessionNotification{SessionId: t.sid, Update: u}); err != nil {
+		return err
+	}
+	t.emitted = true
+	t.record(u)
+	return nil
+}
+
+func (t *turn) message(text string) error {
+	return t.send(acp.UpdateAgentMessageText(text))
+}
+
+func (t *turn) cancelled() bool { return t.ctx.Err() != nil }
+
+// run processes the prompt and returns the stop reason, or the error that
+// answers the prompt (ErrExit for /exit).
+func (t *turn) run(blocks []acp.ContentBlock) (acp.StopReason, error) {
+	for _, b := range blocks {
+		if t.cancelled() {
+			return acp.StopReasonCancelled, nil
+		}
+		var err error
+		if b.Text == nil {
+			err = t.message(describeBlock(b))
+		} else {
+			err = t.text(b.Text.Text)
+		}
+		if err != nil {
+			var ee ErrExit
+			if errors.As(err, &ee) {
+				return "", err
+			}
+			if t.cancelled() {
+				return acp.StopReasonCancelled, nil
+			}
+			return "", err
+		}
+	}
+	if t.cancelled() {
+		return acp.StopReasonCancelled, nil
+	}
+	if !t.emitted {
+		if err := t.message("echo: "); err != nil {
+			return "", err
+		}
+	}
+	return acp.StopReasonEndTurn, nil
+}
+
+func (t *turn) text(text string) error {
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if t.cancelled() {
+			return t.ctx.Err()
+		}
+		name, arg := splitCommand(line)
+		if c := commandByName[name]; c != nil {
+			if err := c.run(t, arg); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := t.message("echo: " + line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitCommand returns the first word of the line and the rest, trimmed.
+func splitCommand(line string) (name, arg string) {
+	s := strings.TrimSpace(line)
+	if i := strings.IndexAny(s, " \t"); i >= 0 {
+		return s[:i], strings.TrimSpace(s[i+1:])
+	}
+	return s, ""
+}
+
+func describeBlock(b acp.ContentBlock) string {
+	switch {
+	case b.Image != nil:
+		return fmt.Sprintf("image: %s, %d bytes of base64", b.Image.MimeType, len(b.Image.Data))
+	case b.Audio != nil:
+		return fmt.Sprintf("audio: %s, %d bytes of base64", b.Audio.MimeType, len(b.Audio.Data))
+	case b.ResourceLink != nil:
+		return fmt.Sprintf("resource_link: %s", b.ResourceLink.Uri)
+	case b.Resource != nil:
+		r := b.Resource.Resource
+		switch {
+		case r.TextResourceContents != nil:
+			return fmt.Sprintf("resource: %s, %d bytes of text", r.TextResourceContents.Uri, len(r.TextResourceContents.Text))
+		case r.BlobResourceContents != nil:
+			return fmt.Sprintf("resource: %s, %d bytes of base64", r.BlobResourceContents.Uri, len(r.BlobResourceContents.Blob))
+		}
+		return "resource: (empty)"
+	}
+	return "unknown content block"
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// errText renders an error for a report chunk.
+func errText(err error) string {
+	var re *acp.RequestError
+	if errors.As(err, &re) {
+		if re.Data != nil {
+			if b, jerr := json.Marshal(re.Data); jerr == nil {
+				return fmt.Sprintf("%s (%d) %s", re.Message, re.Code, b)
+			}
+		}
+		return fmt.Sprintf("%s (%d)", re.Message, re.Code)
+	}
+	return err.Error()
+}
+
+// abs resolves PATH against the session's cwd (ACP paths are absolute).
+func (t *turn) abs(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(t.s.file.Cwd, p)
+}
+
+func (t *turn) nextToolCallID() acp.ToolCallId {
+	n := t.s.file.NextToolCall
+	t.s.file.NextToolCall++
+	return acp.ToolCallId("call-" + strconv.Itoa(n))
+}
+
+func parseMillis(arg string) (time.Duration, error) {
+	n, err := strconv.Atoi(arg)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a number of milliseconds, got %q", arg)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// parseSize reads N, Nk or Nm (KiB, MiB).
+func parseSize(arg string) (int, error) {
+	s := strings.ToLower(strings.TrimSpace(arg))
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1<<10, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1<<20, strings.TrimSuffix(s, "m")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a size N, Nk or Nm, got %q", arg)
+	}
+	if n > MaxBig/mult {
+		return 0, fmt.Errorf("%s exceeds the limit of %d bytes", arg, MaxBig)
+	}
+	return n * mult, nil
+}
+
+// ---- commands ----
+
+func (t *turn) cmdHelp(string) error {
+	var b strings.Builder
+	b.WriteString("demo agent commands (one per line; other lines are echoed):")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "\n%s: %s", c.usage, c.help)
+	}
+	return t.message(b.String())
+}
+
+func (t *turn) cmdThink(arg string) error {
+	return t.send(acp.UpdateAgentThoughtText(arg))
+}
+
+func (t *turn) cmdPlan(arg string) error {
+	entries := []acp.PlanEntry{}
+	for _, item := range strings.Split(arg, ";") {
+		if item = strings.TrimSpace(item); item != "" {
+			entries = append(entries, acp.PlanEntry{Content: item, Priority: acp.PlanEntryPriorityMedium, Status: acp.PlanEntryStatusPending})
+		}
+	}
+	return t.send(acp.UpdatePlan(entries...))
+}
+
+func (t *turn) cmdTool(arg string) error {
+	name := arg
+	if name == "" {
+		name = "demo-tool"
+	}
+	id := t.nextToolCallID()
+	if err := t.send(acp.StartToolCall(id, name,
+		acp.WithStartKind(acp.ToolKindOther),
+		acp.WithStartStatus(acp.ToolCallStatusPending),
+		acp.WithStartRawInput(map[string]any{"name": name}),
+	)); err != nil {
+		return err
+	}
+	return t.send(acp.UpdateToolCall(id,
+		acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(name + ": done"))}),
+		acp.WithUpdateRawOutput(map[string]any{"ok": true}),
+	))
+}
+
+func (t *turn) cmdPermission(arg string) error {
+	title := arg
+	if title == "" {
+		title = "demo permission request"
+	}
+	id := t.nextToolCallID()
+	resp, err := t.a.conn.RequestPermission(t.cctx, acp.RequestPermissionRequest{
+		SessionId: t.sid,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: id,
+			Title:      acp.Ptr(title),
+			Kind:       acp.Ptr(acp.ToolKindOther),
+			Status:     acp.Ptr(acp.ToolCallStatusPending),
+		},
+		Options: []acp.PermissionOption{
+			{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow_once"},
+			{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject once", OptionId: "reject_once"},
+		},
+	})
+	var result string
+	switch {
+	case err != nil:
+		result = "error: " + errText(err)
+	case resp.Outcome.Cancelled != nil:
+		result = "cancelled"
+	case resp.Outcome.Selected != nil:
+		result = string(resp.Outcome.Selected.OptionId)
+	default:
+		result = "error: empty outcome"
+	}
+	return t.message("permission: " + result)
+}
+
+func (t *turn) cmdRead(arg string) error {
+	if arg == "" {
+		return t.message("read: error: missing PATH")
+	}
+	path := t.abs(arg)
+	if !t.caps.Fs.ReadTextFile {
+		return t.message("read " + path + ": error: client did not advertise fs.readTextFile")
+	}
+	resp, err := t.a.conn.ReadTextFile(t.cctx, acp.ReadTextFileRequest{SessionId: t.sid, Path: path})
+	if err != nil {
+		return t.message("read " + path + ": error: " + errText(err))
+	}
+	return t.message("read " + path + ": " + resp.Content)
+}
+
+func (t *turn) cmdWrite(arg string) error {
+	p, text := splitCommand(arg)
+	if p == "" {
+		return t.message("write: error: missing PATH")
+	}
+	text = unescape(text)
+	path := t.abs(p)
+	if !t.caps.Fs.WriteTextFile {
+		return t.message("write " + path + ": error: client did not advertise fs.writeTextFile")
+	}
+	if _, err := t.a.conn.WriteTextFile(t.cctx, acp.WriteTextFileRequest{SessionId: t.sid, Path: path, Content: text}); err != nil {
+		return t.message("write " + path + ": error: " + errText(err))
+	}
+	return t.message("write " + path + ": ok")
+}
+
+// unescape turns \n, \t and \\ into newline, tab and backslash.
+var unescape = strings.NewReplacer(`\\`, `\`, `\n`, "\n", `\t`, "\t").Replace
+
+func (t *turn) cmdTerminal(arg string) error {
+	fields := strings.Fields(arg)
+	if len(fields) == 0 {
+		return t.message("terminal: error: missing CMD")
+	}
+	label := "terminal " + strings.Join(fields, " ")
+	if !t.caps.Terminal {
+		return t.message(label + ": error: client did not advertise terminal")
+	}
+	conn := t.a.conn
+	cwd := t.s.file.Cwd
+	created, err := conn.CreateTerminal(t.cctx, acp.CreateTerminalRequest{
+		SessionId:       t.sid,
+		Command:         fields[0],
+		Args:            fields[1:],
+		Cwd:             &cwd,
+		OutputByteLimit: acp.Ptr(terminalOutputLimit),
+	})
+	if err != nil {
+		return t.message(label + ": error: create: " + errText(err))
+	}
+	tid := created.TerminalId
+	release := func() {
+		if _, err := conn.ReleaseTerminal(t.cctx, acp.ReleaseTerminalRequest{SessionId: t.sid, TerminalId: tid}); err != nil {
+			t.a.log.Info("terminal/release failed", "terminal", tid, "err", err)
+		}
+	}
+	exit, err := conn.WaitForTerminalExit(t.ctx, acp.WaitForTerminalExitRequest{SessionId: t.sid, TerminalId: tid})
+	if err != nil {
+		if t.cancelled() {
+			// Cancelled turn: stop the command, free the terminal, report nothing.
+			if _, kerr := conn.KillTerminal(t.cctx, acp.KillTerminalRequest{SessionId: t.sid, TerminalId: tid}); kerr != nil {
+				t.a.log.Info("terminal/kill failed", "terminal", tid, "err", kerr)
+			}
+			release()
+			return t.ctx.Err()
+		}
+		release()
+		return t.message(label + ": error: wait_for_exit: " + errText(err))
+	}
+	out, err := conn.TerminalOutput(t.cctx, acp.TerminalOutputRequest{SessionId: t.sid, TerminalId: tid})
+	release()
+	if err != nil {
+		return t.message(label + ": error: output: " + errText(err))
+	}
+	status := "exit unknown"
+	switch {
+	case exit.ExitCode != nil:
+		status = "exit " + strconv.Itoa(*exit.ExitCode)
+	case exit.Signal != nil:
+		status = "signal " + *exit.Signal
+	}
+	text := label + ": " + status + "\n" + out.Output
+	if out.Truncated {
+		text += "\n[output truncated]"
+	}
+	return t.message(text)
+}
+
+func (t *turn) cmdBig(arg string) error {
+	n, err := parseSize(arg)
+	if err != nil {
+		return t.message("big: error: " + err.Error())
+	}
+	b := make([]byte, n)
+	for i := 0; i < n; i += len(bigAlphabet) {
+		copy(b[i:], bigAlphabet)
+	}
+	return t.message(string(b))
+}
+
+func (t *turn) cmdChunks(arg string) error {
+	n, err := strconv.Atoi(arg)
+	if err != nil || n < 0 || n > MaxChunks {
+		return t.message(fmt.Sprintf("chunks: error: want a count from 0 to %d, got %q", MaxChunks, arg))
+	}
+	for i := 1; i <= n; i++ {
+		if t.cancelled() {
+			return t.ctx.Err()
+		}
+		if err := t.message("chunk " + strconv.Itoa(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *turn) cmdSlow(arg string) error {
+	d, err := parseMillis(arg)
+	if err != nil {
+		return t.message("slow: error: " + err.Error())
+	}
+	t.delay = d
+	return nil
+}
+
+func (t *turn) cmdSleep(arg string) error {
+	d, err := parseMillis(arg)
+	if err != nil {
+		return t.message("sleep: error: " + err.Error())
+	}
+	return sleepCtx(t.ctx, d)
+}
+
+func (t *turn) cmdFail(arg string) error {
+	msg := arg
+	if msg == "" {
+		msg = "demo failure requested by /fail"
+	}
+	return acp.NewInternalError(map[string]any{"error": msg})
+}
+
+func (t *turn) cmdExit(arg string) error {
+	code := 0
+	if arg != "" {
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return t.message("exit: error: want an exit code, got " + strconv.Quote(arg))
+		}
+		code = n
+	}
+	return ErrExit{Code: code}
+}
+
+func (t *turn) cmdEnv(arg string) error {
+	if arg == "" {
+		return t.message("env: error: missing NAME")
+	}
+	if v, ok := os.LookupEnv(arg); ok {
+		return t.message(arg + "=" + v)
+	}
+	return t.message(arg + " unset")
+}
+
+func (t *turn) cmdCwd(string) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = "error: " + err.Error()
+	}
+	return t.message("session cwd: " + t.s.file.Cwd + "\nprocess cwd: " + wd)
+}
+
+func (t *turn) cmdExt(arg string) error {
+	params := map[string]any{"sessionId": string(t.sid)}
+	if arg != "" {
+		params["text"] = arg
+	}
+	if err := t.a.conn.NotifyExtension(t.a.runCtx, "_demo/ping", params); err != nil {
+		return t.message("ext: error: " + errText(err))
+	}
+	return t.message("ext: sent _demo/ping")
+}

@@ -1,0 +1,97 @@
+package interp
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Error is a mistake in a configuration or a plug, or a failure of plug
+// code: it says where (file:line:col), which plug and handler, and carries
+// the Starlark backtrace when there is one.
+type Error struct {
+	Pos       syntax.Position
+	Plug      string // plug name, when the error belongs to a plug
+	Handler   string // handler name, when it happened in one
+	Msg       string
+	Backtrace string // "Traceback (most recent call last): …", or empty
+	cause     error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Pos.IsValid() {
+		b.WriteString(e.Pos.String())
+		b.WriteString(": ")
+	}
+	if e.Plug != "" {
+		fmt.Fprintf(&b, "plug %s: ", e.Plug)
+	}
+	if e.Handler != "" {
+		b.WriteString(e.Handler)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Backtrace != "" {
+		b.WriteString("\n")
+		b.WriteString(strings.TrimRight(e.Backtrace, "\n"))
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.cause }
+
+// Errorf makes an Error at pos.
+func Errorf(pos syntax.Position, format string, args ...any) *Error {
+	return &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+// WrapError turns err, as returned by the Starlark interpreter, into an
+// Error naming plug and handler. The position is the innermost frame of
+// Starlark code; the backtrace is the Starlark call stack.
+func WrapError(err error, plug, handler string) *Error {
+	if e, ok := err.(*Error); ok {
+		c := *e
+		if c.Plug == "" {
+			c.Plug = plug
+		}
+		if c.Handler == "" {
+			c.Handler = handler
+		}
+		return &c
+	}
+	out := &Error{Plug: plug, Handler: handler, Msg: err.Error(), cause: err}
+	var evalErr *starlark.EvalError
+	var synErr syntax.Error
+	var resErrs resolve.ErrorList
+	switch {
+	case errors.As(err, &evalErr):
+		out.Msg = evalErr.Msg
+		for i := len(evalErr.CallStack) - 1; i >= 0; i-- {
+			if pos := evalErr.CallStack[i].Pos; pos.Filename() != "<builtin>" {
+				out.Pos = pos
+				break
+			}
+		}
+		if len(evalErr.CallStack) > 1 {
+			out.Backtrace = evalErr.CallStack.String()
+		}
+	case errors.As(err, &synErr):
+		out.Pos, out.Msg = synErr.Pos, synErr.Msg
+	case errors.As(err, &resErrs) && len(resErrs) > 0:
+		out.Pos = resErrs[0].Pos
+		msgs := make([]string, len(resErrs))
+		for i, r := range resErrs {
+			msgs[i] = r.Msg
+			if i > 0 {
+				msgs[i] = r.Pos.String() + ": " + r.Msg
+			}
+		}
+		out.Msg = strings.Join(msgs, "\n")
+	}
+	return out
+}

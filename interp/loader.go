@@ -1,0 +1,226 @@
+// Package interp loads blaise.star configurations, plug files and helper
+// modules, and turns them into checked definitions: which plugs, in which
+// order, with which inputs and handlers.
+package interp
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
+)
+
+// StdlibPrefix marks references to plugs and modules embedded in the binary.
+const StdlibPrefix = "blaise:"
+
+// FileOptions are the Starlark dialect of every file: while loops,
+// recursion and top-level control flow are allowed; runaway code is
+// stopped by step limits and cancellation instead.
+var FileOptions = &syntax.FileOptions{
+	Set:             true,
+	While:           true,
+	TopLevelControl: true,
+	Recursion:       true,
+}
+
+// A Loader loads files by reference, each file once, and reports load
+// cycles. It is not safe for concurrent use.
+type Loader struct {
+	// Stdlib holds the files referenced as blaise:NAME.
+	Stdlib fs.FS
+	// Predeclared names are added to those of plug files (plug, schema …),
+	// for example request_error and hosts.
+	Predeclared starlark.StringDict
+	// Print receives print() output during loading; nil discards it.
+	Print func(file, msg string)
+
+	modules map[string]*module
+	stack   []string // keys being loaded, for cycle reports
+}
+
+type fileKind int
+
+const (
+	helperFile fileKind = iota // reached by load()
+	plugFile                   // reached by use()
+	configFile                 // blaise.star
+)
+
+type module struct {
+	kind    fileKind
+	globals starlark.StringDict
+	plug    *Plug
+	err     error
+}
+
+// resolve turns ref, written in the file with key from, into a key: an
+// absolute path or StdlibPrefix+name.
+func (l *Loader) resolve(ref, from string) (string, error) {
+	switch {
+	case ref == "":
+		return "", fmt.Errorf("empty reference")
+	case strings.HasPrefix(ref, StdlibPrefix):
+		name := strings.TrimPrefix(ref, StdlibPrefix)
+		if !strings.HasSuffix(name, ".star") {
+			name += ".star"
+		}
+		if !fs.ValidPath(name) {
+			return "", fmt.Errorf("invalid reference %q", ref)
+		}
+		return StdlibPrefix + name, nil
+	case strings.HasPrefix(from, StdlibPrefix):
+		if path.IsAbs(ref) {
+			return "", fmt.Errorf("%s cannot reference the file %q", from, ref)
+		}
+		name := path.Join(path.Dir(strings.TrimPrefix(from, StdlibPrefix)), ref)
+		if !fs.ValidPath(name) {
+			return "", fmt.Errorf("invalid reference %q", ref)
+		}
+		return StdlibPrefix + name, nil
+	case filepath.IsAbs(ref):
+		return filepath.Clean(ref), nil
+	default:
+		return filepath.Join(filepath.Dir(from), ref), nil
+	}
+}
+
+// read returns the source of the file with key.
+func (l *Loader) read(key string) ([]byte, error) {
+	if name, ok := strings.CutPrefix(key, StdlibPrefix); ok {
+		if l.Stdlib == nil {
+			return nil, fmt.Errorf("no plug or module %s in the standard library", displayName(key))
+		}
+		data, err := fs.ReadFile(l.Stdlib, name)
+		if err != nil {
+			return nil, fmt.Errorf("no plug or module %s in the standard library", displayName(key))
+		}
+		return data, nil
+	}
+	data, err := os.ReadFile(key)
+	if err != nil {
+		var pe *fs.PathError
+		if ok := asPathError(err, &pe); ok {
+			return nil, fmt.Errorf("cannot read %s: %v", displayName(key), pe.Err)
+		}
+		return nil, err
+	}
+	return data, nil
+}
+
+func asPathError(err error, target **fs.PathError) bool {
+	pe, ok := err.(*fs.PathError)
+	if ok {
+		*target = pe
+	}
+	return ok
+}
+
+// displayName is how a file appears in positions and messages: relative to
+// the working directory when it lies below it.
+func displayName(key string) string {
+	if strings.HasPrefix(key, StdlibPrefix) {
+		return strings.TrimSuffix(key, ".star")
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, key); err == nil && !strings.HasPrefix(rel, "..") {
+			return rel
+		}
+	}
+	return key
+}
+
+// load returns the module with key, loading it on first use.
+func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict, bind func(*starlark.Thread)) (*module, error) {
+	for i, k := range l.stack {
+		if k == key {
+			cycle := make([]string, 0, len(l.stack)-i+1)
+			for _, c := range l.stack[i:] {
+				cycle = append(cycle, displayName(c))
+			}
+			cycle = append(cycle, displayName(key))
+			return nil, fmt.Errorf("load cycle: %s", strings.Join(cycle, " → "))
+		}
+	}
+	if m, ok := l.modules[key]; ok {
+		if m.kind != kind && m.err == nil {
+			return nil, kindMismatch(key, kind)
+		}
+		return m, m.err
+	}
+	if l.modules == nil {
+		l.modules = make(map[string]*module)
+	}
+	src, err := l.read(key)
+	if err != nil {
+		return nil, err
+	}
+	l.stack = append(l.stack, key)
+	defer func() { l.stack = l.stack[:len(l.stack)-1] }()
+
+	m := &module{kind: kind}
+	thread := &starlark.Thread{
+		Name: displayName(key),
+		Load: func(_ *starlark.Thread, ref string) (starlark.StringDict, error) {
+			target, err := l.resolve(ref, key)
+			if err != nil {
+				return nil, err
+			}
+			dep, err := l.load(target, helperFile, l.Predeclared, nil)
+			if err != nil {
+				return nil, err
+			}
+			return dep.globals, nil
+		},
+		Print: func(_ *starlark.Thread, msg string) {
+			if l.Print != nil {
+				l.Print(displayName(key), msg)
+			}
+		},
+	}
+	thread.SetMaxExecutionSteps(loadSteps)
+	if bind != nil {
+		bind(thread)
+	}
+	all := starlark.StringDict{}
+	for k, v := range commonPredeclared {
+		all[k] = v
+	}
+	for k, v := range predeclared {
+		all[k] = v
+	}
+	m.globals, err = starlark.ExecFileOptions(FileOptions, thread, displayName(key), src, all)
+	if err != nil {
+		m.err = WrapError(err, "", "")
+		l.modules[key] = m
+		return m, m.err
+	}
+	if kind == plugFile {
+		m.plug, m.err = finishPlug(thread, key, m.globals)
+	}
+	l.modules[key] = m
+	return m, m.err
+}
+
+// loadSteps bounds the top-level code of one file.
+const loadSteps = 50_000_000
+
+func kindMismatch(key string, kind fileKind) error {
+	if kind == plugFile {
+		return fmt.Errorf("%s is a module for load(), not a plug: it does not call plug()", displayName(key))
+	}
+	return fmt.Errorf("%s is a plug, not a module: use it in setup() instead of load()", displayName(key))
+}
+
+// commonPredeclared are the names every file sees.
+var commonPredeclared = starlark.StringDict{
+	"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
+	"json":   json.Module,
+	"schema": SchemaModule,
+}

@@ -1,0 +1,764 @@
+// Package runner runs a session's chain of plugs around the agent process:
+// start, resume and teardown runs, next() and its rules (C1–C15).
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"bufio"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/charmbracelet/log"
+	"go.starlark.net/starlark"
+)
+
+// Kind is the kind of a run (C7).
+type Kind string
+
+const (
+	Start    Kind = "start"
+	Resume   Kind = "resume"
+	Teardown Kind = "teardown"
+)
+
+// Stop is a stop directive: why the run must end and whether the session
+// may resume later.
+type Stop struct {
+	Reason    string
+	MayResume bool
+}
+
+// Options configure one run.
+type Options struct {
+	Config      *interp.Config
+	SessionID   string
+	ExecutionID string
+	Kind        Kind
+	Number      int // the run's number in its session, from 1
+	// EndReason is why the session ended, for Teardown runs (closed, expired …).
+	EndReason string
+
+	Host      hosts.Host // where the agent runs; nil: Runner
+	Runner    hosts.Host // the runner's own machine; nil: a new local host
+	RunnerEnv map[string]string
+	Store     builtins.Store // persisted plug state; nil: in memory
+	Logger    *log.Logger    // nil: log.Default()
+
+	// MaxSteps bounds the Starlark steps of one handler call; 0: DefaultMaxSteps.
+	MaxSteps uint64
+	// FailureMayResume is the may_resume of a failed run whose chain can resume.
+	FailureMayResume bool
+	// AgentGrace is how long the agent may take to exit after its stdin
+	// closes, and again after SIGTERM; 0: DefaultAgentGrace.
+	AgentGrace time.Duration
+	// Attach connects the agent's stdio once it started; it returns when the
+	// streams are done. Nil: stdout is drained and stderr logged.
+	Attach func(ctx context.Context, agent hosts.Process) error
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxSteps   = 100_000_000
+	DefaultAgentGrace = 3 * time.Second
+)
+
+// Result is what a run reports (L7).
+type Result struct {
+	Resumable bool                // whether the chain can resume (C12)
+	Pause     *builtins.PauseInfo // nil for teardown runs
+	Teardown  *builtins.PauseInfo // nil when the session goes on
+	// TeardownErr is the first failure of the teardown, nil when it succeeded.
+	TeardownErr error
+}
+
+// Run is one run of a session's chain.
+type Run struct {
+	opts   Options
+	log    *log.Logger
+	lock   builtins.Lock
+	signal builtins.Signal
+
+	ctx    context.Context // cancelled when the session shuts down
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	stop    *Stop
+	stopped chan struct{}
+	frames  []*frame // what is executing, innermost last
+
+	plugs      []*plugRun
+	hostValues map[hosts.Host]starlark.Value
+	runnerEnv  *starlark.Dict
+	tdErr      error
+}
+
+// frame is a handler call or the agent, for cancellation on stop.
+type frame struct {
+	thread *starlark.Thread // nil for the agent
+	cancel context.CancelFunc
+}
+
+// plugRun is a plug's state during the run.
+type plugRun struct {
+	use       *interp.Use
+	loaded    bool
+	loadErr   error
+	inputs    starlark.Value
+	state     starlark.Value
+	persisted *builtins.Persisted
+	outputs   map[string]starlark.Value
+	order     []string
+}
+
+// New prepares a run.
+func New(opts Options) *Run {
+	if opts.Logger == nil {
+		opts.Logger = log.Default()
+	}
+	if opts.Store == nil {
+		opts.Store = builtins.NewMemStore()
+	}
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if opts.AgentGrace == 0 {
+		opts.AgentGrace = DefaultAgentGrace
+	}
+	if opts.Number == 0 {
+		opts.Number = 1
+	}
+	r := &Run{opts: opts, log: opts.Logger, stopped: make(chan struct{}), hostValues: map[hosts.Host]starlark.Value{}}
+	for _, u := range opts.Config.Uses {
+		r.plugs = append(r.plugs, &plugRun{use: u, outputs: map[string]starlark.Value{}})
+	}
+	r.runnerEnv = starlark.NewDict(len(opts.RunnerEnv))
+	keys := make([]string, 0, len(opts.RunnerEnv))
+	for k := range opts.RunnerEnv {
+		if !IsBlaiseSecret(k) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		_ = r.runnerEnv.SetKey(starlark.String(k), starlark.String(opts.RunnerEnv[k]))
+	}
+	r.runnerEnv.Freeze()
+	return r
+}
+
+// IsBlaiseSecret reports whether an environment variable carries a Blaise
+// credential, which plugs never see in ctx.runner_env (L8).
+func IsBlaiseSecret(name string) bool {
+	if !strings.HasPrefix(name, "BLAISE_") {
+		return false
+	}
+	for _, s := range []string{"TOKEN", "SECRET", "KEY", "PASSWORD"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop asks the run to end: the agent is stopped and the innermost next()
+// returns a PauseInfo with the stop's reason. A handler still computing is
+// cancelled. Only the first stop counts.
+func (r *Run) Stop(s Stop) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop != nil {
+		return
+	}
+	r.stop = &s
+	close(r.stopped)
+	if n := len(r.frames); n > 0 {
+		top := r.frames[n-1]
+		if top.thread != nil {
+			top.thread.Cancel(fmt.Sprintf("cancelled: the run was stopped (%s)", s.Reason))
+		}
+		top.cancel()
+	}
+}
+
+// stopDirective returns the stop, if one arrived.
+func (r *Run) stopDirective() *Stop {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stop
+}
+
+// Run executes the run and returns what it reports. Cancelling ctx shuts the
+// session down: ctx.signal is aborted and running handlers are cancelled.
+func (r *Run) Run(ctx context.Context) Result {
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	defer r.cancel()
+	go func() {
+		<-r.ctx.Done()
+		r.signal.Abort("the session is shutting down")
+		r.mu.Lock()
+		for _, f := range r.frames {
+			if f.thread != nil {
+				f.thread.Cancel("cancelled: the session is shutting down")
+			}
+			f.cancel()
+		}
+		r.mu.Unlock()
+	}()
+
+	runnerHost := r.opts.Runner
+	if runnerHost == nil {
+		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.opts.RunnerEnv})
+		defer runnerHost.Close()
+	}
+	host := r.opts.Host
+	if host == nil {
+		host = runnerHost
+	}
+	r.hostValues[runnerHost] = builtins.NewHost(runnerHost, "runner")
+
+	res := Result{Resumable: r.opts.Config.Resumable()}
+	if !res.Resumable {
+		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
+	}
+	r.lock.Acquire()
+	defer r.lock.Release()
+
+	endReason, cause := r.opts.EndReason, error(nil)
+	if r.opts.Kind != Teardown {
+		a := r.opts.Config.Agent
+		draft := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd)
+		pause := r.session(0, draft, host, runnerHost)
+		if pause.Reason != builtins.ReasonFailed && pause.MayResume && !res.Resumable {
+			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
+		}
+		res.Pause = &pause
+		if pause.MayResume {
+			return res
+		}
+		endReason, cause = pause.Reason, pause.Err
+	}
+	if endReason == "" {
+		endReason = builtins.ReasonClosed
+	}
+	td := r.teardown(r.teardownOrder(), 0, endReason, cause, host, runnerHost)
+	res.Teardown, res.TeardownErr = &td, r.tdErr
+	return res
+}
+
+func (r *Run) unresumable() []string {
+	var names []string
+	for _, u := range r.opts.Config.Uses {
+		if !u.Plug.Resumable {
+			names = append(names, u.Name())
+		}
+	}
+	return names
+}
+
+// failed is the PauseInfo of a failure.
+func (r *Run) failed(err error) builtins.PauseInfo {
+	return builtins.PauseInfo{
+		Reason:    builtins.ReasonFailed,
+		Err:       err,
+		MayResume: r.opts.FailureMayResume && r.opts.Config.Resumable(),
+	}
+}
+
+// session runs on_session of plug i and everything inside it (C1–C5).
+func (r *Run) session(i int, draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
+	if i == len(r.plugs) {
+		return r.runAgent(draft, host)
+	}
+	p := r.plugs[i]
+	if err := r.load(p, host, runnerHost); err != nil {
+		return r.failed(err)
+	}
+	fn := p.use.Plug.OnSession
+	if fn == nil {
+		return r.session(i+1, draft, host, runnerHost)
+	}
+	mine := draft.For(p.use.Plug.Name)
+	var inner builtins.PauseInfo
+	calls := 0
+	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
+		mine.Freeze()
+		inner = r.session(i+1, mine, h, runnerHost)
+		return &inner
+	})
+	c := r.newCtx(p, "on_session", host, runnerHost)
+	c.Agent = mine
+	if _, err := r.call(p, "on_session", fn, c, starlark.Tuple{c, next}); err != nil {
+		return r.failed(err)
+	}
+	if calls == 0 {
+		return r.failed(r.handlerError(p, "on_session", fn, "returned without calling next(); call next() exactly once"))
+	}
+	return inner
+}
+
+// teardown runs on_teardown of the k-th plug of order and everything
+// inside it (C8).
+func (r *Run) teardown(order []int, k int, reason string, cause error, host, runnerHost hosts.Host) builtins.PauseInfo {
+	if k == len(order) {
+		info := builtins.PauseInfo{Teardown: true, Reason: reason, Err: cause}
+		return info
+	}
+	p := r.plugs[order[k]]
+	fail := func(err error) builtins.PauseInfo {
+		if r.tdErr == nil {
+			r.tdErr = err
+		}
+		return builtins.PauseInfo{Teardown: true, Reason: builtins.ReasonFailed, Err: err}
+	}
+	if err := r.load(p, host, runnerHost); err != nil {
+		return fail(err)
+	}
+	fn := p.use.Plug.OnTeardown
+	var inner builtins.PauseInfo
+	calls := 0
+	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
+		inner = r.teardown(order, k+1, reason, cause, h, runnerHost)
+		return &inner
+	})
+	c := r.newCtx(p, "on_teardown", host, runnerHost)
+	if _, err := r.call(p, "on_teardown", fn, c, starlark.Tuple{c, next}); err != nil {
+		return fail(err)
+	}
+	if calls == 0 {
+		return fail(r.handlerError(p, "on_teardown", fn, "returned without calling next(); call next() exactly once"))
+	}
+	return inner
+}
+
+// teardownOrder lists the plugs that take part in a teardown, outermost first.
+func (r *Run) teardownOrder() []int {
+	var order []int
+	for i, p := range r.plugs {
+		if p.use.Plug.OnTeardown != nil {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// nextBuiltin makes the next(host = None) of one handler call. inner runs
+// everything inside the plug on the given host.
+func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(hosts.Host) starlark.Value) *starlark.Builtin {
+	return starlark.NewBuiltin("next", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var hv starlark.Value = starlark.None
+		if err := starlark.UnpackArgs("next", args, kwargs, "host?", &hv); err != nil {
+			return nil, err
+		}
+		*calls++
+		if *calls > 1 {
+			return nil, fmt.Errorf("next() called twice; call it exactly once")
+		}
+		h := host
+		switched := hv != starlark.None
+		if switched {
+			var ok bool
+			if h, ok = builtins.HostOf(hv); !ok {
+				return nil, fmt.Errorf("next: host: want a host, got %s", hv.Type())
+			}
+		}
+		v := inner(h)
+		if switched {
+			// C6: the host lives as long as the next() that introduced it.
+			var err error
+			r.unlocked(func() { err = h.Close() })
+			if err != nil {
+				r.log.Warn("closing the host failed", "plug", p.use.Plug.Name, "err", err)
+			}
+		}
+		return v, nil
+	})
+}
+
+// handlerError is a failure of the chain's rules in a handler.
+func (r *Run) handlerError(p *plugRun, handler string, fn *starlark.Function, msg string) error {
+	return &interp.Error{Pos: fn.Position(), Plug: p.use.Plug.Name, Handler: handler, Msg: msg}
+}
+
+// unlocked runs f with the session lock released.
+func (r *Run) unlocked(f func()) {
+	r.lock.Release()
+	defer r.lock.Acquire()
+	f()
+}
+
+// push records an executing frame; the returned function removes it.
+func (r *Run) push(f *frame) func() {
+	r.mu.Lock()
+	r.frames = append(r.frames, f)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.frames = r.frames[:len(r.frames)-1]
+		r.mu.Unlock()
+	}
+}
+
+// call runs one handler on a thread of its own, bound to c (C15).
+func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins.Ctx, args starlark.Tuple) (starlark.Value, error) {
+	callCtx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	thread := &starlark.Thread{
+		Name: p.use.Plug.Name + " " + handler,
+		Print: func(_ *starlark.Thread, msg string) {
+			c.Log.Logger.Info(msg)
+		},
+	}
+	max := r.opts.MaxSteps
+	thread.SetMaxExecutionSteps(max)
+	thread.OnMaxSteps = func(t *starlark.Thread) {
+		t.Cancel(fmt.Sprintf("stopped after %d steps: a runaway loop? (the limit of one handler call)", max))
+	}
+	builtins.BindThread(thread, &r.lock, callCtx)
+	defer r.push(&frame{thread: thread, cancel: cancel})()
+	defer c.Close()
+	v, err := starlark.Call(thread, fn, args, nil)
+	if err != nil {
+		werr := interp.WrapError(err, p.use.Plug.Name, handler)
+		r.log.Error("handler failed", "err", werr)
+		return nil, werr
+	}
+	return v, nil
+}
+
+// load evaluates and validates the plug's inputs (C14), migrates its
+// persisted value (C9) and runs on_load, once per run.
+func (r *Run) load(p *plugRun, host, runnerHost hosts.Host) error {
+	if p.loaded {
+		return p.loadErr
+	}
+	p.loaded = true
+	p.loadErr = r.loadPlug(p, host, runnerHost)
+	return p.loadErr
+}
+
+func (r *Run) loadPlug(p *plugRun, host, runnerHost hosts.Host) error {
+	u := p.use
+	inputs := u.Inputs
+	if !u.Static {
+		c := r.newCtx(p, "inputs", host, runnerHost)
+		v, err := r.evalInputs(p, c, inputs)
+		c.Close()
+		if err != nil {
+			return err
+		}
+		inputs = v.(*starlark.Dict)
+	}
+	valid, err := interp.ValidateInputs(u, inputs)
+	if err != nil {
+		return &interp.Error{Pos: u.Pos, Msg: err.Error()}
+	}
+	p.inputs = valid
+
+	if schema := u.Plug.Persisted; schema != nil {
+		p.persisted = &builtins.Persisted{Store: r.opts.Store, Session: r.opts.SessionID, PlugID: u.ID, Plug: u.Plug.Name, Schema: schema}
+		if err := r.loadPersisted(p, host, runnerHost); err != nil {
+			return err
+		}
+	}
+	if fn := u.Plug.OnLoad; fn != nil {
+		c := r.newCtx(p, "on_load", host, runnerHost)
+		v, err := r.call(p, "on_load", fn, c, starlark.Tuple{c})
+		if err != nil {
+			return err
+		}
+		p.state = v
+	} else {
+		p.state = starlark.NewDict(0)
+	}
+	return nil
+}
+
+// loadPersisted reads the stored value and migrates it when it no longer
+// validates (C9).
+func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
+	u := p.use
+	var data []byte
+	var ok bool
+	var err error
+	r.unlocked(func() { data, ok, err = r.opts.Store.Get(r.ctx, r.opts.SessionID, u.ID) })
+	if err != nil {
+		return fmt.Errorf("plug %s: reading persisted state: %w", u.Name(), err)
+	}
+	if !ok {
+		return nil
+	}
+	v, verr := u.Plug.Persisted.ValidateJSON(data, "persisted")
+	if verr == nil {
+		p.persisted.Value = v
+		return nil
+	}
+	fn := u.Plug.OnMigrate
+	if fn == nil {
+		return &interp.Error{Pos: u.Plug.Pos, Plug: u.Plug.Name, Msg: fmt.Sprintf("the stored persisted value no longer validates, and the plug has no on_migrate(ctx, stored):\n%v", verr)}
+	}
+	stored, err := interp.FromJSON(data)
+	if err != nil {
+		return fmt.Errorf("plug %s: stored persisted state is not JSON: %w", u.Name(), err)
+	}
+	c := r.newCtx(p, "on_migrate", host, runnerHost)
+	migrated, err := r.call(p, "on_migrate", fn, c, starlark.Tuple{c, stored})
+	if err != nil {
+		return err
+	}
+	if migrated == starlark.None {
+		r.unlocked(func() { err = r.opts.Store.Delete(r.ctx, r.opts.SessionID, u.ID) })
+		return err
+	}
+	valid, enc, err := builtins.EncodePersisted(u.Plug.Persisted, migrated)
+	if err != nil {
+		return r.handlerError(p, "on_migrate", fn, "the migrated value does not validate: "+err.Error())
+	}
+	r.unlocked(func() { err = r.opts.Store.Set(r.ctx, r.opts.SessionID, u.ID, u.Plug.Name, enc) })
+	if err != nil {
+		return fmt.Errorf("plug %s: writing migrated persisted state: %w", u.Name(), err)
+	}
+	p.persisted.Value = valid
+	return nil
+}
+
+// evalInputs calls every function in v with c, the view of the run (C14).
+func (r *Run) evalInputs(p *plugRun, c *builtins.Ctx, v starlark.Value) (starlark.Value, error) {
+	switch v := v.(type) {
+	case starlark.Callable:
+		return r.call(p, "inputs", v, c, starlark.Tuple{c})
+	case *starlark.Dict:
+		out := starlark.NewDict(v.Len())
+		for _, item := range v.Items() {
+			x, err := r.evalInputs(p, c, item[1])
+			if err != nil {
+				return nil, err
+			}
+			_ = out.SetKey(item[0], x)
+		}
+		return out, nil
+	case *starlark.List:
+		elems := make([]starlark.Value, v.Len())
+		for i := range elems {
+			x, err := r.evalInputs(p, c, v.Index(i))
+			if err != nil {
+				return nil, err
+			}
+			elems[i] = x
+		}
+		return starlark.NewList(elems), nil
+	}
+	return v, nil
+}
+
+// newCtx makes the ctx of one handler call.
+func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *builtins.Ctx {
+	c := &builtins.Ctx{
+		PlugName:  p.use.Plug.Name,
+		PlugID:    p.use.ID,
+		PlugIndex: p.use.Index,
+		Handler:   handler,
+		Inputs:    p.inputs,
+		State:     p.state,
+		Persisted: p.persisted,
+		Session: interp.NewRecord([]string{"id", "execution_id", "agent"}, []starlark.Value{
+			starlark.String(r.opts.SessionID),
+			starlark.String(r.opts.ExecutionID),
+			interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.agentName())}),
+		}).WithName("ctx.session"),
+		Run: interp.NewRecord([]string{"kind", "number"}, []starlark.Value{
+			starlark.String(string(r.opts.Kind)), starlark.MakeInt(r.opts.Number),
+		}).WithName("ctx.run"),
+		Setup:     &builtins.Setup{IDs: r.ids(), Outputs: r.outputs},
+		RunnerEnv: r.runnerEnv,
+		Log:       &builtins.Log{Logger: r.log.WithPrefix(p.use.Plug.Name)},
+		Signal:    &r.signal,
+		Host:      r.hostValue(host),
+		Runner:    r.hostValue(runnerHost),
+		SetOutput: func(name string, v starlark.Value) error {
+			if _, ok := p.outputs[name]; !ok {
+				p.order = append(p.order, name)
+			}
+			p.outputs[name] = v
+			return nil
+		},
+	}
+	// ctx.agent is writable only in on_session before next(), where
+	// session() replaces this read-only copy with the plug's draft.
+	a := r.opts.Config.Agent
+	c.Agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name)
+	c.Agent.Freeze()
+	return c.Bind()
+}
+
+func (r *Run) agentName() string {
+	return filepath.Base(r.opts.Config.Agent.Command)
+}
+
+func (r *Run) hostValue(h hosts.Host) starlark.Value {
+	if v, ok := r.hostValues[h]; ok {
+		return v
+	}
+	v := builtins.NewHost(h, "host")
+	r.hostValues[h] = v
+	return v
+}
+
+func (r *Run) ids() []string {
+	var ids []string
+	for _, p := range r.plugs {
+		if p.use.ID != "" {
+			ids = append(ids, p.use.ID)
+		}
+	}
+	return ids
+}
+
+// outputs returns the outputs plug id published in this run (C10).
+func (r *Run) outputs(id string) *interp.Record {
+	for _, p := range r.plugs {
+		if p.use.ID == id {
+			vals := make([]starlark.Value, len(p.order))
+			for i, k := range p.order {
+				vals[i] = p.outputs[k]
+			}
+			return interp.NewRecord(p.order, vals).WithName("setup[" + id + "].outputs")
+		}
+	}
+	return interp.NewRecord(nil, nil)
+}
+
+// runAgent starts the agent from draft on host and waits until the run is
+// stopped or the agent exits; it is the innermost next() (C3).
+func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.PauseInfo {
+	if s := r.stopDirective(); s != nil {
+		return builtins.PauseInfo{Reason: s.Reason, MayResume: s.MayResume}
+	}
+	argv, env, cwd, err := draft.Spec()
+	if err != nil {
+		return r.failed(fmt.Errorf("agent: %w", err))
+	}
+	agentCtx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	var proc hosts.Process
+	r.unlocked(func() { proc, err = host.Spawn(agentCtx, hosts.SpawnSpec{Argv: argv, Dir: cwd, Env: env}) })
+	if err != nil {
+		return r.failed(fmt.Errorf("the agent failed to start: %w", err))
+	}
+	defer r.push(&frame{cancel: cancel})()
+	r.log.Debug("agent started", "pid", proc.Pid(), "argv", strings.Join(argv, " "))
+
+	attached := make(chan error, 1)
+	tail := &stderrTail{}
+	go func() { attached <- r.attach(agentCtx, proc, tail) }()
+	exited := make(chan int, 1)
+	go func() {
+		code, _ := proc.Wait()
+		exited <- code
+	}()
+
+	var pause builtins.PauseInfo
+	r.unlocked(func() {
+		select {
+		case code := <-exited:
+			pause = r.failed(fmt.Errorf("the agent exited with code %d", code))
+		case <-r.stopped:
+			r.stopAgent(proc, exited)
+		case <-r.ctx.Done():
+			pause = r.failed(errors.New("the session shut down"))
+			r.stopAgent(proc, exited)
+		}
+		// What the agent left in its process group goes with it.
+		_ = proc.Kill()
+		cancel()
+		<-attached
+	})
+	if s := r.stopDirective(); s != nil && r.ctx.Err() == nil {
+		// A stop that arrived while the agent was exiting still names the pause.
+		return builtins.PauseInfo{Reason: s.Reason, MayResume: s.MayResume}
+	}
+	if pause.Err != nil && tail.String() != "" {
+		pause.Err = fmt.Errorf("%w%s", pause.Err, tail)
+	}
+	return pause
+}
+
+// stopAgent ends the agent: its stdin closes, then SIGTERM, then SIGKILL,
+// each after the grace period.
+func (r *Run) stopAgent(proc hosts.Process, exited <-chan int) {
+	_ = proc.Stdin().Close()
+	grace := r.opts.AgentGrace
+	select {
+	case <-exited:
+		return
+	case <-time.After(grace):
+	}
+	_ = proc.Signal("TERM")
+	select {
+	case <-exited:
+		return
+	case <-time.After(grace):
+	}
+	r.log.Warn("the agent ignored SIGTERM; killing it", "pid", proc.Pid())
+	_ = proc.Kill()
+	<-exited
+}
+
+// attach connects the agent's streams; stderr goes to the log, and its
+// last lines to tail.
+func (r *Run) attach(ctx context.Context, proc hosts.Process, tail *stderrTail) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tail.read(r.log.WithPrefix("agent"), proc.Stderr())
+	}()
+	var err error
+	if r.opts.Attach != nil {
+		err = r.opts.Attach(ctx, proc)
+	} else {
+		_, err = io.Copy(io.Discard, proc.Stdout())
+	}
+	<-done
+	return err
+}
+
+// stderrTail keeps the last lines of the agent's stderr, to explain a crash.
+type stderrTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+const tailLines = 5
+
+func (t *stderrTail) read(l *log.Logger, rd io.Reader) {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		l.Debug(line)
+		t.mu.Lock()
+		t.lines = append(t.lines, line)
+		if len(t.lines) > tailLines {
+			t.lines = t.lines[1:]
+		}
+		t.mu.Unlock()
+	}
+	_, _ = io.Copy(io.Discard, rd)
+}
+
+func (t *stderrTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return ""
+	}
+	return "; its stderr ends with:\n  " + strings.Join(t.lines, "\n  ")
+}

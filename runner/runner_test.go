@@ -1,0 +1,659 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// chain is a configuration written to a temporary directory.
+type chain struct {
+	t     *testing.T
+	dir   string
+	cfg   *interp.Config
+	logs  *syncBuffer
+	log   *log.Logger
+	store *builtins.MemStore
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newChain writes files (name → content) and loads blaise.star.
+func newChain(t *testing.T, files map[string]string) *chain {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(strings.ReplaceAll(content, "$DIR", dir)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := &syncBuffer{}
+	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
+	cfg, err := runner.LoadConfig(filepath.Join(dir, "blaise.star"), logger)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	return &chain{t: t, dir: dir, cfg: cfg, logs: logs, log: logger, store: builtins.NewMemStore()}
+}
+
+// run starts a run; stop, when not nil, is sent once the agent wrote the
+// file "$DIR/started" (or after wait).
+func (c *chain) run(opts runner.Options, stop *runner.Stop) runner.Result {
+	c.t.Helper()
+	opts.Config = c.cfg
+	opts.Logger = c.log
+	if opts.Store == nil {
+		opts.Store = c.store
+	}
+	if opts.SessionID == "" {
+		opts.SessionID = "s1"
+	}
+	if opts.Kind == "" {
+		opts.Kind = runner.Start
+	}
+	opts.AgentGrace = 200 * time.Millisecond
+	r := runner.New(opts)
+	done := make(chan runner.Result, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	if stop != nil {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(c.dir, "started")); err == nil {
+				break
+			}
+			select {
+			case res := <-done:
+				return res
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		r.Stop(*stop)
+	}
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(30 * time.Second):
+		c.t.Fatal("the run did not end")
+		return runner.Result{}
+	}
+}
+
+// lines returns the logged messages that contain marker, in order.
+func (c *chain) lines(marker string) []string {
+	var out []string
+	for _, l := range strings.Split(c.logs.String(), "\n") {
+		if i := strings.Index(l, marker); i >= 0 {
+			out = append(out, strings.TrimSpace(l[i+len(marker):]))
+		}
+	}
+	return out
+}
+
+// agentStarted is an agent that marks its start and waits for stdin to close.
+const agentStarted = `agent(command = "sh", args = ["-c", "touch $DIR/started; cat >/dev/null"])
+`
+
+var idle = &runner.Stop{Reason: "idle", MayResume: true}
+var closed = &runner.Stop{Reason: "closed", MayResume: false}
+
+func tracer(name string) string {
+	return `plug(name = "` + name + `")
+
+def on_session(ctx, next):
+    print("TRACE ` + name + ` before")
+    info = next()
+    print("TRACE ` + name + ` after", info.reason, info.may_resume)
+
+def on_teardown(ctx, next):
+    print("TRACE ` + name + ` restore")
+    info = next()
+    print("TRACE ` + name + ` destroy", info.reason)
+`
+}
+
+func TestC1_PlugsNestInSetupOrder(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./b.star"), use("./c.star"))`,
+		"a.star":      tracer("a"),
+		"b.star":      tracer("b"),
+		"c.star":      tracer("c"),
+	})
+	res := c.run(runner.Options{}, idle)
+	want := []string{"a before", "b before", "c before", "c after idle True", "b after idle True", "a after idle True"}
+	if got := c.lines("TRACE "); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("order:\n got %q\nwant %q", got, want)
+	}
+	if res.Pause == nil || res.Pause.Reason != "idle" || !res.Pause.MayResume || res.Teardown != nil {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+func TestC2_ReturningWithoutNextFailsTheRun(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./lazy.star"))`,
+		"a.star":      tracer("a"),
+		"lazy.star": `plug(name = "lazy")
+def on_session(ctx, next):
+    pass
+`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "lazy.star:2:5: plug lazy: on_session: returned without calling next()") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if got := c.lines("TRACE "); strings.Join(got, "|") != "a before|a after failed False" {
+		t.Fatalf("trace %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "started")); err == nil {
+		t.Fatal("the agent started")
+	}
+}
+
+func TestC2_NextTwiceFailsAtTheSecondCall(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./twice.star"))`,
+		"twice.star": `plug(name = "twice")
+def on_session(ctx, next):
+    next()
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if res.Pause.Reason != "failed" {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	msg := res.Pause.Err.Error()
+	for _, want := range []string{"twice.star:4:9: plug twice: on_session: next() called twice", "Traceback"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+}
+
+func TestC3_AgentCrashArrivesAsFailed(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "sh", args = ["-c", "echo boom >&2; exit 3"])
+setup(use("./a.star"))`,
+		"a.star": tracer("a"),
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "the agent exited with code 3") || !strings.Contains(res.Pause.Err.Error(), "boom") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if got := c.lines("TRACE "); strings.Join(got, "|") != "a before|a after failed False" {
+		t.Fatalf("trace %q", got)
+	}
+	// Not resumable: the session is over, so the chain tears down.
+	if res.Teardown == nil || res.Teardown.Reason != "failed" {
+		t.Fatalf("teardown %+v", res.Teardown)
+	}
+}
+
+func TestC3_AgentFailingToStartArrivesAsFailed(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "no-such-agent-binary")
+setup(use("./a.star"))`,
+		"a.star": tracer("a"),
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "the agent failed to start") || !strings.Contains(res.Pause.Err.Error(), "no-such-agent-binary") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}
+
+func TestC4_FailureBeforeNextSkipsInnerPlugsAndAgent(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./bad.star"), use("./c.star"))`,
+		"a.star":      tracer("a"),
+		"c.star":      tracer("c"),
+		"bad.star": `plug(name = "bad")
+def on_session(ctx, next):
+    fail("no worktree")
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if got := c.lines("TRACE "); strings.Join(got, "|") != "a before|a after failed False" {
+		t.Fatalf("trace %q", got)
+	}
+	if !strings.Contains(res.Pause.Err.Error(), "bad.star:3:9: plug bad: on_session: no worktree") {
+		t.Fatalf("error %q", res.Pause.Err)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "started")); err == nil {
+		t.Fatal("the agent started")
+	}
+}
+
+func TestC4_FailureAfterNextStillRunsOuterPauseCode(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./bad.star"))`,
+		"a.star":      tracer("a"),
+		"bad.star": `plug(name = "bad")
+def on_session(ctx, next):
+    next()
+    fail("cannot save")
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if got := c.lines("TRACE "); strings.Join(got, "|") != "a before|a after failed False" {
+		t.Fatalf("trace %q", got)
+	}
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "cannot save") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}
+
+func TestC5_AgentWritableBeforeNextFrozenAfter(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "false")
+setup(use("./shape.star"), use("./late.star"))`,
+		"shape.star": `plug(name = "shape")
+def on_session(ctx, next):
+    ctx.agent.command = "sh"
+    ctx.agent.args = ["-c", "echo $GREETING > $DIR/env; pwd > $DIR/cwd; touch $DIR/started; cat >/dev/null"]
+    ctx.agent.env["GREETING"] = "hello"
+    ctx.agent.cwd = "$DIR"
+    next()
+`,
+		"late.star": `plug(name = "late")
+def on_session(ctx, next):
+    next()
+    ctx.agent.command = "other"
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if got, _ := os.ReadFile(filepath.Join(c.dir, "env")); string(got) != "hello\n" {
+		t.Errorf("agent env: %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(c.dir, "cwd")); strings.TrimSpace(string(got)) != c.dir {
+		t.Errorf("agent cwd: %q", got)
+	}
+	want := "late.star:4:5: plug late: on_session: ctx.agent.command cannot change after next(): plug late already started the inner plugs and the agent"
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), want) {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}
+
+func TestC7_RunKindAndNumber(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./k.star"))`,
+		"k.star": `plug(name = "k")
+def on_session(ctx, next):
+    print("RUN", ctx.run.kind, ctx.run.number)
+    next()
+def on_teardown(ctx, next):
+    print("RUN", ctx.run.kind, ctx.run.number)
+    next()
+`,
+	})
+	c.run(runner.Options{Kind: runner.Start, Number: 1}, idle)
+	c.run(runner.Options{Kind: runner.Resume, Number: 2}, idle)
+	c.run(runner.Options{Kind: runner.Teardown, Number: 3, EndReason: "expired"}, nil)
+	want := "start 1|resume 2|teardown 3"
+	if got := strings.Join(c.lines("RUN "), "|"); got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+}
+
+func TestC8_TeardownRunsOuterFirstOnlyWithOnTeardown(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./plain.star"), use("./c.star"))`,
+		"a.star":      tracer("a"),
+		"c.star":      tracer("c"),
+		"plain.star": `plug(name = "plain")
+def on_session(ctx, next):
+    print("TRACE plain session")
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, closed)
+	want := "a before|plain session|c before|c after closed False|a after closed False|a restore|c restore|c destroy closed|a destroy closed"
+	if got := strings.Join(c.lines("TRACE "), "|"); got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if res.Teardown == nil || res.Teardown.Reason != "closed" || res.TeardownErr != nil {
+		t.Fatalf("teardown %+v err %v", res.Teardown, res.TeardownErr)
+	}
+}
+
+func TestC8_TeardownRunHasNoAgent(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	})
+	res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "expired"}, nil)
+	if got := strings.Join(c.lines("TRACE "), "|"); got != "a restore|a destroy expired" {
+		t.Fatalf("trace %q", got)
+	}
+	if res.Pause != nil || res.Teardown.Reason != "expired" {
+		t.Fatalf("result %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "started")); err == nil {
+		t.Fatal("the agent started in a teardown run")
+	}
+}
+
+func TestC8_InnerTeardownFailureArrivesAsFailed(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./bad.star"))`,
+		"a.star":      tracer("a"),
+		"bad.star": `plug(name = "bad")
+def on_teardown(ctx, next):
+    next()
+    fail("rm failed")
+`,
+	})
+	res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "closed"}, nil)
+	if got := strings.Join(c.lines("TRACE "), "|"); got != "a restore|a destroy failed" {
+		t.Fatalf("trace %q", got)
+	}
+	if res.TeardownErr == nil || !strings.Contains(res.TeardownErr.Error(), "rm failed") {
+		t.Fatalf("teardown err %v", res.TeardownErr)
+	}
+}
+
+const persistedPlug = `plug(
+    name = "keeper",
+    persisted = schema.object(count = schema.int()),
+)
+
+def on_load(ctx):
+    v = ctx.persisted.value
+    return {"count": v.count if v else 0}
+
+def on_session(ctx, next):
+    print("COUNT", ctx.state["count"], ctx.run.number)
+    ctx.persisted.set({"count": ctx.state["count"] + 1})
+    next()
+`
+
+func TestC9_OnLoadBuildsStateFromPersisted(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./keeper.star", id = "k"))`,
+		"keeper.star": persistedPlug,
+	})
+	c.run(runner.Options{Number: 1}, idle)
+	c.run(runner.Options{Kind: runner.Resume, Number: 2}, idle)
+	if got := strings.Join(c.lines("COUNT "), "|"); got != "0 1|1 2" {
+		t.Fatalf("got %q", got)
+	}
+	data, ok, _ := c.store.Get(context.Background(), "s1", "k")
+	if !ok || string(data) != `{"count":2}` {
+		t.Fatalf("stored %q %v", data, ok)
+	}
+}
+
+func TestC9_MigrateInvalidStoredValue(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./keeper.star", id = "k"))`,
+		"keeper.star": persistedPlug + `
+def on_migrate(ctx, stored):
+    return {"count": int(stored["n"])}
+`,
+	})
+	_ = c.store.Set(context.Background(), "s1", "k", "keeper", []byte(`{"n": "41"}`))
+	c.run(runner.Options{}, idle)
+	if got := strings.Join(c.lines("COUNT "), "|"); got != "41 1" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestC9_MigrateToNoneDropsTheValue(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./keeper.star", id = "k"))`,
+		"keeper.star": persistedPlug + `
+def on_migrate(ctx, stored):
+    return None
+`,
+	})
+	_ = c.store.Set(context.Background(), "s1", "k", "keeper", []byte(`"garbage"`))
+	c.run(runner.Options{}, idle)
+	if got := strings.Join(c.lines("COUNT "), "|"); got != "0 1" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestC9_InvalidStoredValueWithoutMigrateFails(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./keeper.star", id = "k"))`,
+		"keeper.star": persistedPlug,
+	})
+	_ = c.store.Set(context.Background(), "s1", "k", "keeper", []byte(`{"count": "many"}`))
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "no longer validates") || !strings.Contains(res.Pause.Err.Error(), "persisted.count") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if strings.Contains(c.logs.String(), "many") {
+		t.Fatal("the persisted value appeared in the log (C11)")
+	}
+}
+
+func TestC10_OutputsReachLaterPlugs(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(
+    use("./wt.star", id = "wt"),
+    use("./reader.star", inputs = {"branch": lambda s: s.setup["wt"].outputs.branch}),
+)`,
+		"wt.star": `plug(name = "wt")
+def on_session(ctx, next):
+    ctx.set_output("branch", "blaise/" + ctx.session.id)
+    next()
+`,
+		"reader.star": `plug(name = "reader", inputs = schema.object(branch = schema.string()))
+def on_session(ctx, next):
+    print("OUT", ctx.inputs.branch, ctx.setup["wt"].outputs.branch)
+    next()
+`,
+	})
+	c.run(runner.Options{SessionID: "abc"}, idle)
+	if got := strings.Join(c.lines("OUT "), "|"); got != "blaise/abc blaise/abc" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestC11_PersistedValueSizeIsLimited(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./big.star", id = "big"))`,
+		"big.star": `plug(name = "big", persisted = schema.object(blob = schema.string()))
+def on_session(ctx, next):
+    ctx.persisted.set({"blob": "x" * 10000})
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "persisted state is limited to 8192 bytes") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if _, ok, _ := c.store.Get(context.Background(), "s1", "big"); ok {
+		t.Fatal("an oversized value was stored")
+	}
+}
+
+func TestC12_UnresumableChainIsReportedAndWarnsWhenPaused(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./once.star"))`,
+		"once.star": `plug(name = "once", resumable = False)
+def on_session(ctx, next):
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if res.Resumable {
+		t.Fatal("reported resumable")
+	}
+	if res.Pause.Reason != "idle" || !res.Pause.MayResume || res.Teardown != nil {
+		t.Fatalf("result %+v", res)
+	}
+	if !strings.Contains(c.logs.String(), "pausing as asked, although a plug cannot resume") {
+		t.Fatalf("no warning in %s", c.logs)
+	}
+}
+
+func TestC14_InputsValidatedBeforeAnyHandler(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(
+    use("./a.star"),
+    use("./typed.star", inputs = {"n": lambda s: "three"}),
+)`,
+		"a.star": tracer("a"),
+		"typed.star": `plug(name = "typed", inputs = schema.object(n = schema.int()))
+def on_load(ctx):
+    print("TRACE typed loaded")
+def on_session(ctx, next):
+    print("TRACE typed session")
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if got := strings.Join(c.lines("TRACE "), "|"); got != "a before|a after failed False" {
+		t.Fatalf("trace %q", got)
+	}
+	if !strings.Contains(res.Pause.Err.Error(), "plug typed: inputs.n: want int, got string") {
+		t.Fatalf("error %q", res.Pause.Err)
+	}
+}
+
+func TestC15_RunawayHandlerIsCancelledWhenStopped(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "true")
+setup(use("./a.star"), use("./spin.star"))`,
+		"a.star": tracer("a"),
+		"spin.star": `plug(name = "spin")
+def on_session(ctx, next):
+    ctx.runner.fs.write_file("$DIR/started", "")
+    while True:
+        pass
+`,
+	})
+	res := c.run(runner.Options{MaxSteps: 1 << 62}, &runner.Stop{Reason: "timeout"})
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug spin: on_session: ") || !strings.Contains(res.Pause.Err.Error(), "cancelled: the run was stopped (timeout)") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if got := strings.Join(c.lines("TRACE "), "|"); got != "a before|a after failed False|a restore|a destroy failed" {
+		t.Fatalf("trace %q", got)
+	}
+}
+
+func TestC15_StepLimitStopsRunaways(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./spin.star"))`,
+		"spin.star": `plug(name = "spin")
+def on_session(ctx, next):
+    for i in range(1000000000):
+        pass
+`,
+	})
+	res := c.run(runner.Options{MaxSteps: 100000}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "stopped after 100000 steps") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}
+
+func TestC15_SameChainSameCalls(t *testing.T) {
+	files := map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./b.star", id = "b", inputs = {"x": lambda s: s.run.kind}))`,
+		"a.star":      tracer("a"),
+		"b.star": `plug(name = "b", inputs = schema.object(x = schema.string()))
+def on_session(ctx, next):
+    print("TRACE b", ctx.inputs.x, ctx.plug.index, ctx.plug.id)
+    ctx.set_output("o", 1)
+    print("TRACE b", next())
+`,
+	}
+	var first string
+	for i := 0; i < 5; i++ {
+		c := newChain(t, files)
+		c.run(runner.Options{}, closed)
+		got := strings.Join(c.lines("TRACE "), "|")
+		if i == 0 {
+			first = got
+		} else if got != first {
+			t.Fatalf("run %d differs:\n%s\n%s", i, got, first)
+		}
+	}
+	if !strings.Contains(first, `b start 1 b|b PauseInfo(reason = "closed", may_resume = False, error = None)`) {
+		t.Fatalf("trace %q", first)
+	}
+}
+
+func TestBuiltins_CtxUsedAfterItsHandlerFails(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./leak.star"), use("./later.star"))`,
+		"leak.star": `plug(name = "leak")
+def on_load(ctx):
+    return {"ctx": ctx}
+def on_session(ctx, next):
+    ctx.state["ctx"].log.info("hi")
+    next()
+`,
+		"later.star": `plug(name = "later")`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "ctx of plug leak (on_load) used after its handler returned") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}
+
+func TestH1_HostIsTheRealFileSystem(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./files.star"))`,
+		"files.star": `plug(name = "files")
+def on_session(ctx, next):
+    ctx.host.fs.write_file("$DIR/made-by-plug", "hello")
+    res = ctx.host.exec(["cat", "$DIR/made-by-plug"])
+    print("CAT", res.stdout, res.code)
+    next()
+`,
+	})
+	c.run(runner.Options{}, idle)
+	if got, _ := os.ReadFile(filepath.Join(c.dir, "made-by-plug")); string(got) != "hello" {
+		t.Fatalf("file %q", got)
+	}
+	if got := strings.Join(c.lines("CAT "), "|"); got != "hello 0" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestL8_RunnerEnvHasNoBlaiseTokens(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./env.star"))`,
+		"env.star": `plug(name = "env")
+def on_session(ctx, next):
+    print("ENV", sorted(ctx.runner_env.keys()))
+    next()
+`,
+	})
+	c.run(runner.Options{RunnerEnv: map[string]string{"HOME": "/h", "BLAISE_TOKEN": "secret", "BLAISE_RUNNER_KEY": "k", "BLAISE_LOG_LEVEL": "info"}}, idle)
+	if got := strings.Join(c.lines("ENV "), "|"); got != `["BLAISE_LOG_LEVEL", "HOME"]` {
+		t.Fatalf("got %q", got)
+	}
+}
