@@ -20,8 +20,8 @@ type AgentDraft struct {
 }
 
 var (
-	_ starlark.HasSetField = (*AgentDraft)(nil)
-	agentAttrs             = []string{"args", "command", "cwd", "env"}
+	_          starlark.HasSetField = (*AgentDraft)(nil)
+	agentAttrs                      = []string{"args", "command", "cwd", "env"}
 )
 
 // NewAgentDraft makes a draft from the configuration's agent.

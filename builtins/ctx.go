@@ -60,7 +60,9 @@ func (c *Ctx) check() error {
 	return nil
 }
 
-func (c *Ctx) String() string        { return fmt.Sprintf("ctx(plug = %q, handler = %q)", c.PlugName, c.Handler) }
+func (c *Ctx) String() string {
+	return fmt.Sprintf("ctx(plug = %q, handler = %q)", c.PlugName, c.Handler)
+}
 func (c *Ctx) Type() string          { return "ctx" }
 func (c *Ctx) Freeze()               {}
 func (c *Ctx) Truth() starlark.Bool  { return true }

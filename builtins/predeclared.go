@@ -1,6 +1,18 @@
 package builtins
 
-import "go.starlark.net/starlark"
+import (
+	"github.com/blaiseagent/blaise-agent/hosts"
+	"go.starlark.net/starlark"
+)
 
 // Predeclared are the names the runtime adds to plug files and modules.
 var Predeclared = starlark.StringDict{}
+
+// HostOf returns the host behind a host value.
+func HostOf(v starlark.Value) (hosts.Host, bool) {
+	h, ok := v.(*Host)
+	if !ok {
+		return nil, false
+	}
+	return h.Unwrap(), true
+}

@@ -227,11 +227,9 @@ type harness struct {
 	toAgent *io.PipeWriter
 	wire    *teeWriter
 	log     *syncBuffer
-	runErr  chan error
+	done    chan struct{} // closed when Run has returned
+	runErr  error         // Run's result, once done is closed
 	cancel  context.CancelFunc
-
-	closeOnce sync.Once
-	err       error
 }
 
 // start runs an agent (Run) on a fresh pair of pipes, as a new process would.
@@ -240,7 +238,7 @@ func start(t *testing.T, stateDir string, opts ...func(*Options, *testClient)) *
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
 	tc := newTestClient()
-	h := &harness{t: t, client: tc, toAgent: c2aW, wire: &teeWriter{w: a2cW}, log: &syncBuffer{}, runErr: make(chan error, 1)}
+	h := &harness{t: t, client: tc, toAgent: c2aW, wire: &teeWriter{w: a2cW}, log: &syncBuffer{}, done: make(chan struct{})}
 	o := Options{StateDir: stateDir, Log: h.log}
 	for _, f := range opts {
 		f(&o, tc)
@@ -248,9 +246,9 @@ func start(t *testing.T, stateDir string, opts ...func(*Options, *testClient)) *
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() {
-		err := Run(ctx, c2aR, h.wire, o)
+		h.runErr = Run(ctx, c2aR, h.wire, o)
 		a2cW.Close()
-		h.runErr <- err
+		close(h.done)
 	}()
 	h.conn = acp.NewClientSideConnection(tc, c2aW, a2cR)
 	t.Cleanup(func() {
@@ -264,17 +262,15 @@ func start(t *testing.T, stateDir string, opts ...func(*Options, *testClient)) *
 
 // close hangs up (closes the agent's input) and returns Run's error.
 func (h *harness) close() error {
-	h.closeOnce.Do(func() {
-		h.toAgent.Close()
-		h.err = h.wait()
-	})
-	return h.err
+	h.toAgent.Close()
+	return h.wait()
 }
 
+// wait returns Run's error once it has returned.
 func (h *harness) wait() error {
 	select {
-	case err := <-h.runErr:
-		return err
+	case <-h.done:
+		return h.runErr
 	case <-time.After(5 * time.Second):
 		h.t.Fatalf("Run did not return")
 		return nil
@@ -414,7 +410,7 @@ func TestEchoAndSessionIDs(t *testing.T) {
 	if _, err := h.prompt("sess-404", acp.TextBlock("x")); errCode(err) != -32002 {
 		t.Errorf("prompt in unknown session: err = %v, want -32002", err)
 	}
-	if strings.Contains(h.log.String(), "session created") == false {
+	if !strings.Contains(h.log.String(), "session created") {
 		t.Errorf("log lacks session creation: %s", h.log.String())
 	}
 }
@@ -501,7 +497,7 @@ func TestCommands(t *testing.T) {
 	}
 
 	// /big: exact size and pattern, also above the SDK's default 1 MiB buffer.
-	for _, n := range []int{0, 1000, 3 << 20} {
+	for _, n := range []int{0, 1000, 3 << 19} {
 		from := h.client.numUpdates()
 		if _, err := h.prompt(sid, acp.TextBlock(fmt.Sprintf("/big %d", n))); err != nil {
 			t.Fatalf("/big %d: %v", n, err)
@@ -607,7 +603,8 @@ func TestCancel(t *testing.T) {
 	}
 
 	// During /sleep.
-	resp, got, took = cancelWhen("/sleep 60000\nafter", func() bool { return strings.Contains(h.log.String(), "turn started session=sess-1 blocks=1") })
+	started := strings.Count(h.log.String(), "turn started")
+	resp, got, took = cancelWhen("/sleep 60000\nafter", func() bool { return strings.Count(h.log.String(), "turn started") > started })
 	if resp.StopReason != acp.StopReasonCancelled || len(got) != 0 || took > time.Second {
 		t.Errorf("cancel during /sleep: %s, %q, %v", resp.StopReason, got, took)
 	}
@@ -623,9 +620,13 @@ func TestCancel(t *testing.T) {
 		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
 	}
 	h.client.mu.Unlock()
+	cancels := strings.Count(h.log.String(), "msg=cancel")
 	go func() {
+		// Answer only once the agent has seen the session/cancel.
 		<-asked
-		time.Sleep(20 * time.Millisecond) // let the cancel go first
+		for i := 0; i < 2500 && strings.Count(h.log.String(), "msg=cancel") == cancels; i++ {
+			time.Sleep(2 * time.Millisecond)
+		}
 		close(release)
 	}()
 	resp, got, _ = cancelWhen("/permission\nafter", func() bool {
@@ -834,7 +835,9 @@ func TestRunStops(t *testing.T) {
 
 	// An unusable state dir is reported at once.
 	file := filepath.Join(t.TempDir(), "file")
-	os.WriteFile(file, nil, 0o600)
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := Run(context.Background(), strings.NewReader(""), io.Discard, Options{StateDir: file}); err == nil {
 		t.Errorf("Run with a file as state dir succeeded")
 	}

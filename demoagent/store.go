@@ -1,6 +1,7 @@
 package demoagent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,11 +140,42 @@ func (s *store) load(id string) (*sessionFile, error) {
 // save writes the session through a temporary file and a rename, so that a
 // reader (another process) never sees a half-written file.
 func (s *store) save(sf *sessionFile) error {
-	b, err := json.Marshal(sf)
+	b, err := encodeSession(sf)
 	if err != nil {
 		return err
 	}
 	return writeFileAtomic(s.path(sf.SessionID), b)
+}
+
+// encodeSession is json.Marshal(sf) without re-validating the history
+// entries (they come from json.Marshal), which is much cheaper once a
+// session holds large updates (/big).
+func encodeSession(sf *sessionFile) ([]byte, error) {
+	head := *sf
+	head.History = nil
+	b, err := json.Marshal(head)
+	if err != nil {
+		return nil, err
+	}
+	// b ends with `"history":null}`.
+	b, ok := bytes.CutSuffix(b, []byte(`null}`))
+	if !ok {
+		return nil, errors.New("unexpected session encoding")
+	}
+	size := len(b) + 3
+	for _, h := range sf.History {
+		size += len(h) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, b...)
+	out = append(out, '[')
+	for i, h := range sf.History {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, h...)
+	}
+	return append(out, ']', '}'), nil
 }
 
 // listEntry is what session/list reports for one stored session.

@@ -71,14 +71,19 @@ func WrapError(err error, plug, handler string) *Error {
 	switch {
 	case errors.As(err, &evalErr):
 		out.Msg = evalErr.Msg
-		for i := len(evalErr.CallStack) - 1; i >= 0; i-- {
-			if pos := evalErr.CallStack[i].Pos; pos.Filename() != "<builtin>" {
-				out.Pos = pos
-				break
+		stack := evalErr.CallStack
+		// The builtin that failed is named in the message already.
+		if n := len(stack); n > 0 && stack[n-1].Pos.Filename() == "<builtin>" {
+			if stack[n-1].Name == "fail" {
+				out.Msg = strings.TrimPrefix(out.Msg, "fail: ")
 			}
+			stack = stack[:n-1]
 		}
-		if len(evalErr.CallStack) > 1 {
-			out.Backtrace = evalErr.CallStack.String()
+		if n := len(stack); n > 0 {
+			out.Pos = stack[n-1].Pos
+		}
+		if len(stack) > 1 {
+			out.Backtrace = stack.String()
 		}
 	case errors.As(err, &synErr):
 		out.Pos, out.Msg = synErr.Pos, synErr.Msg

@@ -389,11 +389,8 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 		return list
 
 	case KindDict:
-		keys, values, ok := vr.members(s, v, path)
-		if !ok {
-			return nil
-		}
 		n := len(vr.problems)
+		keys, values := vr.members(s, v, path)
 		dict := starlark.NewDict(len(keys))
 		for i, k := range keys {
 			if x := vr.validate(s.elem, values[i], fieldPath(path, k)); x != nil {
@@ -417,11 +414,8 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 		return vr.copyData(v, path)
 
 	case KindObject:
-		keys, values, ok := vr.members(s, v, path)
-		if !ok {
-			return nil
-		}
 		n := len(vr.problems)
+		keys, values := vr.members(s, v, path)
 		fields := make([]starlark.Value, len(s.names))
 		for i, name := range s.names {
 			var x starlark.Value // nil: absent
@@ -454,35 +448,34 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 }
 
 // members returns the string keys and the values of a dict, record or
-// struct v, which is given for schema s.
-func (vr *validator) members(s *Schema, v starlark.Value, path string) (keys []string, values []starlark.Value, ok bool) {
+// struct v, which is given for schema s. It adds a problem for each key
+// that is not a string.
+func (vr *validator) members(s *Schema, v starlark.Value, path string) (keys []string, values []starlark.Value) {
 	switch v := v.(type) {
 	case *starlark.Dict:
-		ok = true
 		for k, x := range v.Entries() {
-			ks, isString := k.(starlark.String)
-			if !isString {
+			ks, ok := k.(starlark.String)
+			if !ok {
 				vr.addf(path, "want %s, got dict with %s key", s.Describe(), typeName(k))
-				ok = false
 				continue
 			}
 			keys = append(keys, string(ks))
 			values = append(values, x)
 		}
-		return keys, values, ok
+		return keys, values
 	case *Record:
-		return v.keys, v.values, true
+		return v.keys, v.values
 	case *starlarkstruct.Struct:
 		for _, k := range v.AttrNames() {
 			x, err := v.Attr(k)
 			if err != nil {
 				vr.addf(fieldPath(path, k), "%v", err)
-				return nil, nil, false
+				continue
 			}
 			keys = append(keys, k)
 			values = append(values, x)
 		}
-		return keys, values, true
+		return keys, values
 	}
 	panic(fmt.Sprintf("members of %s", v.Type()))
 }
@@ -492,6 +485,7 @@ func (vr *validator) members(s *Schema, v starlark.Value, path string) (keys []s
 // list), dict with string keys (copied), record, or struct (copied as a
 // record).
 func (vr *validator) copyData(v starlark.Value, path string) starlark.Value {
+	n := len(vr.problems)
 	switch v := v.(type) {
 	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.String:
 		return v
@@ -501,28 +495,19 @@ func (vr *validator) copyData(v starlark.Value, path string) starlark.Value {
 			return nil
 		}
 		return v
-	case *starlark.List, starlark.Tuple:
+	case starlark.Tuple:
+		return vr.copyList(v, path)
+	case *starlark.List:
 		if !vr.enter(v, path) {
 			return nil
 		}
 		defer delete(vr.active, v)
-		n := len(vr.problems)
-		var elems []starlark.Value
-		for x := range starlark.Elements(v.(starlark.Iterable)) {
-			elems = append(elems, vr.copyData(x, indexPath(path, len(elems))))
-		}
-		if len(vr.problems) > n {
-			return nil
-		}
-		list := starlark.NewList(elems)
-		list.Freeze()
-		return list
+		return vr.copyList(v, path)
 	case *starlark.Dict:
 		if !vr.enter(v, path) {
 			return nil
 		}
 		defer delete(vr.active, v)
-		n := len(vr.problems)
 		dict := starlark.NewDict(v.Len())
 		for k, x := range v.Entries() {
 			ks, ok := k.(starlark.String)
@@ -540,11 +525,7 @@ func (vr *validator) copyData(v starlark.Value, path string) starlark.Value {
 		dict.Freeze()
 		return dict
 	case *Record, *starlarkstruct.Struct:
-		keys, values, ok := vr.members(nil, v, path)
-		if !ok {
-			return nil
-		}
-		n := len(vr.problems)
+		keys, values := vr.members(nil, v, path)
 		copies := make([]starlark.Value, len(values))
 		for i, x := range values {
 			copies[i] = vr.copyData(x, fieldPath(path, keys[i]))
@@ -562,11 +543,23 @@ func (vr *validator) copyData(v starlark.Value, path string) starlark.Value {
 	return nil
 }
 
+// copyList returns a frozen list of copies of the elements of x.
+func (vr *validator) copyList(x starlark.Iterable, path string) starlark.Value {
+	n := len(vr.problems)
+	var elems []starlark.Value
+	for x := range starlark.Elements(x) {
+		elems = append(elems, vr.copyData(x, indexPath(path, len(elems))))
+	}
+	if len(vr.problems) > n {
+		return nil
+	}
+	list := starlark.NewList(elems)
+	list.Freeze()
+	return list
+}
+
 // enter marks container x as being copied, or reports a cycle.
 func (vr *validator) enter(x starlark.Value, path string) bool {
-	if _, isTuple := x.(starlark.Tuple); isTuple {
-		return true // a tuple can only contain itself via a list or dict
-	}
 	if vr.active[x] {
 		vr.addf(path, "want JSON data, got cyclic %s", x.Type())
 		return false
@@ -691,7 +684,7 @@ func lenArg(fn, name string, v starlark.Value) (int, error) {
 	}
 	var n int
 	if err := starlark.AsInt(v, &n); err != nil {
-		return 0, fmt.Errorf("%s: for parameter %s: got %s, want int", fn, name, typeName(v))
+		return 0, fmt.Errorf("%s: for parameter %q: got %s, want int", fn, name, typeName(v))
 	}
 	if n < 0 {
 		return 0, fmt.Errorf("%s: %s must be ≥ 0, got %d", fn, name, n)
@@ -763,7 +756,7 @@ func schemaNumber(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			ok = s.kind == KindFloat && isFinite(v)
 		}
 		if !ok {
-			return nil, fmt.Errorf("%s: for parameter %s: got %s, want %s", b.Name(), bound.name, shortRepr(bound.v), s.kind)
+			return nil, fmt.Errorf("%s: for parameter %q: got %s, want %s", b.Name(), bound.name, shortRepr(bound.v), s.kind)
 		}
 	}
 	if min != nil && max != nil {
@@ -919,7 +912,7 @@ func schemaObject(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		if name == "doc" {
 			doc, ok := kv[1].(starlark.String)
 			if !ok && kv[1] != starlark.None {
-				return nil, fmt.Errorf("%s: for parameter doc: got %s, want string", b.Name(), typeName(kv[1]))
+				return nil, fmt.Errorf("%s: for parameter \"doc\": got %s, want string", b.Name(), typeName(kv[1]))
 			}
 			s.doc = string(doc)
 			continue

@@ -3,11 +3,11 @@
 package runner
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"bufio"
 	"path/filepath"
 	"sort"
 	"strings"
