@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,6 +252,7 @@ func start(t *testing.T, stateDir string, opts ...func(*Options, *testClient)) *
 		close(h.done)
 	}()
 	h.conn = acp.NewClientSideConnection(tc, c2aW, a2cR)
+	h.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
 		h.close()
 		cancel()
@@ -769,6 +771,9 @@ func TestExit(t *testing.T) {
 	if perr == nil {
 		t.Errorf("prompt got an answer after /exit")
 	}
+	// The chunks were written before the crash; the client may still be
+	// processing them when its Prompt call fails.
+	waitFor(t, "both chunks", func() bool { return h.client.numUpdates() >= from+2 })
 	if got := h.client.described(from); !equal(got, []string{"agent: chunk 1", "agent: chunk 2"}) {
 		t.Errorf("updates: %q", got)
 	}

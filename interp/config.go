@@ -153,7 +153,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 			u.Index = i
 			if u.ID != "" {
 				if first, dup := ids[u.ID]; dup {
-					return nil, fmt.Errorf("duplicate id %q: also used at %s", u.ID, first.Pos)
+					return nil, Errorf(u.Pos, "duplicate id %q: also used at %s", u.ID, first.Pos)
 				}
 				ids[u.ID] = &u
 			}

@@ -70,6 +70,10 @@ func WrapError(err error, plug, handler string) *Error {
 	var resErrs resolve.ErrorList
 	switch {
 	case errors.As(err, &evalErr):
+		// A builtin that knows a better position says so with an *Error.
+		if e, ok := evalErr.Unwrap().(*Error); ok && e.Pos.IsValid() {
+			return WrapError(e, plug, handler)
+		}
 		out.Msg = evalErr.Msg
 		stack := evalErr.CallStack
 		// The builtin that failed is named in the message already.

@@ -209,7 +209,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 }
 
 // loadSteps bounds the top-level code of one file.
-const loadSteps = 50_000_000
+const loadSteps = 10_000_000
 
 func kindMismatch(key string, kind fileKind) error {
 	if kind == plugFile {

@@ -137,7 +137,7 @@ func TestConfig_DuplicateIDs(t *testing.T) {
     use("blaise:greet", id = "g"),
     use("blaise:greet", id = "g"),
 )`,
-	}, "blaise.star:2:6", `duplicate id "g": also used at blaise.star:3:8`)
+	}, `blaise.star:4:8: duplicate id "g": also used at blaise.star:3:8`)
 }
 
 func TestC11_PersistedNeedsID(t *testing.T) {

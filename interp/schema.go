@@ -260,11 +260,13 @@ func (e *ValidationError) Error() string {
 //
 // The result is frozen. Objects (given as dict, record or struct) become
 // *Record with the fields in declaration order and defaults filled in;
-// lists (or tuples) become new *starlark.List; dicts (or records) become
-// new *starlark.Dict; a float schema turns ints into floats. The
-// value of an any schema is copied in the same way.
+// unless path is "", a record is named by its path in error messages
+// (`inputs has no field "x"`). Lists (or tuples) become new
+// *starlark.List; dicts (or records) become new *starlark.Dict; a float
+// schema turns ints into floats. The value of an any schema is copied in
+// the same way.
 func (s *Schema) Validate(v starlark.Value, path string) (starlark.Value, error) {
-	var vr validator
+	vr := validator{naming: path != ""}
 	res := vr.validate(s, v, path)
 	if len(vr.problems) > 0 {
 		return nil, &ValidationError{Problems: vr.problems}
@@ -285,6 +287,7 @@ func (s *Schema) ValidateJSON(data []byte, path string) (starlark.Value, error) 
 // A validator collects the problems found while validating a value.
 type validator struct {
 	problems []Problem
+	naming   bool                    // whether to name records by their paths
 	active   map[starlark.Value]bool // containers being copied by any, to catch cycles
 }
 
@@ -323,6 +326,10 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 	if v == nil {
 		if s.dflt == nil {
 			vr.addf(path, "required field missing (want %s)", s.Describe())
+			return nil
+		}
+		if r, ok := s.dflt.(*Record); ok && vr.naming {
+			return r.WithName(path)
 		}
 		return s.dflt
 	}
@@ -442,7 +449,11 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 		if len(vr.problems) > n {
 			return nil
 		}
-		return NewRecord(s.names, fields)
+		r := NewRecord(s.names, fields)
+		if vr.naming {
+			r.name = path
+		}
+		return r
 	}
 	panic(fmt.Sprintf("invalid schema kind %v", s.kind))
 }
@@ -655,15 +666,14 @@ func (s *Schema) setDefault(fn string, dflt starlark.Value) (*Schema, error) {
 	if dflt == nil {
 		return s, nil
 	}
-	v, err := s.Validate(dflt, "default")
-	if err != nil {
+	if _, err := s.Validate(dflt, "default"); err != nil {
 		var msgs []string
 		for _, p := range err.(*ValidationError).Problems {
 			msgs = append(msgs, p.String())
 		}
 		return nil, fmt.Errorf("%s: %s", fn, strings.Join(msgs, "; "))
 	}
-	s.dflt = v
+	s.dflt, _ = s.Validate(dflt, "") // again, so that no record is named "default"
 	return s, nil
 }
 

@@ -487,3 +487,50 @@ func FuzzSchemaValidate(f *testing.F) {
 		}
 	})
 }
+
+// TestSchemaRecordNames checks that validated records name their path in
+// attribute errors.
+func TestSchemaRecordNames(t *testing.T) {
+	s := starEval(t, `schema.object(
+    who = schema.string(),
+    repo = schema.object(branch = schema.string(default = "main")),
+    hosts = schema.list(schema.object(name = schema.string())),
+)`, nil).(*Schema)
+	r, err := s.Validate(starEval(t, `{"who": "x", "hosts": [{"name": "h"}]}`, nil), "inputs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := starlark.StringDict{"r": r}
+	for _, test := range []struct {
+		src, want string
+	}{
+		{`r.whoo`, `inputs has no field "whoo" (did you mean "who"?)`},
+		{`r.repo.brnch`, `inputs.repo has no field "brnch" (did you mean "branch"?)`},
+		{`r.hosts[0].nme`, `inputs.hosts[0] has no field "nme" (did you mean "name"?)`},
+		{`r.repo.branch + r.hosts[0].name + r.who`, ``},
+	} {
+		_, err := starEvalErr(test.src, env)
+		if got := errString(err); test.want != "" && got != test.want || test.want == "" && err != nil {
+			t.Errorf("%s: got error %q, want %q", test.src, got, test.want)
+		}
+	}
+	r2, err := s.Validate(starEval(t, `{"who": "x", "hosts": []}`, nil), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := starEvalErr(`r.zz`, starlark.StringDict{"r": r2}); errString(err) != `record has no field "zz"` {
+		t.Errorf("r.zz: got error %q", errString(err))
+	}
+}
+
+func TestSchemaDefaultRecordNames(t *testing.T) {
+	s := starEval(t, `schema.object(hosts = schema.list(schema.object(name = schema.string()), default = [{"name": "h"}]))`, nil).(*Schema)
+	r, err := s.Validate(starEval(t, `{}`, nil), "inputs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = starEvalErr(`r.hosts[0].nme`, starlark.StringDict{"r": r})
+	if got, want := errString(err), `record has no field "nme" (did you mean "name"?)`; got != want {
+		t.Errorf("got error %q, want %q", got, want)
+	}
+}

@@ -659,3 +659,31 @@ def on_session(ctx, next):
 		t.Fatalf("got %q", got)
 	}
 }
+
+func TestL8_ShellPlugSeesMayResumeAndEndReason(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("blaise:shell", inputs = {
+    "attach": "echo attach $BLAISE_RUN_KIND >> $DIR/log",
+    "pause": "echo pause $BLAISE_MAY_RESUME $BLAISE_END_REASON >> $DIR/log",
+    "teardown": "echo teardown $BLAISE_MAY_RESUME $BLAISE_END_REASON >> $DIR/log",
+}))`,
+	})
+	c.run(runner.Options{}, idle)
+	c.run(runner.Options{Kind: runner.Resume, Number: 2}, closed)
+	c.run(runner.Options{Kind: runner.Teardown, Number: 3, EndReason: "expired"}, nil)
+	got, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+	want := "attach start\npause true idle\nattach resume\npause false closed\nteardown false closed\nteardown false expired\n"
+	if string(got) != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestL8_ShellPlugScriptFailureFailsTheRun(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("blaise:shell", inputs = {"attach": "echo no >&2; exit 4"}))`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "attach script exited with code 4: no") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"blaise-agent": main})
+}
+
+// TestScripts runs the end-to-end tests of the CLI in testscripts/.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "../../testscripts",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("NO_COLOR", "1")
+			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
+			return nil
+		},
+		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
+	})
+}
