@@ -3,8 +3,8 @@ package runner_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -80,4 +80,3 @@ func BenchmarkLoadTenPlugs(b *testing.B) {
 		}
 	}
 }
-
