@@ -6,7 +6,9 @@ import (
 )
 
 // Predeclared are the names the runtime adds to plug files and modules.
-var Predeclared = starlark.StringDict{}
+var Predeclared = starlark.StringDict{
+	"request_error": requestError,
+}
 
 // HostOf returns the host behind a host value.
 func HostOf(v starlark.Value) (hosts.Host, bool) {

@@ -41,7 +41,7 @@ const Version = "0.1.0"
 // cancelGrace is how long requests to the client (e.g. a pending
 // session/request_permission) may still run after the turn was cancelled,
 // waiting for the client's answer (ACP: the client answers them "cancelled").
-var cancelGrace = 5 * time.Second
+const cancelGrace = 5 * time.Second
 
 // Options configures Run.
 type Options struct {

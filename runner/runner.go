@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
@@ -60,9 +61,13 @@ type Options struct {
 	// AgentGrace is how long the agent may take to exit after its stdin
 	// closes, and again after SIGTERM; 0: DefaultAgentGrace.
 	AgentGrace time.Duration
-	// Attach connects the agent's stdio once it started; it returns when the
-	// streams are done. Nil: stdout is drained and stderr logged.
-	Attach func(ctx context.Context, agent hosts.Process) error
+	// Client is the ACP client the agent talks to, through the plugs'
+	// on_message. Nil: the agent's output is drained.
+	Client *Client
+	// Recorder receives every message where it leaves the chain (M5).
+	Recorder acp.Recorder
+	// MaxLine bounds one ACP message; 0: acp.DefaultMaxLine.
+	MaxLine int
 }
 
 // Defaults for Options.
@@ -92,6 +97,7 @@ type Run struct {
 
 	mu      sync.Mutex
 	stop    *Stop
+	stopErr error // why a failed stop failed
 	stopped chan struct{}
 	frames  []*frame // what is executing, innermost last
 
@@ -172,13 +178,15 @@ func IsBlaiseSecret(name string) bool {
 // Stop asks the run to end: the agent is stopped and the innermost next()
 // returns a PauseInfo with the stop's reason. A handler still computing is
 // cancelled. Only the first stop counts.
-func (r *Run) Stop(s Stop) {
+func (r *Run) Stop(s Stop) { r.stopWith(s, nil) }
+
+func (r *Run) stopWith(s Stop, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stop != nil {
 		return
 	}
-	r.stop = &s
+	r.stop, r.stopErr = &s, err
 	close(r.stopped)
 	if n := len(r.frames); n > 0 {
 		top := r.frames[n-1]
@@ -189,11 +197,14 @@ func (r *Run) Stop(s Stop) {
 	}
 }
 
-// stopDirective returns the stop, if one arrived.
-func (r *Run) stopDirective() *Stop {
+// stopPause returns the PauseInfo of the stop, if one arrived.
+func (r *Run) stopPause() *builtins.PauseInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.stop
+	if r.stop == nil {
+		return nil
+	}
+	return &builtins.PauseInfo{Reason: r.stop.Reason, MayResume: r.stop.MayResume, Err: r.stopErr}
 }
 
 // Run executes the run and returns what it reports. Cancelling ctx shuts the
@@ -276,7 +287,7 @@ func (r *Run) failed(err error) builtins.PauseInfo {
 // session runs on_session of plug i and everything inside it (C1–C5).
 func (r *Run) session(i int, draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
 	if i == len(r.plugs) {
-		return r.runAgent(draft, host)
+		return r.runAgent(draft, host, runnerHost)
 	}
 	p := r.plugs[i]
 	if err := r.load(p, host, runnerHost); err != nil {
@@ -638,9 +649,9 @@ func (r *Run) outputs(id string) *interp.Record {
 
 // runAgent starts the agent from draft on host and waits until the run is
 // stopped or the agent exits; it is the innermost next() (C3).
-func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.PauseInfo {
-	if s := r.stopDirective(); s != nil {
-		return builtins.PauseInfo{Reason: s.Reason, MayResume: s.MayResume}
+func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
+	if p := r.stopPause(); p != nil {
+		return *p
 	}
 	argv, env, cwd, err := draft.Spec()
 	if err != nil {
@@ -658,7 +669,7 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.Pau
 
 	attached := make(chan error, 1)
 	tail := &stderrTail{}
-	go func() { attached <- r.attach(agentCtx, proc, tail) }()
+	go func() { attached <- r.attach(agentCtx, proc, host, runnerHost, tail) }()
 	exited := make(chan int, 1)
 	go func() {
 		code, _ := proc.Wait()
@@ -681,9 +692,9 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.Pau
 		cancel()
 		<-attached
 	})
-	if s := r.stopDirective(); s != nil && r.ctx.Err() == nil {
+	if p := r.stopPause(); p != nil && r.ctx.Err() == nil {
 		// A stop that arrived while the agent was exiting still names the pause.
-		return builtins.PauseInfo{Reason: s.Reason, MayResume: s.MayResume}
+		return *p
 	}
 	if pause.Err != nil && tail.String() != "" {
 		pause.Err = fmt.Errorf("%w%s", pause.Err, tail)
@@ -714,15 +725,15 @@ func (r *Run) stopAgent(proc hosts.Process, exited <-chan int) {
 
 // attach connects the agent's streams; stderr goes to the log, and its
 // last lines to tail.
-func (r *Run) attach(ctx context.Context, proc hosts.Process, tail *stderrTail) error {
+func (r *Run) attach(ctx context.Context, proc hosts.Process, host, runnerHost hosts.Host, tail *stderrTail) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		tail.read(r.log.WithPrefix("agent"), proc.Stderr())
 	}()
 	var err error
-	if r.opts.Attach != nil {
-		err = r.opts.Attach(ctx, proc)
+	if r.opts.Client != nil {
+		err = r.proxy(ctx, proc, host, runnerHost)
 	} else {
 		_, err = io.Copy(io.Discard, proc.Stdout())
 	}

@@ -1,0 +1,937 @@
+// Package acp frames, classifies and patches the JSON-RPC 2.0 messages of the
+// Agent Client Protocol (ACP) without re-encoding them, and describes the ACP
+// methods with the types of github.com/coder/acp-go-sdk.
+//
+// A proxy reads a stream with a [Reader], which yields one [Message] per line;
+// a Message keeps the line's bytes as they came and locates its members
+// without decoding them, so that a message no one changed is forwarded byte
+// for byte, and one that was changed differs only in the member that was
+// replaced ([Message.WithParams], [Message.WithResult], [Message.WithError]).
+// A [Writer] writes messages back to a stream.
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// Error codes of JSON-RPC 2.0 and ACP.
+const (
+	ParseError       = -32700
+	InvalidRequest   = -32600
+	MethodNotFound   = -32601
+	InvalidParams    = -32602
+	InternalError    = -32603
+	RequestCancelled = -32800 // ACP: the request was cancelled
+	AuthRequired     = -32000 // ACP: authentication required
+)
+
+// Kind is the kind of a JSON-RPC message.
+type Kind uint8
+
+// The kinds of JSON-RPC messages.
+const (
+	Request      Kind = iota + 1 // has a method and an id
+	Notification                 // has a method and no id
+	Response                     // has an id and a result or an error
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Request:
+		return "request"
+	case Notification:
+		return "notification"
+	case Response:
+		return "response"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Indexes of the members of a Message that can be replaced.
+const (
+	memberID = iota
+	memberParams
+	memberResult
+	memberError
+	numMembers
+)
+
+var memberNames = [numMembers]string{"id", "params", "result", "error"}
+
+// A span locates a member of a message's top-level object in its Raw bytes.
+// The zero span means the member is absent: a key never starts at offset 0.
+type span struct {
+	key        int // offset of the key's opening quote
+	start, end int // offsets of the value
+}
+
+// A Message is one JSON-RPC 2.0 message: the bytes of its line, and where its
+// parts are within them.
+//
+// The byte slices of a Message alias Raw; none of them may be modified. A
+// Message is immutable, so it may be shared between goroutines.
+type Message struct {
+	// Raw is the line of the message without its line terminator.
+	Raw []byte
+
+	Kind   Kind
+	Method string // the method of a request or notification; unescaped
+
+	// The raw JSON values of the id, params, result and error members, as
+	// sub-slices of Raw; nil when the member is absent. An absent id is nil;
+	// an id of null is "null".
+	ID     []byte
+	Params []byte
+	Result []byte
+	Error  []byte
+
+	spans [numMembers]span // where the members above are in Raw
+	end   int              // offset just after the last member's value
+}
+
+// errNotJSONRPC formats the error for JSON that is not a JSON-RPC message.
+func errNotJSONRPC(format string, args ...any) error {
+	return fmt.Errorf("not a JSON-RPC message: "+format, args...)
+}
+
+// Bits for the top-level members Parse knows, to find duplicates.
+const (
+	seenJSONRPC = 1 << iota
+	seenMethod
+	seenID
+	seenParams
+	seenResult
+	seenError
+)
+
+// Parse parses one line that holds a JSON-RPC 2.0 message: a JSON object,
+// optionally surrounded by whitespace, with no line terminator.
+//
+// Parse checks that line is valid JSON and classifies it: a method and an id
+// make a [Request], a method without an id a [Notification], an id with a
+// result or an error (but not both) a [Response]. Ids are numbers or strings;
+// null is accepted only in error responses. A message with a duplicate
+// JSON-RPC member (id, method, params, result, error, jsonrpc) is rejected as
+// ambiguous. Params, result and error may be any JSON value; the jsonrpc
+// member is not checked.
+//
+// Parse does not copy line: the returned Message keeps it as Raw, and the
+// caller must not modify it afterwards.
+func Parse(line []byte) (*Message, error) {
+	m := &Message{Raw: line}
+	if err := m.parse(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Message) parse() error {
+	s := scanner{data: m.Raw}
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] != '{' {
+		if err := s.value(0); err != nil {
+			return err
+		}
+		if err := s.end(); err != nil {
+			return err
+		}
+		return errNotJSONRPC("not an object")
+	}
+	if err := s.expect('{', "looking for beginning of value"); err != nil {
+		return err
+	}
+
+	var (
+		seen      int
+		semantic  error // the first error in meaning; syntax errors come first
+		methodRaw []byte
+	)
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+	} else {
+		for {
+			s.skipSpace()
+			keyStart := s.pos
+			if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+				return s.syntaxError("looking for beginning of object key string")
+			}
+			keyEsc, err := s.string()
+			if err != nil {
+				return err
+			}
+			key := s.data[keyStart+1 : s.pos-1]
+			if keyEsc {
+				key = []byte(unquote(s.data[keyStart:s.pos]))
+			}
+			if err := s.expect(':', "after object key"); err != nil {
+				return err
+			}
+			s.skipSpace()
+			start := s.pos
+			if err := s.value(1); err != nil {
+				return err
+			}
+			end := s.pos
+			m.end = end
+
+			name, bit, member := memberOf(key)
+			if seen&bit != 0 && semantic == nil {
+				semantic = errNotJSONRPC("duplicate member %q", name)
+			}
+			seen |= bit
+			if member >= 0 {
+				m.spans[member] = span{keyStart, start, end}
+			}
+			if bit == seenMethod {
+				methodRaw = s.data[start:end]
+				if methodRaw[0] != '"' && semantic == nil {
+					semantic = errNotJSONRPC("method is not a string")
+				}
+			}
+
+			s.skipSpace()
+			if s.pos < len(s.data) && s.data[s.pos] == ',' {
+				s.pos++
+				continue
+			}
+			if err := s.expect('}', "after object key:value pair"); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	if err := s.end(); err != nil {
+		return err
+	}
+	if semantic != nil {
+		return semantic
+	}
+
+	for i, sp := range m.spans {
+		if sp.key != 0 {
+			m.setMember(i, m.Raw[sp.start:sp.end])
+		}
+	}
+	if m.ID != nil {
+		switch c := m.ID[0]; {
+		case c == '"' || c == '-' || isDigit(c):
+		case c == 'n':
+			if seen&seenMethod != 0 || seen&seenError == 0 {
+				return errNotJSONRPC("id is null")
+			}
+		default:
+			return errNotJSONRPC("id is not a number or a string")
+		}
+	}
+	switch {
+	case seen&seenMethod != 0:
+		if seen&(seenResult|seenError) != 0 {
+			return errNotJSONRPC("has a method and a %s", firstOf(seen&seenResult != 0, "result", "error"))
+		}
+		m.Kind = Notification
+		if seen&seenID != 0 {
+			m.Kind = Request
+		}
+		if bytes.IndexByte(methodRaw, '\\') >= 0 || !utf8.Valid(methodRaw) {
+			m.Method = unquote(methodRaw)
+		} else {
+			m.Method = internMethod(methodRaw[1 : len(methodRaw)-1])
+		}
+	case seen&seenID == 0:
+		return errNotJSONRPC("has no method and no id")
+	case seen&seenResult != 0 && seen&seenError != 0:
+		return errNotJSONRPC("has a result and an error")
+	case seen&(seenResult|seenError) == 0:
+		return errNotJSONRPC("has an id but no method, result or error")
+	default:
+		m.Kind = Response
+	}
+	return nil
+}
+
+// memberOf returns the name, seen bit and member index of a top-level key
+// that Parse knows; member is -1 for the keys that are not spanned.
+func memberOf(key []byte) (name string, bit, member int) {
+	switch string(key) {
+	case "jsonrpc":
+		return "jsonrpc", seenJSONRPC, -1
+	case "method":
+		return "method", seenMethod, -1
+	case "id":
+		return "id", seenID, memberID
+	case "params":
+		return "params", seenParams, memberParams
+	case "result":
+		return "result", seenResult, memberResult
+	case "error":
+		return "error", seenError, memberError
+	}
+	return "", 0, -1
+}
+
+func firstOf(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// end checks that only whitespace follows the value.
+func (s *scanner) end() error {
+	s.skipSpace()
+	if s.pos < len(s.data) {
+		return s.syntaxError("after top-level value")
+	}
+	return nil
+}
+
+// internMethod returns method as a string, sharing the names of known methods
+// rather than allocating.
+func internMethod(method []byte) string {
+	if m, ok := Methods[string(method)]; ok {
+		return m.Name
+	}
+	return string(method)
+}
+
+// unquote decodes a valid JSON string literal.
+func unquote(lit []byte) string {
+	var s string
+	if err := json.Unmarshal(lit, &s); err != nil {
+		panic("acp: unquote of a checked string failed: " + err.Error())
+	}
+	return s
+}
+
+// setMember sets the exported field of member i.
+func (m *Message) setMember(i int, v []byte) {
+	switch i {
+	case memberID:
+		m.ID = v
+	case memberParams:
+		m.Params = v
+	case memberResult:
+		m.Result = v
+	case memberError:
+		m.Error = v
+	}
+}
+
+// WithParams returns a copy of m whose params member is params, added at the
+// end of the message when m has none; nil params removes the member. Every
+// other byte of Raw stays as it was: member order, whitespace, _meta and
+// unknown members. The copy has m's Kind and Method.
+//
+// params must be a single valid JSON value; it is not checked, but line
+// breaks in it are removed (as by [json.Compact]) to keep the message on one
+// line.
+func (m *Message) WithParams(params []byte) *Message { return m.with(memberParams, params) }
+
+// WithResult is like [Message.WithParams] for the result member of a response.
+func (m *Message) WithResult(result []byte) *Message { return m.with(memberResult, result) }
+
+// WithError is like [Message.WithParams] for the error member of a response.
+func (m *Message) WithError(errorObject []byte) *Message { return m.with(memberError, errorObject) }
+
+// WithID is like [Message.WithParams] for the id member.
+func (m *Message) WithID(id []byte) *Message { return m.with(memberID, id) }
+
+func (m *Message) with(member int, v []byte) *Message {
+	if bytes.IndexByte(v, '\n') >= 0 || bytes.IndexByte(v, '\r') >= 0 {
+		v = oneLine(v)
+	}
+	sp := m.spans[member]
+	raw := m.Raw
+
+	// Replace raw[lo:hi] by ins.
+	var lo, hi int
+	var ins []byte
+	var nsp span // the member's new span
+	switch {
+	case v == nil && sp.key == 0:
+		c := *m
+		return &c
+	case v == nil:
+		lo, hi = removal(raw, sp)
+	case sp.key != 0:
+		lo, hi, ins = sp.start, sp.end, v
+		nsp = span{sp.key, lo, lo + len(v)}
+	default:
+		lo, hi = m.end, m.end
+		k := lo - 1
+		for k >= 0 && isSpace(raw[k]) {
+			k--
+		}
+		if k < 0 || raw[k] != '{' {
+			ins = append(ins, ',')
+		}
+		nsp.key = lo + len(ins)
+		ins = append(ins, '"')
+		ins = append(ins, memberNames[member]...)
+		ins = append(ins, '"', ':')
+		nsp.start = lo + len(ins)
+		ins = append(ins, v...)
+		nsp.end = lo + len(ins)
+	}
+
+	n := len(raw) - (hi - lo) + len(ins)
+	out := make([]byte, 0, n+1)
+	out = append(out, raw[:lo]...)
+	out = append(out, ins...)
+	out = append(out, raw[hi:]...)
+	out = append(out, '\n')[:n] // see Writer.Write
+
+	c := &Message{Raw: out, Kind: m.Kind, Method: m.Method}
+	delta := len(ins) - (hi - lo)
+	shift := func(off int) int {
+		if off > lo {
+			return off + delta
+		}
+		return off
+	}
+	for i, s := range m.spans {
+		switch {
+		case i == member:
+			s = nsp
+		case s.key != 0:
+			s = span{shift(s.key), shift(s.start), shift(s.end)}
+		}
+		c.spans[i] = s
+		if s.key != 0 {
+			c.setMember(i, out[s.start:s.end])
+		}
+	}
+	c.end = shift(m.end)
+	if sp.key == 0 {
+		c.end = nsp.end
+	}
+	return c
+}
+
+// oneLine returns v without line breaks: compacted when it is valid JSON,
+// else with line breaks turned into spaces.
+func oneLine(v []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, v) == nil {
+		return buf.Bytes()
+	}
+	out := make([]byte, len(v))
+	for i, c := range v {
+		if c == '\n' || c == '\r' {
+			c = ' '
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// removal returns the bytes raw[lo:hi] to cut to remove the member at sp
+// with one of the commas around it.
+func removal(raw []byte, sp span) (lo, hi int) {
+	k := sp.key - 1
+	for isSpace(raw[k]) {
+		k--
+	}
+	if raw[k] == ',' {
+		// Cut from the end of the previous value.
+		k--
+		for isSpace(raw[k]) {
+			k--
+		}
+		return k + 1, sp.end
+	}
+	// The first member: cut up to the next key, if any.
+	k = sp.end
+	for k < len(raw) && isSpace(raw[k]) {
+		k++
+	}
+	if k < len(raw) && raw[k] == ',' {
+		k++
+		for k < len(raw) && isSpace(raw[k]) {
+			k++
+		}
+		return sp.key, k
+	}
+	return sp.key, sp.end
+}
+
+// IDKey returns a canonical key for a raw JSON-RPC id, for tables of pending
+// requests: ids that denote the same JSON value get the same key, and a
+// number never has the key of a string ("1" differs from `"1"`).
+//
+// Numbers are keyed by their exact decimal value (1, 1.0 and 1e0 are the same
+// key, "1"), strings by their decoded text in quotes, null by "null". An id
+// that is not a valid JSON number, string or null is keyed by its raw text.
+func IDKey(id []byte) string {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return ""
+	}
+	switch c := id[0]; {
+	case c == '"':
+		if bytes.IndexByte(id, '\\') < 0 {
+			return string(id)
+		}
+		var s string
+		if json.Unmarshal(id, &s) != nil {
+			return string(id)
+		}
+		return `"` + s + `"`
+	case c == '-' || isDigit(c):
+		return numberKey(id)
+	}
+	return string(id)
+}
+
+// maxIntDigits bounds the digits numberKey writes out in full: larger or
+// smaller magnitudes are written in exponent form.
+const maxIntDigits = 40
+
+// numberKey returns the canonical decimal text of a JSON number: an integer
+// without sign for zero, leading zeros, fraction or exponent where it is
+// integral and not huge, else digits with an exponent ("15e-1" for 1.5).
+func numberKey(num []byte) string {
+	s := scanner{data: num}
+	if s.number() != nil || s.pos != len(num) {
+		return string(num)
+	}
+	// The common case: an integer already in canonical form.
+	plain := true
+	for i, c := range num {
+		if !isDigit(c) && !(c == '-' && i == 0) {
+			plain = false
+			break
+		}
+	}
+	if plain && string(num) != "-0" {
+		return string(num)
+	}
+
+	neg := num[0] == '-'
+	if neg {
+		num = num[1:]
+	}
+	mant, exp, _ := strings.Cut(string(num), "e")
+	if i := strings.IndexByte(mant, 'E'); i >= 0 {
+		mant, exp = mant[:i], mant[i+1:]
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	e, err := strconv.Atoi(strings.TrimPrefix(exp, "+"))
+	if exp == "" {
+		e, err = 0, nil
+	}
+	if err != nil {
+		return string(num) // an exponent too large for an int
+	}
+	e -= len(frac)
+	if digits == "" {
+		return "0"
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	e += len(digits) - len(trimmed)
+	digits = trimmed
+
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	b.WriteString(digits)
+	if e >= 0 && len(digits)+e <= maxIntDigits {
+		b.WriteString(strings.Repeat("0", e))
+	} else {
+		b.WriteByte('e')
+		b.WriteString(strconv.Itoa(e))
+	}
+	return b.String()
+}
+
+// NewRequest returns a request with the given raw id and params; nil params
+// leaves out the params member.
+func NewRequest(id []byte, method string, params []byte) []byte {
+	b := newMessage(len(id) + len(method) + len(params) + 64)
+	b = append(b, `,"id":`...)
+	b = append(b, id...)
+	b = append(b, `,"method":`...)
+	b = appendString(b, method)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return endMessage(b)
+}
+
+// NewNotification returns a notification with the given params; nil params
+// leaves out the params member.
+func NewNotification(method string, params []byte) []byte {
+	b := newMessage(len(method) + len(params) + 64)
+	b = append(b, `,"method":`...)
+	b = appendString(b, method)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return endMessage(b)
+}
+
+// NewResponse returns a successful response to the request with the given
+// raw id; nil result is written as null.
+func NewResponse(id []byte, result []byte) []byte {
+	if result == nil {
+		result = []byte("null")
+	}
+	b := newMessage(len(id) + len(result) + 64)
+	b = append(b, `,"id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return endMessage(b)
+}
+
+// NewErrorResponse returns an error response to the request with the given
+// raw id (nil for null). data, the raw JSON of the error's data member, is
+// left out when nil.
+func NewErrorResponse(id []byte, code int, message string, data []byte) []byte {
+	if id == nil {
+		id = []byte("null")
+	}
+	b := newMessage(len(id) + len(message) + len(data) + 96)
+	b = append(b, `,"id":`...)
+	b = append(b, id...)
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	if data != nil {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	b = append(b, '}')
+	return endMessage(b)
+}
+
+func newMessage(size int) []byte {
+	return append(make([]byte, 0, size), `{"jsonrpc":"2.0"`...)
+}
+
+// endMessage closes the object, leaving a newline just beyond the returned
+// length (see Writer.Write).
+func endMessage(b []byte) []byte {
+	b = append(b, '}', '\n')
+	return b[:len(b)-1]
+}
+
+// appendString appends s as a JSON string, escaping only what JSON requires
+// (no HTML escaping); invalid UTF-8 becomes U+FFFD.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r != utf8.RuneError || size != 1 {
+				i += size
+				continue
+			}
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// DefaultMaxLine is the longest line a Reader accepts when given no limit.
+const DefaultMaxLine = 64 << 20
+
+// prefixLen is the length of the start of a bad line kept in a LineError.
+const prefixLen = 200
+
+// A LineError reports a line of the stream that is not a message: too long,
+// not JSON, or not JSON-RPC. The Reader that returns it goes on with the next
+// line.
+type LineError struct {
+	Line   int    // 1-based line number in the stream
+	Reason string // what is wrong with the line
+	Prefix []byte // the first bytes of the line, for logs
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("acp: line %d: %s (line starts %q)", e.Line, e.Reason, e.Prefix)
+}
+
+// A Reader reads newline-delimited JSON-RPC messages from a stream.
+type Reader struct {
+	br      *bufio.Reader
+	maxLine int
+	line    int   // number of the last line read
+	err     error // io.EOF or the I/O error that ended the stream
+}
+
+// readSize is the size of a Reader's buffer; longer lines are gathered in
+// buffers of their own.
+const readSize = 64 << 10
+
+// NewReader returns a Reader of r that accepts lines of up to maxLine bytes,
+// not counting the line terminator; maxLine 0 means DefaultMaxLine.
+func NewReader(r io.Reader, maxLine int) *Reader {
+	return newReaderSize(r, maxLine, readSize)
+}
+
+// newReaderSize is NewReader with a buffer of size bytes, for tests.
+func newReaderSize(r io.Reader, maxLine, size int) *Reader {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	// No line that fits maxLine needs more than maxLine+2 bytes of buffer.
+	size = min(size, maxLine+2)
+	return &Reader{br: bufio.NewReaderSize(r, size), maxLine: maxLine}
+}
+
+// Next returns the next message of the stream. Lines end in "\n" or "\r\n";
+// the last line may lack a terminator. Blank lines are skipped.
+//
+// A line that is too long, not JSON or not JSON-RPC is reported as a
+// *LineError; a long line is discarded without being kept in memory beyond
+// the limit. After a LineError, Next goes on with the following line. At the
+// end of the stream Next returns io.EOF; any other error of the underlying
+// reader is returned by this and every later call.
+func (r *Reader) Next() (*Message, error) {
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return nil, err
+		}
+		if line == nil {
+			continue
+		}
+		m, err := Parse(line)
+		if err != nil {
+			return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
+		}
+		return m, nil
+	}
+}
+
+// readLine returns the next line without its terminator, in a buffer of its
+// own, or nil for a blank line.
+func (r *Reader) readLine() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	chunk, err := r.br.ReadSlice('\n')
+	switch {
+	case err == io.EOF && len(chunk) == 0:
+		r.err = err
+		return nil, err
+	case err == nil || err == io.EOF:
+		r.err = err
+		r.line++
+		body := trimEOL(chunk)
+		if blank(body) {
+			return nil, nil
+		}
+		if len(body) > r.maxLine {
+			return nil, r.tooLong(len(body), body)
+		}
+		return clone(body), nil
+	case err != bufio.ErrBufferFull:
+		r.err = err
+		return nil, err
+	}
+
+	// A line longer than the buffer: gather it.
+	r.line++
+	var buf []byte
+	for {
+		// + 2 for a "\r\n" that chunk may end with; checked exactly below.
+		if len(buf)+len(chunk) > r.maxLine+2 {
+			return nil, r.discard(buf, chunk, err)
+		}
+		if buf == nil {
+			buf = make([]byte, 0, 4*len(chunk))
+		}
+		buf = append(buf, chunk...)
+		if err != bufio.ErrBufferFull {
+			break
+		}
+		chunk, err = r.br.ReadSlice('\n')
+	}
+	if err != nil && err != io.EOF {
+		r.err = err
+		return nil, err
+	}
+	r.err = err
+	body := trimEOL(buf)
+	if len(body) > r.maxLine {
+		return nil, r.tooLong(len(body), body)
+	}
+	if blank(body) {
+		return nil, nil
+	}
+	return append(body, '\n')[:len(body)], nil // see Writer.Write
+}
+
+// discard skips the rest of a line that is too long, of which buf and then
+// chunk have been read, chunk with error err, and returns its LineError.
+func (r *Reader) discard(buf, chunk []byte, err error) error {
+	p := make([]byte, 0, prefixLen)
+	p = append(p, buf[:min(len(buf), prefixLen)]...)
+	p = append(p, chunk[:min(len(chunk), prefixLen-len(p))]...)
+	n := len(buf) + len(chunk)
+	var prev byte // the byte before the last one of the line
+	if len(chunk) > 1 {
+		prev = chunk[len(chunk)-2]
+	}
+	for err == bufio.ErrBufferFull {
+		last := chunk[len(chunk)-1]
+		chunk, err = r.br.ReadSlice('\n')
+		n += len(chunk)
+		switch len(chunk) {
+		case 0:
+		case 1:
+			prev = last
+		default:
+			prev = chunk[len(chunk)-2]
+		}
+	}
+	if err != nil && err != io.EOF {
+		r.err = err
+		return err
+	}
+	r.err = err
+	if err == nil { // the line ends in "\n"
+		n--
+		if prev == '\r' {
+			n--
+		}
+	}
+	return r.tooLong(n, p)
+}
+
+func (r *Reader) tooLong(n int, line []byte) error {
+	return &LineError{
+		Line:   r.line,
+		Reason: fmt.Sprintf("line of %d bytes exceeds the limit of %d bytes", n, r.maxLine),
+		Prefix: prefix(line),
+	}
+}
+
+// prefix returns a copy of the start of line.
+func prefix(line []byte) []byte {
+	return bytes.Clone(line[:min(len(line), prefixLen)])
+}
+
+// clone returns a copy of line with a newline just beyond its length (see
+// Writer.Write).
+func clone(line []byte) []byte {
+	b := make([]byte, len(line)+1)
+	copy(b, line)
+	b[len(line)] = '\n'
+	return b[:len(line)]
+}
+
+// trimEOL removes a trailing "\n" or "\r\n".
+func trimEOL(line []byte) []byte {
+	if n := len(line); n > 0 && line[n-1] == '\n' {
+		line = line[:n-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+	}
+	return line
+}
+
+// blank reports whether line holds only JSON whitespace.
+func blank(line []byte) bool {
+	for _, c := range line {
+		if !isSpace(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// A Writer writes JSON-RPC messages to a stream, one per line. It is safe for
+// concurrent use: each message goes out whole in a single Write call to the
+// underlying writer.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+// NewWriter returns a Writer to w.
+func NewWriter(w io.Writer) *Writer {
+	return &Writer{w: w}
+}
+
+// maxKeep is the largest buffer a Writer keeps between messages.
+const maxKeep = 1 << 20
+
+// Write writes raw followed by a newline, as it is: raw is never re-encoded.
+// raw must not contain a line break.
+//
+// When the byte just beyond raw's length (within its capacity) is already a
+// newline, as for the messages of a Reader, [Message.WithParams] and its
+// siblings, and the New* functions of this package, raw is written without
+// being copied.
+func (w *Writer) Write(raw []byte) error {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		return fmt.Errorf("acp: message contains a line break at offset %d", i)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var line []byte
+	if n := len(raw); cap(raw) > n && raw[:n+1][n] == '\n' {
+		line = raw[:n+1]
+	} else {
+		if n+1 > maxKeep {
+			line = make([]byte, 0, n+1)
+		} else {
+			line = w.buf[:0]
+		}
+		line = append(append(line, raw...), '\n')
+		if cap(line) <= maxKeep {
+			w.buf = line
+		}
+	}
+	_, err := w.w.Write(line)
+	if err != nil {
+		return fmt.Errorf("acp: write message: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,332 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/charmbracelet/log"
+)
+
+// Forward is the innermost step of a pipeline: it sends m on, and for a
+// request waits for the answer and returns it; for a notification it
+// returns nil.
+type Forward func(m *Message) *Message
+
+// Pipeline passes messages through the plugs. Handle returns, for a
+// request, the response to send back (and the name of the plug that
+// answered it, when a plug did); err fails the session.
+type Pipeline interface {
+	Handle(side Side, m *Message, forward Forward) (resp *Message, answeredBy string, err error)
+}
+
+// Proxy forwards ACP between a client and an agent: every message, known or
+// not, through one mechanism (M1). Messages of typed methods go through the
+// Pipeline (M2). Within each direction messages keep their order, and a
+// request waiting for its answer holds up nothing (M6).
+type Proxy struct {
+	// FromClient delivers the client's messages; the proxy stops reading
+	// when it closes.
+	FromClient <-chan *Message
+	ToClient   *Writer
+	FromAgent  *Reader
+	ToAgent    *Writer
+
+	Pipeline Pipeline        // nil: every message passes unchanged
+	Typed    func(method string, side Side) bool // nil: Typed
+	Recorder Recorder        // nil: nothing is recorded
+	Log      *log.Logger     // nil: log.Default()
+	// CheckParams checks typed params against the SDK types (M2).
+	CheckParams bool
+	// OnFailure is called when the pipeline fails; the session should end.
+	OnFailure func(error)
+
+	mu      sync.Mutex
+	pending [2]map[string]*call // by Side of the request, then IDKey
+	loading map[string]int      // sessions being loaded, whose replay is not recorded
+}
+
+// call is a request forwarded and not answered yet.
+type call struct {
+	id        []byte
+	resp      chan *Message
+	finished  <-chan struct{} // the request's chain is done
+	loadingID string          // session of a session/load
+}
+
+// chainRun tracks one message's way through the pipeline: it yields when
+// the message was forwarded (a request then waits elsewhere) or handled.
+type chainRun struct {
+	once     sync.Once
+	yielded  chan struct{}
+	finished chan struct{}
+}
+
+func newChainRun() *chainRun {
+	return &chainRun{yielded: make(chan struct{}), finished: make(chan struct{})}
+}
+
+func (c *chainRun) yield() { c.once.Do(func() { close(c.yielded) }) }
+
+func (c *chainRun) finish() {
+	c.yield()
+	close(c.finished)
+}
+
+func (s Side) other() Side {
+	if s == ToAgent {
+		return ToClient
+	}
+	return ToAgent
+}
+
+// Run forwards messages until the agent's output ends or ctx is done. It
+// then answers the requests still waiting with errors, so no one waits for
+// an agent that is gone.
+func (p *Proxy) Run(ctx context.Context) error {
+	if p.Log == nil {
+		p.Log = log.Default()
+	}
+	if p.Typed == nil {
+		p.Typed = Typed
+	}
+	p.pending = [2]map[string]*call{{}, {}}
+	p.loading = map[string]int{}
+
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- p.readAgent() }()
+
+	var err error
+	for clientOpen := true; ; {
+		var in <-chan *Message
+		if clientOpen {
+			in = p.FromClient
+		}
+		select {
+		case m, ok := <-in:
+			if !ok {
+				clientOpen = false
+				p.Log.Debug("the client closed its stream")
+				continue
+			}
+			p.receive(ToAgent, m)
+			continue
+		case err = <-agentDone:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		break
+	}
+	p.abandon()
+	return err
+}
+
+// readAgent reads the agent's messages until its output ends.
+func (p *Proxy) readAgent() error {
+	for {
+		m, err := p.FromAgent.Next()
+		var lineErr *LineError
+		switch {
+		case errors.As(err, &lineErr):
+			p.Log.Warn("skipped a bad line from the agent", "err", lineErr) // M7
+			continue
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		p.receive(ToClient, m)
+	}
+}
+
+// ReadMessages reads r until it ends, sending its messages on the returned
+// channel, which is closed at the end. Bad lines are logged and skipped (M7).
+func ReadMessages(r io.Reader, maxLine int, logger *log.Logger) <-chan *Message {
+	ch := make(chan *Message, 64)
+	go func() {
+		defer close(ch)
+		rd := NewReader(r, maxLine)
+		for {
+			m, err := rd.Next()
+			var lineErr *LineError
+			if errors.As(err, &lineErr) {
+				logger.Warn("skipped a bad line from the client", "err", lineErr)
+				continue
+			}
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					logger.Warn("reading the client failed", "err", err)
+				}
+				return
+			}
+			ch <- m
+		}
+	}()
+	return ch
+}
+
+// receive handles a message that arrived going toward side, in order: it
+// returns once the message was forwarded or handled.
+func (p *Proxy) receive(side Side, m *Message) {
+	if m.Kind == Response {
+		p.answer(side, m)
+		return
+	}
+	c := newChainRun()
+	if m.Kind == Request {
+		go p.handle(side, m, c)
+	} else {
+		p.handle(side, m, c)
+	}
+	<-c.yielded
+}
+
+// answer delivers a response going toward side to the request it answers,
+// which went the other way, and waits until that request's chain is done.
+func (p *Proxy) answer(side Side, m *Message) {
+	reqSide := side.other()
+	key := IDKey(m.ID)
+	p.mu.Lock()
+	c, ok := p.pending[reqSide][key]
+	delete(p.pending[reqSide], key)
+	if ok && c.loadingID != "" {
+		if p.loading[c.loadingID]--; p.loading[c.loadingID] <= 0 {
+			delete(p.loading, c.loadingID)
+		}
+	}
+	p.mu.Unlock()
+	if !ok {
+		p.Log.Warn("dropped a response to an unknown request", "id", string(m.ID), "toward", side) // M7
+		return
+	}
+	c.resp <- m
+	<-c.finished
+}
+
+// handle passes m through the pipeline, then sends the answer of a request
+// back where it came from.
+func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
+	defer c.finish()
+	forward := func(out *Message) *Message { return p.forward(side, out, c) }
+	var resp *Message
+	var by string
+	if p.Pipeline != nil && p.Typed(m.Method, side) {
+		if p.CheckParams {
+			if err := CheckParams(m.Method, m.Params); err != nil {
+				p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
+			}
+		}
+		var err error
+		resp, by, err = p.Pipeline.Handle(side, m, forward)
+		if err != nil {
+			p.Log.Error("a plug failed on a message", "method", m.Method, "err", err)
+			if p.OnFailure != nil {
+				p.OnFailure(err)
+			}
+			if m.Kind == Request {
+				resp = mustParse(NewErrorResponse(m.ID, InternalError, "a plug failed on this request", nil))
+			}
+		}
+	} else {
+		resp = forward(m)
+	}
+	if m.Kind == Request && resp != nil {
+		p.send(side.other(), resp, by)
+	}
+}
+
+// forward sends m toward side; for a request it waits for the answer.
+func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
+	var pending *call
+	if m.Kind == Request {
+		pending = &call{id: m.ID, resp: make(chan *Message, 1), finished: c.finished}
+		key := IDKey(m.ID)
+		p.mu.Lock()
+		if _, dup := p.pending[side][key]; dup {
+			p.Log.Warn("a request reuses the id of one still waiting for its answer", "id", string(m.ID))
+		}
+		if m.Method == "session/load" {
+			if id := sessionID(m.Params); id != "" {
+				pending.loadingID = id
+				p.loading[id]++
+			}
+		}
+		p.pending[side][key] = pending
+		p.mu.Unlock()
+	}
+	p.send(side, m, "")
+	if pending == nil {
+		return nil
+	}
+	c.yield()
+	return <-pending.resp
+}
+
+// send writes m toward side and records it where it leaves the chain (M5).
+func (p *Proxy) send(side Side, m *Message, by string) {
+	w := p.ToAgent
+	if side == ToClient {
+		w = p.ToClient
+	}
+	if err := w.Write(m.Raw); err != nil {
+		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
+		return
+	}
+	if p.Recorder != nil && !p.replayed(side, m) {
+		p.Recorder.Record(side, m, by)
+	}
+}
+
+// replayed reports whether m is history that an agent replays while it
+// loads a session: shown to plugs, but recorded only the first time (M5).
+func (p *Proxy) replayed(side Side, m *Message) bool {
+	if side != ToClient || m.Kind != Notification || m.Method != "session/update" {
+		return false
+	}
+	p.mu.Lock()
+	n := len(p.loading)
+	p.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	id := sessionID(m.Params)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.loading[id] > 0
+}
+
+// abandon answers every request still waiting with an error.
+func (p *Proxy) abandon() {
+	p.mu.Lock()
+	var waiting []*call
+	for side := range p.pending {
+		for key, c := range p.pending[side] {
+			waiting = append(waiting, c)
+			delete(p.pending[side], key)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range waiting {
+		c.resp <- mustParse(NewErrorResponse(c.id, InternalError, "the agent stopped before answering", nil))
+		<-c.finished
+	}
+}
+
+// sessionID reads params.sessionId.
+func sessionID(params []byte) string {
+	var v struct {
+		SessionID string `json:"sessionId"`
+	}
+	_ = json.Unmarshal(params, &v)
+	return v.SessionID
+}
+
+func mustParse(raw []byte) *Message {
+	m, err := Parse(raw)
+	if err != nil {
+		panic("acp: built an invalid message: " + err.Error())
+	}
+	return m
+}

@@ -1,0 +1,295 @@
+package acp
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// maxDepth is the deepest nesting of arrays and objects that a message may
+// have. It is the limit of encoding/json, so that whatever Parse accepts the
+// SDK types can decode.
+const maxDepth = 10000
+
+// A scanner validates JSON text in a single pass without decoding it.
+type scanner struct {
+	data []byte
+	pos  int
+}
+
+// syntaxError reports invalid JSON at the scanner's position.
+func (s *scanner) syntaxError(what string) error {
+	if s.pos >= len(s.data) {
+		return fmt.Errorf("invalid JSON: unexpected end of input %s", what)
+	}
+	return fmt.Errorf("invalid JSON: invalid character %s %s at offset %d", quoteChar(s.data[s.pos]), what, s.pos)
+}
+
+func quoteChar(c byte) string {
+	switch {
+	case c == '\'':
+		return `'\''`
+	case c == '"':
+		return `'"'`
+	case c >= 0x20 && c < 0x7f:
+		return "'" + string(c) + "'"
+	}
+	return fmt.Sprintf("%#02x", c)
+}
+
+// skipSpace moves past JSON whitespace.
+func (s *scanner) skipSpace() {
+	for s.pos < len(s.data) && isSpace(s.data[s.pos]) {
+		s.pos++
+	}
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+// expect consumes c, after optional whitespace.
+func (s *scanner) expect(c byte, what string) error {
+	s.skipSpace()
+	if s.pos >= len(s.data) || s.data[s.pos] != c {
+		return s.syntaxError(what)
+	}
+	s.pos++
+	return nil
+}
+
+// special marks the bytes that end the fast path through a string: the
+// closing quote, a backslash and the control characters JSON forbids there.
+var special = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'] = true
+	t['\\'] = true
+	return t
+}()
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// string moves past the string that starts at s.pos (at its opening quote)
+// and reports whether it contains escapes.
+func (s *scanner) string() (escaped bool, err error) {
+	d := s.data
+	i := s.pos + 1
+	for {
+		// Eight bytes at a time while none of them is special: the usual
+		// case for long strings such as base64 payloads.
+		for i+8 <= len(d) {
+			x := binary.LittleEndian.Uint64(d[i:])
+			q := x ^ (lsb * '"')
+			b := x ^ (lsb * '\\')
+			if ((q-lsb)&^q|(b-lsb)&^b|(x-lsb*0x20)&^x)&msb != 0 {
+				break
+			}
+			i += 8
+		}
+		for i < len(d) && !special[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			s.pos = i
+			return escaped, s.syntaxError("in string literal")
+		}
+		switch d[i] {
+		case '"':
+			s.pos = i + 1
+			return escaped, nil
+		case '\\':
+			escaped = true
+			i++
+			if i >= len(d) {
+				s.pos = i
+				return escaped, s.syntaxError("in string escape code")
+			}
+			switch d[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				i++
+				for k := 0; k < 4; k++ {
+					if i >= len(d) || !isHex(d[i]) {
+						s.pos = i
+						return escaped, s.syntaxError(`in \u hexadecimal character escape`)
+					}
+					i++
+				}
+			default:
+				s.pos = i
+				return escaped, s.syntaxError("in string escape code")
+			}
+		default:
+			s.pos = i
+			return escaped, s.syntaxError("in string literal")
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// number moves past the number that starts at s.pos.
+func (s *scanner) number() error {
+	d := s.data
+	i := s.pos
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		for i < len(d) && isDigit(d[i]) {
+			i++
+		}
+	default:
+		s.pos = i
+		return s.syntaxError("in numeric literal")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || !isDigit(d[i]) {
+			s.pos = i
+			return s.syntaxError("after decimal point in numeric literal")
+		}
+		for i < len(d) && isDigit(d[i]) {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || !isDigit(d[i]) {
+			s.pos = i
+			return s.syntaxError("in exponent of numeric literal")
+		}
+		for i < len(d) && isDigit(d[i]) {
+			i++
+		}
+	}
+	s.pos = i
+	return nil
+}
+
+// literal moves past the literal word (true, false or null) at s.pos.
+func (s *scanner) literal(word string) error {
+	for k := 0; k < len(word); k++ {
+		if s.pos >= len(s.data) || s.data[s.pos] != word[k] {
+			return s.syntaxError("in literal " + word + " (expecting '" + word[k:k+1] + "')")
+		}
+		s.pos++
+	}
+	return nil
+}
+
+// value moves past the JSON value at s.pos, after optional whitespace,
+// checking its syntax. depth is the nesting depth of the value's container.
+func (s *scanner) value(depth int) error {
+	var stackBuf [32]byte
+	stack := stackBuf[:0] // '{' or '[' for each open container
+	for {
+		// A value starts here.
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return s.syntaxError("looking for beginning of value")
+		}
+		switch c := s.data[s.pos]; c {
+		case '{', '[':
+			if depth+len(stack)+1 > maxDepth {
+				return fmt.Errorf("invalid JSON: exceeded max depth at offset %d", s.pos)
+			}
+			s.pos++
+			s.skipSpace()
+			if c == '{' {
+				if s.pos < len(s.data) && s.data[s.pos] == '}' {
+					s.pos++
+					break
+				}
+				if err := s.key(); err != nil {
+					return err
+				}
+			} else if s.pos < len(s.data) && s.data[s.pos] == ']' {
+				s.pos++
+				break
+			}
+			stack = append(stack, c)
+			continue
+		case '"':
+			if _, err := s.string(); err != nil {
+				return err
+			}
+		case 't':
+			if err := s.literal("true"); err != nil {
+				return err
+			}
+		case 'f':
+			if err := s.literal("false"); err != nil {
+				return err
+			}
+		case 'n':
+			if err := s.literal("null"); err != nil {
+				return err
+			}
+		default:
+			if c != '-' && !isDigit(c) {
+				return s.syntaxError("looking for beginning of value")
+			}
+			if err := s.number(); err != nil {
+				return err
+			}
+		}
+		// A value ended here: close containers until one continues.
+		for {
+			if len(stack) == 0 {
+				return nil
+			}
+			s.skipSpace()
+			if s.pos >= len(s.data) {
+				return s.syntaxError("after value")
+			}
+			top := stack[len(stack)-1]
+			c := s.data[s.pos]
+			if c == ',' {
+				s.pos++
+				if top == '{' {
+					s.skipSpace()
+					if err := s.key(); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			if top == '{' && c == '}' || top == '[' && c == ']' {
+				s.pos++
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			if top == '{' {
+				return s.syntaxError("after object key:value pair")
+			}
+			return s.syntaxError("after array element")
+		}
+	}
+}
+
+// key moves past an object key at s.pos and the colon after it.
+func (s *scanner) key() error {
+	if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+		return s.syntaxError("looking for beginning of object key string")
+	}
+	if _, err := s.string(); err != nil {
+		return err
+	}
+	return s.expect(':', "after object key")
+}

@@ -1,0 +1,195 @@
+package builtins
+
+import (
+	"fmt"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"go.starlark.net/starlark"
+)
+
+// Directions of a message as plugs see them (M4).
+const (
+	ToAgent   = "to_agent"
+	FromAgent = "from_agent"
+)
+
+// Message is the message value of on_message: a request, a notification,
+// or (as returned by next for a request) a response. Its params or result
+// are decoded only when a plug reads them, and re-encoded only when a plug
+// changed them, so a message no plug touched travels byte for byte (M4).
+type Message struct {
+	Direction string
+	Msg       *acp.Message
+
+	body     starlark.Value // decoded params or result; nil until read
+	replaced bool           // body was given by replace()
+}
+
+var _ starlark.HasAttrs = (*Message)(nil)
+
+// NewMessage wraps m for plugs.
+func NewMessage(direction string, m *acp.Message) *Message {
+	return &Message{Direction: direction, Msg: m}
+}
+
+func (m *Message) String() string {
+	if m.Msg.Kind == acp.Response {
+		return fmt.Sprintf("message(response, id = %s)", m.Msg.ID)
+	}
+	return fmt.Sprintf("message(%s %s %s)", m.Direction, m.Msg.Kind, m.Msg.Method)
+}
+func (m *Message) Type() string          { return "message" }
+func (m *Message) Freeze()               {}
+func (m *Message) Truth() starlark.Bool  { return true }
+func (m *Message) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: message") }
+
+var messageAttrs = []string{"direction", "error", "id", "kind", "method", "params", "replace", "result"}
+
+func (m *Message) AttrNames() []string { return messageAttrs }
+
+// raw returns the JSON of the message's body member: params, or result.
+func (m *Message) raw() []byte {
+	if m.Msg.Kind == acp.Response {
+		return m.Msg.Result
+	}
+	return m.Msg.Params
+}
+
+func (m *Message) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "direction":
+		return starlark.String(m.Direction), nil
+	case "method":
+		return starlark.String(m.Msg.Method), nil
+	case "kind":
+		return starlark.String(m.Msg.Kind.String()), nil
+	case "id":
+		if m.Msg.ID == nil {
+			return starlark.None, nil
+		}
+		return interp.FromJSON(m.Msg.ID)
+	case "params", "result":
+		if (name == "result") != (m.Msg.Kind == acp.Response) {
+			return starlark.None, nil
+		}
+		return m.decodedBody()
+	case "error":
+		if m.Msg.Error == nil {
+			return starlark.None, nil
+		}
+		return interp.FromJSON(m.Msg.Error)
+	case "replace":
+		return starlark.NewBuiltin("replace", m.replace), nil
+	}
+	return nil, noSuchAttr("message", name, messageAttrs)
+}
+
+func (m *Message) decodedBody() (starlark.Value, error) {
+	if m.body != nil {
+		return m.body, nil
+	}
+	raw := m.raw()
+	if raw == nil {
+		m.body = starlark.None
+		return m.body, nil
+	}
+	v, err := interp.FromJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	m.body = v
+	return v, nil
+}
+
+func (m *Message) replace(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	member := "params"
+	if m.Msg.Kind == acp.Response {
+		member = "result"
+	}
+	var v starlark.Value
+	if err := starlark.UnpackArgs("replace", args, kwargs, member, &v); err != nil {
+		return nil, err
+	}
+	return &Message{Direction: m.Direction, Msg: m.Msg, body: v, replaced: true}, nil
+}
+
+// Encode returns the message as it leaves the plug: the original when its
+// body is unchanged, otherwise the original with only the body replaced.
+func (m *Message) Encode() (*acp.Message, error) {
+	if m.body == nil {
+		return m.Msg, nil
+	}
+	if !m.replaced {
+		orig, err := interp.FromJSON(m.raw())
+		if err == nil {
+			if eq, err := starlark.Equal(orig, m.body); err == nil && eq {
+				return m.Msg, nil
+			}
+		}
+	}
+	what := "params"
+	if m.Msg.Kind == acp.Response {
+		what = "result"
+	}
+	data, err := interp.AppendJSON(nil, m.body, what)
+	if err != nil {
+		return nil, err
+	}
+	if m.Msg.Kind == acp.Response {
+		return m.Msg.WithResult(data), nil
+	}
+	return m.Msg.WithParams(data), nil
+}
+
+// RequestError is what request_error(code, message, data = None) returns:
+// an answer to a request with a JSON-RPC error (M4).
+type RequestError struct {
+	Code    int
+	Message string
+	Data    starlark.Value
+}
+
+var _ starlark.HasAttrs = (*RequestError)(nil)
+
+func (e *RequestError) String() string {
+	return fmt.Sprintf("request_error(%d, %q)", e.Code, e.Message)
+}
+func (e *RequestError) Type() string          { return "request_error" }
+func (e *RequestError) Freeze()               { e.Data.Freeze() }
+func (e *RequestError) Truth() starlark.Bool  { return true }
+func (e *RequestError) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: request_error") }
+func (e *RequestError) AttrNames() []string   { return []string{"code", "data", "message"} }
+
+func (e *RequestError) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "code":
+		return starlark.MakeInt(e.Code), nil
+	case "message":
+		return starlark.String(e.Message), nil
+	case "data":
+		return e.Data, nil
+	}
+	return nil, noSuchAttr("request_error", name, e.AttrNames())
+}
+
+// Encode returns the error response to the request with id.
+func (e *RequestError) Encode(id []byte) ([]byte, error) {
+	var data []byte
+	if e.Data != starlark.None {
+		var err error
+		if data, err = interp.AppendJSON(nil, e.Data, "request_error.data"); err != nil {
+			return nil, err
+		}
+	}
+	return acp.NewErrorResponse(id, e.Code, e.Message, data), nil
+}
+
+var requestError = starlark.NewBuiltin("request_error", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	e := &RequestError{Data: starlark.None}
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "code", &e.Code, "message", &e.Message, "data?", &e.Data); err != nil {
+		return nil, err
+	}
+	e.Freeze()
+	return e, nil
+})

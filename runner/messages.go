@@ -1,0 +1,173 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"go.starlark.net/starlark"
+)
+
+// Client is the ACP client side of a run: the messages it sends, and where
+// the agent's messages go.
+type Client struct {
+	In  <-chan *acp.Message
+	Out *acp.Writer
+}
+
+// pipeline passes messages through the plugs' on_message handlers (M3, M4).
+type pipeline struct {
+	r                *Run
+	host, runnerHost hosts.Host
+	plugs            []*plugRun // plugs with on_message, in setup order
+}
+
+// proxy connects the agent's stdio to the client through the plugs.
+func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost hosts.Host) error {
+	pl := &pipeline{r: r, host: host, runnerHost: runnerHost}
+	for _, p := range r.plugs {
+		if p.use.Plug.OnMessage != nil {
+			pl.plugs = append(pl.plugs, p)
+		}
+	}
+	px := &acp.Proxy{
+		FromClient:  r.opts.Client.In,
+		ToClient:    r.opts.Client.Out,
+		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
+		ToAgent:     acp.NewWriter(proc.Stdin()),
+		Recorder:    r.opts.Recorder,
+		Log:         r.log.WithPrefix("acp"),
+		CheckParams: true,
+		OnFailure:   r.fail,
+	}
+	if len(pl.plugs) > 0 {
+		px.Pipeline = pl
+	}
+	return px.Run(ctx)
+}
+
+// Handle runs m through the handlers: toward the agent plug 1 first, toward
+// the client the last plug first, so the outermost plug has the last word
+// on what reaches the client (M3).
+func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (*acp.Message, string, error) {
+	order := pl.plugs
+	if side == acp.ToClient {
+		order = make([]*plugRun, len(pl.plugs))
+		for i, p := range pl.plugs {
+			order[len(order)-1-i] = p
+		}
+	}
+	pl.r.lock.Acquire()
+	defer pl.r.lock.Release()
+	msg := builtins.NewMessage(side.Direction(), m)
+	resp, by, err := pl.step(order, 0, msg, forward)
+	if err != nil || resp == nil {
+		return nil, by, err
+	}
+	out, err := resp.Encode()
+	return out, by, err
+}
+
+// step runs the handler of order[k]; past the last plug it forwards.
+func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward acp.Forward) (*builtins.Message, string, error) {
+	r := pl.r
+	if k == len(order) {
+		out, err := msg.Encode()
+		if err != nil {
+			return nil, "", err
+		}
+		var resp *acp.Message
+		r.unlocked(func() { resp = forward(out) })
+		if resp == nil {
+			return nil, "", nil
+		}
+		return builtins.NewMessage(msg.Direction, resp), "", nil
+	}
+	p := order[k]
+	fn := p.use.Plug.OnMessage
+	var inner *builtins.Message
+	var innerBy string
+	calls := 0
+	next := starlark.NewBuiltin("next", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var v starlark.Value
+		if err := starlark.UnpackPositionalArgs("next", args, kwargs, 1, &v); err != nil {
+			return nil, err
+		}
+		passed, ok := v.(*builtins.Message)
+		if !ok || passed.Msg.Kind == acp.Response {
+			return nil, fmt.Errorf("next: want the message (or message.replace(...)), got %s", v.Type())
+		}
+		if calls++; calls > 1 {
+			return nil, fmt.Errorf("next() called twice for one message; call it at most once")
+		}
+		var err error
+		inner, innerBy, err = pl.step(order, k+1, passed, forward)
+		if err != nil {
+			return nil, err
+		}
+		if inner == nil {
+			return starlark.None, nil
+		}
+		return inner, nil
+	})
+	c := r.newCtx(p, "on_message", pl.host, pl.runnerHost)
+	ret, err := r.call(p, "on_message", fn, c, starlark.Tuple{c, msg, next})
+	if err != nil {
+		return nil, "", err
+	}
+	if msg.Msg.Kind != acp.Request {
+		// A notification not passed on is dropped; what the handler returns
+		// does not matter.
+		return nil, "", nil
+	}
+	by := innerBy
+	if calls == 0 {
+		by = p.use.Plug.Name
+	}
+	resp, err := pl.response(msg.Msg, ret)
+	if err != nil {
+		return nil, "", r.handlerError(p, "on_message", fn, err.Error())
+	}
+	return resp, by, nil
+}
+
+// response turns what on_message returned for a request into the response.
+func (pl *pipeline) response(req *acp.Message, ret starlark.Value) (*builtins.Message, error) {
+	dir := builtins.ToAgent
+	switch v := ret.(type) {
+	case *builtins.Message:
+		if v.Msg.Kind != acp.Response {
+			return nil, fmt.Errorf("returned the request %s itself; return next(message), a result, or request_error(...)", req.Method)
+		}
+		return v, nil
+	case *builtins.RequestError:
+		raw, err := v.Encode(req.ID)
+		if err != nil {
+			return nil, err
+		}
+		return parsedResponse(dir, raw)
+	case starlark.NoneType:
+		return nil, fmt.Errorf("returned None for the request %s; return next(message), a result, or request_error(...)", req.Method)
+	}
+	data, err := interp.AppendJSON(nil, ret, "result")
+	if err != nil {
+		return nil, err
+	}
+	return parsedResponse(dir, acp.NewResponse(req.ID, data))
+}
+
+func parsedResponse(dir string, raw []byte) (*builtins.Message, error) {
+	m, err := acp.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return builtins.NewMessage(dir, m), nil
+}
+
+// fail ends the run because a plug failed on a message (M4).
+func (r *Run) fail(err error) {
+	r.stopWith(Stop{Reason: builtins.ReasonFailed, MayResume: r.opts.FailureMayResume && r.opts.Config.Resumable()}, err)
+}
