@@ -779,7 +779,7 @@ func (r *Reader) readLine() ([]byte, error) {
 	for {
 		// + 2 for a "\r\n" that chunk may end with; checked exactly below.
 		if len(buf)+len(chunk) > r.maxLine+2 {
-			return nil, r.discard(buf, chunk, err)
+			return nil, r.discard(buf, chunk, err) // nil for a blank line
 		}
 		if buf == nil {
 			buf = make([]byte, 0, 4*len(chunk))
@@ -796,18 +796,20 @@ func (r *Reader) readLine() ([]byte, error) {
 	}
 	r.err = err
 	body := trimEOL(buf)
-	if len(body) > r.maxLine {
-		return nil, r.tooLong(len(body), body)
-	}
 	if blank(body) {
 		return nil, nil
+	}
+	if len(body) > r.maxLine {
+		return nil, r.tooLong(len(body), body)
 	}
 	return append(body, '\n')[:len(body)], nil // see Writer.Write
 }
 
 // discard skips the rest of a line that is too long, of which buf and then
-// chunk have been read, chunk with error err, and returns its LineError.
+// chunk have been read, chunk with error err, and returns its LineError, or
+// nil when the line is blank.
 func (r *Reader) discard(buf, chunk []byte, err error) error {
+	isBlank := blank(buf) && blank(chunk)
 	p := make([]byte, 0, prefixLen)
 	p = append(p, buf[:min(len(buf), prefixLen)]...)
 	p = append(p, chunk[:min(len(chunk), prefixLen-len(p))]...)
@@ -820,6 +822,7 @@ func (r *Reader) discard(buf, chunk []byte, err error) error {
 		last := chunk[len(chunk)-1]
 		chunk, err = r.br.ReadSlice('\n')
 		n += len(chunk)
+		isBlank = isBlank && blank(chunk)
 		switch len(chunk) {
 		case 0:
 		case 1:
@@ -833,13 +836,16 @@ func (r *Reader) discard(buf, chunk []byte, err error) error {
 		return err
 	}
 	r.err = err
+	if isBlank {
+		return nil
+	}
 	if err == nil { // the line ends in "\n"
 		n--
 		if prev == '\r' {
 			n--
 		}
 	}
-	return r.tooLong(n, p)
+	return r.tooLong(n, p[:min(len(p), n)])
 }
 
 func (r *Reader) tooLong(n int, line []byte) error {

@@ -16,9 +16,9 @@ type Side uint8
 
 // The sides of ACP methods, and the directions of messages.
 const (
-	ToAgent  Side = iota + 1 // handled by the agent: sent client→agent (x-side "agent")
-	ToClient                 // handled by the client: sent agent→client (x-side "client")
-	Both                     // sent either way
+	ToAgent  Side = iota // handled by the agent: sent client→agent (x-side "agent")
+	ToClient             // handled by the client: sent agent→client (x-side "client")
+	Both                 // sent either way
 )
 
 func (s Side) String() string {

@@ -270,12 +270,13 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if side == ToClient {
 		w = p.ToClient
 	}
-	if err := w.Write(m.Raw); err != nil {
-		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
-		return
-	}
+	// Recorded first: the message has left the chain, and a peer that
+	// sees it can already find it in the transcript.
 	if p.Recorder != nil && !p.replayed(side, m) {
 		p.Recorder.Record(side, m, by)
+	}
+	if err := w.Write(m.Raw); err != nil {
+		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
 	}
 }
 

@@ -1,0 +1,661 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/demoagent"
+	"github.com/blaiseagent/blaise-agent/runner"
+)
+
+// TestMain lets the test binary serve as the agent: with
+// BLAISE_TEST_AGENT=demo it runs the demo agent on its stdio, so the tests
+// talk to a real process over real pipes.
+func TestMain(m *testing.M) {
+	switch os.Getenv("BLAISE_TEST_AGENT") {
+	case "demo":
+		err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, demoagent.Options{StateDir: os.Getenv("DEMO_STATE"), Log: os.Stderr})
+		if e, ok := err.(demoagent.ErrExit); ok {
+			os.Exit(e.Code)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "raw":
+		// A raw peer: echo every line of stdin to stdout.
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// demoAgent is the agent() line that starts the demo agent.
+func demoAgent(kind string) string {
+	return fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": %q, \"DEMO_STATE\": \"$DIR/demo-state\"})\n", os.Args[0], kind)
+}
+
+// session is a run with a client connected through the proxy.
+type session struct {
+	t       *testing.T
+	c       *chain
+	run     *runner.Run
+	done    chan runner.Result
+	in      *io.PipeWriter
+	out     *acp.Reader
+	records *syncBuffer
+	rec     *acp.JSONLRecorder
+	backlog []*acp.Message // received, not taken yet
+	out2    io.Reader
+}
+
+func startSession(t *testing.T, files map[string]string, opts runner.Options) *session {
+	t.Helper()
+	c := newChain(t, files)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &session{t: t, c: c, done: make(chan runner.Result, 1), in: inW, out: acp.NewReader(outR, 0), records: &syncBuffer{}}
+	s.out2 = outR
+	s.rec = acp.NewJSONLRecorder(s.records)
+	opts.Config = c.cfg
+	opts.Logger = c.log
+	opts.Store = c.store
+	if opts.SessionID == "" {
+		opts.SessionID = "s1"
+	}
+	if opts.Kind == "" {
+		opts.Kind = runner.Start
+	}
+	opts.AgentGrace = time.Second
+	opts.Client = &runner.Client{In: acp.ReadMessages(inR, opts.MaxLine, c.log), Out: acp.NewWriter(outW)}
+	opts.Recorder = s.rec
+	s.run = runner.New(opts)
+	go func() {
+		res := s.run.Run(context.Background())
+		outW.Close()
+		s.done <- res
+	}()
+	t.Cleanup(func() {
+		s.run.Stop(runner.Stop{Reason: "closed"})
+		inW.Close()
+		go func() { _, _ = io.Copy(io.Discard, outR) }()
+		select {
+		case <-s.done:
+		case <-time.After(20 * time.Second):
+			t.Error("the run did not end")
+		}
+	})
+	return s
+}
+
+// drain reads and discards what the client would receive.
+func (s *session) drain() { go func() { _, _ = io.Copy(io.Discard, s.out2) }() }
+
+// send writes one raw line to the proxy as the client.
+func (s *session) send(line string) {
+	s.t.Helper()
+	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
+		s.t.Fatalf("send: %v", err)
+	}
+}
+
+// next returns the next message the client receives.
+func (s *session) next() *acp.Message {
+	s.t.Helper()
+	if len(s.backlog) > 0 {
+		m := s.backlog[0]
+		s.backlog = s.backlog[1:]
+		return m
+	}
+	type result struct {
+		m   *acp.Message
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		m, err := s.out.Next()
+		ch <- result{m, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			s.t.Fatalf("client read: %v\nlog:\n%s", r.err, s.c.logs)
+		}
+		return r.m
+	case <-time.After(90 * time.Second):
+		s.t.Fatalf("no message for the client\nlog:\n%s", s.c.logs)
+		return nil
+	}
+}
+
+// until reads messages until one satisfies ok, and returns those before it
+// and it.
+func (s *session) until(ok func(*acp.Message) bool) ([]*acp.Message, *acp.Message) {
+	s.t.Helper()
+	var before []*acp.Message
+	for {
+		m := s.next()
+		if ok(m) {
+			return before, m
+		}
+		before = append(before, m)
+	}
+}
+
+func responseTo(id string) func(*acp.Message) bool {
+	return func(m *acp.Message) bool { return m.Kind == acp.Response && string(m.ID) == id }
+}
+
+func requestOf(method string) func(*acp.Message) bool {
+	return func(m *acp.Message) bool { return m.Kind == acp.Request && m.Method == method }
+}
+
+// open initializes the agent and creates an ACP session; it returns the
+// session id.
+func (s *session) open() string {
+	s.t.Helper()
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}`)
+	s.until(responseTo("1"))
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, s.c.dir))
+	_, resp := s.until(responseTo("2"))
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		s.t.Fatalf("session/new: %s", resp.Raw)
+	}
+	return r.SessionID
+}
+
+// prompt sends a session/prompt with text and the given id.
+func (s *session) prompt(id int, sid, text string) {
+	b, _ := json.Marshal(text)
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, sid, b))
+}
+
+// chunks returns the texts of the agent_message_chunk updates among ms.
+func chunks(ms []*acp.Message) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Method != "session/update" {
+			continue
+		}
+		var p struct {
+			Update struct {
+				Kind    string `json:"sessionUpdate"`
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if p.Update.Kind == "agent_message_chunk" {
+			out = append(out, p.Update.Content.Text)
+		}
+	}
+	return out
+}
+
+// recorded returns the transcript's records.
+func (s *session) recorded() []acp.Record {
+	s.t.Helper()
+	_ = s.rec.Close()
+	var out []acp.Record
+	for _, line := range strings.Split(strings.TrimSpace(s.records.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r acp.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			s.t.Fatalf("record %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestM1_EchoTurnThroughTheChain(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "hello")
+	before, resp := s.until(responseTo("3"))
+	if got := strings.Join(chunks(before), "|"); got != "echo: hello" {
+		t.Fatalf("chunks %q", got)
+	}
+	if !strings.Contains(string(resp.Result), `"stopReason":"end_turn"`) {
+		t.Fatalf("response %s", resp.Raw)
+	}
+}
+
+func TestM1_ExtensionsAndUnknownMethodsPassUntouched(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./spy.star"))`,
+		"spy.star": `plug(name = "spy")
+def on_message(ctx, message, next):
+    print("SEEN", message.method)
+    return next(message)
+`,
+	}, runner.Options{})
+	s.open()
+	echo := `{"jsonrpc":"2.0","id":"x-1","method":"_demo/echo","params":{"a":[1,2.50,"<&>"],"_meta":{"k":"v"}}}`
+	s.send(echo)
+	_, resp := s.until(responseTo(`"x-1"`))
+	if string(resp.Result) != `{"a":[1,2.50,"<&>"],"_meta":{"k":"v"}}` && !strings.Contains(string(resp.Result), `"_meta":{"k":"v"}`) {
+		t.Fatalf("echo result %s", resp.Result)
+	}
+	s.send(`{"jsonrpc":"2.0","id":"x-2","method":"_nobody/knows","params":{}}`)
+	_, resp = s.until(responseTo(`"x-2"`))
+	if !strings.Contains(string(resp.Error), "-32601") {
+		t.Fatalf("unknown extension: %s", resp.Raw)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"_nobody/notice","params":{"x":1}}`)
+	seen := strings.Join(s.c.lines("SEEN "), "|")
+	if strings.Contains(seen, "_demo") || strings.Contains(seen, "_nobody") || !strings.Contains(seen, "initialize") {
+		t.Fatalf("plugs saw %q; want typed methods only (M2)", seen)
+	}
+	// The agent saw the extension request byte for byte.
+	for _, r := range s.recorded() {
+		if r.Method == "_demo/echo" && r.Direction == "to_agent" && string(r.Message) != echo {
+			t.Fatalf("recorded %s", r.Message)
+		}
+	}
+}
+
+func orderPlug(name string) string {
+	return `plug(name = "` + name + `")
+def on_message(ctx, message, next):
+    if message.method == "session/prompt" or message.method == "session/update":
+        print("ORDER ` + name + `", message.direction, message.method)
+    return next(message)
+`
+}
+
+func TestM3_ToAgentPlugOneFirstFromAgentLastFirst(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./p1.star"), use("./p2.star"), use("./p3.star"))`,
+		"p1.star":     orderPlug("p1"),
+		"p2.star":     orderPlug("p2"),
+		"p3.star":     orderPlug("p3"),
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "hi")
+	s.until(responseTo("3"))
+	want := "p1 to_agent session/prompt|p2 to_agent session/prompt|p3 to_agent session/prompt|" +
+		"p3 from_agent session/update|p2 from_agent session/update|p1 from_agent session/update"
+	if got := strings.Join(s.c.lines("ORDER "), "|"); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestM4_InjectTextAndPostProcessResult(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./inject.star"))`,
+		"inject.star": `plug(name = "inject")
+def on_message(ctx, message, next):
+    if message.method != "session/prompt":
+        return next(message)
+    params = message.params
+    params["prompt"].append({"type": "text", "text": "/think injected"})
+    result = next(message)
+    result.result["_meta"] = {"seen_by": "inject"}
+    return result
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "hello")
+	before, resp := s.until(responseTo("3"))
+	var thought bool
+	for _, m := range before {
+		thought = thought || strings.Contains(string(m.Params), `"agent_thought_chunk"`) && strings.Contains(string(m.Params), "injected")
+	}
+	if !thought {
+		t.Fatalf("the injected command did not reach the agent: %d updates", len(before))
+	}
+	if !strings.Contains(string(resp.Result), `"_meta":{"seen_by":"inject"}`) || !strings.Contains(string(resp.Result), `"stopReason":"end_turn"`) {
+		t.Fatalf("result %s", resp.Result)
+	}
+	// The agent saw the injected text (M5).
+	var sawInjected bool
+	for _, r := range s.recorded() {
+		if r.Direction == "to_agent" && r.Method == "session/prompt" {
+			sawInjected = strings.Contains(string(r.Message), "/think injected")
+		}
+	}
+	if !sawInjected {
+		t.Fatal("the record toward the agent lacks the injected text")
+	}
+}
+
+func TestM4_PlugAnswersPermissionRequest(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./approve.star"))`,
+		"approve.star": `plug(name = "acme/approver")
+def on_message(ctx, message, next):
+    if message.method == "session/request_permission":
+        return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "/permission")
+	before, _ := s.until(responseTo("3"))
+	for _, m := range before {
+		if m.Method == "session/request_permission" {
+			t.Fatal("the client got a request the plug answered")
+		}
+	}
+	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+		t.Fatalf("chunks %q", got)
+	}
+	var tagged bool
+	for _, r := range s.recorded() {
+		if r.Kind == "response" && r.Direction == "to_agent" && r.Plug == "acme/approver" {
+			tagged = true
+		}
+	}
+	if !tagged {
+		t.Fatalf("no response recorded with the plug's name:\n%s", s.records)
+	}
+}
+
+func TestM4_RequestErrorAndDroppedNotification(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./guard.star"))`,
+		"guard.star": `plug(name = "guard")
+def on_message(ctx, message, next):
+    if message.method == "fs/read_text_file":
+        return request_error(-32001, "reading is not allowed", data = {"path": message.params["path"]})
+    if message.method == "session/update" and message.params["update"]["sessionUpdate"] == "agent_thought_chunk":
+        return None
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "/think secret thoughts\n/read notes.txt")
+	before, _ := s.until(responseTo("3"))
+	for _, m := range before {
+		if strings.Contains(string(m.Params), "agent_thought_chunk") {
+			t.Fatal("a dropped notification reached the client")
+		}
+	}
+	got := strings.Join(chunks(before), "|")
+	if !strings.Contains(got, "reading is not allowed (-32001)") || !strings.Contains(got, "notes.txt") {
+		t.Fatalf("chunks %q", got)
+	}
+}
+
+func TestM4_PlugFailingMidTurnFailsTheRun(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./a.star"), use("./boom.star"))`,
+		"a.star":      tracer("a"),
+		"boom.star": `plug(name = "boom")
+def on_message(ctx, message, next):
+    if message.method == "session/update":
+        fail("cannot handle updates")
+    return next(message)
+`,
+	}, runner.Options{FailureMayResume: true})
+	sid := s.open()
+	s.prompt(3, sid, "hello")
+	s.drain()
+	var res runner.Result
+	select {
+	case res = <-s.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end")
+	}
+	s.done <- res
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug boom: on_message: cannot handle updates") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if got := strings.Join(s.c.lines("TRACE "), "|"); got != "a before|a after failed True" {
+		t.Fatalf("trace %q", got)
+	}
+}
+
+func TestM5_RedactionReachesTheClientNotTheAgent(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./redact.star"))`,
+		"redact.star": `plug(name = "redact")
+def on_message(ctx, message, next):
+    if message.direction == "from_agent" and message.method == "session/update":
+        u = message.params["update"]
+        if u["sessionUpdate"] == "agent_message_chunk":
+            u["content"]["text"] = u["content"]["text"].replace("hunter2", "[redacted]")
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "my password is hunter2")
+	before, _ := s.until(responseTo("3"))
+	if got := strings.Join(chunks(before), "|"); got != "echo: my password is [redacted]" {
+		t.Fatalf("client got %q", got)
+	}
+	var toAgent, toClient bool
+	for _, r := range s.recorded() {
+		if r.Direction == "to_agent" && strings.Contains(string(r.Message), "hunter2") {
+			toAgent = true
+		}
+		if r.Direction == "from_agent" && strings.Contains(string(r.Message), "hunter2") {
+			toClient = true
+		}
+	}
+	if !toAgent || toClient {
+		t.Fatalf("records: agent saw original %v, client record has secret %v", toAgent, toClient)
+	}
+}
+
+func TestM5_ReplayedHistoryIsNotRecordedAgain(t *testing.T) {
+	files := map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./count.star"))`,
+		"count.star": `plug(name = "count")
+def on_message(ctx, message, next):
+    if message.method == "session/update":
+        print("UPDATE")
+    return next(message)
+`,
+	}
+	s := startSession(t, files, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "remember me")
+	first, _ := s.until(responseTo("3"))
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, s.c.dir))
+	before, _ := s.until(responseTo("4"))
+	if len(before) == 0 {
+		t.Fatal("no replay")
+	}
+	if n := len(s.c.lines("UPDATE")); n != len(first)+len(before) {
+		t.Fatalf("plugs saw %d updates; want the %d of the turn and the %d of the replay", n, len(first), len(before))
+	}
+	updates := 0
+	for _, r := range s.recorded() {
+		if r.Method == "session/update" {
+			updates++
+		}
+	}
+	if updates != len(first) {
+		t.Fatalf("recorded %d updates; want only the %d of the first turn", updates, len(first))
+	}
+}
+
+func TestM6_SlowPlugKeepsOrder(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./slow.star"))`,
+		"slow.star": `plug(name = "slow")
+def on_message(ctx, message, next):
+    if message.method == "session/update" and "chunk 1\"" in str(message.params):
+        ctx.runner.exec(["sleep", "0.2"])
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "/chunks 20")
+	before, _ := s.until(responseTo("3"))
+	var want []string
+	for i := 1; i <= 20; i++ {
+		want = append(want, fmt.Sprintf("chunk %d", i))
+	}
+	if got := strings.Join(chunks(before), "|"); got != strings.Join(want, "|") {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestM6_WaitingPlugDoesNotHoldUpTheTurn(t *testing.T) {
+	// The plug waits in next() for the prompt's result while the turn's
+	// updates and the agent's permission request pass through it.
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./wait.star"))`,
+		"wait.star": `plug(name = "wait")
+def on_message(ctx, message, next):
+    if message.method == "session/prompt":
+        print("WAIT start")
+        r = next(message)
+        print("WAIT done")
+        return r
+    print("WAIT pass", message.method)
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "/chunks 2\n/permission")
+	_, req := s.until(requestOf("session/request_permission"))
+	// The client's id space and the agent's collide: answer with the agent's id.
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"reject_once"}}}`, req.ID))
+	before, _ := s.until(responseTo("3"))
+	if got := strings.Join(chunks(before), "|"); got != "permission: reject_once" {
+		t.Fatalf("chunks after permission %q", got)
+	}
+	lines := strings.Join(s.c.lines("WAIT "), "|")
+	if !strings.HasSuffix(lines, "pass session/update|pass session/request_permission|pass session/update|done") {
+		t.Fatalf("handler calls %q", lines)
+	}
+}
+
+func TestM6_IDsCollideAcrossDirections(t *testing.T) {
+	// The agent's first request to the client has id 0 or 1 in its own id
+	// space; the client's prompt uses the same id.
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	}, runner.Options{})
+	sid := s.open()
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, sid))
+	_, req := s.until(requestOf("session/request_permission"))
+	id := string(req.ID)
+	// A client request with the very same id, while the agent's is pending.
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"_demo/echo","params":{"same":"id"}}`, id))
+	_, echo := s.until(responseTo(id))
+	if !strings.Contains(string(echo.Result), `"same":"id"`) {
+		t.Fatalf("echo %s", echo.Raw)
+	}
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, id))
+	before, _ := s.until(responseTo(`"p"`))
+	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+		t.Fatalf("chunks %q", got)
+	}
+}
+
+func TestM7_BadLinesAreSkippedAndLogged(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	}, runner.Options{MaxLine: 1 << 20})
+	sid := s.open()
+	s.prompt(3, sid, "one")
+	s.send(`this is not json`)
+	s.send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
+	s.send(`{"jsonrpc":"2.0","id":5,"method":"_demo/echo","params":{"big":"` + strings.Repeat("x", 2<<20) + `"}}`)
+	s.prompt(4, sid, "two")
+	before, _ := s.until(responseTo("4"))
+	all := append(before, s.backlog...)
+	var got []string
+	for _, m := range all {
+		got = append(got, chunks([]*acp.Message{m})...)
+	}
+	if strings.Join(got, "|") != "echo: one|echo: two" && strings.Join(got, "|") != "echo: two" {
+		t.Fatalf("chunks %q", got)
+	}
+	for _, want := range []string{"skipped a bad line from the client", "invalid JSON", "dropped a response to an unknown request", "exceeds the limit of 1048576 bytes"} {
+		if !strings.Contains(s.c.logs.String(), want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
+
+func TestM7_FiftyMiBLine(t *testing.T) {
+	// The raw agent echoes each line: a 50 MiB session/cancel passes the
+	// plug toward the agent and comes back untyped toward the client.
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("raw") + `setup(use("./spy.star"))`,
+		"spy.star": `plug(name = "spy")
+def on_message(ctx, message, next):
+    print("SPY", message.method, len(message.params["_meta"]["blob"]))
+    return next(message)
+`,
+	}, runner.Options{})
+	big := strings.Repeat("y", 50<<20)
+	line := `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s","_meta":{"blob":"` + big + `"}}}`
+	go s.send(line)
+	m := s.next()
+	if string(m.Raw) != line {
+		t.Fatalf("got %d bytes, want the %d sent", len(m.Raw), len(line))
+	}
+	if got := strings.Join(s.c.lines("SPY "), "|"); got != fmt.Sprintf("session/cancel %d", 50<<20) {
+		t.Fatalf("plug saw %q", got)
+	}
+}
+
+func TestM_CancelReachesAgentOnceAndClientGetsCancelled(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./count.star"))`,
+		"count.star": `plug(name = "count")
+def on_message(ctx, message, next):
+    if message.method == "session/cancel":
+        print("CANCEL seen")
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "/slow 50\n/chunks 100")
+	s.next()
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	_, resp := s.until(responseTo("3"))
+	if !strings.Contains(string(resp.Result), `"stopReason":"cancelled"`) || resp.Error != nil {
+		t.Fatalf("response %s", resp.Raw)
+	}
+	cancels := 0
+	for _, r := range s.recorded() {
+		if r.Method == "session/cancel" && r.Direction == "to_agent" {
+			cancels++
+		}
+	}
+	if cancels != 1 || len(s.c.lines("CANCEL seen")) != 1 {
+		t.Fatalf("the agent got %d cancels; plugs saw %d", cancels, len(s.c.lines("CANCEL seen")))
+	}
+}
+
+func TestM_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	}, runner.Options{})
+	sid := s.open()
+	s.prompt(3, sid, "/sleep 60000")
+	time.Sleep(50 * time.Millisecond)
+	s.run.Stop(runner.Stop{Reason: "idle", MayResume: true})
+	_, resp := s.until(responseTo("3"))
+	if resp.Error == nil && !strings.Contains(string(resp.Result), "cancelled") {
+		t.Fatalf("response %s", resp.Raw)
+	}
+}
