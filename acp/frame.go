@@ -235,7 +235,10 @@ func (m *Message) parse() error {
 	switch {
 	case seen&seenMethod != 0:
 		if seen&(seenResult|seenError) != 0 {
-			return errNotJSONRPC("has a method and a %s", firstOf(seen&seenResult != 0, "result", "error"))
+			if seen&seenResult != 0 {
+				return errNotJSONRPC("has a method and a result")
+			}
+			return errNotJSONRPC("has a method and an error")
 		}
 		m.Kind = Notification
 		if seen&seenID != 0 {
@@ -278,22 +281,6 @@ func memberOf(key []byte) (name string, bit, member int) {
 	return "", 0, -1
 }
 
-func firstOf(cond bool, a, b string) string {
-	if cond {
-		return a
-	}
-	return b
-}
-
-// end checks that only whitespace follows the value.
-func (s *scanner) end() error {
-	s.skipSpace()
-	if s.pos < len(s.data) {
-		return s.syntaxError("after top-level value")
-	}
-	return nil
-}
-
 // internMethod returns method as a string, sharing the names of known methods
 // rather than allocating.
 func internMethod(method []byte) string {
@@ -327,13 +314,14 @@ func (m *Message) setMember(i int, v []byte) {
 }
 
 // WithParams returns a copy of m whose params member is params, added at the
-// end of the message when m has none; nil params removes the member. Every
-// other byte of Raw stays as it was: member order, whitespace, _meta and
-// unknown members. The copy has m's Kind and Method.
+// end of the object when m has none; nil or empty params removes the member.
+// Every other byte of Raw stays as it was: member order, whitespace, _meta
+// and unknown members. m itself does not change.
 //
 // params must be a single valid JSON value; it is not checked, but line
 // breaks in it are removed (as by [json.Compact]) to keep the message on one
-// line.
+// line. The copy keeps m's Kind and Method: the caller keeps the message a
+// valid JSON-RPC message of its kind.
 func (m *Message) WithParams(params []byte) *Message { return m.with(memberParams, params) }
 
 // WithResult is like [Message.WithParams] for the result member of a response.
@@ -357,10 +345,10 @@ func (m *Message) with(member int, v []byte) *Message {
 	var ins []byte
 	var nsp span // the member's new span
 	switch {
-	case v == nil && sp.key == 0:
+	case len(v) == 0 && sp.key == 0:
 		c := *m
 		return &c
-	case v == nil:
+	case len(v) == 0:
 		lo, hi = removal(raw, sp)
 	case sp.key != 0:
 		lo, hi, ins = sp.start, sp.end, v
@@ -815,8 +803,11 @@ func (r *Reader) discard(buf, chunk []byte, err error) error {
 	p = append(p, chunk[:min(len(chunk), prefixLen-len(p))]...)
 	n := len(buf) + len(chunk)
 	var prev byte // the byte before the last one of the line
-	if len(chunk) > 1 {
+	switch {
+	case len(chunk) > 1:
 		prev = chunk[len(chunk)-2]
+	case len(chunk) == 1 && len(buf) > 0:
+		prev = buf[len(buf)-1]
 	}
 	for err == bufio.ErrBufferFull {
 		last := chunk[len(chunk)-1]

@@ -79,7 +79,7 @@ func TestParseErrors(t *testing.T) {
 		{`{"id":1}`, "not a JSON-RPC message: has an id but no method, result or error"},
 		{`{"id":1,"result":1,"error":{}}`, "not a JSON-RPC message: has a result and an error"},
 		{`{"id":1,"method":"a","result":1}`, "not a JSON-RPC message: has a method and a result"},
-		{`{"method":"a","error":{}}`, "not a JSON-RPC message: has a method and a error"},
+		{`{"method":"a","error":{}}`, "not a JSON-RPC message: has a method and an error"},
 		{`{"id":1,"method":2}`, "not a JSON-RPC message: method is not a string"},
 		{`{"id":null,"method":"a"}`, "not a JSON-RPC message: id is null"},
 		{`{"id":null,"result":1}`, "not a JSON-RPC message: id is null"},

@@ -133,7 +133,10 @@ func FuzzParse(f *testing.F) {
 				checkConsistent(t, m.WithError([]byte(`{"code":-32800,"message":"x"}`)))
 			}
 		}
-		_ = IDKey(m.ID)
+		// A number's key is a number with the same key.
+		if key := IDKey(m.ID); m.ID != nil && m.ID[0] != '"' && m.ID[0] != 'n' && IDKey([]byte(key)) != key {
+			t.Fatalf("IDKey(%s) = %s, IDKey(%s) = %s", m.ID, key, key, IDKey([]byte(key)))
+		}
 		if !bytes.Equal(line, orig) {
 			t.Fatal("With… modified the original")
 		}

@@ -34,10 +34,10 @@ type Proxy struct {
 	FromAgent  *Reader
 	ToAgent    *Writer
 
-	Pipeline Pipeline        // nil: every message passes unchanged
+	Pipeline Pipeline                            // nil: every message passes unchanged
 	Typed    func(method string, side Side) bool // nil: Typed
-	Recorder Recorder        // nil: nothing is recorded
-	Log      *log.Logger     // nil: log.Default()
+	Recorder Recorder                            // nil: nothing is recorded
+	Log      *log.Logger                         // nil: log.Default()
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.

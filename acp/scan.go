@@ -293,3 +293,12 @@ func (s *scanner) key() error {
 	}
 	return s.expect(':', "after object key")
 }
+
+// end checks that only whitespace follows the value.
+func (s *scanner) end() error {
+	s.skipSpace()
+	if s.pos < len(s.data) {
+		return s.syntaxError("after top-level value")
+	}
+	return nil
+}

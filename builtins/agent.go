@@ -17,6 +17,7 @@ type AgentDraft struct {
 	Env     *starlark.Dict
 	owner   string // plug name, for the frozen error
 	frozen  bool
+	where   string // the handler where ctx.agent is read-only, if any
 }
 
 var (
@@ -54,6 +55,14 @@ func (a *AgentDraft) For(owner string) *AgentDraft {
 		_ = c.Env.SetKey(item[0], item[1])
 	}
 	return c
+}
+
+// ReadOnlyIn freezes the draft of a handler other than on_session, where
+// the agent cannot be shaped at all.
+func (a *AgentDraft) ReadOnlyIn(handler string) *AgentDraft {
+	a.Freeze()
+	a.where = handler
+	return a
 }
 
 // Freeze makes the draft read-only (C5).
@@ -114,6 +123,9 @@ func (a *AgentDraft) Attr(name string) (starlark.Value, error) {
 }
 
 func (a *AgentDraft) SetField(name string, v starlark.Value) error {
+	if a.where != "" {
+		return fmt.Errorf("ctx.agent.%s is read-only in %s: shape the agent in on_session, before calling next()", name, a.where)
+	}
 	if a.frozen {
 		return fmt.Errorf("ctx.agent.%s cannot change after next(): plug %s already started the inner plugs and the agent; set ctx.agent before calling next()", name, a.owner)
 	}

@@ -141,7 +141,7 @@ func (p *Persisted) clear(thread *starlark.Thread, b *starlark.Builtin, args sta
 // MaxPersistedSize. The error never shows the value: persisted state may
 // hold identifiers that do not belong in logs (C11).
 func EncodePersisted(schema *interp.Schema, v starlark.Value) (starlark.Value, []byte, error) {
-	valid, err := schema.Validate(v, "persisted")
+	valid, err := schema.ValidateHidden(v, "persisted")
 	if err != nil {
 		return nil, nil, err
 	}

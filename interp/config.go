@@ -163,10 +163,8 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		return starlark.None, nil
 	})
 
-	predeclared := starlark.StringDict{"agent": agentFn, "setup": setupFn, "use": useFn}
-	for k, v := range l.Predeclared {
-		predeclared[k] = v
-	}
+	predeclared := l.withPlug()
+	predeclared["agent"], predeclared["setup"], predeclared["use"] = agentFn, setupFn, useFn
 	if _, err := l.load(abs, configFile, predeclared, nil); err != nil {
 		return nil, err
 	}
@@ -179,14 +177,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 // loadPlug loads the plug file with key.
 func (l *Loader) loadPlug(key string) (*Plug, error) {
 	var slot *Plug
-	predeclared := starlark.StringDict{
-		"plug":             plugBuiltin,
-		"PLUG_API_VERSION": starlark.MakeInt(APIVersion),
-	}
-	for k, v := range l.Predeclared {
-		predeclared[k] = v
-	}
-	m, err := l.load(key, plugFile, predeclared, bindPlugSlot(&slot))
+	m, err := l.load(key, plugFile, l.withPlug(), bindPlugSlot(&slot))
 	if err != nil {
 		return nil, err
 	}

@@ -172,7 +172,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 			if err != nil {
 				return nil, err
 			}
-			dep, err := l.load(target, helperFile, l.Predeclared, nil)
+			dep, err := l.load(target, helperFile, l.withPlug(), nil)
 			if err != nil {
 				return nil, err
 			}
@@ -206,6 +206,16 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	}
 	l.modules[key] = m
 	return m, m.err
+}
+
+// withPlug returns the predeclared names with plug(), which fails with a
+// clear message outside plug files.
+func (l *Loader) withPlug() starlark.StringDict {
+	d := starlark.StringDict{"plug": plugBuiltin, "PLUG_API_VERSION": starlark.MakeInt(APIVersion)}
+	for k, v := range l.Predeclared {
+		d[k] = v
+	}
+	return d
 }
 
 // loadSteps bounds the top-level code of one file.

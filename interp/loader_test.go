@@ -176,7 +176,7 @@ func TestConfig_PlugMustCallPlug(t *testing.T) {
 	}, "p.star:2:5", "plug() called twice: first at p.star:1:5")
 	wantError(t, map[string]string{
 		"blaise.star": agentLine + `plug(name = "x")`,
-	}, "blaise.star:2:1", "undefined: plug")
+	}, "blaise.star:2:5: plug() may only be called in a plug file")
 }
 
 func TestConfig_AgentMissingOrTwice(t *testing.T) {
@@ -197,4 +197,11 @@ func TestConfig_RuntimeErrorHasBacktrace(t *testing.T) {
 setup(use("blaise:greet", inputs = {"who": f()}))`,
 		"lib.star": "def f():\n    return g()\ndef g():\n    return 1 // 0\n",
 	}, "lib.star:4:14: floored division by zero", "Traceback (most recent call last)", "blaise.star:3:45: in <toplevel>", "lib.star:2:13: in f")
+}
+
+func TestConfig_PlugFileIsNotAModule(t *testing.T) {
+	wantError(t, map[string]string{
+		"blaise.star": agentLine + `load("./p.star", "x")`,
+		"p.star":      "plug(name = \"p\")\nx = 1\n",
+	}, "p.star:1:5: plug() may only be called in a plug file, not in a configuration or a module for load()")
 }

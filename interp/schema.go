@@ -274,6 +274,17 @@ func (s *Schema) Validate(v starlark.Value, path string) (starlark.Value, error)
 	return res, nil
 }
 
+// ValidateHidden is Validate for values that must not appear in messages
+// or logs, such as persisted state (C11): problems name the types only.
+func (s *Schema) ValidateHidden(v starlark.Value, path string) (starlark.Value, error) {
+	vr := validator{naming: path != "", hidden: true}
+	res := vr.validate(s, v, path)
+	if len(vr.problems) > 0 {
+		return nil, &ValidationError{Problems: vr.problems}
+	}
+	return res, nil
+}
+
 // ValidateJSON decodes data with [FromJSON] and validates it with Validate.
 // A decoding error is prefixed with path.
 func (s *Schema) ValidateJSON(data []byte, path string) (starlark.Value, error) {
@@ -288,11 +299,20 @@ func (s *Schema) ValidateJSON(data []byte, path string) (starlark.Value, error) 
 type validator struct {
 	problems []Problem
 	naming   bool                    // whether to name records by their paths
+	hidden   bool                    // whether messages leave values out
 	active   map[starlark.Value]bool // containers being copied by any, to catch cycles
 }
 
 func (vr *validator) addf(path, format string, args ...any) {
 	vr.problems = append(vr.problems, Problem{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// repr shows v in a message: its type alone when values are hidden.
+func (vr *validator) repr(v starlark.Value) string {
+	if vr.hidden {
+		return "a " + v.Type()
+	}
+	return shortRepr(v)
 }
 
 // accepts reports whether v has a type that s can accept.
@@ -347,18 +367,18 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 	case KindString:
 		x := v.(starlark.String)
 		if n := utf8.RuneCountInString(string(x)); s.minLen >= 0 && n < s.minLen || s.maxLen >= 0 && n > s.maxLen {
-			vr.addf(path, "want %s, got %s (length %d)", s.Describe(), shortRepr(x), n)
+			vr.addf(path, "want %s, got %s (length %d)", s.Describe(), vr.repr(x), n)
 			return nil
 		}
 		if s.pattern != nil && !s.pattern.MatchString(string(x)) {
-			vr.addf(path, "want %s, got %s", s.Describe(), shortRepr(x))
+			vr.addf(path, "want %s, got %s", s.Describe(), vr.repr(x))
 			return nil
 		}
 		return x
 
 	case KindInt:
 		if !s.inRange(v) {
-			vr.addf(path, "want %s, got %s", s.Describe(), shortRepr(v))
+			vr.addf(path, "want %s, got %s", s.Describe(), vr.repr(v))
 			return nil
 		}
 		return v
@@ -366,7 +386,7 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 	case KindFloat:
 		x, _ := starlark.AsFloat(v)
 		if f := starlark.Float(x); !isFinite(f) || !s.inRange(f) {
-			vr.addf(path, "want %s, got %s", s.Describe(), shortRepr(v))
+			vr.addf(path, "want %s, got %s", s.Describe(), vr.repr(v))
 			return nil
 		}
 		return starlark.Float(x)
@@ -412,7 +432,7 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 
 	case KindEnum:
 		if !slices.Contains(s.enum, string(v.(starlark.String))) {
-			vr.addf(path, "want %s, got %s", s.Describe(), shortRepr(v))
+			vr.addf(path, "want %s, got %s", s.Describe(), vr.repr(v))
 			return nil
 		}
 		return v
@@ -634,7 +654,7 @@ func shortRepr(v starlark.Value) string {
 //	schema.enum(value, ..., default=?, doc=?)
 //	schema.optional(schema, doc=?)
 //	schema.any(default=?, doc=?)
-//	schema.object(fields=?, doc=?, **fields)
+//	schema.object(fields_dict?, doc=?, **fields)
 //
 // Options are keyword arguments; an option given as None is absent,
 // except default=None. A default must match its schema. Lengths count

@@ -4,6 +4,7 @@ package runner
 
 import (
 	"bufio"
+	"os"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,7 @@ type Options struct {
 
 	Host      hosts.Host // where the agent runs; nil: Runner
 	Runner    hosts.Host // the runner's own machine; nil: a new local host
-	RunnerEnv map[string]string
+	RunnerEnv map[string]string // nil: the process's environment
 	Store     builtins.Store // persisted plug state; nil: in memory
 	Logger    *log.Logger    // nil: log.Default()
 
@@ -146,19 +147,39 @@ func New(opts Options) *Run {
 	for _, u := range opts.Config.Uses {
 		r.plugs = append(r.plugs, &plugRun{use: u, outputs: map[string]starlark.Value{}})
 	}
-	r.runnerEnv = starlark.NewDict(len(opts.RunnerEnv))
-	keys := make([]string, 0, len(opts.RunnerEnv))
-	for k := range opts.RunnerEnv {
-		if !IsBlaiseSecret(k) {
-			keys = append(keys, k)
-		}
+	env := r.env()
+	r.runnerEnv = starlark.NewDict(len(env))
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		_ = r.runnerEnv.SetKey(starlark.String(k), starlark.String(opts.RunnerEnv[k]))
+		_ = r.runnerEnv.SetKey(starlark.String(k), starlark.String(env[k]))
 	}
 	r.runnerEnv.Freeze()
 	return r
+}
+
+// env is the runner's environment without Blaise credentials (L8): what
+// ctx.runner_env shows and what processes on the local host start from.
+func (r *Run) env() map[string]string {
+	env := r.opts.RunnerEnv
+	if env == nil {
+		env = map[string]string{}
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				env[k] = v
+			}
+		}
+	}
+	out := make(map[string]string, len(env))
+	for k, v := range env {
+		if !IsBlaiseSecret(k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // IsBlaiseSecret reports whether an environment variable carries a Blaise
@@ -227,7 +248,7 @@ func (r *Run) Run(ctx context.Context) Result {
 
 	runnerHost := r.opts.Runner
 	if runnerHost == nil {
-		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.opts.RunnerEnv})
+		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env()})
 		defer runnerHost.Close()
 	}
 	host := r.opts.Host
@@ -300,7 +321,7 @@ func (r *Run) session(i int, draft *builtins.AgentDraft, host, runnerHost hosts.
 	mine := draft.For(p.use.Plug.Name)
 	var inner builtins.PauseInfo
 	calls := 0
-	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
+	next := r.nextBuiltin(p, &calls, host, runnerHost, func(h hosts.Host) starlark.Value {
 		mine.Freeze()
 		inner = r.session(i+1, mine, h, runnerHost)
 		return &inner
@@ -336,7 +357,7 @@ func (r *Run) teardown(order []int, k int, reason string, cause error, host, run
 	fn := p.use.Plug.OnTeardown
 	var inner builtins.PauseInfo
 	calls := 0
-	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
+	next := r.nextBuiltin(p, &calls, host, runnerHost, func(h hosts.Host) starlark.Value {
 		inner = r.teardown(order, k+1, reason, cause, h, runnerHost)
 		return &inner
 	})
@@ -363,7 +384,7 @@ func (r *Run) teardownOrder() []int {
 
 // nextBuiltin makes the next(host = None) of one handler call. inner runs
 // everything inside the plug on the given host.
-func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(hosts.Host) starlark.Value) *starlark.Builtin {
+func (r *Run) nextBuiltin(p *plugRun, calls *int, host, runnerHost hosts.Host, inner func(hosts.Host) starlark.Value) *starlark.Builtin {
 	return starlark.NewBuiltin("next", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var hv starlark.Value = starlark.None
 		if err := starlark.UnpackArgs("next", args, kwargs, "host?", &hv); err != nil {
@@ -374,13 +395,15 @@ func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(ho
 			return nil, fmt.Errorf("next() called twice; call it exactly once")
 		}
 		h := host
-		switched := hv != starlark.None
-		if switched {
+		if hv != starlark.None {
 			var ok bool
 			if h, ok = builtins.HostOf(hv); !ok {
 				return nil, fmt.Errorf("next: host: want a host, got %s", hv.Type())
 			}
 		}
+		// Only a host this next() introduces is closed with it: the
+		// current host and the runner's own stay open.
+		switched := h != host && h != runnerHost
 		v := inner(h)
 		if switched {
 			// C6: the host lives as long as the next() that introduced it.
@@ -460,9 +483,7 @@ func (r *Run) loadPlug(p *plugRun, host, runnerHost hosts.Host) error {
 	u := p.use
 	inputs := u.Inputs
 	if !u.Static {
-		c := r.newCtx(p, "inputs", host, runnerHost)
-		v, err := r.evalInputs(p, c, inputs)
-		c.Close()
+		v, err := r.evalInputs(p, inputs, host, runnerHost)
 		if err != nil {
 			return err
 		}
@@ -507,7 +528,11 @@ func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
 	if !ok {
 		return nil
 	}
-	v, verr := u.Plug.Persisted.ValidateJSON(data, "persisted")
+	stored, err := interp.FromJSON(data)
+	if err != nil {
+		return fmt.Errorf("plug %s: stored persisted state is not JSON: %w", u.Name(), err)
+	}
+	v, verr := u.Plug.Persisted.ValidateHidden(stored, "persisted")
 	if verr == nil {
 		p.persisted.Value = v
 		return nil
@@ -515,10 +540,6 @@ func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
 	fn := u.Plug.OnMigrate
 	if fn == nil {
 		return &interp.Error{Pos: u.Plug.Pos, Plug: u.Plug.Name, Msg: fmt.Sprintf("the stored persisted value no longer validates, and the plug has no on_migrate(ctx, stored):\n%v", verr)}
-	}
-	stored, err := interp.FromJSON(data)
-	if err != nil {
-		return fmt.Errorf("plug %s: stored persisted state is not JSON: %w", u.Name(), err)
 	}
 	c := r.newCtx(p, "on_migrate", host, runnerHost)
 	migrated, err := r.call(p, "on_migrate", fn, c, starlark.Tuple{c, stored})
@@ -541,15 +562,28 @@ func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
 	return nil
 }
 
-// evalInputs calls every function in v with c, the view of the run (C14).
-func (r *Run) evalInputs(p *plugRun, c *builtins.Ctx, v starlark.Value) (starlark.Value, error) {
+// evalInputs calls every function in v with a ctx of the plug: the view of
+// the run that inputs are functions of (C14).
+func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Host) (starlark.Value, error) {
+	each := func(elems []starlark.Value) ([]starlark.Value, error) {
+		out := make([]starlark.Value, len(elems))
+		for i, e := range elems {
+			x, err := r.evalInputs(p, e, host, runnerHost)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	}
 	switch v := v.(type) {
 	case starlark.Callable:
+		c := r.newCtx(p, "inputs", host, runnerHost)
 		return r.call(p, "inputs", v, c, starlark.Tuple{c})
 	case *starlark.Dict:
 		out := starlark.NewDict(v.Len())
 		for _, item := range v.Items() {
-			x, err := r.evalInputs(p, c, item[1])
+			x, err := r.evalInputs(p, item[1], host, runnerHost)
 			if err != nil {
 				return nil, err
 			}
@@ -559,13 +593,13 @@ func (r *Run) evalInputs(p *plugRun, c *builtins.Ctx, v starlark.Value) (starlar
 	case *starlark.List:
 		elems := make([]starlark.Value, v.Len())
 		for i := range elems {
-			x, err := r.evalInputs(p, c, v.Index(i))
-			if err != nil {
-				return nil, err
-			}
-			elems[i] = x
+			elems[i] = v.Index(i)
 		}
-		return starlark.NewList(elems), nil
+		out, err := each(elems)
+		return starlark.NewList(out), err
+	case starlark.Tuple:
+		out, err := each(v)
+		return starlark.Tuple(out), err
 	}
 	return v, nil
 }
@@ -605,8 +639,7 @@ func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *b
 	// ctx.agent is writable only in on_session before next(), where
 	// session() replaces this read-only copy with the plug's draft.
 	a := r.opts.Config.Agent
-	c.Agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name)
-	c.Agent.Freeze()
+	c.Agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
 	return c.Bind()
 }
 

@@ -687,3 +687,89 @@ func TestL8_ShellPlugScriptFailureFailsTheRun(t *testing.T) {
 		t.Fatalf("pause %+v", res.Pause)
 	}
 }
+
+func TestC14_SeveralInputFunctionsAndTuples(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star", inputs = {
+    "a": lambda s: s.run.kind,
+    "b": lambda s: s.session.id,
+    "c": (lambda s: "x", "y"),
+}))`,
+		"p.star": `plug(name = "p", inputs = schema.object(a = schema.string(), b = schema.string(), c = schema.list(schema.string())))
+def on_session(ctx, next):
+    print("IN", ctx.inputs.a, ctx.inputs.b, ctx.inputs.c)
+    next()
+`,
+	})
+	c.run(runner.Options{}, idle)
+	if got := strings.Join(c.lines("IN "), "|"); got != `start s1 ["x", "y"]` {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestC6_NextWithTheRunnerHostKeepsItOpen(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    next(host = ctx.runner)
+    print("AFTER", ctx.runner.exec(["echo", "still open"]).stdout.strip())
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if got := strings.Join(c.lines("AFTER "), "|"); got != "still open" || res.Pause.Reason != "idle" {
+		t.Fatalf("got %q, pause %+v", got, res.Pause)
+	}
+}
+
+func TestL8_ProcessesNeverSeeBlaiseTokens(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "sh", args = ["-c", "echo agent=$BLAISE_TOKEN > $DIR/agent-env; touch $DIR/started; cat >/dev/null"])
+setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    print("EXEC", ctx.host.exec(["sh", "-c", "echo exec=$BLAISE_TOKEN"]).stdout.strip())
+    next()
+`,
+	})
+	c.run(runner.Options{RunnerEnv: map[string]string{"PATH": os.Getenv("PATH"), "BLAISE_TOKEN": "secret"}}, idle)
+	if got, _ := os.ReadFile(filepath.Join(c.dir, "agent-env")); string(got) != "agent=\n" {
+		t.Errorf("agent env %q", got)
+	}
+	if got := strings.Join(c.lines("EXEC "), "|"); got != "exec=" {
+		t.Errorf("exec env %q", got)
+	}
+}
+
+func TestC11_PersistedValueNeverLogged(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star", id = "p"))`,
+		"p.star": `plug(name = "p", persisted = schema.object(mode = schema.enum("a", "b")))
+def on_session(ctx, next):
+    ctx.persisted.set({"mode": "sk-very-secret"})
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, nil)
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), `persisted.mode: want one of "a", "b", got a string`) {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	if strings.Contains(c.logs.String(), "sk-very-secret") || strings.Contains(res.Pause.Err.Error(), "sk-very-secret") {
+		t.Fatal("the persisted value appeared in an error or the log")
+	}
+}
+
+func TestC5_AgentReadOnlyOutsideOnSession(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_teardown(ctx, next):
+    ctx.agent.cwd = "/"
+    next()
+`,
+	})
+	res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "closed"}, nil)
+	if res.TeardownErr == nil || !strings.Contains(res.TeardownErr.Error(), "ctx.agent.cwd is read-only in on_teardown: shape the agent in on_session, before calling next()") {
+		t.Fatalf("teardown err %v", res.TeardownErr)
+	}
+}
