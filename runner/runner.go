@@ -4,11 +4,11 @@ package runner
 
 import (
 	"bufio"
-	"os"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -49,11 +49,11 @@ type Options struct {
 	// EndReason is why the session ended, for Teardown runs (closed, expired …).
 	EndReason string
 
-	Host      hosts.Host // where the agent runs; nil: Runner
-	Runner    hosts.Host // the runner's own machine; nil: a new local host
+	Host      hosts.Host        // where the agent runs; nil: Runner
+	Runner    hosts.Host        // the runner's own machine; nil: a new local host
 	RunnerEnv map[string]string // nil: the process's environment
-	Store     builtins.Store // persisted plug state; nil: in memory
-	Logger    *log.Logger    // nil: log.Default()
+	Store     builtins.Store    // persisted plug state; nil: in memory
+	Logger    *log.Logger       // nil: log.Default()
 
 	// MaxSteps bounds the Starlark steps of one handler call; 0: DefaultMaxSteps.
 	MaxSteps uint64
