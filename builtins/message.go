@@ -115,26 +115,28 @@ func (m *Message) replace(_ *starlark.Thread, b *starlark.Builtin, args starlark
 }
 
 // Encode returns the message as it leaves the plug: the original when its
-// body is unchanged, otherwise the original with only the body replaced.
+// body is unchanged, otherwise the original with only what changed in the
+// body re-encoded (M4).
 func (m *Message) Encode() (*acp.Message, error) {
 	if m.body == nil {
 		return m.Msg, nil
-	}
-	if !m.replaced {
-		orig, err := interp.FromJSON(m.raw())
-		if err == nil {
-			if eq, err := starlark.Equal(orig, m.body); err == nil && eq {
-				return m.Msg, nil
-			}
-		}
 	}
 	what := "params"
 	if m.Msg.Kind == acp.Response {
 		what = "result"
 	}
-	data, err := interp.AppendJSON(nil, m.body, what)
-	if err != nil {
-		return nil, err
+	orig := m.raw()
+	var data []byte
+	var changed bool
+	var err error
+	if orig == nil || m.replaced && m.body == starlark.None {
+		data, err = interp.AppendJSON(nil, m.body, what)
+		changed = true
+	} else {
+		data, changed, err = interp.PatchJSON(orig, m.body, what)
+	}
+	if err != nil || !changed {
+		return m.Msg, err
 	}
 	if m.Msg.Kind == acp.Response {
 		return m.Msg.WithResult(data), nil

@@ -62,6 +62,10 @@ type Options struct {
 	// AgentGrace is how long the agent may take to exit after its stdin
 	// closes, and again after SIGTERM; 0: DefaultAgentGrace.
 	AgentGrace time.Duration
+	// StopGrace is how long a handler still attaching when the run is
+	// stopped may take to reach next() before it is cancelled; 0:
+	// DefaultStopGrace.
+	StopGrace time.Duration
 	// Client is the ACP client the agent talks to, through the plugs'
 	// on_message. Nil: the agent's output is drained.
 	Client *Client
@@ -75,6 +79,7 @@ type Options struct {
 const (
 	DefaultMaxSteps   = 100_000_000
 	DefaultAgentGrace = 3 * time.Second
+	DefaultStopGrace  = 10 * time.Second
 )
 
 // Result is what a run reports (L7).
@@ -100,7 +105,9 @@ type Run struct {
 	stop    *Stop
 	stopErr error // why a failed stop failed
 	stopped chan struct{}
-	frames  []*frame // what is executing, innermost last
+	frames  []*frame // handler calls executing, innermost last
+	// agentStarted is set once the innermost next() was reached.
+	agentStarted bool
 
 	plugs      []*plugRun
 	hostValues map[hosts.Host]starlark.Value
@@ -108,9 +115,9 @@ type Run struct {
 	tdErr      error
 }
 
-// frame is a handler call or the agent, for cancellation on stop.
+// frame is a handler call, for cancellation.
 type frame struct {
-	thread *starlark.Thread // nil for the agent
+	thread *starlark.Thread
 	cancel context.CancelFunc
 }
 
@@ -139,6 +146,9 @@ func New(opts Options) *Run {
 	}
 	if opts.AgentGrace == 0 {
 		opts.AgentGrace = DefaultAgentGrace
+	}
+	if opts.StopGrace == 0 {
+		opts.StopGrace = DefaultStopGrace
 	}
 	if opts.Number == 0 {
 		opts.Number = 1
@@ -209,13 +219,17 @@ func (r *Run) stopWith(s Stop, err error) {
 	}
 	r.stop, r.stopErr = &s, err
 	close(r.stopped)
-	if n := len(r.frames); n > 0 {
-		top := r.frames[n-1]
-		if top.thread != nil {
-			top.thread.Cancel(fmt.Sprintf("cancelled: the run was stopped (%s)", s.Reason))
+	// A handler still attaching gets StopGrace to reach next(), which then
+	// returns at once; one that does not (a runaway) is cancelled.
+	time.AfterFunc(r.opts.StopGrace, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n := len(r.frames); n > 0 && !r.agentStarted {
+			top := r.frames[n-1]
+			top.thread.Cancel(fmt.Sprintf("cancelled: the run was stopped (%s) and the handler did not reach next() within %s", s.Reason, r.opts.StopGrace))
+			top.cancel()
 		}
-		top.cancel()
-	}
+	})
 }
 
 // stopPause returns the PauseInfo of the stop, if one arrived.
@@ -238,9 +252,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		r.signal.Abort("the session is shutting down")
 		r.mu.Lock()
 		for _, f := range r.frames {
-			if f.thread != nil {
-				f.thread.Cancel("cancelled: the session is shutting down")
-			}
+			f.thread.Cancel("cancelled: the session is shutting down")
 			f.cancel()
 		}
 		r.mu.Unlock()
@@ -683,6 +695,9 @@ func (r *Run) outputs(id string) *interp.Record {
 // runAgent starts the agent from draft on host and waits until the run is
 // stopped or the agent exits; it is the innermost next() (C3).
 func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
+	r.mu.Lock()
+	r.agentStarted = true
+	r.mu.Unlock()
 	if p := r.stopPause(); p != nil {
 		return *p
 	}
@@ -697,7 +712,6 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 	if err != nil {
 		return r.failed(fmt.Errorf("the agent failed to start: %w", err))
 	}
-	defer r.push(&frame{cancel: cancel})()
 	r.log.Debug("agent started", "pid", proc.Pid(), "argv", strings.Join(argv, " "))
 
 	attached := make(chan error, 1)

@@ -81,6 +81,10 @@ func (c *chain) run(opts runner.Options, stop *runner.Stop) runner.Result {
 		opts.Kind = runner.Start
 	}
 	opts.AgentGrace = 200 * time.Millisecond
+	if opts.StopGrace == 0 {
+		opts.StopGrace = 5 * time.Second
+	}
+	_ = os.Remove(filepath.Join(c.dir, "started"))
 	r := runner.New(opts)
 	done := make(chan runner.Result, 1)
 	go func() { done <- r.Run(context.Background()) }()
@@ -556,8 +560,8 @@ def on_session(ctx, next):
         pass
 `,
 	})
-	res := c.run(runner.Options{MaxSteps: 1 << 62}, &runner.Stop{Reason: "timeout"})
-	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug spin: on_session: ") || !strings.Contains(res.Pause.Err.Error(), "cancelled: the run was stopped (timeout)") {
+	res := c.run(runner.Options{MaxSteps: 1 << 62, StopGrace: 100 * time.Millisecond}, &runner.Stop{Reason: "timeout"})
+	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug spin: on_session: ") || !strings.Contains(res.Pause.Err.Error(), "cancelled: the run was stopped (timeout) and the handler did not reach next() within 100ms") {
 		t.Fatalf("pause %+v", res.Pause)
 	}
 	if got := strings.Join(c.lines("TRACE "), "|"); got != "a before|a after failed False|a restore|a destroy failed" {
