@@ -882,53 +882,85 @@ func blank(line []byte) bool {
 	return true
 }
 
-// A Writer writes JSON-RPC messages to a stream, one per line. It is safe for
-// concurrent use: each message goes out whole in a single Write call to the
-// underlying writer.
+// A Writer writes JSON-RPC messages to a stream, one per line, never
+// re-encoding them. It is safe for concurrent use and keeps the order of
+// Write calls. Messages are written by a flusher in the background: while it
+// waits on one write to the stream, the messages that arrive meanwhile are
+// gathered into the next one, so a busy stream costs one system call per
+// batch rather than per message, and an idle one sends each message at once.
 type Writer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
+	mu       sync.Mutex
+	cond     sync.Cond // signalled when the buffer drains or an error occurs
+	w        io.Writer
+	buf      []byte // messages waiting for the flusher
+	spare    []byte // the flusher's last buffer, for reuse
+	flushing bool   // a flusher is running
+	err      error  // the first write error; later writes fail with it
 }
 
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
-	return &Writer{w: w}
+	wr := &Writer{w: w}
+	wr.cond.L = &wr.mu
+	return wr
 }
 
-// maxKeep is the largest buffer a Writer keeps between messages.
-const maxKeep = 1 << 20
+// maxPending is how much a Writer buffers before Write waits for the stream.
+const maxPending = 4 << 20
 
-// Write writes raw followed by a newline, as it is: raw is never re-encoded.
-// raw must not contain a line break.
-//
-// When the byte just beyond raw's length (within its capacity) is already a
-// newline, as for the messages of a Reader, [Message.WithParams] and its
-// siblings, and the New* functions of this package, raw is written without
-// being copied.
+// Write queues raw followed by a newline. raw must not contain a line
+// break. It returns the error of an earlier failed write, if any; use Flush
+// to learn whether the message itself went out.
 func (w *Writer) Write(raw []byte) error {
 	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 		return fmt.Errorf("acp: message contains a line break at offset %d", i)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var line []byte
-	if n := len(raw); cap(raw) > n && raw[:n+1][n] == '\n' {
-		line = raw[:n+1]
-	} else {
-		if n+1 > maxKeep {
-			line = make([]byte, 0, n+1)
-		} else {
-			line = w.buf[:0]
-		}
-		line = append(append(line, raw...), '\n')
-		if cap(line) <= maxKeep {
-			w.buf = line
-		}
+	for w.err == nil && len(w.buf) > maxPending {
+		w.cond.Wait()
 	}
-	_, err := w.w.Write(line)
-	if err != nil {
-		return fmt.Errorf("acp: write message: %w", err)
+	if w.err != nil {
+		return w.err
+	}
+	w.buf = append(append(w.buf, raw...), '\n')
+	if !w.flushing {
+		w.flushing = true
+		go w.flush()
 	}
 	return nil
+}
+
+// flush writes the buffer until it is empty.
+func (w *Writer) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.buf) > 0 && w.err == nil {
+		out := w.buf
+		w.buf = w.spare[:0]
+		w.mu.Unlock()
+		_, err := w.w.Write(out)
+		w.mu.Lock()
+		if err != nil {
+			w.err = fmt.Errorf("acp: write message: %w", err)
+			w.buf = nil
+		}
+		if cap(out) <= maxPending {
+			w.spare = out
+		}
+		w.cond.Broadcast()
+	}
+	w.flushing = false
+	w.cond.Broadcast()
+}
+
+// Flush waits until every message written so far went out, and returns the
+// first write error.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && (w.flushing || len(w.buf) > 0) {
+		w.cond.Wait()
+	}
+	return w.err
 }

@@ -454,6 +454,9 @@ func TestWriter(t *testing.T) {
 	if err := w.Write([]byte("{\"method\":\n\"c\"}")); err == nil {
 		t.Error("no error for a message with a line break")
 	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	want := "{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n"
 	if buf.String() != want {
 		t.Errorf("wrote %q, want %q", buf.String(), want)
@@ -495,8 +498,12 @@ func TestWriterConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	msgs, errs := collect(t, NewReader(&cw.buf, 0))
-	if len(msgs) != 800 || len(errs) != 0 || len(cw.writes) != 800 {
+	// Messages gathered while a write is in progress go out together.
+	if len(msgs) != 800 || len(errs) != 0 || len(cw.writes) > 800 {
 		t.Errorf("%d messages, %d errors, %d writes", len(msgs), len(errs), len(cw.writes))
 	}
 }
@@ -516,6 +523,9 @@ func TestReadWriteRoundTrip(t *testing.T) {
 		if err := w.Write(m.Raw); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
 	}
 	if out.String() != in {
 		t.Errorf("round trip changed the stream:\n%q\n%q", in, out.String())
@@ -608,5 +618,23 @@ func BenchmarkWithParams1KiB(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.WithParams(params)
+	}
+}
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+func (failingWriter) Write(p []byte) (int, error) { return 0, io.ErrClosedPipe }
+
+func TestWriterReportsWriteErrors(t *testing.T) {
+	w := NewWriter(failingWriter{})
+	if err := w.Write(NewNotification("a", nil)); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if err := w.Flush(); err == nil || !strings.Contains(err.Error(), "closed pipe") {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := w.Write(NewNotification("b", nil)); err == nil {
+		t.Fatal("a write after a failure succeeded")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/charmbracelet/log"
 )
@@ -43,6 +44,7 @@ type Proxy struct {
 	// OnFailure is called when the pipeline fails; the session should end.
 	OnFailure func(error)
 
+	checks  chan *Message // typed messages waiting for CheckParams
 	mu      sync.Mutex
 	pending [2]map[string]*call // by Side of the request, then IDKey
 	loading map[string]int      // sessions being loaded, whose replay is not recorded
@@ -95,6 +97,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.pending = [2]map[string]*call{{}, {}}
 	p.loading = map[string]int{}
 
+	if p.CheckParams {
+		p.checks = make(chan *Message, checkQueue)
+		defer close(p.checks)
+		go p.checker(p.checks)
+	}
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- p.readAgent() }()
 
@@ -120,6 +127,10 @@ func (p *Proxy) Run(ctx context.Context) error {
 		break
 	}
 	p.abandon()
+	// Everything for the client goes out before the run ends.
+	if ferr := p.ToClient.Flush(); ferr != nil {
+		p.Log.Debug("the client stream failed", "err", ferr)
+	}
 	return err
 }
 
@@ -174,12 +185,13 @@ func (p *Proxy) receive(side Side, m *Message) {
 		p.answer(side, m)
 		return
 	}
-	c := newChainRun()
-	if m.Kind == Request {
-		go p.handle(side, m, c)
-	} else {
-		p.handle(side, m, c)
+	if m.Kind == Notification {
+		// A notification never waits for an answer: handled in line.
+		p.handle(side, m, nil)
+		return
 	}
+	c := newChainRun()
+	go p.handle(side, m, c)
 	<-c.yielded
 }
 
@@ -208,16 +220,14 @@ func (p *Proxy) answer(side Side, m *Message) {
 // handle passes m through the pipeline, then sends the answer of a request
 // back where it came from.
 func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
-	defer c.finish()
+	if c != nil {
+		defer c.finish()
+	}
 	forward := func(out *Message) *Message { return p.forward(side, out, c) }
 	var resp *Message
 	var by string
 	if p.Pipeline != nil && p.Typed(m.Method, side) {
-		if p.CheckParams {
-			if err := CheckParams(m.Method, m.Params); err != nil {
-				p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
-			}
-		}
+		p.check(m)
 		var err error
 		resp, by, err = p.Pipeline.Handle(side, m, forward)
 		if err != nil {
@@ -237,10 +247,39 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	}
 }
 
+// checkQueue bounds the messages waiting to be checked; when it is full,
+// messages pass unchecked rather than slow the stream down.
+const checkQueue = 256
+
+// check queues m for CheckParams. A misfit changes nothing about how m is
+// forwarded (M2), so checking runs beside the stream, not in it.
+func (p *Proxy) check(m *Message) {
+	if p.checks == nil {
+		return
+	}
+	select {
+	case p.checks <- m:
+	default:
+	}
+}
+
+// checker checks queued messages, resting after each check nine times as
+// long as it took, so that checking takes at most a tenth of a core however
+// busy the stream is.
+func (p *Proxy) checker(ch <-chan *Message) {
+	for m := range ch {
+		t0 := time.Now()
+		if err := CheckParams(m.Method, m.Params); err != nil {
+			p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
+		}
+		time.Sleep(9 * time.Since(t0))
+	}
+}
+
 // forward sends m toward side; for a request it waits for the answer.
 func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 	var pending *call
-	if m.Kind == Request {
+	if m.Kind == Request && c != nil {
 		pending = &call{id: m.ID, resp: make(chan *Message, 1), finished: c.finished}
 		key := IDKey(m.ID)
 		p.mu.Lock()

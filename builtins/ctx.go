@@ -45,7 +45,7 @@ func (c *Ctx) Bind() *Ctx {
 		c.Persisted.ctx = c
 	}
 	if c.Log != nil {
-		c.Log = &Log{Logger: c.Log.Logger, ctx: c}
+		c.Log.ctx = c
 	}
 	return c
 }

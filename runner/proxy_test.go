@@ -34,6 +34,11 @@ func TestMain(m *testing.M) {
 		// A raw peer: echo every line of stdin to stdout.
 		_, _ = io.Copy(os.Stdout, os.Stdin)
 		os.Exit(0)
+	case "flood":
+		// For each line {"params":{"n":N}} on stdin, write N 1 KiB
+		// session/updates, as an agent streaming a long answer does.
+		flood(os.Stdin, os.Stdout)
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -657,5 +662,41 @@ func TestM_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
 	_, resp := s.until(responseTo("3"))
 	if resp.Error == nil && !strings.Contains(string(resp.Result), "cancelled") {
 		t.Fatalf("response %s", resp.Raw)
+	}
+}
+
+func TestM2_MisfitParamsAreLoggedAndPassedAsTheyCame(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./spy.star"))`,
+		"spy.star": `plug(name = "spy")
+def on_message(ctx, message, next):
+    if message.method == "session/prompt":
+        print("SPY prompt is", type(message.params["prompt"]))
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.open()
+	bad := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":%q,"prompt":"not a list"}}`, sid)
+	s.send(bad)
+	_, resp := s.until(responseTo("7"))
+	if resp.Error == nil {
+		t.Fatalf("the agent accepted a misfit prompt: %s", resp.Raw)
+	}
+	if got := strings.Join(s.c.lines("SPY "), "|"); got != "prompt is string" {
+		t.Fatalf("plug saw %q", got)
+	}
+	var passed bool
+	for _, r := range s.recorded() {
+		passed = passed || r.Direction == "to_agent" && string(r.Message) == bad
+	}
+	if !passed {
+		t.Fatal("the misfit message did not reach the agent as it came")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(s.c.logs.String(), "params do not fit the ACP schema") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no protocol warning in:\n%s", s.c.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -109,9 +109,13 @@ type Run struct {
 	// agentStarted is set once the innermost next() was reached.
 	agentStarted bool
 
-	plugs      []*plugRun
-	hostValues map[hosts.Host]starlark.Value
-	runnerEnv  *starlark.Dict
+	plugs        []*plugRun
+	threads      []*starlark.Thread // idle threads; guarded by lock
+	hostValues   map[hosts.Host]starlark.Value
+	runnerEnv    *starlark.Dict
+	sessionValue starlark.Value // ctx.session
+	runValue     starlark.Value // ctx.run
+	setup        *builtins.Setup
 	tdErr      error
 }
 
@@ -131,6 +135,8 @@ type plugRun struct {
 	persisted *builtins.Persisted
 	outputs   map[string]starlark.Value
 	order     []string
+	log       *log.Logger                     // the plug's logger
+	readOnly  map[string]*builtins.AgentDraft // ctx.agent outside on_session, by handler
 }
 
 // New prepares a run.
@@ -157,6 +163,15 @@ func New(opts Options) *Run {
 	for _, u := range opts.Config.Uses {
 		r.plugs = append(r.plugs, &plugRun{use: u, outputs: map[string]starlark.Value{}})
 	}
+	r.sessionValue = interp.NewRecord([]string{"id", "execution_id", "agent"}, []starlark.Value{
+		starlark.String(opts.SessionID),
+		starlark.String(opts.ExecutionID),
+		interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.agentName())}),
+	}).WithName("ctx.session")
+	r.runValue = interp.NewRecord([]string{"kind", "number"}, []starlark.Value{
+		starlark.String(string(opts.Kind)), starlark.MakeInt(opts.Number),
+	}).WithName("ctx.run")
+	r.setup = &builtins.Setup{IDs: r.ids(), Outputs: r.outputs}
 	env := r.env()
 	r.runnerEnv = starlark.NewDict(len(env))
 	keys := make([]string, 0, len(env))
@@ -455,20 +470,15 @@ func (r *Run) push(f *frame) func() {
 
 // call runs one handler on a thread of its own, bound to c (C15).
 func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins.Ctx, args starlark.Tuple) (starlark.Value, error) {
-	callCtx, cancel := context.WithCancel(r.ctx)
-	defer cancel()
-	thread := &starlark.Thread{
-		Name: p.use.Plug.Name + " " + handler,
-		Print: func(_ *starlark.Thread, msg string) {
-			c.Log.Logger.Info(msg)
-		},
+	// on_message runs while the agent runs: only the session's end cancels
+	// it. The handlers of the chain can be cancelled one by one (StopGrace).
+	callCtx, cancel := r.ctx, context.CancelFunc(func() {})
+	if handler != "on_message" {
+		callCtx, cancel = context.WithCancel(r.ctx)
+		defer cancel()
 	}
-	max := r.opts.MaxSteps
-	thread.SetMaxExecutionSteps(max)
-	thread.OnMaxSteps = func(t *starlark.Thread) {
-		t.Cancel(fmt.Sprintf("stopped after %d steps: a runaway loop? (the limit of one handler call)", max))
-	}
-	builtins.BindThread(thread, &r.lock, callCtx)
+	thread := r.thread(callCtx, c.Log.Logger)
+	defer r.release(thread)
 	defer r.push(&frame{thread: thread, cancel: cancel})()
 	defer c.Close()
 	v, err := starlark.Call(thread, fn, args, nil)
@@ -478,6 +488,41 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 		return nil, werr
 	}
 	return v, nil
+}
+
+const loggerKey = "blaise.logger"
+
+// thread returns a thread for one handler call, with a budget of
+// MaxSteps. Threads are reused: all calls hold the session lock, so the
+// pool needs no lock of its own.
+func (r *Run) thread(ctx context.Context, logger *log.Logger) *starlark.Thread {
+	var t *starlark.Thread
+	if n := len(r.threads); n > 0 {
+		t, r.threads = r.threads[n-1], r.threads[:n-1]
+	} else {
+		max := r.opts.MaxSteps
+		t = &starlark.Thread{
+			Print: func(t *starlark.Thread, msg string) {
+				t.Local(loggerKey).(*log.Logger).Info(msg)
+			},
+			OnMaxSteps: func(t *starlark.Thread) {
+				t.Cancel(fmt.Sprintf("stopped after %d steps: a runaway loop? (the limit of one handler call)", max))
+			},
+		}
+	}
+	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
+	t.SetLocal(loggerKey, logger)
+	builtins.BindThread(t, &r.lock, ctx)
+	return t
+}
+
+// release returns a thread to the pool.
+func (r *Run) release(t *starlark.Thread) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	t.Uncancel()
+	r.threads = append(r.threads, t)
 }
 
 // load evaluates and validates the plug's inputs (C14), migrates its
@@ -618,6 +663,18 @@ func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Ho
 
 // newCtx makes the ctx of one handler call.
 func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *builtins.Ctx {
+	if p.log == nil {
+		p.log = r.log.WithPrefix(p.use.Plug.Name)
+		p.readOnly = map[string]*builtins.AgentDraft{}
+	}
+	// ctx.agent is writable only in on_session before next(), where
+	// session() replaces this read-only copy with the plug's draft.
+	agent, ok := p.readOnly[handler]
+	if !ok {
+		a := r.opts.Config.Agent
+		agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
+		p.readOnly[handler] = agent
+	}
 	c := &builtins.Ctx{
 		PlugName:  p.use.Plug.Name,
 		PlugID:    p.use.ID,
@@ -626,33 +683,27 @@ func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *b
 		Inputs:    p.inputs,
 		State:     p.state,
 		Persisted: p.persisted,
-		Session: interp.NewRecord([]string{"id", "execution_id", "agent"}, []starlark.Value{
-			starlark.String(r.opts.SessionID),
-			starlark.String(r.opts.ExecutionID),
-			interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.agentName())}),
-		}).WithName("ctx.session"),
-		Run: interp.NewRecord([]string{"kind", "number"}, []starlark.Value{
-			starlark.String(string(r.opts.Kind)), starlark.MakeInt(r.opts.Number),
-		}).WithName("ctx.run"),
-		Setup:     &builtins.Setup{IDs: r.ids(), Outputs: r.outputs},
+		Session:   r.sessionValue,
+		Run:       r.runValue,
+		Setup:     r.setup,
+		Agent:     agent,
 		RunnerEnv: r.runnerEnv,
-		Log:       &builtins.Log{Logger: r.log.WithPrefix(p.use.Plug.Name)},
+		Log:       &builtins.Log{Logger: p.log},
 		Signal:    &r.signal,
 		Host:      r.hostValue(host),
 		Runner:    r.hostValue(runnerHost),
-		SetOutput: func(name string, v starlark.Value) error {
-			if _, ok := p.outputs[name]; !ok {
-				p.order = append(p.order, name)
-			}
-			p.outputs[name] = v
-			return nil
-		},
+		SetOutput: p.setOutput,
 	}
-	// ctx.agent is writable only in on_session before next(), where
-	// session() replaces this read-only copy with the plug's draft.
-	a := r.opts.Config.Agent
-	c.Agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
 	return c.Bind()
+}
+
+// setOutput publishes an output of the plug for later plugs (C10).
+func (p *plugRun) setOutput(name string, v starlark.Value) error {
+	if _, ok := p.outputs[name]; !ok {
+		p.order = append(p.order, name)
+	}
+	p.outputs[name] = v
+	return nil
 }
 
 func (r *Run) agentName() string {

@@ -1,0 +1,160 @@
+package runner_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// update1KiB is a session/update notification of 1 KiB.
+var update1KiB = func() string {
+	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
+	tail := `"}}}}`
+	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
+}()
+
+// flood writes n copies of update1KiB for each request line on in.
+func flood(in io.Reader, out io.Writer) {
+	sc := bufio.NewScanner(in)
+	w := bufio.NewWriterSize(out, 64<<10)
+	for sc.Scan() {
+		var req struct {
+			Params struct {
+				N int `json:"n"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) != nil {
+			continue
+		}
+		for i := 0; i < req.Params.N; i++ {
+			_, _ = w.WriteString(update1KiB + "\n")
+		}
+		_ = w.Flush()
+	}
+}
+
+// peer is an agent process, reached either directly through its pipes (the
+// baseline) or through the proxy and its chain.
+type peer struct {
+	in  io.WriteCloser
+	out *bufio.Reader
+	end func()
+}
+
+func plainPipe(b *testing.B, mode string) *peer {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT="+mode)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return &peer{in: in, out: bufio.NewReaderSize(out, 1<<20), end: func() { in.Close(); _ = cmd.Wait() }}
+}
+
+func throughProxy(b *testing.B, mode string, plugs int) *peer {
+	dir := b.TempDir()
+	var uses []string
+	for i := 0; i < plugs; i++ {
+		name := fmt.Sprintf("noop%d.star", i)
+		src := fmt.Sprintf("plug(name = \"noop%d\")\ndef on_message(ctx, message, next):\n    return next(message)\n", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		uses = append(uses, fmt.Sprintf("use(%q)", "./"+name))
+	}
+	cfgText := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": %q})\nsetup(%s)\n", os.Args[0], mode, strings.Join(uses, ", "))
+	path := filepath.Join(dir, "blaise.star")
+	if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	logger := log.New(io.Discard)
+	cfg, err := runner.LoadConfig(path, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := runner.New(runner.Options{
+		Config: cfg, SessionID: "bench", Kind: runner.Start, Logger: logger,
+		Client: &runner.Client{In: acp.ReadMessages(inR, 0, logger), Out: acp.NewWriter(outW)},
+	})
+	done := make(chan struct{})
+	go func() {
+		r.Run(context.Background())
+		outW.Close()
+		close(done)
+	}()
+	return &peer{in: inW, out: bufio.NewReaderSize(outR, 1<<20), end: func() {
+		r.Stop(runner.Stop{Reason: "closed"})
+		go func() { _, _ = io.Copy(io.Discard, outR) }()
+		inW.Close()
+		<-done
+	}}
+}
+
+// BenchmarkProxy measures 1 KiB session/updates through the proxy with 0, 1
+// and 5 no-op on_message plugs against a plain pipe from the same agent
+// process. Throughput: the agent streams updates, the client reads them
+// (MB/s, msgs/s). Latency: one message in flight, echoed by the agent, so it
+// crosses the proxy twice (median µs per round trip).
+func BenchmarkProxy(b *testing.B) {
+	line := []byte(update1KiB + "\n")
+	peers := []struct {
+		name  string
+		start func(b *testing.B, mode string) *peer
+	}{
+		{"plain-pipe", plainPipe},
+		{"plugs-0", func(b *testing.B, mode string) *peer { return throughProxy(b, mode, 0) }},
+		{"plugs-1", func(b *testing.B, mode string) *peer { return throughProxy(b, mode, 1) }},
+		{"plugs-5", func(b *testing.B, mode string) *peer { return throughProxy(b, mode, 5) }},
+	}
+	for _, p := range peers {
+		b.Run("throughput/"+p.name, func(b *testing.B) {
+			pr := p.start(b, "flood")
+			defer pr.end()
+			b.SetBytes(int64(len(line)))
+			b.ResetTimer()
+			if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","method":"_bench/flood","params":{"n":%d}}`+"\n", b.N); err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; i < b.N; i++ {
+				if _, err := pr.out.ReadSlice('\n'); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+		b.Run("latency/"+p.name, func(b *testing.B) {
+			pr := p.start(b, "raw")
+			defer pr.end()
+			samples := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				if _, err := pr.in.Write(line); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := pr.out.ReadSlice('\n'); err != nil {
+					b.Fatal(err)
+				}
+				samples = append(samples, time.Since(t0))
+			}
+			sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+			b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, "µs/roundtrip-median")
+		})
+	}
+}
