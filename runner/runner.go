@@ -116,7 +116,7 @@ type Run struct {
 	sessionValue starlark.Value // ctx.session
 	runValue     starlark.Value // ctx.run
 	setup        *builtins.Setup
-	tdErr      error
+	tdErr        error
 }
 
 // frame is a handler call, for cancellation.
