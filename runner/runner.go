@@ -73,6 +73,10 @@ type Options struct {
 	Recorder acp.Recorder
 	// MaxLine bounds one ACP message; 0: acp.DefaultMaxLine.
 	MaxLine int
+	// OnPause receives the pause as soon as the run ends, before any
+	// teardown (L7). An error is logged; the teardown still happens, and
+	// Result.ReportErr holds it.
+	OnPause func(builtins.PauseInfo) error
 }
 
 // Defaults for Options.
@@ -89,6 +93,8 @@ type Result struct {
 	Teardown  *builtins.PauseInfo // nil when the session goes on
 	// TeardownErr is the first failure of the teardown, nil when it succeeded.
 	TeardownErr error
+	// ReportErr is the error of OnPause, if any.
+	ReportErr error
 }
 
 // Run is one run of a session's chain.
@@ -300,6 +306,14 @@ func (r *Run) Run(ctx context.Context) Result {
 			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 		}
 		res.Pause = &pause
+		if r.opts.OnPause != nil {
+			r.unlocked(func() { res.ReportErr = r.opts.OnPause(pause) })
+			if res.ReportErr != nil {
+				// L7: a pause that cannot be reported still ends in a
+				// teardown when the session is over.
+				r.log.Error("reporting the pause failed", "err", res.ReportErr)
+			}
+		}
 		if pause.MayResume {
 			return res
 		}

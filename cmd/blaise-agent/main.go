@@ -17,8 +17,11 @@ var version = "dev"
 type CLI struct {
 	Globals
 
+	Run       RunCmd       `cmd:"" help:"Run a session in the terminal: send a prompt (or type them), stream the answer, pause the session when done."`
 	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
 	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
+
+	SessionProcess SessionProcessCmd `cmd:"" name:"session-process" hidden:"" help:"One run of a session (started by front ends)."`
 }
 
 // Globals are the flags every command takes.

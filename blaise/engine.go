@@ -1,0 +1,533 @@
+package blaise
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// Engine is the lifecycle engine of a front end on one machine: it starts,
+// resumes and ends sessions, each run in a session process of its own, and
+// keeps their settings, timers and stop directives (L1–L9).
+type Engine struct {
+	Store *Store
+	// Command starts a session process; the run's flags are appended
+	// (default: this executable with "session-process").
+	Command []string
+	// Settings of new sessions.
+	Settings Settings
+	// TimeoutGrace is how long a run may ignore a timeout stop before it is
+	// failed (L5); 0: TimeoutGrace.
+	TimeoutGrace time.Duration
+	// Stderr receives the session processes' logs; nil: os.Stderr.
+	Stderr io.Writer
+	// LogArgs are passed to session processes (e.g. --log-level debug).
+	LogArgs []string
+	Log     *log.Logger
+}
+
+func (e *Engine) logger() *log.Logger {
+	if e.Log == nil {
+		return log.Default()
+	}
+	return e.Log
+}
+
+// Start creates a session for the configuration at cfgPath and starts its
+// first run.
+func (e *Engine) Start(cfgPath string) (*Live, error) {
+	abs, err := filepath.Abs(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := runner.LoadConfig(abs, e.logger()); err != nil {
+		return nil, err
+	}
+	settings, err := e.Settings.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	rec := &SessionRecord{ID: e.Store.NewSessionID(), Config: abs, State: Active, Created: now, Updated: now, Runs: 1, Settings: settings, Resumable: true}
+	if err := e.Store.CreateSession(rec); err != nil {
+		return nil, err
+	}
+	return e.launch(rec, runner.Start, "")
+}
+
+// Resume starts a resume run of a paused session (L6).
+func (e *Engine) Resume(id string) (*Live, error) {
+	rec, err := e.Store.UpdateSession(id, func(r *SessionRecord) error {
+		if r.State != Paused {
+			return stateError(r, "only a paused session can resume")
+		}
+		r.State, r.Stop, r.PausedAt, r.ExpiresAt = Active, nil, time.Time{}, time.Time{}
+		r.Runs++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.launch(rec, runner.Resume, "")
+}
+
+// End ends a session that is not running: a paused session gets a teardown
+// run with reason closed (C8). A session with a run in progress is ended
+// through its Live; ending one that no front end holds fails and changes
+// nothing (L3).
+func (e *Engine) End(ctx context.Context, id string) (*SessionRecord, error) {
+	rec, err := e.Store.Session(id)
+	if err != nil {
+		return nil, err
+	}
+	switch rec.State {
+	case Active:
+		if processAlive(rec) {
+			return nil, fmt.Errorf("session %s has a run in progress that this command cannot reach; end it from its front end", id)
+		}
+		return nil, fmt.Errorf("session %s is marked active but its run is gone; run `blaise-agent sessions sweep` first", id)
+	case Ended:
+		return rec, nil
+	case Paused, TearingDown, Orphaned:
+	}
+	rec, err = e.Store.UpdateSession(id, func(r *SessionRecord) error {
+		if r.State == Paused {
+			r.EndReason = "closed"
+		}
+		r.State = TearingDown
+		r.Runs++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.teardownNow(ctx, rec)
+}
+
+// Resolve marks an orphaned session ended: a person cleaned up what its
+// plugs left behind (L2). Its persisted state is deleted.
+func (e *Engine) Resolve(id string) (*SessionRecord, error) {
+	rec, err := e.Store.UpdateSession(id, func(r *SessionRecord) error {
+		if r.State != Orphaned {
+			return stateError(r, "only an orphaned session can be resolved")
+		}
+		r.State = Ended
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, e.Store.DeletePersisted(id)
+}
+
+// teardownNow runs a teardown run of rec and waits for it.
+func (e *Engine) teardownNow(ctx context.Context, rec *SessionRecord) (*SessionRecord, error) {
+	l, err := e.launch(rec, runner.Teardown, rec.EndReason)
+	if err != nil {
+		return nil, err
+	}
+	return l.Wait(ctx)
+}
+
+// Sweep does what sessions at rest need: expired paused sessions get a
+// teardown run with reason expired (L6), due teardown retries run, and
+// sessions whose run died with its front end are settled as failed runs.
+func (e *Engine) Sweep(ctx context.Context) error {
+	recs, err := e.Store.Sessions()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rec := range recs {
+		if rec.State == Active && !processAlive(rec) {
+			if rec, err = e.settleCrash(rec, fmt.Errorf("the session process %d is gone", rec.PID)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		reason, due := Due(rec, time.Now())
+		if !due {
+			continue
+		}
+		rec, err := e.Store.UpdateSession(rec.ID, func(r *SessionRecord) error {
+			if _, still := Due(r, time.Now()); !still {
+				return errNotDue
+			}
+			r.State, r.EndReason = TearingDown, reason
+			r.Runs++
+			return nil
+		})
+		if errors.Is(err, errNotDue) {
+			continue
+		}
+		if err == nil {
+			_, err = e.teardownNow(ctx, rec)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("session %s: %w", rec.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var errNotDue = errors.New("not due")
+
+// settleCrash records the failure of a run that ended without reporting
+// its pause (L7): the session pauses under the pause policy if its chain
+// can resume, and is otherwise over.
+func (e *Engine) settleCrash(rec *SessionRecord, cause error) (*SessionRecord, error) {
+	return e.Store.UpdateSession(rec.ID, func(r *SessionRecord) error {
+		if r.State != Active {
+			return nil
+		}
+		ApplyPause(r, Pause{Run: r.Runs, Reason: "failed", MayResume: r.Settings.IdlePolicy == PolicyPause && r.Resumable, Error: cause.Error()}, time.Now())
+		r.PID = 0
+		return nil
+	})
+}
+
+// processAlive reports whether the session process of rec still runs.
+func processAlive(rec *SessionRecord) bool {
+	if rec.PID <= 0 {
+		return false
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.PID))
+	if err != nil {
+		return syscall.Kill(rec.PID, 0) == nil
+	}
+	return strings.Contains(string(cmdline), rec.ID)
+}
+
+// launch starts a session process for the next run of rec.
+func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) (*Live, error) {
+	command := e.Command
+	if len(command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		command = []string{exe, "session-process"}
+	}
+	args := append(append([]string(nil), command[1:]...), e.LogArgs...)
+	args = append(args, "--state-dir", e.Store.Dir(), "--session", rec.ID, "--kind", string(kind), "--run", strconv.Itoa(rec.Runs))
+	if endReason != "" {
+		args = append(args, "--end-reason", endReason)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("control channel: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	cmd := exec.Command(command[0], args...)
+	cmd.ExtraFiles = []*os.File{theirs} // fd 3
+	cmd.Stderr = e.Stderr
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		mine.Close()
+		theirs.Close()
+		return nil, fmt.Errorf("starting the session process: %w", err)
+	}
+	theirs.Close()
+	l := &Live{
+		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, cmd: cmd, rec: rec,
+		in:          acp.NewWriter(stdin),
+		stdin:       stdin,
+		ctl:         NewControlConn(mine, mine),
+		ctlFile:     mine,
+		done:        make(chan struct{}),
+		reports:     make(chan Control, 16),
+		got:         map[string]bool{},
+		reportsDone: make(chan struct{}),
+		turns:       map[string]bool{},
+		activity:    time.Now(),
+		started:     time.Now(),
+	}
+	if kind != runner.Teardown {
+		l.out = l.track(acp.ReadMessages(stdout, 0, e.logger()))
+	} else {
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	}
+	go l.readControl()
+	go l.wait()
+	go l.timers()
+	return l, nil
+}
+
+// Live is a session with a run in progress, held by its front end.
+type Live struct {
+	ID   string
+	Run  int
+	Kind runner.Kind
+
+	e       *Engine
+	cmd     *exec.Cmd
+	rec     *SessionRecord
+	in      *acp.Writer
+	stdin   io.Closer
+	out     <-chan *acp.Message
+	ctl     *ControlConn
+	ctlFile *os.File
+	reports chan Control
+	// reportsDone is closed when the control channel has been read to its end.
+	reportsDone chan struct{}
+	done        chan struct{}
+	final       *SessionRecord
+	err         error
+
+	mu        sync.Mutex
+	activity  time.Time       // the last message either way
+	turns     map[string]bool // prompts waiting for their answer, by id
+	started   time.Time
+	stopped   *StopRecord
+	resumable bool
+	got       map[string]bool // report types received
+}
+
+// Send passes a message of the client to the session.
+func (l *Live) Send(m *acp.Message) error {
+	l.mu.Lock()
+	l.activity = time.Now()
+	if m.Kind == acp.Request && m.Method == "session/prompt" {
+		l.turns[acp.IDKey(m.ID)] = true
+	}
+	l.mu.Unlock()
+	if m.Kind == acp.Request && (m.Method == "session/load" || m.Method == "session/resume") {
+		l.noteACPSession(m.Params)
+	}
+	return l.in.Write(m.Raw)
+}
+
+// Messages delivers the session's messages for the client; it is closed
+// when the run ends.
+func (l *Live) Messages() <-chan *acp.Message { return l.out }
+
+// Reports delivers what the run reports (resumable, pause, teardown).
+func (l *Live) Reports() <-chan Control { return l.reports }
+
+// track watches the session's messages for the end of turns and the ACP
+// session id.
+func (l *Live) track(in <-chan *acp.Message) <-chan *acp.Message {
+	out := make(chan *acp.Message, 64)
+	go func() {
+		defer close(out)
+		for m := range in {
+			l.mu.Lock()
+			l.activity = time.Now()
+			newSession := false
+			if m.Kind == acp.Response {
+				key := acp.IDKey(m.ID)
+				delete(l.turns, key)
+				newSession = strings.Contains(string(m.Result), `"sessionId"`)
+			}
+			l.mu.Unlock()
+			if newSession {
+				l.noteACPSession(m.Result)
+			}
+			out <- m
+		}
+	}()
+	return out
+}
+
+func (l *Live) noteACPSession(params []byte) {
+	var v struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(params, &v) != nil || v.SessionID == "" {
+		return
+	}
+	_, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
+		r.ACPSessionID = v.SessionID
+		return nil
+	})
+	if err != nil {
+		l.e.logger().Warn("recording the ACP session id failed", "session", l.ID, "err", err)
+	}
+}
+
+// Stop sends a stop directive once it is recorded durably (L3).
+func (l *Live) Stop(reason string, mayResume bool) error {
+	l.mu.Lock()
+	if l.stopped != nil {
+		l.mu.Unlock()
+		return nil
+	}
+	stop := &StopRecord{Reason: reason, MayResume: mayResume, At: time.Now(), Run: l.Run}
+	l.stopped = stop
+	l.mu.Unlock()
+	select {
+	case <-l.done:
+		return fmt.Errorf("session %s: no run receives the stop", l.ID)
+	default:
+	}
+	if _, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
+		r.Stop = stop
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := l.ctl.Send(Control{Type: "stop", Run: l.Run, Reason: reason, MayResume: mayResume}); err != nil {
+		return fmt.Errorf("session %s: the stop could not be sent: %w", l.ID, err)
+	}
+	_, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
+		if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+			r.Stop.Delivered = true
+		}
+		return nil
+	})
+	return err
+}
+
+// StopIdle stops the session as idle under its policy (L4, L9).
+func (l *Live) StopIdle() error {
+	l.mu.Lock()
+	rec := *l.rec
+	rec.Resumable = l.resumable
+	l.mu.Unlock()
+	s := StopFor(&rec)
+	return l.Stop(s.Reason, s.MayResume)
+}
+
+// Wait waits for the run to end and returns the session as it is then.
+func (l *Live) Wait(ctx context.Context) (*SessionRecord, error) {
+	select {
+	case <-l.done:
+		return l.final, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Done is closed when the run has ended.
+func (l *Live) Done() <-chan struct{} { return l.done }
+
+func (l *Live) readControl() {
+	defer close(l.reportsDone)
+	defer close(l.reports)
+	for {
+		c, err := l.ctl.Receive()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		l.got[c.Type] = true
+		if c.Type == "resumable" {
+			l.resumable = c.Resumable
+		}
+		l.mu.Unlock()
+		select {
+		case l.reports <- c:
+		default:
+		}
+	}
+}
+
+// wait reaps the session process and settles what it left undone: a run
+// that ended without reporting its pause failed (L7), and one whose
+// teardown never reported counts as a failed teardown.
+func (l *Live) wait() {
+	err := l.cmd.Wait()
+	<-l.reportsDone
+	l.ctlFile.Close()
+	l.stdin.Close()
+	rec, rerr := l.e.Store.Session(l.ID)
+	status := exitStatus(err)
+	switch {
+	case rerr != nil:
+	case l.Kind != runner.Teardown && !l.reported("pause"):
+		cause := fmt.Errorf("the session process ended without reporting its pause (%s)", status)
+		l.e.logger().Error("run failed", "session", l.ID, "err", cause)
+		if rec, rerr = l.e.settleCrash(rec, cause); rerr == nil && rec.State == TearingDown {
+			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error { r.Runs++; return nil })
+			if rerr == nil {
+				rec, rerr = l.e.teardownNow(context.Background(), rec)
+			}
+		}
+	case rec.State == TearingDown && !l.reported("teardown"):
+		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
+			ApplyTeardown(r, fmt.Errorf("the teardown did not finish (%s)", status), time.Now())
+			return nil
+		})
+	}
+	if rerr == nil {
+		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error { r.PID = 0; return nil })
+	}
+	l.final, l.err = rec, rerr
+	close(l.done)
+}
+
+// reported reports whether the run sent a report of type typ.
+func (l *Live) reported(typ string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[typ]
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// timers stops the run when it was inactive too long (L1: never while a
+// turn runs) or ran past its timeout, and fails a run that ignores a
+// timeout stop (L5).
+func (l *Live) timers() {
+	s := l.rec.Settings
+	tick := min(s.InactivityLimit, s.Timeout) / 10
+	tick = max(min(tick, time.Second), 2*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	grace := l.e.TimeoutGrace
+	if grace == 0 {
+		grace = TimeoutGrace
+	}
+	for {
+		select {
+		case <-l.done:
+			return
+		case now := <-t.C:
+			l.mu.Lock()
+			idle := len(l.turns) == 0 && now.Sub(l.activity) >= s.InactivityLimit
+			timedOut := now.Sub(l.started) >= s.Timeout
+			stop := l.stopped
+			l.mu.Unlock()
+			switch {
+			case stop != nil && stop.Reason == "timeout" && now.Sub(stop.At) >= grace:
+				l.e.logger().Error("the run ignored its timeout stop; failing it", "session", l.ID)
+				_ = l.cmd.Process.Kill()
+				return
+			case stop != nil:
+			case timedOut && l.Kind != runner.Teardown:
+				_ = l.Stop("timeout", false)
+			case idle && l.Kind != runner.Teardown:
+				_ = l.StopIdle()
+			}
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package blaise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// SessionProcess is one run of a session, in a process of its own (C13):
+// the chain and its agent, with ACP on ACPIn/ACPOut and the front end on
+// Control. It records its reports in the store itself, so that a front end
+// that dies loses nothing.
+type SessionProcess struct {
+	Store     *Store
+	SessionID string
+	Kind      runner.Kind
+	Run       int    // the run's number
+	EndReason string // for teardown runs
+	ACPIn     io.Reader
+	ACPOut    io.Writer
+	Control   *ControlConn // nil: no front end
+	Logger    *log.Logger
+	MaxLine   int
+}
+
+// Serve runs the run to its end.
+func (sp *SessionProcess) Serve(ctx context.Context) error {
+	logger := sp.Logger
+	if logger == nil {
+		logger = log.Default()
+	}
+	rec, err := sp.Store.Session(sp.SessionID)
+	if err != nil {
+		return err
+	}
+	cfg, err := runner.LoadConfig(rec.Config, logger)
+	if err != nil {
+		// The run breaks before it can pause: report a failure (L7).
+		_ = sp.report(Pause{Run: sp.Run, Reason: builtins.ReasonFailed, MayResume: rec.State != TearingDown && rec.Settings.IdlePolicy == PolicyPause, Error: err.Error()})
+		return err
+	}
+	resumable := cfg.Resumable()
+	orphans, err := sp.orphans(cfg.Uses)
+	if err != nil {
+		return err
+	}
+	if _, err := sp.Store.UpdateSession(sp.SessionID, func(r *SessionRecord) error {
+		r.Resumable, r.OrphanedState, r.PID = resumable, orphans, os.Getpid()
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(orphans) > 0 {
+		logger.Warn("stored plug state belongs to no plug of the configuration", "session", sp.SessionID, "plug_ids", orphans)
+	}
+	sp.send(Control{Type: "resumable", Run: sp.Run, Resumable: resumable})
+
+	transcript, err := acp.CreateTranscript(sp.Store.TranscriptPath(sp.SessionID))
+	if err != nil {
+		return err
+	}
+	defer transcript.Close()
+	opts := runner.Options{
+		Config:           cfg,
+		SessionID:        sp.SessionID,
+		ExecutionID:      fmt.Sprintf("%s.%d", sp.SessionID, sp.Run),
+		Kind:             sp.Kind,
+		Number:           sp.Run,
+		EndReason:        sp.EndReason,
+		Store:            sp.Store.Persisted(),
+		Logger:           logger,
+		FailureMayResume: rec.Settings.IdlePolicy == PolicyPause,
+		Recorder:         transcript,
+		MaxLine:          sp.MaxLine,
+		OnPause: func(p builtins.PauseInfo) error {
+			pause := Pause{Run: sp.Run, Reason: p.Reason, MayResume: p.MayResume}
+			if p.Err != nil {
+				pause.Error = p.Err.Error()
+			}
+			return sp.report(pause)
+		},
+	}
+	if sp.Kind != runner.Teardown {
+		opts.Client = &runner.Client{In: acp.ReadMessages(sp.ACPIn, sp.MaxLine, logger), Out: acp.NewWriter(sp.ACPOut)}
+	}
+	r := runner.New(opts)
+	go sp.listen(r, rec)
+	res := r.Run(ctx)
+
+	if res.Teardown == nil {
+		return res.ReportErr
+	}
+	now := time.Now()
+	updated, err := sp.Store.UpdateSession(sp.SessionID, func(r *SessionRecord) error {
+		ApplyTeardown(r, res.TeardownErr, now)
+		return nil
+	})
+	if err == nil && updated.State == Ended {
+		err = sp.Store.DeletePersisted(sp.SessionID)
+	}
+	c := Control{Type: "teardown", Run: sp.Run, Reason: res.Teardown.Reason}
+	if res.TeardownErr != nil {
+		c.Error = res.TeardownErr.Error()
+	}
+	sp.send(c)
+	return errors.Join(res.ReportErr, err)
+}
+
+// report records a pause and tells the front end.
+func (sp *SessionProcess) report(p Pause) error {
+	now := time.Now()
+	_, err := sp.Store.UpdateSession(sp.SessionID, func(r *SessionRecord) error {
+		ApplyPause(r, p, now)
+		return nil
+	})
+	sp.send(Control{Type: "pause", Run: p.Run, Reason: p.Reason, MayResume: p.MayResume, Error: p.Error})
+	return err
+}
+
+func (sp *SessionProcess) send(c Control) {
+	if sp.Control != nil {
+		if err := sp.Control.Send(c); err != nil {
+			sp.Logger.Debug("the front end is gone", "err", err)
+		}
+	}
+}
+
+// listen passes stop directives to the run. When the front end goes away,
+// the session stops as idle under its policy (L9).
+func (sp *SessionProcess) listen(r *runner.Run, rec *SessionRecord) {
+	if sp.Control == nil {
+		return
+	}
+	for {
+		c, err := sp.Control.Receive()
+		if err != nil {
+			stop := StopFor(rec)
+			r.Stop(runner.Stop{Reason: stop.Reason, MayResume: stop.MayResume})
+			return
+		}
+		if c.Type == "stop" {
+			r.Stop(runner.Stop{Reason: c.Reason, MayResume: c.MayResume})
+		}
+	}
+}
+
+// orphans lists the stored plug ids that no plug of the chain has (L7).
+func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
+	stored, err := sp.Store.PersistedIDs(sp.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range stored {
+		if !slices.ContainsFunc(uses, func(u *interp.Use) bool { return u.ID == id && u.Plug.Persisted != nil }) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}

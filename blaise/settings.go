@@ -1,0 +1,93 @@
+package blaise
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// IdlePolicy says what happens to an idle session (L1).
+type IdlePolicy string
+
+const (
+	PolicyPause IdlePolicy = "pause"
+	PolicyEnd   IdlePolicy = "end"
+)
+
+// Settings are an agent's lifecycle settings (L1).
+type Settings struct {
+	IdlePolicy      IdlePolicy    `json:"idle_policy"`
+	PausedLifetime  time.Duration `json:"paused_lifetime"`
+	InactivityLimit time.Duration `json:"inactivity_limit"`
+	Timeout         time.Duration `json:"timeout"`
+}
+
+// The defaults of the source documents.
+const (
+	DefaultPausedLifetime    = 24 * time.Hour
+	DefaultMaxPausedLifetime = 7 * 24 * time.Hour
+	DefaultInactivityLimit   = 5 * time.Minute
+	DefaultTimeout           = 30 * time.Minute
+	// TimeoutGrace is how long a run may ignore a timeout stop before it is
+	// failed (L5).
+	TimeoutGrace = time.Minute
+)
+
+// DefaultSettings returns the seed's defaults.
+func DefaultSettings() Settings {
+	return Settings{
+		IdlePolicy:      PolicyPause,
+		PausedLifetime:  DefaultPausedLifetime,
+		InactivityLimit: DefaultInactivityLimit,
+		Timeout:         DefaultTimeout,
+	}
+}
+
+// MaxPausedLifetime is the operator's cap, SESSION_MAX_PAUSED_LIFETIME_MS
+// (default 7 days).
+func MaxPausedLifetime() (time.Duration, error) {
+	v := os.Getenv("SESSION_MAX_PAUSED_LIFETIME_MS")
+	if v == "" {
+		return DefaultMaxPausedLifetime, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, fmt.Errorf("SESSION_MAX_PAUSED_LIFETIME_MS: want a positive number of milliseconds, got %q", v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Normalize fills in defaults, checks the values and caps the paused
+// lifetime (asking for more gets the cap).
+func (s Settings) Normalize() (Settings, error) {
+	d := DefaultSettings()
+	if s.IdlePolicy == "" {
+		s.IdlePolicy = d.IdlePolicy
+	}
+	if s.IdlePolicy != PolicyPause && s.IdlePolicy != PolicyEnd {
+		return s, fmt.Errorf("idle policy: want pause or end, got %q", s.IdlePolicy)
+	}
+	if s.PausedLifetime == 0 {
+		s.PausedLifetime = d.PausedLifetime
+	}
+	if s.InactivityLimit == 0 {
+		s.InactivityLimit = d.InactivityLimit
+	}
+	if s.Timeout == 0 {
+		s.Timeout = d.Timeout
+	}
+	for name, v := range map[string]time.Duration{"paused lifetime": s.PausedLifetime, "inactivity limit": s.InactivityLimit, "timeout": s.Timeout} {
+		if v < 0 {
+			return s, fmt.Errorf("%s: must not be negative, got %s", name, v)
+		}
+	}
+	max, err := MaxPausedLifetime()
+	if err != nil {
+		return s, err
+	}
+	if s.PausedLifetime > max {
+		s.PausedLifetime = max
+	}
+	return s, nil
+}

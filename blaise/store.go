@@ -1,0 +1,841 @@
+package blaise
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/blaiseagent/blaise-agent/builtins"
+)
+
+// Layout of a state directory (the embedded control plane, §7):
+//
+//	<dir>/version                              the store format version ("1\n")
+//	<dir>/key                                  32 random bytes, 0600: the AES-256 key of persisted state
+//	<dir>/lock                                 flock'ed: shared to read, exclusive to write
+//	<dir>/sessions/<id>/session.json           the SessionRecord, JSON
+//	<dir>/sessions/<id>/persisted/<plugid>.bin a plug's persisted state, encrypted
+//	<dir>/sessions/<id>/transcript.jsonl       the session's transcript
+//
+// Every write takes the exclusive lock, writes a temporary file beside its
+// target, syncs it, renames it over the target and syncs the directory, so a
+// reader (or a process killed mid-write) sees the old content or the new, never
+// a mix. Temporary files are named ".<target>.tmp-<random>"; readers skip
+// names that begin with a dot, and writers remove the ones a killed process
+// left behind.
+//
+// A persisted state file is
+//
+//	"BLPS" | version byte (1) | 12-byte nonce | AES-256-GCM ciphertext and tag
+//
+// with additional data header | "<session>/<plugid>", so a file copied to
+// another session or plug does not decrypt. The plaintext is the JSON object
+// {"plug": <plug name>, "value": <the value's JSON>}.
+
+// StoreVersion is the format version of a state directory.
+const StoreVersion = 1
+
+const (
+	versionFile    = "version"
+	keyFile        = "key"
+	lockFile       = "lock"
+	sessionsDir    = "sessions"
+	sessionFile    = "session.json"
+	persistedDir   = "persisted"
+	persistedExt   = ".bin"
+	transcriptFile = "transcript.jsonl"
+
+	keySize = 32
+	// lockRetry is how often a lock wait that honours a context tries again.
+	lockRetry = 5 * time.Millisecond
+)
+
+// persistedMagic begins every persisted state file; the byte after it is the
+// file format version.
+var persistedMagic = []byte("BLPS")
+
+const persistedVersion = 1
+
+// ErrNotFound is returned, wrapped with the session id, for a session the
+// store does not hold.
+var ErrNotFound = errors.New("no such session")
+
+// validID is what session and plug ids may look like: safe file names.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+const idRule = "want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+func checkSessionID(id string) error {
+	if !validID.MatchString(id) {
+		return fmt.Errorf("invalid session id %q: %s", id, idRule)
+	}
+	return nil
+}
+
+func checkPlugID(id string) error {
+	if !validID.MatchString(id) {
+		return fmt.Errorf("invalid plug id %q: %s", id, idRule)
+	}
+	return nil
+}
+
+// DefaultStateDir is $XDG_STATE_HOME/blaise-agent, else
+// ~/.local/state/blaise-agent. It is "" when neither XDG_STATE_HOME (an
+// absolute path) nor the home directory is known.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "blaise-agent")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return ""
+	}
+	return filepath.Join(home, ".local", "state", "blaise-agent")
+}
+
+// Store keeps sessions, their persisted plug state and transcripts in a
+// state directory. Several goroutines and processes may use one directory at
+// once: each operation takes its own flock on the lock file.
+type Store struct {
+	dir  string
+	aead cipher.AEAD
+}
+
+// OpenStore opens the state directory dir, creating it (0700), its version
+// file and its key file as needed. It refuses a directory of another format
+// version, a directory holding files of something else, and a key file of the
+// wrong size or readable by others.
+func OpenStore(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("no state directory: set XDG_STATE_HOME or HOME")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	s := &Store{dir: dir}
+
+	// Check before taking the lock, which would leave a lock file behind
+	// in somebody else's directory.
+	if _, err := s.readVersion(); errors.Is(err, fs.ErrNotExist) {
+		if err := s.checkEmpty(); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+
+	var key []byte
+	err = s.withLock(true, func() error {
+		if _, err := s.readVersion(); errors.Is(err, fs.ErrNotExist) {
+			if err := s.checkEmpty(); err != nil {
+				return err
+			}
+			s.removeTemps(dir)
+			data := []byte(strconv.Itoa(StoreVersion) + "\n")
+			if err := writeFileAtomic(filepath.Join(dir, versionFile), data); err != nil {
+				return fmt.Errorf("state directory %s: %w", dir, err)
+			}
+		} else if err != nil {
+			return err
+		}
+		if key, err = s.loadKey(); err != nil {
+			return err
+		}
+		return mkdirDurable(filepath.Join(dir, sessionsDir))
+	})
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
+	}
+	if s.aead, err = cipher.NewGCM(block); err != nil {
+		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
+	}
+	return s, nil
+}
+
+// Dir is the state directory, an absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) path(elem ...string) string {
+	return filepath.Join(append([]string{s.dir}, elem...)...)
+}
+
+func (s *Store) sessionDir(id string) string { return s.path(sessionsDir, id) }
+
+func (s *Store) sessionPath(id string) string { return s.path(sessionsDir, id, sessionFile) }
+
+func (s *Store) persistedPath(session, plugID string) string {
+	return s.path(sessionsDir, session, persistedDir, plugID+persistedExt)
+}
+
+// readVersion reads the version file; its error wraps fs.ErrNotExist when
+// there is none.
+func (s *Store) readVersion() (int, error) {
+	name := s.path(versionFile)
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, fmt.Errorf("state directory %s: %w", s.dir, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 64))
+	if err != nil {
+		return 0, fmt.Errorf("state directory %s: %w", s.dir, err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || v < 1 {
+		return 0, fmt.Errorf("state directory %s: %s is not a blaise-agent version file (want a number, got %q)", s.dir, name, data)
+	}
+	if v != StoreVersion {
+		return 0, fmt.Errorf("state directory %s: %s says format version %d; this blaise-agent reads version %d", s.dir, name, v, StoreVersion)
+	}
+	return v, nil
+}
+
+// checkEmpty refuses to make a state directory of a directory that holds
+// files other than the store's lock file (and hidden ones).
+func (s *Store) checkEmpty() error {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	for _, e := range entries {
+		if e.Name() == lockFile || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		return fmt.Errorf("state directory %s has no %s file but holds %s: it is not a blaise-agent state directory", s.dir, versionFile, filepath.Join(s.dir, e.Name()))
+	}
+	return nil
+}
+
+// loadKey reads the key file, creating it if there is none. It runs under
+// the exclusive lock; the key is published with a hard link, which like
+// O_EXCL fails when the file exists, so two creators agree on one key even
+// without the lock, and a crash never leaves a short key file.
+func (s *Store) loadKey() ([]byte, error) {
+	name := s.path(keyFile)
+	key, err := readKey(name)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return key, err
+	}
+	key = make([]byte, keySize)
+	rand.Read(key)
+	tmp, err := os.CreateTemp(s.dir, "."+keyFile+".tmp-*") // O_EXCL, 0600
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(key)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", name, err)
+	}
+	err = os.Link(tmp.Name(), name)
+	if errors.Is(err, fs.ErrExist) {
+		return readKey(name)
+	}
+	if err != nil {
+		// A file system without hard links: create it with O_EXCL.
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			return readKey(name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("key file %s: %w", name, err)
+		}
+		_, err = f.Write(key)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("key file %s: %w", name, err)
+		}
+	}
+	if err := syncDir(s.dir); err != nil {
+		return nil, fmt.Errorf("key file %s: %w", name, err)
+	}
+	return key, nil
+}
+
+// readKey reads a key file, refusing one of the wrong size or readable or
+// writable by others than its owner.
+func readKey(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("key file %s is not a regular file", name)
+	}
+	if perm := fi.Mode().Perm(); perm&^0o600 != 0 {
+		return nil, fmt.Errorf("key file %s has permissions %04o, broader than 0600: others may have read it; if not, chmod 600 it", name, perm)
+	}
+	if fi.Size() != keySize {
+		return nil, fmt.Errorf("key file %s holds %d bytes, want %d: it is not a blaise-agent key, or it is damaged", name, fi.Size(), keySize)
+	}
+	key := make([]byte, keySize)
+	if _, err := io.ReadFull(f, key); err != nil {
+		return nil, fmt.Errorf("key file %s: %w", name, err)
+	}
+	return key, nil
+}
+
+// withLock runs f holding the store's lock, exclusive or shared, waiting
+// for it as long as it takes.
+func (s *Store) withLock(exclusive bool, f func() error) error {
+	return s.locked(func(l *flock.Flock) error {
+		if exclusive {
+			return l.Lock()
+		}
+		return l.RLock()
+	}, f)
+}
+
+// withLockContext is withLock with a wait that ends when ctx does.
+func (s *Store) withLockContext(ctx context.Context, exclusive bool, f func() error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return s.locked(func(l *flock.Flock) error {
+		var ok bool
+		var err error
+		if exclusive {
+			ok, err = l.TryLockContext(ctx, lockRetry)
+		} else {
+			ok, err = l.TryRLockContext(ctx, lockRetry)
+		}
+		if err == nil && !ok {
+			err = errors.New("lock not acquired")
+		}
+		return err
+	}, f)
+}
+
+// locked takes the lock with acquire and runs f. A new flock.Flock (a new
+// open file description) per call makes the goroutines of one process
+// exclude each other as processes do.
+func (s *Store) locked(acquire func(*flock.Flock) error, f func() error) error {
+	l := flock.New(s.path(lockFile))
+	if err := acquire(l); err != nil {
+		return fmt.Errorf("state directory %s: waiting for the lock %s: %w", s.dir, l.Path(), err)
+	}
+	defer l.Unlock()
+	return f()
+}
+
+// NewSessionID returns a fresh random session id: 12 lowercase base32
+// characters (60 bits).
+func (s *Store) NewSessionID() string {
+	return strings.ToLower(rand.Text()[:12])
+}
+
+// CreateSession stores a new session. Created (and Updated) are set to now
+// when zero. It fails when the id is in use.
+func (s *Store) CreateSession(rec *SessionRecord) error {
+	if err := checkSessionID(rec.ID); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if rec.Created.IsZero() {
+		rec.Created = now
+	}
+	if rec.Updated.IsZero() {
+		rec.Updated = rec.Created
+	}
+	return s.withLock(true, func() error {
+		name := s.sessionPath(rec.ID)
+		if _, err := os.Lstat(name); err == nil {
+			return fmt.Errorf("session %s already exists", rec.ID)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("session %s: %w", rec.ID, err)
+		}
+		// A directory without session.json is what a process killed
+		// while creating the session left; it is taken over.
+		if err := mkdirDurable(s.sessionDir(rec.ID)); err != nil {
+			return fmt.Errorf("session %s: %w", rec.ID, err)
+		}
+		return s.writeSession(rec)
+	})
+}
+
+// EnsureSessionDir creates the directory of a session (0700), where its
+// transcript goes. CreateSession creates it too.
+func (s *Store) EnsureSessionDir(id string) error {
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	return s.withLock(true, func() error {
+		if err := mkdirDurable(s.sessionDir(id)); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// Session returns the stored record of a session, or an error wrapping
+// ErrNotFound.
+func (s *Store) Session(id string) (*SessionRecord, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	var rec *SessionRecord
+	err := s.withLock(false, func() error {
+		var err error
+		rec, err = s.readSession(id)
+		return err
+	})
+	return rec, err
+}
+
+// UpdateSession changes a session's record: under the exclusive lock it
+// reads the record, calls f, sets Updated and writes the record. An error
+// from f aborts the update, writing nothing. f must not call the Store: the
+// lock is not reentrant.
+func (s *Store) UpdateSession(id string, f func(*SessionRecord) error) (*SessionRecord, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	var rec *SessionRecord
+	err := s.withLock(true, func() error {
+		var err error
+		if rec, err = s.readSession(id); err != nil {
+			return err
+		}
+		if err := f(rec); err != nil {
+			return err
+		}
+		if rec.ID != id {
+			return fmt.Errorf("session %s: an update may not change the id (to %q)", id, rec.ID)
+		}
+		rec.Updated = time.Now().UTC()
+		return s.writeSession(rec)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Sessions returns every stored session, sorted by Created, then ID.
+func (s *Store) Sessions() ([]*SessionRecord, error) {
+	var recs []*SessionRecord
+	err := s.withLock(false, func() error {
+		dir := s.path(sessionsDir)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("state directory %s: %w", s.dir, err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			if !e.IsDir() || checkSessionID(name) != nil {
+				return fmt.Errorf("state directory %s: %s is not a session directory", s.dir, filepath.Join(dir, name))
+			}
+			rec, err := s.readSession(name)
+			if errors.Is(err, ErrNotFound) {
+				continue // being created, or its creator was killed
+			}
+			if err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(recs, func(a, b *SessionRecord) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return recs, nil
+}
+
+// TranscriptPath is the file of a session's transcript, in the session's
+// directory (see CreateSession and EnsureSessionDir). It is "" for an
+// invalid session id.
+func (s *Store) TranscriptPath(session string) string {
+	if checkSessionID(session) != nil {
+		return ""
+	}
+	return s.path(sessionsDir, session, transcriptFile)
+}
+
+func (s *Store) readSession(id string) (*SessionRecord, error) {
+	name := s.sessionPath(id)
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	rec := new(SessionRecord)
+	if err := json.Unmarshal(data, rec); err != nil {
+		return nil, fmt.Errorf("session %s: state file %s is corrupt: %v", id, name, err)
+	}
+	if rec.ID != id {
+		return nil, fmt.Errorf("session %s: state file %s is corrupt: it is the record of session %q", id, name, rec.ID)
+	}
+	return rec, nil
+}
+
+// writeSession writes a session's record; the caller holds the exclusive
+// lock and the session's directory exists.
+func (s *Store) writeSession(rec *SessionRecord) error {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("session %s: %w", rec.ID, err)
+	}
+	data = append(data, '\n')
+	dir := s.sessionDir(rec.ID)
+	s.removeTemps(dir)
+	if err := writeFileAtomic(filepath.Join(dir, sessionFile), data); err != nil {
+		return fmt.Errorf("session %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Persisted is the store's persisted plug state, for builtins.Persisted.
+func (s *Store) Persisted() builtins.Store { return persisted{s} }
+
+type persisted struct{ s *Store }
+
+var _ builtins.Store = persisted{}
+
+// Get returns the value of a plug's persisted state; ok is false when there
+// is none.
+func (p persisted) Get(ctx context.Context, session, plugID string) ([]byte, bool, error) {
+	if err := checkSessionID(session); err != nil {
+		return nil, false, err
+	}
+	if err := checkPlugID(plugID); err != nil {
+		return nil, false, err
+	}
+	var st *persistedState
+	err := p.s.withLockContext(ctx, false, func() error {
+		var err error
+		st, err = p.s.readPersisted(session, plugID)
+		return err
+	})
+	if err != nil || st == nil {
+		return nil, false, err
+	}
+	return st.Value, true, nil
+}
+
+// Set stores a plug's persisted state, data being its JSON. It returns once
+// the write is durable. The session must exist.
+func (p persisted) Set(ctx context.Context, session, plugID, plugName string, data []byte) error {
+	if err := checkSessionID(session); err != nil {
+		return err
+	}
+	if err := checkPlugID(plugID); err != nil {
+		return err
+	}
+	if !json.Valid(data) {
+		return fmt.Errorf("persisted state of plug %s in session %s: the value is not JSON", plugID, session)
+	}
+	// Built by hand: json.Marshal would compact the value, and Get returns
+	// the bytes Set was given.
+	name, err := json.Marshal(plugName)
+	if err != nil {
+		return err
+	}
+	var plain bytes.Buffer
+	plain.WriteString(`{"plug":`)
+	plain.Write(name)
+	plain.WriteString(`,"value":`)
+	plain.Write(data)
+	plain.WriteString("}")
+	file := p.s.seal(session, plugID, plain.Bytes())
+
+	return p.s.withLockContext(ctx, true, func() error {
+		if _, err := os.Stat(p.s.sessionPath(session)); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("persisted state of plug %s: session %s: %w", plugID, session, ErrNotFound)
+		} else if err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
+		}
+		dir := filepath.Join(p.s.sessionDir(session), persistedDir)
+		if err := mkdirDurable(dir); err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
+		}
+		p.s.removeTemps(dir)
+		if err := writeFileAtomic(p.s.persistedPath(session, plugID), file); err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
+		}
+		return nil
+	})
+}
+
+// Delete removes a plug's persisted state; there being none is no error.
+func (p persisted) Delete(ctx context.Context, session, plugID string) error {
+	if err := checkSessionID(session); err != nil {
+		return err
+	}
+	if err := checkPlugID(plugID); err != nil {
+		return err
+	}
+	return p.s.withLockContext(ctx, true, func() error {
+		name := p.s.persistedPath(session, plugID)
+		if err := os.Remove(name); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
+		}
+		if err := syncDir(filepath.Dir(name)); err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
+		}
+		return nil
+	})
+}
+
+// PersistedIDs returns the ids of the plugs with persisted state in a
+// session, sorted.
+func (s *Store) PersistedIDs(session string) ([]string, error) {
+	if err := checkSessionID(session); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := s.withLock(false, func() error {
+		dir := filepath.Join(s.sessionDir(session), persistedDir)
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("persisted state of session %s: %w", session, err)
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			id, ok := strings.CutSuffix(name, persistedExt)
+			if !ok || !e.Type().IsRegular() || checkPlugID(id) != nil {
+				return fmt.Errorf("persisted state of session %s: %s is not a persisted state file", session, filepath.Join(dir, name))
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	return ids, err
+}
+
+// PersistedPlug returns the name of the plug that stored a plug id's
+// persisted state in a session (for the orphaned-state report); ok is false
+// when there is no such state.
+func (s *Store) PersistedPlug(session, plugID string) (name string, ok bool, err error) {
+	if err := checkSessionID(session); err != nil {
+		return "", false, err
+	}
+	if err := checkPlugID(plugID); err != nil {
+		return "", false, err
+	}
+	var st *persistedState
+	err = s.withLock(false, func() error {
+		var err error
+		st, err = s.readPersisted(session, plugID)
+		return err
+	})
+	if err != nil || st == nil {
+		return "", false, err
+	}
+	return st.Plug, true, nil
+}
+
+// DeletePersisted removes all of a session's persisted state.
+func (s *Store) DeletePersisted(session string) error {
+	if err := checkSessionID(session); err != nil {
+		return err
+	}
+	return s.withLock(true, func() error {
+		dir := filepath.Join(s.sessionDir(session), persistedDir)
+		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("persisted state of session %s: %w", session, err)
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("persisted state of session %s: %w", session, err)
+		}
+		return nil
+	})
+}
+
+// persistedState is the plaintext of a persisted state file.
+type persistedState struct {
+	Plug  string          `json:"plug"`
+	Value json.RawMessage `json:"value"`
+}
+
+func persistedHeader() []byte {
+	return append(append([]byte(nil), persistedMagic...), persistedVersion)
+}
+
+func additionalData(session, plugID string) []byte {
+	return append(persistedHeader(), session+"/"+plugID...)
+}
+
+// seal encrypts the plaintext of a persisted state file with a fresh nonce.
+func (s *Store) seal(session, plugID string, plain []byte) []byte {
+	nonce := make([]byte, s.aead.NonceSize())
+	rand.Read(nonce)
+	out := append(persistedHeader(), nonce...)
+	return s.aead.Seal(out, nonce, plain, additionalData(session, plugID))
+}
+
+// readPersisted reads and decrypts a persisted state file; it returns nil,
+// nil when there is none.
+func (s *Store) readPersisted(session, plugID string) (*persistedState, error) {
+	name := s.persistedPath(session, plugID)
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
+	}
+	header := persistedHeader()
+	if len(data) < len(header) || !bytes.Equal(data[:len(persistedMagic)], persistedMagic) {
+		return nil, fmt.Errorf("persisted state of plug %s in session %s: %s is not a blaise-agent persisted state file", plugID, session, name)
+	}
+	if v := data[len(persistedMagic)]; v != persistedVersion {
+		return nil, fmt.Errorf("persisted state of plug %s in session %s: %s has format version %d; this blaise-agent reads version %d", plugID, session, name, v, persistedVersion)
+	}
+	rest := data[len(header):]
+	ns := s.aead.NonceSize()
+	var plain []byte
+	if len(rest) >= ns+s.aead.Overhead() {
+		plain, err = s.aead.Open(nil, rest[:ns], rest[ns:], additionalData(session, plugID))
+	}
+	if plain == nil || err != nil {
+		return nil, fmt.Errorf("persisted state of plug %s in session %s cannot be decrypted (written with another key, or corrupt): %s", plugID, session, name)
+	}
+	st := new(persistedState)
+	if err := json.Unmarshal(plain, st); err != nil || st.Value == nil {
+		return nil, fmt.Errorf("persisted state of plug %s in session %s: %s decrypts to a malformed value", plugID, session, name)
+	}
+	return st, nil
+}
+
+// removeTemps removes the temporary files that writers killed mid-write
+// left in dir. The caller holds the exclusive lock, so no writer is using
+// one.
+func (s *Store) removeTemps(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if isTemp(e.Name()) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// writeFileAtomic replaces name with data (0600): it writes a temporary file
+// in the same directory, syncs it, renames it over name and syncs the
+// directory.
+func writeFileAtomic(name string, data []byte) (err error) {
+	dir, base := filepath.Split(name)
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*") // 0600
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), name); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// mkdirDurable creates dir (0700) if it is missing and syncs its parent, so
+// that the new directory survives a crash.
+func mkdirDurable(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(dir); serr == nil && !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// syncDir syncs a directory, making the entries created, renamed or removed
+// in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

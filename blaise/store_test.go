@@ -1,0 +1,767 @@
+package blaise
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as a child process: with storeChildEnv set, TestMain
+// runs the child's job instead of the tests.
+const (
+	storeChildEnv = "BLAISE_STORE_TEST_CHILD" // "increment" or "setloop"
+	storeDirEnv   = "BLAISE_STORE_TEST_DIR"
+	storeNEnv     = "BLAISE_STORE_TEST_N"
+)
+
+func TestMain(m *testing.M) {
+	if job := os.Getenv(storeChildEnv); job != "" {
+		if err := storeChild(job); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func storeChild(job string) error {
+	s, err := OpenStore(os.Getenv(storeDirEnv))
+	if err != nil {
+		return err
+	}
+	switch job {
+	case "increment":
+		n, err := strconv.Atoi(os.Getenv(storeNEnv))
+		if err != nil {
+			return err
+		}
+		for range n {
+			if _, err := s.UpdateSession("counted", func(r *SessionRecord) error {
+				r.Runs++
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "setloop":
+		// Set alternating values until killed, telling the parent which
+		// value it is about to write.
+		p := s.Persisted()
+		out := bufio.NewWriter(os.Stdout)
+		for i := 0; ; i++ {
+			fmt.Fprintln(out, i)
+			out.Flush()
+			if err := p.Set(context.Background(), "killed", "plug", "blaise:test", killValue(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("unknown job %q", job)
+}
+
+// killValue is the i'th value the setloop child writes: JSON strings of
+// 64 KiB and 128 KiB in turn, each naming i.
+func killValue(i int) []byte {
+	size := 64 << 10
+	if i%2 == 1 {
+		size = 128 << 10
+	}
+	prefix := fmt.Sprintf("%d:", i)
+	return []byte(`"` + prefix + strings.Repeat("x", size-len(prefix)) + `"`)
+}
+
+func openTestStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func createSession(t *testing.T, s *Store, id string) *SessionRecord {
+	t.Helper()
+	rec := &SessionRecord{ID: id, Config: "/w/blaise.star", AgentName: "a", State: Active, Settings: DefaultSettings()}
+	if err := s.CreateSession(rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q does not contain %q", err, p)
+		}
+	}
+}
+
+func TestOpenStoreLayout(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "state")
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Dir() != dir {
+		t.Errorf("Dir() = %q, want %q", s.Dir(), dir)
+	}
+	for name, perm := range map[string]fs.FileMode{".": 0o700, "key": 0o600, "lock": 0o600, "sessions": 0o700} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != perm {
+			t.Errorf("%s: mode %04o, want %04o", name, got, perm)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "version")); err != nil || string(data) != "1\n" {
+		t.Errorf("version file: %q, %v", data, err)
+	}
+	key, _ := os.ReadFile(filepath.Join(dir, "key"))
+	if len(key) != 32 {
+		t.Errorf("key is %d bytes", len(key))
+	}
+
+	// Opening again keeps the key.
+	if _, err := OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	if key2, _ := os.ReadFile(filepath.Join(dir, "key")); !bytes.Equal(key, key2) {
+		t.Error("reopening changed the key")
+	}
+}
+
+func TestOpenStoreRace(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = OpenStore(dir) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDefaultStateDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/x/state")
+	if got := DefaultStateDir(); got != "/x/state/blaise-agent" {
+		t.Errorf("with XDG_STATE_HOME: %q", got)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/u")
+	if got := DefaultStateDir(); got != "/home/u/.local/state/blaise-agent" {
+		t.Errorf("without XDG_STATE_HOME: %q", got)
+	}
+}
+
+func TestKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "key")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenStore(dir)
+	wantErr(t, err, key, "0644", "broader than 0600")
+
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenStore(dir)
+	wantErr(t, err, key, "holds 5 bytes, want 32")
+}
+
+func TestForeignStateDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenStore(dir)
+	wantErr(t, err, "not a blaise-agent state directory", filepath.Join(dir, "notes.txt"))
+	if _, err := os.Stat(filepath.Join(dir, "lock")); err == nil {
+		t.Error("refusing a directory left a lock file in it")
+	}
+
+	dir = t.TempDir()
+	if _, err := OpenStore(dir); err != nil {
+		t.Fatal(err)
+	}
+	version := filepath.Join(dir, "version")
+	os.WriteFile(version, []byte("2\n"), 0o600)
+	_, err = OpenStore(dir)
+	wantErr(t, err, version, "format version 2", "reads version 1")
+
+	os.WriteFile(version, []byte("{}"), 0o600)
+	_, err = OpenStore(dir)
+	wantErr(t, err, version, "not a blaise-agent version file")
+
+	// Foreign files where Sessions and PersistedIDs read.
+	os.WriteFile(version, []byte("1\n"), 0o600)
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createSession(t, s, "s1")
+	junk := filepath.Join(dir, "sessions", "s1", "persisted", "junk.txt")
+	os.MkdirAll(filepath.Dir(junk), 0o700)
+	os.WriteFile(junk, nil, 0o600)
+	_, err = s.PersistedIDs("s1")
+	wantErr(t, err, junk, "not a persisted state file")
+	junk = filepath.Join(dir, "sessions", "junk.txt")
+	os.WriteFile(junk, nil, 0o600)
+	_, err = s.Sessions()
+	wantErr(t, err, junk, "not a session directory")
+}
+
+func TestSessionRoundTrip(t *testing.T) {
+	s := openTestStore(t)
+	if _, err := s.Session("nope"); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("Session(nope) = %v, want ErrNotFound naming the id", err)
+	}
+	if _, err := s.Sessions(); err != nil {
+		t.Fatal(err)
+	}
+
+	now := time.Now().UTC().Truncate(time.Second)
+	rec := &SessionRecord{
+		ID: s.NewSessionID(), Config: "/w/blaise.star", AgentName: "claude", State: Paused,
+		Created: now, Updated: now, Runs: 2, Settings: DefaultSettings(), Resumable: true,
+		ACPSessionID: "acp-1",
+		Stop:         &StopRecord{Reason: "idle", MayResume: true, At: now, Run: 2, Delivered: true},
+		Pause:        &PauseRecord{Reason: "idle", MayResume: true, At: now, Run: 2},
+		PausedAt:     now, ExpiresAt: now.Add(24 * time.Hour),
+		Teardown:      TeardownRecord{Attempts: 1, LastError: "boom", NextAt: now},
+		OrphanedState: []string{"old"},
+	}
+	if err := s.CreateSession(rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Session(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, rec)
+	}
+	wantErr(t, s.CreateSession(&SessionRecord{ID: rec.ID}), "already exists")
+
+	data, err := os.ReadFile(filepath.Join(s.Dir(), "sessions", rec.ID, "session.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, []byte("{\n  \"id\": ")) {
+		t.Errorf("session.json is not indented JSON:\n%s", data)
+	}
+
+	// Sessions are sorted by Created, then ID; Created defaults to now.
+	createSession(t, s, "b")
+	createSession(t, s, "a")
+	s.UpdateSession("a", func(r *SessionRecord) error { r.Created = now.Add(time.Hour); return nil })
+	s.UpdateSession("b", func(r *SessionRecord) error { r.Created = now.Add(time.Hour); return nil })
+	all, err := s.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range all {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{rec.ID, "a", "b"}; !reflect.DeepEqual(ids, want) {
+		t.Errorf("Sessions() = %v, want %v", ids, want)
+	}
+
+	// A session directory without session.json (its creator was killed)
+	// is no session, and can be created.
+	os.Mkdir(filepath.Join(s.Dir(), "sessions", "half"), 0o700)
+	if all, _ := s.Sessions(); len(all) != 3 {
+		t.Errorf("Sessions() lists %d sessions, want 3", len(all))
+	}
+	createSession(t, s, "half")
+
+	if p := s.TranscriptPath("a"); p != filepath.Join(s.Dir(), "sessions", "a", "transcript.jsonl") {
+		t.Errorf("TranscriptPath = %q", p)
+	}
+	if fi, err := os.Stat(filepath.Dir(s.TranscriptPath("a"))); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("session directory: %v, %v", fi, err)
+	}
+	if err := s.EnsureSessionDir("other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(s.TranscriptPath("other"))); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNewSessionID(t *testing.T) {
+	s := openTestStore(t)
+	seen := map[string]bool{}
+	for range 100 {
+		id := s.NewSessionID()
+		if len(id) != 12 || strings.ToLower(id) != id || checkSessionID(id) != nil {
+			t.Fatalf("bad id %q", id)
+		}
+		if seen[id] {
+			t.Fatalf("id %q twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestInvalidIDs(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "ok")
+	p := s.Persisted()
+	ctx := context.Background()
+	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
+		wantErr(t, s.CreateSession(&SessionRecord{ID: id}), "invalid session id")
+		_, err := s.Session(id)
+		wantErr(t, err, "invalid session id")
+		wantErr(t, s.DeletePersisted(id), "invalid session id")
+		if s.TranscriptPath(id) != "" {
+			t.Errorf("TranscriptPath(%q) is not empty", id)
+		}
+		wantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
+		_, _, err = p.Get(ctx, "ok", id)
+		wantErr(t, err, "invalid plug id")
+		wantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
+	}
+}
+
+func TestUpdateSession(t *testing.T) {
+	s := openTestStore(t)
+	rec := createSession(t, s, "s")
+	_, err := s.UpdateSession("missing", func(*SessionRecord) error { return nil })
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("UpdateSession(missing) = %v", err)
+	}
+
+	time.Sleep(time.Millisecond)
+	got, err := s.UpdateSession("s", func(r *SessionRecord) error { r.State = Paused; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != Paused || !got.Updated.After(rec.Updated) {
+		t.Errorf("after update: state %s, updated %v (was %v)", got.State, got.Updated, rec.Updated)
+	}
+
+	// An error from f aborts the update.
+	boom := errors.New("boom")
+	_, err = s.UpdateSession("s", func(r *SessionRecord) error { r.State = Ended; return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("UpdateSession = %v, want boom", err)
+	}
+	if r, _ := s.Session("s"); r.State != Paused || !r.Updated.Equal(got.Updated) {
+		t.Errorf("an aborted update wrote: state %s", r.State)
+	}
+	_, err = s.UpdateSession("s", func(r *SessionRecord) error { r.ID = "t"; return nil })
+	wantErr(t, err, "may not change the id")
+}
+
+func TestCorruptSession(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "s")
+	name := filepath.Join(s.Dir(), "sessions", "s", "session.json")
+	os.WriteFile(name, []byte(`{"id": "s", "runs": `), 0o600)
+	_, err := s.Session("s")
+	wantErr(t, err, "session s: state file "+name+" is corrupt: unexpected end of JSON input")
+	_, err = s.UpdateSession("s", func(*SessionRecord) error { return nil })
+	wantErr(t, err, "is corrupt")
+	_, err = s.Sessions()
+	wantErr(t, err, "is corrupt")
+
+	os.WriteFile(name, []byte(`{"id": "other"}`), 0o600)
+	_, err = s.Session("s")
+	wantErr(t, err, name, "is corrupt", `record of session "other"`)
+}
+
+func TestConcurrentUpdates(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "counted")
+	const goroutines, each = 8, 25
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			// Each goroutine with a Store of its own, like another process.
+			s, err := OpenStore(s.Dir())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for range each {
+				if _, err := s.UpdateSession("counted", func(r *SessionRecord) error { r.Runs++; return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	// And some sharing one Store.
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				if _, err := s.UpdateSession("counted", func(r *SessionRecord) error { r.Runs++; return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rec, err := s.Session("counted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 2 * goroutines * each; rec.Runs != want {
+		t.Errorf("Runs = %d, want %d", rec.Runs, want)
+	}
+}
+
+func childCmd(t *testing.T, job, dir string, extra ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), storeChildEnv+"="+job, storeDirEnv+"="+dir)
+	cmd.Env = append(cmd.Env, extra...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func TestConcurrentProcesses(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "counted")
+	const procs, each = 3, 40
+	var cmds []*exec.Cmd
+	for range procs {
+		cmd := childCmd(t, "increment", s.Dir(), storeNEnv+"="+strconv.Itoa(each))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	// This process takes part too.
+	for range each {
+		if _, err := s.UpdateSession("counted", func(r *SessionRecord) error { r.Runs++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child: %v", err)
+		}
+	}
+	rec, err := s.Session("counted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (procs + 1) * each; rec.Runs != want {
+		t.Errorf("Runs = %d, want %d", rec.Runs, want)
+	}
+}
+
+func TestPersisted(t *testing.T) {
+	s := openTestStore(t)
+	p := s.Persisted()
+	ctx := context.Background()
+
+	err := p.Set(ctx, "nosuch", "wt", "blaise:worktree", []byte(`1`))
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Set in an unknown session = %v, want ErrNotFound", err)
+	}
+	createSession(t, s, "s1")
+	createSession(t, s, "s2")
+	if _, ok, err := p.Get(ctx, "s1", "wt"); ok || err != nil {
+		t.Fatalf("Get before Set: ok %v, err %v", ok, err)
+	}
+	if ids, err := s.PersistedIDs("s1"); len(ids) != 0 || err != nil {
+		t.Fatalf("PersistedIDs before Set: %v, %v", ids, err)
+	}
+
+	secret := []byte(`{ "branch": "secret-branch-name", "n": [1, 2] }`)
+	if err := p.Set(ctx, "s1", "wt", "blaise:worktree", secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set(ctx, "s1", "a.b-c_d", "other", []byte(`"x"`)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, p.Set(ctx, "s1", "bad", "x", []byte(`{`)), "not JSON")
+
+	got, ok, err := p.Get(ctx, "s1", "wt")
+	if err != nil || !ok || !bytes.Equal(got, secret) {
+		t.Fatalf("Get = %s, %v, %v; want %s", got, ok, err, secret)
+	}
+	if _, ok, _ := p.Get(ctx, "s2", "wt"); ok {
+		t.Error("state of s1 visible in s2")
+	}
+	if name, ok, err := s.PersistedPlug("s1", "wt"); name != "blaise:worktree" || !ok || err != nil {
+		t.Errorf("PersistedPlug = %q, %v, %v", name, ok, err)
+	}
+	ids, err := s.PersistedIDs("s1")
+	if err != nil || !reflect.DeepEqual(ids, []string{"a.b-c_d", "wt"}) {
+		t.Errorf("PersistedIDs = %v, %v", ids, err)
+	}
+
+	// Encrypted at rest.
+	file := filepath.Join(s.Dir(), "sessions", "s1", "persisted", "wt.bin")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plain := range []string{"secret-branch-name", "branch", "blaise:worktree"} {
+		if bytes.Contains(raw, []byte(plain)) {
+			t.Errorf("the file holds %q in clear", plain)
+		}
+	}
+	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %04o", fi.Mode().Perm())
+	}
+
+	// Overwrite; a new nonce every time.
+	if err := p.Set(ctx, "s1", "wt", "blaise:worktree", secret); err != nil {
+		t.Fatal(err)
+	}
+	raw2, _ := os.ReadFile(file)
+	if bytes.Equal(raw, raw2) {
+		t.Error("two writes of one value gave the same file")
+	}
+
+	// A file copied to another plug or session does not decrypt.
+	for _, to := range [][2]string{{"s1", "other"}, {"s2", "wt"}} {
+		dst := filepath.Join(s.Dir(), "sessions", to[0], "persisted", to[1]+".bin")
+		os.MkdirAll(filepath.Dir(dst), 0o700)
+		os.WriteFile(dst, raw, 0o600)
+		_, _, err := p.Get(ctx, to[0], to[1])
+		wantErr(t, err, fmt.Sprintf("persisted state of plug %s in session %s cannot be decrypted (written with another key, or corrupt): %s", to[1], to[0], dst))
+	}
+
+	// Another key.
+	other := openTestStore(t)
+	createSession(t, other, "s1")
+	dst := filepath.Join(other.Dir(), "sessions", "s1", "persisted", "wt.bin")
+	os.MkdirAll(filepath.Dir(dst), 0o700)
+	os.WriteFile(dst, raw, 0o600)
+	_, _, err = other.Persisted().Get(ctx, "s1", "wt")
+	wantErr(t, err, "cannot be decrypted (written with another key, or corrupt)")
+
+	// Damaged and foreign files.
+	damaged := bytes.Clone(raw)
+	damaged[len(damaged)-1] ^= 1
+	os.WriteFile(file, damaged, 0o600)
+	_, _, err = p.Get(ctx, "s1", "wt")
+	wantErr(t, err, "cannot be decrypted", file)
+	os.WriteFile(file, raw[:10], 0o600)
+	_, _, err = p.Get(ctx, "s1", "wt")
+	wantErr(t, err, "cannot be decrypted", file)
+	os.WriteFile(file, []byte("hello"), 0o600)
+	_, _, err = p.Get(ctx, "s1", "wt")
+	wantErr(t, err, file, "not a blaise-agent persisted state file")
+	os.WriteFile(file, append([]byte("BLPS\x07"), raw[5:]...), 0o600)
+	_, _, err = p.Get(ctx, "s1", "wt")
+	wantErr(t, err, file, "format version 7")
+
+	// Delete one, then all.
+	if err := p.Delete(ctx, "s1", "a.b-c_d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, "s1", "a.b-c_d"); err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+	if _, ok, _ := p.Get(ctx, "s1", "a.b-c_d"); ok {
+		t.Error("deleted state is still there")
+	}
+	if err := s.DeletePersisted("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.PersistedIDs("s1"); len(ids) != 0 || err != nil {
+		t.Errorf("after DeletePersisted: %v, %v", ids, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir(), "sessions", "s1", "persisted")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the persisted directory is still there: %v", err)
+	}
+	if err := s.DeletePersisted("s1"); err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+	if _, err := s.Session("s1"); err != nil {
+		t.Errorf("DeletePersisted took the session: %v", err)
+	}
+}
+
+func TestPersistedContext(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "s")
+	p := s.Persisted()
+
+	// Hold the exclusive lock from another UpdateSession.
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := s.UpdateSession("s", func(*SessionRecord) error {
+			close(held)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := p.Set(ctx, "s", "wt", "x", []byte(`1`))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Set while locked = %v, want a deadline error", err)
+	}
+	_, _, err = p.Get(ctx, "s", "wt")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Get while locked = %v, want a deadline error", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set(context.Background(), "s", "wt", "x", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTempFilesIgnored(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "s")
+	p := s.Persisted()
+	ctx := context.Background()
+	if err := p.Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Join(s.Dir(), "sessions", "s", "persisted")
+	sdir := filepath.Join(s.Dir(), "sessions", "s")
+	tmps := []string{
+		filepath.Join(pdir, ".wt.bin.tmp-123"),
+		filepath.Join(sdir, ".session.json.tmp-456"),
+	}
+	for _, tmp := range tmps {
+		if err := os.WriteFile(tmp, []byte("half a wri"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := s.PersistedIDs("s"); err != nil || !reflect.DeepEqual(ids, []string{"wt"}) {
+		t.Errorf("PersistedIDs = %v, %v", ids, err)
+	}
+	if v, ok, err := p.Get(ctx, "s", "wt"); string(v) != "1" || !ok || err != nil {
+		t.Errorf("Get = %s, %v, %v", v, ok, err)
+	}
+	if _, err := s.Sessions(); err != nil {
+		t.Error(err)
+	}
+	// The next writes clean up.
+	if err := p.Set(ctx, "s", "wt", "x", []byte(`2`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateSession("s", func(*SessionRecord) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, tmp := range tmps {
+		if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s is still there", tmp)
+		}
+	}
+}
+
+// TestKillDuringSet kills a process looping persisted Set with SIGKILL at
+// random moments; every time, Get returns one of the values written.
+func TestKillDuringSet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	s := openTestStore(t)
+	createSession(t, s, "killed")
+	p := s.Persisted()
+	ctx := context.Background()
+	started := -1 // the last value any child began to write
+	for round := range 10 {
+		cmd := childCmd(t, "setloop", s.Dir())
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until it writes (most rounds), then a random while.
+		lines := bufio.NewScanner(out)
+		if !lines.Scan() {
+			t.Fatalf("round %d: the child said nothing", round)
+		}
+		time.Sleep(time.Duration(rand.IntN(40_000)) * time.Microsecond)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		last := -1
+		for {
+			if n, err := strconv.Atoi(lines.Text()); err == nil {
+				last = n
+			}
+			if !lines.Scan() {
+				break
+			}
+		}
+		if err := cmd.Wait(); err == nil {
+			t.Fatalf("round %d: the child exited by itself", round)
+		}
+		// The child's i restarts at 0 every round; any value it wrote
+		// is i's value with i <= last, and before it started, the old
+		// one. A value is one of the two sizes with its index inside.
+		got, ok, err := p.Get(ctx, "killed", "plug")
+		if err != nil {
+			t.Fatalf("round %d: Get after kill: %v", round, err)
+		}
+		if !ok {
+			if started >= 0 {
+				t.Fatalf("round %d: the value is gone", round)
+			}
+			t.Logf("round %d: killed before the first write", round)
+			continue
+		}
+		var str string
+		if err := json.Unmarshal(got, &str); err != nil {
+			t.Fatalf("round %d: the value is not a JSON string: %v", round, err)
+		}
+		i, err := strconv.Atoi(str[:strings.IndexByte(str, ':')])
+		if err != nil || !bytes.Equal(got, killValue(i)) {
+			t.Fatalf("round %d: a value never written (%d bytes)", round, len(got))
+		}
+		if i > max(last, started) {
+			t.Fatalf("round %d: value %d, but the child only began %d", round, i, last)
+		}
+		t.Logf("round %d: child began %d, value %d", round, last, i)
+		started = max(started, last)
+	}
+}

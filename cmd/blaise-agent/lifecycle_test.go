@@ -1,0 +1,425 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/charmbracelet/log"
+)
+
+// self is a link named blaise-agent to the test binary, which testscript's
+// Main runs as the real command under that name.
+func self(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "blaise-agent")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
+// lab is a state directory, a configuration around the demo agent, and an
+// engine with short settings.
+type lab struct {
+	t      *testing.T
+	dir    string
+	engine *blaise.Engine
+	logs   *strings.Builder
+}
+
+func newLab(t *testing.T, settings blaise.Settings, files map[string]string) *lab {
+	t.Helper()
+	bin := self(t)
+	dir := t.TempDir()
+	files["blaise.star"] = fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\n", bin, filepath.Join(dir, "demo")) + files["blaise.star"]
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(content, "$DIR", dir)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &strings.Builder{}
+	l := &lab{t: t, dir: dir, logs: logs, engine: &blaise.Engine{
+		Store:        store,
+		Command:      []string{bin, "session-process"},
+		Settings:     settings,
+		TimeoutGrace: 500 * time.Millisecond,
+		Stderr:       &lockedBuilder{b: logs},
+		LogArgs:      []string{"--log-level", "debug"},
+		Log:          log.New(&lockedBuilder{b: logs}),
+	}}
+	return l
+}
+
+type lockedBuilder struct {
+	b *strings.Builder
+}
+
+var logMu = make(chan struct{}, 1)
+
+func (w *lockedBuilder) Write(p []byte) (int, error) {
+	logMu <- struct{}{}
+	defer func() { <-logMu }()
+	return w.b.Write(p)
+}
+
+// acpSession is a raw ACP client of a live session.
+type acpSession struct {
+	t    *testing.T
+	live *blaise.Live
+	sid  string
+}
+
+func (s *acpSession) send(line string) {
+	s.t.Helper()
+	m, err := acp.Parse([]byte(line))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.live.Send(m); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// await reads until the response with id and returns the texts of the
+// agent_message_chunks before it.
+func (s *acpSession) await(id string) ([]string, *acp.Message) {
+	s.t.Helper()
+	var chunks []string
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case m, ok := <-s.live.Messages():
+			if !ok {
+				s.t.Fatalf("the session ended while waiting for %s", id)
+			}
+			if m.Method == "session/update" {
+				var p struct {
+					Update struct {
+						Kind    string `json:"sessionUpdate"`
+						Content struct {
+							Text string `json:"text"`
+						} `json:"content"`
+					} `json:"update"`
+				}
+				_ = json.Unmarshal(m.Params, &p)
+				if p.Update.Kind == "agent_message_chunk" {
+					chunks = append(chunks, p.Update.Content.Text)
+				}
+			}
+			if m.Kind == acp.Response && string(m.ID) == id {
+				return chunks, m
+			}
+		case <-timeout:
+			s.t.Fatalf("no response %s", id)
+		}
+	}
+}
+
+// open initializes and creates (or, with acpID, loads) the ACP session.
+func (l *lab) open(live *blaise.Live, acpID string) *acpSession {
+	s := &acpSession{t: l.t, live: live}
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	s.await("1")
+	if acpID == "" {
+		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, l.dir))
+		_, resp := s.await("2")
+		var r struct {
+			SessionID string `json:"sessionId"`
+		}
+		_ = json.Unmarshal(resp.Result, &r)
+		s.sid = r.SessionID
+	} else {
+		s.sid = acpID
+		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, acpID, l.dir))
+		s.await("2")
+	}
+	return s
+}
+
+func (s *acpSession) prompt(id int, text string) []string {
+	s.t.Helper()
+	b, _ := json.Marshal(text)
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, s.sid, b))
+	chunks, _ := s.await(fmt.Sprint(id))
+	return chunks
+}
+
+func (l *lab) wait(live *blaise.Live) *blaise.SessionRecord {
+	l.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rec, err := live.Wait(ctx)
+	if err != nil {
+		l.t.Fatalf("wait: %v\nlogs:\n%s", err, l.logs)
+	}
+	return rec
+}
+
+const counterPlug = `plug(name = "counter", persisted = schema.object(n = schema.int()))
+
+def on_session(ctx, next):
+    v = ctx.persisted.value
+    n = (v.n if v else 0) + 1
+    ctx.persisted.set({"n": n})
+    ctx.runner.fs.write_file("$DIR/run-%d" % ctx.run.number, "n=%d kind=%s" % (n, ctx.run.kind))
+    next()
+
+def on_teardown(ctx, next):
+    info = next()
+    ctx.runner.fs.write_file("$DIR/teardown", "reason=%s" % info.reason)
+`
+
+func counterLab(t *testing.T, settings blaise.Settings) *lab {
+	return newLab(t, settings, map[string]string{
+		"blaise.star":  `setup(use("./counter.star", id = "c"))`,
+		"counter.star": counterPlug,
+	})
+}
+
+func (l *lab) file(name string) string {
+	b, _ := os.ReadFile(filepath.Join(l.dir, name))
+	return string(b)
+}
+
+func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
+	l := counterLab(t, blaise.Settings{InactivityLimit: 300 * time.Millisecond})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.open(live, "")
+	if got := strings.Join(s.prompt(3, "first"), "|"); got != "echo: first" {
+		t.Fatalf("chunks %q", got)
+	}
+	rec := l.wait(live) // the inactivity limit passes: idle
+	if rec.State != blaise.Paused || rec.Pause.Reason != "idle" || !rec.Pause.MayResume || rec.Stop == nil || !rec.Stop.Delivered {
+		t.Fatalf("after idle: %+v", rec)
+	}
+	if rec.ExpiresAt.Sub(rec.PausedAt) != blaise.DefaultPausedLifetime {
+		t.Fatalf("paused lifetime %s", rec.ExpiresAt.Sub(rec.PausedAt))
+	}
+	live, err = l.engine.Resume(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = l.open(live, rec.ACPSessionID)
+	if got := strings.Join(s.prompt(3, "second"), "|"); got != "echo: second" {
+		t.Fatalf("chunks %q", got)
+	}
+	if err := live.StopIdle(); err != nil {
+		t.Fatal(err)
+	}
+	rec = l.wait(live)
+	if rec.State != blaise.Paused || rec.Runs != 2 {
+		t.Fatalf("after run 2: %+v", rec)
+	}
+	if got := l.file("run-2"); got != "n=2 kind=resume" {
+		t.Fatalf("run 2 saw %q", got)
+	}
+}
+
+func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
+	l := counterLab(t, blaise.Settings{InactivityLimit: 200 * time.Millisecond})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.open(live, "")
+	// The turn takes longer than the inactivity limit, without a message.
+	if got := strings.Join(s.prompt(3, "/sleep 700\nawake"), "|"); got != "echo: awake" {
+		t.Fatalf("chunks %q", got)
+	}
+	rec := l.wait(live)
+	if rec.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v", rec.Pause)
+	}
+}
+
+func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
+	l := counterLab(t, blaise.Settings{IdlePolicy: blaise.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "").prompt(3, "hi")
+	rec := l.wait(live)
+	if rec.State != blaise.Ended || rec.EndReason != "completed" || rec.Pause.MayResume {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := l.file("teardown"); got != "reason=completed" {
+		t.Fatalf("teardown saw %q", got)
+	}
+	if ids, _ := l.engine.Store.PersistedIDs(rec.ID); len(ids) != 0 {
+		t.Fatalf("persisted state left: %v", ids)
+	}
+}
+
+func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "").prompt(3, "hi")
+	if err := live.Stop("closed", false); err != nil {
+		t.Fatal(err)
+	}
+	if rec := l.wait(live); rec.State != blaise.Ended || l.file("teardown") != "reason=closed" {
+		t.Fatalf("closed while active: %+v, %q", rec, l.file("teardown"))
+	}
+
+	live, err = l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "").prompt(3, "hi")
+	_ = live.StopIdle()
+	paused := l.wait(live)
+	if paused.State != blaise.Paused {
+		t.Fatalf("not paused: %+v", paused)
+	}
+	os.Remove(filepath.Join(l.dir, "teardown"))
+	rec, err := l.engine.End(context.Background(), paused.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != blaise.Ended || l.file("teardown") != "reason=closed" || rec.Runs != 2 {
+		t.Fatalf("closed while paused: %+v, %q", rec, l.file("teardown"))
+	}
+}
+
+func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
+	l := counterLab(t, blaise.Settings{PausedLifetime: 100 * time.Millisecond})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "").prompt(3, "hi")
+	_ = live.StopIdle()
+	rec := l.wait(live)
+	time.Sleep(150 * time.Millisecond)
+	if err := l.engine.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = l.engine.Store.Session(rec.ID)
+	if rec.State != blaise.Ended || rec.EndReason != "expired" || l.file("teardown") != "reason=expired" {
+		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
+	}
+}
+
+func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
+	l := counterLab(t, blaise.Settings{Timeout: 300 * time.Millisecond})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "")
+	rec := l.wait(live)
+	if rec.State != blaise.Ended || rec.Pause.Reason != "timeout" || rec.Pause.MayResume {
+		t.Fatalf("timeout: %+v", rec)
+	}
+
+	stubborn := newLab(t, blaise.Settings{Timeout: 300 * time.Millisecond}, map[string]string{
+		"blaise.star": `setup(use("./stubborn.star"))`,
+		"stubborn.star": `plug(name = "stubborn")
+def on_session(ctx, next):
+    next()
+    ctx.runner.exec(["sleep", "600"])
+`,
+	})
+	live, err = stubborn.engine.Start(filepath.Join(stubborn.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = stubborn.wait(live)
+	if rec.Pause == nil || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
+		t.Fatalf("ignored timeout: %+v", rec.Pause)
+	}
+}
+
+func TestL2_TeardownFailingUntilOrphanedThenResolved(t *testing.T) {
+	blaise.TeardownBackoff, blaise.MaxTeardownAttempts = time.Millisecond, 3
+	l := newLab(t, blaise.Settings{}, map[string]string{
+		"blaise.star": `setup(use("./stuck.star"))`,
+		"stuck.star": `plug(name = "stuck")
+def on_teardown(ctx, next):
+    next()
+    fail("cannot remove the worktree")
+`,
+	})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "")
+	_ = live.Stop("closed", false)
+	rec := l.wait(live)
+	for i := 0; i < 5 && rec.State == blaise.TearingDown; i++ {
+		time.Sleep(5 * time.Millisecond)
+		_ = l.engine.Sweep(context.Background())
+		rec, _ = l.engine.Store.Session(rec.ID)
+	}
+	if rec.State != blaise.Orphaned || rec.Teardown.Attempts != 3 || !strings.Contains(rec.Teardown.LastError, "cannot remove the worktree") {
+		t.Fatalf("record %+v", rec)
+	}
+	if rec, err = l.engine.Resolve(rec.ID); err != nil || rec.State != blaise.Ended {
+		t.Fatalf("resolve: %+v %v", rec, err)
+	}
+}
+
+func TestL7_UnresumableChainIsNeverPaused(t *testing.T) {
+	l := newLab(t, blaise.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{
+		"blaise.star": `setup(use("./once.star"))`,
+		"once.star": `plug(name = "once", resumable = False)
+def on_session(ctx, next):
+    next()
+`,
+	})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "").prompt(3, "hi")
+	rec := l.wait(live)
+	if rec.Resumable || rec.State != blaise.Ended || rec.Pause.Reason != "idle" || rec.Pause.MayResume {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "")
+	before, _ := l.engine.Store.Session(live.ID)
+	if _, err := l.engine.End(context.Background(), live.ID); err == nil {
+		t.Fatal("ending a run held by another front end succeeded")
+	}
+	after, _ := l.engine.Store.Session(live.ID)
+	if after.State != before.State || after.Stop != nil {
+		t.Fatalf("the record changed: %+v", after)
+	}
+	_ = live.Stop("closed", false)
+	l.wait(live)
+	if err := live.Stop("closed", false); err != nil {
+		t.Fatalf("a second stop: %v", err)
+	}
+}

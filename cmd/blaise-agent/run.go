@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/mattn/go-isatty"
+)
+
+// RunCmd is `blaise-agent run`: a terminal ACP client of one session.
+type RunCmd struct {
+	Config  string   `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+	Session string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session."`
+	Prompt  []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
+	Yes     bool     `help:"Allow every permission request without asking." xor:"answer"`
+	No      bool     `help:"Deny every permission request without asking." xor:"answer"`
+	End     bool     `help:"End the session (reason closed) when done, instead of stopping it as idle."`
+	SessionFlags
+}
+
+// SessionFlags are the lifecycle settings and the state directory.
+type SessionFlags struct {
+	StateDir        string        `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR"`
+	IdlePolicy      string        `help:"What an idle session does: pause (keep the environment) or end (tear it down)." enum:"pause,end" default:"pause"`
+	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
+	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
+	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
+}
+
+// engine opens the store and returns the lifecycle engine.
+func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
+	dir := f.StateDir
+	if dir == "" {
+		dir = blaise.DefaultStateDir()
+	}
+	store, err := blaise.OpenStore(dir)
+	if err != nil {
+		return nil, err
+	}
+	self, err := selfCommand()
+	if err != nil {
+		return nil, err
+	}
+	return &blaise.Engine{
+		Store:   store,
+		Command: []string{self, "session-process"},
+		Settings: blaise.Settings{
+			IdlePolicy:      blaise.IdlePolicy(f.IdlePolicy),
+			PausedLifetime:  f.PausedLifetime,
+			InactivityLimit: f.InactivityLimit,
+			Timeout:         f.Timeout,
+		},
+		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat},
+		Log:     g.Logger(),
+	}, nil
+}
+
+// Run runs the session.
+func (c *RunCmd) Run(g *Globals) error {
+	e, err := c.engine(g)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := e.Sweep(ctx); err != nil {
+		g.Logger().Warn("settling earlier sessions", "err", err)
+	}
+	interactive := len(c.Prompt) == 0
+	term := &client.Terminal{Out: os.Stdout, Err: os.Stderr, Color: isatty.IsTerminal(os.Stdout.Fd()) && os.Getenv("NO_COLOR") == ""}
+	if cwd, err := os.Getwd(); err == nil {
+		term.Root = cwd
+	}
+	lines := bufio.NewReader(os.Stdin)
+	switch {
+	case c.Yes:
+		term.Default = "allow"
+	case c.No:
+		term.Default = "deny"
+	case isatty.IsTerminal(os.Stdin.Fd()) || interactive:
+		term.Ask = func(q string) (string, error) {
+			fmt.Fprint(os.Stderr, q)
+			return lines.ReadString('\n')
+		}
+	}
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+
+	id := c.Session
+	var s *attached
+	defer func() {
+		if s != nil {
+			s.close()
+		}
+	}()
+	for first := true; ; first = false {
+		var prompt string
+		if interactive {
+			fmt.Fprint(os.Stderr, "> ")
+			line, err := lines.ReadString('\n')
+			if err != nil && line == "" {
+				fmt.Fprintln(os.Stderr)
+				break // the person left (L9)
+			}
+			prompt = strings.TrimRight(line, "\r\n")
+			if strings.TrimSpace(prompt) == "" {
+				continue
+			}
+		} else {
+			if !first {
+				break
+			}
+			prompt = strings.Join(c.Prompt, " ")
+		}
+		if s == nil || s.ended() {
+			// The first prompt, or the session paused while the person
+			// was away: (re)attach.
+			if s, err = c.attach(ctx, e, term, id); err != nil {
+				return err
+			}
+			id = s.live.ID
+		}
+		if err := s.prompt(ctx, prompt, sig); err != nil {
+			if errors.Is(err, errEnded) {
+				c.report(e, s)
+				return nil
+			}
+			fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+		}
+	}
+	if s == nil {
+		return nil
+	}
+	if c.End {
+		_ = s.live.Stop("closed", false)
+	} else {
+		_ = s.live.StopIdle()
+	}
+	c.report(e, s)
+	return nil
+}
+
+// report waits for the run to end and says where the session stands.
+func (c *RunCmd) report(e *blaise.Engine, s *attached) {
+	rec, err := s.live.Wait(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+		return
+	}
+	switch rec.State {
+	case blaise.Paused:
+		fmt.Fprintf(os.Stderr, "session %s paused (%s); continue with: blaise-agent run --session %s\n", rec.ID, rec.Pause.Reason, rec.ID)
+	case blaise.Ended:
+		fmt.Fprintf(os.Stderr, "session %s ended (%s)\n", rec.ID, rec.EndReason)
+	default:
+		fmt.Fprintf(os.Stderr, "session %s is %s: %s\n", rec.ID, rec.State, rec.Teardown.LastError)
+	}
+}
+
+var errEnded = errors.New("the session ended")
+
+// attached is a client connected to a live session.
+type attached struct {
+	live *blaise.Live
+	conn *client.Conn
+	acp  string // the agent's session id
+	stop func()
+}
+
+// attach starts or resumes the session and opens its ACP session.
+func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Terminal, id string) (*attached, error) {
+	var live *blaise.Live
+	var err error
+	if id == "" {
+		live, err = e.Start(c.Config)
+	} else {
+		live, err = e.Resume(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "session %s (run %d)\n", live.ID, live.Run)
+	toConn, fromLive := io.Pipe()
+	connCtx, cancel := context.WithCancel(ctx)
+	conn := client.NewConn(toConn, liveWriter{live}, term)
+	go func() {
+		for m := range live.Messages() {
+			if _, err := fromLive.Write(append(append([]byte(nil), m.Raw...), '\n')); err != nil {
+				return
+			}
+		}
+		fromLive.Close()
+	}()
+	go func() { _ = conn.Run(connCtx) }()
+	s := &attached{live: live, conn: conn, stop: cancel}
+	fail := func(err error) (*attached, error) {
+		_ = live.Stop("closed", false)
+		_, _ = live.Wait(ctx)
+		s.close()
+		return nil, err
+	}
+	if _, err := conn.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": term.Capabilities()}); err != nil {
+		return fail(fmt.Errorf("initialize: %w", err))
+	}
+	cwd, _ := os.Getwd()
+	if id == "" {
+		res, err := conn.Call(ctx, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+		if err != nil {
+			return fail(fmt.Errorf("session/new: %w", err))
+		}
+		var r struct {
+			SessionID string `json:"sessionId"`
+		}
+		_ = json.Unmarshal(res, &r)
+		s.acp = r.SessionID
+	} else {
+		rec, err := e.Store.Session(id)
+		if err != nil {
+			return fail(err)
+		}
+		s.acp = rec.ACPSessionID
+		if _, err := conn.Call(ctx, "session/load", map[string]any{"sessionId": s.acp, "cwd": cwd, "mcpServers": []any{}}); err != nil {
+			return fail(fmt.Errorf("session/load: %w", err))
+		}
+	}
+	return s, nil
+}
+
+// prompt runs one turn. The first Ctrl-C cancels the turn; a second one
+// ends the session (closed).
+func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal) error {
+	type result struct {
+		res json.RawMessage
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.conn.Call(ctx, "session/prompt", map[string]any{
+			"sessionId": s.acp,
+			"prompt":    []any{map[string]any{"type": "text", "text": text}},
+		})
+		done <- result{res, err}
+	}()
+	cancelled := false
+	for {
+		select {
+		case r := <-done:
+			fmt.Println()
+			if r.err != nil {
+				if s.ended() {
+					return errEnded
+				}
+				return r.err
+			}
+			var v struct {
+				StopReason string `json:"stopReason"`
+			}
+			_ = json.Unmarshal(r.res, &v)
+			if v.StopReason != "end_turn" {
+				fmt.Fprintf(os.Stderr, "(%s)\n", v.StopReason)
+			}
+			return nil
+		case <-sig:
+			if cancelled {
+				fmt.Fprintln(os.Stderr, "\nending the session")
+				_ = s.live.Stop("closed", false)
+				<-done
+				return errEnded
+			}
+			cancelled = true
+			fmt.Fprintln(os.Stderr, "\ncancelling the turn (Ctrl-C again ends the session)")
+			_ = s.conn.Notify("session/cancel", map[string]any{"sessionId": s.acp})
+		case <-s.live.Done():
+			<-done
+			return errEnded
+		}
+	}
+}
+
+func (s *attached) ended() bool {
+	select {
+	case <-s.live.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *attached) close() { s.stop() }
+
+// liveWriter passes what the client writes to the session, line by line.
+type liveWriter struct{ live *blaise.Live }
+
+func (w liveWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		m, err := acp.Parse([]byte(line))
+		if err != nil {
+			return 0, err
+		}
+		if err := w.live.Send(m); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// selfCommand is how to start this program again: the name it was started
+// with when it was found on $PATH, else its executable.
+func selfCommand() (string, error) {
+	if !strings.Contains(os.Args[0], string(os.PathSeparator)) {
+		if p, err := exec.LookPath(os.Args[0]); err == nil {
+			return p, nil
+		}
+	}
+	return os.Executable()
+}

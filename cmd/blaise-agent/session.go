@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/runner"
+)
+
+// SessionProcessCmd is the hidden `blaise-agent session-process`: one run of
+// one session, started by a front end, with ACP on stdin and stdout and the
+// control channel on file descriptor 3.
+type SessionProcessCmd struct {
+	StateDir  string `required:"" help:"The state directory." type:"path"`
+	Session   string `required:"" help:"The session id."`
+	Kind      string `required:"" enum:"start,resume,teardown" help:"The kind of run."`
+	Number    int    `name:"run" required:"" help:"The run's number in the session."`
+	EndReason string `help:"Why the session ended (teardown runs)."`
+}
+
+// Run serves the run.
+func (c *SessionProcessCmd) Run(g *Globals) error {
+	logger := g.Logger().With("session", c.Session)
+	store, err := blaise.OpenStore(c.StateDir)
+	if err != nil {
+		return err
+	}
+	// The control channel is the front end's; the agent must not inherit it.
+	syscall.CloseOnExec(3)
+	ctl := os.NewFile(3, "control")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	sp := &blaise.SessionProcess{
+		Store:     store,
+		SessionID: c.Session,
+		Kind:      runner.Kind(c.Kind),
+		Run:       c.Number,
+		EndReason: c.EndReason,
+		ACPIn:     os.Stdin,
+		ACPOut:    os.Stdout,
+		Control:   blaise.NewControlConn(ctl, ctl),
+		Logger:    logger,
+	}
+	return sp.Serve(ctx)
+}
