@@ -5,14 +5,6 @@ import (
 	"time"
 )
 
-// Teardown retries: a failed teardown is tried again after a backoff that
-// doubles from TeardownBackoff, and after MaxTeardownAttempts failures the
-// session is orphaned (L2).
-var (
-	TeardownBackoff     = 2 * time.Second
-	MaxTeardownAttempts = 5
-)
-
 // Pause is what a run reports when it ends (L7).
 type Pause struct {
 	Run       int
@@ -38,7 +30,8 @@ func ApplyPause(rec *SessionRecord, p Pause, now time.Time) {
 }
 
 // ApplyTeardown records the outcome of a teardown: ended, or a retry after
-// a backoff, or orphaned once the attempts are used up.
+// a backoff that doubles from the settings' TeardownBackoff, or orphaned
+// once TeardownAttempts are used up (L2).
 func ApplyTeardown(rec *SessionRecord, err error, now time.Time) {
 	if err == nil {
 		rec.State = Ended
@@ -48,13 +41,13 @@ func ApplyTeardown(rec *SessionRecord, err error, now time.Time) {
 	}
 	rec.Teardown.Attempts++
 	rec.Teardown.LastError = err.Error()
-	if rec.Teardown.Attempts >= MaxTeardownAttempts {
+	if rec.Teardown.Attempts >= rec.Settings.TeardownAttempts {
 		rec.State = Orphaned
 		rec.Teardown.NextAt = time.Time{}
 		return
 	}
 	rec.State = TearingDown
-	rec.Teardown.NextAt = now.Add(TeardownBackoff << (rec.Teardown.Attempts - 1))
+	rec.Teardown.NextAt = now.Add(rec.Settings.TeardownBackoff << (rec.Teardown.Attempts - 1))
 }
 
 // StopFor returns the stop an idle session gets under its policy (L4):

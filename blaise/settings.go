@@ -21,6 +21,10 @@ type Settings struct {
 	PausedLifetime  time.Duration `json:"paused_lifetime"`
 	InactivityLimit time.Duration `json:"inactivity_limit"`
 	Timeout         time.Duration `json:"timeout"`
+	// A failed teardown is tried again after TeardownBackoff, doubling each
+	// time; after TeardownAttempts failures the session is orphaned (L2).
+	TeardownBackoff  time.Duration `json:"teardown_backoff"`
+	TeardownAttempts int           `json:"teardown_attempts"`
 }
 
 // The defaults of the source documents.
@@ -31,7 +35,9 @@ const (
 	DefaultTimeout           = 30 * time.Minute
 	// TimeoutGrace is how long a run may ignore a timeout stop before it is
 	// failed (L5).
-	TimeoutGrace = time.Minute
+	TimeoutGrace            = time.Minute
+	DefaultTeardownBackoff  = 2 * time.Second
+	DefaultTeardownAttempts = 5
 )
 
 // DefaultSettings returns the seed's defaults.
@@ -41,6 +47,9 @@ func DefaultSettings() Settings {
 		PausedLifetime:  DefaultPausedLifetime,
 		InactivityLimit: DefaultInactivityLimit,
 		Timeout:         DefaultTimeout,
+
+		TeardownBackoff:  DefaultTeardownBackoff,
+		TeardownAttempts: DefaultTeardownAttempts,
 	}
 }
 
@@ -76,6 +85,12 @@ func (s Settings) Normalize() (Settings, error) {
 	}
 	if s.Timeout == 0 {
 		s.Timeout = d.Timeout
+	}
+	if s.TeardownBackoff == 0 {
+		s.TeardownBackoff = d.TeardownBackoff
+	}
+	if s.TeardownAttempts == 0 {
+		s.TeardownAttempts = d.TeardownAttempts
 	}
 	for name, v := range map[string]time.Duration{"paused lifetime": s.PausedLifetime, "inactivity limit": s.InactivityLimit, "timeout": s.Timeout} {
 		if v < 0 {

@@ -76,10 +76,10 @@ type Conn struct {
 	running atomic.Bool
 
 	mu       sync.Mutex
-	pending  map[string]chan reply                // outgoing calls by id key
+	pending  map[string]chan reply              // outgoing calls by id key
 	incoming map[string]context.CancelCauseFunc // requests being served, by id key
-	err      error                                // set once closed
-	done     chan struct{}                        // closed once closed
+	err      error                              // set once closed
+	done     chan struct{}                      // closed once closed
 }
 
 // A reply is the outcome of a call.

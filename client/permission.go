@@ -52,9 +52,12 @@ func (m menu) lines() []string {
 	return ls
 }
 
-// question returns the question to ask.
+// question returns the question to ask; "" when there is no option.
 func (m menu) question() string {
-	if m.yesNo {
+	switch {
+	case len(m.opts) == 0:
+		return ""
+	case m.yesNo:
 		return "allow? [y/n] "
 	}
 	return "choose [1-" + strconv.Itoa(len(m.opts)) + "]: "
@@ -114,6 +117,8 @@ func (t *Terminal) permission(ctx context.Context, params json.RawMessage) (any,
 	var auto string // why the request is answered without asking
 	choice := -1
 	switch {
+	case len(m.opts) == 0:
+		auto = "no options"
 	case t.Default == "allow" || t.Default == "deny":
 		auto = "default"
 		choice = m.allow

@@ -35,7 +35,17 @@ import (
 //
 // Chunks of one kind stream on as they come; a block of another kind (a tool
 // call, a plan, a thought after a message, …) always starts on a fresh line.
-// Call [Terminal.EndTurn] when a prompt is answered to end the last line.
+// Call [Terminal.EndTurn] when a prompt is answered to end the last line,
+// and write other lines among the updates with [Terminal.Notice].
+//
+// A permission request shows the tool call's title and the options, then
+// asks "allow? [y/n] " when the options are one allow_* and one reject_*
+// option, or "choose [1-N]: " otherwise (y and n still pick the first
+// allow_* and reject_* option). With Default set, the question is printed
+// with the answer chosen, "allow? [y/n] y (default)". A request no one
+// answers is answered with the outcome cancelled; so are the requests
+// waiting when [Terminal.CancelPrompts] is called, as ACP requires after
+// session/cancel.
 //
 // A Terminal is safe for concurrent use. Its exported fields must be set
 // before the first message arrives and not changed afterwards.
@@ -44,8 +54,9 @@ type Terminal struct {
 	Err io.Writer // diagnostics (bad updates, refused file access); nil discards them
 
 	// Ask shows question (which does not end in a newline) to the person and
-	// returns the line they answer, without its newline; an error (io.EOF)
-	// means no answer. Nil means there is no one to ask: permission requests
+	// returns the line they answer; white space around the answer is
+	// ignored, and an error (io.EOF) means no answer. Questions are asked
+	// one at a time. Nil means there is no one to ask: permission requests
 	// are answered by Default, or cancelled.
 	Ask func(question string) (answer string, err error)
 
@@ -360,7 +371,7 @@ func (t *Terminal) text(k streamKind, s string) {
 			if !t.midLine {
 				t.write(t.prefix(k))
 			}
-			t.write(t.paint(streamStyle[k], l))
+			t.write(t.paint(streamStyle(k), l))
 			t.midLine = true
 		}
 		if nl {
@@ -371,8 +382,13 @@ func (t *Terminal) text(k streamKind, s string) {
 	}
 }
 
-// streamStyle is the style of each kind of stream.
-var streamStyle = [...]string{thoughtStream: styleThought}
+// streamStyle returns the style of a kind of stream.
+func streamStyle(k streamKind) string {
+	if k == thoughtStream {
+		return styleThought
+	}
+	return ""
+}
 
 // thinking starts a thought; its later lines are indented to match.
 const thinking = "thinking: "
@@ -429,4 +445,3 @@ func (t *Terminal) diag(format string, args ...any) {
 		fmt.Fprintf(t.Err, "client: "+format+"\n", args...)
 	}
 }
-

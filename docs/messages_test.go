@@ -1,5 +1,21 @@
 package docs_test
 
+// Tests of docs/messages.md: its examples load, the complete example plugs
+// do what the doc says when a client talks to the demo agent through them,
+// and its table of methods is the one of acp/methods.go.
+//
+// The examples of messages.md are named messages-example-N/PATH (not
+// example-N/PATH as in plugs.md and config.md), and their blaise.star start
+// the agent with
+//
+//	agent(command = "blaise-agent", args = ["demo-agent"])
+//
+// which is what a reader types. A test has no blaise-agent binary on its
+// PATH, so runExample replaces that line with an agent() that starts this
+// test binary, with BLAISE_TEST_AGENT=demo: TestMain then serves the demo
+// agent (demoagent.Run) on stdio, as runner/proxy_test.go does. The plugs are
+// used as written.
+
 import (
 	"bytes"
 	"context"
@@ -8,7 +24,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +39,8 @@ import (
 	"github.com/charmbracelet/log"
 )
 
+// TestMain lets the test binary serve as the agent: with
+// BLAISE_TEST_AGENT=demo it runs the demo agent on its stdio.
 func TestMain(m *testing.M) {
 	if os.Getenv("BLAISE_TEST_AGENT") == "demo" {
 		err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, demoagent.Options{StateDir: os.Getenv("DEMO_STATE"), Log: os.Stderr})
@@ -36,6 +57,120 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+const messagesDoc = "messages.md"
+
+// agentPlaceholder is the agent() line of the examples' blaise.star.
+const agentPlaceholder = `agent(command = "blaise-agent", args = ["demo-agent"])`
+
+var messagesExampleDir = regexp.MustCompile(`^messages-example-[0-9]+$`)
+
+// messageExamples returns the complete files of messages.md by example
+// (messages-example-N), with their names relative to the example.
+func messageExamples(t *testing.T) map[string][]block {
+	t.Helper()
+	bs := blocks(t, messagesDoc)
+	if len(bs) == 0 {
+		t.Fatalf("%s has no checked examples (blocks starting with # file:)", messagesDoc)
+	}
+	groups := map[string][]block{}
+	seen := map[string]int{}
+	for _, b := range bs {
+		clean := path.Clean(b.name)
+		group, _, ok := strings.Cut(clean, "/")
+		if clean != b.name || !ok || !messagesExampleDir.MatchString(group) {
+			t.Errorf("%s:%d: file name %q: want messages-example-N/PATH", messagesDoc, b.line, b.name)
+			continue
+		}
+		if first, dup := seen[b.name]; dup {
+			t.Errorf("%s:%d: file %s is also given at line %d", messagesDoc, b.line, b.name, first)
+			continue
+		}
+		seen[b.name] = b.line
+		groups[group] = append(groups[group], b)
+	}
+	return groups
+}
+
+// TestMessagesExamplesLoad loads every example's blaise.star as written in
+// the doc, with every plug it uses.
+func TestMessagesExamplesLoad(t *testing.T) {
+	groups := messageExamples(t)
+	dir := t.TempDir()
+	var names []string
+	for g, files := range groups {
+		names = append(names, g)
+		for _, b := range files {
+			p := filepath.Join(dir, filepath.FromSlash(b.name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(b.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sort.Strings(names)
+	// Positions in errors are relative to the working directory.
+	t.Chdir(dir)
+	for _, g := range names {
+		t.Run(g, func(t *testing.T) {
+			checkExample(t, messagesDoc, g, groups[g])
+			for _, b := range groups[g] {
+				if path.Base(b.name) == "blaise.star" && !strings.Contains(b.text, agentPlaceholder) {
+					t.Errorf("%s:%d: %s does not start the demo agent with %s, so the test cannot run it", messagesDoc, b.line, b.name, agentPlaceholder)
+				}
+			}
+		})
+	}
+}
+
+// TestMessagesMethodTable checks the table of methods in messages.md
+// against acp.Methods: the same methods, directions, kinds and stability.
+func TestMessagesMethodTable(t *testing.T) {
+	text, err := os.ReadFile(messagesDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)` \\| ([^|]+) \\| ([^|]+) \\| (yes|no) \\|$")
+	rows := row.FindAllStringSubmatch(string(text), -1)
+	documented := map[string]bool{}
+	for _, r := range rows {
+		name, sent, kind, stable := r[1], strings.TrimSpace(r[2]), strings.TrimSpace(r[3]), r[4] == "yes"
+		if documented[name] {
+			t.Errorf("%s is in the table twice", name)
+		}
+		documented[name] = true
+		m, ok := acp.Lookup(name)
+		if !ok {
+			t.Errorf("%s is in the table but not in acp.Methods", name)
+			continue
+		}
+		wantSent := map[acp.Side]string{acp.ToAgent: "client → agent", acp.ToClient: "agent → client", acp.Both: "either way"}[m.Side]
+		if sent != wantSent {
+			t.Errorf("%s: sent %q, want %q", name, sent, wantSent)
+		}
+		wantKind := "request"
+		switch {
+		case m.Request && m.Notification:
+			wantKind = "request or notification"
+		case m.Notification:
+			wantKind = "notification"
+		}
+		if kind != wantKind {
+			t.Errorf("%s: kind %q, want %q", name, kind, wantKind)
+		}
+		if stable != m.Stable {
+			t.Errorf("%s: stable %v, want %v", name, stable, m.Stable)
+		}
+	}
+	for name := range acp.Methods {
+		if !documented[name] {
+			t.Errorf("%s is in acp.Methods but not in the table of %s", name, messagesDoc)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -53,47 +188,68 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-const agentPlaceholder = `agent(command = "blaise-agent", args = ["demo-agent"])`
-
+// session is a run of an example's chain around the demo agent, with the
+// test as its ACP client, connected by pipes.
 type session struct {
 	t       *testing.T
-	dir     string
+	dir     string // the example's directory, also the ACP session's cwd
 	run     *runner.Run
 	done    chan runner.Result
 	in      *io.PipeWriter
-	msgs    chan *acp.Message
+	msgs    chan *acp.Message // what the client receives
 	logs    *syncBuffer
 	records *syncBuffer
 	rec     *acp.JSONLRecorder
 }
 
-func startFiles(t *testing.T, files map[string]string) *session {
+// runExample runs example group of messages.md (see startChain).
+func runExample(t *testing.T, group string) *session {
+	t.Helper()
+	bs := messageExamples(t)[group]
+	if len(bs) == 0 {
+		t.Fatalf("%s has no example %s", messagesDoc, group)
+	}
+	files := map[string]string{}
+	for _, b := range bs {
+		files[strings.TrimPrefix(b.name, group+"/")] = b.text
+	}
+	if !strings.Contains(files["blaise.star"], agentPlaceholder) {
+		t.Fatalf("%s: %s/blaise.star lacks %s", messagesDoc, group, agentPlaceholder)
+	}
+	return startChain(t, files)
+}
+
+// startChain writes files (by path; blaise.star is the configuration) to a
+// temporary directory, points the agent() of blaise.star at the demo agent
+// (see the top of this file) and starts a run with the test as the client.
+func startChain(t *testing.T, files map[string]string) *session {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range files {
+		if name == "blaise.star" {
+			demo := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"demo\", \"DEMO_STATE\": %q})",
+				os.Args[0], filepath.Join(t.TempDir(), "demo-state"))
+			text = strings.Replace(text, agentPlaceholder, demo, 1)
+		}
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
-		}
-		if name == "blaise.star" {
-			if !strings.Contains(text, agentPlaceholder) {
-				t.Fatalf("blaise.star lacks %s", agentPlaceholder)
-			}
-			text = strings.Replace(text, agentPlaceholder, fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"demo\", \"DEMO_STATE\": %q})", os.Args[0], filepath.Join(dir, "demo-state")), 1)
 		}
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	config := filepath.Join(dir, "blaise.star")
 	logs := &syncBuffer{}
 	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
-	cfg, err := runner.LoadConfig(filepath.Join(dir, "blaise.star"), logger)
+	cfg, err := runner.LoadConfig(config, logger)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), in: inW, msgs: make(chan *acp.Message, 1024), logs: logs, records: &syncBuffer{}}
+	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), in: inW,
+		msgs: make(chan *acp.Message, 4096), logs: logs, records: &syncBuffer{}}
 	s.rec = acp.NewJSONLRecorder(s.records)
 	s.run = runner.New(runner.Options{
 		Config:     cfg,
@@ -115,7 +271,6 @@ func startFiles(t *testing.T, files map[string]string) *session {
 				continue
 			}
 			if err != nil {
-				_, _ = io.Copy(io.Discard, outR)
 				return
 			}
 			s.msgs <- m
@@ -143,6 +298,7 @@ func startFiles(t *testing.T, files map[string]string) *session {
 	return s
 }
 
+// send writes one line to the chain as the client.
 func (s *session) send(line string) {
 	s.t.Helper()
 	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
@@ -150,6 +306,7 @@ func (s *session) send(line string) {
 	}
 }
 
+// next returns the next message the client receives.
 func (s *session) next() *acp.Message {
 	s.t.Helper()
 	select {
@@ -158,12 +315,14 @@ func (s *session) next() *acp.Message {
 			s.t.Fatalf("the client's stream ended\nlog:\n%s", s.logs)
 		}
 		return m
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		s.t.Fatalf("no message for the client\nlog:\n%s", s.logs)
 	}
 	return nil
 }
 
+// until reads messages until one satisfies ok, and returns those before it
+// and it.
 func (s *session) until(ok func(*acp.Message) bool) ([]*acp.Message, *acp.Message) {
 	s.t.Helper()
 	var before []*acp.Message
@@ -180,6 +339,12 @@ func responseTo(id string) func(*acp.Message) bool {
 	return func(m *acp.Message) bool { return m.Kind == acp.Response && string(m.ID) == id }
 }
 
+func requestOf(method string) func(*acp.Message) bool {
+	return func(m *acp.Message) bool { return m.Kind == acp.Request && m.Method == method }
+}
+
+// open initializes the agent and creates an ACP session in the example's
+// directory; it returns the session id.
 func (s *session) open() string {
 	s.t.Helper()
 	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}`)
@@ -195,29 +360,259 @@ func (s *session) open() string {
 	return r.SessionID
 }
 
+// prompt sends a session/prompt of one text block.
 func (s *session) prompt(id int, sid, text string) {
 	b, _ := json.Marshal(text)
 	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, sid, b))
 }
 
+// turn sends a prompt and returns what the client received until its
+// response, and the response.
+func (s *session) turn(id int, sid, text string) ([]*acp.Message, *acp.Message) {
+	s.t.Helper()
+	s.prompt(id, sid, text)
+	return s.until(responseTo(fmt.Sprint(id)))
+}
+
+// recorded closes the transcript and returns its records.
+func (s *session) recorded() []acp.Record {
+	s.t.Helper()
+	if err := s.rec.Close(); err != nil {
+		s.t.Fatalf("transcript: %v", err)
+	}
+	var out []acp.Record
+	for _, line := range strings.Split(strings.TrimSpace(s.records.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r acp.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			s.t.Fatalf("record %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// waitLog waits until the log holds want.
+func (s *session) waitLog(want string) {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.logs.String(), want) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the log lacks %q:\n%s", want, s.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// update is the part of a session/update that the tests read.
+type update struct {
+	Kind    string `json:"sessionUpdate"`
+	Content struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+func updateOf(m *acp.Message) (update, bool) {
+	var p struct {
+		Update update `json:"update"`
+	}
+	if m.Method != "session/update" || json.Unmarshal(m.Params, &p) != nil {
+		return update{}, false
+	}
+	return p.Update, true
+}
+
+// chunks returns the texts of the agent_message_chunk updates among ms.
 func chunks(ms []*acp.Message) []string {
 	var out []string
 	for _, m := range ms {
-		if m.Method != "session/update" {
-			continue
-		}
-		var p struct {
-			Update struct {
-				Kind    string `json:"sessionUpdate"`
-				Content struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"update"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		if p.Update.Kind == "agent_message_chunk" {
-			out = append(out, p.Update.Content.Text)
+		if u, ok := updateOf(m); ok && u.Kind == "agent_message_chunk" {
+			out = append(out, u.Content.Text)
 		}
 	}
 	return out
+}
+
+func TestMessagesExampleRedact(t *testing.T) {
+	// The runner's environment holds a token the agent inherits.
+	t.Setenv("DEMO_TOKEN", "tok-5ecret-123")
+	s := runExample(t, "messages-example-1")
+	sid := s.open()
+	before, _ := s.turn(3, sid, "my password is hunter2\nall clear")
+	if got := strings.Join(chunks(before), "|"); got != "echo: my password is [redacted]|echo: all clear" {
+		t.Fatalf("the client got %q", got)
+	}
+	before, _ = s.turn(4, sid, "/env DEMO_TOKEN")
+	if got := strings.Join(chunks(before), "|"); got != "DEMO_TOKEN=[redacted]" {
+		t.Fatalf("the client got %q", got)
+	}
+	var agentSaw, unchanged bool
+	for _, r := range s.recorded() {
+		msg := string(r.Message)
+		if r.Direction == "to_agent" && strings.Contains(msg, "hunter2") {
+			agentSaw = true
+		}
+		if r.Direction == "from_agent" && (strings.Contains(msg, "hunter2") || strings.Contains(msg, "tok-5ecret-123")) {
+			t.Errorf("the transcript holds a secret toward the client: %s", msg)
+		}
+		// The demo agent's own encoding: an unchanged chunk went byte for byte.
+		if r.Direction == "from_agent" && msg == fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"content":{"text":"echo: all clear","type":"text"},"sessionUpdate":"agent_message_chunk"}}}`, sid) {
+			unchanged = true
+		}
+	}
+	if !agentSaw {
+		t.Error("the transcript lacks the prompt as the agent saw it")
+	}
+	if !unchanged {
+		t.Errorf("the unchanged chunk was not forwarded as it came:\n%s", s.records)
+	}
+}
+
+func TestMessagesExampleAutoApprove(t *testing.T) {
+	s := runExample(t, "messages-example-2")
+	sid := s.open()
+	before, _ := s.turn(3, sid, "/permission")
+	for _, m := range before {
+		if m.Method == "session/request_permission" {
+			t.Fatalf("the client was asked: %s", m.Raw)
+		}
+	}
+	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+		t.Fatalf("the agent reported %q", got)
+	}
+	var tagged bool
+	for _, r := range s.recorded() {
+		if r.Method == "session/request_permission" {
+			t.Errorf("the transcript holds the request the plug answered: %s", r.Message)
+		}
+		if r.Kind == "response" && r.Direction == "to_agent" && r.Plug == "acme/auto-approve" {
+			tagged = true
+		}
+	}
+	if !tagged {
+		t.Errorf("no response tagged with the plug's name:\n%s", s.records)
+	}
+	s.waitLog("acme/auto-approve: allowed")
+}
+
+func TestMessagesExampleAutoApproveAfterCancel(t *testing.T) {
+	// The plug remembers a cancel until the session's next prompt, and the
+	// client gets the agent's "cancelled" result.
+	s := runExample(t, "messages-example-2")
+	sid := s.open()
+	s.prompt(3, sid, "/slow 200\nfirst\n/permission")
+	s.until(func(m *acp.Message) bool { return m.Method == "session/update" })
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	for {
+		m := s.next()
+		if m.Kind == acp.Request && m.Method == "session/request_permission" {
+			// Sent after the cancel: the plug leaves it to the client, which
+			// answers "cancelled" as ACP requires.
+			s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`, m.ID))
+			continue
+		}
+		if responseTo("3")(m) {
+			if !strings.Contains(string(m.Result), `"stopReason":"cancelled"`) {
+				t.Fatalf("the prompt answered %s", m.Raw)
+			}
+			break
+		}
+	}
+	// The next turn is approved again.
+	before, _ := s.turn(4, sid, "/permission")
+	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+		t.Fatalf("the next turn reported %q", got)
+	}
+}
+
+func TestMessagesExampleHouseRules(t *testing.T) {
+	s := runExample(t, "messages-example-3")
+	sid := s.open()
+	before, resp := s.turn(3, sid, "hello")
+	const rules = "Follow CONTRIBUTING.md; never push to main."
+	if got := strings.Join(chunks(before), "|"); got != "echo: hello|echo: "+rules {
+		t.Fatalf("the agent echoed %q", got)
+	}
+	if !strings.Contains(string(resp.Result), `"stopReason":"end_turn"`) {
+		t.Fatalf("response %s", resp.Raw)
+	}
+	var injected bool
+	for _, r := range s.recorded() {
+		if r.Direction == "to_agent" && r.Method == "session/prompt" {
+			injected = strings.Contains(string(r.Message), `{"type":"text","text":"hello"},{"type":"text","text":"`+rules+`"}`)
+		}
+	}
+	if !injected {
+		t.Errorf("the transcript lacks the prompt as the agent saw it:\n%s", s.records)
+	}
+}
+
+func TestMessagesExampleFSGuard(t *testing.T) {
+	s := runExample(t, "messages-example-4")
+	sid := s.open()
+	before, _ := s.turn(3, sid, "/read /etc/hostname")
+	for _, m := range before {
+		if m.Method == "fs/read_text_file" {
+			t.Fatalf("the client got a refused request: %s", m.Raw)
+		}
+	}
+	got := strings.Join(chunks(before), "|")
+	if !strings.HasPrefix(got, "read /etc/hostname: error: outside the workspace: /etc/hostname (-32001)") {
+		t.Fatalf("the agent reported %q", got)
+	}
+	// "../x" from the session's directory is outside too.
+	before, _ = s.turn(4, sid, "/read "+s.dir+"/sub/../../x")
+	if got := strings.Join(chunks(before), "|"); !strings.Contains(got, "outside the workspace") {
+		t.Fatalf("the agent reported %q", got)
+	}
+	// Inside the workspace the client is asked.
+	s.prompt(5, sid, "/read notes.txt")
+	_, req := s.until(requestOf("fs/read_text_file"))
+	if !strings.Contains(string(req.Params), filepath.Join(s.dir, "notes.txt")) {
+		t.Fatalf("request %s", req.Raw)
+	}
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":"my notes"}}`, req.ID))
+	before, _ = s.until(responseTo("5"))
+	if got := strings.Join(chunks(before), "|"); got != "read "+filepath.Join(s.dir, "notes.txt")+": my notes" {
+		t.Fatalf("the agent reported %q", got)
+	}
+	s.waitLog("acme/fs-guard: refused")
+}
+
+func TestMessagesExampleUsage(t *testing.T) {
+	s := runExample(t, "messages-example-5")
+	sid := s.open()
+	s.turn(3, sid, "/chunks 3")
+	s.turn(4, sid, "/think hmm")
+	s.waitLog("acme/usage: turn stop_reason=end_turn updates=3 kinds=agent_message_chunk:3")
+	s.waitLog("acme/usage: turn stop_reason=end_turn updates=1 kinds=agent_thought_chunk:1")
+	s.run.Stop(runner.Stop{Reason: "idle", MayResume: true})
+	s.waitLog("acme/usage: usage reason=idle context=None turns=2 updates=4 words=6 tokens=0")
+}
+
+func TestMessagesExampleTurnTimer(t *testing.T) {
+	s := runExample(t, "messages-example-6")
+	sid := s.open()
+	_, resp := s.turn(3, sid, "/sleep 300")
+	var r struct {
+		StopReason string `json:"stopReason"`
+		Meta       struct {
+			Timer struct {
+				MS *int `json:"ms"`
+			} `json:"acme/turn-timer"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.StopReason != "end_turn" || r.Meta.Timer.MS == nil {
+		t.Fatalf("response %s", resp.Raw)
+	}
+	if ms := *r.Meta.Timer.MS; ms < 250 || ms > 20000 {
+		t.Errorf("the turn took %d ms; want about 300", ms)
+	}
+	if !strings.HasPrefix(string(resp.Raw), `{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","_meta":{"acme/turn-timer":{"ms":`) {
+		t.Errorf("response %s", resp.Raw)
+	}
+	s.waitLog("acme/turn-timer: turn ms=")
 }

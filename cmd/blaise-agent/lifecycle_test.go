@@ -354,8 +354,7 @@ def on_session(ctx, next):
 }
 
 func TestL2_TeardownFailingUntilOrphanedThenResolved(t *testing.T) {
-	blaise.TeardownBackoff, blaise.MaxTeardownAttempts = time.Millisecond, 3
-	l := newLab(t, blaise.Settings{}, map[string]string{
+	l := newLab(t, blaise.Settings{TeardownBackoff: time.Millisecond, TeardownAttempts: 3}, map[string]string{
 		"blaise.star": `setup(use("./stuck.star"))`,
 		"stuck.star": `plug(name = "stuck")
 def on_teardown(ctx, next):

@@ -175,6 +175,7 @@ var errEnded = errors.New("the session ended")
 
 // attached is a client connected to a live session.
 type attached struct {
+	term *client.Terminal
 	live *blaise.Live
 	conn *client.Conn
 	acp  string // the agent's session id
@@ -206,7 +207,7 @@ func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Term
 		fromLive.Close()
 	}()
 	go func() { _ = conn.Run(connCtx) }()
-	s := &attached{live: live, conn: conn, stop: cancel}
+	s := &attached{term: term, live: live, conn: conn, stop: cancel}
 	fail := func(err error) (*attached, error) {
 		_ = live.Stop("closed", false)
 		_, _ = live.Wait(ctx)
@@ -259,7 +260,6 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 	for {
 		select {
 		case r := <-done:
-			fmt.Println()
 			if r.err != nil {
 				if s.ended() {
 					return errEnded
@@ -270,9 +270,7 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 				StopReason string `json:"stopReason"`
 			}
 			_ = json.Unmarshal(r.res, &v)
-			if v.StopReason != "end_turn" {
-				fmt.Fprintf(os.Stderr, "(%s)\n", v.StopReason)
-			}
+			s.term.EndTurn(v.StopReason)
 			return nil
 		case <-sig:
 			if cancelled {
@@ -282,8 +280,9 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 				return errEnded
 			}
 			cancelled = true
-			fmt.Fprintln(os.Stderr, "\ncancelling the turn (Ctrl-C again ends the session)")
+			s.term.Notice("cancelling the turn (Ctrl-C again ends the session)")
 			_ = s.conn.Notify("session/cancel", map[string]any{"sessionId": s.acp})
+			s.term.CancelPrompts()
 		case <-s.live.Done():
 			<-done
 			return errEnded
