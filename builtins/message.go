@@ -139,7 +139,12 @@ func (m *Message) Encode() (*acp.Message, error) {
 		return m.Msg, err
 	}
 	if m.Msg.Kind == acp.Response {
-		return m.Msg.WithResult(data), nil
+		// A result replaces an error: a response carries one of the two.
+		out := m.Msg
+		if out.Error != nil {
+			out = out.WithError(nil)
+		}
+		return out.WithResult(data), nil
 	}
 	return m.Msg.WithParams(data), nil
 }

@@ -127,7 +127,7 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 	if calls == 0 {
 		by = p.use.Plug.Name
 	}
-	resp, err := pl.response(msg.Msg, ret)
+	resp, err := pl.response(msg, ret)
 	if err != nil {
 		return nil, "", r.handlerError(p, "on_message", fn, err.Error())
 	}
@@ -135,8 +135,8 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 }
 
 // response turns what on_message returned for a request into the response.
-func (pl *pipeline) response(req *acp.Message, ret starlark.Value) (*builtins.Message, error) {
-	dir := builtins.ToAgent
+func (pl *pipeline) response(msg *builtins.Message, ret starlark.Value) (*builtins.Message, error) {
+	req, dir := msg.Msg, msg.Direction
 	switch v := ret.(type) {
 	case *builtins.Message:
 		if v.Msg.Kind != acp.Response {

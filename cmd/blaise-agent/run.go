@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -22,26 +23,47 @@ import (
 
 // RunCmd is `blaise-agent run`: a terminal ACP client of one session.
 type RunCmd struct {
-	Config  string   `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
-	Session string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session."`
-	Prompt  []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
-	Yes     bool     `help:"Allow every permission request without asking." xor:"answer"`
-	No      bool     `help:"Deny every permission request without asking." xor:"answer"`
-	End     bool     `help:"End the session (reason closed) when done, instead of stopping it as idle."`
+	Config   string   `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which"`
+	Continue bool     `help:"Continue the most recently paused session of this configuration." xor:"which"`
+	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
+	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
+	No       bool     `help:"Deny every permission request without asking." xor:"answer"`
+	End      bool     `help:"End the session (reason closed) when done, instead of stopping it as idle."`
 	SessionFlags
 }
 
-// SessionFlags are the lifecycle settings and the state directory.
+// StateFlags locate the sessions.
+type StateFlags struct {
+	StateDir string `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR"`
+}
+
+// SessionFlags are the lifecycle settings of new sessions.
 type SessionFlags struct {
-	StateDir        string        `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR"`
+	StateFlags
 	IdlePolicy      string        `help:"What an idle session does: pause (keep the environment) or end (tear it down)." enum:"pause,end" default:"pause"`
 	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
 	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
 	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
 }
 
-// engine opens the store and returns the lifecycle engine.
+// engine returns the lifecycle engine with these settings.
 func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
+	e, err := f.StateFlags.engine(g)
+	if err != nil {
+		return nil, err
+	}
+	e.Settings = blaise.Settings{
+		IdlePolicy:      blaise.IdlePolicy(f.IdlePolicy),
+		PausedLifetime:  f.PausedLifetime,
+		InactivityLimit: f.InactivityLimit,
+		Timeout:         f.Timeout,
+	}
+	return e, nil
+}
+
+// engine opens the store and returns the lifecycle engine.
+func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
 	dir := f.StateDir
 	if dir == "" {
 		dir = blaise.DefaultStateDir()
@@ -57,12 +79,6 @@ func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
 	return &blaise.Engine{
 		Store:   store,
 		Command: []string{self, "session-process"},
-		Settings: blaise.Settings{
-			IdlePolicy:      blaise.IdlePolicy(f.IdlePolicy),
-			PausedLifetime:  f.PausedLifetime,
-			InactivityLimit: f.InactivityLimit,
-			Timeout:         f.Timeout,
-		},
 		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat},
 		Log:     g.Logger(),
 	}, nil
@@ -101,6 +117,11 @@ func (c *RunCmd) Run(g *Globals) error {
 	defer signal.Stop(sig)
 
 	id := c.Session
+	if c.Continue {
+		if id, err = lastPaused(e, c.Config); err != nil {
+			return err
+		}
+	}
 	var s *attached
 	defer func() {
 		if s != nil {
@@ -237,6 +258,8 @@ func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Term
 		if _, err := conn.Call(ctx, "session/load", map[string]any{"sessionId": s.acp, "cwd": cwd, "mcpServers": []any{}}); err != nil {
 			return fail(fmt.Errorf("session/load: %w", err))
 		}
+		term.EndTurn("end_turn") // the replayed history ends where the new turn starts
+
 	}
 	return s, nil
 }
@@ -329,4 +352,26 @@ func selfCommand() (string, error) {
 		}
 	}
 	return os.Executable()
+}
+
+// lastPaused returns the most recently paused session of the configuration.
+func lastPaused(e *blaise.Engine, config string) (string, error) {
+	abs, err := filepath.Abs(config)
+	if err != nil {
+		return "", err
+	}
+	recs, err := e.Store.Sessions()
+	if err != nil {
+		return "", err
+	}
+	var last *blaise.SessionRecord
+	for _, r := range recs {
+		if r.State == blaise.Paused && r.Config == abs && (last == nil || r.PausedAt.After(last.PausedAt)) {
+			last = r
+		}
+	}
+	if last == nil {
+		return "", fmt.Errorf("no paused session of %s to continue", config)
+	}
+	return last.ID, nil
 }
