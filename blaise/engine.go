@@ -263,8 +263,10 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 		got:         map[string]bool{},
 		reportsDone: make(chan struct{}),
 		turns:       map[string]bool{},
-		activity:    time.Now(),
-		started:     time.Now(),
+		// Until the run reports it, the chain resumes as it did before.
+		resumable: rec.Resumable,
+		activity:  time.Now(),
+		started:   time.Now(),
 	}
 	if kind != runner.Teardown {
 		l.out = l.track(acp.ReadMessages(stdout, 0, e.logger()))

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -420,5 +424,136 @@ func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
 	l.wait(live)
 	if err := live.Stop("closed", false); err != nil {
 		t.Fatalf("a second stop: %v", err)
+	}
+}
+
+// children lists the child processes of pid.
+func children(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		var c int
+		if _, err := fmt.Sscan(e.Name(), &c); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so read after ")".
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(fields) > 1 && fields[1] == fmt.Sprint(pid) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// A zombie has exited; only its parent has not reaped it yet.
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// killMidTurn starts a session, begins a long turn, and kills its session
+// process with SIGKILL; it returns the record after the front end settled
+// it and the agent's pid.
+func killMidTurn(t *testing.T, l *lab) (*blaise.SessionRecord, int) {
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.open(live, "")
+	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/sleep 60000"}]}}`, s.sid))
+	rec, _ := l.engine.Store.Session(live.ID)
+	agents := children(rec.PID)
+	if len(agents) != 1 {
+		t.Fatalf("session process %d has children %v", rec.PID, agents)
+	}
+	if err := syscall.Kill(rec.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return l.wait(live), agents[0]
+}
+
+func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	rec, agent := killMidTurn(t, l)
+	if rec.State != blaise.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
+		t.Fatalf("record %+v pause %+v", rec, rec.Pause)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(agent) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent %d outlived its session process", agent)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Pause policy: the environment is kept, and the session resumes.
+	live, err := l.engine.Resume(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = live.StopIdle()
+	if rec := l.wait(live); rec.State != blaise.Paused || rec.Runs != 2 {
+		t.Fatalf("after resume: %+v", rec)
+	}
+}
+
+func TestL7_SessionProcessKilledUnderEndPolicyTearsDown(t *testing.T) {
+	l := counterLab(t, blaise.Settings{IdlePolicy: blaise.PolicyEnd})
+	rec, _ := killMidTurn(t, l)
+	if rec.State != blaise.Ended || rec.EndReason != "failed" || l.file("teardown") != "reason=failed" {
+		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
+	}
+}
+
+func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	cmd := exec.Command(self(t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir())
+	cmd.Dir = l.dir
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = &lockedBuilder{b: l.logs}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "hello\n")
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), "echo: hello") {
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// The session process lost its front end: it stops as idle and pauses.
+	var rec *blaise.SessionRecord
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		recs, _ := l.engine.Store.Sessions()
+		if len(recs) == 1 && recs[0].State == blaise.Paused {
+			rec = recs[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no paused session: %+v\nlogs:\n%s", recs, l.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rec.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v", rec.Pause)
+	}
+	live, err := l.engine.Resume(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := l.open(live, rec.ACPSessionID)
+	if got := strings.Join(s.prompt(3, "again"), "|"); !strings.HasSuffix(got, "echo: again") {
+		t.Fatalf("chunks %q", got)
+	}
+	_ = live.StopIdle()
+	l.wait(live)
+	if got := l.file("run-2"); got != "n=2 kind=resume" {
+		t.Fatalf("run 2 saw %q", got)
 	}
 }
