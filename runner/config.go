@@ -5,14 +5,22 @@ import (
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 	"github.com/charmbracelet/log"
+	"go.starlark.net/starlark"
 )
 
 // NewLoader returns a loader with the standard library and the builtins
-// every plug sees.
+// every plug sees, and BLAISE_AGENT, the path of this program.
 func NewLoader(logger *log.Logger) *interp.Loader {
+	predeclared := starlark.StringDict{}
+	for k, v := range builtins.Predeclared {
+		predeclared[k] = v
+	}
+	if self, err := Self(); err == nil {
+		predeclared["BLAISE_AGENT"] = starlark.String(self)
+	}
 	return &interp.Loader{
 		Stdlib:      stdlib.FS,
-		Predeclared: builtins.Predeclared,
+		Predeclared: predeclared,
 		Print: func(file, msg string) {
 			logger.WithPrefix(file).Info(msg)
 		},

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/mattn/go-isatty"
 )
 
@@ -72,7 +72,7 @@ func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	self, err := selfCommand()
+	self, err := runner.Self()
 	if err != nil {
 		return nil, err
 	}
@@ -341,17 +341,6 @@ func (w liveWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
-}
-
-// selfCommand is how to start this program again: the name it was started
-// with when it was found on $PATH, else its executable.
-func selfCommand() (string, error) {
-	if !strings.Contains(os.Args[0], string(os.PathSeparator)) {
-		if p, err := exec.LookPath(os.Args[0]); err == nil {
-			return p, nil
-		}
-	}
-	return os.Executable()
 }
 
 // lastPaused returns the most recently paused session of the configuration.

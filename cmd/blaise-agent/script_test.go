@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -16,6 +17,11 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir: "../../testscripts",
 		Setup: func(env *testscript.Env) error {
+			repo, err := filepath.Abs("../..")
+			if err != nil {
+				return err
+			}
+			env.Setenv("REPO", repo)
 			env.Setenv("NO_COLOR", "1")
 			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
 			return nil
