@@ -54,10 +54,11 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := runner.LoadConfig(abs, e.logger()); err != nil {
+	cfg, err := runner.LoadConfig(abs, e.logger())
+	if err != nil {
 		return nil, err
 	}
-	settings, err := e.Settings.Normalize()
+	settings, err := e.Settings.Over(cfg.Session).Normalize()
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package blaise
 
 import (
 	"fmt"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 	"os"
 	"strconv"
 	"time"
@@ -65,6 +67,24 @@ func MaxPausedLifetime() (time.Duration, error) {
 		return 0, fmt.Errorf("SESSION_MAX_PAUSED_LIFETIME_MS: want a positive number of milliseconds, got %q", v)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Over returns s over the settings of a configuration's session(...):
+// what s sets wins (flags over the file), the rest comes from c.
+func (s Settings) Over(c interp.SessionSettings) Settings {
+	if s.IdlePolicy == "" {
+		s.IdlePolicy = IdlePolicy(c.IdlePolicy)
+	}
+	if s.PausedLifetime == 0 {
+		s.PausedLifetime = c.PausedLifetime
+	}
+	if s.InactivityLimit == 0 {
+		s.InactivityLimit = c.InactivityLimit
+	}
+	if s.Timeout == 0 {
+		s.Timeout = c.Timeout
+	}
+	return s
 }
 
 // Normalize fills in defaults, checks the values and caps the paused

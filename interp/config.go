@@ -3,6 +3,7 @@ package interp
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -14,6 +15,18 @@ type Config struct {
 	Dir   string // directory of the configuration
 	Agent Agent
 	Uses  []*Use
+	// Session holds the lifecycle settings of session(...); zero values
+	// are unset.
+	Session SessionSettings
+}
+
+// SessionSettings are the lifecycle settings a configuration may set (L1).
+type SessionSettings struct {
+	IdlePolicy      string
+	PausedLifetime  time.Duration
+	InactivityLimit time.Duration
+	Timeout         time.Duration
+	Pos             syntax.Position
 }
 
 // Agent is the agent process as configured; plugs refine it through ctx.agent.
@@ -164,7 +177,36 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 	})
 
 	predeclared := l.withPlug()
-	predeclared["agent"], predeclared["setup"], predeclared["use"] = agentFn, setupFn, useFn
+	var sessionSet bool
+	sessionFn := starlark.NewBuiltin("session", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if sessionSet {
+			return nil, fmt.Errorf("session() called twice: first at %s", cfg.Session.Pos)
+		}
+		var policy, paused, inactivity, timeout string
+		if err := starlark.UnpackArgs("session", args, kwargs, "idle_policy?", &policy, "paused_lifetime?", &paused, "inactivity_limit?", &inactivity, "timeout?", &timeout); err != nil {
+			return nil, err
+		}
+		if policy != "" && policy != "pause" && policy != "end" {
+			return nil, fmt.Errorf("session: idle_policy: want \"pause\" or \"end\", got %q", policy)
+		}
+		st := SessionSettings{IdlePolicy: policy, Pos: thread.CallFrame(1).Pos}
+		for _, d := range []struct {
+			name, text string
+			dst        *time.Duration
+		}{{"paused_lifetime", paused, &st.PausedLifetime}, {"inactivity_limit", inactivity, &st.InactivityLimit}, {"timeout", timeout, &st.Timeout}} {
+			if d.text == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.text)
+			if err != nil || v <= 0 {
+				return nil, fmt.Errorf("session: %s: want a positive duration such as \"90s\", \"30m\" or \"24h\", got %q", d.name, d.text)
+			}
+			*d.dst = v
+		}
+		cfg.Session, sessionSet = st, true
+		return starlark.None, nil
+	})
+	predeclared["agent"], predeclared["setup"], predeclared["use"], predeclared["session"] = agentFn, setupFn, useFn, sessionFn
 	if _, err := l.load(abs, configFile, predeclared, nil); err != nil {
 		return nil, err
 	}

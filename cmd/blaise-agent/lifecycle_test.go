@@ -557,3 +557,22 @@ func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
 		t.Fatalf("run 2 saw %q", got)
 	}
 }
+
+func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
+	t.Setenv("SESSION_MAX_PAUSED_LIFETIME_MS", "3600000")
+	l := counterLab(t, blaise.Settings{Timeout: 42 * time.Minute})
+	cfg := filepath.Join(l.dir, "blaise.star")
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, append(b, []byte("\nsession(idle_policy = \"end\", paused_lifetime = \"48h\", inactivity_limit = \"90s\", timeout = \"10m\")\n")...), 0o644)
+	live, err := l.engine.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := l.engine.Store.Session(live.ID)
+	want := blaise.Settings{IdlePolicy: blaise.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, TeardownBackoff: blaise.DefaultTeardownBackoff, TeardownAttempts: blaise.DefaultTeardownAttempts}
+	if rec.Settings != want {
+		t.Fatalf("settings %+v, want %+v (the cap, the file, the flag)", rec.Settings, want)
+	}
+	_ = live.Stop("closed", false)
+	l.wait(live)
+}

@@ -41,7 +41,7 @@ type StateFlags struct {
 // SessionFlags are the lifecycle settings of new sessions.
 type SessionFlags struct {
 	StateFlags
-	IdlePolicy      string        `help:"What an idle session does: pause (keep the environment) or end (tear it down)." enum:"pause,end" default:"pause"`
+	IdlePolicy      string        `help:"What an idle session does: pause (keep the environment) or end (tear it down); default: session(...) of the configuration, else pause." enum:",pause,end" default:""`
 	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
 	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
 	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
