@@ -303,7 +303,7 @@ type Live struct {
 
 	mu        sync.Mutex
 	activity  time.Time       // the last message either way
-	turns     map[string]bool // prompts waiting for their answer, by id
+	turns     map[string]bool // client requests waiting for their answer, by id
 	started   time.Time
 	stopped   *StopRecord
 	resumable bool
@@ -314,7 +314,9 @@ type Live struct {
 func (l *Live) Send(m *acp.Message) error {
 	l.mu.Lock()
 	l.activity = time.Now()
-	if m.Kind == acp.Request && m.Method == "session/prompt" {
+	if m.Kind == acp.Request {
+		// A request waiting for its answer (a prompt's turn above all)
+		// keeps the session busy: inactivity does not count (L1).
 		l.turns[acp.IDKey(m.ID)] = true
 	}
 	l.mu.Unlock()

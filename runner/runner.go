@@ -498,10 +498,23 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 	v, err := starlark.Call(thread, fn, args, nil)
 	if err != nil {
 		werr := interp.WrapError(err, p.use.Plug.Name, handler)
-		r.log.Error("handler failed", "err", werr)
+		if !passedOn(err) {
+			r.log.Error("handler failed", "err", werr)
+		}
 		return nil, werr
 	}
 	return v, nil
+}
+
+// passedOn reports whether err is the failure of an inner handler that
+// next() passed on: it was logged where it happened.
+func passedOn(err error) bool {
+	var evalErr *starlark.EvalError
+	if !errors.As(err, &evalErr) {
+		return false
+	}
+	inner, ok := evalErr.Unwrap().(*interp.Error)
+	return ok && inner.Handler != ""
 }
 
 const loggerKey = "blaise.logger"

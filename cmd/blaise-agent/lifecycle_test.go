@@ -62,7 +62,7 @@ func newLab(t *testing.T, settings blaise.Settings, files map[string]string) *la
 		Store:        store,
 		Command:      []string{bin, "session-process"},
 		Settings:     settings,
-		TimeoutGrace: 500 * time.Millisecond,
+		TimeoutGrace: 3 * time.Second,
 		Stderr:       &lockedBuilder{b: logs},
 		LogArgs:      []string{"--log-level", "debug"},
 		Log:          log.New(&lockedBuilder{b: logs}),

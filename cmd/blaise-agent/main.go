@@ -18,6 +18,7 @@ type CLI struct {
 	Globals
 
 	Run       RunCmd       `cmd:"" help:"Run a session in the terminal: send a prompt (or type them), stream the answer, pause the session when done."`
+	Acp       AcpCmd       `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
 	Sessions  SessionsCmd  `cmd:"" help:"List, end and resolve sessions."`
 	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
 	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`

@@ -1,0 +1,250 @@
+package acpfront
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/demoagent"
+)
+
+// fakeSessions is a lifecycle engine whose runs are demo agents in this
+// process, with no plugs: enough to test the front end's routing, ids,
+// pauses and resumes quickly and under the race detector.
+type fakeSessions struct {
+	agentDir string // the demo agents' state directory, shared by all runs
+
+	mu       sync.Mutex
+	recs     map[string]*blaise.SessionRecord
+	n        int
+	runs     []*fakeRun
+	startErr error
+}
+
+func newFakeSessions(dir string) *fakeSessions {
+	return &fakeSessions{agentDir: dir, recs: map[string]*blaise.SessionRecord{}}
+}
+
+func (f *fakeSessions) Start(config string) (Run, error) {
+	f.mu.Lock()
+	if f.startErr != nil {
+		f.mu.Unlock()
+		return nil, f.startErr
+	}
+	f.n++
+	id := fmt.Sprintf("bs%02d", f.n)
+	f.recs[id] = &blaise.SessionRecord{ID: id, Config: config, State: blaise.Active, Runs: 1, Resumable: true}
+	f.mu.Unlock()
+	return f.launch(id, 1), nil
+}
+
+func (f *fakeSessions) Resume(id string) (Run, error) {
+	f.mu.Lock()
+	rec, ok := f.recs[id]
+	if !ok {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("session %s: %w", id, blaise.ErrNotFound)
+	}
+	if rec.State != blaise.Paused {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("session %s is %s; only a paused session can resume", id, rec.State)
+	}
+	rec.State, rec.Stop = blaise.Active, nil
+	rec.Runs++
+	n := rec.Runs
+	f.mu.Unlock()
+	return f.launch(id, n), nil
+}
+
+func (f *fakeSessions) End(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec, ok := f.recs[id]
+	if !ok {
+		return blaise.ErrNotFound
+	}
+	rec.State, rec.EndReason = blaise.Ended, "closed"
+	return nil
+}
+
+func (f *fakeSessions) Session(id string) (*blaise.SessionRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rec, ok := f.recs[id]
+	if !ok {
+		return nil, fmt.Errorf("session %s: %w", id, blaise.ErrNotFound)
+	}
+	c := *rec
+	return &c, nil
+}
+
+func (f *fakeSessions) List() ([]*blaise.SessionRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*blaise.SessionRecord
+	for _, r := range f.recs {
+		c := *r
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+func (f *fakeSessions) TranscriptPath(id string) string { return "" }
+
+func (f *fakeSessions) record(id string) blaise.SessionRecord {
+	r, err := f.Session(id)
+	if err != nil {
+		return blaise.SessionRecord{}
+	}
+	return *r
+}
+
+// run returns the last run of a session.
+func (f *fakeSessions) run(id string) *fakeRun {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.runs) - 1; i >= 0; i-- {
+		if f.runs[i].id == id {
+			return f.runs[i]
+		}
+	}
+	return nil
+}
+
+func (f *fakeSessions) liveRuns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.runs {
+		select {
+		case <-r.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+type fakeRun struct {
+	f    *fakeSessions
+	id   string
+	num  int
+	in   *io.PipeWriter
+	w    *acp.Writer
+	out  chan *acp.Message
+	done chan struct{}
+
+	mu      sync.Mutex
+	stopped *blaise.StopRecord
+	sent    []string // methods of the messages sent to it
+}
+
+func (f *fakeSessions) launch(id string, num int) *fakeRun {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	r := &fakeRun{f: f, id: id, num: num, in: inW, w: acp.NewWriter(inW), out: make(chan *acp.Message, 64), done: make(chan struct{})}
+	f.mu.Lock()
+	f.runs = append(f.runs, r)
+	f.mu.Unlock()
+	agentDone := make(chan error, 1)
+	go func() {
+		err := demoagent.Run(context.Background(), inR, outW, demoagent.Options{StateDir: f.agentDir})
+		outW.Close()
+		inR.Close()
+		agentDone <- err
+	}()
+	go func() {
+		rd := acp.NewReader(outR, 0)
+		for {
+			m, err := rd.Next()
+			if err != nil {
+				break
+			}
+			if m.Kind == acp.Response {
+				if sid, ok := stringMember(m.Result, "sessionId"); ok {
+					f.mu.Lock()
+					f.recs[id].ACPSessionID = sid
+					f.mu.Unlock()
+				}
+			}
+			r.out <- m
+		}
+		close(r.out)
+		err := <-agentDone
+		r.mu.Lock()
+		stop := r.stopped
+		r.mu.Unlock()
+		f.mu.Lock()
+		rec := f.recs[id]
+		switch {
+		case stop != nil && stop.MayResume:
+			rec.State = blaise.Paused
+			rec.Pause = &blaise.PauseRecord{Reason: stop.Reason, MayResume: true, Run: num}
+		case stop != nil:
+			rec.State, rec.EndReason = blaise.Ended, stop.Reason
+			rec.Pause = &blaise.PauseRecord{Reason: stop.Reason, Run: num}
+		default: // the agent went away on its own: a failed run, which may resume
+			rec.State = blaise.Paused
+			rec.Pause = &blaise.PauseRecord{Reason: "failed", MayResume: true, Run: num, Error: fmt.Sprint(err)}
+		}
+		f.mu.Unlock()
+		close(r.done)
+	}()
+	return r
+}
+
+func (r *fakeRun) SessionID() string              { return r.id }
+func (r *fakeRun) Number() int                    { return r.num }
+func (r *fakeRun) Messages() <-chan *acp.Message  { return r.out }
+func (r *fakeRun) Done() <-chan struct{}          { return r.done }
+func (r *fakeRun) StopIdle() error                { return r.Stop("idle", true) }
+func (r *fakeRun) wait(d time.Duration) bool      { return waitClosed(r.done, d) }
+func (r *fakeRun) methods() string                { r.mu.Lock(); defer r.mu.Unlock(); return strings.Join(r.sent, ",") }
+func waitClosed(c <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-c:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func (r *fakeRun) Send(m *acp.Message) error {
+	select {
+	case <-r.done:
+		return errors.New("the run has ended")
+	default:
+	}
+	r.mu.Lock()
+	if m.Method != "" {
+		r.sent = append(r.sent, m.Method)
+	}
+	r.mu.Unlock()
+	return r.w.Write(m.Raw)
+}
+
+// Stop records the stop, then closes the agent's input: the demo agent
+// ends its turns and returns.
+func (r *fakeRun) Stop(reason string, mayResume bool) error {
+	r.mu.Lock()
+	if r.stopped != nil {
+		r.mu.Unlock()
+		return nil
+	}
+	r.stopped = &blaise.StopRecord{Reason: reason, MayResume: mayResume, Run: r.num}
+	r.mu.Unlock()
+	r.f.mu.Lock()
+	r.f.recs[r.id].Stop = r.stopped
+	r.f.mu.Unlock()
+	go func() {
+		_ = r.w.Flush()
+		r.in.Close()
+	}()
+	return nil
+}

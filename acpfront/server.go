@@ -1,0 +1,1202 @@
+// Package acpfront presents a blaise-agent chain as an ACP agent to one
+// client on one connection (`blaise-agent acp`, design §1): the client sees
+// one agent; behind it every ACP session is a blaise session whose runs go
+// through the plugs, each in a session process of its own (C13).
+//
+// Ids. The session ids the client sees are blaise session ids; the agent's
+// own ACP session ids (stored as SessionRecord.ACPSessionID) stay behind the
+// front end. `sessionId` is rewritten in the params of every message each
+// way, and in the result of session/new. The client's request ids go as they
+// are to the one session process concerned; requests of the session
+// processes (permission, fs, terminal …) get ids of the connection, so that
+// two sessions never send the client the same id, and their answers are
+// mapped back. Messages are patched in their raw JSON: what is not rewritten
+// reaches the other side byte for byte.
+//
+// Lifecycle. initialize starts a first run eagerly, forwards the client's
+// initialize to it and answers with the agent's capabilities, loadSession
+// on. session/new goes to that run the first time and to new runs later;
+// each new run gets the client's initialize (and authenticate) again, their
+// answers swallowed. The engine stops a run that was inactive too long (L1);
+// the session pauses and the front end keeps it, so the next message to it
+// starts a resume run transparently: initialize again, session/load of the
+// agent's session (its replayed history swallowed), then the message. A
+// session/load from the client of a paused session resumes it too, and the
+// client sees the replay. When the client disconnects, every session stops
+// as idle under its idle policy (L9) and the front end waits for the runs to
+// end.
+package acpfront
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/charmbracelet/log"
+)
+
+// ResourceNotFound is ACP's error code for an unknown session.
+const ResourceNotFound = -32002
+
+// DefaultShutdownTimeout bounds how long Run waits, once the client is gone,
+// for the runs to pause or end.
+const DefaultShutdownTimeout = 2 * time.Minute
+
+// Server serves one ACP client.
+type Server struct {
+	Sessions Sessions
+	// Config is the configuration (blaise.star) of new sessions.
+	Config string
+	In     io.Reader // the client's messages
+	Out    io.Writer // to the client: nothing but ACP messages
+	Log    *log.Logger
+	// ShutdownTimeout: 0 means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// MaxLine bounds the lines read from the client; 0: acp.DefaultMaxLine.
+	MaxLine int
+}
+
+// Run serves the client until it disconnects (end of In) or ctx ends, then
+// stops every session as idle (L9) and returns once their runs have ended or
+// the shutdown timeout has passed.
+func (s *Server) Run(ctx context.Context) error {
+	logger := s.Log
+	if logger == nil {
+		logger = log.Default()
+	}
+	timeout := s.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = DefaultShutdownTimeout
+	}
+	c := &conn{
+		srv:       s,
+		log:       logger,
+		out:       acp.NewWriter(s.Out),
+		events:    make(chan event, 64),
+		quit:      make(chan struct{}),
+		sessions:  map[string]*session{},
+		frontReqs: map[string]frontReq{},
+	}
+	defer close(c.quit)
+	client := acp.ReadMessages(s.In, s.MaxLine, logger)
+	var deadline <-chan time.Time
+	done := ctx.Done()
+	for {
+		if c.closing {
+			c.settle()
+			if c.active == 0 {
+				break
+			}
+		}
+		select {
+		case m, ok := <-client:
+			if !ok {
+				client = nil
+				if !c.closing {
+					logger.Info("the client disconnected; stopping its sessions")
+					c.shutdown()
+					deadline = time.After(timeout)
+				}
+				continue
+			}
+			if !c.closing {
+				c.fromClient(m)
+			}
+		case ev := <-c.events:
+			c.handle(ev)
+		case <-done:
+			done = nil
+			if !c.closing {
+				logger.Info("stopping the sessions", "cause", context.Cause(ctx))
+				c.shutdown()
+				deadline = time.After(timeout)
+			}
+			c.forceStop()
+		case <-deadline:
+			if !c.force {
+				logger.Warn("requests still unanswered after the shutdown timeout; stopping the sessions", "timeout", timeout)
+				c.forceStop()
+				deadline = time.After(timeout)
+				continue
+			}
+			logger.Warn("runs still going after the shutdown timeout; leaving them to stop on their own", "runs", c.active, "timeout", timeout)
+			_ = c.out.Flush()
+			return nil
+		}
+	}
+	return c.out.Flush()
+}
+
+// A phase is where a session's run is.
+type phase uint8
+
+const (
+	noRun     phase = iota // paused (or never started)
+	launching              // Start or Resume in progress
+	settingUp              // the front end's own requests in progress
+	ready                  // client messages go through
+	draining               // the run is stopping; messages wait for the next run
+)
+
+// session is a blaise session as this connection knows it.
+type session struct {
+	id    string // blaise session id; "" until its first run is launched
+	acpID string // the agent's ACP session id; "" until session/new answers
+	run   Run
+	phase phase
+	// spare: a run with no ACP session (yet), for the next session/new.
+	spare bool
+	// over: the session ended; messages to it get ResourceNotFound.
+	over bool
+	// cwd and mcpServers of the last session/new or session/load, for
+	// session/load on transparent resume.
+	cwd, mcp []byte
+
+	setup    []step // the front end's requests still to send
+	waiting  string // IDKey of the front end's request in flight
+	swallow  bool   // drop session/update: the replay of a swallowed load
+	queue    []*acp.Message
+	pending  map[string]pendingReq // client requests sent to the run, by IDKey
+	agentReq map[string][]byte     // agent request ids (IDKey) → front ids
+	ending   bool                  // an End of the session is in progress
+}
+
+type pendingReq struct {
+	id     []byte
+	method string
+	params []byte // of authenticate, to replay to later runs
+}
+
+// step is a request the front end sends to a run on its own account; its
+// answer is swallowed.
+type step struct {
+	method  string
+	params  []byte
+	swallow bool // drop the session/updates that arrive meanwhile
+	// client: a request of the client, answered to it, that the messages
+	// queued after it wait for (its initialize).
+	client *acp.Message
+}
+
+// frontReq is an agent's request as the client knows it.
+type frontReq struct {
+	sess    *session
+	run     Run
+	agentID []byte
+	method  string
+}
+
+type eventKind uint8
+
+const (
+	runMessage eventKind = iota
+	runDone
+	launched
+	ended
+)
+
+type event struct {
+	kind eventKind
+	sess *session
+	run  Run
+	msg  *acp.Message
+	err  error
+}
+
+// conn is the state of the connection; only Run's goroutine touches it.
+type conn struct {
+	srv    *Server
+	log    *log.Logger
+	out    *acp.Writer
+	events chan event
+	quit   chan struct{}
+
+	sessions map[string]*session // by blaise id
+	spare    *session
+
+	initParams []byte // the client's initialize params, once answered
+	initID     []byte // id of the client's initialize in flight
+	initReq    []byte // its params
+	agentInit  []byte // the agent's initialize result
+	authParams []byte // the last successful authenticate
+
+	frontReqs map[string]frontReq // by IDKey of the front id
+	nextFront int64
+	nextOwn   int64
+
+	active  int // runs launching or running, and Ends in progress
+	closing bool // the client is gone
+	// force: stop every run now, answered or not (the client's output is
+	// broken, or the shutdown took too long).
+	force  bool
+	broken bool // writing to the client failed
+}
+
+func (c *conn) post(ev event) {
+	select {
+	case c.events <- ev:
+	case <-c.quit:
+	}
+}
+
+// --- to the client ---
+
+func (c *conn) write(raw []byte) {
+	if err := c.out.Write(raw); err != nil {
+		if !c.broken {
+			c.log.Warn("writing to the client failed", "err", err)
+		}
+		c.broken = true
+	}
+}
+
+func (c *conn) reply(id []byte, result []byte) { c.write(acp.NewResponse(id, result)) }
+
+func (c *conn) replyError(id []byte, code int, msg string, data any) {
+	var raw []byte
+	if data != nil {
+		raw, _ = json.Marshal(data)
+	}
+	c.write(acp.NewErrorResponse(id, code, msg, raw))
+}
+
+func (c *conn) notFound(m *acp.Message, id, reason string) {
+	if m.Kind != acp.Request {
+		c.log.Debug("dropped a notification for an unknown session", "method", m.Method, "session", id)
+		return
+	}
+	c.replyError(m.ID, ResourceNotFound, "Resource not found", map[string]string{"sessionId": id, "reason": reason})
+}
+
+// --- from the client ---
+
+func (c *conn) fromClient(m *acp.Message) {
+	if m.Kind == acp.Response {
+		c.clientResponse(m)
+		return
+	}
+	if m.Method != "initialize" && c.initID == nil && c.initParams == nil {
+		if m.Kind == acp.Request {
+			c.replyError(m.ID, acp.InvalidRequest, "Invalid request", map[string]string{"reason": "initialize first"})
+		}
+		return
+	}
+	switch m.Method {
+	case "initialize":
+		c.initialize(m)
+	case "session/new":
+		c.newSession(m)
+	case "session/load", "session/resume":
+		c.loadSession(m)
+	case "$/cancel_request":
+		c.cancelRequest(m)
+	default:
+		if id, ok := stringMember(m.Params, "sessionId"); ok {
+			c.sessionMessage(id, m)
+			return
+		}
+		c.connectionMessage(m)
+	}
+}
+
+// clientResponse passes the client's answer to the run that asked.
+func (c *conn) clientResponse(m *acp.Message) {
+	key := acp.IDKey(m.ID)
+	fr, ok := c.frontReqs[key]
+	if !ok {
+		c.log.Warn("the client answered a request no session made", "id", string(m.ID))
+		return
+	}
+	delete(c.frontReqs, key)
+	delete(fr.sess.agentReq, acp.IDKey(fr.agentID))
+	if fr.sess.run != fr.run || fr.sess.phase == noRun || fr.sess.phase == launching {
+		c.log.Debug("dropped an answer for a run that has ended", "session", fr.sess.id, "id", string(m.ID))
+		return
+	}
+	if err := fr.run.Send(m.WithID(fr.agentID)); err != nil {
+		c.log.Warn("passing the client's answer failed", "session", fr.sess.id, "err", err)
+	}
+}
+
+// initialize starts the first run and passes the client's initialize to it.
+func (c *conn) initialize(m *acp.Message) {
+	if m.Kind != acp.Request {
+		return
+	}
+	if c.initParams != nil {
+		// Asked again: the answer does not change.
+		c.reply(m.ID, c.agentInit)
+		return
+	}
+	if c.initID != nil {
+		c.replyError(m.ID, acp.InvalidRequest, "Invalid request", map[string]string{"reason": "initialize is already in progress"})
+		return
+	}
+	c.initID, c.initReq = m.ID, m.Params
+	sess := c.newSpare(false)
+	sess.setup = []step{{method: m.Method, client: m}}
+}
+
+// newSpare launches a new run for a session without an ACP session. With
+// replay, the client's initialize and authenticate are sent to it first.
+func (c *conn) newSpare(replay bool) *session {
+	sess := &session{spare: true}
+	if replay {
+		sess.setup = c.handshake()
+	}
+	c.spare = sess
+	c.launch(sess, false)
+	return sess
+}
+
+// handshake is what a new run gets before the client's messages: the
+// client's initialize and authenticate, answers swallowed.
+func (c *conn) handshake() []step {
+	steps := []step{{method: "initialize", params: c.initParams}}
+	if c.authParams != nil {
+		steps = append(steps, step{method: "authenticate", params: c.authParams})
+	}
+	return steps
+}
+
+// newSession gives the client's session/new to the spare run, or to a new
+// one.
+func (c *conn) newSession(m *acp.Message) {
+	sess := c.spare
+	if sess == nil {
+		sess = c.newSpare(true)
+	}
+	c.spare = nil
+	sess.spare = false
+	sess.cwd = memberValue(m.Params, "cwd")
+	sess.mcp = memberValue(m.Params, "mcpServers")
+	c.deliver(sess, m)
+}
+
+// loadSession resumes a paused session for the client's session/load (or
+// session/resume) and passes the request on.
+func (c *conn) loadSession(m *acp.Message) {
+	id, ok := stringMember(m.Params, "sessionId")
+	if !ok {
+		if m.Kind == acp.Request {
+			c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": "sessionId is missing"})
+		}
+		return
+	}
+	sess, reason := c.lookup(id)
+	if sess == nil {
+		c.notFound(m, id, reason)
+		return
+	}
+	if cwd := memberValue(m.Params, "cwd"); cwd != nil {
+		sess.cwd = cwd
+	}
+	if mcp := memberValue(m.Params, "mcpServers"); mcp != nil {
+		sess.mcp = mcp
+	}
+	if sess.phase == noRun {
+		// The client's load is what opens the ACP session: the client
+		// sees the replay.
+		sess.queue = append(sess.queue, m)
+		if !c.canResume(sess) {
+			return
+		}
+		sess.setup = c.handshake()
+		c.launch(sess, true)
+		return
+	}
+	c.deliver(sess, m)
+}
+
+// sessionMessage routes a message of one session, resuming the session when
+// it is paused.
+func (c *conn) sessionMessage(id string, m *acp.Message) {
+	sess, reason := c.lookup(id)
+	if sess == nil {
+		c.notFound(m, id, reason)
+		return
+	}
+	if sess.phase == noRun {
+		switch {
+		case m.Method == "session/cancel":
+			return // nothing runs
+		case m.Method == "session/close" && m.Kind == acp.Request:
+			c.reply(m.ID, []byte("{}"))
+			return
+		}
+		sess.queue = append(sess.queue, m)
+		c.resume(sess)
+		return
+	}
+	c.deliver(sess, m)
+}
+
+// resume starts a resume run that loads the session's ACP session again
+// before the queued messages go through (L6).
+func (c *conn) resume(sess *session) {
+	if sess.acpID == "" {
+		c.failQueue(sess, ResourceNotFound, "Resource not found", "the session has no ACP session to load")
+		return
+	}
+	if !c.canResume(sess) {
+		return
+	}
+	sess.setup = append(c.handshake(), c.loadStep(sess))
+	c.launch(sess, true)
+}
+
+// canResume checks the stored session before a resume run; when it cannot
+// resume, the session is over and its queued requests are answered.
+func (c *conn) canResume(sess *session) bool {
+	rec, err := c.srv.Sessions.Session(sess.id)
+	reason := ""
+	switch {
+	case err != nil:
+		reason = "no such session"
+	case rec.State != blaise.Paused:
+		reason = "the session is " + string(rec.State)
+	default:
+		if _, due := blaise.Due(rec, time.Now()); due {
+			reason = "the session has expired"
+		}
+	}
+	if reason == "" {
+		return true
+	}
+	if err == nil && rec.State == blaise.Active {
+		// Not ours to touch: another front end runs it.
+		c.failQueue(sess, acp.InternalError, "Internal error", "the session has a run in progress in another front end")
+		return false
+	}
+	sess.over = true
+	c.failQueue(sess, ResourceNotFound, "Resource not found", reason)
+	return false
+}
+
+// loadStep is the session/load of a transparent resume.
+func (c *conn) loadStep(sess *session) step {
+	cwd, mcp := sess.cwd, sess.mcp
+	if cwd == nil {
+		cwd, mcp = c.transcriptParams(sess.id)
+	}
+	if cwd == nil {
+		wd, _ := os.Getwd()
+		cwd = quote(wd)
+	}
+	if mcp == nil {
+		mcp = []byte("[]")
+	}
+	sess.cwd, sess.mcp = cwd, mcp
+	params := []byte(`{"sessionId":` + string(quote(sess.acpID)) + `,"cwd":` + string(cwd) + `,"mcpServers":` + string(mcp) + `}`)
+	method := "session/load"
+	if !c.agentCan("loadSession") && c.agentCan("sessionCapabilities", "resume") {
+		method = "session/resume"
+	}
+	return step{method: method, params: params, swallow: true}
+}
+
+// agentCan reports whether the agent's initialize result has the capability
+// at path under agentCapabilities (true, or an object).
+func (c *conn) agentCan(path ...string) bool {
+	v := memberValue(c.agentInit, "agentCapabilities")
+	for _, k := range path {
+		v = memberValue(v, k)
+	}
+	return len(v) > 0 && (string(v) == "true" || v[0] == '{')
+}
+
+// transcriptParams finds the cwd and mcpServers of the last session/new or
+// session/load the agent saw, in the session's transcript.
+func (c *conn) transcriptParams(id string) (cwd, mcp []byte) {
+	name := c.srv.Sessions.TranscriptPath(id)
+	if name == "" {
+		return nil, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A long line (a big message): not a session/new; skip it.
+			for err == bufio.ErrBufferFull {
+				_, err = r.ReadSlice('\n')
+			}
+			continue
+		}
+		if len(line) > 0 && bytes.Contains(line, []byte(`"to_agent"`)) &&
+			(bytes.Contains(line, []byte(`"session/new"`)) || bytes.Contains(line, []byte(`"session/load"`))) {
+			var rec acp.Record
+			if json.Unmarshal(line, &rec) == nil && rec.Direction == "to_agent" && (rec.Method == "session/new" || rec.Method == "session/load") {
+				if m, perr := acp.Parse(rec.Message); perr == nil {
+					if v := memberValue(m.Params, "cwd"); v != nil {
+						cwd, mcp = bytes.Clone(v), bytes.Clone(memberValue(m.Params, "mcpServers"))
+					}
+				}
+			}
+		}
+		if err != nil {
+			return cwd, mcp
+		}
+	}
+}
+
+// cancelRequest passes the client's $/cancel_request to the run its request
+// went to, or cancels a request still waiting for its run.
+func (c *conn) cancelRequest(m *acp.Message) {
+	rid := memberValue(m.Params, "requestId")
+	key := acp.IDKey(rid)
+	for _, sess := range c.sessions {
+		if _, ok := sess.pending[key]; ok && sess.run != nil {
+			c.send(sess, m)
+			return
+		}
+		for i, q := range sess.queue {
+			if q.Kind == acp.Request && acp.IDKey(q.ID) == key {
+				sess.queue = append(sess.queue[:i], sess.queue[i+1:]...)
+				c.replyError(q.ID, acp.RequestCancelled, "Request cancelled", nil)
+				return
+			}
+		}
+	}
+	if sess := c.spare; sess != nil {
+		for i, q := range sess.queue {
+			if q.Kind == acp.Request && acp.IDKey(q.ID) == key {
+				sess.queue = append(sess.queue[:i], sess.queue[i+1:]...)
+				c.replyError(q.ID, acp.RequestCancelled, "Request cancelled", nil)
+				return
+			}
+		}
+		if _, ok := sess.pending[key]; ok && sess.run != nil {
+			c.send(sess, m)
+		}
+	}
+}
+
+// connectionMessage routes a message of no session (authenticate,
+// session/list, extensions) to the spare run, launching one for a request.
+func (c *conn) connectionMessage(m *acp.Message) {
+	sess := c.spare
+	if sess == nil {
+		if m.Kind != acp.Request {
+			c.log.Debug("dropped a notification of no session", "method", m.Method)
+			return
+		}
+		sess = c.newSpare(true)
+	}
+	c.deliver(sess, m)
+}
+
+// lookup finds a session by its blaise id, in this connection or in the
+// store (a paused session of an earlier connection). It returns nil and
+// why when there is no session to talk to.
+func (c *conn) lookup(id string) (*session, string) {
+	if sess, ok := c.sessions[id]; ok {
+		if sess.over {
+			return nil, "the session has ended"
+		}
+		if sess.ending {
+			return nil, "the session is ending"
+		}
+		return sess, ""
+	}
+	rec, err := c.srv.Sessions.Session(id)
+	if err != nil {
+		return nil, "no such session"
+	}
+	switch rec.State {
+	case blaise.Paused:
+	case blaise.Active:
+		return nil, "the session has a run in progress in another front end"
+	default:
+		return nil, "the session is " + string(rec.State)
+	}
+	if _, due := blaise.Due(rec, time.Now()); due {
+		return nil, "the session has expired"
+	}
+	if rec.ACPSessionID == "" {
+		return nil, "the session has no ACP session"
+	}
+	sess := &session{id: id, acpID: rec.ACPSessionID}
+	c.sessions[id] = sess
+	return sess, ""
+}
+
+// deliver passes a message to the session's run, or queues it while the run
+// starts or stops.
+func (c *conn) deliver(sess *session, m *acp.Message) {
+	switch sess.phase {
+	case ready:
+		if c.stopping(sess) {
+			sess.phase = draining
+			sess.queue = append(sess.queue, m)
+			return
+		}
+		c.send(sess, m)
+	case noRun:
+		sess.queue = append(sess.queue, m)
+		c.resume(sess)
+	default:
+		sess.queue = append(sess.queue, m)
+	}
+}
+
+// stopping reports whether a stop directive went to the session's run: a
+// message sent now could be lost with the run, so it waits for the next one.
+func (c *conn) stopping(sess *session) bool {
+	select {
+	case <-sess.run.Done():
+		return true
+	default:
+	}
+	rec, err := c.srv.Sessions.Session(sess.id)
+	if err != nil {
+		return false
+	}
+	n := sess.run.Number()
+	return rec.State != blaise.Active || rec.Runs != n || (rec.Stop != nil && rec.Stop.Run == n)
+}
+
+// send writes a client message to the session's run, with the agent's
+// session id.
+func (c *conn) send(sess *session, m *acp.Message) {
+	orig := m
+	if m.Kind == acp.Request {
+		if sess.pending == nil {
+			sess.pending = map[string]pendingReq{}
+		}
+		p := pendingReq{id: m.ID, method: m.Method}
+		if m.Method == "authenticate" {
+			p.params = m.Params
+		}
+		sess.pending[acp.IDKey(m.ID)] = p
+	}
+	if sess.acpID != "" {
+		if v, ok := stringMember(m.Params, "sessionId"); ok && v != sess.acpID {
+			m = m.WithParams(withMember(m.Params, "sessionId", quote(sess.acpID)))
+		}
+	}
+	if err := sess.run.Send(m); err != nil {
+		// The run is ending: the message waits for the next one.
+		c.log.Debug("the session's run is gone; the message waits for the next run", "session", sess.id, "method", m.Method, "err", err)
+		if m.Kind == acp.Request {
+			delete(sess.pending, acp.IDKey(m.ID))
+		}
+		sess.phase = draining
+		sess.queue = append(sess.queue, orig)
+	}
+}
+
+// failQueue answers the session's queued requests with an error.
+func (c *conn) failQueue(sess *session, code int, msg, reason string) {
+	var q0 []*acp.Message
+	for _, st := range sess.setup {
+		if st.client != nil {
+			q0 = append(q0, st.client)
+		}
+	}
+	sess.setup = nil
+	for _, q := range append(q0, sess.queue...) {
+		if q.Kind == acp.Request {
+			c.replyError(q.ID, code, msg, map[string]string{"sessionId": sess.id, "reason": reason})
+		}
+		if q.Method == "initialize" {
+			c.initID = nil
+		}
+	}
+	sess.queue = nil
+}
+
+// --- runs ---
+
+// launch starts (or resumes) a run of the session in the background.
+func (c *conn) launch(sess *session, resume bool) {
+	sess.phase = launching
+	c.active++
+	id := sess.id
+	go func() {
+		var r Run
+		var err error
+		if resume {
+			r, err = c.srv.Sessions.Resume(id)
+		} else {
+			r, err = c.srv.Sessions.Start(c.srv.Config)
+		}
+		c.post(event{kind: launched, sess: sess, run: r, err: err})
+	}()
+}
+
+func (c *conn) handle(ev event) {
+	switch ev.kind {
+	case launched:
+		c.launched(ev.sess, ev.run, ev.err)
+	case runMessage:
+		c.fromRun(ev.sess, ev.run, ev.msg)
+	case runDone:
+		c.runEnded(ev.sess, ev.run)
+	case ended:
+		c.active--
+		ev.sess.ending = false
+		ev.sess.over = true
+		if ev.err != nil {
+			c.log.Warn("ending an unused session failed", "session", ev.sess.id, "err", ev.err)
+		}
+	}
+}
+
+func (c *conn) launched(sess *session, r Run, err error) {
+	if err != nil {
+		c.active--
+		sess.phase = noRun
+		sess.setup = nil
+		code, msg := acp.InternalError, "Internal error"
+		if sess.id != "" {
+			if rec, rerr := c.srv.Sessions.Session(sess.id); rerr != nil || rec.State != blaise.Paused {
+				sess.over = true
+				code, msg = ResourceNotFound, "Resource not found"
+			}
+		}
+		c.log.Error("starting a run failed", "session", sess.id, "err", err)
+		c.failQueue(sess, code, msg, err.Error())
+		if c.spare == sess {
+			c.spare = nil
+		}
+		return
+	}
+	sess.run = r
+	if sess.id == "" {
+		sess.id = r.SessionID()
+		c.sessions[sess.id] = sess
+	}
+	c.log.Info("session run started", "session", sess.id, "run", r.Number())
+	go func() {
+		for m := range r.Messages() {
+			c.post(event{kind: runMessage, sess: sess, run: r, msg: m})
+		}
+		<-r.Done()
+		c.post(event{kind: runDone, sess: sess, run: r})
+	}()
+	c.nextStep(sess)
+}
+
+// nextStep sends the next of the front end's requests, or, when there is
+// none left, lets the queued client messages through.
+func (c *conn) nextStep(sess *session) {
+	if len(sess.setup) == 0 {
+		sess.phase = ready
+		sess.waiting, sess.swallow = "", false
+		q := sess.queue
+		sess.queue = nil
+		for i, m := range q {
+			c.deliver(sess, m)
+			if sess.phase != ready {
+				sess.queue = append(sess.queue, q[i+1:]...)
+				return
+			}
+		}
+		return
+	}
+	sess.phase = settingUp
+	st := sess.setup[0]
+	sess.setup = sess.setup[1:]
+	if st.client != nil {
+		sess.waiting, sess.swallow = acp.IDKey(st.client.ID), false
+		c.send(sess, st.client)
+		return
+	}
+	c.nextOwn++
+	id := quote("blaise-acp-" + strconv.FormatInt(c.nextOwn, 10))
+	m, err := acp.Parse(acp.NewRequest(id, st.method, st.params))
+	if err != nil {
+		panic("acpfront: building a request: " + err.Error())
+	}
+	sess.waiting, sess.swallow = acp.IDKey(id), st.swallow
+	if err := sess.run.Send(m); err != nil {
+		c.setupFailed(sess, st.method, err.Error())
+	}
+}
+
+// setupFailed gives up on the run: the waiting requests get the error, and
+// the run stops.
+func (c *conn) setupFailed(sess *session, method, reason string) {
+	c.log.Error("preparing the session's run failed", "session", sess.id, "step", method, "err", reason)
+	sess.waiting, sess.swallow, sess.setup = "", false, nil
+	c.failQueue(sess, acp.InternalError, "Internal error", method+": "+reason)
+	sess.phase = draining
+	c.stopRun(sess)
+}
+
+// stopRun stops a run: as idle under the policy (L9), or, for a run with no
+// ACP session, as closed: there is nothing to come back to.
+func (c *conn) stopRun(sess *session) {
+	var err error
+	if sess.acpID == "" {
+		err = sess.run.Stop("closed", false)
+	} else {
+		err = sess.run.StopIdle()
+	}
+	if err != nil {
+		c.log.Debug("stopping the run", "session", sess.id, "err", err)
+	}
+}
+
+// fromRun passes a message of a session's run to the client.
+func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
+	if sess.run != r {
+		return
+	}
+	switch m.Kind {
+	case acp.Response:
+		key := acp.IDKey(m.ID)
+		p, ok := sess.pending[key]
+		if sess.waiting != "" && key == sess.waiting && !ok {
+			c.stepAnswered(sess, m)
+			return
+		}
+		if !ok {
+			c.log.Warn("a session answered a request the client did not make", "session", sess.id, "id", string(m.ID))
+			return
+		}
+		delete(sess.pending, key)
+		c.write(c.answer(sess, p, m).Raw)
+		if sess.waiting != "" && key == sess.waiting && sess.phase == settingUp {
+			c.nextStep(sess)
+		}
+	case acp.Request:
+		if c.closing {
+			c.answerForClient(r, m.ID, m.Method)
+			return
+		}
+		c.nextFront++
+		front := []byte(strconv.FormatInt(c.nextFront, 10))
+		c.frontReqs[acp.IDKey(front)] = frontReq{sess: sess, run: r, agentID: m.ID, method: m.Method}
+		if sess.agentReq == nil {
+			sess.agentReq = map[string][]byte{}
+		}
+		sess.agentReq[acp.IDKey(m.ID)] = front
+		c.write(c.withSession(sess, m).WithID(front).Raw)
+	case acp.Notification:
+		if sess.swallow && m.Method == "session/update" {
+			return
+		}
+		if m.Method == "$/cancel_request" {
+			if front, ok := sess.agentReq[acp.IDKey(memberValue(m.Params, "requestId"))]; ok {
+				m = m.WithParams(withMember(m.Params, "requestId", front))
+			}
+		}
+		c.write(c.withSession(sess, m).Raw)
+	}
+}
+
+// withSession rewrites the agent's session id in params to the blaise id.
+func (c *conn) withSession(sess *session, m *acp.Message) *acp.Message {
+	if v, ok := stringMember(m.Params, "sessionId"); ok && v != sess.id {
+		return m.WithParams(withMember(m.Params, "sessionId", quote(sess.id)))
+	}
+	return m
+}
+
+// answer post-processes the agent's answer to a client request.
+func (c *conn) answer(sess *session, p pendingReq, m *acp.Message) *acp.Message {
+	failed := m.Error != nil
+	switch p.method {
+	case "initialize":
+		c.initID = nil
+		if failed {
+			c.log.Error("the agent refused initialize", "err", describeError(m.Error))
+			if c.spare == sess {
+				c.spare = nil
+			}
+			sess.spare = false
+			sess.phase = draining
+			c.stopRun(sess)
+			return m
+		}
+		c.initParams = c.initReq
+		if c.initParams == nil {
+			c.initParams = []byte("{}")
+		}
+		c.agentInit = forceLoadSession(m.Result)
+		return m.WithResult(c.agentInit)
+	case "authenticate":
+		if !failed {
+			c.authParams = p.params
+		}
+	case "session/new":
+		if failed {
+			if c.spare == nil {
+				sess.spare = true
+				c.spare = sess
+			} else {
+				sess.phase = draining
+				c.stopRun(sess)
+			}
+			return m
+		}
+		if id, ok := stringMember(m.Result, "sessionId"); ok {
+			sess.acpID = id
+			c.log.Info("session opened", "session", sess.id, "acp_session", id)
+			return m.WithResult(withMember(m.Result, "sessionId", quote(sess.id)))
+		}
+	case "session/list":
+		if !failed {
+			return m.WithResult(c.mapList(m.Result))
+		}
+	case "session/close":
+		if !failed && sess.acpID != "" && sess.phase == ready {
+			// The client is done with the session for now: pause it.
+			sess.phase = draining
+			c.stopRun(sess)
+		}
+	}
+	return m
+}
+
+// stepAnswered goes on with the run's preparation.
+func (c *conn) stepAnswered(sess *session, m *acp.Message) {
+	if m.Error != nil {
+		c.setupFailed(sess, "the agent's answer", describeError(m.Error))
+		return
+	}
+	c.nextStep(sess)
+}
+
+// runEnded settles a session whose run has ended: its requests still
+// waiting for the run are answered with an error, and messages that arrived
+// while it stopped start the next run.
+func (c *conn) runEnded(sess *session, r Run) {
+	c.active--
+	if sess.run != r {
+		return
+	}
+	for key, p := range sess.pending {
+		if p.method == "initialize" {
+			c.initID = nil
+		}
+		c.replyError(p.id, acp.InternalError, "Internal error", map[string]string{
+			"sessionId": sess.id,
+			"reason":    fmt.Sprintf("run %d of the session ended before answering; send the request again", r.Number()),
+		})
+		delete(sess.pending, key)
+	}
+	for key, front := range sess.agentReq {
+		delete(c.frontReqs, acp.IDKey(front))
+		delete(sess.agentReq, key)
+		if !c.closing {
+			c.write(acp.NewNotification("$/cancel_request", []byte(`{"requestId":`+string(front)+`}`)))
+		}
+	}
+	if sess.waiting != "" {
+		sess.waiting, sess.swallow, sess.setup = "", false, nil
+	}
+	sess.run, sess.phase = nil, noRun
+	rec, err := c.srv.Sessions.Session(sess.id)
+	switch {
+	case err != nil:
+		c.log.Warn("reading the session", "session", sess.id, "err", err)
+	case rec.State == blaise.Paused:
+		reason := ""
+		if rec.Pause != nil {
+			reason = rec.Pause.Reason
+		}
+		c.log.Info("session paused", "session", sess.id, "run", r.Number(), "reason", reason)
+	default:
+		sess.over = true
+		c.log.Info("session over", "session", sess.id, "state", rec.State, "reason", rec.EndReason)
+	}
+	if c.spare == sess {
+		c.spare = nil
+	}
+	if sess.acpID == "" && !sess.over && err == nil {
+		// A run that never opened an ACP session paused (idle): nobody can
+		// load it, so it ends.
+		sess.ending = true
+		c.active++
+		go func() {
+			err := c.srv.Sessions.End(context.Background(), sess.id)
+			c.post(event{kind: ended, sess: sess, err: err})
+		}()
+		// What waited for it (session/new …) goes to a new run.
+		q := sess.queue
+		sess.queue = nil
+		for _, m := range q {
+			c.fromClient(m)
+		}
+		return
+	}
+	if sess.acpID == "" {
+		c.failQueue(sess, acp.InternalError, "Internal error", "the run ended before a session was opened")
+		return
+	}
+	if len(sess.queue) == 0 {
+		return
+	}
+	if c.force {
+		c.failQueue(sess, acp.InternalError, "Internal error", "the client disconnected")
+		return
+	}
+	if sess.over {
+		c.failQueue(sess, ResourceNotFound, "Resource not found", "the session has ended")
+		return
+	}
+	c.resume(sess)
+}
+
+// shutdown begins the end of the connection: the client is gone. The
+// requests it sent are still answered (a client that only closed its
+// input reads the answers); the requests of the agents that it can no
+// longer answer are answered for it: permission requests as cancelled, the
+// others with an error. Each session stops as idle (L9) once nothing of
+// the client's is left in it (settle).
+func (c *conn) shutdown() {
+	c.closing = true
+	for key, fr := range c.frontReqs {
+		delete(c.frontReqs, key)
+		delete(fr.sess.agentReq, acp.IDKey(fr.agentID))
+		if fr.sess.run == fr.run {
+			c.answerForClient(fr.run, fr.agentID, fr.method)
+		}
+	}
+	c.settle()
+}
+
+// forceStop stops every run now, whatever it is doing.
+func (c *conn) forceStop() {
+	c.force = true
+	c.settle()
+}
+
+// settle stops the runs with nothing of the client's left in them, or all
+// runs when forced.
+func (c *conn) settle() {
+	if c.broken {
+		c.force = true
+	}
+	for _, sess := range c.allSessions() {
+		if sess.run == nil || sess.phase == draining {
+			continue
+		}
+		if c.force || (sess.phase == ready && len(sess.pending) == 0 && len(sess.queue) == 0) {
+			if c.force {
+				c.failQueue(sess, acp.InternalError, "Internal error", "the client disconnected")
+			}
+			sess.phase = draining
+			c.stopRun(sess)
+		}
+	}
+}
+
+// answerForClient answers an agent's request that the client cannot
+// answer any more.
+func (c *conn) answerForClient(r Run, id []byte, method string) {
+	var raw []byte
+	if method == "session/request_permission" {
+		raw = acp.NewResponse(id, []byte(`{"outcome":{"outcome":"cancelled"}}`))
+	} else {
+		raw = acp.NewErrorResponse(id, acp.RequestCancelled, "Request cancelled", []byte(`{"reason":"the client disconnected"}`))
+	}
+	m, err := acp.Parse(raw)
+	if err == nil {
+		err = r.Send(m)
+	}
+	if err != nil {
+		c.log.Debug("answering for the client", "err", err)
+	}
+}
+
+func (c *conn) allSessions() []*session {
+	all := make([]*session, 0, len(c.sessions)+1)
+	for _, s := range c.sessions {
+		all = append(all, s)
+	}
+	if c.spare != nil && c.spare.id == "" {
+		all = append(all, c.spare)
+	}
+	return all
+}
+
+// --- rewriting ---
+
+// forceLoadSession sets agentCapabilities.loadSession in an initialize
+// result: a paused session is always loadable through the front end.
+func forceLoadSession(result []byte) []byte {
+	caps := memberValue(result, "agentCapabilities")
+	if len(caps) == 0 || caps[0] != '{' {
+		if out := withMember(result, "agentCapabilities", []byte(`{"loadSession":true}`)); out != nil {
+			return out
+		}
+		return result
+	}
+	if out := withMember(result, "agentCapabilities", withMember(caps, "loadSession", []byte("true"))); out != nil {
+		return out
+	}
+	return result
+}
+
+// mapList rewrites the agent's session ids in a session/list result to the
+// blaise ids of this configuration's sessions, leaving out the agent's
+// sessions that belong to no blaise session.
+func (c *conn) mapList(result []byte) []byte {
+	var entries []json.RawMessage
+	if json.Unmarshal(memberValue(result, "sessions"), &entries) != nil {
+		return result
+	}
+	byACP := c.blaiseIDs()
+	var b bytes.Buffer
+	b.WriteByte('[')
+	n := 0
+	for _, e := range entries {
+		id, _ := stringMember(e, "sessionId")
+		bid, ok := byACP[id]
+		if !ok {
+			continue
+		}
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		n++
+		b.Write(withMember(e, "sessionId", quote(bid)))
+	}
+	b.WriteByte(']')
+	if out := withMember(result, "sessions", b.Bytes()); out != nil {
+		return out
+	}
+	return result
+}
+
+// blaiseIDs maps the agent's session ids to the ids of the paused or active
+// sessions of this configuration.
+func (c *conn) blaiseIDs() map[string]string {
+	out := map[string]string{}
+	for id, s := range c.sessions {
+		if s.acpID != "" && !s.over {
+			out[s.acpID] = id
+		}
+	}
+	recs, err := c.srv.Sessions.List()
+	if err != nil {
+		return out
+	}
+	cfg, _ := filepath.Abs(c.srv.Config)
+	for _, r := range recs {
+		if r.ACPSessionID == "" || r.Config != cfg || (r.State != blaise.Paused && r.State != blaise.Active) {
+			continue
+		}
+		if _, taken := out[r.ACPSessionID]; !taken {
+			out[r.ACPSessionID] = r.ID
+		}
+	}
+	return out
+}

@@ -1,0 +1,506 @@
+package acpfront
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/charmbracelet/log"
+)
+
+// testClient is a raw ACP client of a Server.
+type testClient struct {
+	t    *testing.T
+	in   *io.PipeWriter
+	msgs chan *acp.Message
+	done chan error
+	dir  string
+}
+
+func startServer(t *testing.T, f *fakeSessions) *testClient {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	srv := &Server{
+		Sessions:        f,
+		Config:          "/cfg/blaise.star",
+		In:              inR,
+		Out:             outW,
+		Log:             log.New(io.Discard),
+		ShutdownTimeout: 10 * time.Second,
+	}
+	c := &testClient{t: t, in: inW, msgs: make(chan *acp.Message, 1024), done: make(chan error, 1), dir: t.TempDir()}
+	go func() {
+		err := srv.Run(context.Background())
+		outW.Close()
+		c.done <- err
+	}()
+	go func() {
+		rd := acp.NewReader(outR, 0)
+		for {
+			m, err := rd.Next()
+			if err != nil {
+				close(c.msgs)
+				return
+			}
+			c.msgs <- m
+		}
+	}()
+	t.Cleanup(func() { inW.Close() })
+	return c
+}
+
+func (c *testClient) send(format string, args ...any) {
+	c.t.Helper()
+	line := fmt.Sprintf(format, args...)
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *testClient) next() *acp.Message {
+	c.t.Helper()
+	select {
+	case m, ok := <-c.msgs:
+		if !ok {
+			c.t.Fatal("the server closed its output")
+		}
+		return m
+	case <-time.After(20 * time.Second):
+		c.t.Fatal("no message from the server")
+	}
+	return nil
+}
+
+// await reads up to the response with id, answering permission requests
+// with allow_once; it returns what came before the response.
+func (c *testClient) await(id string) (before []*acp.Message, resp *acp.Message) {
+	c.t.Helper()
+	for {
+		m := c.next()
+		if m.Kind == acp.Response && string(m.ID) == id {
+			return before, m
+		}
+		if m.Kind == acp.Request && m.Method == "session/request_permission" {
+			c.send(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, m.ID)
+		}
+		before = append(before, m)
+	}
+}
+
+func (c *testClient) initialize() *acp.Message {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true}}}}`)
+	_, resp := c.await("0")
+	return resp
+}
+
+func (c *testClient) newSession(id int) string {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, id, c.dir)
+	_, resp := c.await(fmt.Sprint(id))
+	sid, ok := stringMember(resp.Result, "sessionId")
+	if !ok {
+		c.t.Fatalf("session/new: %s", resp.Raw)
+	}
+	return sid
+}
+
+func (c *testClient) prompt(id int, sid, text string) ([]*acp.Message, *acp.Message) {
+	c.t.Helper()
+	b, _ := json.Marshal(text)
+	c.send(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, sid, b)
+	return c.await(fmt.Sprint(id))
+}
+
+// chunks returns the texts of the agent_message_chunks among msgs, and
+// checks that every session/update names the session sid.
+func chunks(t *testing.T, sid string, msgs []*acp.Message) string {
+	t.Helper()
+	var out []string
+	for _, m := range msgs {
+		if m.Method != "session/update" {
+			continue
+		}
+		var p struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind    string `json:"sessionUpdate"`
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		}
+		_ = json.Unmarshal(m.Params, &p)
+		if p.SessionID != sid {
+			t.Errorf("an update of session %q reached the client as %q: %s", sid, p.SessionID, m.Raw)
+		}
+		if p.Update.Kind == "agent_message_chunk" || p.Update.Kind == "user_message_chunk" {
+			out = append(out, p.Update.Content.Text)
+		}
+	}
+	return strings.Join(out, "|")
+}
+
+func (c *testClient) close() error {
+	c.t.Helper()
+	c.in.Close()
+	for range c.msgs {
+	}
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(20 * time.Second):
+		c.t.Fatal("the server did not return after the client left")
+	}
+	return nil
+}
+
+func TestInitializeAnswersWithTheAgentsCapabilitiesLoadSessionOn(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	resp := c.initialize()
+	var r struct {
+		ProtocolVersion   int `json:"protocolVersion"`
+		AgentCapabilities struct {
+			LoadSession bool `json:"loadSession"`
+			Prompt      struct {
+				Image bool `json:"image"`
+			} `json:"promptCapabilities"`
+		} `json:"agentCapabilities"`
+		AgentInfo struct {
+			Name string `json:"name"`
+		} `json:"agentInfo"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.AgentCapabilities.LoadSession || !r.AgentCapabilities.Prompt.Image || r.AgentInfo.Name != "blaise-demo-agent" || r.ProtocolVersion != 1 {
+		t.Fatalf("initialize result %s", resp.Result)
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	// The run started for initialize never opened a session: it is ended.
+	if rec := f.record("bs01"); rec.State != blaise.Ended {
+		t.Fatalf("the unused run's session is %s", rec.State)
+	}
+}
+
+func TestSessionsHaveBlaiseIDsAndRunsOfTheirOwn(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a, b := c.newSession(1), c.newSession(2)
+	if a != "bs01" || b != "bs02" {
+		t.Fatalf("session ids %q %q, want the blaise ids", a, b)
+	}
+	msgs, resp := c.prompt(3, a, "hello a")
+	if got := chunks(t, a, msgs); got != "echo: hello a" || !strings.Contains(string(resp.Result), "end_turn") {
+		t.Fatalf("a: %q %s", got, resp.Raw)
+	}
+	msgs, _ = c.prompt(4, b, "hello b")
+	if got := chunks(t, b, msgs); got != "echo: hello b" {
+		t.Fatalf("b: %q", got)
+	}
+	// Each session has its own run; the second one got initialize again.
+	if got := f.run(a).methods(); got != "initialize,session/new,session/prompt" {
+		t.Fatalf("run of a saw %s", got)
+	}
+	if got := f.run(b).methods(); got != "initialize,session/new,session/prompt" {
+		t.Fatalf("run of b saw %s", got)
+	}
+	if f.record(a).ACPSessionID == f.record(b).ACPSessionID {
+		t.Fatal("two sessions share an ACP session")
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{a, b} {
+		if rec := f.record(id); rec.State != blaise.Paused || rec.Pause.Reason != "idle" {
+			t.Fatalf("after the client left, %s is %s %+v (L9: stopped as idle)", id, rec.State, rec.Pause)
+		}
+	}
+}
+
+func TestAgentRequestsGetIDsOfTheConnection(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a, b := c.newSession(1), c.newSession(2)
+	// Both agents ask for permission at once, with the same id of theirs.
+	c.send(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission A"}]}}`, a)
+	c.send(`{"jsonrpc":"2.0","id":11,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission B"}]}}`, b)
+	asks := map[string]*acp.Message{}
+	for len(asks) < 2 {
+		m := c.next()
+		if m.Kind == acp.Request {
+			asks[string(m.ID)] = m
+		}
+	}
+	sessionOf := map[string]string{}
+	for id, m := range asks {
+		sid, _ := stringMember(m.Params, "sessionId")
+		sessionOf[id] = sid
+	}
+	if len(asks) != 2 || sessionOf["1"] == sessionOf["2"] || (sessionOf["1"] != a && sessionOf["1"] != b) {
+		t.Fatalf("permission requests %v", sessionOf)
+	}
+	// Answer b's with reject, a's with allow.
+	for id, sid := range sessionOf {
+		opt := "allow_once"
+		if sid == b {
+			opt = "reject_once"
+		}
+		c.send(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":%q}}}`, id, opt)
+	}
+	got := map[string]string{}
+	var all []*acp.Message
+	for len(got) < 2 {
+		m := c.next()
+		all = append(all, m)
+		if m.Kind == acp.Response {
+			got[string(m.ID)] = string(m.Result)
+		}
+	}
+	var as, bs []*acp.Message
+	for _, m := range all {
+		if sid, _ := stringMember(m.Params, "sessionId"); sid == a {
+			as = append(as, m)
+		} else {
+			bs = append(bs, m)
+		}
+	}
+	if chunks(t, a, as) != "permission: allow_once" || chunks(t, b, bs) != "permission: reject_once" {
+		t.Fatalf("answers crossed: a %q, b %q", chunks(t, a, as), chunks(t, b, bs))
+	}
+	_ = c.close()
+}
+
+func TestIdleSessionResumesTransparently(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	c.prompt(2, a, "first")
+	// The engine's inactivity timer stops the run.
+	run1 := f.run(a)
+	_ = run1.StopIdle()
+	if !run1.wait(10 * time.Second) {
+		t.Fatal("the run did not stop")
+	}
+	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
+
+	msgs, resp := c.prompt(3, a, "second")
+	if got := chunks(t, a, msgs); got != "echo: second" {
+		for _, m := range msgs {
+			t.Logf("%s", m.Raw)
+		}
+		t.Fatalf("after the resume: %q (the replayed history must not reach the client): %s", got, resp.Raw)
+	}
+	if resp.Error != nil {
+		t.Fatalf("prompt: %s", resp.Raw)
+	}
+	run2 := f.run(a)
+	if run2 == run1 || run2.num != 2 {
+		t.Fatal("no resume run")
+	}
+	if got := run2.methods(); got != "initialize,session/load,session/prompt" {
+		t.Fatalf("the resume run saw %s", got)
+	}
+	_ = c.close()
+}
+
+func TestMessageToAStoppingRunWaitsForTheNextRun(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	run1 := f.run(a)
+	// The stop is recorded; the run has not ended yet when the prompt comes.
+	run1.mu.Lock()
+	run1.stopped = &blaise.StopRecord{Reason: "idle", MayResume: true, Run: 1}
+	run1.mu.Unlock()
+	f.mu.Lock()
+	f.recs[a].Stop = run1.stopped
+	f.mu.Unlock()
+	c.send(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"later"}]}}`, a)
+	time.Sleep(50 * time.Millisecond)
+	run1.in.Close() // now the run ends
+	msgs, resp := c.await("5")
+	if resp.Error != nil || chunks(t, a, msgs) != "echo: later" {
+		t.Fatalf("prompt: %s %q", resp.Raw, chunks(t, a, msgs))
+	}
+	if strings.Contains(run1.methods(), "session/prompt") || f.run(a).num != 2 {
+		t.Fatalf("the prompt went to the stopping run: %s", run1.methods())
+	}
+	_ = c.close()
+}
+
+func TestClientLoadOfAPausedSessionReplaysHistory(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	c.prompt(2, a, "remember me")
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.record(a).State != blaise.Paused {
+		t.Fatal("not paused")
+	}
+
+	// A new connection loads it.
+	c = startServer(t, f)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, a, c.dir)
+	msgs, resp := c.await("1")
+	if resp.Error != nil {
+		t.Fatalf("load: %s", resp.Raw)
+	}
+	if got := chunks(t, a, msgs); got != "remember me|echo: remember me" {
+		t.Fatalf("replay %q", got)
+	}
+	msgs, _ = c.prompt(2, a, "again")
+	if got := chunks(t, a, msgs); got != "echo: again" {
+		t.Fatalf("after load: %q", got)
+	}
+	if run := f.run(a); run.num != 2 || run.methods() != "initialize,session/load,session/prompt" {
+		t.Fatalf("run %d saw %s", run.num, run.methods())
+	}
+	_ = c.close()
+}
+
+func TestUnknownAndEndedSessionsAreNotFound(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	_, resp := c.prompt(1, "nope", "hi")
+	if resp.Error == nil || !strings.Contains(string(resp.Error), "-32002") {
+		t.Fatalf("unknown session: %s", resp.Raw)
+	}
+	a := c.newSession(2)
+	f.run(a).Stop("closed", false)
+	f.run(a).wait(10 * time.Second)
+	waitFor(t, func() bool { return f.record(a).State == blaise.Ended })
+	_, resp = c.prompt(3, a, "hi")
+	if resp.Error == nil || !strings.Contains(string(resp.Error), "-32002") {
+		t.Fatalf("ended session: %s", resp.Raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":%q,"cwd":"/","mcpServers":[]}}`, a)
+	if _, resp = c.await("4"); resp.Error == nil {
+		t.Fatalf("load of an ended session: %s", resp.Raw)
+	}
+	_ = c.close()
+}
+
+func TestACrashedRunAnswersItsRequestsAndOthersGoOn(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a, b := c.newSession(1), c.newSession(2)
+	_, resp := c.prompt(3, a, "/exit 3")
+	if resp.Error == nil || !strings.Contains(string(resp.Error), "ended before answering") {
+		t.Fatalf("prompt of a crashed run: %s", resp.Raw)
+	}
+	msgs, _ := c.prompt(4, b, "still here")
+	if got := chunks(t, b, msgs); got != "echo: still here" {
+		t.Fatalf("b: %q", got)
+	}
+	// The crashed session paused (failed) and resumes on the next prompt.
+	msgs, _ = c.prompt(5, a, "back")
+	if got := chunks(t, a, msgs); got != "echo: back" {
+		t.Fatalf("a after the crash: %q", got)
+	}
+	_ = c.close()
+}
+
+func TestStartFailureAnswersInitialize(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	f.startErr = fmt.Errorf("blaise.star:3: undefined: sertup")
+	c := startServer(t, f)
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	_, resp := c.await("0")
+	if resp.Error == nil || !strings.Contains(string(resp.Error), "sertup") {
+		t.Fatalf("initialize: %s", resp.Raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
+	if _, resp = c.await("1"); resp.Error == nil {
+		t.Fatalf("session/new before initialize succeeded: %s", resp.Raw)
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCancelAndExtensionsPassThrough(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/slow 50\n/chunks 100"}]}}`, a)
+	for {
+		m := c.next()
+		if m.Method == "session/update" {
+			break
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a)
+	_, resp := c.await("2")
+	if !strings.Contains(string(resp.Result), `"cancelled"`) {
+		t.Fatalf("cancelled prompt: %s", resp.Raw)
+	}
+	msgs, _ := c.prompt(3, a, "/ext hi")
+	found := false
+	for _, m := range msgs {
+		if m.Method == "_demo/ping" {
+			sid, _ := stringMember(m.Params, "sessionId")
+			found = sid == a && strings.Contains(string(m.Raw), `"text":"hi"`)
+		}
+	}
+	if !found {
+		t.Fatalf("extension notification: %v", msgs)
+	}
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"_demo/echo","params":{"x":[1,2,{"_meta":{"k":"v"}}]}}`)
+	if _, resp = c.await("4"); string(resp.Result) != `{"x":[1,2,{"_meta":{"k":"v"}}]}` {
+		t.Fatalf("extension request: %s", resp.Raw)
+	}
+	_ = c.close()
+}
+
+func TestSessionListMapsIDs(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	c.prompt(2, a, "x")
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`)
+	_, resp := c.await("3")
+	var r struct {
+		Sessions []struct {
+			SessionID string `json:"sessionId"`
+		} `json:"sessions"`
+	}
+	_ = json.Unmarshal(resp.Result, &r)
+	if len(r.Sessions) != 1 || r.Sessions[0].SessionID != a {
+		t.Fatalf("list: %s", resp.Raw)
+	}
+	_ = c.close()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,85 @@
+package acpfront
+
+import (
+	"context"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+)
+
+// Sessions is what the front end needs of the lifecycle engine: starting and
+// resuming runs, ending sessions that are not running, and reading their
+// records. [FromEngine] adapts a *blaise.Engine.
+type Sessions interface {
+	// Start creates a session of the configuration and starts its first run.
+	Start(config string) (Run, error)
+	// Resume starts a resume run of a paused session.
+	Resume(id string) (Run, error)
+	// End ends a session that has no run in progress (reason closed) and
+	// waits for its teardown.
+	End(ctx context.Context, id string) error
+	// Session returns the session's record; its error wraps
+	// blaise.ErrNotFound for an unknown session.
+	Session(id string) (*blaise.SessionRecord, error)
+	// List returns every stored session.
+	List() ([]*blaise.SessionRecord, error)
+	// TranscriptPath is where the session's transcript is.
+	TranscriptPath(id string) string
+}
+
+// Run is a run in progress, in a session process of its own (see
+// blaise.Live).
+type Run interface {
+	SessionID() string // the blaise session id
+	Number() int       // the run's number in its session
+	// Send passes a client message to the session.
+	Send(m *acp.Message) error
+	// Messages delivers the session's messages for the client; it is closed
+	// when the run's output ends.
+	Messages() <-chan *acp.Message
+	// Stop sends a stop directive; StopIdle stops the run as idle under the
+	// session's idle policy (L9).
+	Stop(reason string, mayResume bool) error
+	StopIdle() error
+	// Done is closed when the run has ended and its record is settled.
+	Done() <-chan struct{}
+}
+
+// FromEngine returns the sessions of a lifecycle engine.
+func FromEngine(e *blaise.Engine) Sessions { return engineSessions{e} }
+
+type engineSessions struct{ e *blaise.Engine }
+
+func (s engineSessions) Start(config string) (Run, error) {
+	l, err := s.e.Start(config)
+	if err != nil {
+		return nil, err
+	}
+	return liveRun{l}, nil
+}
+
+func (s engineSessions) Resume(id string) (Run, error) {
+	l, err := s.e.Resume(id)
+	if err != nil {
+		return nil, err
+	}
+	return liveRun{l}, nil
+}
+
+func (s engineSessions) End(ctx context.Context, id string) error {
+	_, err := s.e.End(ctx, id)
+	return err
+}
+
+func (s engineSessions) Session(id string) (*blaise.SessionRecord, error) {
+	return s.e.Store.Session(id)
+}
+
+func (s engineSessions) List() ([]*blaise.SessionRecord, error) { return s.e.Store.Sessions() }
+
+func (s engineSessions) TranscriptPath(id string) string { return s.e.Store.TranscriptPath(id) }
+
+type liveRun struct{ *blaise.Live }
+
+func (r liveRun) SessionID() string { return r.Live.ID }
+func (r liveRun) Number() int       { return r.Live.Run }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acpfront"
+)
+
+// AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
+// editors and other ACP clients (see docs/editors.md).
+type AcpCmd struct {
+	Config          string        `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+	ShutdownTimeout time.Duration `help:"How long to wait, once the client is gone, for its sessions to pause or end." default:"2m"`
+	SessionFlags
+}
+
+// Run serves the client on stdin and stdout until it disconnects.
+func (c *AcpCmd) Run(g *Globals) error {
+	e, err := c.engine(g)
+	if err != nil {
+		return err
+	}
+	logger := g.Logger().WithPrefix("acp")
+	e.Log = logger
+	if err := e.Sweep(context.Background()); err != nil {
+		logger.Warn("settling earlier sessions", "err", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &acpfront.Server{
+		Sessions:        acpfront.FromEngine(e),
+		Config:          c.Config,
+		In:              os.Stdin,
+		Out:             os.Stdout,
+		Log:             logger,
+		ShutdownTimeout: c.ShutdownTimeout,
+	}
+	return srv.Run(ctx)
+}
