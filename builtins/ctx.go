@@ -7,16 +7,15 @@ import (
 	"sync/atomic"
 
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/charmbracelet/log"
 	"go.starlark.net/starlark"
 )
 
-// Ctx is the ctx value of one handler call. It is bound to its plug and to
-// that call: once the handler returns, every use of it fails (Close).
-type Ctx struct {
+// CtxBase is what every ctx of one plug in one run shares.
+type CtxBase struct {
 	PlugName  string
 	PlugID    string // empty when setup gives none
 	PlugIndex int
-	Handler   string
 
 	Inputs    starlark.Value
 	State     starlark.Value
@@ -24,31 +23,26 @@ type Ctx struct {
 	Session   starlark.Value
 	Run       starlark.Value
 	Setup     *Setup
-	Agent     *AgentDraft
 	RunnerEnv starlark.Value
-	Log       *Log
+	Logger    *log.Logger // the plug's logger
 	Signal    *Signal
-	Host      starlark.Value
 	Runner    starlark.Value
 	// SetOutput publishes an output of this plug for later plugs (C10).
 	SetOutput func(name string, v starlark.Value) error
+}
+
+// Ctx is the ctx value of one handler call. It is bound to its plug and to
+// that call: once the handler returns, every use of it fails (Close).
+type Ctx struct {
+	*CtxBase
+	Handler string
+	Host    starlark.Value
+	Agent   *AgentDraft
 
 	closed atomic.Bool
 }
 
 var _ starlark.HasAttrs = (*Ctx)(nil)
-
-// Bind attaches the parts that refer back to ctx, so they fail once ctx is
-// closed. Call it once the fields are set.
-func (c *Ctx) Bind() *Ctx {
-	if c.Persisted != nil {
-		c.Persisted.ctx = c
-	}
-	if c.Log != nil {
-		c.Log.ctx = c
-	}
-	return c
-}
 
 // Close ends the handler call; later uses of ctx fail.
 func (c *Ctx) Close() { c.closed.Store(true) }
@@ -85,7 +79,7 @@ func (c *Ctx) Attr(name string) (starlark.Value, error) {
 		if c.Persisted == nil {
 			return nil, fmt.Errorf("ctx.persisted: plug %s declares no persisted schema: add persisted = schema.object(...) to plug()", c.PlugName)
 		}
-		return c.Persisted, nil
+		return &persistedView{Persisted: c.Persisted, ctx: c}, nil
 	case "session":
 		return c.Session, nil
 	case "run":
@@ -103,7 +97,7 @@ func (c *Ctx) Attr(name string) (starlark.Value, error) {
 	case "runner_env":
 		return c.RunnerEnv, nil
 	case "log":
-		return c.Log, nil
+		return &Log{Logger: c.Logger, ctx: c}, nil
 	case "signal":
 		return c.Signal, nil
 	case "host":

@@ -65,19 +65,24 @@ type Persisted struct {
 	// Value is the validated current value, or None.
 	Value starlark.Value
 	mu    sync.Mutex
-	ctx   *Ctx
 }
 
-var _ starlark.HasAttrs = (*Persisted)(nil)
+// persistedView is ctx.persisted: the plug's Persisted, through one ctx.
+type persistedView struct {
+	*Persisted
+	ctx *Ctx
+}
 
-func (p *Persisted) String() string        { return "persisted" }
-func (p *Persisted) Type() string          { return "persisted" }
-func (p *Persisted) Freeze()               {}
-func (p *Persisted) Truth() starlark.Bool  { return true }
-func (p *Persisted) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: persisted") }
-func (p *Persisted) AttrNames() []string   { return []string{"clear", "set", "value"} }
+var _ starlark.HasAttrs = (*persistedView)(nil)
 
-func (p *Persisted) Attr(name string) (starlark.Value, error) {
+func (p *persistedView) String() string        { return "persisted" }
+func (p *persistedView) Type() string          { return "persisted" }
+func (p *persistedView) Freeze()               {}
+func (p *persistedView) Truth() starlark.Bool  { return true }
+func (p *persistedView) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: persisted") }
+func (p *persistedView) AttrNames() []string   { return []string{"clear", "set", "value"} }
+
+func (p *persistedView) Attr(name string) (starlark.Value, error) {
 	if err := p.ctx.check(); err != nil {
 		return nil, err
 	}
@@ -94,10 +99,10 @@ func (p *Persisted) Attr(name string) (starlark.Value, error) {
 	case "clear":
 		return starlark.NewBuiltin("persisted.clear", p.clear), nil
 	}
-	return nil, noSuchAttr("persisted", name, p.AttrNames())
+	return nil, noSuchAttr("persisted", name, nil)
 }
 
-func (p *Persisted) set(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func (p *persistedView) set(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var v starlark.Value
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &v); err != nil {
 		return nil, err
@@ -119,7 +124,7 @@ func (p *Persisted) set(thread *starlark.Thread, b *starlark.Builtin, args starl
 	return starlark.None, nil
 }
 
-func (p *Persisted) clear(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func (p *persistedView) clear(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 0); err != nil {
 		return nil, err
 	}

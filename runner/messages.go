@@ -88,31 +88,8 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 	}
 	p := order[k]
 	fn := p.use.Plug.OnMessage
-	var inner *builtins.Message
-	var innerBy string
-	calls := 0
-	next := starlark.NewBuiltin("next", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		var v starlark.Value
-		if err := starlark.UnpackPositionalArgs("next", args, kwargs, 1, &v); err != nil {
-			return nil, err
-		}
-		passed, ok := v.(*builtins.Message)
-		if !ok || passed.Msg.Kind == acp.Response {
-			return nil, fmt.Errorf("next: want the message (or message.replace(...)), got %s", v.Type())
-		}
-		if calls++; calls > 1 {
-			return nil, fmt.Errorf("next() called twice for one message; call it at most once")
-		}
-		var err error
-		inner, innerBy, err = pl.step(order, k+1, passed, forward)
-		if err != nil {
-			return nil, err
-		}
-		if inner == nil {
-			return starlark.None, nil
-		}
-		return inner, nil
-	})
+	h := &hop{pl: pl, order: order, k: k, forward: forward}
+	next := starlark.NewBuiltin("next", h.next)
 	c := r.newCtx(p, "on_message", pl.host, pl.runnerHost)
 	ret, err := r.call(p, "on_message", fn, c, starlark.Tuple{c, msg, next})
 	if err != nil {
@@ -123,8 +100,8 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 		// does not matter.
 		return nil, "", nil
 	}
-	by := innerBy
-	if calls == 0 {
+	by := h.innerBy
+	if h.calls == 0 {
 		by = p.use.Plug.Name
 	}
 	resp, err := pl.response(msg, ret)
@@ -132,6 +109,39 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 		return nil, "", r.handlerError(p, "on_message", fn, err.Error())
 	}
 	return resp, by, nil
+}
+
+// hop is one plug's step of a message: its next() runs the rest.
+type hop struct {
+	pl      *pipeline
+	order   []*plugRun
+	k       int
+	forward acp.Forward
+	calls   int
+	innerBy string
+}
+
+func (h *hop) next(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var v starlark.Value
+	if err := starlark.UnpackPositionalArgs("next", args, kwargs, 1, &v); err != nil {
+		return nil, err
+	}
+	passed, ok := v.(*builtins.Message)
+	if !ok || passed.Msg.Kind == acp.Response {
+		return nil, fmt.Errorf("next: want the message (or message.replace(...)), got %s", v.Type())
+	}
+	if h.calls++; h.calls > 1 {
+		return nil, fmt.Errorf("next() called twice for one message; call it at most once")
+	}
+	inner, by, err := h.pl.step(h.order, h.k+1, passed, h.forward)
+	if err != nil {
+		return nil, err
+	}
+	h.innerBy = by
+	if inner == nil {
+		return starlark.None, nil
+	}
+	return inner, nil
 }
 
 // response turns what on_message returned for a request into the response.

@@ -141,7 +141,7 @@ type plugRun struct {
 	persisted *builtins.Persisted
 	outputs   map[string]starlark.Value
 	order     []string
-	log       *log.Logger                     // the plug's logger
+	base      *builtins.CtxBase               // what the plug's ctx values share
 	readOnly  map[string]*builtins.AgentDraft // ctx.agent outside on_session, by handler
 }
 
@@ -491,7 +491,7 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 		callCtx, cancel = context.WithCancel(r.ctx)
 		defer cancel()
 	}
-	thread := r.thread(callCtx, c.Log.Logger)
+	thread := r.thread(callCtx, c.Logger)
 	defer r.release(thread)
 	defer r.push(&frame{thread: thread, cancel: cancel})()
 	defer c.Close()
@@ -690,10 +690,23 @@ func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Ho
 
 // newCtx makes the ctx of one handler call.
 func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *builtins.Ctx {
-	if p.log == nil {
-		p.log = r.log.WithPrefix(p.use.Plug.Name)
+	if p.base == nil {
+		p.base = &builtins.CtxBase{
+			PlugName:  p.use.Plug.Name,
+			PlugID:    p.use.ID,
+			PlugIndex: p.use.Index,
+			Session:   r.sessionValue,
+			Run:       r.runValue,
+			Setup:     r.setup,
+			RunnerEnv: r.runnerEnv,
+			Logger:    r.log.WithPrefix(p.use.Plug.Name),
+			Signal:    &r.signal,
+			Runner:    r.hostValue(runnerHost),
+			SetOutput: p.setOutput,
+		}
 		p.readOnly = map[string]*builtins.AgentDraft{}
 	}
+	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted
 	// ctx.agent is writable only in on_session before next(), where
 	// session() replaces this read-only copy with the plug's draft.
 	agent, ok := p.readOnly[handler]
@@ -702,26 +715,7 @@ func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *b
 		agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
 		p.readOnly[handler] = agent
 	}
-	c := &builtins.Ctx{
-		PlugName:  p.use.Plug.Name,
-		PlugID:    p.use.ID,
-		PlugIndex: p.use.Index,
-		Handler:   handler,
-		Inputs:    p.inputs,
-		State:     p.state,
-		Persisted: p.persisted,
-		Session:   r.sessionValue,
-		Run:       r.runValue,
-		Setup:     r.setup,
-		Agent:     agent,
-		RunnerEnv: r.runnerEnv,
-		Log:       &builtins.Log{Logger: p.log},
-		Signal:    &r.signal,
-		Host:      r.hostValue(host),
-		Runner:    r.hostValue(runnerHost),
-		SetOutput: p.setOutput,
-	}
-	return c.Bind()
+	return &builtins.Ctx{CtxBase: p.base, Handler: handler, Host: r.hostValue(host), Agent: agent}
 }
 
 // setOutput publishes an output of the plug for later plugs (C10).
