@@ -104,8 +104,9 @@ type Run struct {
 	lock   builtins.Lock
 	signal builtins.Signal
 
-	ctx    context.Context // cancelled when the session shuts down
-	cancel context.CancelFunc
+	shutdown context.Context // done when the session shuts down
+	ctx      context.Context // of handlers' blocking calls: done StopGrace after shutdown
+	cancel   context.CancelFunc
 
 	mu      sync.Mutex
 	stop    *Stop
@@ -264,19 +265,31 @@ func (r *Run) stopPause() *builtins.PauseInfo {
 }
 
 // Run executes the run and returns what it reports. Cancelling ctx shuts the
-// session down: ctx.signal is aborted and running handlers are cancelled.
+// session down: ctx.signal is aborted and the agent stops at once, so that
+// pause code can skip what it need not do; handlers still running after
+// StopGrace are cancelled, their blocking calls too.
 func (r *Run) Run(ctx context.Context) Result {
-	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.shutdown = ctx
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancel()
 	go func() {
-		<-r.ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-r.ctx.Done():
+			return
+		}
 		r.signal.Abort("the session is shutting down")
+		select {
+		case <-time.After(r.opts.StopGrace):
+		case <-r.ctx.Done():
+			return
+		}
 		r.mu.Lock()
 		for _, f := range r.frames {
 			f.thread.Cancel("cancelled: the session is shutting down")
-			f.cancel()
 		}
 		r.mu.Unlock()
+		r.cancel()
 	}()
 
 	runnerHost := r.opts.Runner
@@ -802,7 +815,7 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 			pause = r.failed(fmt.Errorf("the agent exited with code %d", code))
 		case <-r.stopped:
 			r.stopAgent(proc, exited)
-		case <-r.ctx.Done():
+		case <-r.shutdown.Done():
 			pause = r.failed(errors.New("the session shut down"))
 			r.stopAgent(proc, exited)
 		}
@@ -811,7 +824,7 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 		cancel()
 		<-attached
 	})
-	if p := r.stopPause(); p != nil && r.ctx.Err() == nil {
+	if p := r.stopPause(); p != nil && r.shutdown.Err() == nil {
 		// A stop that arrived while the agent was exiting still names the pause.
 		return *p
 	}

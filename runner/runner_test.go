@@ -777,3 +777,30 @@ def on_teardown(ctx, next):
 		t.Fatalf("teardown err %v", res.TeardownErr)
 	}
 }
+
+func TestC15_SignalAbortedWhenTheSessionShutsDown(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    print("SIGNAL before", ctx.signal.aborted, ctx.signal.reason)
+    info = next()
+    print("SIGNAL after", ctx.signal.aborted, ctx.signal.reason, info.reason)
+`,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := runner.New(runner.Options{Config: c.cfg, Logger: c.log, SessionID: "s", Kind: runner.Start, AgentGrace: 200 * time.Millisecond})
+	done := make(chan runner.Result, 1)
+	go func() { done <- r.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(c.dir, "started")); err == nil {
+			break
+		}
+	}
+	cancel()
+	res := <-done
+	want := "before False None|after True the session is shutting down failed"
+	if got := strings.Join(c.lines("SIGNAL "), "|"); got != want || res.Pause.Reason != "failed" {
+		t.Fatalf("got %q, pause %+v", got, res.Pause)
+	}
+}
