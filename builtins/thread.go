@@ -20,22 +20,31 @@ func (l *Lock) Acquire() { l.mu.Lock() }
 // Release gives the lock up.
 func (l *Lock) Release() { l.mu.Unlock() }
 
-const (
-	lockKey    = "blaise.lock"
-	contextKey = "blaise.context"
-)
+// callKey is the thread local holding the *call a thread serves.
+const callKey = "blaise.call"
+
+// call is what builtins need from the handler call a thread runs. It is
+// one local, updated in place, so that reusing a thread for the next call
+// costs no map writes.
+type call struct {
+	lock *Lock
+	ctx  context.Context
+}
 
 // BindThread attaches the session lock and the Go context that bounds the
 // thread's blocking calls.
 func BindThread(thread *starlark.Thread, lock *Lock, ctx context.Context) {
-	thread.SetLocal(lockKey, lock)
-	thread.SetLocal(contextKey, ctx)
+	if c, ok := thread.Local(callKey).(*call); ok {
+		c.lock, c.ctx = lock, ctx
+		return
+	}
+	thread.SetLocal(callKey, &call{lock: lock, ctx: ctx})
 }
 
 // Context returns the Go context bound to thread, or context.Background.
 func Context(thread *starlark.Thread) context.Context {
-	if ctx, ok := thread.Local(contextKey).(context.Context); ok {
-		return ctx
+	if c, ok := thread.Local(callKey).(*call); ok && c.ctx != nil {
+		return c.ctx
 	}
 	return context.Background()
 }
@@ -43,12 +52,12 @@ func Context(thread *starlark.Thread) context.Context {
 // Blocking runs f with the session lock of thread released, so that other
 // handlers of the session can run while f waits.
 func Blocking(thread *starlark.Thread, f func()) {
-	lock, ok := thread.Local(lockKey).(*Lock)
-	if !ok || lock == nil {
+	c, ok := thread.Local(callKey).(*call)
+	if !ok || c.lock == nil {
 		f()
 		return
 	}
-	lock.Release()
-	defer lock.Acquire()
+	c.lock.Release()
+	defer c.lock.Acquire()
 	f()
 }

@@ -117,7 +117,7 @@ type Run struct {
 	agentStarted bool
 
 	plugs        []*plugRun
-	threads      []*starlark.Thread // idle threads; guarded by lock
+	threads      []*pooledThread // idle threads; guarded by lock
 	hostValues   map[hosts.Host]starlark.Value
 	runnerEnv    *starlark.Dict
 	sessionValue starlark.Value // ctx.session
@@ -506,9 +506,9 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 	}
 	thread := r.thread(callCtx, c.Logger)
 	defer r.release(thread)
-	defer r.push(&frame{thread: thread, cancel: cancel})()
+	defer r.push(&frame{thread: thread.Thread, cancel: cancel})()
 	defer c.Close()
-	v, err := starlark.Call(thread, fn, args, nil)
+	v, err := starlark.Call(thread.Thread, fn, args, nil)
 	if err != nil {
 		werr := interp.WrapError(err, p.use.Plug.Name, handler)
 		if !passedOn(err) {
@@ -530,34 +530,36 @@ func passedOn(err error) bool {
 	return ok && inner.Handler != ""
 }
 
-const loggerKey = "blaise.logger"
+// pooledThread is a thread with the logger of the call it runs.
+type pooledThread struct {
+	*starlark.Thread
+	logger *log.Logger
+}
 
 // thread returns a thread for one handler call, with a budget of
 // MaxSteps. Threads are reused: all calls hold the session lock, so the
 // pool needs no lock of its own.
-func (r *Run) thread(ctx context.Context, logger *log.Logger) *starlark.Thread {
-	var t *starlark.Thread
+func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
+	var t *pooledThread
 	if n := len(r.threads); n > 0 {
 		t, r.threads = r.threads[n-1], r.threads[:n-1]
 	} else {
 		max := r.opts.MaxSteps
-		t = &starlark.Thread{
-			Print: func(t *starlark.Thread, msg string) {
-				t.Local(loggerKey).(*log.Logger).Info(msg)
-			},
+		t = &pooledThread{Thread: &starlark.Thread{
 			OnMaxSteps: func(t *starlark.Thread) {
 				t.Cancel(fmt.Sprintf("stopped after %d steps: a runaway loop? (the limit of one handler call)", max))
 			},
-		}
+		}}
+		t.Print = func(_ *starlark.Thread, msg string) { t.logger.Info(msg) }
 	}
+	t.logger = logger
 	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
-	t.SetLocal(loggerKey, logger)
-	builtins.BindThread(t, &r.lock, ctx)
+	builtins.BindThread(t.Thread, &r.lock, ctx)
 	return t
 }
 
 // release returns a thread to the pool.
-func (r *Run) release(t *starlark.Thread) {
+func (r *Run) release(t *pooledThread) {
 	if r.ctx.Err() != nil {
 		return
 	}
