@@ -3,10 +3,13 @@ package runner_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -802,5 +805,32 @@ def on_session(ctx, next):
 	want := "before False None|after True the session is shutting down failed"
 	if got := strings.Join(c.lines("SIGNAL "), "|"); got != want || res.Pause.Reason != "failed" {
 		t.Fatalf("got %q, pause %+v", got, res.Pause)
+	}
+}
+
+func TestH1_ProcessesDoNotOutliveTheRun(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    proc = ctx.host.spawn(["sleep", "1000"])
+    ctx.host.fs.write_file("$DIR/pid", str(proc.pid))
+    next()
+`,
+	})
+	c.run(runner.Options{}, idle)
+	b, err := os.ReadFile(filepath.Join(c.dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	if pid <= 0 {
+		t.Fatalf("pid %q", b)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if !strings.Contains(string(stat), ") Z ") {
+			t.Fatalf("process %d spawned by a plug outlived the run", pid)
+		}
 	}
 }
