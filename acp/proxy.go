@@ -46,6 +46,7 @@ type Proxy struct {
 
 	checks  chan *Message // typed messages waiting for CheckParams
 	mu      sync.Mutex
+	closed  bool                // Run has ended
 	pending [2]map[string]*call // by Side of the request, then IDKey
 	loading map[string]int      // sessions being loaded, whose replay is not recorded
 }
@@ -99,7 +100,6 @@ func (p *Proxy) Run(ctx context.Context) error {
 
 	if p.CheckParams {
 		p.checks = make(chan *Message, checkQueue)
-		defer close(p.checks)
 		go p.checker(p.checks)
 	}
 	agentDone := make(chan error, 1)
@@ -126,6 +126,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 		}
 		break
 	}
+	// From here on, what still arrives is dropped: the run is over.
+	p.mu.Lock()
+	p.closed = true
+	if p.checks != nil {
+		close(p.checks)
+	}
+	p.mu.Unlock()
 	p.abandon()
 	// Everything for the client goes out before the run ends.
 	if ferr := p.ToClient.Flush(); ferr != nil {
@@ -181,6 +188,13 @@ func ReadMessages(r io.Reader, maxLine int, logger *log.Logger) <-chan *Message 
 // receive handles a message that arrived going toward side, in order: it
 // returns once the message was forwarded or handled.
 func (p *Proxy) receive(side Side, m *Message) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		p.Log.Debug("dropped a message that arrived after the run ended", "method", m.Method, "toward", side)
+		return
+	}
 	if m.Kind == Response {
 		p.answer(side, m)
 		return
@@ -254,7 +268,9 @@ const checkQueue = 256
 // check queues m for CheckParams. A misfit changes nothing about how m is
 // forwarded (M2), so checking runs beside the stream, not in it.
 func (p *Proxy) check(m *Message) {
-	if p.checks == nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.checks == nil || p.closed {
 		return
 	}
 	select {
@@ -283,8 +299,16 @@ func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 		pending = &call{id: m.ID, resp: make(chan *Message, 1), finished: c.finished}
 		key := IDKey(m.ID)
 		p.mu.Lock()
-		if _, dup := p.pending[side][key]; dup {
-			p.Log.Warn("a request reuses the id of one still waiting for its answer", "id", string(m.ID))
+		if _, dup := p.pending[side][key]; dup || p.closed {
+			p.mu.Unlock()
+			// An id still waiting for its answer cannot be told apart from
+			// its twin: the newcomer is refused, not forwarded (M7).
+			reason := "the id of a request still waiting for its answer"
+			if !dup {
+				reason = "the agent is gone"
+			}
+			p.Log.Warn("refused a request", "id", string(m.ID), "because", reason)
+			return mustParse(NewErrorResponse(m.ID, InvalidRequest, "request refused: "+reason, nil))
 		}
 		if m.Method == "session/load" {
 			if id := sessionID(m.Params); id != "" {

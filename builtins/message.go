@@ -118,7 +118,8 @@ func (m *Message) replace(_ *starlark.Thread, b *starlark.Builtin, args starlark
 // body is unchanged, otherwise the original with only what changed in the
 // body re-encoded (M4).
 func (m *Message) Encode() (*acp.Message, error) {
-	if m.body == nil {
+	if m.body == nil || !m.replaced && m.raw() == nil && m.body == starlark.None {
+		// Not read, or read where there was nothing: unchanged.
 		return m.Msg, nil
 	}
 	what := "params"

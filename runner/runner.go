@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -489,8 +490,11 @@ func (r *Run) push(f *frame) func() {
 	r.frames = append(r.frames, f)
 	r.mu.Unlock()
 	return func() {
+		// on_message calls interleave: remove f itself, not the last frame.
 		r.mu.Lock()
-		r.frames = r.frames[:len(r.frames)-1]
+		if i := slices.Index(r.frames, f); i >= 0 {
+			r.frames = slices.Delete(r.frames, i, i+1)
+		}
 		r.mu.Unlock()
 	}
 }
@@ -817,14 +821,21 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 			pause = r.failed(fmt.Errorf("the agent exited with code %d", code))
 		case <-r.stopped:
 			r.stopAgent(proc, exited)
+			pause = *r.stopPause()
 		case <-r.shutdown.Done():
 			pause = r.failed(errors.New("the session shut down"))
 			r.stopAgent(proc, exited)
 		}
 		// What the agent left in its process group goes with it.
 		_ = proc.Kill()
-		cancel()
-		<-attached
+		// The proxy reads what the agent wrote before it exited; then it
+		// is stopped even if something still holds the agent's output.
+		select {
+		case <-attached:
+		case <-time.After(r.opts.AgentGrace):
+			cancel()
+			<-attached
+		}
 	})
 	if p := r.stopPause(); p != nil && r.shutdown.Err() == nil {
 		// A stop that arrived while the agent was exiting still names the pause.
