@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
@@ -83,7 +85,15 @@ func (e *Engine) Resume(id string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.launch(rec, runner.Resume, "")
+	l, err := e.launch(rec, runner.Resume, "")
+	if err != nil {
+		_, _ = e.Store.UpdateSession(id, func(r *SessionRecord) error {
+			r.State, r.PausedAt, r.ExpiresAt = Paused, rec.Pause.At, rec.Pause.At.Add(r.Settings.PausedLifetime)
+			r.Runs--
+			return nil
+		})
+	}
+	return l, err
 }
 
 // End ends a session that is not running: a paused session gets a teardown
@@ -104,6 +114,9 @@ func (e *Engine) End(ctx context.Context, id string) (*SessionRecord, error) {
 	case Ended:
 		return rec, nil
 	case Paused, TearingDown, Orphaned:
+		if processAlive(rec) {
+			return nil, fmt.Errorf("session %s is being torn down by another process", id)
+		}
 	}
 	rec, err = e.Store.UpdateSession(id, func(r *SessionRecord) error {
 		if r.State == Paused {
@@ -154,7 +167,10 @@ func (e *Engine) Sweep(ctx context.Context) error {
 	}
 	var errs []error
 	for _, rec := range recs {
-		if rec.State == Active && !processAlive(rec) {
+		if processAlive(rec) {
+			continue // its run settles it
+		}
+		if rec.State == Active {
 			if rec, err = e.settleCrash(rec, fmt.Errorf("the session process %d is gone", rec.PID)); err != nil {
 				errs = append(errs, err)
 				continue
@@ -195,7 +211,9 @@ func (e *Engine) settleCrash(rec *SessionRecord, cause error) (*SessionRecord, e
 		if r.State != Active {
 			return nil
 		}
-		ApplyPause(r, Pause{Run: r.Runs, Reason: "failed", MayResume: r.Settings.IdlePolicy == PolicyPause && r.Resumable, Error: cause.Error()}, time.Now())
+		// A run that broke after a stop that ends the session stays ended.
+		mayResume := r.Settings.IdlePolicy == PolicyPause && r.Resumable && (r.Stop == nil || r.Stop.Run != r.Runs || r.Stop.MayResume)
+		ApplyPause(r, Pause{Run: r.Runs, Reason: builtins.ReasonFailed, MayResume: mayResume, Error: cause.Error()}, time.Now())
 		r.PID = 0
 		return nil
 	})
@@ -233,26 +251,46 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 		return nil, fmt.Errorf("control channel: %w", err)
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	// Pipes of our own: cmd.Wait must not close the session's output before
+	// the reader took its last messages.
+	stdinR, stdin, err := os.Pipe()
+	if err != nil {
+		mine.Close()
+		theirs.Close()
+		return nil, err
+	}
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		mine.Close()
+		theirs.Close()
+		stdinR.Close()
+		stdin.Close()
+		return nil, err
+	}
 	cmd := exec.Command(command[0], args...)
+	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
 	cmd.Stderr = e.Stderr
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	stdin, err := cmd.StdinPipe()
+	// A group of its own: a Ctrl-C in the terminal is the front end's to
+	// handle (cancel the turn), not a signal that kills the run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	theirs.Close()
+	stdinR.Close()
+	stdoutW.Close()
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		mine.Close()
-		theirs.Close()
+		stdin.Close()
+		stdout.Close()
 		return nil, fmt.Errorf("starting the session process: %w", err)
 	}
-	theirs.Close()
+	// Recorded at once, so that a sweep never takes this run for dead.
+	if _, err := e.Store.UpdateSession(rec.ID, func(r *SessionRecord) error { r.PID = cmd.Process.Pid; return nil }); err != nil {
+		e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
+	}
 	l := &Live{
 		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, cmd: cmd, rec: rec,
 		in:          acp.NewWriter(stdin),
@@ -260,6 +298,7 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 		ctl:         NewControlConn(mine, mine),
 		ctlFile:     mine,
 		done:        make(chan struct{}),
+		exited:      make(chan struct{}),
 		reports:     make(chan Control, 16),
 		got:         map[string]bool{},
 		reportsDone: make(chan struct{}),
@@ -272,7 +311,7 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 	if kind != runner.Teardown {
 		l.out = l.track(acp.ReadMessages(stdout, 0, e.logger()))
 	} else {
-		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		go func() { _, _ = io.Copy(io.Discard, stdout); stdout.Close() }()
 	}
 	go l.readControl()
 	go l.wait()
@@ -297,10 +336,12 @@ type Live struct {
 	reports chan Control
 	// reportsDone is closed when the control channel has been read to its end.
 	reportsDone chan struct{}
+	exited      chan struct{} // closed when the session process has exited
 	done        chan struct{}
 	final       *SessionRecord
 	err         error
 
+	stopMu    sync.Mutex // one Stop at a time
 	mu        sync.Mutex
 	activity  time.Time       // the last message either way
 	turns     map[string]bool // client requests waiting for their answer, by id
@@ -374,27 +415,32 @@ func (l *Live) noteACPSession(params []byte) {
 	}
 }
 
-// Stop sends a stop directive once it is recorded durably (L3).
+// Stop sends a stop directive once it is recorded durably (L3). Only the
+// first stop that was recorded counts; failed and expired are never sent.
 func (l *Live) Stop(reason string, mayResume bool) error {
-	l.mu.Lock()
-	if l.stopped != nil {
-		l.mu.Unlock()
+	if !slices.Contains(builtins.StopReasons, reason) {
+		return fmt.Errorf("%q is not a stop reason (want one of %s)", reason, strings.Join(builtins.StopReasons, ", "))
+	}
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	if l.stopSent() {
 		return nil
 	}
-	stop := &StopRecord{Reason: reason, MayResume: mayResume, At: time.Now(), Run: l.Run}
-	l.stopped = stop
-	l.mu.Unlock()
 	select {
-	case <-l.done:
+	case <-l.exited:
 		return fmt.Errorf("session %s: no run receives the stop", l.ID)
 	default:
 	}
+	stop := &StopRecord{Reason: reason, MayResume: mayResume, At: time.Now(), Run: l.Run}
 	if _, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
 		r.Stop = stop
 		return nil
 	}); err != nil {
 		return err
 	}
+	l.mu.Lock()
+	l.stopped = stop
+	l.mu.Unlock()
 	if err := l.ctl.Send(Control{Type: "stop", Run: l.Run, Reason: reason, MayResume: mayResume}); err != nil {
 		return fmt.Errorf("session %s: the stop could not be sent: %w", l.ID, err)
 	}
@@ -405,6 +451,12 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 		return nil
 	})
 	return err
+}
+
+func (l *Live) stopSent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped != nil
 }
 
 // StopIdle stops the session as idle under its policy (L4, L9).
@@ -456,6 +508,7 @@ func (l *Live) readControl() {
 // teardown never reported counts as a failed teardown.
 func (l *Live) wait() {
 	err := l.cmd.Wait()
+	close(l.exited)
 	<-l.reportsDone
 	l.ctlFile.Close()
 	l.stdin.Close()
@@ -500,8 +553,9 @@ func exitStatus(err error) string {
 }
 
 // timers stops the run when it was inactive too long (L1: never while a
-// turn runs) or ran past its timeout, and fails a run that ignores a
-// timeout stop (L5).
+// request waits for its answer) or ran past its timeout, teardown runs
+// included. A run that ignores a timeout stop for TimeoutGrace is failed
+// (L5); one that ignores another stop is caught by its timeout.
 func (l *Live) timers() {
 	s := l.rec.Settings
 	tick := min(s.InactivityLimit, s.Timeout) / 10
@@ -514,7 +568,7 @@ func (l *Live) timers() {
 	}
 	for {
 		select {
-		case <-l.done:
+		case <-l.exited:
 			return
 		case now := <-t.C:
 			l.mu.Lock()
@@ -523,12 +577,12 @@ func (l *Live) timers() {
 			stop := l.stopped
 			l.mu.Unlock()
 			switch {
-			case stop != nil && stop.Reason == "timeout" && now.Sub(stop.At) >= grace:
-				l.e.logger().Error("the run ignored its timeout stop; failing it", "session", l.ID)
+			case stop != nil && (stop.Reason == "timeout" && now.Sub(stop.At) >= grace || now.Sub(stop.At) >= s.Timeout):
+				l.e.logger().Error("the run ignored its stop; failing it", "session", l.ID, "stop", stop.Reason)
 				_ = l.cmd.Process.Kill()
 				return
 			case stop != nil:
-			case timedOut && l.Kind != runner.Teardown:
+			case timedOut:
 				_ = l.Stop("timeout", false)
 			case idle && l.Kind != runner.Teardown:
 				_ = l.StopIdle()

@@ -45,8 +45,11 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	}
 	cfg, err := runner.LoadConfig(rec.Config, logger)
 	if err != nil {
-		// The run breaks before it can pause: report a failure (L7).
-		_ = sp.report(Pause{Run: sp.Run, Reason: builtins.ReasonFailed, MayResume: rec.State != TearingDown && rec.Settings.IdlePolicy == PolicyPause, Error: err.Error()})
+		// The run breaks before it can pause or tear down: report that (L7).
+		if sp.Kind == runner.Teardown {
+			return errors.Join(err, sp.tornDown("", err))
+		}
+		_ = sp.report(Pause{Run: sp.Run, Reason: builtins.ReasonFailed, MayResume: rec.Settings.IdlePolicy == PolicyPause, Error: err.Error()})
 		return err
 	}
 	resumable := cfg.Resumable()
@@ -94,26 +97,32 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		opts.Client = &runner.Client{In: acp.ReadMessages(sp.ACPIn, sp.MaxLine, logger), Out: acp.NewWriter(sp.ACPOut)}
 	}
 	r := runner.New(opts)
+	rec.Resumable = resumable // what a lost front end's stop is based on (L9)
 	go sp.listen(r, rec)
 	res := r.Run(ctx)
 
 	if res.Teardown == nil {
 		return res.ReportErr
 	}
-	now := time.Now()
+	return errors.Join(res.ReportErr, sp.tornDown(res.Teardown.Reason, res.TeardownErr))
+}
+
+// tornDown records a teardown's outcome and tells the front end: the
+// session ends and its persisted state goes, or a retry is due (L2).
+func (sp *SessionProcess) tornDown(reason string, failure error) error {
 	updated, err := sp.Store.UpdateSession(sp.SessionID, func(r *SessionRecord) error {
-		ApplyTeardown(r, res.TeardownErr, now)
+		ApplyTeardown(r, failure, time.Now())
 		return nil
 	})
 	if err == nil && updated.State == Ended {
 		err = sp.Store.DeletePersisted(sp.SessionID)
 	}
-	c := Control{Type: "teardown", Run: sp.Run, Reason: res.Teardown.Reason}
-	if res.TeardownErr != nil {
-		c.Error = res.TeardownErr.Error()
+	c := Control{Type: "teardown", Run: sp.Run, Reason: reason}
+	if failure != nil {
+		c.Error = failure.Error()
 	}
 	sp.send(c)
-	return errors.Join(res.ReportErr, err)
+	return err
 }
 
 // report records a pause and tells the front end.

@@ -59,22 +59,6 @@ func main() {
 	)
 	if err := ctx.Run(&cli.Globals); err != nil {
 		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
-		os.Exit(exitCode(err))
+		os.Exit(1)
 	}
-}
-
-// exitError carries an exit code other than 1.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
-		return e.code
-	}
-	return 1
 }

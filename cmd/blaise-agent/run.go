@@ -150,10 +150,17 @@ func (c *RunCmd) Run(g *Globals) error {
 		if s == nil || s.ended() {
 			// The first prompt, or the session paused while the person
 			// was away: (re)attach.
+			if s != nil {
+				s.close()
+			}
 			if s, err = c.attach(ctx, e, term, id); err != nil {
 				return err
 			}
 			id = s.live.ID
+		}
+		// An interrupt typed at the prompt is not meant for the turn.
+		for len(sig) > 0 {
+			<-sig
 		}
 		if err := s.prompt(ctx, prompt, sig); err != nil {
 			if errors.Is(err, errEnded) {
@@ -284,6 +291,9 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 		select {
 		case r := <-done:
 			if r.err != nil {
+				if errors.Is(r.err, client.ErrClosed) {
+					<-s.live.Done()
+				}
 				if s.ended() {
 					return errEnded
 				}

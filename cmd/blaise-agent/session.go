@@ -31,6 +31,8 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 	// The control channel is the front end's; the agent must not inherit it.
 	syscall.CloseOnExec(3)
 	ctl := os.NewFile(3, "control")
+	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
+	signal.Ignore(os.Interrupt)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	sp := &blaise.SessionProcess{
