@@ -576,3 +576,44 @@ func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 	_ = live.Stop("closed", false)
 	l.wait(live)
 }
+
+func TestL9_LostFrontEndEndsAChainThatCannotResume(t *testing.T) {
+	l := newLab(t, blaise.Settings{}, map[string]string{
+		"blaise.star": `setup(use("./once.star"))`,
+		"once.star": `plug(name = "once", resumable = False)
+def on_session(ctx, next):
+    next()
+def on_teardown(ctx, next):
+    info = next()
+    ctx.runner.fs.write_file("$DIR/teardown", "reason=%s" % info.reason)
+`,
+	})
+	cmd := exec.Command(self(t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir())
+	cmd.Dir = l.dir
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = &lockedBuilder{b: l.logs}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "hello\n")
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() && !strings.Contains(sc.Text(), "echo: hello") {
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		recs, _ := l.engine.Store.Sessions()
+		if len(recs) == 1 && recs[0].State == blaise.Ended {
+			if recs[0].Pause.MayResume || l.file("teardown") != "reason=idle" {
+				t.Fatalf("pause %+v teardown %q", recs[0].Pause, l.file("teardown"))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sessions %+v\nlogs:\n%s", recs, l.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
