@@ -199,13 +199,17 @@ func (f *fakeSessions) launch(id string, num int) *fakeRun {
 	return r
 }
 
-func (r *fakeRun) SessionID() string              { return r.id }
-func (r *fakeRun) Number() int                    { return r.num }
-func (r *fakeRun) Messages() <-chan *acp.Message  { return r.out }
-func (r *fakeRun) Done() <-chan struct{}          { return r.done }
-func (r *fakeRun) StopIdle() error                { return r.Stop("idle", true) }
-func (r *fakeRun) wait(d time.Duration) bool      { return waitClosed(r.done, d) }
-func (r *fakeRun) methods() string                { r.mu.Lock(); defer r.mu.Unlock(); return strings.Join(r.sent, ",") }
+func (r *fakeRun) SessionID() string             { return r.id }
+func (r *fakeRun) Number() int                   { return r.num }
+func (r *fakeRun) Messages() <-chan *acp.Message { return r.out }
+func (r *fakeRun) Done() <-chan struct{}         { return r.done }
+func (r *fakeRun) StopIdle() error               { return r.Stop("idle", true) }
+func (r *fakeRun) wait(d time.Duration) bool     { return waitClosed(r.done, d) }
+func (r *fakeRun) methods() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.sent, ",")
+}
 func waitClosed(c <-chan struct{}, d time.Duration) bool {
 	select {
 	case <-c:

@@ -22,9 +22,14 @@
 // starts a resume run transparently: initialize again, session/load of the
 // agent's session (its replayed history swallowed), then the message. A
 // session/load from the client of a paused session resumes it too, and the
-// client sees the replay. When the client disconnects, every session stops
-// as idle under its idle policy (L9) and the front end waits for the runs to
-// end.
+// client sees the replay. When the client disconnects, what it asked is
+// still answered, the agents' requests it can no longer answer are answered
+// for it, and every session stops as idle under its idle policy (L9); the
+// front end returns once the runs have ended.
+//
+// Failures. A run that ends (a crash, a stop) with client requests in flight
+// answers them with an error; the session pauses or ends as the engine
+// records it, and the other sessions go on.
 package acpfront
 
 import (
@@ -163,6 +168,7 @@ type session struct {
 
 	setup    []step // the front end's requests still to send
 	waiting  string // IDKey of the front end's request in flight
+	waitFor  string // its method
 	swallow  bool   // drop session/update: the replay of a swallowed load
 	queue    []*acp.Message
 	pending  map[string]pendingReq // client requests sent to the run, by IDKey
@@ -233,7 +239,7 @@ type conn struct {
 	nextFront int64
 	nextOwn   int64
 
-	active  int // runs launching or running, and Ends in progress
+	active  int  // runs launching or running, and Ends in progress
 	closing bool // the client is gone
 	// force: stop every run now, answered or not (the client's output is
 	// broken, or the shutdown took too long).
@@ -437,7 +443,38 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 		c.resume(sess)
 		return
 	}
+	if (m.Method == "session/cancel" || m.Method == "session/close") && sess.phase == ready && c.stopping(sess) {
+		sess.phase = draining
+	}
+	if sess.phase != ready {
+		switch {
+		case m.Method == "session/cancel":
+			// Prompts still waiting for the run are cancelled here; a
+			// stopping run is told too, as far as it still listens.
+			c.cancelQueued(sess)
+			if sess.phase == draining && len(sess.pending) > 0 {
+				_ = sess.run.Send(c.toAgent(sess, m))
+			}
+			return
+		case m.Method == "session/close" && m.Kind == acp.Request && sess.phase == draining:
+			c.reply(m.ID, []byte("{}")) // the run stops anyway
+			return
+		}
+	}
 	c.deliver(sess, m)
+}
+
+// cancelQueued answers the session's queued prompts as cancelled.
+func (c *conn) cancelQueued(sess *session) {
+	q := sess.queue[:0]
+	for _, m := range sess.queue {
+		if m.Kind == acp.Request && m.Method == "session/prompt" {
+			c.reply(m.ID, []byte(`{"stopReason":"cancelled"}`))
+			continue
+		}
+		q = append(q, m)
+	}
+	sess.queue = q
 }
 
 // resume starts a resume run that loads the session's ACP session again
@@ -683,11 +720,7 @@ func (c *conn) send(sess *session, m *acp.Message) {
 		}
 		sess.pending[acp.IDKey(m.ID)] = p
 	}
-	if sess.acpID != "" {
-		if v, ok := stringMember(m.Params, "sessionId"); ok && v != sess.acpID {
-			m = m.WithParams(withMember(m.Params, "sessionId", quote(sess.acpID)))
-		}
-	}
+	m = c.toAgent(sess, m)
 	if err := sess.run.Send(m); err != nil {
 		// The run is ending: the message waits for the next one.
 		c.log.Debug("the session's run is gone; the message waits for the next run", "session", sess.id, "method", m.Method, "err", err)
@@ -699,6 +732,16 @@ func (c *conn) send(sess *session, m *acp.Message) {
 	}
 }
 
+// toAgent rewrites the session id in a client message to the agent's.
+func (c *conn) toAgent(sess *session, m *acp.Message) *acp.Message {
+	if sess.acpID != "" {
+		if v, ok := stringMember(m.Params, "sessionId"); ok && v != sess.acpID {
+			return m.WithParams(withMember(m.Params, "sessionId", quote(sess.acpID)))
+		}
+	}
+	return m
+}
+
 // failQueue answers the session's queued requests with an error.
 func (c *conn) failQueue(sess *session, code int, msg, reason string) {
 	var q0 []*acp.Message
@@ -708,9 +751,13 @@ func (c *conn) failQueue(sess *session, code int, msg, reason string) {
 		}
 	}
 	sess.setup = nil
+	data := map[string]string{"reason": reason}
+	if sess.id != "" {
+		data["sessionId"] = sess.id
+	}
 	for _, q := range append(q0, sess.queue...) {
 		if q.Kind == acp.Request {
-			c.replyError(q.ID, code, msg, map[string]string{"sessionId": sess.id, "reason": reason})
+			c.replyError(q.ID, code, msg, data)
 		}
 		if q.Method == "initialize" {
 			c.initID = nil
@@ -760,7 +807,6 @@ func (c *conn) launched(sess *session, r Run, err error) {
 	if err != nil {
 		c.active--
 		sess.phase = noRun
-		sess.setup = nil
 		code, msg := acp.InternalError, "Internal error"
 		if sess.id != "" {
 			if rec, rerr := c.srv.Sessions.Session(sess.id); rerr != nil || rec.State != blaise.Paused {
@@ -811,6 +857,7 @@ func (c *conn) nextStep(sess *session) {
 	sess.phase = settingUp
 	st := sess.setup[0]
 	sess.setup = sess.setup[1:]
+	sess.waitFor = st.method
 	if st.client != nil {
 		sess.waiting, sess.swallow = acp.IDKey(st.client.ID), false
 		c.send(sess, st.client)
@@ -870,6 +917,11 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 			return
 		}
 		delete(sess.pending, key)
+		if sess.phase == ready && agentStopped(m) {
+			// The agent is gone and the run is ending: what the client
+			// sends now waits for the next run.
+			sess.phase = draining
+		}
 		c.write(c.answer(sess, p, m).Raw)
 		if sess.waiting != "" && key == sess.waiting && sess.phase == settingUp {
 			c.nextStep(sess)
@@ -898,6 +950,19 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 		}
 		c.write(c.withSession(sess, m).Raw)
 	}
+}
+
+// agentStoppedMessage is how a session process answers the requests its
+// agent left unanswered when it stopped (acp.Proxy).
+const agentStoppedMessage = "the agent stopped before answering"
+
+// agentStopped reports whether m is such an answer.
+func agentStopped(m *acp.Message) bool {
+	if m.Error == nil || !bytes.Contains(m.Error, []byte(agentStoppedMessage)) {
+		return false
+	}
+	var e rpcError
+	return json.Unmarshal(m.Error, &e) == nil && e.Message == agentStoppedMessage
 }
 
 // withSession rewrites the agent's session id in params to the blaise id.
@@ -967,7 +1032,7 @@ func (c *conn) answer(sess *session, p pendingReq, m *acp.Message) *acp.Message 
 // stepAnswered goes on with the run's preparation.
 func (c *conn) stepAnswered(sess *session, m *acp.Message) {
 	if m.Error != nil {
-		c.setupFailed(sess, "the agent's answer", describeError(m.Error))
+		c.setupFailed(sess, sess.waitFor, describeError(m.Error))
 		return
 	}
 	c.nextStep(sess)
@@ -1032,6 +1097,9 @@ func (c *conn) runEnded(sess *session, r Run) {
 		q := sess.queue
 		sess.queue = nil
 		for _, m := range q {
+			if m.Method == "initialize" {
+				c.initID = nil
+			}
 			c.fromClient(m)
 		}
 		return

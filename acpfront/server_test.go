@@ -504,3 +504,161 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestPipelinedRequestsWaitForInitialize(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, c.dir)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"unknown","prompt":[]}}`)
+	got := map[string]*acp.Message{}
+	for len(got) < 3 {
+		m := c.next()
+		got[string(m.ID)] = m
+	}
+	if got["0"].Error != nil || got["1"].Error != nil || !strings.Contains(string(got["2"].Error), "-32002") {
+		t.Fatalf("answers: %s %s %s", got["0"].Raw, got["1"].Raw, got["2"].Raw)
+	}
+	if run := f.run("bs01"); run.methods() != "initialize,session/new" {
+		t.Fatalf("run saw %s", run.methods())
+	}
+	_ = c.close()
+}
+
+// A client that closes its input still gets the answers of what it asked;
+// the agents' requests it can no longer answer are answered for it, and
+// then the sessions stop as idle (L9).
+func TestClosedInputAnswersWhatIsInFlightThenPauses(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission\nafter"}]}}`, a)
+	for {
+		if m := c.next(); m.Kind == acp.Request {
+			break // the permission request: the client leaves without answering
+		}
+	}
+	c.in.Close()
+	var msgs []*acp.Message
+	var resp *acp.Message
+	for m := range c.msgs {
+		if m.Kind == acp.Response && string(m.ID) == "2" {
+			resp = m
+		} else {
+			msgs = append(msgs, m)
+		}
+	}
+	if resp == nil || !strings.Contains(string(resp.Result), "end_turn") {
+		t.Fatalf("the prompt was not answered: %v", resp)
+	}
+	if got := chunks(t, a, msgs); got != "permission: cancelled|echo: after" {
+		t.Fatalf("chunks %q", got)
+	}
+	if err := <-c.done; err != nil {
+		t.Fatal(err)
+	}
+	if rec := f.record(a); rec.State != blaise.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" {
+		t.Fatalf("record %+v", rec)
+	}
+	if f.liveRuns() != 0 {
+		t.Fatal("runs left behind")
+	}
+}
+
+func TestAuthenticateIsReplayedToLaterRuns(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"authenticate","params":{"methodId":"demo"}}`)
+	if _, resp := c.await("1"); resp.Error != nil {
+		t.Fatalf("authenticate: %s", resp.Raw)
+	}
+	a, b := c.newSession(2), c.newSession(3)
+	if got := f.run(a).methods(); got != "initialize,authenticate,session/new" {
+		t.Fatalf("first run saw %s", got)
+	}
+	if got := f.run(b).methods(); got != "initialize,authenticate,session/new" {
+		t.Fatalf("second run saw %s", got)
+	}
+	_ = c.close()
+}
+
+func TestCloseOfASessionPausesIt(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, a)
+	if _, resp := c.await("2"); resp.Error != nil {
+		t.Fatalf("close: %s", resp.Raw)
+	}
+	if !f.run(a).wait(10 * time.Second) {
+		t.Fatal("the run goes on after session/close")
+	}
+	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
+	// Closing it again answers without a run.
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, a)
+	if _, resp := c.await("3"); resp.Error != nil || f.run(a).num != 1 {
+		t.Fatalf("close of a paused session: %s", resp.Raw)
+	}
+	// It can be loaded again.
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, a, c.dir)
+	if _, resp := c.await("4"); resp.Error != nil {
+		t.Fatalf("load: %s", resp.Raw)
+	}
+	_ = c.close()
+}
+
+func TestAgentCancelRequestIsMapped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 5 s for the demo agent to give up on a permission request")
+	}
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	// A permission request the client never answers: after the turn is
+	// cancelled the demo agent waits 5 s, then sends $/cancel_request.
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, a)
+	var ask *acp.Message
+	for ask == nil {
+		if m := c.next(); m.Kind == acp.Request {
+			ask = m
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a)
+	cancelled, answered := false, false
+	for !cancelled || !answered {
+		m := c.next()
+		switch {
+		case m.Method == "$/cancel_request":
+			if got := string(memberValue(m.Params, "requestId")); got != string(ask.ID) {
+				t.Fatalf("$/cancel_request names %s, the request was %s", got, ask.ID)
+			}
+			cancelled = true
+		case m.Kind == acp.Response:
+			answered = true
+		}
+	}
+	_ = c.close()
+}
+
+func TestCancelOfAPromptWaitingForItsRun(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	_ = f.run(a).StopIdle()
+	f.run(a).wait(10 * time.Second)
+	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
+	// The prompt starts a resume run; the cancel comes before or after the
+	// run is ready: either way the prompt ends cancelled.
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/sleep 5000\nlate"}]}}`, a)
+	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a)
+	msgs, resp := c.await("2")
+	if string(resp.Result) != `{"stopReason":"cancelled"}` || chunks(t, a, msgs) != "" {
+		t.Fatalf("prompt: %s %q", resp.Raw, chunks(t, a, msgs))
+	}
+	_ = c.close()
+}

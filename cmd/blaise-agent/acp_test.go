@@ -1,0 +1,510 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+)
+
+// acpLab is a configuration around the demo agent with a plug that keeps
+// persisted state and writes what each run saw to $DIR/<session>-run-<n>.
+type acpLab struct {
+	t     *testing.T
+	bin   string
+	dir   string
+	state string
+}
+
+const acpCounterPlug = `plug(name = "counter", persisted = schema.object(n = schema.int()))
+
+def on_session(ctx, next):
+    v = ctx.persisted.value
+    n = (v.n if v else 0) + 1
+    ctx.persisted.set({"n": n})
+    ctx.runner.fs.write_file("$DIR/%s-run-%d" % (ctx.session.id, ctx.run.number), "n=%d kind=%s" % (n, ctx.run.kind))
+    next()
+`
+
+func newAcpLab(t *testing.T) *acpLab {
+	t.Helper()
+	l := &acpLab{t: t, bin: self(t), dir: t.TempDir()}
+	l.state = filepath.Join(l.dir, "state")
+	files := map[string]string{
+		"blaise.star":  fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\nsetup(use(\"./counter.star\", id = \"c\"))\n", l.bin, filepath.Join(l.dir, "demo")),
+		"counter.star": strings.ReplaceAll(acpCounterPlug, "$DIR", l.dir),
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(l.dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func (l *acpLab) file(name string) string {
+	b, _ := os.ReadFile(filepath.Join(l.dir, name))
+	return string(b)
+}
+
+func (l *acpLab) record(id string) *blaise.SessionRecord {
+	l.t.Helper()
+	store, err := blaise.OpenStore(l.state)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	rec, err := store.Session(id)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return rec
+}
+
+// waitState waits until the session is in state.
+func (l *acpLab) waitState(id string, state blaise.State) *blaise.SessionRecord {
+	l.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rec := l.record(id)
+		if rec.State == state {
+			return rec
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("session %s is %s, want %s", id, rec.State, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// acpProc is `blaise-agent acp` in a process of its own, driven with raw
+// JSON-RPC lines.
+type acpProc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	msgs   chan *acp.Message
+	stderr *lockedBuilder
+	cwd    string
+}
+
+func (l *acpLab) start(args ...string) *acpProc {
+	l.t.Helper()
+	args = append([]string{"acp", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.state, "--log-level", "debug"}, args...)
+	cmd := exec.Command(l.bin, args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(l.dir, "xdg"))
+	stderr := &lockedBuilder{b: &strings.Builder{}}
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	p := &acpProc{t: l.t, cmd: cmd, in: in, msgs: make(chan *acp.Message, 4096), stderr: stderr, cwd: l.dir}
+	go func() {
+		defer close(p.msgs)
+		rd := acp.NewReader(out, 0)
+		for {
+			m, err := rd.Next()
+			if err != nil {
+				if _, bad := err.(*acp.LineError); bad {
+					p.t.Errorf("stdout carries something that is not ACP: %v", err)
+					continue
+				}
+				return
+			}
+			p.msgs <- m
+		}
+	}()
+	l.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if l.t.Failed() {
+			logMu <- struct{}{}
+			l.t.Logf("acp stderr:\n%s", stderr.b.String())
+			<-logMu
+		}
+	})
+	return p
+}
+
+func (p *acpProc) send(format string, args ...any) {
+	p.t.Helper()
+	if _, err := fmt.Fprintf(p.in, format+"\n", args...); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+func (p *acpProc) next() *acp.Message {
+	p.t.Helper()
+	select {
+	case m, ok := <-p.msgs:
+		if !ok {
+			p.t.Fatal("blaise-agent acp closed its output")
+		}
+		return m
+	case <-time.After(60 * time.Second):
+		p.t.Fatal("no message from blaise-agent acp")
+	}
+	return nil
+}
+
+// await reads up to the response with id and returns what came before it.
+func (p *acpProc) await(id string) ([]*acp.Message, *acp.Message) {
+	p.t.Helper()
+	var before []*acp.Message
+	for {
+		m := p.next()
+		if m.Kind == acp.Response && string(m.ID) == id {
+			return before, m
+		}
+		before = append(before, m)
+	}
+}
+
+func (p *acpProc) newSession(id int) string {
+	p.t.Helper()
+	p.send(`{"jsonrpc":"2.0","id":%d,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, id, p.cwd)
+	_, resp := p.await(fmt.Sprint(id))
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		p.t.Fatalf("session/new: %s", resp.Raw)
+	}
+	return r.SessionID
+}
+
+// prompt sends a prompt and returns the texts of its answer. A prompt that
+// reached a run just as the inactivity limit stopped it is answered with an
+// error that asks to send it again: like a client, prompt sends it again.
+func (p *acpProc) prompt(id int, sid, text string) string {
+	p.t.Helper()
+	b, _ := json.Marshal(text)
+	for try := 0; ; try++ {
+		rid := id + 1000*try
+		p.send(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, rid, sid, b)
+		msgs, resp := p.await(fmt.Sprint(rid))
+		if sendAgain(resp) && try < 3 {
+			continue
+		}
+		if resp.Error != nil {
+			p.t.Fatalf("prompt %d: %s", rid, resp.Raw)
+		}
+		return texts(p.t, sid, msgs)
+	}
+}
+
+// sendAgain reports whether resp is the error of a request that a run
+// stopping as idle did not answer.
+func sendAgain(resp *acp.Message) bool {
+	return resp.Error != nil && strings.Contains(string(resp.Error), "send the request again")
+}
+
+// texts joins the message chunks of the session/updates among msgs, and
+// checks that they name the session sid.
+func texts(t *testing.T, sid string, msgs []*acp.Message) string {
+	t.Helper()
+	var out []string
+	for _, m := range msgs {
+		if m.Method != "session/update" {
+			continue
+		}
+		var u struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind    string `json:"sessionUpdate"`
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		}
+		_ = json.Unmarshal(m.Params, &u)
+		if u.SessionID != sid {
+			t.Errorf("an update for %s names session %q: %s", sid, u.SessionID, m.Raw)
+		}
+		switch u.Update.Kind {
+		case "agent_message_chunk":
+			out = append(out, u.Update.Content.Text)
+		case "user_message_chunk":
+			out = append(out, "> "+u.Update.Content.Text)
+		}
+	}
+	return strings.Join(out, "|")
+}
+
+// close closes the client's side and waits for the process to exit.
+func (p *acpProc) close() error {
+	p.t.Helper()
+	p.in.Close()
+	for range p.msgs {
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(60 * time.Second):
+		p.t.Fatal("blaise-agent acp did not exit after its client left")
+	}
+	return nil
+}
+
+// TestAcp_SessionsIdlePauseResumeLoadAndL9 drives `blaise-agent acp` like
+// an editor: two sessions on one connection, each a blaise session with its
+// own session process; permission requests of both with ids of the
+// connection; an idle session pauses and the next prompt resumes it; a
+// session/load of a paused session replays its history; and when the
+// client leaves, the sessions stop as idle (L9).
+func TestAcp_SessionsIdlePauseResumeLoadAndL9(t *testing.T) {
+	l := newAcpLab(t)
+	p := l.start("--inactivity-limit", "500ms")
+
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true}}}}`)
+	_, resp := p.await("0")
+	var init struct {
+		Caps struct {
+			LoadSession bool `json:"loadSession"`
+		} `json:"agentCapabilities"`
+		Info struct {
+			Name string `json:"name"`
+		} `json:"agentInfo"`
+	}
+	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-demo-agent" {
+		t.Fatalf("initialize: %s", resp.Raw)
+	}
+
+	// Two sessions: their ids are blaise session ids, with a session
+	// process each.
+	a, b := p.newSession(1), p.newSession(2)
+	if a == b {
+		t.Fatalf("two sessions with id %s", a)
+	}
+	ra, rb := l.record(a), l.record(b)
+	if ra.ACPSessionID == "" || rb.ACPSessionID == "" || ra.ACPSessionID == rb.ACPSessionID || ra.ACPSessionID == a {
+		t.Fatalf("ACP session ids %q %q", ra.ACPSessionID, rb.ACPSessionID)
+	}
+	if got := p.prompt(3, a, "hello a"); got != "echo: hello a" {
+		t.Fatalf("a: %q", got)
+	}
+	if got := p.prompt(4, b, "hello b"); got != "echo: hello b" {
+		t.Fatalf("b: %q", got)
+	}
+
+	// Permission requests of both sessions at once: the demo agents number
+	// their requests alike, the client sees ids of the connection.
+	prompts := map[string]string{"5": a, "6": b} // prompts in flight → session
+	for id, sid := range prompts {
+		p.send(`{"jsonrpc":"2.0","id":%s,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, id, sid)
+	}
+	asked := map[string]string{} // front id → session
+	var rest []*acp.Message
+	for next := 100; len(prompts) > 0; {
+		m := p.next()
+		switch m.Kind {
+		case acp.Request:
+			var r struct {
+				SessionID string `json:"sessionId"`
+			}
+			_ = json.Unmarshal(m.Params, &r)
+			if prev, dup := asked[acp.IDKey(m.ID)]; dup {
+				t.Fatalf("two requests with id %s reached the client (sessions %s and %s)", m.ID, prev, r.SessionID)
+			}
+			asked[acp.IDKey(m.ID)] = r.SessionID
+			answer := "allow_once"
+			if r.SessionID == b {
+				answer = "reject_once"
+			}
+			p.send(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":%q}}}`, m.ID, answer)
+		case acp.Response:
+			sid, ok := prompts[string(m.ID)]
+			if !ok {
+				t.Fatalf("unexpected response %s", m.Raw)
+			}
+			delete(prompts, string(m.ID))
+			if sendAgain(m) {
+				next++
+				prompts[fmt.Sprint(next)] = sid
+				p.send(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, next, sid)
+				continue
+			}
+			if m.Error != nil {
+				t.Fatalf("prompt: %s", m.Raw)
+			}
+		default:
+			rest = append(rest, m)
+		}
+	}
+	var ofA, ofB []*acp.Message
+	for _, m := range rest {
+		if strings.Contains(string(m.Params), `"sessionId":"`+a+`"`) {
+			ofA = append(ofA, m)
+		} else {
+			ofB = append(ofB, m)
+		}
+	}
+	if got := texts(t, a, ofA); !strings.HasSuffix(got, "permission: allow_once") {
+		t.Fatalf("a: %q", got)
+	}
+	if got := texts(t, b, ofB); !strings.HasSuffix(got, "permission: reject_once") {
+		t.Fatalf("b: %q", got)
+	}
+	bySession := map[string]int{}
+	for _, sid := range asked {
+		bySession[sid]++
+	}
+	if bySession[a] == 0 || bySession[b] == 0 {
+		t.Fatalf("permission requests %v", asked)
+	}
+
+	// The inactivity limit passes: a pauses (agent stopped, environment
+	// kept); the next prompt resumes it transparently.
+	paused := l.waitState(a, blaise.Paused)
+	if paused.Pause.Reason != "idle" || !paused.Pause.MayResume {
+		t.Fatalf("pause %+v", paused.Pause)
+	}
+	if got := p.prompt(7, a, "again"); got != "echo: again" {
+		t.Fatalf("after the resume: %q (the replayed history must not reach the client)", got)
+	}
+	if rec := l.record(a); rec.Runs < 2 {
+		t.Fatalf("no resume run: %+v", rec)
+	}
+	if got := l.file(a + "-run-2"); got != "n=2 kind=resume" {
+		t.Fatalf("the plug saw %q in run 2", got)
+	}
+
+	// session/load of a paused session: the client sees the history.
+	l.waitState(b, blaise.Paused)
+	p.send(`{"jsonrpc":"2.0","id":8,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, b, l.dir)
+	msgs, resp := p.await("8")
+	if resp.Error != nil {
+		t.Fatalf("load: %s", resp.Raw)
+	}
+	if got := texts(t, b, msgs); !strings.HasPrefix(got, "> hello b|echo: hello b|") || !strings.HasSuffix(got, "permission: reject_once") {
+		t.Fatalf("replay %q", got)
+	}
+	if got := p.prompt(9, b, "and b"); got != "echo: and b" {
+		t.Fatalf("b after load: %q", got)
+	}
+
+	// Unknown sessions.
+	p.send(`{"jsonrpc":"2.0","id":10,"method":"session/prompt","params":{"sessionId":"nosuchsession","prompt":[]}}`)
+	if _, resp = p.await("10"); !strings.Contains(string(resp.Error), "-32002") {
+		t.Fatalf("unknown session: %s", resp.Raw)
+	}
+
+	// The agent of a crashes: its prompt fails, the session pauses (failed)
+	// and the next prompt resumes it; b goes on meanwhile.
+	p.send(`{"jsonrpc":"2.0","id":11,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/exit 3"}]}}`, a)
+	if _, resp = p.await("11"); resp.Error == nil {
+		t.Fatalf("the prompt of a crashed agent: %s", resp.Raw)
+	}
+	if got := p.prompt(12, b, "still here"); got != "echo: still here" {
+		t.Fatalf("b: %q", got)
+	}
+	if got := p.prompt(13, a, "back"); got != "echo: back" {
+		t.Fatalf("a after the crash: %q", got)
+	}
+	if rec := l.record(a); rec.Runs < 3 {
+		t.Fatalf("no resume after the crash: %+v", rec)
+	}
+
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	for _, id := range []string{a, b} {
+		if rec := l.record(id); rec.State != blaise.Paused || rec.PID != 0 {
+			t.Fatalf("%s after the client left: %+v", id, rec)
+		}
+	}
+
+	// L9: a new connection (default inactivity limit) loads a; when its
+	// client leaves, the session stops as idle and pauses.
+	p = l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, a, l.dir)
+	if _, resp = p.await("1"); resp.Error != nil {
+		t.Fatalf("load: %s", resp.Raw)
+	}
+	if got := p.prompt(2, a, "last"); got != "echo: last" {
+		t.Fatalf("a: %q", got)
+	}
+	runs := l.record(a).Runs
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	rec := l.record(a)
+	if rec.State != blaise.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" || rec.Stop.Run != runs || !rec.Stop.Delivered || rec.Pause.Reason != "idle" {
+		t.Fatalf("L9: %+v stop %+v pause %+v", rec, rec.Stop, rec.Pause)
+	}
+	if got := l.file(fmt.Sprintf("%s-run-%d", a, runs)); got != fmt.Sprintf("n=%d kind=resume", runs) {
+		t.Fatalf("run %d saw %q", runs, got)
+	}
+
+	// The runs the connections started for initialize and never used are
+	// ended, not left paused.
+	out, err := exec.Command(l.bin, "sessions", "--all", "--state-dir", l.state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sessions: %v\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "paused"); n != 2 {
+		t.Fatalf("sessions:\n%s", out)
+	}
+}
+
+// TestAcp_TypeScriptSDKClient runs testdata/ts-client/client.mjs: a client
+// built on the official ACP TypeScript SDK (@agentclientprotocol/sdk) opens
+// a session through `blaise-agent acp`, answers a permission request,
+// disconnects, and loads the paused session from a second connection. It
+// needs node and `npm ci --prefix testdata/ts-client`.
+func TestAcp_TypeScriptSDKClient(t *testing.T) {
+	client, err := filepath.Abs("../../testdata/ts-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(client, "node_modules", "@agentclientprotocol", "sdk")); err != nil {
+		t.Skip("the TypeScript SDK is not installed: run `npm ci --prefix testdata/ts-client`")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	l := newAcpLab(t)
+	cmd := exec.Command(node, "client.mjs", l.bin, filepath.Join(l.dir, "blaise.star"), l.state, l.dir)
+	cmd.Dir = client
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(l.dir, "xdg"), "BLAISE_LOG_LEVEL=debug")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+	}
+	_, line, ok := strings.Cut(string(out), "RESULT ")
+	var res struct {
+		SessionID string `json:"sessionId"`
+	}
+	if !ok || json.Unmarshal([]byte(line), &res) != nil {
+		t.Fatalf("no result from client.mjs: %s", out)
+	}
+	rec := l.record(res.SessionID)
+	if rec.State != blaise.Paused || rec.Runs != 2 || rec.Stop == nil || rec.Stop.Reason != "idle" {
+		t.Fatalf("the session after the second connection: %+v", rec)
+	}
+	if got := l.file(res.SessionID + "-run-2"); got != "n=2 kind=resume" {
+		t.Fatalf("the plug saw %q in run 2", got)
+	}
+}
