@@ -170,12 +170,12 @@ func ReadMessages(r io.Reader, maxLine int, logger *log.Logger) <-chan *Message 
 			m, err := rd.Next()
 			var lineErr *LineError
 			if errors.As(err, &lineErr) {
-				logger.Warn("skipped a bad line from the client", "err", lineErr)
+				logger.Warn("skipped a bad line", "err", lineErr)
 				continue
 			}
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
-					logger.Warn("reading the client failed", "err", err)
+					logger.Warn("reading messages failed", "err", err)
 				}
 				return
 			}
@@ -361,6 +361,10 @@ func (p *Proxy) replayed(side Side, m *Message) bool {
 	return p.loading[id] > 0
 }
 
+// AgentStoppedMessage is the error message of the requests a proxy answers
+// itself because the agent stopped before it answered them.
+const AgentStoppedMessage = "the agent stopped before answering"
+
 // abandon answers every request still waiting with an error.
 func (p *Proxy) abandon() {
 	p.mu.Lock()
@@ -373,7 +377,7 @@ func (p *Proxy) abandon() {
 	}
 	p.mu.Unlock()
 	for _, c := range waiting {
-		c.resp <- mustParse(NewErrorResponse(c.id, InternalError, "the agent stopped before answering", nil))
+		c.resp <- mustParse(NewErrorResponse(c.id, InternalError, AgentStoppedMessage, nil))
 		<-c.finished
 	}
 }

@@ -954,7 +954,7 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 
 // agentStoppedMessage is how a session process answers the requests its
 // agent left unanswered when it stopped (acp.Proxy).
-const agentStoppedMessage = "the agent stopped before answering"
+const agentStoppedMessage = acp.AgentStoppedMessage
 
 // agentStopped reports whether m is such an answer.
 func agentStopped(m *acp.Message) bool {

@@ -347,6 +347,7 @@ type Live struct {
 	turns     map[string]bool // client requests waiting for their answer, by id
 	started   time.Time
 	stopped   *StopRecord
+	stopping  bool // a stop is decided: Send refuses
 	resumable bool
 	got       map[string]bool // report types received
 }
@@ -354,6 +355,10 @@ type Live struct {
 // Send passes a message of the client to the session.
 func (l *Live) Send(m *acp.Message) error {
 	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		return ErrStopping
+	}
 	l.activity = time.Now()
 	if m.Kind == acp.Request {
 		// A request waiting for its answer (a prompt's turn above all)
@@ -366,6 +371,10 @@ func (l *Live) Send(m *acp.Message) error {
 	}
 	return l.in.Write(m.Raw)
 }
+
+// ErrStopping is what Send returns once the run is being stopped: the
+// message was not sent, and goes to the next run.
+var ErrStopping = errors.New("the run is stopping; send the message again once it has ended")
 
 // Messages delivers the session's messages for the client; it is closed
 // when the run ends.
@@ -439,7 +448,7 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 		return err
 	}
 	l.mu.Lock()
-	l.stopped = stop
+	l.stopped, l.stopping = stop, true
 	l.mu.Unlock()
 	if err := l.ctl.Send(Control{Type: "stop", Run: l.Run, Reason: reason, MayResume: mayResume}); err != nil {
 		return fmt.Errorf("session %s: the stop could not be sent: %w", l.ID, err)
@@ -572,9 +581,14 @@ func (l *Live) timers() {
 			return
 		case now := <-t.C:
 			l.mu.Lock()
-			idle := len(l.turns) == 0 && now.Sub(l.activity) >= s.InactivityLimit
+			idle := len(l.turns) == 0 && now.Sub(l.activity) >= s.InactivityLimit && l.Kind != runner.Teardown
 			timedOut := now.Sub(l.started) >= s.Timeout
 			stop := l.stopped
+			if stop == nil && (idle || timedOut) {
+				// Decided under the lock Send takes: no message slips in
+				// between the decision and the stop.
+				l.stopping = true
+			}
 			l.mu.Unlock()
 			switch {
 			case stop != nil && (stop.Reason == "timeout" && now.Sub(stop.At) >= grace || now.Sub(stop.At) >= s.Timeout):
@@ -584,7 +598,7 @@ func (l *Live) timers() {
 			case stop != nil:
 			case timedOut:
 				_ = l.Stop("timeout", false)
-			case idle && l.Kind != runner.Teardown:
+			case idle:
 				_ = l.StopIdle()
 			}
 		}
