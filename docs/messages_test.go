@@ -35,6 +35,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/demoagent"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
@@ -191,12 +192,11 @@ func (s *syncBuffer) String() string {
 // session is a run of an example's chain around the demo agent, with the
 // test as its ACP client, connected by pipes.
 type session struct {
+	*acptest.Client
 	t       *testing.T
 	dir     string // the example's directory, also the ACP session's cwd
 	run     *runner.Run
 	done    chan runner.Result
-	in      *io.PipeWriter
-	msgs    chan *acp.Message // what the client receives
 	logs    *syncBuffer
 	records *syncBuffer
 	rec     *acp.JSONLRecorder
@@ -248,8 +248,13 @@ func startChain(t *testing.T, files map[string]string) *session {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), in: inW,
-		msgs: make(chan *acp.Message, 4096), logs: logs, records: &syncBuffer{}}
+	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &syncBuffer{}}
+	s.Client = &acptest.Client{
+		T:    t,
+		In:   acptest.Read(outR, func(err error) { t.Errorf("the client got a line that is not a message: %v", err) }),
+		Out:  acptest.WriteLines(inW),
+		Logs: logs.String,
+	}
 	s.rec = acp.NewJSONLRecorder(s.records)
 	s.run = runner.New(runner.Options{
 		Config:     cfg,
@@ -261,22 +266,6 @@ func startChain(t *testing.T, files map[string]string) *session {
 		Recorder:   s.rec,
 	})
 	go func() {
-		defer close(s.msgs)
-		rd := acp.NewReader(outR, 0)
-		for {
-			m, err := rd.Next()
-			var lineErr *acp.LineError
-			if errors.As(err, &lineErr) {
-				t.Errorf("the client got a line that is not a message: %v", lineErr)
-				continue
-			}
-			if err != nil {
-				return
-			}
-			s.msgs <- m
-		}
-	}()
-	go func() {
 		res := s.run.Run(context.Background())
 		outW.Close()
 		s.done <- res
@@ -284,10 +273,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 	t.Cleanup(func() {
 		s.run.Stop(runner.Stop{Reason: "closed"})
 		inW.Close()
-		go func() {
-			for range s.msgs {
-			}
-		}()
+		s.Drain()
 		select {
 		case res := <-s.done:
 			s.done <- res
@@ -298,100 +284,13 @@ func startChain(t *testing.T, files map[string]string) *session {
 	return s
 }
 
-// send writes one line to the chain as the client.
-func (s *session) send(line string) {
-	s.t.Helper()
-	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
-		s.t.Fatalf("send: %v", err)
-	}
-}
-
-// next returns the next message the client receives.
-func (s *session) next() *acp.Message {
-	s.t.Helper()
-	select {
-	case m, ok := <-s.msgs:
-		if !ok {
-			s.t.Fatalf("the client's stream ended\nlog:\n%s", s.logs)
-		}
-		return m
-	case <-time.After(30 * time.Second):
-		s.t.Fatalf("no message for the client\nlog:\n%s", s.logs)
-	}
-	return nil
-}
-
-// until reads messages until one satisfies ok, and returns those before it
-// and it.
-func (s *session) until(ok func(*acp.Message) bool) ([]*acp.Message, *acp.Message) {
-	s.t.Helper()
-	var before []*acp.Message
-	for {
-		m := s.next()
-		if ok(m) {
-			return before, m
-		}
-		before = append(before, m)
-	}
-}
-
-func responseTo(id string) func(*acp.Message) bool {
-	return func(m *acp.Message) bool { return m.Kind == acp.Response && string(m.ID) == id }
-}
-
-func requestOf(method string) func(*acp.Message) bool {
-	return func(m *acp.Message) bool { return m.Kind == acp.Request && m.Method == method }
-}
-
-// open initializes the agent and creates an ACP session in the example's
-// directory; it returns the session id.
-func (s *session) open() string {
-	s.t.Helper()
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}`)
-	s.until(responseTo("1"))
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, s.dir))
-	_, resp := s.until(responseTo("2"))
-	var r struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
-		s.t.Fatalf("session/new: %s", resp.Raw)
-	}
-	return r.SessionID
-}
-
-// prompt sends a session/prompt of one text block.
-func (s *session) prompt(id int, sid, text string) {
-	b, _ := json.Marshal(text)
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, sid, b))
-}
-
-// turn sends a prompt and returns what the client received until its
-// response, and the response.
-func (s *session) turn(id int, sid, text string) ([]*acp.Message, *acp.Message) {
-	s.t.Helper()
-	s.prompt(id, sid, text)
-	return s.until(responseTo(fmt.Sprint(id)))
-}
-
 // recorded closes the transcript and returns its records.
 func (s *session) recorded() []acp.Record {
 	s.t.Helper()
 	if err := s.rec.Close(); err != nil {
 		s.t.Fatalf("transcript: %v", err)
 	}
-	var out []acp.Record
-	for _, line := range strings.Split(strings.TrimSpace(s.records.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r acp.Record
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			s.t.Fatalf("record %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return acptest.Records(s.t, s.records.String())
 }
 
 // waitLog waits until the log holds want.
@@ -406,47 +305,17 @@ func (s *session) waitLog(want string) {
 	}
 }
 
-// update is the part of a session/update that the tests read.
-type update struct {
-	Kind    string `json:"sessionUpdate"`
-	Content struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-}
-
-func updateOf(m *acp.Message) (update, bool) {
-	var p struct {
-		Update update `json:"update"`
-	}
-	if m.Method != "session/update" || json.Unmarshal(m.Params, &p) != nil {
-		return update{}, false
-	}
-	return p.Update, true
-}
-
-// chunks returns the texts of the agent_message_chunk updates among ms.
-func chunks(ms []*acp.Message) []string {
-	var out []string
-	for _, m := range ms {
-		if u, ok := updateOf(m); ok && u.Kind == "agent_message_chunk" {
-			out = append(out, u.Content.Text)
-		}
-	}
-	return out
-}
-
 func TestMessagesExampleRedact(t *testing.T) {
 	// The runner's environment holds a token the agent inherits.
 	t.Setenv("DEMO_TOKEN", "tok-5ecret-123")
 	s := runExample(t, "messages-example-1")
-	sid := s.open()
-	before, _ := s.turn(3, sid, "my password is hunter2\nall clear")
-	if got := strings.Join(chunks(before), "|"); got != "echo: my password is [redacted]|echo: all clear" {
+	sid := s.Open(s.dir)
+	before, _ := s.Turn(3, sid, "my password is hunter2\nall clear")
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "echo: my password is [redacted]|echo: all clear" {
 		t.Fatalf("the client got %q", got)
 	}
-	before, _ = s.turn(4, sid, "/env DEMO_TOKEN")
-	if got := strings.Join(chunks(before), "|"); got != "DEMO_TOKEN=[redacted]" {
+	before, _ = s.Turn(4, sid, "/env DEMO_TOKEN")
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "DEMO_TOKEN=[redacted]" {
 		t.Fatalf("the client got %q", got)
 	}
 	var agentSaw, unchanged bool
@@ -473,14 +342,14 @@ func TestMessagesExampleRedact(t *testing.T) {
 
 func TestMessagesExampleAutoApprove(t *testing.T) {
 	s := runExample(t, "messages-example-2")
-	sid := s.open()
-	before, _ := s.turn(3, sid, "/permission")
+	sid := s.Open(s.dir)
+	before, _ := s.Turn(3, sid, "/permission")
 	for _, m := range before {
 		if m.Method == "session/request_permission" {
 			t.Fatalf("the client was asked: %s", m.Raw)
 		}
 	}
-	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "permission: allow_once" {
 		t.Fatalf("the agent reported %q", got)
 	}
 	var tagged bool
@@ -502,19 +371,19 @@ func TestMessagesExampleAutoApproveAfterCancel(t *testing.T) {
 	// The plug remembers a cancel until the session's next prompt, and the
 	// client gets the agent's "cancelled" result.
 	s := runExample(t, "messages-example-2")
-	sid := s.open()
-	s.prompt(3, sid, "/slow 200\nfirst\n/permission")
-	s.until(func(m *acp.Message) bool { return m.Method == "session/update" })
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	sid := s.Open(s.dir)
+	s.Prompt(3, sid, "/slow 200\nfirst\n/permission")
+	s.Until(func(m *acp.Message) bool { return m.Method == "session/update" })
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
 	for {
-		m := s.next()
+		m := s.Next()
 		if m.Kind == acp.Request && m.Method == "session/request_permission" {
 			// Sent after the cancel: the plug leaves it to the client, which
 			// answers "cancelled" as ACP requires.
-			s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`, m.ID))
+			s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"cancelled"}}}`, m.ID))
 			continue
 		}
-		if responseTo("3")(m) {
+		if acptest.ResponseTo("3")(m) {
 			if !strings.Contains(string(m.Result), `"stopReason":"cancelled"`) {
 				t.Fatalf("the prompt answered %s", m.Raw)
 			}
@@ -522,18 +391,18 @@ func TestMessagesExampleAutoApproveAfterCancel(t *testing.T) {
 		}
 	}
 	// The next turn is approved again.
-	before, _ := s.turn(4, sid, "/permission")
-	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+	before, _ := s.Turn(4, sid, "/permission")
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "permission: allow_once" {
 		t.Fatalf("the next turn reported %q", got)
 	}
 }
 
 func TestMessagesExampleHouseRules(t *testing.T) {
 	s := runExample(t, "messages-example-3")
-	sid := s.open()
-	before, resp := s.turn(3, sid, "hello")
+	sid := s.Open(s.dir)
+	before, resp := s.Turn(3, sid, "hello")
 	const rules = "Follow CONTRIBUTING.md; never push to main."
-	if got := strings.Join(chunks(before), "|"); got != "echo: hello|echo: "+rules {
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "echo: hello|echo: "+rules {
 		t.Fatalf("the agent echoed %q", got)
 	}
 	if !strings.Contains(string(resp.Result), `"stopReason":"end_turn"`) {
@@ -552,31 +421,31 @@ func TestMessagesExampleHouseRules(t *testing.T) {
 
 func TestMessagesExampleFSGuard(t *testing.T) {
 	s := runExample(t, "messages-example-4")
-	sid := s.open()
-	before, _ := s.turn(3, sid, "/read /etc/hostname")
+	sid := s.Open(s.dir)
+	before, _ := s.Turn(3, sid, "/read /etc/hostname")
 	for _, m := range before {
 		if m.Method == "fs/read_text_file" {
 			t.Fatalf("the client got a refused request: %s", m.Raw)
 		}
 	}
-	got := strings.Join(chunks(before), "|")
+	got := strings.Join(acptest.Chunks(before), "|")
 	if !strings.HasPrefix(got, "read /etc/hostname: error: outside the workspace: /etc/hostname (-32001)") {
 		t.Fatalf("the agent reported %q", got)
 	}
 	// "../x" from the session's directory is outside too.
-	before, _ = s.turn(4, sid, "/read "+s.dir+"/sub/../../x")
-	if got := strings.Join(chunks(before), "|"); !strings.Contains(got, "outside the workspace") {
+	before, _ = s.Turn(4, sid, "/read "+s.dir+"/sub/../../x")
+	if got := strings.Join(acptest.Chunks(before), "|"); !strings.Contains(got, "outside the workspace") {
 		t.Fatalf("the agent reported %q", got)
 	}
 	// Inside the workspace the client is asked.
-	s.prompt(5, sid, "/read notes.txt")
-	_, req := s.until(requestOf("fs/read_text_file"))
+	s.Prompt(5, sid, "/read notes.txt")
+	_, req := s.Until(acptest.RequestOf("fs/read_text_file"))
 	if !strings.Contains(string(req.Params), filepath.Join(s.dir, "notes.txt")) {
 		t.Fatalf("request %s", req.Raw)
 	}
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":"my notes"}}`, req.ID))
-	before, _ = s.until(responseTo("5"))
-	if got := strings.Join(chunks(before), "|"); got != "read "+filepath.Join(s.dir, "notes.txt")+": my notes" {
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":"my notes"}}`, req.ID))
+	before, _ = s.Until(acptest.ResponseTo("5"))
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "read "+filepath.Join(s.dir, "notes.txt")+": my notes" {
 		t.Fatalf("the agent reported %q", got)
 	}
 	s.waitLog("acme/fs-guard: refused")
@@ -584,9 +453,9 @@ func TestMessagesExampleFSGuard(t *testing.T) {
 
 func TestMessagesExampleUsage(t *testing.T) {
 	s := runExample(t, "messages-example-5")
-	sid := s.open()
-	s.turn(3, sid, "/chunks 3")
-	s.turn(4, sid, "/think hmm")
+	sid := s.Open(s.dir)
+	s.Turn(3, sid, "/chunks 3")
+	s.Turn(4, sid, "/think hmm")
 	s.waitLog("acme/usage: turn stop_reason=end_turn updates=3 kinds=agent_message_chunk:3")
 	s.waitLog("acme/usage: turn stop_reason=end_turn updates=1 kinds=agent_thought_chunk:1")
 	s.run.Stop(runner.Stop{Reason: "idle", MayResume: true})
@@ -595,8 +464,8 @@ func TestMessagesExampleUsage(t *testing.T) {
 
 func TestMessagesExampleTurnTimer(t *testing.T) {
 	s := runExample(t, "messages-example-6")
-	sid := s.open()
-	_, resp := s.turn(3, sid, "/sleep 300")
+	sid := s.Open(s.dir)
+	_, resp := s.Turn(3, sid, "/sleep 300")
 	var r struct {
 		StopReason string `json:"stopReason"`
 		Meta       struct {

@@ -1,10 +1,8 @@
 package runner_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,28 +10,20 @@ import (
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
 // scriptedTurn drives an agent as a client would: initialize, a session, one
 // prompt, allowing the first permission asked. It returns every line the
 // client received, with the agent's random session id replaced.
-func scriptedTurn(t *testing.T, in io.Writer, out io.Reader, cwd string) []string {
-	t.Helper()
-	rd := acp.NewReader(out, 0)
+func scriptedTurn(c *acptest.Client, cwd string) []string {
+	c.T.Helper()
 	var lines []string
 	var sid string
-	send := func(s string) {
-		if _, err := io.WriteString(in, s+"\n"); err != nil {
-			t.Fatalf("send: %v", err)
-		}
-	}
 	await := func(id string) {
 		for {
-			m, err := rd.Next()
-			if err != nil {
-				t.Fatalf("read: %v (got %d lines)", err, len(lines))
-			}
+			m := c.Next()
 			line := string(m.Raw)
 			if sid != "" {
 				line = strings.ReplaceAll(line, sid, "SID")
@@ -46,9 +36,9 @@ func scriptedTurn(t *testing.T, in io.Writer, out io.Reader, cwd string) []strin
 					} `json:"options"`
 				}
 				_ = json.Unmarshal(m.Params, &p)
-				send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":%q}}}`, m.ID, p.Options[0].OptionID))
+				c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":%q}}}`, m.ID, p.Options[0].OptionID))
 			}
-			if m.Kind == acp.Response && string(m.ID) == id {
+			if acptest.ResponseTo(id)(m) {
 				if id == "2" {
 					var r struct {
 						SessionID string `json:"sessionId"`
@@ -61,11 +51,11 @@ func scriptedTurn(t *testing.T, in io.Writer, out io.Reader, cwd string) []strin
 			}
 		}
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true}}}}`)
+	c.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true}}}}`)
 	await("1")
-	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
 	await("2")
-	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hello"}]}}`, sid))
+	c.Prompt(3, sid, "hello")
 	await("3")
 	return lines
 }
@@ -84,12 +74,15 @@ func TestM1_InteropWithTheSDKExampleAgent(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	alone := scriptedTurn(t, stdin, bufio.NewReader(stdout), dir)
+	read := acptest.Read(stdout, func(err error) { t.Errorf("read: %v", err) })
+	alone := scriptedTurn(&acptest.Client{T: t, In: read, Out: acptest.WriteLines(stdin), Logs: stderr.String}, dir)
 	stdin.Close()
 	_ = cmd.Wait()
 
@@ -100,7 +93,7 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	proxied := scriptedTurn(t, s.in, s.out2, dir)
+	proxied := scriptedTurn(s.Client, dir)
 	if strings.Join(alone, "\n") != strings.Join(proxied, "\n") {
 		t.Fatalf("the client saw different messages through the chain:\nalone:\n%s\nproxied:\n%s", strings.Join(alone, "\n"), strings.Join(proxied, "\n"))
 	}

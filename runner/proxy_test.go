@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/demoagent"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -50,16 +50,13 @@ func demoAgent(kind string) string {
 
 // session is a run with a client connected through the proxy.
 type session struct {
+	*acptest.Client
 	t       *testing.T
 	c       *chain
 	run     *runner.Run
 	done    chan runner.Result
-	in      *io.PipeWriter
-	out     *acp.Reader
 	records *syncBuffer
 	rec     *acp.JSONLRecorder
-	backlog []*acp.Message // received, not taken yet
-	out2    io.Reader
 }
 
 func startSession(t *testing.T, files map[string]string, opts runner.Options) *session {
@@ -67,8 +64,14 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 	c := newChain(t, files)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, c: c, done: make(chan runner.Result, 1), in: inW, out: acp.NewReader(outR, 0), records: &syncBuffer{}}
-	s.out2 = outR
+	s := &session{t: t, c: c, done: make(chan runner.Result, 1), records: &syncBuffer{}}
+	s.Client = &acptest.Client{
+		T:       t,
+		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),
+		Out:     acptest.WriteLines(inW),
+		Timeout: 90 * time.Second,
+		Logs:    c.logs.String,
+	}
 	s.rec = acp.NewJSONLRecorder(s.records)
 	opts.Config = c.cfg
 	opts.Logger = c.log
@@ -91,7 +94,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 	t.Cleanup(func() {
 		s.run.Stop(runner.Stop{Reason: "closed"})
 		inW.Close()
-		go func() { _, _ = io.Copy(io.Discard, outR) }()
+		s.Drain()
 		select {
 		case <-s.done:
 		case <-time.After(20 * time.Second):
@@ -101,130 +104,11 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 	return s
 }
 
-// drain reads and discards what the client would receive.
-func (s *session) drain() { go func() { _, _ = io.Copy(io.Discard, s.out2) }() }
-
-// send writes one raw line to the proxy as the client.
-func (s *session) send(line string) {
-	s.t.Helper()
-	if _, err := io.WriteString(s.in, line+"\n"); err != nil {
-		s.t.Fatalf("send: %v", err)
-	}
-}
-
-// next returns the next message the client receives.
-func (s *session) next() *acp.Message {
-	s.t.Helper()
-	if len(s.backlog) > 0 {
-		m := s.backlog[0]
-		s.backlog = s.backlog[1:]
-		return m
-	}
-	type result struct {
-		m   *acp.Message
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		m, err := s.out.Next()
-		ch <- result{m, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			s.t.Fatalf("client read: %v\nlog:\n%s", r.err, s.c.logs)
-		}
-		return r.m
-	case <-time.After(90 * time.Second):
-		s.t.Fatalf("no message for the client\nlog:\n%s", s.c.logs)
-		return nil
-	}
-}
-
-// until reads messages until one satisfies ok, and returns those before it
-// and it.
-func (s *session) until(ok func(*acp.Message) bool) ([]*acp.Message, *acp.Message) {
-	s.t.Helper()
-	var before []*acp.Message
-	for {
-		m := s.next()
-		if ok(m) {
-			return before, m
-		}
-		before = append(before, m)
-	}
-}
-
-func responseTo(id string) func(*acp.Message) bool {
-	return func(m *acp.Message) bool { return m.Kind == acp.Response && string(m.ID) == id }
-}
-
-func requestOf(method string) func(*acp.Message) bool {
-	return func(m *acp.Message) bool { return m.Kind == acp.Request && m.Method == method }
-}
-
-// open initializes the agent and creates an ACP session; it returns the
-// session id.
-func (s *session) open() string {
-	s.t.Helper()
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}}}`)
-	s.until(responseTo("1"))
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, s.c.dir))
-	_, resp := s.until(responseTo("2"))
-	var r struct {
-		SessionID string `json:"sessionId"`
-	}
-	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
-		s.t.Fatalf("session/new: %s", resp.Raw)
-	}
-	return r.SessionID
-}
-
-// prompt sends a session/prompt with text and the given id.
-func (s *session) prompt(id int, sid, text string) {
-	b, _ := json.Marshal(text)
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, sid, b))
-}
-
-// chunks returns the texts of the agent_message_chunk updates among ms.
-func chunks(ms []*acp.Message) []string {
-	var out []string
-	for _, m := range ms {
-		if m.Method != "session/update" {
-			continue
-		}
-		var p struct {
-			Update struct {
-				Kind    string `json:"sessionUpdate"`
-				Content struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"update"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		if p.Update.Kind == "agent_message_chunk" {
-			out = append(out, p.Update.Content.Text)
-		}
-	}
-	return out
-}
-
 // recorded returns the transcript's records.
 func (s *session) recorded() []acp.Record {
 	s.t.Helper()
 	_ = s.rec.Close()
-	var out []acp.Record
-	for _, line := range strings.Split(strings.TrimSpace(s.records.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r acp.Record
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			s.t.Fatalf("record %q: %v", line, err)
-		}
-		out = append(out, r)
-	}
-	return out
+	return acptest.Records(s.t, s.records.String())
 }
 
 func TestM1_EchoTurnThroughTheChain(t *testing.T) {
@@ -232,10 +116,10 @@ func TestM1_EchoTurnThroughTheChain(t *testing.T) {
 		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "hello")
-	before, resp := s.until(responseTo("3"))
-	if got := strings.Join(chunks(before), "|"); got != "echo: hello" {
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "hello")
+	before, resp := s.Until(acptest.ResponseTo("3"))
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "echo: hello" {
 		t.Fatalf("chunks %q", got)
 	}
 	if !strings.Contains(string(resp.Result), `"stopReason":"end_turn"`) {
@@ -252,19 +136,19 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	s.open()
+	s.Open(s.c.dir)
 	echo := `{"jsonrpc":"2.0","id":"x-1","method":"_demo/echo","params":{"a":[1,2.50,"<&>"],"_meta":{"k":"v"}}}`
-	s.send(echo)
-	_, resp := s.until(responseTo(`"x-1"`))
+	s.Send(echo)
+	_, resp := s.Until(acptest.ResponseTo(`"x-1"`))
 	if string(resp.Result) != `{"a":[1,2.50,"<&>"],"_meta":{"k":"v"}}` && !strings.Contains(string(resp.Result), `"_meta":{"k":"v"}`) {
 		t.Fatalf("echo result %s", resp.Result)
 	}
-	s.send(`{"jsonrpc":"2.0","id":"x-2","method":"_nobody/knows","params":{}}`)
-	_, resp = s.until(responseTo(`"x-2"`))
+	s.Send(`{"jsonrpc":"2.0","id":"x-2","method":"_nobody/knows","params":{}}`)
+	_, resp = s.Until(acptest.ResponseTo(`"x-2"`))
 	if !strings.Contains(string(resp.Error), "-32601") {
 		t.Fatalf("unknown extension: %s", resp.Raw)
 	}
-	s.send(`{"jsonrpc":"2.0","method":"_nobody/notice","params":{"x":1}}`)
+	s.Send(`{"jsonrpc":"2.0","method":"_nobody/notice","params":{"x":1}}`)
 	seen := strings.Join(s.c.lines("SEEN "), "|")
 	if strings.Contains(seen, "_demo") || strings.Contains(seen, "_nobody") || !strings.Contains(seen, "initialize") {
 		t.Fatalf("plugs saw %q; want typed methods only (M2)", seen)
@@ -293,9 +177,9 @@ func TestM3_ToAgentPlugOneFirstFromAgentLastFirst(t *testing.T) {
 		"p2.star":     orderPlug("p2"),
 		"p3.star":     orderPlug("p3"),
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "hi")
-	s.until(responseTo("3"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "hi")
+	s.Until(acptest.ResponseTo("3"))
 	want := "p1 to_agent session/prompt|p2 to_agent session/prompt|p3 to_agent session/prompt|" +
 		"p3 from_agent session/update|p2 from_agent session/update|p1 from_agent session/update"
 	if got := strings.Join(s.c.lines("ORDER "), "|"); got != want {
@@ -317,9 +201,9 @@ def on_message(ctx, message, next):
     return result
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "hello")
-	before, resp := s.until(responseTo("3"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "hello")
+	before, resp := s.Until(acptest.ResponseTo("3"))
 	var thought bool
 	for _, m := range before {
 		thought = thought || strings.Contains(string(m.Params), `"agent_thought_chunk"`) && strings.Contains(string(m.Params), "injected")
@@ -352,15 +236,15 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "/permission")
-	before, _ := s.until(responseTo("3"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/permission")
+	before, _ := s.Until(acptest.ResponseTo("3"))
 	for _, m := range before {
 		if m.Method == "session/request_permission" {
 			t.Fatal("the client got a request the plug answered")
 		}
 	}
-	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "permission: allow_once" {
 		t.Fatalf("chunks %q", got)
 	}
 	var tagged bool
@@ -386,15 +270,15 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "/think secret thoughts\n/read notes.txt")
-	before, _ := s.until(responseTo("3"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/think secret thoughts\n/read notes.txt")
+	before, _ := s.Until(acptest.ResponseTo("3"))
 	for _, m := range before {
 		if strings.Contains(string(m.Params), "agent_thought_chunk") {
 			t.Fatal("a dropped notification reached the client")
 		}
 	}
-	got := strings.Join(chunks(before), "|")
+	got := strings.Join(acptest.Chunks(before), "|")
 	if !strings.Contains(got, "reading is not allowed (-32001)") || !strings.Contains(got, "notes.txt") {
 		t.Fatalf("chunks %q", got)
 	}
@@ -411,9 +295,9 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{FailureMayResume: true})
-	sid := s.open()
-	s.prompt(3, sid, "hello")
-	s.drain()
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "hello")
+	s.Drain()
 	var res runner.Result
 	select {
 	case res = <-s.done:
@@ -441,10 +325,10 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "my password is hunter2")
-	before, _ := s.until(responseTo("3"))
-	if got := strings.Join(chunks(before), "|"); got != "echo: my password is [redacted]" {
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "my password is hunter2")
+	before, _ := s.Until(acptest.ResponseTo("3"))
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "echo: my password is [redacted]" {
 		t.Fatalf("client got %q", got)
 	}
 	var toAgent, toClient bool
@@ -472,11 +356,11 @@ def on_message(ctx, message, next):
 `,
 	}
 	s := startSession(t, files, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "remember me")
-	first, _ := s.until(responseTo("3"))
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, sid, s.c.dir))
-	before, _ := s.until(responseTo("4"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "remember me")
+	first, _ := s.Until(acptest.ResponseTo("3"))
+	s.LoadSession(4, sid, s.c.dir)
+	before, _ := s.Until(acptest.ResponseTo("4"))
 	if len(before) == 0 {
 		t.Fatal("no replay")
 	}
@@ -504,14 +388,14 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "/chunks 20")
-	before, _ := s.until(responseTo("3"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/chunks 20")
+	before, _ := s.Until(acptest.ResponseTo("3"))
 	var want []string
 	for i := 1; i <= 20; i++ {
 		want = append(want, fmt.Sprintf("chunk %d", i))
 	}
-	if got := strings.Join(chunks(before), "|"); got != strings.Join(want, "|") {
+	if got := strings.Join(acptest.Chunks(before), "|"); got != strings.Join(want, "|") {
 		t.Fatalf("got %q", got)
 	}
 }
@@ -532,13 +416,13 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "/chunks 2\n/permission")
-	_, req := s.until(requestOf("session/request_permission"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/chunks 2\n/permission")
+	_, req := s.Until(acptest.RequestOf("session/request_permission"))
 	// The client's id space and the agent's collide: answer with the agent's id.
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"reject_once"}}}`, req.ID))
-	before, _ := s.until(responseTo("3"))
-	if got := strings.Join(chunks(before), "|"); got != "permission: reject_once" {
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"reject_once"}}}`, req.ID))
+	before, _ := s.Until(acptest.ResponseTo("3"))
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "permission: reject_once" {
 		t.Fatalf("chunks after permission %q", got)
 	}
 	lines := strings.Join(s.c.lines("WAIT "), "|")
@@ -554,19 +438,19 @@ func TestM6_IDsCollideAcrossDirections(t *testing.T) {
 		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
 	}, runner.Options{})
-	sid := s.open()
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, sid))
-	_, req := s.until(requestOf("session/request_permission"))
+	sid := s.Open(s.c.dir)
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, sid))
+	_, req := s.Until(acptest.RequestOf("session/request_permission"))
 	id := string(req.ID)
 	// A client request with the very same id, while the agent's is pending.
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"_demo/echo","params":{"same":"id"}}`, id))
-	_, echo := s.until(responseTo(id))
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"_demo/echo","params":{"same":"id"}}`, id))
+	_, echo := s.Until(acptest.ResponseTo(id))
 	if !strings.Contains(string(echo.Result), `"same":"id"`) {
 		t.Fatalf("echo %s", echo.Raw)
 	}
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, id))
-	before, _ := s.until(responseTo(`"p"`))
-	if got := strings.Join(chunks(before), "|"); got != "permission: allow_once" {
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow_once"}}}`, id))
+	before, _ := s.Until(acptest.ResponseTo(`"p"`))
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "permission: allow_once" {
 		t.Fatalf("chunks %q", got)
 	}
 }
@@ -576,22 +460,22 @@ func TestM7_BadLinesAreSkippedAndLogged(t *testing.T) {
 		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
 	}, runner.Options{MaxLine: 1 << 20})
-	sid := s.open()
-	s.prompt(3, sid, "one")
-	s.send(`this is not json`)
-	s.send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
-	s.send(`{"jsonrpc":"2.0","id":5,"method":"_demo/echo","params":{"big":"` + strings.Repeat("x", 2<<20) + `"}}`)
-	s.prompt(4, sid, "two")
-	before, _ := s.until(responseTo("4"))
-	all := append(before, s.backlog...)
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "one")
+	s.Send(`this is not json`)
+	s.Send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
+	s.Send(`{"jsonrpc":"2.0","id":5,"method":"_demo/echo","params":{"big":"` + strings.Repeat("x", 2<<20) + `"}}`)
+	s.Prompt(4, sid, "two")
+	before, _ := s.Until(acptest.ResponseTo("4"))
+	all := before
 	var got []string
 	for _, m := range all {
-		got = append(got, chunks([]*acp.Message{m})...)
+		got = append(got, acptest.Chunks([]*acp.Message{m})...)
 	}
 	if strings.Join(got, "|") != "echo: one|echo: two" && strings.Join(got, "|") != "echo: two" {
 		t.Fatalf("chunks %q", got)
 	}
-	for _, want := range []string{"skipped a bad line from the client", "invalid JSON", "dropped a response to an unknown request", "exceeds the limit of 1048576 bytes"} {
+	for _, want := range []string{"skipped a bad line", "invalid JSON", "dropped a response to an unknown request", "exceeds the limit of 1048576 bytes"} {
 		if !strings.Contains(s.c.logs.String(), want) {
 			t.Errorf("log lacks %q", want)
 		}
@@ -611,8 +495,8 @@ def on_message(ctx, message, next):
 	}, runner.Options{})
 	big := strings.Repeat("y", 50<<20)
 	line := `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s","_meta":{"blob":"` + big + `"}}}`
-	go s.send(line)
-	m := s.next()
+	go s.Send(line)
+	m := s.Next()
 	if string(m.Raw) != line {
 		t.Fatalf("got %d bytes, want the %d sent", len(m.Raw), len(line))
 	}
@@ -631,11 +515,11 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "/slow 50\n/chunks 100")
-	s.next()
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
-	_, resp := s.until(responseTo("3"))
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/slow 50\n/chunks 100")
+	s.Next()
+	s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, sid))
+	_, resp := s.Until(acptest.ResponseTo("3"))
 	if !strings.Contains(string(resp.Result), `"stopReason":"cancelled"`) || resp.Error != nil {
 		t.Fatalf("response %s", resp.Raw)
 	}
@@ -655,11 +539,11 @@ func TestM_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
 		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
 	}, runner.Options{})
-	sid := s.open()
-	s.prompt(3, sid, "/sleep 60000")
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/sleep 60000")
 	time.Sleep(50 * time.Millisecond)
 	s.run.Stop(runner.Stop{Reason: "idle", MayResume: true})
-	_, resp := s.until(responseTo("3"))
+	_, resp := s.Until(acptest.ResponseTo("3"))
 	if resp.Error == nil && !strings.Contains(string(resp.Result), "cancelled") {
 		t.Fatalf("response %s", resp.Raw)
 	}
@@ -675,10 +559,10 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
-	sid := s.open()
+	sid := s.Open(s.c.dir)
 	bad := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":%q,"prompt":"not a list"}}`, sid)
-	s.send(bad)
-	_, resp := s.until(responseTo("7"))
+	s.Send(bad)
+	_, resp := s.Until(acptest.ResponseTo("7"))
 	if resp.Error == nil {
 		t.Fatalf("the agent accepted a misfit prompt: %s", resp.Raw)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/charmbracelet/log"
 )
 
@@ -84,84 +84,46 @@ func (w *lockedBuilder) Write(p []byte) (int, error) {
 
 // acpSession is a raw ACP client of a live session.
 type acpSession struct {
-	t    *testing.T
-	live *blaise.Live
-	sid  string
-}
-
-func (s *acpSession) send(line string) {
-	s.t.Helper()
-	m, err := acp.Parse([]byte(line))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := s.live.Send(m); err != nil {
-		s.t.Fatal(err)
-	}
-}
-
-// await reads until the response with id and returns the texts of the
-// agent_message_chunks before it.
-func (s *acpSession) await(id string) ([]string, *acp.Message) {
-	s.t.Helper()
-	var chunks []string
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case m, ok := <-s.live.Messages():
-			if !ok {
-				s.t.Fatalf("the session ended while waiting for %s", id)
-			}
-			if m.Method == "session/update" {
-				var p struct {
-					Update struct {
-						Kind    string `json:"sessionUpdate"`
-						Content struct {
-							Text string `json:"text"`
-						} `json:"content"`
-					} `json:"update"`
-				}
-				_ = json.Unmarshal(m.Params, &p)
-				if p.Update.Kind == "agent_message_chunk" {
-					chunks = append(chunks, p.Update.Content.Text)
-				}
-			}
-			if m.Kind == acp.Response && string(m.ID) == id {
-				return chunks, m
-			}
-		case <-timeout:
-			s.t.Fatalf("no response %s", id)
-		}
-	}
+	*acptest.Client
+	sid string
 }
 
 // open initializes and creates (or, with acpID, loads) the ACP session.
 func (l *lab) open(live *blaise.Live, acpID string) *acpSession {
-	s := &acpSession{t: l.t, live: live}
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
-	s.await("1")
+	l.t.Helper()
+	s := &acpSession{Client: &acptest.Client{
+		T:  l.t,
+		In: live.Messages(),
+		Out: func(line string) error {
+			m, err := acp.Parse([]byte(line))
+			if err != nil {
+				return err
+			}
+			return live.Send(m)
+		},
+		Logs: func() string {
+			logMu <- struct{}{}
+			defer func() { <-logMu }()
+			return l.logs.String()
+		},
+	}}
+	s.Initialize(`{}`)
 	if acpID == "" {
-		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, l.dir))
-		_, resp := s.await("2")
-		var r struct {
-			SessionID string `json:"sessionId"`
-		}
-		_ = json.Unmarshal(resp.Result, &r)
-		s.sid = r.SessionID
+		s.sid = s.NewSession(l.dir)
 	} else {
 		s.sid = acpID
-		s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, acpID, l.dir))
-		s.await("2")
+		s.LoadSession(2, acpID, l.dir)
+		s.Until(acptest.ResponseTo("2"))
 	}
 	return s
 }
 
+// prompt sends a prompt and returns the texts of the agent_message_chunks
+// before its response.
 func (s *acpSession) prompt(id int, text string) []string {
-	s.t.Helper()
-	b, _ := json.Marshal(text)
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, s.sid, b))
-	chunks, _ := s.await(fmt.Sprint(id))
-	return chunks
+	s.T.Helper()
+	before, _ := s.Turn(id, s.sid, text)
+	return acptest.Chunks(before)
 }
 
 func (l *lab) wait(live *blaise.Live) *blaise.SessionRecord {
@@ -328,7 +290,8 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 }
 
 func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
-	l := counterLab(t, blaise.Settings{Timeout: 300 * time.Millisecond})
+	l := counterLab(t, blaise.Settings{Timeout: 3 * time.Second})
+	l.engine.TimeoutGrace = time.Minute // this run obeys its stop
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -347,6 +310,7 @@ def on_session(ctx, next):
     ctx.runner.exec(["sleep", "600"])
 `,
 	})
+	stubborn.engine.TimeoutGrace = 500 * time.Millisecond
 	live, err = stubborn.engine.Start(filepath.Join(stubborn.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -464,7 +428,7 @@ func killMidTurn(t *testing.T, l *lab) (*blaise.SessionRecord, int) {
 		t.Fatal(err)
 	}
 	s := l.open(live, "")
-	s.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/sleep 60000"}]}}`, s.sid))
+	s.Prompt(3, s.sid, "/sleep 60000")
 	rec, _ := l.engine.Store.Session(live.ID)
 	agents := children(rec.PID)
 	if len(agents) != 1 {

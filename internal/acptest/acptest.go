@@ -1,0 +1,241 @@
+// Package acptest is a raw ACP client for tests: it sends JSON-RPC lines as
+// they are written and reads the messages it receives one by one, so a test
+// sees exactly what a client would.
+//
+// A Client reads from a channel of messages and writes through a function of
+// a line, so it fits any transport: pipes (see Read and WriteLines), or a
+// channel and a send function of a live session. Its methods fail the test
+// on a timeout or the end of the stream, with the logs the test gives.
+package acptest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+)
+
+// DefaultTimeout is how long a Client waits for a message by default.
+const DefaultTimeout = 30 * time.Second
+
+// AllCapabilities are client capabilities for initialize: file reads and
+// writes, and terminals.
+const AllCapabilities = `{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}`
+
+// A Client is the test's end of an ACP connection.
+type Client struct {
+	T       testing.TB
+	In      <-chan *acp.Message     // what the client receives
+	Out     func(line string) error // sends one line, without its "\n"
+	Timeout time.Duration           // per message; 0 means DefaultTimeout
+	Logs    func() string           // if not nil, shown when a read fails
+}
+
+// Read reads r until it ends, sending its messages on the returned channel,
+// which is closed at the end. bad, if not nil, is called (from another
+// goroutine) with each line that is not a message, which is skipped.
+func Read(r io.Reader, bad func(err error)) <-chan *acp.Message {
+	ch := make(chan *acp.Message, 4096)
+	go func() {
+		defer close(ch)
+		rd := acp.NewReader(r, 0)
+		for {
+			m, err := rd.Next()
+			var lineErr *acp.LineError
+			if errors.As(err, &lineErr) {
+				if bad != nil {
+					bad(lineErr)
+				}
+				continue
+			}
+			if err != nil {
+				return
+			}
+			ch <- m
+		}
+	}()
+	return ch
+}
+
+// WriteLines returns a Client's Out writing each line to w.
+func WriteLines(w io.Writer) func(line string) error {
+	return func(line string) error {
+		_, err := io.WriteString(w, line+"\n")
+		return err
+	}
+}
+
+// Send sends one raw line as the client.
+func (c *Client) Send(line string) {
+	c.T.Helper()
+	if err := c.Out(line); err != nil {
+		c.T.Fatalf("send: %v", err)
+	}
+}
+
+// Next returns the next message the client receives.
+func (c *Client) Next() *acp.Message {
+	c.T.Helper()
+	return c.next(0)
+}
+
+// next is Next, telling on failure how many messages were read while
+// waiting.
+func (c *Client) next(read int) *acp.Message {
+	c.T.Helper()
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	var waited string
+	if read > 0 {
+		waited = fmt.Sprintf(" (%d other messages read while waiting)", read)
+	}
+	select {
+	case m, ok := <-c.In:
+		if ok {
+			return m
+		}
+		c.T.Fatalf("the client's stream ended%s%s", waited, c.logs())
+	case <-time.After(timeout):
+		c.T.Fatalf("no message for the client in %s%s%s", timeout, waited, c.logs())
+	}
+	return nil
+}
+
+func (c *Client) logs() string {
+	if c.Logs == nil {
+		return ""
+	}
+	return "\nlog:\n" + c.Logs()
+}
+
+// Until reads messages until one satisfies ok, and returns those before it
+// and it.
+func (c *Client) Until(ok func(*acp.Message) bool) ([]*acp.Message, *acp.Message) {
+	c.T.Helper()
+	var before []*acp.Message
+	for {
+		m := c.next(len(before))
+		if ok(m) {
+			return before, m
+		}
+		before = append(before, m)
+	}
+}
+
+// Drain reads and discards, in another goroutine, whatever the client
+// receives from now on.
+func (c *Client) Drain() {
+	go func() {
+		for range c.In {
+		}
+	}()
+}
+
+// ResponseTo matches the response with id, given as JSON (`3`, `"x"`).
+func ResponseTo(id string) func(*acp.Message) bool {
+	return func(m *acp.Message) bool { return m.Kind == acp.Response && string(m.ID) == id }
+}
+
+// RequestOf matches a request of method.
+func RequestOf(method string) func(*acp.Message) bool {
+	return func(m *acp.Message) bool { return m.Kind == acp.Request && m.Method == method }
+}
+
+// Initialize sends initialize with id 1 and the given client capabilities
+// (a JSON object), and returns its response.
+func (c *Client) Initialize(capabilities string) *acp.Message {
+	c.T.Helper()
+	c.Send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":` + capabilities + `}}`)
+	_, resp := c.Until(ResponseTo("1"))
+	return resp
+}
+
+// NewSession sends session/new with id 2 in cwd and returns the new
+// session's id.
+func (c *Client) NewSession(cwd string) string {
+	c.T.Helper()
+	c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, cwd))
+	_, resp := c.Until(ResponseTo("2"))
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(resp.Result, &r); err != nil || r.SessionID == "" {
+		c.T.Fatalf("session/new: %s", resp.Raw)
+	}
+	return r.SessionID
+}
+
+// Open initializes the agent with AllCapabilities and creates a session in
+// cwd; it returns the session id.
+func (c *Client) Open(cwd string) string {
+	c.T.Helper()
+	c.Initialize(AllCapabilities)
+	return c.NewSession(cwd)
+}
+
+// LoadSession sends session/load of session sid in cwd with id.
+func (c *Client) LoadSession(id int, sid, cwd string) {
+	c.T.Helper()
+	c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, id, sid, cwd))
+}
+
+// Prompt sends a session/prompt of one text block with id.
+func (c *Client) Prompt(id int, sid, text string) {
+	c.T.Helper()
+	b, _ := json.Marshal(text)
+	c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%s}]}}`, id, sid, b))
+}
+
+// Turn sends a prompt and returns what the client received until its
+// response, and the response.
+func (c *Client) Turn(id int, sid, text string) ([]*acp.Message, *acp.Message) {
+	c.T.Helper()
+	c.Prompt(id, sid, text)
+	return c.Until(ResponseTo(fmt.Sprint(id)))
+}
+
+// Chunks returns the texts of the agent_message_chunk updates among ms.
+func Chunks(ms []*acp.Message) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Method != "session/update" {
+			continue
+		}
+		var p struct {
+			Update struct {
+				Kind    string `json:"sessionUpdate"`
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil && p.Update.Kind == "agent_message_chunk" {
+			out = append(out, p.Update.Content.Text)
+		}
+	}
+	return out
+}
+
+// Records parses a transcript of acp.JSONLRecorder, one record a line.
+func Records(t testing.TB, transcript string) []acp.Record {
+	t.Helper()
+	var out []acp.Record
+	for _, line := range strings.Split(strings.TrimSpace(transcript), "\n") {
+		if line == "" {
+			continue
+		}
+		var r acp.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("record %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
