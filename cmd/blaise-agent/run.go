@@ -99,7 +99,8 @@ func (c *RunCmd) Run(g *Globals) error {
 	if cwd, err := os.Getwd(); err == nil {
 		term.Root = cwd
 	}
-	lines := bufio.NewReader(os.Stdin)
+	// One reader of stdin for prompts and permission answers alike.
+	lines := readLines(os.Stdin)
 	switch {
 	case c.Yes:
 		term.Default = "allow"
@@ -108,13 +109,18 @@ func (c *RunCmd) Run(g *Globals) error {
 	case isatty.IsTerminal(os.Stdin.Fd()) || interactive:
 		term.Ask = func(q string) (string, error) {
 			fmt.Fprint(os.Stderr, q)
-			return lines.ReadString('\n')
+			line, ok := <-lines
+			if !ok {
+				return "", io.EOF
+			}
+			return line, nil
 		}
 	}
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	var lastInterrupt time.Time
 
 	id := c.Session
 	if c.Continue {
@@ -132,8 +138,22 @@ func (c *RunCmd) Run(g *Globals) error {
 		var prompt string
 		if interactive {
 			fmt.Fprint(os.Stderr, "> ")
-			line, err := lines.ReadString('\n')
-			if err != nil && line == "" {
+			var line string
+			var ok bool
+			select {
+			case line, ok = <-lines:
+			case <-sig:
+				// Ctrl-C at the prompt leaves; right after one that
+				// cancelled a turn, it ends the session.
+				ok = false
+				if s != nil && !s.ended() && time.Since(lastInterrupt) < doubleInterrupt {
+					fmt.Fprintln(os.Stderr, "\nending the session")
+					_ = s.live.Stop("closed", false)
+					c.report(e, s)
+					return nil
+				}
+			}
+			if !ok {
 				fmt.Fprintln(os.Stderr)
 				break // the person left (L9)
 			}
@@ -162,7 +182,9 @@ func (c *RunCmd) Run(g *Globals) error {
 		for len(sig) > 0 {
 			<-sig
 		}
-		if err := s.prompt(ctx, prompt, sig); err != nil {
+		err := s.prompt(ctx, prompt, sig)
+		lastInterrupt = s.interrupted
+		if err != nil {
 			if errors.Is(err, errEnded) {
 				c.report(e, s)
 				return nil
@@ -203,11 +225,12 @@ var errEnded = errors.New("the session ended")
 
 // attached is a client connected to a live session.
 type attached struct {
-	term *client.Terminal
-	live *blaise.Live
-	conn *client.Conn
-	acp  string // the agent's session id
-	stop func()
+	interrupted time.Time // the last Ctrl-C during a turn
+	term        *client.Terminal
+	live        *blaise.Live
+	conn        *client.Conn
+	acp         string // the agent's session id
+	stop        func()
 }
 
 // attach starts or resumes the session and opens its ACP session.
@@ -306,6 +329,7 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 			s.term.EndTurn(v.StopReason)
 			return nil
 		case <-sig:
+			s.interrupted = time.Now()
 			if cancelled {
 				fmt.Fprintln(os.Stderr, "\nending the session")
 				_ = s.live.Stop("closed", false)
@@ -373,4 +397,27 @@ func lastPaused(e *blaise.Engine, config string) (string, error) {
 		return "", fmt.Errorf("no paused session of %s to continue", config)
 	}
 	return last.ID, nil
+}
+
+// doubleInterrupt is how soon a second Ctrl-C must follow the one that
+// cancelled a turn to end the session.
+const doubleInterrupt = 2 * time.Second
+
+// readLines sends the lines of r, without their line ends, until it ends.
+func readLines(r io.Reader) <-chan string {
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadString('\n')
+			if line != "" {
+				out <- strings.TrimRight(line, "\r\n")
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return out
 }
