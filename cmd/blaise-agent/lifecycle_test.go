@@ -660,3 +660,29 @@ func TestL9_CtrlCCancelsTheTurnThenEndsTheSession(t *testing.T) {
 		t.Fatalf("sessions %+v\n%s", recs, stderr.String())
 	}
 }
+
+func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	cfg := filepath.Join(l.dir, "blaise.star")
+	live, err := l.engine.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = live.StopIdle()
+	rec := l.wait(live)
+	if len(rec.OrphanedState) != 0 {
+		t.Fatalf("orphans in run 1: %v", rec.OrphanedState)
+	}
+	// The configuration now names the plug "k": what "c" stored is no one's.
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), `id = "c"`, `id = "k"`, 1)), 0o644)
+	live, err = l.engine.Resume(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = live.StopIdle()
+	rec = l.wait(live)
+	if strings.Join(rec.OrphanedState, ",") != "c" || !strings.Contains((&lockedBuilder{b: l.logs}).String(), "stored plug state belongs to no plug of the configuration") {
+		t.Fatalf("orphaned state %v\n%s", rec.OrphanedState, l.logs)
+	}
+}
