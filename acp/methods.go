@@ -249,7 +249,7 @@ func check(t reflect.Type, data []byte) error {
 	}
 	v := reflect.New(t)
 	if err := json.Unmarshal(data, v.Interface()); err != nil {
-		return describe(err)
+		return DescribeJSONError(err)
 	}
 	if missing := missingMembers(data, req); len(missing) > 0 {
 		return fmt.Errorf("missing %s", strings.Join(missing, ", "))
@@ -310,9 +310,9 @@ func missingMembers(obj []byte, req []string) []string {
 	return missing
 }
 
-// describe rewrites a decoding error of encoding/json in terms of JSON rather
-// than of Go types.
-func describe(err error) error {
+// DescribeJSONError rewrites a decoding error of encoding/json in terms of
+// JSON rather than of Go types, for messages people read.
+func DescribeJSONError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Type != nil {
 		if te.Field == "" {

@@ -35,10 +35,9 @@ type Proxy struct {
 	FromAgent  *Reader
 	ToAgent    *Writer
 
-	Pipeline Pipeline                            // nil: every message passes unchanged
-	Typed    func(method string, side Side) bool // nil: Typed
-	Recorder Recorder                            // nil: nothing is recorded
-	Log      *log.Logger                         // nil: log.Default()
+	Pipeline Pipeline    // nil: every message passes unchanged
+	Recorder Recorder    // nil: nothing is recorded
+	Log      *log.Logger // nil: log.Default()
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
@@ -91,9 +90,6 @@ func (s Side) other() Side {
 func (p *Proxy) Run(ctx context.Context) error {
 	if p.Log == nil {
 		p.Log = log.Default()
-	}
-	if p.Typed == nil {
-		p.Typed = Typed
 	}
 	p.pending = [2]map[string]*call{{}, {}}
 	p.loading = map[string]int{}
@@ -240,7 +236,7 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	forward := func(out *Message) *Message { return p.forward(side, out, c) }
 	var resp *Message
 	var by string
-	if p.Pipeline != nil && p.Typed(m.Method, side) {
+	if p.Pipeline != nil && Typed(m.Method, side) {
 		p.check(m)
 		var err error
 		resp, by, err = p.Pipeline.Handle(side, m, forward)

@@ -299,7 +299,6 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 		ctlFile:     mine,
 		done:        make(chan struct{}),
 		exited:      make(chan struct{}),
-		reports:     make(chan Control, 16),
 		got:         map[string]bool{},
 		reportsDone: make(chan struct{}),
 		turns:       map[string]bool{},
@@ -333,7 +332,6 @@ type Live struct {
 	out     <-chan *acp.Message
 	ctl     *ControlConn
 	ctlFile *os.File
-	reports chan Control
 	// reportsDone is closed when the control channel has been read to its end.
 	reportsDone chan struct{}
 	exited      chan struct{} // closed when the session process has exited
@@ -379,9 +377,6 @@ var ErrStopping = errors.New("the run is stopping; send the message again once i
 // Messages delivers the session's messages for the client; it is closed
 // when the run ends.
 func (l *Live) Messages() <-chan *acp.Message { return l.out }
-
-// Reports delivers what the run reports (resumable, pause, teardown).
-func (l *Live) Reports() <-chan Control { return l.reports }
 
 // track watches the session's messages for the end of turns and the ACP
 // session id.
@@ -493,7 +488,6 @@ func (l *Live) Done() <-chan struct{} { return l.done }
 
 func (l *Live) readControl() {
 	defer close(l.reportsDone)
-	defer close(l.reports)
 	for {
 		c, err := l.ctl.Receive()
 		if err != nil {
@@ -505,10 +499,6 @@ func (l *Live) readControl() {
 			l.resumable = c.Resumable
 		}
 		l.mu.Unlock()
-		select {
-		case l.reports <- c:
-		default:
-		}
 	}
 }
 

@@ -63,8 +63,10 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	if len(orphans) > 0 {
-		logger.Warn("stored plug state belongs to no plug of the configuration", "session", sp.SessionID, "plug_ids", orphans)
+	for _, id := range orphans {
+		// Named by the plug that stored it, so a person knows what to clean.
+		name, _, _ := sp.Store.PersistedPlug(sp.SessionID, id)
+		logger.Warn("stored plug state belongs to no plug of the configuration", "session", sp.SessionID, "plug_id", id, "stored_by", name)
 	}
 	sp.send(Control{Type: "resumable", Run: sp.Run, Resumable: resumable})
 

@@ -393,20 +393,6 @@ func (s *Store) CreateSession(rec *SessionRecord) error {
 	})
 }
 
-// EnsureSessionDir creates the directory of a session (0700), where its
-// transcript goes. CreateSession creates it too.
-func (s *Store) EnsureSessionDir(id string) error {
-	if err := checkSessionID(id); err != nil {
-		return err
-	}
-	return s.withLock(true, func() error {
-		if err := mkdirDurable(s.sessionDir(id)); err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
-		}
-		return nil
-	})
-}
-
 // Session returns the stored record of a session, or an error wrapping
 // ErrNotFound.
 func (s *Store) Session(id string) (*SessionRecord, error) {
@@ -492,7 +478,7 @@ func (s *Store) Sessions() ([]*SessionRecord, error) {
 }
 
 // TranscriptPath is the file of a session's transcript, in the session's
-// directory (see CreateSession and EnsureSessionDir). It is "" for an
+// directory (see CreateSession). It is "" for an
 // invalid session id.
 func (s *Store) TranscriptPath(session string) string {
 	if checkSessionID(session) != nil {
@@ -664,8 +650,8 @@ func (s *Store) PersistedIDs(session string) ([]string, error) {
 }
 
 // PersistedPlug returns the name of the plug that stored a plug id's
-// persisted state in a session (for the orphaned-state report); ok is false
-// when there is no such state.
+// persisted state in a session (named in the orphaned-state report); ok is
+// false when there is no such state.
 func (s *Store) PersistedPlug(session, plugID string) (name string, ok bool, err error) {
 	if err := checkSessionID(session); err != nil {
 		return "", false, err

@@ -243,7 +243,7 @@ func (t *Terminal) stopChan() <-chan struct{} {
 
 // invalidParams returns the -32602 error for params that do not decode.
 func invalidParams(err error) *RPCError {
-	return &RPCError{Code: acp.InvalidParams, Message: "Invalid params", Data: jsonObject("error", err.Error())}
+	return &RPCError{Code: acp.InvalidParams, Message: "Invalid params", Data: jsonObject("error", acp.DescribeJSONError(err).Error())}
 }
 
 // jsonObject returns a JSON object of string members, given as key, value
