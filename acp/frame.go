@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 	"io"
 	"strconv"
 	"strings"
@@ -550,7 +551,7 @@ func NewRequest(id []byte, method string, params []byte) []byte {
 	b = append(b, `,"id":`...)
 	b = append(b, id...)
 	b = append(b, `,"method":`...)
-	b = appendString(b, method)
+	b = jsonstr.Append(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -563,7 +564,7 @@ func NewRequest(id []byte, method string, params []byte) []byte {
 func NewNotification(method string, params []byte) []byte {
 	b := newMessage(len(method) + len(params) + 64)
 	b = append(b, `,"method":`...)
-	b = appendString(b, method)
+	b = jsonstr.Append(b, method)
 	if params != nil {
 		b = append(b, `,"params":`...)
 		b = append(b, params...)
@@ -598,7 +599,7 @@ func NewErrorResponse(id []byte, code int, message string, data []byte) []byte {
 	b = append(b, `,"error":{"code":`...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, `,"message":`...)
-	b = appendString(b, message)
+	b = jsonstr.Append(b, message)
 	if data != nil {
 		b = append(b, `,"data":`...)
 		b = append(b, data...)
@@ -616,50 +617,6 @@ func newMessage(size int) []byte {
 func endMessage(b []byte) []byte {
 	b = append(b, '}', '\n')
 	return b[:len(b)-1]
-}
-
-// appendString appends s as a JSON string, escaping only what JSON requires
-// (no HTML escaping); invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r != utf8.RuneError || size != 1 {
-				i += size
-				continue
-			}
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		i++
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // DefaultMaxLine is the longest line a Reader accepts when given no limit.

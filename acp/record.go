@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 	"io"
 	"os"
 	"strconv"
@@ -115,7 +116,7 @@ func appendRecord(b []byte, seq uint64, t time.Time, side Side, m *Message, by s
 	b = append(b, '"')
 	if m.Method != "" {
 		b = append(b, `,"method":`...)
-		b = appendString(b, m.Method)
+		b = jsonstr.Append(b, m.Method)
 	}
 	if m.ID != nil {
 		b = append(b, `,"id":`...)
@@ -123,7 +124,7 @@ func appendRecord(b []byte, seq uint64, t time.Time, side Side, m *Message, by s
 	}
 	if by != "" {
 		b = append(b, `,"plug":`...)
-		b = appendString(b, by)
+		b = jsonstr.Append(b, by)
 	}
 	b = append(b, `,"message":`...)
 	b = append(b, m.Raw...)

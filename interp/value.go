@@ -9,8 +9,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -157,7 +157,7 @@ func (e *jsonEncoder) encode(v starlark.Value, path string) error {
 		}
 		e.buf = appendJSONFloat(e.buf, f)
 	case starlark.String:
-		e.buf = appendJSONString(e.buf, string(v))
+		e.buf = jsonstr.Append(e.buf, string(v))
 	case *starlark.List:
 		return e.array(v, v.Len(), v.Index, path)
 	case starlark.Tuple:
@@ -247,7 +247,7 @@ func (e *jsonEncoder) array(list *starlark.List, n int, index func(int) starlark
 }
 
 func (e *jsonEncoder) member(k string, v starlark.Value, path string) error {
-	e.buf = appendJSONString(e.buf, k)
+	e.buf = jsonstr.Append(e.buf, k)
 	e.buf = append(e.buf, ':')
 	return e.encode(v, fieldPath(path, k))
 }
@@ -272,49 +272,6 @@ func appendJSONFloat(buf []byte, f float64) []byte {
 		buf = append(buf, ".0"...)
 	}
 	return buf
-}
-
-// appendJSONString appends s as a JSON string without HTML escaping.
-// Invalid UTF-8 becomes U+FFFD.
-func appendJSONString(buf []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	buf = append(buf, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			buf = append(buf, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				buf = append(buf, '\\', b)
-			case '\n':
-				buf = append(buf, '\\', 'n')
-			case '\r':
-				buf = append(buf, '\\', 'r')
-			case '\t':
-				buf = append(buf, '\\', 't')
-			default:
-				buf = append(buf, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			buf = append(buf, s[start:i]...)
-			buf = append(buf, "\ufffd"...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	buf = append(buf, s[start:]...)
-	return append(buf, '"')
 }
 
 // typeName returns the Starlark type name of v, with "None" for None.

@@ -170,9 +170,9 @@ func TestToJSON(t *testing.T) {
 		}
 	}
 
-	// Invalid UTF-8 becomes U+FFFD.
+	// Invalid UTF-8 becomes U+FFFD, written as an escape.
 	got, err := ToJSON(starlark.String("a\xffb\xe6\x97"))
-	if want := "\"a\ufffdb\ufffd\ufffd\""; err != nil || string(got) != want {
+	if want := `"a\ufffdb\ufffd\ufffd"`; err != nil || string(got) != want {
 		t.Errorf("ToJSON(invalid UTF-8) = %q, %v; want %q", got, err, want)
 	}
 
