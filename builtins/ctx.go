@@ -19,14 +19,16 @@ type CtxBase struct {
 
 	Inputs    starlark.Value
 	State     starlark.Value
-	Persisted *Persisted // nil when the plug declares no persisted schema
-	Session   starlark.Value
-	Run       starlark.Value
-	Setup     *Setup
-	RunnerEnv starlark.Value
-	Logger    *log.Logger // the plug's logger
-	Signal    *Signal
-	Runner    starlark.Value
+	Persisted *Persisted // nil when the plug declares no persisted schema, or before it is loaded
+	// PersistedDeclared tells the two cases of a nil Persisted apart.
+	PersistedDeclared bool
+	Session           starlark.Value
+	Run               starlark.Value
+	Setup             *Setup
+	RunnerEnv         starlark.Value
+	Logger            *log.Logger // the plug's logger
+	Signal            *Signal
+	Runner            starlark.Value
 	// SetOutput publishes an output of this plug for later plugs (C10).
 	SetOutput func(name string, v starlark.Value) error
 }
@@ -76,6 +78,9 @@ func (c *Ctx) Attr(name string) (starlark.Value, error) {
 	case "state":
 		return orNone(c.State), nil
 	case "persisted":
+		if c.Persisted == nil && c.PersistedDeclared {
+			return nil, fmt.Errorf("ctx.persisted is not loaded yet in %s of plug %s: read it in on_load or a handler", c.Handler, c.PlugName)
+		}
 		if c.Persisted == nil {
 			return nil, fmt.Errorf("ctx.persisted: plug %s declares no persisted schema: add persisted = schema.object(...) to plug()", c.PlugName)
 		}

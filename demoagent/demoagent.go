@@ -71,13 +71,13 @@ func (e ErrExit) Error() string {
 }
 
 // DefaultStateDir is the StateDir used when Options.StateDir is empty:
-// $XDG_STATE_HOME/blaise-agent/demo-agent, or <os.TempDir()>/blaise-agent/demo-agent
+// $XDG_STATE_HOME/blaise-demo-agent, or <os.TempDir()>/blaise-demo-agent
 // when XDG_STATE_HOME is not set.
 func DefaultStateDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "blaise-agent", "demo-agent")
+		return filepath.Join(d, "blaise-demo-agent")
 	}
-	return filepath.Join(os.TempDir(), "blaise-agent", "demo-agent")
+	return filepath.Join(os.TempDir(), "blaise-demo-agent")
 }
 
 // Run serves ACP as an agent: it reads the client's messages from in and

@@ -353,11 +353,14 @@ func (r *Run) unresumable() []string {
 
 // failed is the PauseInfo of a failure.
 func (r *Run) failed(err error) builtins.PauseInfo {
-	return builtins.PauseInfo{
-		Reason:    builtins.ReasonFailed,
-		Err:       err,
-		MayResume: r.opts.FailureMayResume && r.opts.Config.Resumable(),
+	mayResume := r.opts.FailureMayResume && r.opts.Config.Resumable()
+	r.mu.Lock()
+	if r.stop != nil && !r.stop.MayResume {
+		// A failure after a stop that ends the session does not revive it.
+		mayResume = false
 	}
+	r.mu.Unlock()
+	return builtins.PauseInfo{Reason: builtins.ReasonFailed, Err: err, MayResume: mayResume}
 }
 
 // session runs on_session of plug i and everything inside it (C1–C5).
@@ -714,14 +717,16 @@ func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *b
 			PlugName:  p.use.Plug.Name,
 			PlugID:    p.use.ID,
 			PlugIndex: p.use.Index,
-			Session:   r.sessionValue,
-			Run:       r.runValue,
-			Setup:     r.setup,
-			RunnerEnv: r.runnerEnv,
-			Logger:    r.log.WithPrefix(p.use.Plug.Name),
-			Signal:    &r.signal,
-			Runner:    r.hostValue(runnerHost),
-			SetOutput: p.setOutput,
+			// Set before loading: input functions run before it.
+			PersistedDeclared: p.use.Plug.Persisted != nil,
+			Session:           r.sessionValue,
+			Run:               r.runValue,
+			Setup:             r.setup,
+			RunnerEnv:         r.runnerEnv,
+			Logger:            r.log.WithPrefix(p.use.Plug.Name),
+			Signal:            &r.signal,
+			Runner:            r.hostValue(runnerHost),
+			SetOutput:         p.setOutput,
 		}
 		p.readOnly = map[string]*builtins.AgentDraft{}
 	}

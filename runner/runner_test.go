@@ -834,3 +834,18 @@ def on_session(ctx, next):
 		}
 	}
 }
+
+func TestC3_FailureAfterAnEndingStopDoesNotResume(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./bad.star"))`,
+		"bad.star": `plug(name = "bad")
+def on_session(ctx, next):
+    next()
+    fail("cannot save")
+`,
+	})
+	res := c.run(runner.Options{FailureMayResume: true}, closed)
+	if res.Pause.Reason != "failed" || res.Pause.MayResume || res.Teardown == nil {
+		t.Fatalf("pause %+v teardown %+v", res.Pause, res.Teardown)
+	}
+}
