@@ -584,3 +584,23 @@ def on_message(ctx, message, next):
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestM7_AReusedPendingRequestIDIsRefused(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	}, runner.Options{})
+	sid := s.Open(s.c.dir)
+	s.Prompt(7, sid, "/sleep 500\nfirst")
+	// The same id again while the prompt waits for its answer: refused,
+	// and the first request still gets its own answer.
+	s.Send(`{"jsonrpc":"2.0","id":7,"method":"_demo/echo","params":{}}`)
+	_, refused := s.Until(acptest.ResponseTo("7"))
+	if !strings.Contains(string(refused.Error), `"code":-32600`) || !strings.Contains(string(refused.Error), "still waiting") {
+		t.Fatalf("refusal %s", refused.Raw)
+	}
+	before, answer := s.Until(acptest.ResponseTo("7"))
+	if !strings.Contains(string(answer.Result), "end_turn") || strings.Join(acptest.Chunks(before), "|") != "echo: first" {
+		t.Fatalf("answer %s after %q", answer.Raw, acptest.Chunks(before))
+	}
+}
