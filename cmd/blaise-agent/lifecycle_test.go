@@ -479,24 +479,31 @@ func TestL7_SessionProcessKilledUnderEndPolicyTearsDown(t *testing.T) {
 	}
 }
 
-func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
-	cmd := exec.Command(self(t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir())
+// killFrontEndAfterATurn runs `blaise-agent run` interactively, has it
+// answer one prompt, and kills it with SIGKILL while the session is live.
+func (l *lab) killFrontEndAfterATurn() {
+	l.t.Helper()
+	cmd := exec.Command(self(l.t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir())
 	cmd.Dir = l.dir
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = &lockedBuilder{b: l.logs}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		l.t.Fatal(err)
 	}
 	io.WriteString(stdin, "hello\n")
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() && !strings.Contains(sc.Text(), "echo: hello") {
 	}
 	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
+		l.t.Fatal(err)
 	}
 	_ = cmd.Wait()
+}
+
+func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	l.killFrontEndAfterATurn()
 	// The session process lost its front end: it stops as idle and pauses.
 	var rec *blaise.SessionRecord
 	deadline := time.Now().Add(20 * time.Second)
@@ -559,20 +566,7 @@ def on_teardown(ctx, next):
     ctx.runner.fs.write_file("$DIR/teardown", "reason=%s" % info.reason)
 `,
 	})
-	cmd := exec.Command(self(t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir())
-	cmd.Dir = l.dir
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = &lockedBuilder{b: l.logs}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(stdin, "hello\n")
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && !strings.Contains(sc.Text(), "echo: hello") {
-	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	l.killFrontEndAfterATurn()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		recs, _ := l.engine.Store.Sessions()
