@@ -86,8 +86,15 @@ func throughProxy(b *testing.B, mode string, plugs int) *peer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
+	// OS pipes, as between a front end and its session process.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
 	r := runner.New(runner.Options{
 		Config: cfg, SessionID: "bench", Kind: runner.Start, Logger: logger,
 		Client: &runner.Client{In: acp.ReadMessages(inR, 0, logger), Out: acp.NewWriter(outW)},
