@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -204,30 +205,13 @@ func (t *teeWriter) lines() []string {
 	return strings.Split(strings.TrimRight(t.buf.String(), "\n"), "\n")
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type harness struct {
 	t       *testing.T
 	client  *testClient
 	conn    *acp.ClientSideConnection
 	toAgent *io.PipeWriter
 	wire    *teeWriter
-	log     *syncBuffer
+	log     *acptest.Buffer
 	done    chan struct{} // closed when Run has returned
 	runErr  error         // Run's result, once done is closed
 	cancel  context.CancelFunc
@@ -239,7 +223,7 @@ func start(t *testing.T, stateDir string, opts ...func(*Options, *testClient)) *
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
 	tc := newTestClient()
-	h := &harness{t: t, client: tc, toAgent: c2aW, wire: &teeWriter{w: a2cW}, log: &syncBuffer{}, done: make(chan struct{})}
+	h := &harness{t: t, client: tc, toAgent: c2aW, wire: &teeWriter{w: a2cW}, log: &acptest.Buffer{}, done: make(chan struct{})}
 	o := Options{StateDir: stateDir, Log: h.log}
 	for _, f := range opts {
 		f(&o, tc)

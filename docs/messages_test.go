@@ -17,7 +17,6 @@ package docs_test
 // used as written.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +28,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -171,24 +169,6 @@ func TestMessagesMethodTable(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // session is a run of an example's chain around the demo agent, with the
 // test as its ACP client, connected by pipes.
 type session struct {
@@ -197,8 +177,8 @@ type session struct {
 	dir     string // the example's directory, also the ACP session's cwd
 	run     *runner.Run
 	done    chan runner.Result
-	logs    *syncBuffer
-	records *syncBuffer
+	logs    *acptest.Buffer
+	records *acptest.Buffer
 	rec     *acp.JSONLRecorder
 }
 
@@ -240,7 +220,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 		}
 	}
 	config := filepath.Join(dir, "blaise.star")
-	logs := &syncBuffer{}
+	logs := &acptest.Buffer{}
 	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
 	cfg, err := runner.LoadConfig(config, logger)
 	if err != nil {
@@ -248,7 +228,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &syncBuffer{}}
+	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &acptest.Buffer{}}
 	s.Client = &acptest.Client{
 		T:    t,
 		In:   acptest.Read(outR, func(err error) { t.Errorf("the client got a line that is not a message: %v", err) }),

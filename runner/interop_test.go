@@ -74,7 +74,7 @@ func TestM1_InteropWithTheSDKExampleAgent(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin)
-	stderr := &syncBuffer{}
+	stderr := &acptest.Buffer{}
 	cmd.Stderr = stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

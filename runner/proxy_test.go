@@ -55,7 +55,7 @@ type session struct {
 	c       *chain
 	run     *runner.Run
 	done    chan runner.Result
-	records *syncBuffer
+	records *acptest.Buffer
 	rec     *acp.JSONLRecorder
 }
 
@@ -64,7 +64,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 	c := newChain(t, files)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, c: c, done: make(chan runner.Result, 1), records: &syncBuffer{}}
+	s := &session{t: t, c: c, done: make(chan runner.Result, 1), records: &acptest.Buffer{}}
 	s.Client = &acptest.Client{
 		T:       t,
 		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),

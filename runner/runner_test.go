@@ -1,19 +1,18 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
@@ -24,26 +23,9 @@ type chain struct {
 	t     *testing.T
 	dir   string
 	cfg   *interp.Config
-	logs  *syncBuffer
+	logs  *acptest.Buffer
 	log   *log.Logger
 	store *builtins.MemStore
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newChain writes files (name → content) and loads blaise.star.
@@ -59,7 +41,7 @@ func newChain(t *testing.T, files map[string]string) *chain {
 			t.Fatal(err)
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &acptest.Buffer{}
 	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
 	cfg, err := runner.LoadConfig(filepath.Join(dir, "blaise.star"), logger)
 	if err != nil {
