@@ -11,7 +11,6 @@
 package acp
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -373,11 +372,10 @@ func (m *Message) with(member int, v []byte) *Message {
 	}
 
 	n := len(raw) - (hi - lo) + len(ins)
-	out := make([]byte, 0, n+1)
+	out := make([]byte, 0, n)
 	out = append(out, raw[:lo]...)
 	out = append(out, ins...)
 	out = append(out, raw[hi:]...)
-	out = append(out, '\n')[:n] // see Writer.Write
 
 	c := &Message{Raw: out, Kind: m.Kind, Method: m.Method}
 	delta := len(ins) - (hi - lo)
@@ -612,11 +610,9 @@ func newMessage(size int) []byte {
 	return append(make([]byte, 0, size), `{"jsonrpc":"2.0"`...)
 }
 
-// endMessage closes the object, leaving a newline just beyond the returned
-// length (see Writer.Write).
+// endMessage closes the object.
 func endMessage(b []byte) []byte {
-	b = append(b, '}', '\n')
-	return b[:len(b)-1]
+	return append(b, '}')
 }
 
 // DefaultMaxLine is the longest line a Reader accepts when given no limit.
@@ -639,31 +635,38 @@ func (e *LineError) Error() string {
 }
 
 // A Reader reads newline-delimited JSON-RPC messages from a stream.
+//
+// It reads the stream into blocks and hands out each message's line as a
+// slice of its block, never writing a block where it has handed out bytes:
+// a line is copied only when it spans the end of a block.
 type Reader struct {
-	br      *bufio.Reader
+	rd      io.Reader
 	maxLine int
+	block   int    // size of a new block
+	buf     []byte // the current block; buf[start:end] is read and not consumed
+	start   int
+	end     int
+	scanned int   // buf[start:scanned] holds no newline
 	line    int   // number of the last line read
 	err     error // io.EOF or the I/O error that ended the stream
 }
 
-// readSize is the size of a Reader's buffer; longer lines are gathered in
-// buffers of their own.
-const readSize = 64 << 10
+// blockSize is the size of a Reader's blocks; longer lines get blocks of
+// their own.
+const blockSize = 256 << 10
 
 // NewReader returns a Reader of r that accepts lines of up to maxLine bytes,
 // not counting the line terminator; maxLine 0 means DefaultMaxLine.
 func NewReader(r io.Reader, maxLine int) *Reader {
-	return newReaderSize(r, maxLine, readSize)
+	return newReaderSize(r, maxLine, blockSize)
 }
 
-// newReaderSize is NewReader with a buffer of size bytes, for tests.
+// newReaderSize is NewReader with blocks of size bytes, for tests.
 func newReaderSize(r io.Reader, maxLine, size int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	// No line that fits maxLine needs more than maxLine+2 bytes of buffer.
-	size = min(size, maxLine+2)
-	return &Reader{br: bufio.NewReaderSize(r, size), maxLine: maxLine}
+	return &Reader{rd: r, maxLine: maxLine, block: size}
 }
 
 // Next returns the next message of the stream. Lines end in "\n" or "\r\n";
@@ -691,109 +694,112 @@ func (r *Reader) Next() (*Message, error) {
 	}
 }
 
-// readLine returns the next line without its terminator, in a buffer of its
-// own, or nil for a blank line.
+// readLine returns the next line without its terminator, or nil for a blank
+// line.
 func (r *Reader) readLine() ([]byte, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	chunk, err := r.br.ReadSlice('\n')
-	switch {
-	case err == io.EOF && len(chunk) == 0:
-		r.err = err
-		return nil, err
-	case err == nil || err == io.EOF:
-		r.err = err
-		r.line++
-		body := trimEOL(chunk)
-		if blank(body) {
-			return nil, nil
-		}
-		if len(body) > r.maxLine {
-			return nil, r.tooLong(len(body), body)
-		}
-		return clone(body), nil
-	case err != bufio.ErrBufferFull:
-		r.err = err
-		return nil, err
-	}
-
-	// A line longer than the buffer: gather it.
-	r.line++
-	var buf []byte
 	for {
-		// + 2 for a "\r\n" that chunk may end with; checked exactly below.
-		if len(buf)+len(chunk) > r.maxLine+2 {
-			return nil, r.discard(buf, chunk, err) // nil for a blank line
+		if i := bytes.IndexByte(r.buf[r.scanned:r.end], '\n'); i >= 0 {
+			nl := r.scanned + i
+			body := r.buf[r.start:nl]
+			if len(body) > 0 && body[len(body)-1] == '\r' {
+				body = body[:len(body)-1]
+			}
+			r.consume(nl + 1)
+			return r.body(body)
 		}
-		if buf == nil {
-			buf = make([]byte, 0, 4*len(chunk))
+		r.scanned = r.end
+		if r.err != nil {
+			if r.start == r.end || r.err != io.EOF {
+				r.consume(r.end) // a line cut by an I/O error is lost
+				return nil, r.err
+			}
+			body := r.buf[r.start:r.end] // the last line has no terminator
+			r.consume(r.end)
+			return r.body(body)
 		}
-		buf = append(buf, chunk...)
-		if err != bufio.ErrBufferFull {
-			break
+		// Without its newline, a line of maxLine bytes may hold a "\r" more.
+		if r.end-r.start > r.maxLine+1 {
+			return nil, r.discard()
 		}
-		chunk, err = r.br.ReadSlice('\n')
+		r.fill()
 	}
-	if err != nil && err != io.EOF {
-		r.err = err
-		return nil, err
-	}
-	r.err = err
-	body := trimEOL(buf)
-	if blank(body) {
-		return nil, nil
-	}
-	if len(body) > r.maxLine {
-		return nil, r.tooLong(len(body), body)
-	}
-	return append(body, '\n')[:len(body)], nil // see Writer.Write
 }
 
-// discard skips the rest of a line that is too long, of which buf and then
-// chunk have been read, chunk with error err, and returns its LineError, or
-// nil when the line is blank.
-func (r *Reader) discard(buf, chunk []byte, err error) error {
-	isBlank := blank(buf) && blank(chunk)
-	p := make([]byte, 0, prefixLen)
-	p = append(p, buf[:min(len(buf), prefixLen)]...)
-	p = append(p, chunk[:min(len(chunk), prefixLen-len(p))]...)
-	n := len(buf) + len(chunk)
-	var prev byte // the byte before the last one of the line
-	switch {
-	case len(chunk) > 1:
-		prev = chunk[len(chunk)-2]
-	case len(chunk) == 1 && len(buf) > 0:
-		prev = buf[len(buf)-1]
+// consume ends the current line at offset next of the block.
+func (r *Reader) consume(next int) {
+	r.line++
+	r.start, r.scanned = next, next
+}
+
+// body checks a line read whole, without its terminator, and returns it
+// capped so that appending to it cannot write into the block.
+func (r *Reader) body(line []byte) ([]byte, error) {
+	if blank(line) {
+		return nil, nil
 	}
-	for err == bufio.ErrBufferFull {
-		last := chunk[len(chunk)-1]
-		chunk, err = r.br.ReadSlice('\n')
-		n += len(chunk)
-		isBlank = isBlank && blank(chunk)
-		switch len(chunk) {
-		case 0:
-		case 1:
-			prev = last
-		default:
-			prev = chunk[len(chunk)-2]
-		}
+	if len(line) > r.maxLine {
+		return nil, r.tooLong(len(line), line)
 	}
-	if err != nil && err != io.EOF {
-		r.err = err
-		return err
+	return line[:len(line):len(line)], nil
+}
+
+// fill reads more of the stream after buf[end]. When little room is left, it
+// moves the unconsumed part of the line to a new block, at least twice as
+// large as that part.
+func (r *Reader) fill() {
+	if len(r.buf)-r.end < r.block/16+1 {
+		pending := r.end - r.start
+		// A block of maxLine+2 bytes holds any line that can be accepted.
+		size := min(max(r.block, 2*pending), r.maxLine+2)
+		buf := make([]byte, size)
+		copy(buf, r.buf[r.start:r.end])
+		r.buf, r.start, r.end, r.scanned = buf, 0, pending, pending
 	}
+	n, err := r.rd.Read(r.buf[r.end:])
+	r.end += n
 	r.err = err
-	if isBlank {
-		return nil
-	}
-	if err == nil { // the line ends in "\n"
-		n--
-		if prev == '\r' {
-			n--
+}
+
+// discard skips the rest of a line that is too long, of which
+// buf[start:end] has been read, and returns its LineError, or nil when the
+// line is blank. Its bytes are counted, not kept.
+func (r *Reader) discard() error {
+	head := prefix(r.buf[r.start:r.end])
+	n := 0
+	isBlank := true
+	var last byte // the last byte of the line read so far
+	for {
+		part := r.buf[r.start:r.end]
+		i := bytes.IndexByte(part, '\n')
+		if i >= 0 {
+			part = part[:i]
 		}
+		n += len(part)
+		isBlank = isBlank && blank(part)
+		if len(part) > 0 {
+			last = part[len(part)-1]
+		}
+		switch {
+		case i >= 0:
+			r.consume(r.start + i + 1)
+			if last == '\r' {
+				n--
+			}
+		case r.err == nil:
+			r.start, r.scanned = r.end, r.end
+			r.fill()
+			continue
+		case r.err != io.EOF:
+			r.consume(r.end)
+			return r.err
+		default:
+			r.consume(r.end)
+		}
+		if isBlank {
+			return nil
+		}
+		return r.tooLong(n, head[:min(len(head), n)])
 	}
-	return r.tooLong(n, p[:min(len(p), n)])
 }
 
 func (r *Reader) tooLong(n int, line []byte) error {
@@ -807,26 +813,6 @@ func (r *Reader) tooLong(n int, line []byte) error {
 // prefix returns a copy of the start of line.
 func prefix(line []byte) []byte {
 	return bytes.Clone(line[:min(len(line), prefixLen)])
-}
-
-// clone returns a copy of line with a newline just beyond its length (see
-// Writer.Write).
-func clone(line []byte) []byte {
-	b := make([]byte, len(line)+1)
-	copy(b, line)
-	b[len(line)] = '\n'
-	return b[:len(line)]
-}
-
-// trimEOL removes a trailing "\n" or "\r\n".
-func trimEOL(line []byte) []byte {
-	if n := len(line); n > 0 && line[n-1] == '\n' {
-		line = line[:n-1]
-		if n := len(line); n > 0 && line[n-1] == '\r' {
-			line = line[:n-1]
-		}
-	}
-	return line
 }
 
 // blank reports whether line holds only JSON whitespace.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"testing/iotest"
@@ -179,7 +180,8 @@ func FuzzReader(f *testing.F) {
 			m, err := r.Next()
 			if len(body) > maxLine {
 				var le *LineError
-				if !errors.As(err, &le) || le.Line != lineNo || !bytes.HasPrefix(body, le.Prefix) {
+				reason := fmt.Sprintf("line of %d bytes exceeds the limit of %d bytes", len(body), maxLine)
+				if !errors.As(err, &le) || le.Line != lineNo || !bytes.HasPrefix(body, le.Prefix) || le.Reason != reason {
 					t.Fatalf("line %d of %d bytes > %d: Next = %v, %v", lineNo, len(body), maxLine, m, err)
 				}
 				continue
@@ -204,4 +206,13 @@ func FuzzReader(f *testing.F) {
 			t.Fatalf("at the end: Next = %v, %v", m, err)
 		}
 	})
+}
+
+// trimEOL removes a trailing "\n" or "\r\n".
+func trimEOL(line []byte) []byte {
+	if line, ok := bytes.CutSuffix(line, []byte("\n")); ok {
+		line, _ = bytes.CutSuffix(line, []byte("\r"))
+		return line
+	}
+	return line
 }

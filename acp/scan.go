@@ -73,6 +73,13 @@ const (
 	msb = 0x8080808080808080
 )
 
+// plain returns 0 when none of the eight bytes of x is special.
+func plain(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb
+}
+
 // string moves past the string that starts at s.pos (at its opening quote)
 // and reports whether it contains escapes.
 func (s *scanner) string() (escaped bool, err error) {
@@ -81,13 +88,10 @@ func (s *scanner) string() (escaped bool, err error) {
 	for {
 		// Eight bytes at a time while none of them is special: the usual
 		// case for long strings such as base64 payloads.
-		for i+8 <= len(d) {
-			x := binary.LittleEndian.Uint64(d[i:])
-			q := x ^ (lsb * '"')
-			b := x ^ (lsb * '\\')
-			if ((q-lsb)&^q|(b-lsb)&^b|(x-lsb*0x20)&^x)&msb != 0 {
-				break
-			}
+		for i+16 <= len(d) && plain(binary.LittleEndian.Uint64(d[i:]))|plain(binary.LittleEndian.Uint64(d[i+8:])) == 0 {
+			i += 16
+		}
+		for i+8 <= len(d) && plain(binary.LittleEndian.Uint64(d[i:])) == 0 {
 			i += 8
 		}
 		for i < len(d) && !special[d[i]] {
