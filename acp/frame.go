@@ -658,6 +658,7 @@ const blockSize = 256 << 10
 // NewReader returns a Reader of r that accepts lines of up to maxLine bytes,
 // not counting the line terminator; maxLine 0 means DefaultMaxLine.
 func NewReader(r io.Reader, maxLine int) *Reader {
+	enlargePipe(r)
 	return newReaderSize(r, maxLine, blockSize)
 }
 
@@ -843,6 +844,7 @@ type Writer struct {
 
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
+	enlargePipe(w)
 	wr := &Writer{w: w}
 	wr.cond.L = &wr.mu
 	return wr

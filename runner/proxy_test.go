@@ -604,3 +604,37 @@ func TestM7_AReusedPendingRequestIDIsRefused(t *testing.T) {
 		t.Fatalf("answer %s after %q", answer.Raw, acptest.Chunks(before))
 	}
 }
+
+// next() of on_message takes the message once: a second call, or anything
+// but a message, fails the handler with a message that says so (M4).
+func TestM4_NextMisuseInOnMessageFailsClearly(t *testing.T) {
+	for _, tt := range []struct{ name, body, want string }{
+		{"twice", "next(message)\n    return next(message)", "next() called twice for one message; call it at most once"},
+		{"not a message", "return next(message.params)", "next: want the message (or message.replace(...)), got dict"},
+		{"keyword", "return next(message = message)", "next: unexpected keyword arguments"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startSession(t, map[string]string{
+				"blaise.star": demoAgent("demo") + `setup(use("./bad.star"))`,
+				"bad.star": `plug(name = "bad")
+def on_message(ctx, message, next):
+    if message.method != "session/prompt":
+        return next(message)
+    ` + tt.body + "\n",
+			}, runner.Options{})
+			sid := s.Open(s.c.dir)
+			s.Prompt(3, sid, "hello")
+			s.Drain()
+			var res runner.Result
+			select {
+			case res = <-s.done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the run did not end")
+			}
+			s.done <- res
+			if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug bad: on_message") || !strings.Contains(res.Pause.Err.Error(), tt.want) {
+				t.Fatalf("pause %+v, want an error with %q", res.Pause, tt.want)
+			}
+		})
+	}
+}

@@ -113,7 +113,7 @@ type Run struct {
 	stop    *Stop
 	stopErr error // why a failed stop failed
 	stopped chan struct{}
-	frames  []*frame // handler calls executing, innermost last
+	frames  []*pooledThread // threads of the handler calls executing, innermost last
 	// agentStarted is set once the innermost next() was reached.
 	agentStarted bool
 
@@ -125,12 +125,6 @@ type Run struct {
 	runValue     starlark.Value // ctx.run
 	setup        *builtins.Setup
 	tdErr        error
-}
-
-// frame is a handler call, for cancellation.
-type frame struct {
-	thread *starlark.Thread
-	cancel context.CancelFunc
 }
 
 // plugRun is a plug's state during the run.
@@ -249,7 +243,7 @@ func (r *Run) stopWith(s Stop, err error) {
 		defer r.mu.Unlock()
 		if n := len(r.frames); n > 0 && !r.agentStarted {
 			top := r.frames[n-1]
-			top.thread.Cancel(fmt.Sprintf("cancelled: the run was stopped (%s) and the handler did not reach next() within %s", s.Reason, r.opts.StopGrace))
+			top.Cancel(fmt.Sprintf("cancelled: the run was stopped (%s) and the handler did not reach next() within %s", s.Reason, r.opts.StopGrace))
 			top.cancel()
 		}
 	})
@@ -286,8 +280,8 @@ func (r *Run) Run(ctx context.Context) Result {
 			return
 		}
 		r.mu.Lock()
-		for _, f := range r.frames {
-			f.thread.Cancel("cancelled: the session is shutting down")
+		for _, t := range r.frames {
+			t.Cancel("cancelled: the session is shutting down")
 		}
 		r.mu.Unlock()
 		r.cancel()
@@ -487,33 +481,40 @@ func (r *Run) unlocked(f func()) {
 	f()
 }
 
-// push records an executing frame; the returned function removes it.
-func (r *Run) push(f *frame) func() {
+// push records the thread of an executing handler call, for cancellation;
+// pop removes it.
+func (r *Run) push(t *pooledThread) {
 	r.mu.Lock()
-	r.frames = append(r.frames, f)
+	r.frames = append(r.frames, t)
 	r.mu.Unlock()
-	return func() {
-		// on_message calls interleave: remove f itself, not the last frame.
-		r.mu.Lock()
-		if i := slices.Index(r.frames, f); i >= 0 {
-			r.frames = slices.Delete(r.frames, i, i+1)
-		}
-		r.mu.Unlock()
-	}
 }
+
+func (r *Run) pop(t *pooledThread) {
+	// on_message calls interleave: remove t itself, not the last frame.
+	r.mu.Lock()
+	if i := slices.Index(r.frames, t); i >= 0 {
+		r.frames = slices.Delete(r.frames, i, i+1)
+	}
+	r.mu.Unlock()
+}
+
+// noCancel is the cancel of calls that only the session's end cancels.
+func noCancel() {}
 
 // call runs one handler on a thread of its own, bound to c (C15).
 func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins.Ctx, args starlark.Tuple) (starlark.Value, error) {
 	// on_message runs while the agent runs: only the session's end cancels
 	// it. The handlers of the chain can be cancelled one by one (StopGrace).
-	callCtx, cancel := r.ctx, context.CancelFunc(func() {})
+	callCtx, cancel := r.ctx, context.CancelFunc(noCancel)
 	if handler != "on_message" {
 		callCtx, cancel = context.WithCancel(r.ctx)
 		defer cancel()
 	}
 	thread := r.thread(callCtx, c.Logger)
+	thread.cancel = cancel
 	defer r.release(thread)
-	defer r.push(&frame{thread: thread.Thread, cancel: cancel})()
+	r.push(thread)
+	defer r.pop(thread)
 	defer c.Close()
 	v, err := starlark.Call(thread.Thread, fn, args, nil)
 	if err != nil {
@@ -537,10 +538,12 @@ func passedOn(err error) bool {
 	return ok && inner.Handler != ""
 }
 
-// pooledThread is a thread with the logger of the call it runs.
+// pooledThread is a thread with the logger and the cancel of the call it
+// runs.
 type pooledThread struct {
 	*starlark.Thread
 	logger *log.Logger
+	cancel context.CancelFunc
 }
 
 // thread returns a thread for one handler call, with a budget of
