@@ -890,7 +890,9 @@ func (w *Writer) flush() {
 			w.err = fmt.Errorf("acp: write message: %w", err)
 			w.buf = nil
 		}
-		if cap(out) <= maxPending {
+		// A buffer grown past maxPending by the last message is kept
+		// unless a huge message made it so.
+		if cap(out) <= 2*maxPending {
 			w.spare = out
 		}
 		w.cond.Broadcast()

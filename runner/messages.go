@@ -89,9 +89,9 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 	p := order[k]
 	fn := p.use.Plug.OnMessage
 	h := &hop{pl: pl, order: order, k: k, forward: forward}
-	c := r.newCtx(p, "on_message", pl.host, pl.runnerHost)
-	h.args = [3]starlark.Value{c, msg, h}
-	ret, err := r.call(p, "on_message", fn, c, h.args[:])
+	r.initCtx(&h.ctx, p, "on_message", pl.host, pl.runnerHost)
+	h.args = [3]starlark.Value{&h.ctx, msg, h}
+	ret, err := r.call(p, "on_message", fn, &h.ctx, h.args[:])
 	if err != nil {
 		return nil, "", err
 	}
@@ -112,8 +112,8 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 }
 
 // hop is one plug's step of a message. It is the next() of that step,
-// which runs the rest, and holds the arguments of the handler's call, so
-// that a step costs one allocation rather than three.
+// which runs the rest, and holds the ctx and the arguments of the handler's
+// call, so that a step costs one allocation rather than four.
 type hop struct {
 	pl      *pipeline
 	order   []*plugRun
@@ -121,6 +121,7 @@ type hop struct {
 	forward acp.Forward
 	calls   int
 	innerBy string
+	ctx     builtins.Ctx
 	args    [3]starlark.Value // ctx, message, next
 }
 
@@ -135,13 +136,15 @@ func (h *hop) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: ne
 
 // CallInternal is next(message).
 func (h *hop) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var v starlark.Value
-	if err := starlark.UnpackPositionalArgs("next", args, kwargs, 1, &v); err != nil {
-		return nil, err
+	if len(kwargs) > 0 {
+		return nil, fmt.Errorf("next: unexpected keyword arguments; pass the message as the only argument")
 	}
-	passed, ok := v.(*builtins.Message)
+	if len(args) != 1 {
+		return nil, fmt.Errorf("next: got %d arguments, want 1: the message", len(args))
+	}
+	passed, ok := args[0].(*builtins.Message)
 	if !ok || passed.Msg.Kind == acp.Response {
-		return nil, fmt.Errorf("next: want the message (or message.replace(...)), got %s", v.Type())
+		return nil, fmt.Errorf("next: want the message (or message.replace(...)), got %s", args[0].Type())
 	}
 	if h.calls++; h.calls > 1 {
 		return nil, fmt.Errorf("next() called twice for one message; call it at most once")

@@ -612,6 +612,7 @@ func TestM4_NextMisuseInOnMessageFailsClearly(t *testing.T) {
 		{"twice", "next(message)\n    return next(message)", "next() called twice for one message; call it at most once"},
 		{"not a message", "return next(message.params)", "next: want the message (or message.replace(...)), got dict"},
 		{"keyword", "return next(message = message)", "next: unexpected keyword arguments"},
+		{"no message", "return next()", "next: got 0 arguments, want 1: the message"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := startSession(t, map[string]string{

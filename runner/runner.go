@@ -715,6 +715,13 @@ func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Ho
 
 // newCtx makes the ctx of one handler call.
 func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *builtins.Ctx {
+	c := new(builtins.Ctx)
+	r.initCtx(c, p, handler, host, runnerHost)
+	return c
+}
+
+// initCtx makes c the ctx of a call of the plug's handler.
+func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host, runnerHost hosts.Host) {
 	if p.base == nil {
 		p.base = &builtins.CtxBase{
 			PlugName:  p.use.Plug.Name,
@@ -742,7 +749,7 @@ func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *b
 		agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
 		p.readOnly[handler] = agent
 	}
-	return &builtins.Ctx{CtxBase: p.base, Handler: handler, Host: r.hostValue(host), Agent: agent}
+	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: r.hostValue(host), Agent: agent}
 }
 
 // setOutput publishes an output of the plug for later plugs (C10).
