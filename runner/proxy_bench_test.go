@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,6 +114,15 @@ func throughProxy(b *testing.B, mode string, plugs int) *peer {
 	}}
 }
 
+// processCPU returns the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkProxy measures 1 KiB session/updates through the proxy with 0, 1
 // and 5 no-op on_message plugs against a plain pipe from the same agent
 // process. Throughput: the agent streams updates, the client reads them
@@ -134,6 +144,7 @@ func BenchmarkProxy(b *testing.B) {
 			pr := p.start(b, "flood")
 			defer pr.end()
 			b.SetBytes(int64(len(line)))
+			cpu0 := processCPU(b)
 			b.ResetTimer()
 			if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","method":"_bench/flood","params":{"n":%d}}`+"\n", b.N); err != nil {
 				b.Fatal(err)
@@ -144,6 +155,9 @@ func BenchmarkProxy(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			// CPU time of this process (client and proxy, not the agent)
+			// per message: what the proxy costs, however busy the machine.
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) {
 			pr := p.start(b, "raw")
