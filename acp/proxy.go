@@ -28,9 +28,7 @@ type Pipeline interface {
 // Pipeline (M2). Within each direction messages keep their order, and a
 // request waiting for its answer holds up nothing (M6).
 type Proxy struct {
-	// FromClient delivers the client's messages; the proxy stops reading
-	// when it closes.
-	FromClient <-chan *Message
+	FromClient *Reader
 	ToClient   *Writer
 	FromAgent  *Reader
 	ToAgent    *Writer
@@ -77,6 +75,14 @@ func (c *chainRun) finish() {
 	close(c.finished)
 }
 
+// sender names who sends the messages going toward s.
+func (s Side) sender() string {
+	if s == ToAgent {
+		return "client"
+	}
+	return "agent"
+}
+
 func (s Side) other() Side {
 	if s == ToAgent {
 		return ToClient
@@ -98,29 +104,19 @@ func (p *Proxy) Run(ctx context.Context) error {
 		p.checks = make(chan *Message, checkQueue)
 		go p.checker(p.checks)
 	}
+	// Each side's messages are read and handled on a goroutine of its own,
+	// in order (M6); the run lasts as long as the agent's output.
 	agentDone := make(chan error, 1)
-	go func() { agentDone <- p.readAgent() }()
-
+	go func() { agentDone <- p.read(ToClient, p.FromAgent) }()
+	go func() {
+		err := p.read(ToAgent, p.FromClient)
+		p.Log.Debug("the client's stream ended", "err", err)
+	}()
 	var err error
-	for clientOpen := true; ; {
-		var in <-chan *Message
-		if clientOpen {
-			in = p.FromClient
-		}
-		select {
-		case m, ok := <-in:
-			if !ok {
-				clientOpen = false
-				p.Log.Debug("the client closed its stream")
-				continue
-			}
-			p.receive(ToAgent, m)
-			continue
-		case err = <-agentDone:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		break
+	select {
+	case err = <-agentDone:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
 	// From here on, what still arrives is dropped: the run is over.
 	p.mu.Lock()
@@ -137,21 +133,22 @@ func (p *Proxy) Run(ctx context.Context) error {
 	return err
 }
 
-// readAgent reads the agent's messages until its output ends.
-func (p *Proxy) readAgent() error {
+// read reads the messages going toward side until r ends; it returns nil
+// at the end of the stream.
+func (p *Proxy) read(side Side, r *Reader) error {
 	for {
-		m, err := p.FromAgent.Next()
+		m, err := r.Next()
 		var lineErr *LineError
 		switch {
 		case errors.As(err, &lineErr):
-			p.Log.Warn("skipped a bad line from the agent", "err", lineErr) // M7
+			p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
 			continue
 		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil:
 			return err
 		}
-		p.receive(ToClient, m)
+		p.receive(side, m)
 	}
 }
 

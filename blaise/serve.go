@@ -96,7 +96,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		},
 	}
 	if sp.Kind != runner.Teardown {
-		opts.Client = &runner.Client{In: acp.ReadMessages(sp.ACPIn, sp.MaxLine, logger), Out: acp.NewWriter(sp.ACPOut)}
+		opts.Client = &runner.Client{In: sp.ACPIn, Out: sp.ACPOut}
 	}
 	r := runner.New(opts)
 	rec.Resumable = resumable // what a lost front end's stop is based on (L9)

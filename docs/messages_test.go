@@ -242,7 +242,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 		Kind:       runner.Start,
 		Logger:     logger,
 		AgentGrace: time.Second,
-		Client:     &runner.Client{In: acp.ReadMessages(inR, 0, logger), Out: acp.NewWriter(outW)},
+		Client:     &runner.Client{In: inR, Out: outW},
 		Recorder:   s.rec,
 	})
 	go func() {

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/builtins"
@@ -11,11 +12,11 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// Client is the ACP client side of a run: the messages it sends, and where
-// the agent's messages go.
+// Client is the ACP client side of a run: the stream of the messages it
+// sends, and where the agent's messages go.
 type Client struct {
-	In  <-chan *acp.Message
-	Out *acp.Writer
+	In  io.Reader
+	Out io.Writer
 }
 
 // pipeline passes messages through the plugs' on_message handlers (M3, M4).
@@ -34,8 +35,8 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost ho
 		}
 	}
 	px := &acp.Proxy{
-		FromClient:  r.opts.Client.In,
-		ToClient:    r.opts.Client.Out,
+		FromClient:  acp.NewReader(r.opts.Client.In, r.opts.MaxLine),
+		ToClient:    acp.NewWriter(r.opts.Client.Out),
 		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
 		ToAgent:     acp.NewWriter(proc.Stdin()),
 		Recorder:    r.opts.Recorder,

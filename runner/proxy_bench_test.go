@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
@@ -98,7 +97,7 @@ func throughProxy(b *testing.B, mode string, plugs int) *peer {
 	}
 	r := runner.New(runner.Options{
 		Config: cfg, SessionID: "bench", Kind: runner.Start, Logger: logger,
-		Client: &runner.Client{In: acp.ReadMessages(inR, 0, logger), Out: acp.NewWriter(outW)},
+		Client: &runner.Client{In: inR, Out: outW},
 	})
 	done := make(chan struct{})
 	go func() {

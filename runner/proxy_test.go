@@ -83,7 +83,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 		opts.Kind = runner.Start
 	}
 	opts.AgentGrace = time.Second
-	opts.Client = &runner.Client{In: acp.ReadMessages(inR, opts.MaxLine, c.log), Out: acp.NewWriter(outW)}
+	opts.Client = &runner.Client{In: inR, Out: outW}
 	opts.Recorder = s.rec
 	s.run = runner.New(opts)
 	go func() {
