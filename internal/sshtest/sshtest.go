@@ -24,6 +24,10 @@
 // ends, pass or fail; sshd's log is shown if the test failed. Kill and Cut
 // break the server or the network mid-test for fault tests.
 //
+// sshd runs as the current user and lets only that user in; it refuses
+// accounts whose password is locked ("!" or "*" in /etc/shadow), as it does not
+// use PAM.
+//
 // Start skips the test when sshd or ssh-keygen is missing, unless CI is set
 // to true in the environment, where it fails: CI must install them.
 package sshtest
@@ -134,9 +138,10 @@ func Start(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("sshtest: current user: %v", err)
 	}
-	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		// sshd refuses to start without its privilege separation directory.
-		if _, statErr := os.Stat("/run/sshd"); statErr != nil {
+	if os.Geteuid() == 0 {
+		// sshd run by root refuses to start without its privilege
+		// separation directory.
+		if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 			t.Fatalf("sshtest: sshd needs /run/sshd: %v", err)
 		}
 	}
@@ -276,6 +281,9 @@ func quoteConfig(words []string) []string {
 // makeNamespace creates the namespace and the veth pair between it and the
 // runner, with the first free /30 of 10.123.0.0/16.
 func (s *Server) makeNamespace(n int64) error {
+	if os.Geteuid() != 0 {
+		return errors.New("not root: ip netns needs root")
+	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return err
 	}

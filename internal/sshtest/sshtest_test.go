@@ -431,3 +431,89 @@ func TestH2_SSHTestMissingSSHD(t *testing.T) {
 		t.Errorf("with CI=true: failed %q, skipped %q; want failed %q", r.failed, r.skipped, want)
 	}
 }
+
+// TestH2_SSHTestHelper is run by TestH2_SSHTestStaleRemoved in a child
+// process: with SSHTEST_HOLD=1 it starts a server, leaves a daemon behind,
+// prints what it made and waits to be killed; with SSHTEST_HOLD=0 it only
+// starts a server.
+func TestH2_SSHTestHelper(t *testing.T) {
+	hold := os.Getenv("SSHTEST_HOLD")
+	if hold == "" {
+		t.Skip("run by TestH2_SSHTestStaleRemoved")
+	}
+	srv := sshtest.Start(t)
+	if hold != "1" {
+		return
+	}
+	out, stderr, err := run(t, srv.Argv("sh", "-c", "sleep 1000 </dev/null >/dev/null 2>&1 & echo $!"), "")
+	if err != nil {
+		t.Fatalf("ssh: %v\n%s", err, stderr)
+	}
+	ns := srv.Namespace
+	if ns == "" {
+		ns = "-"
+	}
+	fmt.Printf("made %d %s %s", srv.Pid, ns, out)
+	select {}
+}
+
+func TestH2_SSHTestStaleRemoved(t *testing.T) {
+	helper := func(hold string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestH2_SSHTestHelper$", "-test.v")
+		cmd.Env = append(os.Environ(), "SSHTEST_HOLD="+hold)
+		return cmd
+	}
+	// A test process killed before its cleanup.
+	held := helper("1")
+	stdout, err := held.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var sshdPid, sleepPid int
+	var ns string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "made %d %s %d", &sshdPid, &ns, &sleepPid); err == nil {
+			break
+		}
+		t.Logf("helper: %s", sc.Text())
+	}
+	held.Process.Kill()
+	held.Wait()
+	if sleepPid == 0 {
+		t.Fatal("the helper did not say what it made")
+	}
+	if !gone(sshdPid) {
+		t.Errorf("sshd (pid %d) outlived the test process", sshdPid)
+	}
+	if !alive(sleepPid) {
+		t.Fatalf("the session's sleep (pid %d) is gone already: nothing to check", sleepPid)
+	}
+	if ns == "-" {
+		ns = "" // on loopback
+	} else if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil || !strings.Contains(string(out), ns) {
+		t.Fatalf("namespace %s is gone already: nothing to check: %v\n%s", ns, err, out)
+	}
+
+	// The next test process removes what it left.
+	if out, err := helper("0").CombinedOutput(); err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !gone(sleepPid) {
+		t.Errorf("the session's sleep (pid %d) alive after the next Start", sleepPid)
+		syscall.Kill(sleepPid, syscall.SIGKILL)
+	}
+	if ns == "" {
+		return
+	}
+	if out, err := exec.Command("ip", "netns", "list").CombinedOutput(); err != nil || strings.Contains(string(out), ns) {
+		t.Errorf("ip netns list after the next Start: %v\n%s", err, out)
+	}
+	veth := fmt.Sprintf("bs%dn", held.Process.Pid)
+	if out, err := exec.Command("ip", "-o", "link").CombinedOutput(); err != nil || strings.Contains(string(out), veth) {
+		t.Errorf("ip -o link after the next Start (%s…): %v\n%s", veth, err, out)
+	}
+}
