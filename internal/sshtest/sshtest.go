@@ -22,7 +22,10 @@
 // BLAISE_SSHTEST in their environment, and in a namespace they are found by
 // namespace too), the namespace and the veth pair are removed when the test
 // ends, pass or fail; sshd's log is shown if the test failed. Kill and Cut
-// break the server or the network mid-test for fault tests.
+// break the server or the network mid-test for fault tests; like Start,
+// they must be called from the test's goroutine. What a test process killed
+// before its cleanup left behind is removed by the next process's first
+// Start.
 //
 // sshd runs as the current user and lets only that user in; it refuses
 // accounts whose password is locked ("!" or "*" in /etc/shadow), as it does not
@@ -79,6 +82,8 @@ type state struct {
 	veth   string // the runner's end of the veth pair, "" without a namespace
 	log    *acptest.Buffer
 	exited chan struct{} // closed when sshd has exited and been reaped
+
+	started bool // Start returned; its failures show sshd's log themselves
 }
 
 // An Option changes how Start runs the server.
@@ -131,6 +136,11 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(&c)
 	}
+	for _, kv := range c.setEnv {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			t.Fatalf("sshtest: Env(%q): want NAME=value", kv)
+		}
+	}
 	sshPath, keygen := c.tools(t)
 	staleOnce.Do(removeStale)
 
@@ -182,20 +192,23 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 
 	// On loopback the free port may be taken before sshd binds it: retry.
+	hostPub := readFile(t, filepath.Join(dir, "host_key.pub"))
 	for attempt := 1; ; attempt++ {
 		if !s.InNamespace {
 			s.Addr, s.Port = "127.0.0.1", freePort(t)
 		}
-		hostPub := readFile(t, filepath.Join(dir, "host_key.pub"))
 		writeFile(t, s.KnownHostsFile, fmt.Sprintf("[%s]:%d %s", s.Addr, s.Port, hostPub))
 		cfgFile := filepath.Join(dir, "sshd_config")
 		writeFile(t, cfgFile, c.sshdConfig(s, dir, st.id))
 
 		err := s.startSSHD(c.sshd, cfgFile, wrap)
 		if err == nil {
+			st.started = true
 			return s
 		}
 		if !s.InNamespace && attempt < 5 && strings.Contains(st.log.String(), "Address already in use") {
+			s.killAll()
+			<-st.exited
 			st.exited = make(chan struct{})
 			st.log = new(acptest.Buffer)
 			continue
@@ -494,7 +507,7 @@ func (s *Server) cleanup() {
 			t.Errorf("sshtest: %v", err)
 		}
 	}
-	if t.Failed() {
+	if t.Failed() && s.st.started {
 		t.Logf("sshtest: sshd's log:\n%s", s.st.log.String())
 	}
 }
@@ -632,7 +645,9 @@ func removeStale() {
 			return false
 		}
 		pid, err := strconv.Atoi(m[1])
-		return err == nil && pid > 0 && syscall.Kill(pid, 0) == syscall.ESRCH
+		// This process makes nothing before removeStale returns: what
+		// carries its pid was left by an earlier process with that pid.
+		return err == nil && pid > 0 && (pid == os.Getpid() || syscall.Kill(pid, 0) == syscall.ESRCH)
 	}
 	killProcs(func() []int {
 		return markedPids(func(m string) bool { return deadCreator(strings.TrimPrefix(m, envMarker+"=")) })

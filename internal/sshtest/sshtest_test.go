@@ -410,15 +410,7 @@ func (r *recorder) Fatalf(format string, args ...any) {
 func TestH2_SSHTestMissingSSHD(t *testing.T) {
 	start := func(ci string) *recorder {
 		t.Setenv("CI", ci)
-		r := &recorder{TB: t}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			sshtest.Start(r, sshtest.SSHD("/nonexistent/sshd"))
-			t.Errorf("Start returned without sshd")
-		}()
-		<-done
-		return r
+		return startRecorded(t, sshtest.SSHD("/nonexistent/sshd"))
 	}
 	want := "sshtest: missing sshd (/nonexistent/sshd) (install openssh-server and openssh-client)"
 
@@ -515,5 +507,39 @@ func TestH2_SSHTestStaleRemoved(t *testing.T) {
 	veth := fmt.Sprintf("bs%dn", held.Process.Pid)
 	if out, err := exec.Command("ip", "-o", "link").CombinedOutput(); err != nil || strings.Contains(string(out), veth) {
 		t.Errorf("ip -o link after the next Start (%s…): %v\n%s", veth, err, out)
+	}
+}
+
+// startRecorded runs Start with opts on a recorder and returns it once
+// Start has failed or skipped the test.
+func startRecorded(t *testing.T, opts ...sshtest.Option) *recorder {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sshtest.Start(r, opts...)
+		t.Errorf("Start returned")
+	}()
+	<-done
+	return r
+}
+
+func TestH2_SSHTestBadEnv(t *testing.T) {
+	for _, kv := range []string{"NO_EQUALS_SIGN", "=value"} {
+		if got, want := startRecorded(t, sshtest.Env("A=1", kv)).failed, fmt.Sprintf("sshtest: Env(%q): want NAME=value", kv); got != want {
+			t.Errorf("failure %q, want %q", got, want)
+		}
+	}
+}
+
+func TestH2_SSHTestSSHDFails(t *testing.T) {
+	sshd := filepath.Join(t.TempDir(), "sshd")
+	if err := os.WriteFile(sshd, []byte("#!/bin/sh\necho \"$0: broken\" >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := startRecorded(t, sshtest.SSHD(sshd)).failed
+	want := "sshtest: sshd exited before accepting connections (exit status 3)\nsshd's log:\n" + sshd + ": broken\n"
+	if got != want {
+		t.Errorf("failure %q, want %q", got, want)
 	}
 }
