@@ -27,6 +27,9 @@
 // before its cleanup left behind is removed by the next process's first
 // Start.
 //
+// Sessions run with SHLVL=1, so that bash does not read ~/.bashrc as it
+// otherwise does for commands run by sshd.
+//
 // sshd runs as the current user and lets only that user in; it refuses
 // accounts whose password is locked ("!" or "*" in /etc/shadow), as it does not
 // use PAM.
@@ -272,8 +275,10 @@ func (c *config) sshdConfig(s *Server, dir, id string) string {
 		"LogLevel INFO",
 		"Subsystem sftp internal-sftp",
 		// sshd keeps only the first SetEnv line. The marker lets cleanup
-		// find the sessions' processes.
-		"SetEnv " + strings.Join(append([]string{envMarker + "=" + id}, quoteConfig(c.setEnv)...), " "),
+		// find the sessions' processes. Bash reads ~/.bashrc for a command
+		// sshd runs unless it is a nested shell (SHLVL): sessions do not
+		// depend on, or wait for, the user's shell setup.
+		"SetEnv " + strings.Join(append([]string{envMarker + "=" + id, "SHLVL=1"}, quoteConfig(c.setEnv)...), " "),
 	}
 	if len(c.acceptEnv) > 0 {
 		lines = append(lines, "AcceptEnv "+strings.Join(c.acceptEnv, " "))

@@ -176,7 +176,7 @@ type session struct {
 	done   chan error // receives Wait's result once wait was called
 }
 
-func startSession(t *testing.T, argv []string) *session {
+func startSession(t testing.TB, argv []string) *session {
 	t.Helper()
 	s := &session{cmd: exec.Command(argv[0], argv[1:]...), stderr: new(acptest.Buffer), done: make(chan error, 1)}
 	s.cmd.Stderr = s.stderr
@@ -206,7 +206,7 @@ func (s *session) startWait() {
 }
 
 // roundTrip writes line and reads it back from cat on the far side.
-func (s *session) roundTrip(t *testing.T, line string) {
+func (s *session) roundTrip(t testing.TB, line string) {
 	t.Helper()
 	if _, err := io.WriteString(s.stdin, line+"\n"); err != nil {
 		t.Fatalf("write: %v; stderr: %s", err, s.stderr)
@@ -541,5 +541,42 @@ func TestH2_SSHTestSSHDFails(t *testing.T) {
 	want := "sshtest: sshd exited before accepting connections (exit status 3)\nsshd's log:\n" + sshd + ": broken\n"
 	if got != want {
 		t.Errorf("failure %q, want %q", got, want)
+	}
+}
+
+// BenchmarkH2_SSHTestExec runs true on the runner, then on the server
+// through a new ssh connection each time.
+func BenchmarkH2_SSHTestExec(b *testing.B) {
+	srv := sshtest.Start(b)
+	for _, argv := range [][]string{{"true"}, srv.Argv("true")} {
+		b.Run(map[bool]string{true: "local", false: "ssh"}[len(argv) == 1], func(b *testing.B) {
+			for b.Loop() {
+				if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkH2_SSHTestStream sends 1 MiB through a long-lived cat and reads
+// it back: a cat on the runner, then one on the server through ssh.
+func BenchmarkH2_SSHTestStream(b *testing.B) {
+	srv := sshtest.Start(b)
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	for _, argv := range [][]string{{"cat"}, srv.Argv("cat")} {
+		b.Run(map[bool]string{true: "local", false: "ssh"}[len(argv) == 1], func(b *testing.B) {
+			s := startSession(b, argv)
+			s.roundTrip(b, "connected") // not timed
+			got := make([]byte, len(data))
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				go s.stdin.Write(data)
+				if _, err := io.ReadFull(s.stdout, got); err != nil {
+					b.Fatalf("read: %v; stderr: %s", err, s.stderr)
+				}
+			}
+		})
 	}
 }
