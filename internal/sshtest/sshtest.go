@@ -11,8 +11,8 @@
 //	argv := srv.Argv("echo", "hello")
 //	out, err := exec.Command(argv[0], argv[1:]...).Output()
 //
-// When the test may create network namespaces (root, or CAP_NET_ADMIN, and
-// the ip command), the server runs in a namespace of its own joined to the
+// When the test runs as root and the ip command can make a network
+// namespace, the server runs in a namespace of its own joined to the
 // runner by a veth pair, so it has an address of its own (10.123.x.2);
 // otherwise it listens on 127.0.0.1 with a free port. InNamespace says
 // which. The fields Addr, Port, User, KeyFile and KnownHostsFile are what an
@@ -31,8 +31,8 @@
 // otherwise does for commands run by sshd.
 //
 // sshd runs as the current user and lets only that user in; it refuses
-// accounts whose password is locked ("!" or "*" in /etc/shadow), as it does not
-// use PAM.
+// accounts whose password is locked ("!" or "*" in /etc/shadow), as it
+// does not use PAM.
 //
 // Start skips the test when sshd or ssh-keygen is missing, unless CI is set
 // to true in the environment, where it fails: CI must install them.
@@ -382,7 +382,6 @@ func (s *Server) startSSHD(sshd, cfgFile string, wrap []string) error {
 	st := s.st
 	argv := append(append([]string{}, wrap...), sshd, "-D", "-e", "-f", cfgFile)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), envMarker+"="+st.id)
 	cmd.Stdout, cmd.Stderr = st.log, st.log
 	// sshd dies with the test process; Go ends a thread only when a
 	// goroutine locked to it exits, which Start never does.
