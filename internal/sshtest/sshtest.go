@@ -81,7 +81,7 @@ type Server struct {
 type state struct {
 	t      testing.TB
 	ssh    string
-	id     string // the value of envMarker in every process of this server
+	id     string // the value of envMarker in this server's sessions
 	veth   string // the runner's end of the veth pair, "" without a namespace
 	log    *acptest.Buffer
 	exited chan struct{} // closed when sshd has exited and been reaped
@@ -116,7 +116,7 @@ func AcceptEnv(patterns ...string) Option {
 }
 
 const (
-	envMarker  = "BLAISE_SSHTEST" // set to state.id in every process of a server
+	envMarker  = "BLAISE_SSHTEST" // set to state.id in every session
 	nsPrefix   = "blsshtest-"     // namespaces are named nsPrefix<creator pid>-<n>
 	vethPrefix = "bs"             // veth pairs are named vethPrefix<creator pid>n<n>
 	nsPort     = 2222             // the port inside a namespace, which has it to itself
