@@ -11,6 +11,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/charmbracelet/log"
 )
 
@@ -119,35 +120,6 @@ func (c *testClient) prompt(id int, sid, text string) ([]*acp.Message, *acp.Mess
 	return c.await(fmt.Sprint(id))
 }
 
-// chunks returns the texts of the agent_message_chunks among msgs, and
-// checks that every session/update names the session sid.
-func chunks(t *testing.T, sid string, msgs []*acp.Message) string {
-	t.Helper()
-	var out []string
-	for _, m := range msgs {
-		if m.Method != "session/update" {
-			continue
-		}
-		var p struct {
-			SessionID string `json:"sessionId"`
-			Update    struct {
-				Kind    string `json:"sessionUpdate"`
-				Content struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"update"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		if p.SessionID != sid {
-			t.Errorf("an update of session %q reached the client as %q: %s", sid, p.SessionID, m.Raw)
-		}
-		if p.Update.Kind == "agent_message_chunk" || p.Update.Kind == "user_message_chunk" {
-			out = append(out, p.Update.Content.Text)
-		}
-	}
-	return strings.Join(out, "|")
-}
-
 func (c *testClient) close() error {
 	c.t.Helper()
 	c.in.Close()
@@ -202,11 +174,11 @@ func TestSessionsHaveBlaiseIDsAndRunsOfTheirOwn(t *testing.T) {
 		t.Fatalf("session ids %q %q, want the blaise ids", a, b)
 	}
 	msgs, resp := c.prompt(3, a, "hello a")
-	if got := chunks(t, a, msgs); got != "echo: hello a" || !strings.Contains(string(resp.Result), "end_turn") {
+	if got := acptest.Texts(t, a, msgs); got != "echo: hello a" || !strings.Contains(string(resp.Result), "end_turn") {
 		t.Fatalf("a: %q %s", got, resp.Raw)
 	}
 	msgs, _ = c.prompt(4, b, "hello b")
-	if got := chunks(t, b, msgs); got != "echo: hello b" {
+	if got := acptest.Texts(t, b, msgs); got != "echo: hello b" {
 		t.Fatalf("b: %q", got)
 	}
 	// Each session has its own run; the second one got initialize again.
@@ -277,8 +249,8 @@ func TestAgentRequestsGetIDsOfTheConnection(t *testing.T) {
 			bs = append(bs, m)
 		}
 	}
-	if chunks(t, a, as) != "permission: allow_once" || chunks(t, b, bs) != "permission: reject_once" {
-		t.Fatalf("answers crossed: a %q, b %q", chunks(t, a, as), chunks(t, b, bs))
+	if acptest.Texts(t, a, as) != "permission: allow_once" || acptest.Texts(t, b, bs) != "permission: reject_once" {
+		t.Fatalf("answers crossed: a %q, b %q", acptest.Texts(t, a, as), acptest.Texts(t, b, bs))
 	}
 	_ = c.close()
 }
@@ -298,7 +270,7 @@ func TestIdleSessionResumesTransparently(t *testing.T) {
 	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
 
 	msgs, resp := c.prompt(3, a, "second")
-	if got := chunks(t, a, msgs); got != "echo: second" {
+	if got := acptest.Texts(t, a, msgs); got != "echo: second" {
 		for _, m := range msgs {
 			t.Logf("%s", m.Raw)
 		}
@@ -334,8 +306,8 @@ func TestMessageToAStoppingRunWaitsForTheNextRun(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	run1.in.Close() // now the run ends
 	msgs, resp := c.await("5")
-	if resp.Error != nil || chunks(t, a, msgs) != "echo: later" {
-		t.Fatalf("prompt: %s %q", resp.Raw, chunks(t, a, msgs))
+	if resp.Error != nil || acptest.Texts(t, a, msgs) != "echo: later" {
+		t.Fatalf("prompt: %s %q", resp.Raw, acptest.Texts(t, a, msgs))
 	}
 	if strings.Contains(run1.methods(), "session/prompt") || f.run(a).num != 2 {
 		t.Fatalf("the prompt went to the stopping run: %s", run1.methods())
@@ -364,11 +336,11 @@ func TestClientLoadOfAPausedSessionReplaysHistory(t *testing.T) {
 	if resp.Error != nil {
 		t.Fatalf("load: %s", resp.Raw)
 	}
-	if got := chunks(t, a, msgs); got != "remember me|echo: remember me" {
+	if got := acptest.Texts(t, a, msgs); got != "> remember me|echo: remember me" {
 		t.Fatalf("replay %q", got)
 	}
 	msgs, _ = c.prompt(2, a, "again")
-	if got := chunks(t, a, msgs); got != "echo: again" {
+	if got := acptest.Texts(t, a, msgs); got != "echo: again" {
 		t.Fatalf("after load: %q", got)
 	}
 	if run := f.run(a); run.num != 2 || run.methods() != "initialize,session/load,session/prompt" {
@@ -410,12 +382,12 @@ func TestACrashedRunAnswersItsRequestsAndOthersGoOn(t *testing.T) {
 		t.Fatalf("prompt of a crashed run: %s", resp.Raw)
 	}
 	msgs, _ := c.prompt(4, b, "still here")
-	if got := chunks(t, b, msgs); got != "echo: still here" {
+	if got := acptest.Texts(t, b, msgs); got != "echo: still here" {
 		t.Fatalf("b: %q", got)
 	}
 	// The crashed session paused (failed) and resumes on the next prompt.
 	msgs, _ = c.prompt(5, a, "back")
-	if got := chunks(t, a, msgs); got != "echo: back" {
+	if got := acptest.Texts(t, a, msgs); got != "echo: back" {
 		t.Fatalf("a after the crash: %q", got)
 	}
 	_ = c.close()
@@ -552,7 +524,7 @@ func TestClosedInputAnswersWhatIsInFlightThenPauses(t *testing.T) {
 	if resp == nil || !strings.Contains(string(resp.Result), "end_turn") {
 		t.Fatalf("the prompt was not answered: %v", resp)
 	}
-	if got := chunks(t, a, msgs); got != "permission: cancelled|echo: after" {
+	if got := acptest.Texts(t, a, msgs); got != "permission: cancelled|echo: after" {
 		t.Fatalf("chunks %q", got)
 	}
 	if err := <-c.done; err != nil {
@@ -657,8 +629,8 @@ func TestCancelOfAPromptWaitingForItsRun(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/sleep 5000\nlate"}]}}`, a)
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a)
 	msgs, resp := c.await("2")
-	if string(resp.Result) != `{"stopReason":"cancelled"}` || chunks(t, a, msgs) != "" {
-		t.Fatalf("prompt: %s %q", resp.Raw, chunks(t, a, msgs))
+	if string(resp.Result) != `{"stopReason":"cancelled"}` || acptest.Texts(t, a, msgs) != "" {
+		t.Fatalf("prompt: %s %q", resp.Raw, acptest.Texts(t, a, msgs))
 	}
 	_ = c.close()
 }

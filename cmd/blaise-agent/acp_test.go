@@ -13,6 +13,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 )
 
 // acpLab is a configuration around the demo agent with a plug that keeps
@@ -204,7 +205,7 @@ func (p *acpProc) prompt(id int, sid, text string) string {
 		if resp.Error != nil {
 			p.t.Fatalf("prompt %d: %s", rid, resp.Raw)
 		}
-		return texts(p.t, sid, msgs)
+		return acptest.Texts(p.t, sid, msgs)
 	}
 }
 
@@ -212,38 +213,6 @@ func (p *acpProc) prompt(id int, sid, text string) string {
 // stopping as idle did not answer.
 func sendAgain(resp *acp.Message) bool {
 	return resp.Error != nil && strings.Contains(string(resp.Error), "send the request again")
-}
-
-// texts joins the message chunks of the session/updates among msgs, and
-// checks that they name the session sid.
-func texts(t *testing.T, sid string, msgs []*acp.Message) string {
-	t.Helper()
-	var out []string
-	for _, m := range msgs {
-		if m.Method != "session/update" {
-			continue
-		}
-		var u struct {
-			SessionID string `json:"sessionId"`
-			Update    struct {
-				Kind    string `json:"sessionUpdate"`
-				Content struct {
-					Text string `json:"text"`
-				} `json:"content"`
-			} `json:"update"`
-		}
-		_ = json.Unmarshal(m.Params, &u)
-		if u.SessionID != sid {
-			t.Errorf("an update for %s names session %q: %s", sid, u.SessionID, m.Raw)
-		}
-		switch u.Update.Kind {
-		case "agent_message_chunk":
-			out = append(out, u.Update.Content.Text)
-		case "user_message_chunk":
-			out = append(out, "> "+u.Update.Content.Text)
-		}
-	}
-	return strings.Join(out, "|")
 }
 
 // close closes the client's side and waits for the process to exit.
@@ -356,10 +325,10 @@ func TestAcp_SessionsIdlePauseResumeLoadAndL9(t *testing.T) {
 			ofB = append(ofB, m)
 		}
 	}
-	if got := texts(t, a, ofA); !strings.HasSuffix(got, "permission: allow_once") {
+	if got := acptest.Texts(t, a, ofA); !strings.HasSuffix(got, "permission: allow_once") {
 		t.Fatalf("a: %q", got)
 	}
-	if got := texts(t, b, ofB); !strings.HasSuffix(got, "permission: reject_once") {
+	if got := acptest.Texts(t, b, ofB); !strings.HasSuffix(got, "permission: reject_once") {
 		t.Fatalf("b: %q", got)
 	}
 	bySession := map[string]int{}
@@ -393,7 +362,7 @@ func TestAcp_SessionsIdlePauseResumeLoadAndL9(t *testing.T) {
 	if resp.Error != nil {
 		t.Fatalf("load: %s", resp.Raw)
 	}
-	if got := texts(t, b, msgs); !strings.HasPrefix(got, "> hello b|echo: hello b|") || !strings.HasSuffix(got, "permission: reject_once") {
+	if got := acptest.Texts(t, b, msgs); !strings.HasPrefix(got, "> hello b|echo: hello b|") || !strings.HasSuffix(got, "permission: reject_once") {
 		t.Fatalf("replay %q", got)
 	}
 	if got := p.prompt(9, b, "and b"); got != "echo: and b" {

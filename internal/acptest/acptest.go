@@ -225,6 +225,39 @@ func Chunks(ms []*acp.Message) []string {
 	return out
 }
 
+// Texts joins with "|" the texts of the message chunks among ms, a user's
+// chunk (replayed history) marked "> ", and fails t when an update names
+// another session than sid.
+func Texts(t testing.TB, sid string, ms []*acp.Message) string {
+	t.Helper()
+	var out []string
+	for _, m := range ms {
+		if m.Method != "session/update" {
+			continue
+		}
+		var u struct {
+			SessionID string `json:"sessionId"`
+			Update    struct {
+				Kind    string `json:"sessionUpdate"`
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		}
+		_ = json.Unmarshal(m.Params, &u)
+		if u.SessionID != sid {
+			t.Errorf("an update for %s names session %q: %s", sid, u.SessionID, m.Raw)
+		}
+		switch u.Update.Kind {
+		case "agent_message_chunk":
+			out = append(out, u.Update.Content.Text)
+		case "user_message_chunk":
+			out = append(out, "> "+u.Update.Content.Text)
+		}
+	}
+	return strings.Join(out, "|")
+}
+
 // Records parses a transcript of acp.JSONLRecorder, one record a line.
 func Records(t testing.TB, transcript string) []acp.Record {
 	t.Helper()
