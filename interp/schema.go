@@ -671,12 +671,12 @@ var SchemaModule = &starlarkstruct.Module{
 		"string":   starlark.NewBuiltin("schema.string", schemaString),
 		"int":      starlark.NewBuiltin("schema.int", schemaNumber),
 		"float":    starlark.NewBuiltin("schema.float", schemaNumber),
-		"bool":     starlark.NewBuiltin("schema.bool", schemaBool),
+		"bool":     starlark.NewBuiltin("schema.bool", schemaPlain(KindBool)),
 		"list":     starlark.NewBuiltin("schema.list", schemaList),
 		"dict":     starlark.NewBuiltin("schema.dict", schemaDict),
 		"enum":     starlark.NewBuiltin("schema.enum", schemaEnum),
 		"optional": starlark.NewBuiltin("schema.optional", schemaOptional),
-		"any":      starlark.NewBuiltin("schema.any", schemaAny),
+		"any":      starlark.NewBuiltin("schema.any", schemaPlain(KindAny)),
 		"object":   starlark.NewBuiltin("schema.object", schemaObject),
 	},
 }
@@ -797,16 +797,20 @@ func schemaNumber(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	return s.setDefault(b.Name(), dflt)
 }
 
-func schemaBool(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dflt starlark.Value
-	var doc string
-	if err := noPositional(b, args); err != nil {
-		return nil, err
+// schemaPlain returns the constructor of a schema of kind that takes only a
+// default and a doc: bool and any.
+func schemaPlain(kind Kind) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var dflt starlark.Value
+		var doc string
+		if err := noPositional(b, args); err != nil {
+			return nil, err
+		}
+		if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "default?", &dflt, "doc??", &doc); err != nil {
+			return nil, err
+		}
+		return (&Schema{kind: kind, doc: doc}).setDefault(b.Name(), dflt)
 	}
-	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "default?", &dflt, "doc??", &doc); err != nil {
-		return nil, err
-	}
-	return (&Schema{kind: KindBool, doc: doc}).setDefault(b.Name(), dflt)
 }
 
 func schemaList(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -890,18 +894,6 @@ func schemaOptional(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		s.dflt = starlark.None
 	}
 	return s, nil
-}
-
-func schemaAny(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dflt starlark.Value
-	var doc string
-	if err := noPositional(b, args); err != nil {
-		return nil, err
-	}
-	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "default?", &dflt, "doc??", &doc); err != nil {
-		return nil, err
-	}
-	return (&Schema{kind: KindAny, doc: doc}).setDefault(b.Name(), dflt)
 }
 
 func schemaObject(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
