@@ -85,37 +85,20 @@ var loadRef = regexp.MustCompile(`(?m)^\s*load\(\s*"([^"]+)"`)
 func TestExamplesLoad(t *testing.T) {
 	for _, doc := range docs {
 		t.Run(doc, func(t *testing.T) {
-			bs := blocks(t, doc)
-			if len(bs) == 0 {
-				t.Fatalf("%s has no checked examples (blocks starting with # file:)", doc)
-			}
+			groups := exampleGroups(t, doc, exampleDir, "example-N/PATH")
 			dir := t.TempDir()
-			groups := map[string][]block{}
-			seen := map[string]int{}
-			for _, b := range bs {
-				clean := path.Clean(b.name)
-				group, _, ok := strings.Cut(clean, "/")
-				if clean != b.name || !ok || !exampleDir.MatchString(group) {
-					t.Errorf("%s:%d: file name %q: want example-N/PATH", doc, b.line, b.name)
-					continue
-				}
-				if first, dup := seen[b.name]; dup {
-					t.Errorf("%s:%d: file %s is also given at line %d", doc, b.line, b.name, first)
-					continue
-				}
-				seen[b.name] = b.line
-				p := filepath.Join(dir, filepath.FromSlash(b.name))
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(b.text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				groups[group] = append(groups[group], b)
-			}
 			names := make([]string, 0, len(groups))
-			for g := range groups {
+			for g, files := range groups {
 				names = append(names, g)
+				for _, b := range files {
+					p := filepath.Join(dir, filepath.FromSlash(b.name))
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, []byte(b.text), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			sort.Strings(names)
 			// Positions in errors are relative to the working directory.
@@ -125,6 +108,34 @@ func TestExamplesLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exampleGroups returns the complete files of doc by example: by the first
+// element of their names, which must match dirRE (shape names it for
+// errors). A file given twice is an error.
+func exampleGroups(t *testing.T, doc string, dirRE *regexp.Regexp, shape string) map[string][]block {
+	t.Helper()
+	bs := blocks(t, doc)
+	if len(bs) == 0 {
+		t.Fatalf("%s has no checked examples (blocks starting with # file:)", doc)
+	}
+	groups := map[string][]block{}
+	seen := map[string]int{}
+	for _, b := range bs {
+		clean := path.Clean(b.name)
+		group, _, ok := strings.Cut(clean, "/")
+		if clean != b.name || !ok || !dirRE.MatchString(group) {
+			t.Errorf("%s:%d: file name %q: want %s", doc, b.line, b.name, shape)
+			continue
+		}
+		if first, dup := seen[b.name]; dup {
+			t.Errorf("%s:%d: file %s is also given at line %d", doc, b.line, b.name, first)
+			continue
+		}
+		seen[b.name] = b.line
+		groups[group] = append(groups[group], b)
+	}
+	return groups
 }
 
 // checkExample loads the example's blaise.star and checks that it reaches

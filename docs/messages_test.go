@@ -67,27 +67,7 @@ var messagesExampleDir = regexp.MustCompile(`^messages-example-[0-9]+$`)
 // (messages-example-N), with their names relative to the example.
 func messageExamples(t *testing.T) map[string][]block {
 	t.Helper()
-	bs := blocks(t, messagesDoc)
-	if len(bs) == 0 {
-		t.Fatalf("%s has no checked examples (blocks starting with # file:)", messagesDoc)
-	}
-	groups := map[string][]block{}
-	seen := map[string]int{}
-	for _, b := range bs {
-		clean := path.Clean(b.name)
-		group, _, ok := strings.Cut(clean, "/")
-		if clean != b.name || !ok || !messagesExampleDir.MatchString(group) {
-			t.Errorf("%s:%d: file name %q: want messages-example-N/PATH", messagesDoc, b.line, b.name)
-			continue
-		}
-		if first, dup := seen[b.name]; dup {
-			t.Errorf("%s:%d: file %s is also given at line %d", messagesDoc, b.line, b.name, first)
-			continue
-		}
-		seen[b.name] = b.line
-		groups[group] = append(groups[group], b)
-	}
-	return groups
+	return exampleGroups(t, messagesDoc, messagesExampleDir, "messages-example-N/PATH")
 }
 
 // TestMessagesExamplesLoad loads every example's blaise.star as written in
