@@ -86,28 +86,35 @@ func TestExamplesLoad(t *testing.T) {
 	for _, doc := range docs {
 		t.Run(doc, func(t *testing.T) {
 			groups := exampleGroups(t, doc, exampleDir, "example-N/PATH")
-			dir := t.TempDir()
-			names := make([]string, 0, len(groups))
-			for g, files := range groups {
-				names = append(names, g)
-				for _, b := range files {
-					p := filepath.Join(dir, filepath.FromSlash(b.name))
-					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(p, []byte(b.text), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			sort.Strings(names)
-			// Positions in errors are relative to the working directory.
-			t.Chdir(dir)
-			for _, g := range names {
+			for _, g := range writeExamples(t, groups) {
 				t.Run(g, func(t *testing.T) { checkExample(t, doc, g, groups[g]) })
 			}
 		})
 	}
+}
+
+// writeExamples writes the examples' files into a temporary directory,
+// makes it the working directory (positions in errors are relative to it),
+// and returns the examples' names in order.
+func writeExamples(t *testing.T, groups map[string][]block) []string {
+	t.Helper()
+	dir := t.TempDir()
+	names := make([]string, 0, len(groups))
+	for g, files := range groups {
+		names = append(names, g)
+		for _, b := range files {
+			p := filepath.Join(dir, filepath.FromSlash(b.name))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(b.text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sort.Strings(names)
+	t.Chdir(dir)
+	return names
 }
 
 // exampleGroups returns the complete files of doc by example: by the first

@@ -26,7 +26,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -74,24 +73,7 @@ func messageExamples(t *testing.T) map[string][]block {
 // the doc, with every plug it uses.
 func TestMessagesExamplesLoad(t *testing.T) {
 	groups := messageExamples(t)
-	dir := t.TempDir()
-	var names []string
-	for g, files := range groups {
-		names = append(names, g)
-		for _, b := range files {
-			p := filepath.Join(dir, filepath.FromSlash(b.name))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(b.text), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	sort.Strings(names)
-	// Positions in errors are relative to the working directory.
-	t.Chdir(dir)
-	for _, g := range names {
+	for _, g := range writeExamples(t, groups) {
 		t.Run(g, func(t *testing.T) {
 			checkExample(t, messagesDoc, g, groups[g])
 			for _, b := range groups[g] {
