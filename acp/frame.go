@@ -861,16 +861,19 @@ func (w *Writer) Write(raw []byte) error {
 		return fmt.Errorf("acp: message contains a line break at offset %d", i)
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for w.err == nil && len(w.buf) > maxPending {
 		w.cond.Wait()
 	}
-	if w.err != nil {
-		return w.err
+	if err := w.err; err != nil {
+		w.mu.Unlock()
+		return err
 	}
 	w.buf = append(append(w.buf, raw...), '\n')
-	if !w.flushing {
-		w.flushing = true
+	start := !w.flushing
+	w.flushing = true
+	w.mu.Unlock()
+	// Started unlocked: the flusher's first step is to take the lock.
+	if start {
 		go w.flush()
 	}
 	return nil
