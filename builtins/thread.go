@@ -6,6 +6,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/blaiseagent/blaise-agent/hosts"
 	"go.starlark.net/starlark"
 )
 
@@ -27,8 +28,9 @@ const callKey = "blaise.call"
 // one local, updated in place, so that reusing a thread for the next call
 // costs no map writes.
 type call struct {
-	lock *Lock
-	ctx  context.Context
+	lock   *Lock
+	ctx    context.Context
+	runner hosts.Host // the runner's machine, where hosts.command runs by default
 }
 
 // BindThread attaches the session lock and the Go context that bounds the
@@ -39,6 +41,15 @@ func BindThread(thread *starlark.Thread, lock *Lock, ctx context.Context) {
 		return
 	}
 	thread.SetLocal(callKey, &call{lock: lock, ctx: ctx})
+}
+
+// BindRunner attaches the runner's own machine, where hosts.command and
+// hosts.ssh start their commands unless told otherwise. Call it after
+// BindThread.
+func BindRunner(thread *starlark.Thread, runner hosts.Host) {
+	if c, ok := thread.Local(callKey).(*call); ok {
+		c.runner = runner
+	}
 }
 
 // Context returns the Go context bound to thread, or context.Background.
