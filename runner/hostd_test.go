@@ -99,14 +99,22 @@ func pidFrom(t *testing.T, c *chain, marker string) int {
 // waitGone waits until process pid no longer exists.
 func waitGone(t *testing.T, pid int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// A hostd cut off from the network notices by its keepalives, after
+	// at most 30 s.
+	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			return
 		}
+		// A zombie has ended; its parent has yet to reap it.
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if _, rest, _ := strings.Cut(string(b), ") "); strings.HasPrefix(rest, "Z") {
+			return
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("%s (process %d) is still running", what, pid)
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	t.Fatalf("%s (process %d) is still running: %s", what, pid, b)
 }
 
 func TestC6_HostdCommandRunsInnerPlugsAndTheAgentThere(t *testing.T) {

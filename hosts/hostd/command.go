@@ -68,15 +68,17 @@ type commandTransport struct {
 	p      hosts.Process
 	stderr *tail
 
-	done chan struct{} // closed when the command exited
-	code int
+	done       chan struct{} // closed when the command exited
+	code       int
+	stderrDone chan struct{} // closed when its stderr ended
 
 	closeOnce sync.Once
 }
 
 func newCommandTransport(p hosts.Process) *commandTransport {
-	t := &commandTransport{p: p, stderr: &tail{}, done: make(chan struct{})}
+	t := &commandTransport{p: p, stderr: &tail{}, done: make(chan struct{}), stderrDone: make(chan struct{})}
 	go func() {
+		defer close(t.stderrDone)
 		_, _ = io.Copy(t.stderr, p.Stderr())
 	}()
 	go func() {
@@ -109,10 +111,16 @@ func (t *commandTransport) Close() error {
 // its stderr.
 func (t *commandTransport) Diagnose() string {
 	var parts []string
+	timer := time.NewTimer(diagnoseWait)
+	defer timer.Stop()
 	select {
 	case <-t.done:
 		parts = append(parts, fmt.Sprintf("the command exited with code %d", t.code))
-	case <-time.After(diagnoseWait):
+		select { // the rest of its stderr
+		case <-t.stderrDone:
+		case <-timer.C:
+		}
+	case <-timer.C:
 	}
 	if s := t.stderr.String(); s != "" {
 		parts = append(parts, "its stderr ends with: "+s)

@@ -148,14 +148,16 @@ func localHello(ctx context.Context, h hosts.Host) (Hello, error) {
 
 // muxConfig is the yamux configuration of both sides. Streams get a
 // larger window than yamux's default so that bulk file transfers are not
-// held back by round trips; keepalives find a far side that vanished
-// without closing the stream.
+// held back by round trips. Keepalives find a peer that vanished without
+// closing the stream (a machine that dropped off the network): a ping
+// unanswered within the write timeout ends the session, and a hostd then
+// kills what it started.
 func muxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
 	c.MaxStreamWindowSize = 1 << 20
 	c.LogOutput = io.Discard
-	c.KeepAliveInterval = 15 * time.Second
-	c.ConnectionWriteTimeout = 30 * time.Second
+	c.KeepAliveInterval = 10 * time.Second
+	c.ConnectionWriteTimeout = 20 * time.Second
 	return c
 }
 

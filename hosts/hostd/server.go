@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -349,15 +348,4 @@ func splice(a, b io.ReadWriteCloser) {
 	<-done
 	a.Close()
 	b.Close()
-}
-
-// ServeStdio serves the local host, with its workspace in workspace (""
-// for the working directory), on the process's stdin and stdout, until
-// they close or ctx ends.
-func ServeStdio(ctx context.Context, workspace string, opts ServeOptions) error {
-	rw := readWriteCloser{os.Stdin, os.Stdout, os.Stdin}
-	// Nothing else may write to the stream.
-	os.Stdout = os.Stderr
-	h := hosts.NewLocal(hosts.LocalOptions{Workspace: workspace})
-	return Serve(ctx, rw, h, opts)
 }
