@@ -533,7 +533,7 @@ func (f *clientFS) ReadFile(ctx context.Context, name string) ([]byte, error) {
 	if err := resp.Err.decode(f.c.sameOS()); err != nil {
 		return nil, err
 	}
-	data, err := readBody(st, make([]byte, 0, min(resp.Size, 64<<20)), resp.Size)
+	data, err := readBody(st, resp.Size)
 	if err != nil {
 		return nil, &fs.PathError{Op: opRead, Path: name, Err: f.c.fail(ctx, err)}
 	}

@@ -130,8 +130,7 @@ func (s *server) handle(ctx context.Context, st *yamux.Stream) {
 		s.dial(ctx, st, req)
 		return
 	case opWrite:
-		data := make([]byte, 0, min(req.Size, 64<<20))
-		buf, err := readBody(st, data, req.Size)
+		buf, err := readBody(st, req.Size)
 		var resp response
 		if err != nil {
 			resp.Err = toWire(&fs.PathError{Op: req.Op, Path: req.Path, Err: err})
@@ -159,23 +158,20 @@ func (s *server) handle(ctx context.Context, st *yamux.Stream) {
 	_ = writeHeader(st, s.call(ctx, req))
 }
 
+// maxBody bounds the bytes of one file call, which are held in memory.
+const maxBody = 4 << 30
+
 // readBody reads size bytes that follow a header.
-func readBody(r io.Reader, buf []byte, size int64) ([]byte, error) {
-	if size < 0 {
-		return nil, fmt.Errorf("negative size %d", size)
+func readBody(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size > maxBody {
+		return nil, fmt.Errorf("body of %d bytes: want 0 to %d", size, int64(maxBody))
 	}
-	b := buf[:0]
-	n, err := io.Copy(writerTo{&b}, io.LimitReader(r, size))
-	if err == nil && n < size {
-		err = io.ErrUnexpectedEOF
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, noEOF(err)
 	}
-	return b, err
+	return b, nil
 }
-
-// writerTo appends to a byte slice.
-type writerTo struct{ b *[]byte }
-
-func (w writerTo) Write(p []byte) (int, error) { *w.b = append(*w.b, p...); return len(p), nil }
 
 // call runs the calls whose answer is one header.
 func (s *server) call(ctx context.Context, req request) response {
