@@ -389,3 +389,35 @@ def on_session(ctx, next):
 		t.Fatalf("pause %+v\nwant %s", res.Pause, want)
 	}
 }
+
+func TestC6_AHostReachedThroughAnotherHost(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./switch.star"), use("./pid.star"), use("./chain.star"), use("./inner.star"))`,
+		"switch.star": switchPlug(`hosts.command(` + hostdArgv(first) + `)`),
+		"pid.star":    hostdPidPlug,
+		"chain.star": `plug(name = "chain")
+def on_session(ctx, next):
+    next(host = hosts.command(` + hostdArgv(second) + `, via = ctx.host))
+`,
+		"inner.star": `plug(name = "inner")
+def on_session(ctx, next):
+    print("PWD", ctx.host.exec(["pwd"]).stdout.strip())
+    print("PPPID", ctx.host.exec(["sh", "-c", "ps -o ppid= -p $PPID"]).stdout.strip())
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if res.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v\n%s", res.Pause, c.logs.String())
+	}
+	if got := strings.Join(c.lines("PWD "), "|"); got != second {
+		t.Errorf("inner plug ran in %q, want %q", got, second)
+	}
+	// The second hostd is a child of the first.
+	firstPid := pidFrom(t, c, "HOSTD ")
+	if got := pidFrom(t, c, "PPPID "); got != firstPid {
+		t.Errorf("the second hostd's parent is %d, not the first hostd %d", got, firstPid)
+	}
+	waitGone(t, firstPid, "the first hostd")
+}
