@@ -46,8 +46,7 @@ type Client struct {
 	fs   clientFS
 
 	mu       sync.Mutex
-	ready    chan struct{} // closed once connecting ended
-	err      error         // why connecting failed
+	attempt  *attempt // the connection made or being made; nil before the first use
 	sess     *yamux.Session
 	tr       Transport
 	hello    Hello
@@ -76,35 +75,45 @@ func Dial(ctx context.Context, tr Transport, name, kind string) (*Client, error)
 	return c, nil
 }
 
+// attempt is one try to connect.
+type attempt struct {
+	done chan struct{} // closed when it ended
+	err  error         // why it failed
+}
+
 // session connects on first use and returns the session, or why there is
-// none.
+// none. A failed connection stays failed, unless it failed because the
+// context of the call that made it ended: the next call tries again.
 func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return nil, c.errorf("%w", hosts.ErrClosed)
 	}
-	ready := c.ready
-	first := ready == nil
+	a := c.attempt
+	first := a == nil
 	if first {
-		c.ready = make(chan struct{})
-		ready = c.ready
+		a = &attempt{done: make(chan struct{})}
+		c.attempt = a
 	}
 	c.mu.Unlock()
 	if first {
 		sess, tr, hello, err := c.connect(ctx)
 		c.mu.Lock()
-		c.sess, c.tr, c.hello, c.err = sess, tr, hello, err
+		c.sess, c.tr, c.hello, a.err = sess, tr, hello, err
+		if err != nil && ctx.Err() != nil && !c.closed {
+			c.attempt = nil
+		}
 		if c.closed && sess != nil {
 			// Closed while connecting.
 			sess.Close()
 			tr.Close()
 		}
-		close(ready)
+		close(a.done)
 		c.mu.Unlock()
 	}
 	select {
-	case <-ready:
+	case <-a.done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -113,8 +122,8 @@ func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
 	switch {
 	case c.closed:
 		return nil, c.errorf("%w", hosts.ErrClosed)
-	case c.err != nil:
-		return nil, c.err
+	case a.err != nil:
+		return nil, a.err
 	case c.sess.IsClosed():
 		return nil, c.lost()
 	}
@@ -308,17 +317,17 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
-	ready := c.ready
+	a := c.attempt
 	fws := c.forwards
 	c.forwards = nil
 	c.mu.Unlock()
 	for f := range fws {
 		f.Close()
 	}
-	if ready == nil {
+	if a == nil {
 		return nil // never connected
 	}
-	<-ready
+	<-a.done
 	if c.sess == nil {
 		return nil
 	}

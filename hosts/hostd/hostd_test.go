@@ -384,3 +384,26 @@ func waitGone(t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d is still running", pid)
 }
+
+func TestH2_ACommandHostConnectsOnFirstUseAndRetriesAfterACancelledConnect(t *testing.T) {
+	ws := t.TempDir()
+	local := hosts.NewLocal(hosts.LocalOptions{Workspace: ws})
+	defer local.Close()
+	c := NewCommand(CommandOptions{Via: local, Argv: []string{os.Args[0], "hostd", "--workspace", ws}})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Exec(ctx, []string{"true"}, hosts.ExecOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled first use: %v", err)
+	}
+	res, err := c.Exec(context.Background(), []string{"pwd"}, hosts.ExecOptions{})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != ws {
+		t.Fatalf("second use: %+v %v", res, err)
+	}
+	hello, err := c.Hello(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	waitGone(t, hello.PID)
+}
