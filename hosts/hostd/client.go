@@ -287,6 +287,7 @@ func (c *Client) Spawn(ctx context.Context, spec hosts.SpawnSpec) (hosts.Process
 		return nil, err
 	}
 	p := &remoteProcess{c: c, id: resp.Proc, pid: resp.PID, ctl: ctl, done: make(chan struct{})}
+	go p.wait()
 	streams := make([]*yamux.Stream, 0, 3)
 	for _, op := range []string{opStdin, opStdout, opStderr} {
 		st, resp, err := c.open(ctx, request{Op: op, Proc: p.id}, nil)
@@ -298,13 +299,11 @@ func (c *Client) Spawn(ctx context.Context, spec hosts.SpawnSpec) (hosts.Process
 				st.Close()
 			}
 			_ = p.Kill()
-			ctl.Close()
 			return nil, err
 		}
 		streams = append(streams, st)
 	}
 	p.stdin, p.stdout, p.stderr = streams[0], streams[1], streams[2]
-	go p.wait()
 	return p, nil
 }
 
