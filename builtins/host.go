@@ -108,6 +108,9 @@ func (v *Host) infoValue() (starlark.Value, error) {
 		info, err = v.h.Info(ctx)
 	}
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "host "+v.name+": ") {
+			return nil, fmt.Errorf("host.info: %w", err) // the host named itself
+		}
 		return nil, fmt.Errorf("host %s: info: %w", v.name, err)
 	}
 	v.mu.Lock()

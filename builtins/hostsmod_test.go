@@ -49,6 +49,7 @@ func TestH2_HostsModuleRefusesBadInput(t *testing.T) {
 		`hosts.ssh("box", command = [])`:                       "hosts.ssh: command: must not be empty",
 		`hosts.ssh("box", known_hosts = ["a"])`:                "hosts.ssh: known_hosts: want string or None, got list",
 		`hosts.command(["sh", "-c", "exit 3"]).exec(["true"])`: "exec: host command sh -c 'exit 3': connect: the far side closed the stream before the handshake (the command exited with code 3)",
+		`hosts.command(["sh", "-c", "exit 4"]).info`:           "host.info: host command sh -c 'exit 4': connect: the far side closed the stream before the handshake (the command exited with code 4)",
 	} {
 		err := runHosts(t, runner, src)
 		if err == nil || !strings.HasSuffix(err.Error(), want) {
