@@ -160,7 +160,8 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, Transport, Hello,
 	if err != nil {
 		return fail(err)
 	}
-	sess, err := yamux.Client(readWriteCloser{br, tr, tr}, muxConfig())
+	cw := newCoalescingWriter(tr)
+	sess, err := yamux.Client(readWriteCloser{br, cw, closers{cw, tr}}, muxConfig())
 	if err != nil {
 		return fail(err)
 	}

@@ -52,7 +52,8 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 	if _, err := readHello(br, version); err != nil {
 		return fmt.Errorf("hostd: handshake: %w", err)
 	}
-	sess, err := yamux.Server(readWriteCloser{br, rw, rw}, muxConfig())
+	cw := newCoalescingWriter(rw)
+	sess, err := yamux.Server(readWriteCloser{br, cw, closers{cw, rw}}, muxConfig())
 	if err != nil {
 		return fmt.Errorf("hostd: %w", err)
 	}

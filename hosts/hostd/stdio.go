@@ -4,7 +4,6 @@ package hostd
 
 import (
 	"context"
-	"errors"
 	"os"
 	"syscall"
 
@@ -19,7 +18,7 @@ func ServeStdio(ctx context.Context, workspace string, opts ServeOptions) error 
 	// Nothing else may write to the stream.
 	os.Stdout = os.Stderr
 	h := hosts.NewLocal(hosts.LocalOptions{Workspace: workspace})
-	return Serve(ctx, readWriteCloser{in, out, closeBoth{in, out}}, h, opts)
+	return Serve(ctx, readWriteCloser{in, out, closers{in, out}}, h, opts)
 }
 
 // pollable returns a file of fd in non-blocking mode, so that Go's poller
@@ -29,8 +28,3 @@ func pollable(fd int, name string) *os.File {
 	_ = syscall.SetNonblock(fd, true)
 	return os.NewFile(uintptr(fd), name)
 }
-
-// closeBoth closes two files.
-type closeBoth struct{ a, b *os.File }
-
-func (c closeBoth) Close() error { return errors.Join(c.a.Close(), c.b.Close()) }
