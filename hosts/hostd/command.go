@@ -29,8 +29,6 @@ type CommandOptions struct {
 	// to the far side when it has no copy of it yet. Argv must then run a
 	// POSIX shell that reads its commands from stdin; see Ship.
 	Ship string
-	// HostdArgs are passed to the shipped hostd after "hostd".
-	HostdArgs []string
 }
 
 // NewCommand returns a host reached by running opts.Argv on opts.Via; the
@@ -51,7 +49,9 @@ func NewCommand(opts CommandOptions) *Client {
 		}
 		t := newCommandTransport(p)
 		if opts.Ship != "" {
-			if err := ship(ctx, t, opts.Ship, opts.HostdArgs); err != nil {
+			ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+			defer cancel()
+			if err := ship(ctx, t, opts.Ship); err != nil {
 				t.Close()
 				if d := t.Diagnose(); d != "" {
 					return nil, fmt.Errorf("%w (%s)", err, d)

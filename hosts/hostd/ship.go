@@ -21,12 +21,12 @@ import (
 // script is one line because sh may read ahead within a line but not
 // past it, and nothing follows the executable before hostd speaks.
 
-// shipScript is the script; %s are the hash and the hostd arguments.
+// shipScript is the script; %s is the hash.
 const shipScript = `b="${XDG_CACHE_HOME:-$HOME/.cache}/blaise-agent/%s/blaise-agent"; ` +
 	`if [ -x "$b" ]; then echo "blaise-ship have"; else echo "blaise-ship need $(uname -sm)"; ` +
 	`read -r w n || exit 3; [ "$w" = send ] || exit 3; ` +
 	`mkdir -p "${b%%/*}" && head -c "$n" >"$b.$$" && chmod 755 "$b.$$" && mv -f "$b.$$" "$b" || exit 3; fi; ` +
-	`exec "$b" hostd%s` + "\n"
+	`exec "$b" hostd` + "\n"
 
 // unames maps `uname -sm` to GOOS/GOARCH.
 var unames = map[string]string{
@@ -48,18 +48,14 @@ var unames = map[string]string{
 }
 
 // ship runs the shipping exchange on t, leaving the far side running hostd.
-func ship(ctx context.Context, t *commandTransport, exe string, hostdArgs []string) error {
+func ship(ctx context.Context, t *commandTransport, exe string) error {
 	hash, err := exeHash(exe)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { t.Close() })
 	defer stop()
-	var args strings.Builder
-	for _, a := range hostdArgs {
-		args.WriteString(" " + shellQuote(a))
-	}
-	if _, err := fmt.Fprintf(t, shipScript, hash, args.String()); err != nil {
+	if _, err := fmt.Fprintf(t, shipScript, hash); err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
 	// One byte at a time: what follows the line is hostd's handshake.
@@ -140,9 +136,4 @@ func exeHash(path string) (string, error) {
 	h := hex.EncodeToString(sum.Sum(nil))[:16]
 	hashes.Store(key, h)
 	return h, nil
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
