@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"regexp"
@@ -27,6 +28,10 @@ type Host struct {
 	h    hosts.Host
 	name string
 	fs   *hostFS
+
+	// lock, when set, is the session lock, released while host.info is
+	// fetched from a host that may be far away.
+	lock *Lock
 
 	mu   sync.Mutex
 	info *hostRecord // cached once fetched
@@ -81,19 +86,35 @@ func (v *Host) Attr(name string) (starlark.Value, error) {
 	return nil, nil // Starlark reports it, with a hint
 }
 
-// infoValue fetches host.info once; a failure is not cached.
+// infoValue fetches host.info once; a failure is not cached. An
+// attribute has no thread, so the session lock, if the value knows it, is
+// released directly (the code reading the attribute holds it).
 func (v *Host) infoValue() (starlark.Value, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.info != nil {
-		return v.info, nil
+	cached := v.info
+	v.mu.Unlock()
+	if cached != nil {
+		return cached, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), infoTimeout)
 	defer cancel()
-	info, err := v.h.Info(ctx)
+	var info hosts.Info
+	var err error
+	if v.lock != nil {
+		v.lock.Release()
+		info, err = v.h.Info(ctx)
+		v.lock.Acquire()
+	} else {
+		info, err = v.h.Info(ctx)
+	}
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "host "+v.name+": ") {
+			return nil, fmt.Errorf("host.info: %w", err) // the host named itself
+		}
 		return nil, fmt.Errorf("host %s: info: %w", v.name, err)
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	v.info = newHostRecord("host_info",
 		hostField{"kind", starlark.String(info.Kind)},
 		hostField{"os", starlark.String(info.OS)},
@@ -186,8 +207,10 @@ func (v *Host) spawn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	return newProcess(p, argv), nil
 }
 
-// forward implements host.forward(remote, local="127.0.0.1:0"). The
-// forward lasts until the host is closed.
+// forward implements host.forward(remote, local="127.0.0.1:0"): a port
+// on the runner reaching remote as the host sees it. It returns a record
+// with the address listened on and close(); the forward ends with close()
+// or when the host is closed.
 func (v *Host) forward(fw hosts.Forwarder) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		const fn = "forward"
@@ -197,12 +220,23 @@ func (v *Host) forward(fw hosts.Forwarder) func(*starlark.Thread, *starlark.Buil
 		}
 		ctx := Context(thread)
 		var addr string
+		var closer io.Closer
 		var err error
-		Blocking(thread, func() { addr, _, err = fw.Forward(ctx, spec) })
+		Blocking(thread, func() { addr, closer, err = fw.Forward(ctx, spec) })
 		if err != nil {
 			return nil, prefixErr(fn, err)
 		}
-		return starlark.String(addr), nil
+		closeFn := starlark.NewBuiltin("close", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+			if err := closer.Close(); err != nil {
+				return nil, fmt.Errorf("forward %s: close: %w", addr, err)
+			}
+			return starlark.None, nil
+		})
+		return newHostRecord("forward",
+			hostField{"address", starlark.String(addr)},
+			hostField{"remote", starlark.String(spec.RemoteAddr)},
+			hostField{"close", closeFn},
+		), nil
 	}
 }
 

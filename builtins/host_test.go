@@ -55,7 +55,7 @@ func (e *hostTestEnv) runWith(src string, lock *builtins.Lock) error {
 	}
 	lock.Acquire()
 	defer lock.Release()
-	builtins.BindThread(thread, lock, e.ctx)
+	builtins.BindThread(thread, lock, e.ctx, nil)
 	predeclared := starlark.StringDict{
 		"host": builtins.NewHost(e.host, "local"),
 		"ws":   starlark.String(e.ws),
@@ -444,7 +444,10 @@ func TestHost_Forward(t *testing.T) {
 	predeclared := starlark.StringDict{"host": builtins.NewHost(fw, "remote")}
 	_, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "f.star", hostStarPrelude+`
 eq("forward" in dir(host), True)
-eq(host.forward("127.0.0.1:3000"), "127.0.0.1:4242")
+f = host.forward("127.0.0.1:3000")
+eq(f.address, "127.0.0.1:4242")
+eq(f.remote, "127.0.0.1:3000")
+eq(f.close(), None)
 `, predeclared)
 	if err != nil {
 		t.Fatal(err)

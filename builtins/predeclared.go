@@ -8,6 +8,7 @@ import (
 // Predeclared are the names the runtime adds to plug files and modules.
 var Predeclared = starlark.StringDict{
 	"request_error": requestError,
+	"hosts":         hostsModule,
 }
 
 // HostOf returns the host behind a host value.

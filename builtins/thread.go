@@ -6,6 +6,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/blaiseagent/blaise-agent/hosts"
 	"go.starlark.net/starlark"
 )
 
@@ -27,18 +28,20 @@ const callKey = "blaise.call"
 // one local, updated in place, so that reusing a thread for the next call
 // costs no map writes.
 type call struct {
-	lock *Lock
-	ctx  context.Context
+	lock   *Lock
+	ctx    context.Context
+	runner hosts.Host // the runner's machine, where hosts.command runs by default
 }
 
-// BindThread attaches the session lock and the Go context that bounds the
-// thread's blocking calls.
-func BindThread(thread *starlark.Thread, lock *Lock, ctx context.Context) {
+// BindThread attaches the session lock, the Go context that bounds the
+// thread's blocking calls, and the runner's own machine, where hosts.command
+// and hosts.ssh start their commands unless told otherwise.
+func BindThread(thread *starlark.Thread, lock *Lock, ctx context.Context, runner hosts.Host) {
 	if c, ok := thread.Local(callKey).(*call); ok {
-		c.lock, c.ctx = lock, ctx
+		c.lock, c.ctx, c.runner = lock, ctx, runner
 		return
 	}
-	thread.SetLocal(callKey, &call{lock: lock, ctx: ctx})
+	thread.SetLocal(callKey, &call{lock: lock, ctx: ctx, runner: runner})
 }
 
 // Context returns the Go context bound to thread, or context.Background.

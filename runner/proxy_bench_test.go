@@ -65,9 +65,18 @@ func plainPipe(b *testing.B, mode string) *peer {
 	return &peer{in: in, out: bufio.NewReaderSize(out, 1<<20), end: func() { in.Close(); _ = cmd.Wait() }}
 }
 
-func throughProxy(b *testing.B, mode string, plugs int) *peer {
+// throughProxy runs the agent behind a chain of the plugs whose sources
+// are given in outer, then plugs no-op on_message plugs.
+func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 	dir := b.TempDir()
 	var uses []string
+	for i, src := range outer {
+		name := fmt.Sprintf("outer%d.star", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		uses = append(uses, fmt.Sprintf("use(%q)", "./"+name))
+	}
 	for i := 0; i < plugs; i++ {
 		name := fmt.Sprintf("noop%d.star", i)
 		src := fmt.Sprintf("plug(name = \"noop%d\")\ndef on_message(ctx, message, next):\n    return next(message)\n", i)
@@ -122,6 +131,27 @@ func processCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// benchFlood has the agent behind pr stream b.N 1 KiB session/updates and
+// reads them (MB/s, msgs/s), and reports the CPU time of this process
+// (client and proxy, not the agent) per message: what the proxy costs,
+// however busy the machine.
+func benchFlood(b *testing.B, pr *peer) {
+	defer pr.end()
+	b.SetBytes(int64(len(update1KiB) + 1))
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","method":"_bench/flood","params":{"n":%d}}`+"\n", b.N); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < b.N; i++ {
+		if _, err := pr.out.ReadSlice('\n'); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
+}
+
 // BenchmarkProxy measures 1 KiB session/updates through the proxy with 0, 1
 // and 5 no-op on_message plugs against a plain pipe from the same agent
 // process. Throughput: the agent streams updates, the client reads them
@@ -139,25 +169,7 @@ func BenchmarkProxy(b *testing.B) {
 		{"plugs-5", func(b *testing.B, mode string) *peer { return throughProxy(b, mode, 5) }},
 	}
 	for _, p := range peers {
-		b.Run("throughput/"+p.name, func(b *testing.B) {
-			pr := p.start(b, "flood")
-			defer pr.end()
-			b.SetBytes(int64(len(line)))
-			cpu0 := processCPU(b)
-			b.ResetTimer()
-			if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","method":"_bench/flood","params":{"n":%d}}`+"\n", b.N); err != nil {
-				b.Fatal(err)
-			}
-			for i := 0; i < b.N; i++ {
-				if _, err := pr.out.ReadSlice('\n'); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-			// CPU time of this process (client and proxy, not the agent)
-			// per message: what the proxy costs, however busy the machine.
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
-		})
+		b.Run("throughput/"+p.name, func(b *testing.B) { benchFlood(b, p.start(b, "flood")) })
 		b.Run("latency/"+p.name, func(b *testing.B) {
 			pr := p.start(b, "raw")
 			defer pr.end()

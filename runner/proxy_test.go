@@ -19,6 +19,15 @@ import (
 // BLAISE_TEST_AGENT=demo it runs the demo agent on its stdio, so the tests
 // talk to a real process over real pipes.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "hostd":
+			// The test binary as blaise-agent hostd (also when shipped).
+			os.Exit(hostdMain(os.Args[2:]))
+		case "relay":
+			os.Exit(relayMain(os.Args[2:]))
+		}
+	}
 	switch os.Getenv("BLAISE_TEST_AGENT") {
 	case "demo":
 		err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, demoagent.Options{StateDir: os.Getenv("DEMO_STATE"), Log: os.Stderr})

@@ -120,6 +120,7 @@ type Run struct {
 	plugs        []*plugRun
 	threads      []*pooledThread // idle threads; guarded by lock
 	hostValues   map[hosts.Host]starlark.Value
+	runnerHost   hosts.Host // set when the run starts
 	runnerEnv    *starlark.Dict
 	sessionValue starlark.Value // ctx.session
 	runValue     starlark.Value // ctx.run
@@ -297,6 +298,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		host = runnerHost
 	}
 	r.hostValues[runnerHost] = builtins.NewHost(runnerHost, "runner")
+	r.runnerHost = runnerHost
 
 	res := Result{Resumable: r.opts.Config.Resumable()}
 	if !res.Resumable {
@@ -456,6 +458,10 @@ func (r *Run) nextBuiltin(p *plugRun, calls *int, host, runnerHost hosts.Host, i
 		// Only a host this next() introduces is closed with it: the
 		// current host and the runner's own stay open.
 		switched := h != host && h != runnerHost
+		if switched {
+			// Inner plugs see the value the plug made as ctx.host.
+			r.hostValues[h] = hv
+		}
 		v := inner(h)
 		if switched {
 			// C6: the host lives as long as the next() that introduced it.
@@ -564,7 +570,7 @@ func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
 	}
 	t.logger = logger
 	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
-	builtins.BindThread(t.Thread, &r.lock, ctx)
+	builtins.BindThread(t.Thread, &r.lock, ctx, r.runnerHost)
 	return t
 }
 
@@ -824,8 +830,10 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 	tail := &stderrTail{}
 	go func() { attached <- r.attach(agentCtx, proc, host, runnerHost, tail) }()
 	exited := make(chan int, 1)
+	var waitErr error // set before exited is sent
 	go func() {
-		code, _ := proc.Wait()
+		code, err := proc.Wait()
+		waitErr = err
 		exited <- code
 	}()
 
@@ -833,7 +841,12 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 	r.unlocked(func() {
 		select {
 		case code := <-exited:
-			pause = r.failed(fmt.Errorf("the agent exited with code %d", code))
+			if waitErr != nil {
+				// The host lost it: the stream to a far host broke.
+				pause = r.failed(fmt.Errorf("the agent's host failed: %w", waitErr))
+			} else {
+				pause = r.failed(fmt.Errorf("the agent exited with code %d", code))
+			}
 		case <-r.stopped:
 			r.stopAgent(proc, exited)
 			pause = *r.stopPause()

@@ -22,6 +22,7 @@ type CLI struct {
 	Sessions  SessionsCmd  `cmd:"" help:"List, end and resolve sessions."`
 	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
 	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
+	Hostd     HostdCmd     `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
 
 	SessionProcess SessionProcessCmd `cmd:"" name:"session-process" hidden:"" help:"One run of a session (started by front ends)."`
 }

@@ -1,0 +1,409 @@
+package hostd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/hosts"
+)
+
+// pipeTransport is one end of a pair of OS pipes.
+type pipeTransport struct {
+	r *os.File
+	w *os.File
+}
+
+func (p pipeTransport) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p pipeTransport) Write(b []byte) (int, error) { return p.w.Write(b) }
+func (p pipeTransport) Close() error                { p.w.Close(); return p.r.Close() }
+func (p pipeTransport) Diagnose() string            { return "" }
+
+// pipes returns the two ends of a bidirectional stream made of OS pipes.
+func pipes(t testing.TB) (a, b pipeTransport) {
+	r1, w1, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipeTransport{r1, w2}, pipeTransport{r2, w1}
+}
+
+// served is a hostd serving a local host in workspace, and a client of it.
+type servedHost struct {
+	client *Client
+	local  *hosts.Local
+	done   chan error // Serve's result
+}
+
+func serve(t testing.TB, workspace string, opts ServeOptions) (*servedHost, error) {
+	t.Helper()
+	a, b := pipes(t)
+	local := hosts.NewLocal(hosts.LocalOptions{Workspace: workspace})
+	s := &servedHost{local: local, done: make(chan error, 1)}
+	go func() { s.done <- Serve(context.Background(), b, local, opts) }()
+	c, err := Dial(context.Background(), a, "test", "command")
+	if err != nil {
+		return s, err
+	}
+	s.client = c
+	t.Cleanup(func() { c.Close() })
+	return s, nil
+}
+
+func TestH2_ProtocolCarriesFSCalls(t *testing.T) {
+	ws := t.TempDir()
+	s, err := serve(t, ws, ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f := s.client.FS()
+	if err := f.WriteFile(ctx, "a.txt", []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "hello" {
+		t.Fatalf("the file on the host: %q %v", b, err)
+	}
+	if b, err := f.ReadFile(ctx, "a.txt"); err != nil || string(b) != "hello" {
+		t.Fatalf("read_file: %q %v", b, err)
+	}
+	if err := f.Mkdir(ctx, "d/e", 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Symlink(ctx, "a.txt", "link"); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := f.Readlink(ctx, "link"); err != nil || target != "a.txt" {
+		t.Fatalf("readlink: %q %v", target, err)
+	}
+	fi, err := f.Lstat(ctx, "link")
+	if err != nil || !fi.IsSymlink {
+		t.Fatalf("lstat: %+v %v", fi, err)
+	}
+	fi, err = f.Stat(ctx, "a.txt")
+	if err != nil || fi.Size != 5 || fi.Mode.Perm() != 0o600 || fi.Name != "a.txt" {
+		t.Fatalf("stat: %+v %v", fi, err)
+	}
+	if err := f.Chmod(ctx, "a.txt", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := f.ReadDir(ctx, ".")
+	if err != nil || len(ents) != 3 || ents[0].Name != "a.txt" || !ents[1].IsDir {
+		t.Fatalf("readdir: %+v %v", ents, err)
+	}
+	if err := f.Rename(ctx, "a.txt", "b.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.Exists(ctx, "b.txt"); !ok || err != nil {
+		t.Fatalf("exists: %v %v", ok, err)
+	}
+	dir, err := f.MkdirTemp(ctx, ws, "tmp-")
+	if err != nil || !strings.HasPrefix(dir, filepath.Join(ws, "tmp-")) {
+		t.Fatalf("mkdtemp: %q %v", dir, err)
+	}
+	if err := f.Remove(ctx, "d", true, false); err != nil {
+		t.Fatal(err)
+	}
+
+	// Errors keep their meaning and their text.
+	_, err = f.ReadFile(ctx, "missing")
+	if !errors.Is(err, fs.ErrNotExist) || err.Error() != "read_file missing: no such file or directory" {
+		t.Fatalf("read_file missing: %v", err)
+	}
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Path != "missing" || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("not a path error with errno: %#v", err)
+	}
+	if err := f.Mkdir(ctx, "b.txt", 0, false); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("mkdir existing: %v", err)
+	}
+	if err := f.Remove(ctx, ".", false, false); err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("rm dir: %v", err)
+	}
+	if _, err := f.ReadFile(ctx, ""); err == nil || !strings.Contains(err.Error(), "empty path") {
+		t.Fatalf("empty path: %v", err)
+	}
+}
+
+func TestH2_ProtocolCarriesExecAndInfo(t *testing.T) {
+	ws := t.TempDir()
+	s, err := serve(t, ws, ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	info, err := s.client.Info(ctx)
+	if err != nil || info.Kind != "command" || info.Workspace != ws || info.OS != "linux" || !info.Persistent || info.Home == "" {
+		t.Fatalf("info %+v %v", info, err)
+	}
+	res, err := s.client.Exec(ctx, []string{"sh", "-c", "pwd; cat; echo $X >&2; exit 3"}, hosts.ExecOptions{Stdin: []byte("in"), Env: map[string]string{"X": "y"}})
+	if err != nil || res.Code != 3 || string(res.Stdout) != ws+"\nin" || string(res.Stderr) != "y\n" {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	res, err = s.client.Exec(ctx, []string{"sleep", "10"}, hosts.ExecOptions{Timeout: 50 * time.Millisecond})
+	if err != nil || !res.TimedOut || res.Code != -1 {
+		t.Fatalf("timeout: %+v %v", res, err)
+	}
+	_, err = s.client.Exec(ctx, []string{"no-such-program-x"}, hosts.ExecOptions{})
+	if err == nil || err.Error() != `exec "no-such-program-x": executable file not found in $PATH` {
+		t.Fatalf("missing program: %v", err)
+	}
+	// A cancelled call kills the command on the far side.
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err = s.client.Exec(cctx, []string{"sh", "-c", "echo $$ > pid; sleep 30"}, hosts.ExecOptions{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled exec: %v", err)
+	}
+	waitGone(t, pidIn(t, filepath.Join(ws, "pid")))
+}
+
+func TestH2_ProtocolCarriesSpawnStreamsSignalsAndExit(t *testing.T) {
+	ws := t.TempDir()
+	s, err := serve(t, ws, ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := s.client.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"sh", "-c", "echo started >&2; cat; exit 7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := bufio.NewReader(p.Stderr()).ReadString('\n'); err != nil || l != "started\n" {
+		t.Fatalf("stderr %q %v", l, err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: more than a stream's window
+	go func() {
+		p.Stdin().Write(big)
+		p.Stdin().Close()
+	}()
+	got, err := io.ReadAll(p.Stdout())
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("echoed %d bytes, %v", len(got), err)
+	}
+	if code, err := p.Wait(); code != 7 || err != nil {
+		t.Fatalf("wait: %d %v", code, err)
+	}
+	if err := p.Signal("TERM"); err == nil || !strings.Contains(err.Error(), "has exited") {
+		t.Fatalf("signal after exit: %v", err)
+	}
+
+	p, err = s.client.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal("BOGUS"); err == nil || !strings.Contains(err.Error(), "unknown signal") {
+		t.Fatalf("bad signal: %v", err)
+	}
+	if err := p.Signal("TERM"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := p.Wait(); code != -1 {
+		t.Fatalf("killed by TERM: code %d", code)
+	}
+
+	if _, err := s.client.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"no-such-program-x"}}); err == nil || !strings.Contains(err.Error(), "executable file not found") {
+		t.Fatalf("spawn missing: %v", err)
+	}
+}
+
+func TestC6_ClosingTheClientEndsTheServerAndItsProcesses(t *testing.T) {
+	ws := t.TempDir()
+	s, err := serve(t, ws, ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := s.client.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not end")
+	}
+	waitGone(t, p.Pid())
+	if code, err := p.Wait(); code != -1 || err == nil {
+		t.Fatalf("wait after close: %d %v", code, err)
+	}
+	_, err = s.client.Exec(ctx, []string{"true"}, hosts.ExecOptions{})
+	if !errors.Is(err, hosts.ErrClosed) || err.Error() != "host test: host closed" {
+		t.Fatalf("exec after close: %v", err)
+	}
+	if _, err := s.client.FS().ReadFile(ctx, "x"); !errors.Is(err, hosts.ErrClosed) || err.Error() != "read_file x: host test: host closed" {
+		t.Fatalf("read_file after close: %v", err)
+	}
+}
+
+func TestH2_AStreamThatBreaksFailsCallsAndWaits(t *testing.T) {
+	a, b := pipes(t)
+	local := hosts.NewLocal(hosts.LocalOptions{Workspace: t.TempDir()})
+	go Serve(context.Background(), b, local, ServeOptions{})
+	c, err := Dial(context.Background(), a, "test", "command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	p, err := c.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // the far side's end of the stream goes away
+	if code, err := p.Wait(); code != -1 || !errors.Is(err, errLost) {
+		t.Fatalf("wait: %d %v", code, err)
+	}
+	if _, err := c.Exec(ctx, []string{"true"}, hosts.ExecOptions{}); err == nil || err.Error() != "host test: connection to the host lost" {
+		t.Fatalf("exec: %v", err)
+	}
+	waitGone(t, p.Pid())
+}
+
+func TestH2_APeerOfAnotherVersionIsRefused(t *testing.T) {
+	_, err := serve(t, t.TempDir(), ServeOptions{ClaimVersion: 2})
+	want := "host test: connect: hostd protocol version mismatch: this side speaks blaise-hostd 1, the far side blaise-hostd 2"
+	if err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
+
+func TestH2_APeerThatDoesNotSpeakTheProtocolIsRefused(t *testing.T) {
+	a, b := pipes(t)
+	go func() {
+		b.Write([]byte("Welcome to the machine\n"))
+		b.Close()
+	}()
+	_, err := Dial(context.Background(), a, "test", "command")
+	want := `host test: connect: the far side does not speak the hostd protocol: it said "Welcome to the machine"`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
+
+func TestH2_ForwardReachesAPortOnTheHost(t *testing.T) {
+	s, err := serve(t, t.TempDir(), ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	addr, closer, err := s.client.Forward(context.Background(), hosts.ForwardSpec{LocalAddr: "127.0.0.1:0", RemoteAddr: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("ping\n"))
+	if l, err := bufio.NewReader(conn).ReadString('\n'); err != nil || l != "ping\n" {
+		t.Fatalf("echo through the forward: %q %v", l, err)
+	}
+	conn.Close()
+	closer.Close()
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Fatal("the forward still listens after close")
+	}
+	// A forward to a port nobody listens on drops the connection.
+	addr, _, err = s.client.Forward(context.Background(), hosts.ForwardSpec{RemoteAddr: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("read from a refused forward: %d %v", n, err)
+	}
+	// Closing the host ends the forward.
+	s.client.Close()
+	if _, err := net.Dial("tcp", addr); err == nil {
+		t.Fatal("the forward still listens after the host closed")
+	}
+}
+
+// pidIn reads a pid a test command wrote.
+func pidIn(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// waitGone waits until process pid no longer exists.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d is still running", pid)
+}
+
+func TestH2_ACommandHostConnectsOnFirstUseAndRetriesAfterACancelledConnect(t *testing.T) {
+	ws := t.TempDir()
+	local := hosts.NewLocal(hosts.LocalOptions{Workspace: ws})
+	defer local.Close()
+	c := NewCommand(CommandOptions{Via: local, Argv: []string{os.Args[0], "hostd", "--workspace", ws}})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Exec(ctx, []string{"true"}, hosts.ExecOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled first use: %v", err)
+	}
+	res, err := c.Exec(context.Background(), []string{"pwd"}, hosts.ExecOptions{})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != ws {
+		t.Fatalf("second use: %+v %v", res, err)
+	}
+	hello, err := c.Hello(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	waitGone(t, hello.PID)
+}

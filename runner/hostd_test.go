@@ -1,0 +1,423 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/hosts/hostd"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// hostdMain is `blaise-agent hostd` played by the test binary.
+func hostdMain(args []string) int {
+	fl := flag.NewFlagSet("hostd", flag.ContinueOnError)
+	ws := fl.String("workspace", "", "")
+	claim := fl.Int("claim-protocol-version", 0, "")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	l := log.NewWithOptions(os.Stderr, log.Options{Prefix: "hostd"})
+	if err := hostd.ServeStdio(context.Background(), *ws, hostd.ServeOptions{Log: l, ClaimVersion: *claim}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// relayMain runs `hostd args…` as a child and copies the streams between
+// it and its own stdio, writing its pid to $RELAY_PID: killing the relay
+// cuts the stream while both ends live on.
+func relayMain(args []string) int {
+	cmd := exec.Command(os.Args[0], append([]string{"hostd"}, args...)...)
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = os.WriteFile(os.Getenv("RELAY_PID"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	go func() { io.Copy(in, os.Stdin); in.Close() }()
+	io.Copy(os.Stdout, out)
+	cmd.Wait()
+	return 0
+}
+
+// hostdArgv is the Starlark list that starts the test binary as hostd in
+// workspace.
+func hostdArgv(workspace string, extra ...string) string {
+	argv := append([]string{os.Args[0], "hostd", "--workspace", workspace}, extra...)
+	b, _ := json.Marshal(argv)
+	return string(b)
+}
+
+// switchPlug moves everything inside it to the host made by expr.
+func switchPlug(expr string) string {
+	return `plug(name = "switch")
+def on_session(ctx, next):
+    info = next(host = ` + expr + `)
+    print("SWITCH", info.reason, info.error)
+`
+}
+
+// hostdPidPlug prints the pid of the hostd serving ctx.host: the parent of
+// a shell it runs.
+const hostdPidPlug = `plug(name = "pid")
+def on_session(ctx, next):
+    print("HOSTD", ctx.host.exec(["sh", "-c", "echo $PPID"]).stdout.strip())
+    next()
+`
+
+// pidFrom returns the number logged after marker.
+func pidFrom(t *testing.T, c *chain, marker string) int {
+	t.Helper()
+	lines := c.lines(marker)
+	if len(lines) == 0 {
+		t.Fatalf("no %q in the logs:\n%s", marker, c.logs.String())
+	}
+	pid, err := strconv.Atoi(lines[0])
+	if err != nil {
+		t.Fatalf("%s%q: %v", marker, lines[0], err)
+	}
+	return pid
+}
+
+// waitGone waits until process pid no longer exists.
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	// A hostd cut off from the network notices by its keepalives, after
+	// at most 30 s.
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		// A zombie has ended; its parent has yet to reap it.
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if _, rest, _ := strings.Cut(string(b), ") "); strings.HasPrefix(rest, "Z") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	t.Fatalf("%s (process %d) is still running: %s", what, pid, b)
+}
+
+func TestC6_HostdCommandRunsInnerPlugsAndTheAgentThere(t *testing.T) {
+	other := t.TempDir()
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./switch.star"), use("./pid.star"), use("./inner.star"))`,
+		"switch.star": switchPlug(`hosts.command(` + hostdArgv(other) + `)`),
+		"pid.star":    hostdPidPlug,
+		"inner.star": `plug(name = "inner")
+def on_session(ctx, next):
+    i = ctx.host.info
+    print("HINFO", i.kind, i.workspace, i.os, i.persistent, i.home != "", i.tmpdir != "")
+    print("PWD", ctx.host.exec(["pwd"]).stdout.strip())
+    ctx.host.fs.write_file("made-here", "x")
+    print("LIST", ctx.host.fs.readdir("."))
+    print("RUNNER", ctx.runner.info.kind, ctx.runner.info.workspace)
+    print("MISSING", ctx.host.fs.exists("nope"))
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if res.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v\n%s", res.Pause, c.logs.String())
+	}
+	wd, _ := os.Getwd()
+	for marker, want := range map[string]string{
+		"HINFO ":   "command " + other + " linux True True True",
+		"PWD ":     other,
+		"LIST ":    `["made-here"]`,
+		"RUNNER ":  "local " + wd,
+		"MISSING ": "False",
+		"SWITCH ":  "idle None",
+	} {
+		if got := strings.Join(c.lines(marker), "|"); got != want {
+			t.Errorf("%s: got %q, want %q", marker, got, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(other, "made-here")); err != nil {
+		t.Errorf("the file was not made on the host: %v", err)
+	}
+	// The agent ran there: it is the hostd's child, and it is gone with it.
+	waitGone(t, pidFrom(t, c, "HOSTD "), "the hostd after next() returned")
+}
+
+// turn runs one session with the demo agent, the switch plug sw (none:
+// local) and a turn, and returns the transcript without times.
+func turn(t *testing.T, sw string, cwd string) []acp.Record {
+	files := map[string]string{"blaise.star": demoAgent("demo") + `setup(use("./tracer.star"))`, "tracer.star": tracer("a")}
+	if sw != "" {
+		files["blaise.star"] = demoAgent("demo") + `setup(use("./switch.star"), use("./tracer.star"))`
+		files["switch.star"] = sw
+	}
+	s := startSession(t, files, runner.Options{})
+	sid := s.Open(cwd)
+	s.Turn(3, sid, "hello\n/think hmm\n/tool grep\n/big 40\nbye")
+	s.Turn(4, sid, "again")
+	recs := s.recorded()
+	for i := range recs {
+		recs[i].Time = time.Time{}
+	}
+	return recs
+}
+
+func TestM1_ATurnThroughAHostdEqualsTheSameTurnLocally(t *testing.T) {
+	cwd := t.TempDir()
+	local := turn(t, "", cwd)
+	remote := turn(t, switchPlug(`hosts.command(`+hostdArgv(t.TempDir())+`)`), cwd)
+	if len(local) < 8 {
+		t.Fatalf("only %d records", len(local))
+	}
+	if len(local) != len(remote) {
+		t.Fatalf("%d records locally, %d through hostd", len(local), len(remote))
+	}
+	for i := range local {
+		l, _ := json.Marshal(local[i])
+		r, _ := json.Marshal(remote[i])
+		if string(l) != string(r) {
+			t.Fatalf("record %d differs:\nlocal  %s\nremote %s", i, l, r)
+		}
+	}
+}
+
+func TestC3_KillingTheHostdMidTurnPausesFailedWithTheCause(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,
+		"switch.star": switchPlug(`hosts.command(` + hostdArgv(t.TempDir()) + `)`),
+		"pid.star":    hostdPidPlug,
+	}, runner.Options{})
+	sid := s.Open(t.TempDir())
+	pid := pidFrom(t, s.c, "HOSTD ")
+	agent := childOf(t, pid)
+	s.Prompt(3, sid, "started\n/sleep 30000")
+	s.Until(func(m *acp.Message) bool { return m.Method == "session/update" }) // the turn is under way
+	syscall.Kill(pid, syscall.SIGKILL)
+	res := waitResult(t, s)
+	if res.Pause.Reason != "failed" || res.Pause.Err == nil ||
+		!strings.Contains(res.Pause.Err.Error(), "the agent's host failed: host command ") ||
+		!strings.Contains(res.Pause.Err.Error(), "connection to the host lost") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	waitGone(t, agent, "the agent of the killed hostd")
+}
+
+func TestC3_CuttingTheStreamPausesFailedAndEndsBothSides(t *testing.T) {
+	relayPid := filepath.Join(t.TempDir(), "relay.pid")
+	argv, _ := json.Marshal([]string{os.Args[0], "relay", "--workspace", t.TempDir()})
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,
+		"switch.star": switchPlug(`hosts.command(` + string(argv) + `, env = {"RELAY_PID": "` + relayPid + `"})`),
+		"pid.star":    hostdPidPlug,
+	}, runner.Options{})
+	sid := s.Open(t.TempDir())
+	hostdPid := pidFrom(t, s.c, "HOSTD ")
+	agent := childOf(t, hostdPid)
+	s.Prompt(3, sid, "started\n/sleep 30000")
+	s.Until(func(m *acp.Message) bool { return m.Method == "session/update" })
+	b, err := os.ReadFile(relayPid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, _ := strconv.Atoi(string(b))
+	syscall.Kill(rp, syscall.SIGKILL)
+	res := waitResult(t, s)
+	if res.Pause.Reason != "failed" || res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), "connection to the host lost") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+	waitGone(t, hostdPid, "the hostd whose stream was cut")
+	waitGone(t, agent, "the agent of the cut hostd")
+}
+
+// childOf returns the pid of a child of pid.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, st := range stats {
+			b, _ := os.ReadFile(st)
+			// pid (comm) state ppid …; comm may hold spaces.
+			_, rest, ok := strings.Cut(string(b), ") ")
+			if f := strings.Fields(rest); ok && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				child, _ := strconv.Atoi(strings.Fields(string(b))[0])
+				return child
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d has no child", pid)
+	return 0
+}
+
+// waitResult waits for the end of a session's run.
+func waitResult(t *testing.T, s *session) runner.Result {
+	t.Helper()
+	select {
+	case res := <-s.done:
+		s.done <- res // for the cleanup
+		return res
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the run did not end:\n%s", s.c.logs.String())
+		return runner.Result{}
+	}
+}
+
+func TestH2_HostFailuresAreClearErrorsInThePlug(t *testing.T) {
+	for _, tc := range []struct {
+		name, expr, want string
+	}{
+		{"version", `hosts.command(` + hostdArgv(".", "--claim-protocol-version", "2") + `)`,
+			`connect: hostd protocol version mismatch: this side speaks blaise-hostd 1, the far side blaise-hostd 2`},
+		{"missing", `hosts.command(["no-such-transport-x"])`,
+			`exec: host command no-such-transport-x: connect: spawn: exec "no-such-transport-x": executable file not found in $PATH`},
+		{"exit255", `hosts.command(["sh", "-c", "echo 'Permission denied (publickey).' >&2; exit 255"])`,
+			`exec: host command sh -c 'echo '\''Permission denied (publickey).'\'' >&2; exit 255': connect: the far side closed the stream before the handshake (the command exited with code 255; its stderr ends with: Permission denied (publickey).)`},
+		{"not-hostd", `hosts.command(["echo", "hello"])`,
+			`exec: host command echo hello: connect: the far side does not speak the hostd protocol: it said "hello"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newChain(t, map[string]string{
+				"blaise.star": agentStarted + `setup(use("./p.star"))`,
+				"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    h = ` + tc.expr + `
+    h.exec(["true"])
+    next()
+`,
+			})
+			res := c.run(runner.Options{}, nil)
+			if res.Pause.Reason != "failed" || res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), tc.want) {
+				t.Fatalf("pause %+v\nwant error containing %s", res.Pause, tc.want)
+			}
+		})
+	}
+}
+
+func TestH2_AnAgentOnAHostThatFailsToConnectFailsTheRun(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./switch.star"))`,
+		"switch.star": switchPlug(`hosts.command(["sh", "-c", "echo no hostd here >&2; exit 127"])`),
+	})
+	res := c.run(runner.Options{}, nil)
+	want := "the agent failed to start: host command sh -c 'echo no hostd here >&2; exit 127': connect: the far side closed the stream before the handshake (the command exited with code 127; its stderr ends with: no hostd here)"
+	if res.Pause.Reason != "failed" || res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), want) {
+		t.Fatalf("pause %+v\nwant %s", res.Pause, want)
+	}
+	// The plug saw the same pause from next().
+	if got := strings.Join(c.lines("SWITCH "), "|"); !strings.HasPrefix(got, "failed ") {
+		t.Fatalf("next() returned %q", got)
+	}
+}
+
+func TestC6_ACallOnAHostClosedByItsNextFails(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    h = hosts.command(` + hostdArgv(".") + `)
+    next(host = h)
+    h.fs.read_file("x")
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	want := "fs.read_file: x: host command " + os.Args[0] + " hostd --workspace .: host closed"
+	if res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), want) {
+		t.Fatalf("pause %+v\nwant %s", res.Pause, want)
+	}
+}
+
+func TestH2_ShipSendsThisExecutableOnceAndRunsItAsHostd(t *testing.T) {
+	cache := t.TempDir()
+	other := t.TempDir()
+	plug := `plug(name = "p")
+def on_session(ctx, next):
+    h = hosts.command(["sh"], ship = True, env = {"XDG_CACHE_HOME": "` + cache + `", "PATH": "` + os.Getenv("PATH") + `"})
+    print("PWD", h.exec(["pwd"], cwd = "` + other + `").stdout.strip())
+    next()
+`
+	for range 2 {
+		c := newChain(t, map[string]string{"blaise.star": agentStarted + `setup(use("./p.star"))`, "p.star": plug})
+		res := c.run(runner.Options{}, idle)
+		if res.Pause.Reason != "idle" || strings.Join(c.lines("PWD "), "") != other {
+			t.Fatalf("pause %+v, pwd %q\n%s", res.Pause, c.lines("PWD "), c.logs.String())
+		}
+	}
+	shipped, _ := filepath.Glob(filepath.Join(cache, "blaise-agent", "*", "blaise-agent"))
+	if len(shipped) != 1 {
+		t.Fatalf("cached: %v", shipped)
+	}
+	a, _ := os.Stat(shipped[0])
+	b, _ := os.Stat(os.Args[0])
+	if a.Size() != b.Size() {
+		t.Fatalf("shipped %d bytes of %d", a.Size(), b.Size())
+	}
+}
+
+func TestH2_ShipRefusesAFarSideOfAnotherPlatform(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "uname"), []byte("#!/bin/sh\necho Darwin arm64\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    h = hosts.command(["sh"], ship = True, env = {"XDG_CACHE_HOME": "` + t.TempDir() + `", "PATH": "` + bin + ":" + os.Getenv("PATH") + `"})
+    h.exec(["true"])
+`,
+	})
+	res := c.run(runner.Options{}, nil)
+	want := `connect: ship: the far side is "Darwin arm64", this executable is for linux/amd64`
+	if res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), want) {
+		t.Fatalf("pause %+v\nwant %s", res.Pause, want)
+	}
+}
+
+func TestC6_AHostReachedThroughAnotherHost(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./switch.star"), use("./pid.star"), use("./chain.star"), use("./inner.star"))`,
+		"switch.star": switchPlug(`hosts.command(` + hostdArgv(first) + `)`),
+		"pid.star":    hostdPidPlug,
+		"chain.star": `plug(name = "chain")
+def on_session(ctx, next):
+    next(host = hosts.command(` + hostdArgv(second) + `, via = ctx.host))
+`,
+		"inner.star": `plug(name = "inner")
+def on_session(ctx, next):
+    print("PWD", ctx.host.exec(["pwd"]).stdout.strip())
+    print("PPPID", ctx.host.exec(["sh", "-c", "ps -o ppid= -p $PPID"]).stdout.strip())
+    next()
+`,
+	})
+	res := c.run(runner.Options{}, idle)
+	if res.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v\n%s", res.Pause, c.logs.String())
+	}
+	if got := strings.Join(c.lines("PWD "), "|"); got != second {
+		t.Errorf("inner plug ran in %q, want %q", got, second)
+	}
+	// The second hostd is a child of the first.
+	firstPid := pidFrom(t, c, "HOSTD ")
+	if got := pidFrom(t, c, "PPPID "); got != firstPid {
+		t.Errorf("the second hostd's parent is %d, not the first hostd %d", got, firstPid)
+	}
+	waitGone(t, firstPid, "the first hostd")
+}
