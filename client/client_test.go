@@ -203,9 +203,9 @@ func TestRenderLoadReplay(t *testing.T) {
 // askWith returns an Ask that answers with the given lines in turn, echoing
 // the question and the answer to out as a terminal would, and io.EOF after
 // the last.
-func askWith(out *syncBuffer, answers ...string) func(string) (string, error) {
+func askWith(out *syncBuffer, answers ...string) func(context.Context, string) (string, error) {
 	var mu sync.Mutex
-	return func(q string) (string, error) {
+	return func(_ context.Context, q string) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(answers) == 0 {
@@ -245,13 +245,13 @@ func TestPermissionAsk(t *testing.T) {
 }
 
 func TestPermissionDefault(t *testing.T) {
-	never := func(q string) (string, error) {
+	never := func(_ context.Context, q string) (string, error) {
 		t.Errorf("Ask(%q) called despite a Default", q)
 		return "", io.EOF
 	}
 	tests := []struct {
 		def  string
-		ask  func(string) (string, error)
+		ask  func(context.Context, string) (string, error)
 		want string
 	}{
 		{"allow", never, "allow? [y/n] y (default)\npermission: allow_once\n"},
@@ -275,12 +275,19 @@ func TestPermissionTitleAndMore(t *testing.T) {
 func TestPermissionCancelPrompts(t *testing.T) {
 	asked := make(chan struct{})
 	release := make(chan struct{})
+	gaveUp := make(chan struct{})
 	s := newSession(t, func(s *session) {
-		s.term.Ask = func(q string) (string, error) {
+		s.term.Ask = func(ctx context.Context, q string) (string, error) {
 			s.out.WriteString(q)
 			close(asked)
-			<-release
-			return "y", nil // too late: dropped
+			select {
+			case <-release:
+				return "y", nil
+			case <-ctx.Done():
+				// The person's next line is not taken.
+				close(gaveUp)
+				return "", ctx.Err()
+			}
 		}
 	})
 	defer close(release)
@@ -296,6 +303,11 @@ func TestPermissionCancelPrompts(t *testing.T) {
 	}
 	s.term.CancelPrompts()
 	r := <-done
+	select {
+	case <-gaveUp:
+	default:
+		t.Error("Ask was not told to give up")
+	}
 	// The agent may or may not have seen session/cancel before the
 	// cancelled answer; either way the person's prompt ends as cancelled.
 	want := permissionHeader + "allow? [y/n] cancelled\npermission: cancelled\n"
@@ -496,10 +508,12 @@ func TestPermissionMenu(t *testing.T) {
 	}
 
 	// A request the agent cancels ($/cancel_request) while the person thinks.
-	release := make(chan struct{})
-	defer close(release)
 	out = new(syncBuffer)
-	term = &Terminal{Out: out, Ask: func(q string) (string, error) { out.WriteString(q); <-release; return "y", nil }}
+	term = &Terminal{Out: out, Ask: func(ctx context.Context, q string) (string, error) {
+		out.WriteString(q)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	res, err = term.Request(ctx, "session/request_permission", params)

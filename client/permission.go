@@ -183,8 +183,9 @@ func (t *Terminal) askChoice(ctx context.Context, stop <-chan struct{}, m menu) 
 	return -1
 }
 
-// ask calls Ask, one prompt at a time. It returns early, leaving Ask to
-// finish on its own, when ctx ends or stop is closed.
+// ask calls Ask, one prompt at a time, until ctx ends or stop is closed:
+// then Ask gives up without taking the person's next line, which is theirs
+// for what comes next.
 func (t *Terminal) ask(ctx context.Context, stop <-chan struct{}, question string) (string, error) {
 	t.mu.Lock()
 	if t.askSem == nil {
@@ -193,37 +194,31 @@ func (t *Terminal) ask(ctx context.Context, stop <-chan struct{}, question strin
 	sem := t.askSem
 	t.mu.Unlock()
 
-	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return "", ctx.Err()
-	case <-stop:
-		return "", errPromptCancelled
-	}
-	type answer struct {
-		text string
-		err  error
-	}
-	ch := make(chan answer, 1)
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	go func() {
-		defer func() { <-sem }()
-		text, err := t.Ask(question)
-		ch <- answer{text, err}
+		select {
+		case <-stop:
+			cancel(errPromptCancelled)
+		case <-actx.Done():
+		}
 	}()
 	select {
-	case a := <-ch:
-		return a.text, a.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	case <-stop:
-		return "", errPromptCancelled
+	case sem <- struct{}{}:
+	case <-actx.Done():
+		return "", context.Cause(actx)
 	}
+	defer func() { <-sem }()
+	text, err := t.Ask(actx, question)
+	if err != nil && actx.Err() != nil {
+		return "", context.Cause(actx)
+	}
+	return text, err
 }
 
 // CancelPrompts answers every permission request waiting for the person
 // with the outcome cancelled, as ACP requires of a client after it sends
-// session/cancel. An Ask still running keeps reading its line; the answer
-// is dropped.
+// session/cancel. An Ask running is told to give up.
 func (t *Terminal) CancelPrompts() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

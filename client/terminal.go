@@ -55,10 +55,11 @@ type Terminal struct {
 
 	// Ask shows question (which does not end in a newline) to the person and
 	// returns the line they answer; white space around the answer is
-	// ignored, and an error (io.EOF) means no answer. Questions are asked
-	// one at a time. Nil means there is no one to ask: permission requests
-	// are answered by Default, or cancelled.
-	Ask func(question string) (answer string, err error)
+	// ignored, and an error (io.EOF) means no answer. When ctx ends first,
+	// Ask returns without taking a line. Questions are asked one at a time.
+	// Nil means there is no one to ask: permission requests are answered by
+	// Default, or cancelled.
+	Ask func(ctx context.Context, question string) (answer string, err error)
 
 	// Default, when "allow" or "deny", answers every permission request with
 	// its first allow_* or reject_* option, without asking (--yes, --no).

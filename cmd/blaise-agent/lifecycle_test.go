@@ -607,7 +607,7 @@ func TestL9_CtrlCCancelsTheTurnThenEndsTheSession(t *testing.T) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(in(), what); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("no %q in:\n%s", what, in())
+				t.Fatalf("no %q in:\n%s\nstderr:\n%s", what, in(), stderr.String())
 			}
 		}
 	}
@@ -625,15 +625,18 @@ func TestL9_CtrlCCancelsTheTurnThenEndsTheSession(t *testing.T) {
 			}
 		}
 	}
-	io.WriteString(stdin, "/chunks 1\n/sleep 60000\n")
-	waitFor("chunk 1", collected)
+	// A turn waiting for a permission answer is a turn in flight for sure:
+	// the interrupts below cannot land between two turns.
+	io.WriteString(stdin, "/chunks 1\n/permission\n")
+	waitFor("chunk 1\npermission requested:", collected)
 	// Interrupt the front end alone, as a terminal's Ctrl-C reaches the
 	// foreground group, of which the session process is not a member.
 	_ = cmd.Process.Signal(os.Interrupt)
 	waitFor("stopped: cancelled", collected)
 	waitFor("cancelling the turn", collected)
-	io.WriteString(stdin, "/chunks 1\n/sleep 60000\n")
-	waitFor("cancelled\nchunk 1", collected)
+	// The next turns run as usual.
+	io.WriteString(stdin, "/chunks 1\n/permission\n")
+	waitFor("stopped: cancelled\nchunk 1\npermission requested:", collected)
 	// Twice in a row: the turn is cancelled, then the session ends.
 	_ = cmd.Process.Signal(os.Interrupt)
 	time.Sleep(20 * time.Millisecond)

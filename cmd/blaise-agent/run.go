@@ -107,13 +107,17 @@ func (c *RunCmd) Run(g *Globals) error {
 	case c.No:
 		term.Default = "deny"
 	case isatty.IsTerminal(os.Stdin.Fd()) || interactive:
-		term.Ask = func(q string) (string, error) {
+		term.Ask = func(ctx context.Context, q string) (string, error) {
 			fmt.Fprint(os.Stderr, q)
-			line, ok := <-lines
-			if !ok {
-				return "", io.EOF
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					return "", io.EOF
+				}
+				return line, nil
+			case <-ctx.Done():
+				return "", ctx.Err()
 			}
-			return line, nil
 		}
 	}
 
