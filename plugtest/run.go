@@ -1,0 +1,444 @@
+package plugtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// Timeout bounds one test: a run that hangs fails the test instead.
+const Timeout = 2 * time.Minute
+
+// LoadError is a configuration or plug of a test that does not load.
+type LoadError struct{ Err error }
+
+func (e *LoadError) Error() string { return e.Err.Error() }
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// Got is what a test produced, by golden section name.
+type Got map[string][]byte
+
+// Execute runs the test's runs through the real chain: session processes
+// started by the lifecycle engine (as `run` does) with self, the
+// blaise-agent executable, which also serves as the scripted agent
+// (demo-agent --script). Everything happens in a temporary directory that
+// is removed afterwards.
+func Execute(ctx context.Context, f *File, self string) (Got, error) {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	work, err := os.MkdirTemp("", "blaisetest-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	if work, err = filepath.EvalSymlinks(work); err != nil {
+		return nil, err
+	}
+	w := &workDir{root: work, file: f, self: self}
+	if err := w.prepare(); err != nil {
+		return nil, err
+	}
+	return w.run(ctx)
+}
+
+// workDir is the temporary directory of one test:
+//
+//	host/    the local host's workspace: the agent's cwd, seeded files
+//	state/   the state directory (sessions, persisted state, transcripts)
+//	agent/   the scripted agent's script and session store
+//	home/, tmp/  HOME and TMPDIR of the session processes
+//	config/  the test's own configuration and plugs, if it has them
+type workDir struct {
+	root   string
+	file   *File
+	self   string
+	config string
+	env    []string
+	plugs  map[string]bool // plug names of the chain: their log lines count
+}
+
+func (w *workDir) path(elem ...string) string {
+	return filepath.Join(append([]string{w.root}, elem...)...)
+}
+
+func (w *workDir) prepare() error {
+	for _, d := range []string{"host", "state", "agent", "home", "tmp"} {
+		if err := os.Mkdir(w.path(d), 0o755); err != nil {
+			return err
+		}
+	}
+	write := func(base string, files map[string][]byte) error {
+		for rel, data := range files {
+			p := filepath.Join(base, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := write(w.path("config"), w.file.Inline); err != nil {
+		return err
+	}
+	if err := write(w.path("host"), w.file.Seed); err != nil {
+		return err
+	}
+	w.config = w.file.Config
+	if w.config == "" {
+		w.config = w.path("config", "blaise.star")
+	}
+	cfg, err := runner.LoadConfig(w.config, log.New(io.Discard))
+	if err != nil {
+		return &LoadError{w.normalizeErr(err)}
+	}
+	w.plugs = map[string]bool{}
+	for _, u := range cfg.Uses {
+		w.plugs[u.Plug.Name] = true
+	}
+	w.env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + w.path("home"),
+		"TMPDIR=" + w.path("tmp"),
+		"LANG=C.UTF-8",
+	}, w.file.Env...)
+	if w.file.Setup != nil {
+		cmd := exec.Command("sh", "-e", "-c", string(w.file.Setup))
+		cmd.Dir, cmd.Env = w.path("host"), w.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return &ErrorAt{w.file.Path, w.file.SectionLine("setup"), fmt.Sprintf("setup: %v\n%s", err, out)}
+		}
+	}
+	return nil
+}
+
+// normalizeErr shows a load error with the test's own files named as the
+// test writes them.
+func (w *workDir) normalizeErr(err error) error {
+	var ie *interp.Error
+	if errors.As(err, &ie) || w.file.Config == "" {
+		return errors.New(strings.ReplaceAll(err.Error(), w.path("config")+"/", w.file.Path+": "))
+	}
+	return err
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// Since returns what was written from offset on, and the new offset.
+func (s *syncBuffer) Since(off int) ([]byte, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes()[off:]), s.b.Len()
+}
+
+func (w *workDir) run(ctx context.Context) (Got, error) {
+	store, err := blaise.OpenStore(w.path("state"))
+	if err != nil {
+		return nil, err
+	}
+	logs := &syncBuffer{}
+	e := &blaise.Engine{
+		Store:   store,
+		Command: []string{w.self, "session-process"},
+		Stderr:  logs,
+		LogArgs: []string{"--log-level", "debug", "--log-format", "json"},
+		Log:     log.New(io.Discard),
+		Agent:   []string{w.self, "demo-agent", "--state-dir", w.path("agent", "state"), "--script", w.path("agent", "script.json")},
+		Dir:     w.path("host"),
+		Env:     w.env,
+	}
+	got := Got{}
+	var rec *blaise.SessionRecord
+	logOff, transcriptOff := 0, int64(0)
+	for _, r := range w.file.Runs {
+		before, err := snapshot(w.path("host"))
+		if err != nil {
+			return nil, err
+		}
+		if rec, err = w.runOne(ctx, e, r, rec, got); err != nil {
+			return nil, err
+		}
+		prefix := fmt.Sprintf("want/run%d/", r.Number)
+		var lines []byte
+		lines, logOff = logs.Since(logOff)
+		entries := parseLog(lines)
+		got[prefix+"log"] = w.renderLog(entries)
+		got[prefix+"outputs"] = renderOutputs(entries)
+		after, err := snapshot(w.path("host"))
+		if err != nil {
+			return nil, err
+		}
+		got[prefix+"host"] = append(renderCommands(entries), diffSnapshots(before, after)...)
+		if got[prefix+"transcript"], transcriptOff, err = readTranscript(store.TranscriptPath(rec.ID), transcriptOff); err != nil {
+			return nil, err
+		}
+		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, r.Number), renderTeardown(rec)
+		if got[prefix+"persisted"], err = renderPersisted(ctx, store, rec.ID); err != nil {
+			return nil, err
+		}
+	}
+	norm := w.normalizer(rec)
+	for k, v := range got {
+		if len(v) == 0 {
+			delete(got, k)
+			continue
+		}
+		got[k] = []byte(norm.Replace(string(v)))
+	}
+	return got, nil
+}
+
+// normalizer replaces what differs from one machine or one time to the
+// next: the work directory, this program's path, the session id.
+func (w *workDir) normalizer(rec *blaise.SessionRecord) *strings.Replacer {
+	pairs := []string{w.root, "$WORK", w.self, "$BLAISE_AGENT"}
+	if rec != nil {
+		pairs = append(pairs, rec.ID, "$SESSION")
+	}
+	if cfgDir := filepath.Dir(w.file.Config); w.file.Config != "" {
+		pairs = append(pairs, cfgDir, "$CONFIG")
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// runOne runs one run's script: it starts or resumes the session, plays
+// the client's actions, stops the run and waits for its end.
+func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *blaise.SessionRecord, got Got) (*blaise.SessionRecord, error) {
+	errAt := func(format string, args ...any) error {
+		return &ErrorAt{w.file.Path, r.Line, fmt.Sprintf("run%d: ", r.Number) + fmt.Sprintf(format, args...)}
+	}
+	if prev != nil && prev.State != blaise.Paused {
+		return nil, errAt("the session is %s after run%d: there is nothing to run", prev.State, r.Number-1)
+	}
+	if prev != nil && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
+		// A paused session ended: a teardown run, no agent (C8).
+		return e.End(ctx, prev.ID)
+	}
+	var turns []string
+	for _, a := range r.Actions {
+		if a.Verb == "prompt" {
+			t := a.Turn
+			if t == "" {
+				t = a.Arg
+			}
+			turns = append(turns, t)
+		}
+	}
+	script, _ := json.Marshal(turns)
+	if err := os.WriteFile(w.path("agent", "script.json"), script, 0o644); err != nil {
+		return nil, err
+	}
+	var live *blaise.Live
+	var err error
+	if prev == nil {
+		live, err = e.Start(w.config)
+	} else {
+		live, err = e.Resume(prev.ID)
+	}
+	if err != nil {
+		return nil, errAt("%v", err)
+	}
+	out := &syncBuffer{}
+	c := newClient(live, out, w.path("host"))
+	defer c.close()
+	if err := c.open(ctx, e.Store, prev); err == nil {
+		c.play(ctx, r.Actions)
+	} else {
+		fmt.Fprintf(out, "· %v\n", err)
+	}
+	c.stop(r.Actions)
+	rec, err := live.Wait(ctx)
+	if err != nil {
+		return nil, errAt("waiting for the run to end: %v", err)
+	}
+	got[fmt.Sprintf("want/run%d/client", r.Number)], _ = out.Since(0)
+	return rec, nil
+}
+
+// testClient is the client of a test: the terminal client of `run`, its
+// rendering kept, its permission answers scripted.
+type testClient struct {
+	*client.Terminal
+	live    *blaise.Live
+	conn    *client.Conn
+	cancel  context.CancelFunc
+	updates chan struct{} // a session/update arrived
+	acp     string        // the ACP session id
+	out     io.Writer
+}
+
+func newClient(live *blaise.Live, out io.Writer, root string) *testClient {
+	c := &testClient{
+		Terminal: &client.Terminal{Out: out, Err: out, Root: root, Default: "allow"},
+		live:     live,
+		updates:  make(chan struct{}, 1),
+		out:      out,
+	}
+	r, wr := live.Stream()
+	c.conn = client.NewConn(r, wr, c)
+	var ctx context.Context
+	ctx, c.cancel = context.WithCancel(context.Background())
+	go func() { _ = c.conn.Run(ctx) }()
+	return c
+}
+
+func (c *testClient) close() { c.cancel() }
+
+// Notification renders the update and notes that one arrived.
+func (c *testClient) Notification(method string, params json.RawMessage) {
+	c.Terminal.Notification(method, params)
+	select {
+	case c.updates <- struct{}{}:
+	default:
+	}
+}
+
+// open initializes the connection and opens the ACP session: a new one in
+// the first run, the stored one loaded again after.
+func (c *testClient) open(ctx context.Context, store *blaise.Store, prev *blaise.SessionRecord) error {
+	if _, err := c.conn.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": c.Capabilities()}); err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	if prev == nil {
+		res, err := c.conn.Call(ctx, "session/new", map[string]any{"cwd": c.Root, "mcpServers": []any{}})
+		if err != nil {
+			return fmt.Errorf("session/new: %w", err)
+		}
+		var v struct {
+			SessionID string `json:"sessionId"`
+		}
+		_ = json.Unmarshal(res, &v)
+		c.acp = v.SessionID
+		return nil
+	}
+	rec, err := store.Session(prev.ID)
+	if err != nil {
+		return err
+	}
+	c.acp = rec.ACPSessionID
+	if _, err := c.conn.Call(ctx, "session/load", map[string]any{"sessionId": c.acp, "cwd": c.Root, "mcpServers": []any{}}); err != nil {
+		return fmt.Errorf("session/load: %w", err)
+	}
+	c.EndTurn("end_turn")
+	return nil
+}
+
+// play runs the client's actions until a stop, or until the run ends.
+func (c *testClient) play(ctx context.Context, actions []Action) {
+	for i, a := range actions {
+		switch a.Verb {
+		case "answer":
+			// The terminal asks no one: "" cancels every request.
+			c.Default = map[string]string{"allow": "allow", "deny": "deny", "cancel": ""}[a.Arg]
+		case "prompt":
+			cancelled := i+1 < len(actions) && actions[i+1].Verb == "cancel"
+			if !c.prompt(ctx, a.Arg, cancelled) {
+				return
+			}
+		}
+	}
+}
+
+// prompt sends a prompt and waits for its answer; with cancel, it cancels
+// the turn once the agent sent its first update. It reports whether the
+// run goes on.
+func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool {
+	select {
+	case <-c.updates:
+	default:
+	}
+	c.Notice("> " + text)
+	type result struct {
+		res json.RawMessage
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.conn.Call(ctx, "session/prompt", map[string]any{
+			"sessionId": c.acp,
+			"prompt":    []any{map[string]any{"type": "text", "text": text}},
+		})
+		done <- result{res, err}
+	}()
+	if cancel {
+		select {
+		case <-c.updates:
+			_ = c.conn.Notify("session/cancel", map[string]any{"sessionId": c.acp})
+			c.CancelPrompts()
+		case r := <-done:
+			done <- r
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		if errors.Is(r.err, client.ErrClosed) || ctx.Err() != nil {
+			c.Notice("· the run ended before the prompt was answered")
+			return false
+		}
+		c.Notice("· the prompt failed: " + r.err.Error())
+		return true
+	}
+	var v struct {
+		StopReason string `json:"stopReason"`
+	}
+	_ = json.Unmarshal(r.res, &v)
+	c.EndTurn(v.StopReason)
+	return true
+}
+
+// stop ends the run as the script says: a stop directive, or at the end
+// of the script a stop as idle under the session's policy, as `run` does.
+func (c *testClient) stop(actions []Action) {
+	select {
+	case <-c.live.Done():
+		return
+	default:
+	}
+	var err error
+	last := Action{}
+	if len(actions) > 0 {
+		last = actions[len(actions)-1]
+	}
+	switch last.Verb {
+	case "stop":
+		reason, rest, _ := strings.Cut(last.Arg, " ")
+		err = c.live.Stop(reason, rest == "may_resume")
+	case "end":
+		err = c.live.Stop("closed", false)
+	default:
+		err = c.live.StopIdle()
+	}
+	if err != nil {
+		select {
+		case <-c.live.Done():
+		default:
+			c.Notice("· stopping the run failed: " + err.Error())
+		}
+	}
+}
