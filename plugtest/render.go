@@ -124,11 +124,25 @@ func renderOutputs(entries []logEntry) []byte {
 func renderCommands(entries []logEntry) []byte {
 	var b strings.Builder
 	for _, e := range entries {
-		if e.msg == msgCommand {
-			fmt.Fprintf(&b, "$ %s  (in %s)\n", unquote(e.value("argv")), unquote(e.value("dir")))
+		if e.msg != msgCommand {
+			continue
 		}
+		var argv []string
+		_ = json.Unmarshal([]byte(e.value("argv")), &argv)
+		for i, a := range argv {
+			argv[i] = shellQuote(a)
+		}
+		fmt.Fprintf(&b, "$ %s  (in %s)\n", strings.Join(argv, " "), unquote(e.value("dir")))
 	}
 	return []byte(b.String())
+}
+
+// shellQuote quotes s for sh when it needs quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func unquote(s string) string {

@@ -119,6 +119,10 @@ func (w *workDir) prepare() error {
 		"TMPDIR=" + w.path("tmp"),
 		"LANG=C.UTF-8",
 	}, w.file.Env...)
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		// Race-enabled builds (blaise-agent's own tests) read it at exit.
+		w.env = append(w.env, "GORACE="+v)
+	}
 	if w.file.Setup != nil {
 		cmd := exec.Command("sh", "-e", "-c", string(w.file.Setup))
 		cmd.Dir, cmd.Env = w.path("host"), w.env

@@ -296,7 +296,7 @@ func (r *Run) Run(ctx context.Context) Result {
 	runnerHost := r.opts.Runner
 	if runnerHost == nil {
 		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env(), OnCommand: func(argv []string, dir string) {
-			r.log.Debug("host command", "argv", strings.Join(argv, " "), "dir", dir)
+			r.log.Debug("host command", "argv", argv, "dir", dir)
 		}})
 		defer runnerHost.Close()
 	}
