@@ -131,7 +131,7 @@ func Parse(path string) (*File, error) {
 					continue
 				}
 				if !envLine.MatchString(l) {
-					return nil, errAt(line+i+1, "env: want NAME=VALUE, got %q", l)
+					return nil, errAt(line+i, "env: want NAME=VALUE, got %q", l)
 				}
 				f.Env = append(f.Env, l)
 			}
@@ -196,7 +196,7 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 	r := &Run{Number: n, Line: first}
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	for i, raw := range lines {
-		line := first + 1 + i
+		line := first + i
 		if strings.TrimSpace(raw) == "" || strings.HasPrefix(strings.TrimSpace(raw), "#") && !startsIndented(raw) {
 			continue
 		}
