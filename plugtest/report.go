@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -18,7 +19,7 @@ func InCI() bool {
 
 // Errored is the outcome of a test that could not run.
 func Errored(path string, err error) *Outcome {
-	name := strings.TrimSuffix(path[strings.LastIndex(path, "/")+1:], Ext)
+	name := strings.TrimSuffix(filepath.Base(path), Ext)
 	return &Outcome{Name: name, File: path, Failures: []Failure{{Message: err.Error()}}}
 }
 
