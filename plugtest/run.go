@@ -2,6 +2,7 @@ package plugtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,8 +23,13 @@ import (
 	"github.com/charmbracelet/log"
 )
 
-// Timeout bounds one test: a run that hangs fails the test instead.
-const Timeout = 2 * time.Minute
+// Timeout bounds each run of a test whose configuration sets no timeout:
+// the run is stopped as timed out (L1), and killed if it ignores that for
+// TimeoutGrace.
+const (
+	Timeout      = 2 * time.Minute
+	TimeoutGrace = 5 * time.Second
+)
 
 // LoadError is a configuration or plug of a test that does not load.
 type LoadError struct{ Err error }
@@ -40,8 +46,6 @@ type Got map[string][]byte
 // (demo-agent --script). Everything happens in a temporary directory that
 // is removed afterwards.
 func Execute(ctx context.Context, f *File, self string) (Got, error) {
-	ctx, cancel := context.WithTimeout(ctx, Timeout)
-	defer cancel()
 	work, err := os.MkdirTemp("", "blaisetest-")
 	if err != nil {
 		return nil, err
@@ -71,6 +75,8 @@ type workDir struct {
 	config string
 	env    []string
 	plugs  map[string]bool // plug names of the chain: their log lines count
+	// timeout of each run: the configuration's, else Timeout.
+	timeout time.Duration
 }
 
 func (w *workDir) path(elem ...string) string {
@@ -109,6 +115,7 @@ func (w *workDir) prepare() error {
 	if err != nil {
 		return &LoadError{w.normalizeErr(err)}
 	}
+	w.timeout = cmp.Or(cfg.Session.Timeout, Timeout)
 	w.plugs = map[string]bool{}
 	for _, u := range cfg.Uses {
 		w.plugs[u.Plug.Name] = true
@@ -177,6 +184,9 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		Agent:   []string{w.self, "demo-agent", "--state-dir", w.path("agent", "state"), "--script", w.path("agent", "script.json")},
 		Dir:     w.path("host"),
 		Env:     w.env,
+		// A run that hangs ends as timed out; the test shows where.
+		Settings:     blaise.Settings{Timeout: w.timeout},
+		TimeoutGrace: TimeoutGrace,
 	}
 	got := Got{}
 	var rec *blaise.SessionRecord
@@ -214,7 +224,11 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 			delete(got, k)
 			continue
 		}
-		got[k] = timestamp.ReplaceAll([]byte(norm.Replace(string(v))), []byte("$$TIME"))
+		v = timestamp.ReplaceAll([]byte(norm.Replace(string(v))), []byte("$$TIME"))
+		if v[len(v)-1] != '\n' {
+			v = append(v, '\n') // as a txtar section ends
+		}
+		got[k] = v
 	}
 	return got, nil
 }
@@ -241,12 +255,14 @@ func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *bl
 	errAt := func(format string, args ...any) error {
 		return &ErrorAt{w.file.Path, r.Line, fmt.Sprintf("run%d: ", r.Number) + fmt.Sprintf(format, args...)}
 	}
-	if prev != nil && prev.State != blaise.Paused {
-		return nil, errAt("the session is %s after run%d: there is nothing to run", prev.State, r.Number-1)
+	if prev != nil && prev.State != blaise.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
+		// A paused session ended, or a failed teardown tried again: a
+		// teardown run, no agent (C8). It ends by itself, or by the
+		// engine's timeout.
+		return e.End(context.WithoutCancel(ctx), prev.ID)
 	}
-	if prev != nil && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
-		// A paused session ended: a teardown run, no agent (C8).
-		return e.End(ctx, prev.ID)
+	if prev != nil && prev.State != blaise.Paused {
+		return nil, errAt("the session is %s after run%d: there is nothing to run but its teardown (a run whose only action is end)", prev.State, r.Number-1)
 	}
 	var turns []string
 	for _, a := range r.Actions {
@@ -281,7 +297,9 @@ func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *bl
 		fmt.Fprintf(out, "· %v\n", err)
 	}
 	c.stop(r.Actions)
-	rec, err := live.Wait(ctx)
+	// The run ends by itself, or by the engine's timeout: wait for it, so
+	// that no process outlives the test.
+	rec, err := live.Wait(context.Background())
 	if err != nil {
 		return nil, errAt("waiting for the run to end: %v", err)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"regexp"
+	"syscall"
 
 	"github.com/blaiseagent/blaise-agent/plugtest"
 	"github.com/blaiseagent/blaise-agent/runner"
@@ -49,16 +51,22 @@ func (c *TestCmd) Run(g *Globals) error {
 		return err
 	}
 	opts := plugtest.Options{Self: self, Update: c.Update, CI: plugtest.InCI()}
+	// Ctrl-C ends the test running: its runs stop, its directory goes.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	report := &plugtest.Report{Verbose: c.V}
 	broken := false
 	for _, p := range paths {
+		if ctx.Err() != nil {
+			break
+		}
 		f, err := plugtest.Parse(p)
 		if err == nil && filter != nil && !filter.MatchString(f.Name) {
 			continue
 		}
 		var o *plugtest.Outcome
 		if err == nil {
-			o, err = plugtest.Test(context.Background(), f, opts)
+			o, err = plugtest.Test(ctx, f, opts)
 		}
 		if err != nil {
 			var le *plugtest.LoadError
