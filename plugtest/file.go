@@ -55,6 +55,21 @@ type Action struct {
 	Turn string
 }
 
+// Crashes reports whether the agent's turn of a prompt ends the agent
+// (/exit): the run then ends by itself.
+func (a Action) Crashes() bool {
+	turn := a.Turn
+	if turn == "" {
+		turn = a.Arg
+	}
+	for _, l := range strings.Split(turn, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "/exit" {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrorAt is a mistake in a test file, with its place.
 type ErrorAt struct {
 	File string
@@ -239,8 +254,11 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 		default:
 			return nil, &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop or end)", verb)}
 		}
-		if len(r.Actions) > 0 && isLast(r.Actions[len(r.Actions)-1].Verb) {
+		if n := len(r.Actions); n > 0 && isLast(r.Actions[n-1].Verb) {
 			return nil, &ErrorAt{path, line, fmt.Sprintf("%s after the run was stopped: stop and end come last", verb)}
+		}
+		if n := len(r.Actions); n > 0 && r.Actions[n-1].Crashes() {
+			return nil, &ErrorAt{path, line, fmt.Sprintf("%s after the agent crashed (/exit at line %d): the run ends by itself there", verb, r.Actions[n-1].Line)}
 		}
 		r.Actions = append(r.Actions, a)
 	}

@@ -74,6 +74,7 @@ func TestParseErrors(t *testing.T) {
 		{"-- run1 --\nanswer maybe\n", `t.blaisetest:2: answer: want answer allow|deny|cancel, got "answer maybe"`},
 		{"-- run1 --\nstop bored\n", `t.blaisetest:2: stop: want stop REASON [may_resume], REASON one of idle, completed, closed, cancelled, timeout, got "stop bored"`},
 		{"-- run1 --\nend\nprompt a\n", "t.blaisetest:3: prompt after the run was stopped: stop and end come last"},
+		{"-- run1 --\nprompt a\n  /say bye\n  /exit 3\nstop idle\n", "t.blaisetest:5: stop after the agent crashed (/exit at line 2): the run ends by itself there"},
 		{"-- run1 --\nshout\n", `t.blaisetest:2: unknown action "shout" (want prompt, cancel, answer, stop or end)`},
 		{"-- env --\nnot a var\n-- run1 --\nprompt a\n", `t.blaisetest:2: env: want NAME=VALUE, got "not a var"`},
 		{"-- run1 --\nprompt a\n-- want/run1/logs --\n", `t.blaisetest:4: unknown golden section "want/run1/logs" (want want/runN/KIND, KIND one of client, transcript, log, host, outputs, pause, teardown, persisted)`},

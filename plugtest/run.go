@@ -387,6 +387,12 @@ func (c *testClient) play(ctx context.Context, actions []Action) {
 			if !c.prompt(ctx, a.Arg, cancelled) {
 				return
 			}
+			if a.Crashes() {
+				// The run ends by itself; a stop now would race with the
+				// runner noticing the crash.
+				<-c.live.Done()
+				return
+			}
 		}
 	}
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/plugtest"
+	"github.com/rogpeppe/go-internal/diff"
 )
 
 // TestPlugTestExamples runs the tests of examples/ as CI does: every
@@ -68,7 +70,7 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 				continue
 			}
 			if !bytes.Equal(first, b.Bytes()) {
-				t.Fatalf("%s: run %d differs from run 1:\n%s\n---\n%s", p, i+1, first, b.Bytes())
+				t.Fatalf("%s: run %d differs from run 1:\n%s", p, i+1, diff.Diff("run 1", first, fmt.Sprintf("run %d", i+1), b.Bytes()))
 			}
 		}
 	}
