@@ -43,7 +43,8 @@ type LocalOptions struct {
 	// and SpawnSpec.Env are overlaid on it. Nil: the runner's environment.
 	BaseEnv map[string]string
 	// OnCommand, if set, is told of every command the host is about to
-	// start (Exec and Spawn), with its working directory.
+	// start (Exec and Spawn), with its working directory. Calls may come
+	// from several goroutines at once.
 	OnCommand func(argv []string, dir string)
 }
 
