@@ -12,13 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
-	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
@@ -140,14 +140,23 @@ func (w *workDir) prepare() error {
 	return nil
 }
 
-// normalizeErr shows a load error with the test's own files named as the
-// test writes them.
+// normalizeErr points a load error in the test's own configuration or
+// plugs at the test file: $WORK/config/p.star:3:1 becomes t.blaisetest:12:1.
 func (w *workDir) normalizeErr(err error) error {
-	var ie *interp.Error
-	if errors.As(err, &ie) || w.file.Config == "" {
-		return errors.New(strings.ReplaceAll(err.Error(), w.path("config")+"/", w.file.Path+": "))
+	dirs := []string{regexp.QuoteMeta(w.path("config") + "/")}
+	if wd, err := os.Getwd(); err == nil {
+		// Load errors name files relative to the working directory when
+		// they are below it.
+		if rel, err := filepath.Rel(wd, w.path("config")); err == nil && !strings.HasPrefix(rel, "..") {
+			dirs = append(dirs, regexp.QuoteMeta(rel+"/"))
+		}
 	}
-	return err
+	re := regexp.MustCompile(`(?:` + strings.Join(dirs, "|") + `)([^:\s]+):(\d+):(\d+)`)
+	return errors.New(re.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sub := re.FindStringSubmatch(m)
+		line, _ := strconv.Atoi(sub[2])
+		return fmt.Sprintf("%s:%d:%s", w.file.Path, w.file.SectionLine(sub[1])+line-1, sub[3])
+	}))
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
