@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/plugtest"
@@ -80,4 +83,34 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 // the race detector's second of sleep at exit.
 func noRaceExitSleep(t *testing.T) {
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
+}
+
+// BenchmarkPlugTest: the greeter's test (two runs, compared with its
+// goldens) against its baseline, the same two runs through `run`.
+func BenchmarkPlugTest(b *testing.B) {
+	bin := self(b)
+	b.Setenv("GORACE", "atexit_sleep_ms=0")
+	cfg, err := filepath.Abs("../../examples/greeter/blaise.star")
+	if err != nil {
+		b.Fatal(err)
+	}
+	blaiseAgent := func(b *testing.B, env []string, args ...string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("blaise-agent %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	b.Run("baseline=run", func(b *testing.B) {
+		for b.Loop() {
+			env := []string{"BLAISE_STATE_DIR=" + b.TempDir(), "XDG_STATE_HOME=" + b.TempDir()}
+			blaiseAgent(b, env, "run", "-c", cfg, "hello")
+			blaiseAgent(b, env, "run", "-c", cfg, "--continue", "--end", "what is in the plan?")
+		}
+	})
+	b.Run("test", func(b *testing.B) {
+		for b.Loop() {
+			blaiseAgent(b, []string{"CI=true"}, "test", filepath.Dir(cfg))
+		}
+	})
 }
