@@ -302,8 +302,10 @@ func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *bl
 	defer c.close()
 	if err := c.open(ctx, e.Store, prev); err == nil {
 		c.play(ctx, r.Actions)
+	} else if c.gone(ctx, err) {
+		c.Notice("· the run ended before the session opened")
 	} else {
-		fmt.Fprintf(out, "· %v\n", err)
+		c.Notice("· " + err.Error())
 	}
 	c.stop(r.Actions)
 	// The run ends by itself, or by the engine's timeout: wait for it, so
@@ -438,7 +440,7 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 	}
 	r := <-done
 	if r.err != nil {
-		if errors.Is(r.err, client.ErrClosed) || ctx.Err() != nil {
+		if c.gone(ctx, r.err) {
 			c.Notice("· the run ended before the prompt was answered")
 			return false
 		}
@@ -450,6 +452,21 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 	}
 	_ = json.Unmarshal(r.res, &v)
 	c.EndTurn(v.StopReason)
+	return true
+}
+
+// gone reports whether err is the run going away rather than an answer:
+// any error but a JSON-RPC error means the run's input or output closed,
+// and then it waits for the run to end, so that what follows does not
+// depend on how far the run got.
+func (c *testClient) gone(ctx context.Context, err error) bool {
+	var answer *client.RPCError
+	if errors.As(err, &answer) {
+		return false
+	}
+	if ctx.Err() == nil {
+		<-c.live.Done()
+	}
 	return true
 }
 
