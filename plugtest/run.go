@@ -252,8 +252,8 @@ func (w *workDir) normalizer(rec *blaise.SessionRecord) *strings.Replacer {
 	if rec != nil {
 		pairs = append(pairs, rec.ID, "$SESSION")
 	}
-	if cfgDir := filepath.Dir(w.file.Config); w.file.Config != "" {
-		pairs = append(pairs, cfgDir, "$CONFIG")
+	if w.file.Config != "" {
+		pairs = append(pairs, filepath.Dir(w.file.Config), "$CONFIG")
 	}
 	return strings.NewReplacer(pairs...)
 }
@@ -327,7 +327,6 @@ type testClient struct {
 	cancel  context.CancelFunc
 	updates chan struct{} // a session/update arrived
 	acp     string        // the ACP session id
-	out     io.Writer
 }
 
 func newClient(live *blaise.Live, out io.Writer, root string) *testClient {
@@ -335,7 +334,6 @@ func newClient(live *blaise.Live, out io.Writer, root string) *testClient {
 		Terminal: &client.Terminal{Out: out, Err: out, Root: root, Default: "allow"},
 		live:     live,
 		updates:  make(chan struct{}, 1),
-		out:      out,
 	}
 	r, wr := live.Stream()
 	c.conn = client.NewConn(r, wr, c)
