@@ -15,11 +15,11 @@ import (
 
 // TestCmd is `blaise-agent test`: golden-file tests of plugs.
 type TestCmd struct {
-	Paths  []string `arg:"" optional:"" help:"Test files (*.blaisetest) or directories to search for them, recursively (default: .)."`
-	Filter string   `name:"run" help:"Run only the tests whose name (the file name without .blaisetest) matches this regular expression."`
-	Update bool     `help:"Rewrite the golden sections (want/…) with what the tests produced; the rest of each file stays as it is."`
-	V      bool     `short:"v" help:"Also list the tests that pass and the golden sections written."`
-	Format string   `help:"Output format: text, json or junit." enum:"text,json,junit" default:"text"`
+	Paths   []string `arg:"" optional:"" help:"Test files (*.blaisetest) or directories to search for them, recursively (default: .)."`
+	Filter  string   `name:"run" help:"Run only the tests whose name (the file name without .blaisetest) matches this regular expression."`
+	Update  bool     `help:"Rewrite the golden sections (want/…) with what the tests produced; the rest of each file stays as it is."`
+	Verbose bool     `short:"v" help:"Also list the tests that pass."`
+	Format  string   `help:"Output format: text, json or junit." enum:"text,json,junit" default:"text"`
 }
 
 // exitError ends the program with its code.
@@ -54,7 +54,7 @@ func (c *TestCmd) Run(g *Globals) error {
 	// Ctrl-C ends the test running: its runs stop, its directory goes.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	report := &plugtest.Report{Verbose: c.V}
+	report := &plugtest.Report{Verbose: c.Verbose}
 	broken := false
 	for _, p := range paths {
 		if ctx.Err() != nil {
