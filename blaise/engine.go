@@ -40,6 +40,14 @@ type Engine struct {
 	// LogArgs are passed to session processes (e.g. --log-level debug).
 	LogArgs []string
 	Log     *log.Logger
+	// Agent, when set, replaces the command and arguments of the
+	// configuration's agent in every run (blaise-agent test runs its
+	// scripted agent so).
+	Agent []string
+	// Dir and Env are the working directory and environment of session
+	// processes; empty: this process's.
+	Dir string
+	Env []string
 }
 
 func (e *Engine) logger() *log.Logger {
@@ -246,6 +254,9 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 	if endReason != "" {
 		args = append(args, "--end-reason", endReason)
 	}
+	for _, a := range e.Agent {
+		args = append(args, "--agent="+a)
+	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("control channel: %w", err)
@@ -269,6 +280,7 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 	}
 	cmd := exec.Command(command[0], args...)
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
+	cmd.Dir, cmd.Env = e.Dir, e.Env
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3
 	cmd.Stderr = e.Stderr
 	if cmd.Stderr == nil {

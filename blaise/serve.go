@@ -31,6 +31,9 @@ type SessionProcess struct {
 	Control   *ControlConn // nil: no front end
 	Logger    *log.Logger
 	MaxLine   int
+	// Agent, when set, replaces the command and arguments of the
+	// configuration's agent.
+	Agent []string
 }
 
 // Serve runs the run to its end.
@@ -51,6 +54,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		}
 		_ = sp.report(Pause{Run: sp.Run, Reason: builtins.ReasonFailed, MayResume: rec.Settings.IdlePolicy == PolicyPause, Error: err.Error()})
 		return err
+	}
+	if len(sp.Agent) > 0 {
+		cfg.Agent.Command, cfg.Agent.Args = sp.Agent[0], sp.Agent[1:]
 	}
 	resumable := cfg.Resumable()
 	orphans, err := sp.orphans(cfg.Uses)

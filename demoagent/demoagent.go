@@ -54,6 +54,11 @@ type Options struct {
 	// Log receives the agent's diagnostics (text lines, slog format). The
 	// agent never writes anything but ACP messages to out. Nil discards them.
 	Log io.Writer
+	// Script, when set, scripts the turns: the n-th session/prompt of this
+	// process runs Script[n-1] in the prompt language instead of its own
+	// text (the prompt is still stored in the history). Prompts past the
+	// end of Script run their own text.
+	Script []string
 }
 
 // ErrExit is returned by Run when a prompt ran "/exit CODE". The prompt gets
@@ -118,6 +123,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 		runCtx:   runCtx,
 		exitCh:   make(chan int, 1),
 		sessions: make(map[string]*session),
+		script:   opts.Script,
 	}
 	// The connection starts reading at once; hold the reads back until a.conn
 	// is set so that no handler can run before the agent is complete.
@@ -194,6 +200,20 @@ type agent struct {
 	mu         sync.Mutex
 	clientCaps acp.ClientCapabilities
 	sessions   map[string]*session
+	script     []string // turns still to run in place of prompts
+}
+
+// scripted returns what the next prompt runs: the next turn of the script,
+// or blocks when the script has none left.
+func (a *agent) scripted(blocks []acp.ContentBlock) []acp.ContentBlock {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.script) == 0 {
+		return blocks
+	}
+	text := a.script[0]
+	a.script = a.script[1:]
+	return []acp.ContentBlock{acp.TextBlock(text)}
 }
 
 // session is a session known to this connection (created, loaded or resumed).
@@ -515,7 +535,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		t.record(acp.UpdateUserMessage(b))
 	}
 	a.log.Info("turn started", "session", s.id, "blocks", len(p.Prompt))
-	reason, err := t.run(p.Prompt)
+	reason, err := t.run(a.scripted(p.Prompt))
 
 	var ee ErrExit
 	if errors.As(err, &ee) {

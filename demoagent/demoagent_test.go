@@ -897,3 +897,26 @@ func TestLogsStayOffTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestScript: scripted turns run in place of the prompts' text, in order,
+// and prompts past the script run their own text; /say says its text as it is.
+func TestScript(t *testing.T) {
+	h := start(t, t.TempDir(), func(o *Options, _ *testClient) {
+		o.Script = []string{"/say Hi!\\nHow can I help?", "/think hmm\nplain"}
+	})
+	h.initialize()
+	sid := h.newSession(t.TempDir())
+	for _, tc := range []struct {
+		prompt string
+		want   []string
+	}{
+		{"hello", []string{"agent: Hi!\nHow can I help?"}},
+		{"ignored text", []string{"thought: hmm", "agent: echo: plain"}},
+		{"past the script", []string{"agent: echo: past the script"}},
+	} {
+		reason, got := h.run(sid, tc.prompt)
+		if reason != acp.StopReasonEndTurn || !equal(got, tc.want) {
+			t.Errorf("prompt %q: %s %q, want end_turn %q", tc.prompt, reason, got, tc.want)
+		}
+	}
+}

@@ -51,6 +51,7 @@ var commandByName map[string]*command
 func init() {
 	commands = []command{
 		{"/help", "/help", "list the commands", (*turn).cmdHelp},
+		{"/say", "/say TEXT", "agent_message_chunk TEXT (\\n, \\t and \\\\ stand for newline, tab and backslash)", (*turn).cmdSay},
 		{"/think", "/think TEXT", "agent_thought_chunk TEXT", (*turn).cmdThink},
 		{"/plan", "/plan A; B; C", "plan update, one pending entry per ';'-separated item", (*turn).cmdPlan},
 		{"/tool", "/tool NAME", "tool_call NAME (pending), then tool_call_update (completed)", (*turn).cmdTool},
@@ -287,6 +288,8 @@ func (t *turn) cmdHelp(string) error {
 	}
 	return t.message(b.String())
 }
+
+func (t *turn) cmdSay(arg string) error { return t.message(unescape(arg)) }
 
 func (t *turn) cmdThink(arg string) error {
 	return t.send(acp.UpdateAgentThoughtText(arg))

@@ -42,6 +42,10 @@ type LocalOptions struct {
 	// BaseEnv is the environment every process starts from; ExecOptions.Env
 	// and SpawnSpec.Env are overlaid on it. Nil: the runner's environment.
 	BaseEnv map[string]string
+	// OnCommand, if set, is told of every command the host is about to
+	// start (Exec and Spawn), with its working directory. Calls may come
+	// from several goroutines at once.
+	OnCommand func(argv []string, dir string)
 }
 
 // Local is the runner's own machine: the real file system and os/exec.
@@ -55,6 +59,7 @@ type LocalOptions struct {
 type Local struct {
 	workspace string
 	baseEnv   map[string]string
+	onCommand func(argv []string, dir string)
 	fs        *localFS
 
 	mu      sync.Mutex
@@ -95,6 +100,7 @@ func NewLocal(opts LocalOptions) *Local {
 	h := &Local{
 		workspace: ws,
 		baseEnv:   env,
+		onCommand: opts.OnCommand,
 		running:   make(map[*tracked]struct{}),
 	}
 	h.fs = &localFS{h: h}
@@ -181,6 +187,9 @@ func (h *Local) command(ctx context.Context, argv []string, dir string, env map[
 		cmd.Env = append(cmd.Env, k+"="+merged[k])
 	}
 	cmd.SysProcAttr = sysProcAttr()
+	if h.onCommand != nil {
+		h.onCommand(argv, wd)
+	}
 	return cmd, nil
 }
 

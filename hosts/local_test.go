@@ -695,3 +695,36 @@ func umask() fs.FileMode {
 	syscall.Umask(m)
 	return fs.FileMode(m)
 }
+
+// TestH1_OnCommand: the local host tells its observer of every command it
+// starts, exec and spawn alike, with the directory it runs in; a command
+// that cannot start is not reported.
+func TestH1_OnCommand(t *testing.T) {
+	ws := t.TempDir()
+	var got []string
+	h := NewLocal(LocalOptions{Workspace: ws, OnCommand: func(argv []string, dir string) {
+		got = append(got, strings.Join(argv, " ")+" in "+dir)
+	}})
+	defer h.Close()
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(context.Background(), []string{"true", "a b"}, ExecOptions{Dir: "sub"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.Spawn(context.Background(), SpawnSpec{Argv: []string{"cat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin().Close()
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(context.Background(), []string{"no-such-program-here"}, ExecOptions{}); err == nil {
+		t.Fatal("a missing program started")
+	}
+	want := []string{"true a b in " + filepath.Join(ws, "sub"), "cat in " + ws}
+	if !slices.Equal(got, want) {
+		t.Errorf("observed %q, want %q", got, want)
+	}
+}

@@ -290,7 +290,9 @@ func (r *Run) Run(ctx context.Context) Result {
 
 	runnerHost := r.opts.Runner
 	if runnerHost == nil {
-		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env()})
+		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env(), OnCommand: func(argv []string, dir string) {
+			r.log.Debug("host command", "argv", argv, "dir", dir)
+		}})
 		defer runnerHost.Close()
 	}
 	host := r.opts.Host
@@ -764,6 +766,7 @@ func (p *plugRun) setOutput(name string, v starlark.Value) error {
 		p.order = append(p.order, name)
 	}
 	p.outputs[name] = v
+	p.base.Logger.Debug("set_output", "name", name, "value", v.String())
 	return nil
 }
 

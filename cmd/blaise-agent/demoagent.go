@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,13 +16,24 @@ import (
 type DemoAgentCmd struct {
 	StateDir string `help:"Where sessions are kept so that a later process can load them (default: $XDG_STATE_HOME/blaise-agent/demo-agent)." type:"path"`
 	Name     string `help:"The agent name sent in the initialize response." default:"blaise-demo-agent"`
+	Script   string `help:"A JSON array of strings: the n-th prompt runs the n-th string in the prompt language instead of its own text (blaise-agent test scripts its agent so)." type:"existingfile"`
 }
 
 // Run serves ACP on stdin and stdout until stdin closes.
 func (c *DemoAgentCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := demoagent.Run(ctx, os.Stdin, os.Stdout, demoagent.Options{StateDir: c.StateDir, Name: c.Name, Log: os.Stderr})
+	opts := demoagent.Options{StateDir: c.StateDir, Name: c.Name, Log: os.Stderr}
+	if c.Script != "" {
+		data, err := os.ReadFile(c.Script)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &opts.Script); err != nil {
+			return fmt.Errorf("--script %s: want a JSON array of strings: %w", c.Script, err)
+		}
+	}
+	err := demoagent.Run(ctx, os.Stdin, os.Stdout, opts)
 	var exit demoagent.ErrExit
 	if errors.As(err, &exit) {
 		os.Exit(exit.Code)

@@ -21,7 +21,7 @@ import (
 
 // self is a link named blaise-agent to the test binary, which testscript's
 // Main runs as the real command under that name.
-func self(t *testing.T) string {
+func self(t testing.TB) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -21,6 +22,7 @@ type CLI struct {
 	Acp       AcpCmd       `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
 	Sessions  SessionsCmd  `cmd:"" help:"List, end and resolve sessions."`
 	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
+	Test      TestCmd      `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
 	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
 	Hostd     HostdCmd     `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
 
@@ -50,6 +52,9 @@ func (g *Globals) Logger() *log.Logger {
 	return l
 }
 
+// usageExit is the status kong exits with after a usage error.
+const usageExit = 80
+
 func main() {
 	var cli CLI
 	ctx := kong.Parse(&cli,
@@ -57,9 +62,19 @@ func main() {
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
 		kong.Vars{"version": version},
+		kong.Exit(func(code int) {
+			if code == usageExit {
+				code = 2 // as Unix tools do
+			}
+			os.Exit(code)
+		}),
 	)
 	if err := ctx.Run(&cli.Globals); err != nil {
 		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+		var coded interface{ ExitCode() int }
+		if errors.As(err, &coded) {
+			os.Exit(coded.ExitCode())
+		}
 		os.Exit(1)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/runner"
@@ -250,17 +249,9 @@ func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Term
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "session %s (run %d)\n", live.ID, live.Run)
-	toConn, fromLive := io.Pipe()
 	connCtx, cancel := context.WithCancel(ctx)
-	conn := client.NewConn(toConn, liveWriter{live}, term)
-	go func() {
-		for m := range live.Messages() {
-			if _, err := fromLive.Write(append(append([]byte(nil), m.Raw...), '\n')); err != nil {
-				return
-			}
-		}
-		fromLive.Close()
-	}()
+	fromLive, toLive := live.Stream()
+	conn := client.NewConn(fromLive, toLive, term)
 	go func() { _ = conn.Run(connCtx) }()
 	s := &attached{term: term, live: live, conn: conn, stop: cancel}
 	fail := func(err error) (*attached, error) {
@@ -361,25 +352,6 @@ func (s *attached) ended() bool {
 }
 
 func (s *attached) close() { s.stop() }
-
-// liveWriter passes what the client writes to the session, line by line.
-type liveWriter struct{ live *blaise.Live }
-
-func (w liveWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		if line == "" {
-			continue
-		}
-		m, err := acp.Parse([]byte(line))
-		if err != nil {
-			return 0, err
-		}
-		if err := w.live.Send(m); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
-}
 
 // lastPaused returns the most recently paused session of the configuration.
 func lastPaused(e *blaise.Engine, config string) (string, error) {

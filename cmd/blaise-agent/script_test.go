@@ -24,6 +24,8 @@ func TestScripts(t *testing.T) {
 			env.Setenv("REPO", repo)
 			env.Setenv("NO_COLOR", "1")
 			env.Setenv("XDG_STATE_HOME", env.WorkDir+"/.state")
+			// Race builds sleep a second at exit unless told not to.
+			env.Setenv("GORACE", "atexit_sleep_ms=0")
 			return nil
 		},
 		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",

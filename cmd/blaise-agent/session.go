@@ -14,11 +14,12 @@ import (
 // one session, started by a front end, with ACP on stdin and stdout and the
 // control channel on file descriptor 3.
 type SessionProcessCmd struct {
-	StateDir  string `required:"" help:"The state directory." type:"path"`
-	Session   string `required:"" help:"The session id."`
-	Kind      string `required:"" enum:"start,resume,teardown" help:"The kind of run."`
-	Number    int    `name:"run" required:"" help:"The run's number in the session."`
-	EndReason string `help:"Why the session ended (teardown runs)."`
+	StateDir  string   `required:"" help:"The state directory." type:"path"`
+	Session   string   `required:"" help:"The session id."`
+	Kind      string   `required:"" enum:"start,resume,teardown" help:"The kind of run."`
+	Number    int      `name:"run" required:"" help:"The run's number in the session."`
+	EndReason string   `help:"Why the session ended (teardown runs)."`
+	Agent     []string `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
 }
 
 // Run serves the run.
@@ -45,6 +46,7 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 		ACPOut:    os.Stdout,
 		Control:   blaise.NewControlConn(ctl, ctl),
 		Logger:    logger,
+		Agent:     c.Agent,
 	}
 	return sp.Serve(ctx)
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/blaiseagent/blaise-agent/plugtest"
+	"github.com/rogpeppe/go-internal/diff"
+)
+
+// TestPlugTestExamples runs the tests of examples/ as CI does: every
+// golden section must be there and hold.
+func TestPlugTestExamples(t *testing.T) {
+	paths, err := plugtest.Find([]string{"../../examples/...", "../../plugtest/testdata"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 4 {
+		t.Fatalf("found %d tests, want the examples' and plugtest's: %v", len(paths), paths)
+	}
+	noRaceExitSleep(t)
+	opts := plugtest.Options{Self: self(t), CI: true}
+	for _, p := range paths {
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			f, err := plugtest.Parse(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := plugtest.Test(context.Background(), f, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, fail := range o.Failures {
+				t.Errorf("%s:%d: %s\n%s", p, fail.Line, fail.Message, fail.Diff)
+			}
+		})
+	}
+}
+
+// TestC15_PlugTestDeterministic: the same test gives byte-identical
+// results run after run (the scripted agent, the chain and the
+// normalisation leave nothing to chance): an example 20 times, the test of
+// cancels and crashes 10 times.
+func TestC15_PlugTestDeterministic(t *testing.T) {
+	noRaceExitSleep(t)
+	bin := self(t)
+	for p, times := range map[string]int{"../../examples/worktree/session.blaisetest": 20, "../../plugtest/testdata/scripted.blaisetest": 10} {
+		f, err := plugtest.Parse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first []byte
+		for i := range times {
+			got, err := plugtest.Execute(context.Background(), f, bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b bytes.Buffer
+			for _, name := range slices.Sorted(maps.Keys(got)) {
+				b.WriteString("-- " + name + " --\n")
+				b.Write(got[name])
+			}
+			if i == 0 {
+				first = b.Bytes()
+				continue
+			}
+			if !bytes.Equal(first, b.Bytes()) {
+				t.Fatalf("%s: run %d differs from run 1:\n%s", p, i+1, diff.Diff("run 1", first, fmt.Sprintf("run %d", i+1), b.Bytes()))
+			}
+		}
+	}
+}
+
+// noRaceExitSleep spares the session processes and agents of a race build
+// the race detector's second of sleep at exit.
+func noRaceExitSleep(t *testing.T) {
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+}
+
+// BenchmarkPlugTest: the greeter's test (two runs, compared with its
+// goldens) against its baseline, the same two runs through `run`.
+func BenchmarkPlugTest(b *testing.B) {
+	bin := self(b)
+	b.Setenv("GORACE", "atexit_sleep_ms=0")
+	cfg, err := filepath.Abs("../../examples/greeter/blaise.star")
+	if err != nil {
+		b.Fatal(err)
+	}
+	blaiseAgent := func(b *testing.B, env []string, args ...string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("blaise-agent %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	b.Run("baseline=run", func(b *testing.B) {
+		for b.Loop() {
+			env := []string{"BLAISE_STATE_DIR=" + b.TempDir(), "XDG_STATE_HOME=" + b.TempDir()}
+			blaiseAgent(b, env, "run", "-c", cfg, "hello")
+			blaiseAgent(b, env, "run", "-c", cfg, "--continue", "--end", "what is in the plan?")
+		}
+	})
+	b.Run("test", func(b *testing.B) {
+		for b.Loop() {
+			blaiseAgent(b, []string{"CI=true"}, "test", filepath.Dir(cfg))
+		}
+	})
+}

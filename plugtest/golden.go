@@ -1,0 +1,175 @@
+package plugtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/rogpeppe/go-internal/diff"
+	"github.com/rogpeppe/go-internal/txtar"
+)
+
+// Options configure a test run.
+type Options struct {
+	Self   string // the blaise-agent executable
+	Update bool   // rewrite the golden sections with what the tests produced
+	CI     bool   // a missing golden section fails instead of being added
+}
+
+// Outcome is the result of one test.
+type Outcome struct {
+	Name     string
+	File     string
+	Failures []Failure
+	Added    []string // golden sections written because they were missing
+	Updated  []string // golden sections rewritten by Update
+	Accept   string   // the command that accepts what the test produced
+}
+
+// Passed reports whether the test passed.
+func (o *Outcome) Passed() bool { return len(o.Failures) == 0 }
+
+// Failure is one golden section that does not hold, or an error of the test.
+type Failure struct {
+	Section string // "" for an error of the test itself
+	Line    int    // of the section in the file
+	Message string
+	Diff    string // -want +got
+}
+
+// Find lists the test files under paths (files or directories, searched
+// recursively; a trailing "/..." is allowed), sorted. Directories whose
+// names begin with "." and node_modules are skipped.
+func Find(paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var out []string
+	for _, p := range paths {
+		p = strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/")
+		if p == "" {
+			p = "."
+		}
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			if !strings.HasSuffix(p, Ext) {
+				return nil, fmt.Errorf("%s: a test file ends in %s", p, Ext)
+			}
+			out = append(out, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && q != p && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && strings.HasSuffix(q, Ext) {
+				out = append(out, q)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Test runs the test file f and compares what it produced with its golden
+// sections, rewriting them as opts says. The error is a test that could
+// not run: a *LoadError for a configuration or plug that does not load.
+func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
+	o := &Outcome{Name: f.Name, File: f.Path, Accept: fmt.Sprintf("blaise-agent test --update --run '^%s$' %s", regexp.QuoteMeta(f.Name), f.Path)}
+	got, err := Execute(ctx, f, opts.Self)
+	if err != nil {
+		return o, err
+	}
+	changed := false
+	for _, name := range sectionNames(len(f.Runs)) {
+		want, hasWant := f.Want[name]
+		g, hasGot := got[name]
+		line := f.SectionLine(name)
+		switch {
+		case hasWant && hasGot && bytes.Equal(want, g):
+		case opts.Update && (hasWant || hasGot):
+			o.Updated, changed = append(o.Updated, name), true
+		case hasWant && !hasGot:
+			o.Failures = append(o.Failures, Failure{Section: name, Line: line, Message: name + ": nothing produced it", Diff: string(diff.Diff("want", want, "got", nil))})
+		case hasWant:
+			o.Failures = append(o.Failures, Failure{Section: name, Line: line, Message: name + " differs (-want +got)", Diff: string(diff.Diff("want", want, "got", g))})
+		case hasGot && opts.CI:
+			o.Failures = append(o.Failures, Failure{Section: name, Line: line, Message: name + ": no golden section (CI is set, so it is not added)", Diff: string(diff.Diff("want", nil, "got", g))})
+		case hasGot:
+			o.Added, changed = append(o.Added, name), true
+		}
+	}
+	if !changed {
+		return o, nil
+	}
+	a := &txtar.Archive{Comment: f.Archive.Comment}
+	for _, s := range f.Archive.Files {
+		if !wantSection.MatchString(s.Name) {
+			a.Files = append(a.Files, s)
+		}
+	}
+	for _, name := range sectionNames(len(f.Runs)) {
+		data, ok := f.Want[name]
+		if slices.Contains(o.Updated, name) || slices.Contains(o.Added, name) {
+			data, ok = got[name]
+		}
+		if ok {
+			a.Files = append(a.Files, txtar.File{Name: name, Data: data})
+		}
+	}
+	return o, writeFileKeepMode(f.Path, txtar.Format(a))
+}
+
+// sectionNames lists the golden sections of n runs in the order they are
+// written.
+func sectionNames(n int) []string {
+	var names []string
+	for i := 1; i <= n; i++ {
+		for _, k := range Kinds {
+			names = append(names, fmt.Sprintf("want/run%d/%s", i, k))
+		}
+	}
+	return names
+}
+
+// writeFileKeepMode replaces the file's content through a temporary file
+// renamed over it.
+func writeFileKeepMode(path string, data []byte) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
