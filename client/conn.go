@@ -225,6 +225,26 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 }
 
+// Prompt sends one text prompt to the session sid (session/prompt) and
+// waits for the turn to end; it returns the stop reason, or the error of
+// [Conn.Call].
+func (c *Conn) Prompt(ctx context.Context, sid, text string) (stopReason string, err error) {
+	res, err := c.Call(ctx, "session/prompt", map[string]any{
+		"sessionId": sid,
+		"prompt":    []any{map[string]any{"type": "text", "text": text}},
+	})
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		StopReason string `json:"stopReason"`
+	}
+	if err := json.Unmarshal(res, &v); err != nil {
+		return "", fmt.Errorf("client: session/prompt result: %w", err)
+	}
+	return v.StopReason, nil
+}
+
 // forget drops the pending call with the given id key.
 func (c *Conn) forget(key string) {
 	c.mu.Lock()

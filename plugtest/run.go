@@ -416,16 +416,13 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 	}
 	c.Notice("> " + text)
 	type result struct {
-		res json.RawMessage
-		err error
+		stopReason string
+		err        error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := c.conn.Call(ctx, "session/prompt", map[string]any{
-			"sessionId": c.acp,
-			"prompt":    []any{map[string]any{"type": "text", "text": text}},
-		})
-		done <- result{res, err}
+		stop, err := c.conn.Prompt(ctx, c.acp, text)
+		done <- result{stop, err}
 	}()
 	if cancel {
 		select {
@@ -445,11 +442,7 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 		c.Notice("· the prompt failed: " + r.err.Error())
 		return true
 	}
-	var v struct {
-		StopReason string `json:"stopReason"`
-	}
-	_ = json.Unmarshal(r.res, &v)
-	c.EndTurn(v.StopReason)
+	c.EndTurn(r.stopReason)
 	return true
 }
 

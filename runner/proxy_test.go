@@ -113,6 +113,19 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 	return s
 }
 
+// waitResult waits for the end of a session's run.
+func waitResult(t *testing.T, s *session) runner.Result {
+	t.Helper()
+	select {
+	case res := <-s.done:
+		s.done <- res // for the cleanup
+		return res
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the run did not end:\n%s", s.c.logs.String())
+		return runner.Result{}
+	}
+}
+
 // recorded returns the transcript's records.
 func (s *session) recorded() []acp.Record {
 	s.t.Helper()
@@ -307,13 +320,7 @@ def on_message(ctx, message, next):
 	sid := s.Open(s.c.dir)
 	s.Prompt(3, sid, "hello")
 	s.Drain()
-	var res runner.Result
-	select {
-	case res = <-s.done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the run did not end")
-	}
-	s.done <- res
+	res := waitResult(t, s)
 	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug boom: on_message: cannot handle updates") {
 		t.Fatalf("pause %+v", res.Pause)
 	}
@@ -635,13 +642,7 @@ def on_message(ctx, message, next):
 			sid := s.Open(s.c.dir)
 			s.Prompt(3, sid, "hello")
 			s.Drain()
-			var res runner.Result
-			select {
-			case res = <-s.done:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the run did not end")
-			}
-			s.done <- res
+			res := waitResult(t, s)
 			if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug bad: on_message") || !strings.Contains(res.Pause.Err.Error(), tt.want) {
 				t.Fatalf("pause %+v, want an error with %q", res.Pause, tt.want)
 			}

@@ -61,21 +61,6 @@ def on_session(ctx, next):
 	compareRecords(t, local, remote)
 }
 
-// compareRecords fails unless two transcripts are the same.
-func compareRecords(t *testing.T, local, remote []acp.Record) {
-	t.Helper()
-	if len(local) < 8 || len(local) != len(remote) {
-		t.Fatalf("%d records locally, %d remotely", len(local), len(remote))
-	}
-	for i := range local {
-		l, _ := json.Marshal(local[i])
-		r, _ := json.Marshal(remote[i])
-		if string(l) != string(r) {
-			t.Fatalf("record %d differs:\nlocal  %s\nremote %s", i, l, r)
-		}
-	}
-}
-
 func TestC3_SSHServerKilledOrCutMidTurnPausesFailed(t *testing.T) {
 	for _, fault := range []string{"kill", "cut"} {
 		t.Run(fault, func(t *testing.T) {

@@ -293,16 +293,13 @@ func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Term
 // ends the session (closed).
 func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal) error {
 	type result struct {
-		res json.RawMessage
-		err error
+		stopReason string
+		err        error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := s.conn.Call(ctx, "session/prompt", map[string]any{
-			"sessionId": s.acp,
-			"prompt":    []any{map[string]any{"type": "text", "text": text}},
-		})
-		done <- result{res, err}
+		stop, err := s.conn.Prompt(ctx, s.acp, text)
+		done <- result{stop, err}
 	}()
 	cancelled := false
 	for {
@@ -317,11 +314,7 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 				}
 				return r.err
 			}
-			var v struct {
-				StopReason string `json:"stopReason"`
-			}
-			_ = json.Unmarshal(r.res, &v)
-			s.term.EndTurn(v.StopReason)
+			s.term.EndTurn(r.stopReason)
 			return nil
 		case <-sig:
 			s.interrupted = time.Now()
