@@ -726,6 +726,10 @@ func (r *Reader) readLine() ([]byte, error) {
 	}
 }
 
+// Buffered reports whether the Reader holds bytes of the stream not
+// returned yet: the next message, or part of it, has already arrived.
+func (r *Reader) Buffered() bool { return r.start < r.end }
+
 // consume ends the current line at offset next of the block.
 func (r *Reader) consume(next int) {
 	r.line++
@@ -853,10 +857,18 @@ func NewWriter(w io.Writer) *Writer {
 // maxPending is how much a Writer buffers before Write waits for the stream.
 const maxPending = 4 << 20
 
-// Write queues raw followed by a newline. raw must not contain a line
-// break. It returns the error of an earlier failed write, if any; use Flush
-// to learn whether the message itself went out.
-func (w *Writer) Write(raw []byte) error {
+// Write queues raw followed by a newline, for a flusher to write in the
+// background. raw must not contain a line break. It returns the error of an
+// earlier failed write, if any; use Flush to learn whether the message
+// itself went out.
+func (w *Writer) Write(raw []byte) error { return w.write(raw, false) }
+
+// WriteNow is Write for a message that nothing follows soon: when no write
+// is under way it writes raw at once, on the caller's goroutine, sparing
+// the message the flusher's start; otherwise it queues raw as Write does.
+func (w *Writer) WriteNow(raw []byte) error { return w.write(raw, true) }
+
+func (w *Writer) write(raw []byte, now bool) error {
 	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 		return fmt.Errorf("acp: message contains a line break at offset %d", i)
 	}
@@ -866,6 +878,24 @@ func (w *Writer) Write(raw []byte) error {
 	}
 	if err := w.err; err != nil {
 		w.mu.Unlock()
+		return err
+	}
+	if now && !w.flushing {
+		w.flushing = true
+		out := append(append(w.spare[:0], raw...), '\n')
+		w.spare = nil
+		w.mu.Unlock()
+		err := w.writeOut(out)
+		w.mu.Lock()
+		more := len(w.buf) > 0 && w.err == nil
+		if !more {
+			w.flushing = false
+			w.cond.Broadcast()
+		}
+		w.mu.Unlock()
+		if more {
+			go w.flush() // what others queued meanwhile
+		}
 		return err
 	}
 	w.buf = append(append(w.buf, raw...), '\n')
@@ -879,6 +909,24 @@ func (w *Writer) Write(raw []byte) error {
 	return nil
 }
 
+// writeOut writes out, a buffer the caller owns as the one writing, and
+// keeps it as the spare buffer. w.mu is not held.
+func (w *Writer) writeOut(out []byte) error {
+	_, err := w.w.Write(out)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("acp: write message: %w", err)
+		w.buf = nil
+	}
+	// A buffer grown past maxPending by the last message is kept unless a
+	// huge message made it so.
+	if cap(out) <= 2*maxPending {
+		w.spare = out
+	}
+	return w.err
+}
+
 // flush writes the buffer until it is empty.
 func (w *Writer) flush() {
 	w.mu.Lock()
@@ -887,17 +935,8 @@ func (w *Writer) flush() {
 		out := w.buf
 		w.buf = w.spare[:0]
 		w.mu.Unlock()
-		_, err := w.w.Write(out)
+		_ = w.writeOut(out)
 		w.mu.Lock()
-		if err != nil {
-			w.err = fmt.Errorf("acp: write message: %w", err)
-			w.buf = nil
-		}
-		// A buffer grown past maxPending by the last message is kept
-		// unless a huge message made it so.
-		if cap(out) <= 2*maxPending {
-			w.spare = out
-		}
 		w.cond.Broadcast()
 	}
 	w.flushing = false

@@ -483,10 +483,13 @@ func TestWriterConcurrent(t *testing.T) {
 			for i := range 100 {
 				params := fmt.Sprintf(`{"g":%d,"i":%d,"pad":%q}`, g, i, strings.Repeat("p", i*37))
 				var err error
-				if i%2 == 0 {
+				switch i % 3 {
+				case 0:
 					err = w.Write(NewNotification("n", []byte(params)))
-				} else {
+				case 1:
 					err = w.Write([]byte(`{"method":"n","params":` + params + `}`))
+				default:
+					err = w.WriteNow([]byte(`{"method":"n","params":` + params + `}`))
 				}
 				if err != nil {
 					t.Error(err)
@@ -502,6 +505,52 @@ func TestWriterConcurrent(t *testing.T) {
 	// Messages gathered while a write is in progress go out together.
 	if len(msgs) != 800 || len(errs) != 0 || len(cw.writes) > 800 {
 		t.Errorf("%d messages, %d errors, %d writes", len(msgs), len(errs), len(cw.writes))
+	}
+	// Each goroutine's messages keep their order, however they were written.
+	next := map[int]int{}
+	for _, m := range msgs {
+		var p struct{ G, I int }
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.I != next[p.G] {
+			t.Fatalf("goroutine %d: message %d where %d was due", p.G, p.I, next[p.G])
+		}
+		next[p.G]++
+	}
+}
+
+// WriteNow on an idle Writer has written the message when it returns;
+// behind a write under way it queues, keeping the order.
+func TestWriterWriteNow(t *testing.T) {
+	cw := &countingWriter{}
+	w := NewWriter(cw)
+	if err := w.WriteNow([]byte(`{"method":"a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	cw.mu.Lock()
+	got := cw.buf.String()
+	cw.mu.Unlock()
+	if got != "{\"method\":\"a\"}\n" {
+		t.Fatalf("after WriteNow the stream holds %q", got)
+	}
+	if err := w.WriteNow([]byte("{\"method\":\n\"c\"}")); err == nil {
+		t.Error("no error for a message with a line break")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReaderBuffered(t *testing.T) {
+	r := NewReader(strings.NewReader("{\"method\":\"a\"}\n{\"method\":\"b\"}\n"), 0)
+	for _, want := range []bool{true, false} {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if r.Buffered() != want {
+			t.Errorf("Buffered() = %v, want %v", r.Buffered(), want)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -41,7 +42,11 @@ type Proxy struct {
 	// OnFailure is called when the pipeline fails; the session should end.
 	OnFailure func(error)
 
-	checks  chan *Message // typed messages waiting for CheckParams
+	checks chan *Message // typed messages waiting for CheckParams
+	// drained tells, by the side its messages go toward, whether a Reader
+	// had nothing more buffered when it returned its last message: what is
+	// sent that way can then be written at once rather than batched.
+	drained [2]atomic.Bool
 	mu      sync.Mutex
 	closed  bool                // Run has ended
 	pending [2]map[string]*call // by Side of the request, then IDKey
@@ -148,6 +153,7 @@ func (p *Proxy) read(side Side, r *Reader) error {
 		case err != nil:
 			return err
 		}
+		p.drained[side].Store(!r.Buffered())
 		p.receive(side, m)
 	}
 }
@@ -331,7 +337,11 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if p.Recorder != nil && !p.replayed(side, m) {
 		p.Recorder.Record(side, m, by)
 	}
-	if err := w.Write(m.Raw); err != nil {
+	write := w.Write
+	if p.drained[side].Load() {
+		write = w.WriteNow
+	}
+	if err := write(m.Raw); err != nil {
 		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
 	}
 }
