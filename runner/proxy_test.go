@@ -509,6 +509,8 @@ def on_message(ctx, message, next):
     return next(message)
 `,
 	}, runner.Options{})
+	// 50 MiB through the race detector on a busy machine takes its time.
+	s.Timeout = 5 * time.Minute
 	big := strings.Repeat("y", 50<<20)
 	line := `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s","_meta":{"blob":"` + big + `"}}}`
 	go s.Send(line)
