@@ -638,7 +638,9 @@ func (e *LineError) Error() string {
 //
 // It reads the stream into blocks and hands out each message's line as a
 // slice of its block, never writing a block where it has handed out bytes:
-// a line is copied only when it spans the end of a block.
+// a line is copied only when it spans the end of a block. A message keeps
+// its block alive, so what is kept long (an id waiting for its answer) is
+// better copied.
 type Reader struct {
 	rd      io.Reader
 	maxLine int

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -295,7 +296,9 @@ func (p *Proxy) checker(ch <-chan *Message) {
 func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 	var pending *call
 	if m.Kind == Request && c != nil {
-		pending = &call{id: m.ID, resp: make(chan *Message, 1), finished: c.finished}
+		// The id is copied: m's bytes would keep its reader's whole block
+		// alive as long as the request waits.
+		pending = &call{id: bytes.Clone(m.ID), resp: make(chan *Message, 1), finished: c.finished}
 		key := IDKey(m.ID)
 		p.mu.Lock()
 		if _, dup := p.pending[side][key]; dup || p.closed {

@@ -21,6 +21,10 @@ import (
 // Ext is the extension of test files.
 const Ext = ".blaisetest"
 
+// TestName is the name of the test in the file at path: its base name
+// without Ext.
+func TestName(path string) string { return strings.TrimSuffix(filepath.Base(path), Ext) }
+
 // A File is a parsed test file.
 type File struct {
 	Path    string // as found
@@ -101,7 +105,7 @@ func Parse(path string) (*File, error) {
 	}
 	f := &File{
 		Path:    path,
-		Name:    strings.TrimSuffix(filepath.Base(path), Ext),
+		Name:    TestName(path),
 		Archive: txtar.Parse(data),
 		Data:    data,
 		Inline:  map[string][]byte{},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/runner"
 )
 
 // logEntry is one JSON log line of a session process, its keys in order.
@@ -26,12 +27,6 @@ type logEntry struct {
 	keys               []string
 	values             []string // rendered
 }
-
-// Messages the runner logs at debug for tests: not plug log lines.
-const (
-	msgCommand = "host command"
-	msgOutput  = "set_output"
-)
 
 // parseLog reads the JSON log lines of session processes; other lines
 // (a crash's stack) are skipped.
@@ -93,7 +88,7 @@ func (w *workDir) renderLog(entries []logEntry) []byte {
 	var b strings.Builder
 	for _, e := range entries {
 		plug := w.plugs[e.prefix] || strings.HasSuffix(e.prefix, ".star")
-		if e.msg == msgCommand || e.msg == msgOutput || e.prefix == "agent" || !plug && e.level != "warn" && e.level != "error" {
+		if e.msg == runner.LogHostCommand || e.msg == runner.LogSetOutput || e.prefix == "agent" || !plug && e.level != "warn" && e.level != "error" {
 			continue
 		}
 		b.WriteString(strings.ToUpper(e.level))
@@ -113,7 +108,7 @@ func (w *workDir) renderLog(entries []logEntry) []byte {
 func renderOutputs(entries []logEntry) []byte {
 	var b strings.Builder
 	for _, e := range entries {
-		if e.msg == msgOutput {
+		if e.msg == runner.LogSetOutput {
 			fmt.Fprintf(&b, "%s: %s = %s\n", e.prefix, unquote(e.value("name")), unquote(e.value("value")))
 		}
 	}
@@ -124,7 +119,7 @@ func renderOutputs(entries []logEntry) []byte {
 func renderCommands(entries []logEntry) []byte {
 	var b strings.Builder
 	for _, e := range entries {
-		if e.msg != msgCommand {
+		if e.msg != runner.LogHostCommand {
 			continue
 		}
 		var argv []string
@@ -315,8 +310,11 @@ func renderPersisted(ctx context.Context, store *blaise.Store, session string) (
 	var b strings.Builder
 	for _, id := range ids {
 		v, ok, err := store.Persisted().Get(ctx, session, id)
-		if err != nil || !ok {
+		if err != nil {
 			return nil, err
+		}
+		if !ok {
+			continue
 		}
 		name, _, _ := store.PersistedPlug(session, id)
 		fmt.Fprintf(&b, "%s (%s): %s\n", id, name, v)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -19,8 +18,7 @@ func InCI() bool {
 
 // Errored is the outcome of a test that could not run.
 func Errored(path string, err error) *Outcome {
-	name := strings.TrimSuffix(filepath.Base(path), Ext)
-	return &Outcome{Name: name, File: path, Failures: []Failure{{Message: err.Error()}}}
+	return &Outcome{Name: TestName(path), File: path, Failures: []Failure{{Message: err.Error()}}}
 }
 
 // Report collects outcomes and writes them.

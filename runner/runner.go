@@ -80,6 +80,13 @@ type Options struct {
 	OnPause func(builtins.PauseInfo) error
 }
 
+// Messages the runner logs at debug level for each command the local host
+// starts and each ctx.set_output, which blaise-agent test reads.
+const (
+	LogHostCommand = "host command"
+	LogSetOutput   = "set_output"
+)
+
 // Defaults for Options.
 const (
 	DefaultMaxSteps   = 100_000_000
@@ -291,7 +298,7 @@ func (r *Run) Run(ctx context.Context) Result {
 	runnerHost := r.opts.Runner
 	if runnerHost == nil {
 		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env(), OnCommand: func(argv []string, dir string) {
-			r.log.Debug("host command", "argv", argv, "dir", dir)
+			r.log.Debug(LogHostCommand, "argv", argv, "dir", dir)
 		}})
 		defer runnerHost.Close()
 	}
@@ -766,7 +773,9 @@ func (p *plugRun) setOutput(name string, v starlark.Value) error {
 		p.order = append(p.order, name)
 	}
 	p.outputs[name] = v
-	p.base.Logger.Debug("set_output", "name", name, "value", v.String())
+	if p.base.Logger.GetLevel() <= log.DebugLevel {
+		p.base.Logger.Debug(LogSetOutput, "name", name, "value", v.String())
+	}
 	return nil
 }
 

@@ -60,10 +60,10 @@ func (c *TestCmd) Run(g *Globals) error {
 		if ctx.Err() != nil {
 			break
 		}
-		f, err := plugtest.Parse(p)
-		if err == nil && filter != nil && !filter.MatchString(f.Name) {
+		if filter != nil && !filter.MatchString(plugtest.TestName(p)) {
 			continue
 		}
+		f, err := plugtest.Parse(p)
 		var o *plugtest.Outcome
 		if err == nil {
 			o, err = plugtest.Test(ctx, f, opts)
