@@ -1,24 +1,29 @@
 package blaise
 
 import (
+	"bytes"
 	"io"
-	"strings"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 )
 
 // Stream returns the run's ACP messages as a byte stream, one message per
 // line, for a client connection: read the session's messages from r (it
-// ends with the run) and write the client's to w.
-func (l *Live) Stream() (r io.Reader, w io.Writer) {
+// ends with the run) and write the client's to w. Closing r stops the
+// stream; the run's later messages are then dropped.
+func (l *Live) Stream() (r io.ReadCloser, w io.Writer) {
 	pr, pw := io.Pipe()
 	go func() {
+		defer pw.Close()
+		failed := false
 		for m := range l.Messages() {
-			if _, err := pw.Write(append(append([]byte(nil), m.Raw...), '\n')); err != nil {
-				return
+			// Drained to the end, so the run never waits on a reader
+			// that has left.
+			if !failed {
+				_, err := pw.Write(append(append([]byte(nil), m.Raw...), '\n'))
+				failed = err != nil
 			}
 		}
-		pw.Close()
 	}()
 	return pr, liveWriter{l}
 }
@@ -27,11 +32,12 @@ func (l *Live) Stream() (r io.Reader, w io.Writer) {
 type liveWriter struct{ live *Live }
 
 func (w liveWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		if line == "" {
+	for _, line := range bytes.Split(p, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		m, err := acp.Parse([]byte(line))
+		// Parse keeps the bytes it is given, and p is the caller's.
+		m, err := acp.Parse(bytes.Clone(line))
 		if err != nil {
 			return 0, err
 		}

@@ -200,11 +200,12 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 	got := Got{}
 	var rec *blaise.SessionRecord
 	logOff, transcriptOff := 0, int64(0)
+	// What the host holds after a run is what the next one starts from.
+	before, err := snapshot(w.path("host"))
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range w.file.Runs {
-		before, err := snapshot(w.path("host"))
-		if err != nil {
-			return nil, err
-		}
 		if rec, err = w.runOne(ctx, e, r, rec, got); err != nil {
 			return nil, err
 		}
@@ -219,6 +220,7 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 			return nil, err
 		}
 		got[prefix+"host"] = append(renderCommands(entries), diffSnapshots(before, after)...)
+		before = after
 		if got[prefix+"transcript"], transcriptOff, err = readTranscript(store.TranscriptPath(rec.ID), transcriptOff); err != nil {
 			return nil, err
 		}
@@ -337,8 +339,8 @@ func newClient(live *blaise.Live, out io.Writer, root string) *testClient {
 	}
 	r, wr := live.Stream()
 	c.conn = client.NewConn(r, wr, c)
-	var ctx context.Context
-	ctx, c.cancel = context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = func() { cancel(); r.Close() }
 	go func() { _ = c.conn.Run(ctx) }()
 	return c
 }

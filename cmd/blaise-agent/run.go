@@ -253,7 +253,7 @@ func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Term
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, term)
 	go func() { _ = conn.Run(connCtx) }()
-	s := &attached{term: term, live: live, conn: conn, stop: cancel}
+	s := &attached{term: term, live: live, conn: conn, stop: func() { cancel(); fromLive.Close() }}
 	fail := func(err error) (*attached, error) {
 		_ = live.Stop("closed", false)
 		_, _ = live.Wait(ctx)
