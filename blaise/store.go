@@ -22,6 +22,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
 )
 
 // Layout of a state directory (the embedded control plane, §7):
@@ -152,7 +153,7 @@ func OpenStore(dir string) (*Store, error) {
 			}
 			s.removeTemps(dir)
 			data := []byte(strconv.Itoa(StoreVersion) + "\n")
-			if err := writeFileAtomic(filepath.Join(dir, versionFile), data); err != nil {
+			if err := atomicfile.Write(filepath.Join(dir, versionFile), data, 0o600, true); err != nil {
 				return fmt.Errorf("state directory %s: %w", dir, err)
 			}
 		} else if err != nil {
@@ -281,7 +282,7 @@ func (s *Store) loadKey() ([]byte, error) {
 			return nil, fmt.Errorf("key file %s: %w", name, err)
 		}
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return nil, fmt.Errorf("key file %s: %w", name, err)
 	}
 	return key, nil
@@ -516,7 +517,7 @@ func (s *Store) writeSession(rec *SessionRecord) error {
 	data = append(data, '\n')
 	dir := s.sessionDir(rec.ID)
 	s.removeTemps(dir)
-	if err := writeFileAtomic(filepath.Join(dir, sessionFile), data); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, sessionFile), data, 0o600, true); err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
 	}
 	return nil
@@ -587,7 +588,7 @@ func (p persisted) Set(ctx context.Context, session, plugID, plugName string, da
 			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
 		}
 		p.s.removeTemps(dir)
-		if err := writeFileAtomic(p.s.persistedPath(session, plugID), file); err != nil {
+		if err := atomicfile.Write(p.s.persistedPath(session, plugID), file, 0o600, true); err != nil {
 			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
 		}
 		return nil
@@ -609,7 +610,7 @@ func (p persisted) Delete(ctx context.Context, session, plugID string) error {
 		} else if err != nil {
 			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
 		}
-		if err := syncDir(filepath.Dir(name)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(name)); err != nil {
 			return fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
 		}
 		return nil
@@ -684,7 +685,7 @@ func (s *Store) DeletePersisted(session string) error {
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("persisted state of session %s: %w", session, err)
 		}
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
 			return fmt.Errorf("persisted state of session %s: %w", session, err)
 		}
 		return nil
@@ -763,36 +764,6 @@ func isTemp(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
 }
 
-// writeFileAtomic replaces name with data (0600): it writes a temporary file
-// in the same directory, syncs it, renames it over name and syncs the
-// directory.
-func writeFileAtomic(name string, data []byte) (err error) {
-	dir, base := filepath.Split(name)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*") // 0600
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), name); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
 // mkdirDurable creates dir (0700) if it is missing and syncs its parent, so
 // that the new directory survives a crash.
 func mkdirDurable(dir string) error {
@@ -806,22 +777,5 @@ func mkdirDurable(dir string) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dir))
-}
-
-// syncDir syncs a directory, making the entries created, renamed or removed
-// in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.SyncDir(filepath.Dir(dir))
 }

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
 )
 
 // Layout of the state directory:
@@ -78,7 +80,7 @@ func (s *store) readCounter() int {
 }
 
 func (s *store) writeCounter(n int) error {
-	return writeFileAtomic(filepath.Join(s.dir, counterFileName), []byte(strconv.Itoa(n)+"\n"))
+	return atomicfile.Write(filepath.Join(s.dir, counterFileName), []byte(strconv.Itoa(n)+"\n"), 0o600, false)
 }
 
 // create allocates the next free session id and stores an empty session.
@@ -144,7 +146,7 @@ func (s *store) save(sf *sessionFile) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(s.path(sf.SessionID), b)
+	return atomicfile.Write(s.path(sf.SessionID), b, 0o600, false)
 }
 
 // encodeSession is json.Marshal(sf) without re-validating the history
@@ -210,24 +212,4 @@ func (s *store) list() ([]listEntry, error) {
 		return out[i].id < out[j].id
 	})
 	return out, nil
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }

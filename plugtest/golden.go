@@ -13,6 +13,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
 )
 
 // Options configure a test run.
@@ -148,28 +150,11 @@ func sectionNames(n int) []string {
 	return names
 }
 
-// writeFileKeepMode replaces the file's content through a temporary file
-// renamed over it.
+// writeFileKeepMode replaces the file's content, keeping its permissions.
 func writeFileKeepMode(path string, data []byte) error {
 	info, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, data, info.Mode().Perm(), false)
 }
