@@ -225,6 +225,33 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 }
 
+// Open initializes the connection, announcing the client's capabilities,
+// and opens an ACP session in cwd: a new one (session/new), or with loadID
+// the session of that id, whose history the agent then replays
+// (session/load). It returns the session's id.
+func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (string, error) {
+	if _, err := c.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities}); err != nil {
+		return "", fmt.Errorf("initialize: %w", err)
+	}
+	if loadID != "" {
+		if _, err := c.Call(ctx, "session/load", map[string]any{"sessionId": loadID, "cwd": cwd, "mcpServers": []any{}}); err != nil {
+			return "", fmt.Errorf("session/load: %w", err)
+		}
+		return loadID, nil
+	}
+	res, err := c.Call(ctx, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
+	if err != nil {
+		return "", fmt.Errorf("session/new: %w", err)
+	}
+	var v struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(res, &v); err != nil || v.SessionID == "" {
+		return "", fmt.Errorf("session/new: no session id in %s", res)
+	}
+	return v.SessionID, nil
+}
+
 // Prompt sends one text prompt to the session sid (session/prompt) and
 // waits for the turn to end; it returns the stop reason, or the error of
 // [Conn.Call].

@@ -359,30 +359,21 @@ func (c *testClient) Notification(method string, params json.RawMessage) {
 // open initializes the connection and opens the ACP session: a new one in
 // the first run, the stored one loaded again after.
 func (c *testClient) open(ctx context.Context, store *blaise.Store, prev *blaise.SessionRecord) error {
-	if _, err := c.conn.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": c.Capabilities()}); err != nil {
-		return fmt.Errorf("initialize: %w", err)
-	}
-	if prev == nil {
-		res, err := c.conn.Call(ctx, "session/new", map[string]any{"cwd": c.Root, "mcpServers": []any{}})
+	var load string
+	if prev != nil {
+		rec, err := store.Session(prev.ID)
 		if err != nil {
-			return fmt.Errorf("session/new: %w", err)
+			return err
 		}
-		var v struct {
-			SessionID string `json:"sessionId"`
-		}
-		_ = json.Unmarshal(res, &v)
-		c.acp = v.SessionID
-		return nil
+		load = rec.ACPSessionID
 	}
-	rec, err := store.Session(prev.ID)
-	if err != nil {
+	var err error
+	if c.acp, err = c.conn.Open(ctx, c.Capabilities(), c.Root, load); err != nil {
 		return err
 	}
-	c.acp = rec.ACPSessionID
-	if _, err := c.conn.Call(ctx, "session/load", map[string]any{"sessionId": c.acp, "cwd": c.Root, "mcpServers": []any{}}); err != nil {
-		return fmt.Errorf("session/load: %w", err)
+	if load != "" {
+		c.EndTurn("end_turn")
 	}
-	c.EndTurn("end_turn")
 	return nil
 }
 

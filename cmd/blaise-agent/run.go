@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -260,31 +259,20 @@ func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Term
 		s.close()
 		return nil, err
 	}
-	if _, err := conn.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": term.Capabilities()}); err != nil {
-		return fail(fmt.Errorf("initialize: %w", err))
-	}
-	cwd, _ := os.Getwd()
-	if id == "" {
-		res, err := conn.Call(ctx, "session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
-		if err != nil {
-			return fail(fmt.Errorf("session/new: %w", err))
-		}
-		var r struct {
-			SessionID string `json:"sessionId"`
-		}
-		_ = json.Unmarshal(res, &r)
-		s.acp = r.SessionID
-	} else {
+	var load string
+	if id != "" {
 		rec, err := e.Store.Session(id)
 		if err != nil {
 			return fail(err)
 		}
-		s.acp = rec.ACPSessionID
-		if _, err := conn.Call(ctx, "session/load", map[string]any{"sessionId": s.acp, "cwd": cwd, "mcpServers": []any{}}); err != nil {
-			return fail(fmt.Errorf("session/load: %w", err))
-		}
+		load = rec.ACPSessionID
+	}
+	cwd, _ := os.Getwd()
+	if s.acp, err = conn.Open(ctx, term.Capabilities(), cwd, load); err != nil {
+		return fail(err)
+	}
+	if load != "" {
 		term.EndTurn("end_turn") // the replayed history ends where the new turn starts
-
 	}
 	return s, nil
 }
