@@ -33,14 +33,15 @@ type ClientOptions struct {
 	Name string
 	// Kind is what host.info.kind says: "command", "ssh" …
 	Kind string
-	// Connect opens the transport. The client calls it once, when first
-	// used; ctx bounds the start only.
+	// Connect opens the transport. The client calls it when first used,
+	// and again only when a call's context ended that attempt; ctx bounds
+	// the start only.
 	Connect func(ctx context.Context) (Transport, error)
 }
 
 // Client is a hosts.Host on the far side of a hostd stream. It connects
-// when first used; a failed connection fails every call with the same
-// error.
+// when first used; a connection that failed for another reason than the
+// end of a call's context fails every later call with the same error.
 type Client struct {
 	opts ClientOptions
 	fs   clientFS
@@ -83,51 +84,62 @@ type attempt struct {
 
 // session connects on first use and returns the session, or why there is
 // none. A failed connection stays failed, unless it failed because the
-// context of the call that made it ended: the next call tries again.
+// context of the call that made it ended: that call gets its context's
+// error, and the next call, or one that was waiting, tries again.
 func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, c.errorf("%w", hosts.ErrClosed)
-	}
-	a := c.attempt
-	first := a == nil
-	if first {
-		a = &attempt{done: make(chan struct{})}
-		c.attempt = a
-	}
-	c.mu.Unlock()
-	if first {
-		sess, tr, hello, err := c.connect(ctx)
+	for {
 		c.mu.Lock()
-		c.sess, c.tr, c.hello, a.err = sess, tr, hello, err
-		if err != nil && ctx.Err() != nil && !c.closed {
-			c.attempt = nil
+		if c.closed {
+			c.mu.Unlock()
+			return nil, c.errorf("%w", hosts.ErrClosed)
 		}
-		if c.closed && sess != nil {
-			// Closed while connecting.
-			sess.Close()
-			tr.Close()
+		a := c.attempt
+		first := a == nil
+		if first {
+			a = &attempt{done: make(chan struct{})}
+			c.attempt = a
 		}
-		close(a.done)
 		c.mu.Unlock()
+		if first {
+			sess, tr, hello, err := c.connect(ctx)
+			c.mu.Lock()
+			c.sess, c.tr, c.hello, a.err = sess, tr, hello, err
+			if err != nil && ctx.Err() != nil && !c.closed {
+				c.attempt = nil
+			}
+			if c.closed && sess != nil {
+				// Closed while connecting.
+				sess.Close()
+				tr.Close()
+			}
+			close(a.done)
+			c.mu.Unlock()
+		}
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, c.errorf("%w", hosts.ErrClosed)
+		case a.err != nil && !first && c.attempt != a:
+			// Another call's context ended its attempt; ours is live.
+			c.mu.Unlock()
+			continue
+		case a.err != nil:
+			c.mu.Unlock()
+			return nil, a.err
+		case c.sess.IsClosed():
+			c.mu.Unlock()
+			return nil, c.lost()
+		}
+		sess := c.sess
+		c.mu.Unlock()
+		return sess, nil
 	}
-	select {
-	case <-a.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.closed:
-		return nil, c.errorf("%w", hosts.ErrClosed)
-	case a.err != nil:
-		return nil, a.err
-	case c.sess.IsClosed():
-		return nil, c.lost()
-	}
-	return c.sess, nil
 }
 
 // connect opens the transport and makes the handshake.

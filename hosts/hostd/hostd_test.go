@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -406,4 +407,48 @@ func TestH2_ACommandHostConnectsOnFirstUseAndRetriesAfterACancelledConnect(t *te
 	}
 	c.Close()
 	waitGone(t, hello.PID)
+}
+
+func TestH2_ACallWaitingOnAConnectCancelledByAnotherCallConnectsAgain(t *testing.T) {
+	ws := t.TempDir()
+	var calls atomic.Int32
+	started := make(chan struct{})
+	c := NewClient(ClientOptions{Name: "test", Kind: "command", Connect: func(ctx context.Context) (Transport, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		a, b := pipes(t)
+		local := hosts.NewLocal(hosts.LocalOptions{Workspace: ws})
+		go Serve(context.Background(), b, local, ServeOptions{})
+		return a, nil
+	}})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, []string{"true"}, hosts.ExecOptions{})
+		first <- err
+	}()
+	<-started
+	second := make(chan error, 1)
+	go func() {
+		res, err := c.Exec(context.Background(), []string{"pwd"}, hosts.ExecOptions{})
+		if err == nil && strings.TrimSpace(string(res.Stdout)) != ws {
+			err = errors.New("pwd said " + string(res.Stdout))
+		}
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the second call wait on the first's attempt
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled call: %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the waiting call: %v", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("connected %d times, want 2", n)
+	}
 }
