@@ -452,3 +452,35 @@ func TestH2_ACallWaitingOnAConnectCancelledByAnotherCallConnectsAgain(t *testing
 		t.Fatalf("connected %d times, want 2", n)
 	}
 }
+
+func TestH2_KillingAProcessThatHasJustExitedIsNoError(t *testing.T) {
+	s, err := serve(t, t.TempDir(), ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := s.client.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(); code != 0 || err != nil {
+		t.Fatalf("wait: %d %v", code, err)
+	}
+	// The server has forgotten the process, as it does between its exit
+	// and the client reading the report; a kill then is what a kill of an
+	// exited local process is.
+	id := p.(*remoteProcess).id
+	if _, err := s.client.call(ctx, request{Op: opKill, Proc: id}); err != nil {
+		t.Fatalf("kill after exit: %v", err)
+	}
+	_, err = s.client.call(ctx, request{Op: opSignal, Proc: id, Signal: "TERM"})
+	if want := "signal TERM: process " + strconv.FormatUint(id, 10) + " has exited"; err == nil || err.Error() != want {
+		t.Fatalf("signal after exit: %v, want %s", err, want)
+	}
+	if _, err := s.client.call(ctx, request{Op: opKill, Proc: id + 100}); err == nil || err.Error() != "kill: no process "+strconv.FormatUint(id+100, 10) {
+		t.Fatalf("kill of an id never issued: %v", err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatalf("Kill after exit: %v", err)
+	}
+}

@@ -192,8 +192,13 @@ func (s *server) call(ctx context.Context, req request) response {
 		res, err = s.h.Exec(ctx, req.Argv, opts)
 		resp.Exec = &execResult{Code: res.Code, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut}
 	case opSignal, opKill:
-		p, ok := s.proc(req.Proc)
+		p, ok, issued := s.proc(req.Proc)
 		switch {
+		case !ok && issued && req.Op == opKill:
+			// It exited and was forgotten before the client read its exit
+			// report; as with hosts.Local, killing it is no error.
+		case !ok && issued:
+			err = fmt.Errorf("signal %s: process %d has exited", req.Signal, req.Proc)
 		case !ok:
 			err = fmt.Errorf("%s: no process %d", req.Op, req.Proc)
 		case req.Op == opKill:
@@ -255,15 +260,17 @@ func (s *server) spawn(ctx context.Context, st *yamux.Stream, req request) {
 	_ = writeHeader(st, response{Exited: true, ExitCode: code, Err: toWire(err)})
 }
 
-// proc returns the process with id.
-func (s *server) proc(id uint64) (hosts.Process, bool) {
+// proc returns the process with id, if it is still known, and whether id
+// was ever issued.
+func (s *server) proc(id uint64) (p hosts.Process, ok, issued bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	issued = id != 0 && id <= s.last
 	sp, ok := s.procs[id]
 	if !ok {
-		return nil, false
+		return nil, false, issued
 	}
-	return sp.p, true
+	return sp.p, true, issued
 }
 
 // update changes the record of process id and forgets it once nothing
