@@ -53,6 +53,9 @@ type Client struct {
 	hello    Hello
 	closed   bool
 	forwards map[*forward]struct{}
+
+	lostOnce sync.Once
+	lostErr  error // the error of calls once the stream broke
 }
 
 var (
@@ -107,13 +110,14 @@ func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
 			if err != nil && ctx.Err() != nil && !c.closed {
 				c.attempt = nil
 			}
-			if c.closed && sess != nil {
-				// Closed while connecting.
+			closed := c.closed
+			close(a.done)
+			c.mu.Unlock()
+			if closed && sess != nil {
+				// Closed while connecting; the transport's Close may wait.
 				sess.Close()
 				tr.Close()
 			}
-			close(a.done)
-			c.mu.Unlock()
 		}
 		select {
 		case <-a.done:
@@ -133,8 +137,9 @@ func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
 			c.mu.Unlock()
 			return nil, a.err
 		case c.sess.IsClosed():
+			tr := c.tr
 			c.mu.Unlock()
-			return nil, c.lost()
+			return nil, c.lost(tr)
 		}
 		sess := c.sess
 		c.mu.Unlock()
@@ -185,12 +190,17 @@ func (c *Client) errorf(format string, args ...any) error {
 	return fmt.Errorf("host %s: "+format, append([]any{c.opts.Name}, args...)...)
 }
 
-// lost is the error of calls once the stream broke. c.mu is held.
-func (c *Client) lost() error {
-	if d := c.tr.Diagnose(); d != "" {
-		return c.errorf("%w (%s)", errLost, d)
-	}
-	return c.errorf("%w", errLost)
+// lost is the error of calls once the stream over tr broke. c.mu is not
+// held: tr.Diagnose may wait for the transport to end, so it is asked
+// once and its answer kept.
+func (c *Client) lost(tr Transport) error {
+	c.lostOnce.Do(func() {
+		c.lostErr = c.errorf("%w", errLost)
+		if d := tr.Diagnose(); d != "" {
+			c.lostErr = c.errorf("%w (%s)", errLost, d)
+		}
+	})
+	return c.lostErr
 }
 
 // errLost is the cause of calls that fail because the stream broke.
@@ -203,12 +213,13 @@ func (c *Client) fail(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	closed, sess, tr := c.closed, c.sess, c.tr
+	c.mu.Unlock()
 	switch {
-	case c.closed:
+	case closed:
 		return c.errorf("%w", hosts.ErrClosed)
-	case c.sess != nil && c.sess.IsClosed():
-		return c.lost()
+	case sess != nil && sess.IsClosed():
+		return c.lost(tr)
 	}
 	return c.errorf("%w", err)
 }

@@ -484,3 +484,54 @@ func TestH2_KillingAProcessThatHasJustExitedIsNoError(t *testing.T) {
 		t.Fatalf("Kill after exit: %v", err)
 	}
 }
+
+// slowDiagnosis is a transport whose Diagnose waits until released, as a
+// command's does while it waits for the command to end.
+type slowDiagnosis struct {
+	pipeTransport
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (d *slowDiagnosis) Diagnose() string {
+	d.calls.Add(1)
+	<-d.release
+	return "exit status 3"
+}
+
+func TestH2_ALostStreamIsDiagnosedOnceAndOutsideTheClientsLock(t *testing.T) {
+	a, b := pipes(t)
+	go Serve(context.Background(), b, hosts.NewLocal(hosts.LocalOptions{Workspace: t.TempDir()}), ServeOptions{})
+	tr := &slowDiagnosis{pipeTransport: a, release: make(chan struct{})}
+	c, err := Dial(context.Background(), tr, "test", "command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	<-c.sess.CloseChan()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), []string{"true"}, hosts.ExecOptions{})
+		failed <- err
+	}()
+	for tr.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Close takes the client's lock while the diagnosis is being made.
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		close(tr.release)
+		t.Fatal("Close waited for the diagnosis")
+	}
+	close(tr.release)
+	want := "host test: connection to the host lost (exit status 3)"
+	if err := <-failed; err == nil || err.Error() != want {
+		t.Fatalf("exec: %v, want %s", err, want)
+	}
+	if err := c.lost(tr); err.Error() != want || tr.calls.Load() != 1 {
+		t.Fatalf("again: %v after %d diagnoses", err, tr.calls.Load())
+	}
+}
