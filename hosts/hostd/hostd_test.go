@@ -535,3 +535,44 @@ func TestH2_ALostStreamIsDiagnosedOnceAndOutsideTheClientsLock(t *testing.T) {
 		t.Fatalf("again: %v after %d diagnoses", err, tr.calls.Load())
 	}
 }
+
+func TestH2_AStreamOfAProcessIsAttachedOnceAndNotAfterAKill(t *testing.T) {
+	s, err := serve(t, t.TempDir(), ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client
+	ctx := context.Background()
+	ctl, resp, err := c.open(ctx, request{Op: opSpawn, Argv: []string{"sleep", "30"}}, nil)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("spawn: %v %v", err, resp.Err)
+	}
+	defer ctl.Close()
+	id := resp.Proc
+	attach := func(op string) error {
+		st, resp, err := c.open(ctx, request{Op: op, Proc: id}, nil)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return resp.Err.decode(c.sameOS())
+	}
+	// Two attaches of the same stream at once: one wins.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- attach(opStdout) }()
+	}
+	e1, e2 := <-errs, <-errs
+	want := "stdout: no process " + strconv.FormatUint(id, 10) + " to attach"
+	if (e1 == nil) == (e2 == nil) || (e1 != nil && e1.Error() != want) || (e2 != nil && e2.Error() != want) {
+		t.Fatalf("two attaches of stdout: %v, %v", e1, e2)
+	}
+	// A client that gives up on a spawn kills the process; its streams
+	// can no longer be attached.
+	if _, err := c.call(ctx, request{Op: opKill, Proc: id}); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	if err := attach(opStderr); err == nil || err.Error() != "stderr: no process "+strconv.FormatUint(id, 10)+" to attach" {
+		t.Fatalf("attach after kill: %v", err)
+	}
+}

@@ -103,12 +103,13 @@ type server struct {
 	procs map[uint64]*served
 }
 
-// served is a process started for the client, until its exit is reported
-// and its three streams were attached.
+// served is a process started for the client, until it has exited and
+// its three streams were attached or it was killed.
 type served struct {
 	p        hosts.Process
 	attached map[string]bool
 	exited   bool
+	killed   bool // no stream is attached after a kill
 }
 
 // handle serves one call stream.
@@ -203,6 +204,9 @@ func (s *server) call(ctx context.Context, req request) response {
 			err = fmt.Errorf("%s: no process %d", req.Op, req.Proc)
 		case req.Op == opKill:
 			err = p.Kill()
+			// A client kills a process whose streams it did not all
+			// attach only when it gives up on the spawn.
+			s.update(req.Proc, func(sp *served) { sp.killed = true })
 		default:
 			err = p.Signal(req.Signal)
 		}
@@ -254,6 +258,7 @@ func (s *server) spawn(ctx context.Context, st *yamux.Stream, req request) {
 	s.mu.Unlock()
 	if err := writeHeader(st, response{Proc: id, PID: p.Pid()}); err != nil {
 		_ = p.Kill() // the client cannot know of it
+		s.update(id, func(sp *served) { sp.killed = true })
 	}
 	code, err := p.Wait()
 	s.update(id, func(sp *served) { sp.exited = true })
@@ -283,7 +288,13 @@ func (s *server) update(id uint64, f func(*served)) {
 		return
 	}
 	f(sp)
-	if sp.exited && len(sp.attached) == 3 {
+	s.settle(id, sp)
+}
+
+// settle forgets process id once nothing more can be asked of it. s.mu is
+// held.
+func (s *server) settle(id uint64, sp *served) {
+	if sp.exited && (len(sp.attached) == 3 || sp.killed) {
 		delete(s.procs, id)
 	}
 }
@@ -292,13 +303,16 @@ func (s *server) update(id uint64, f func(*served)) {
 func (s *server) attach(st *yamux.Stream, req request) {
 	s.mu.Lock()
 	sp, ok := s.procs[req.Proc]
-	twice := ok && sp.attached[req.Op]
+	ok = ok && !sp.attached[req.Op] && !sp.killed
+	if ok {
+		sp.attached[req.Op] = true
+		s.settle(req.Proc, sp)
+	}
 	s.mu.Unlock()
-	if !ok || twice {
+	if !ok {
 		_ = writeHeader(st, response{Err: toWire(fmt.Errorf("%s: no process %d to attach", req.Op, req.Proc))})
 		return
 	}
-	s.update(req.Proc, func(sp *served) { sp.attached[req.Op] = true })
 	if err := writeHeader(st, response{}); err != nil {
 		return
 	}
