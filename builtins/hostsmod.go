@@ -42,7 +42,7 @@ func hostsCommand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, err
 	}
-	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "command", Name: "command " + shellJoin(argv)}, viaV, ship)
+	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "command"}, viaV, ship)
 }
 
 // hostsSSH implements hosts.ssh(address, user = None, key = None,
@@ -104,6 +104,9 @@ func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	remote := hostdCommand
 	if cmdV != starlark.None {
+		if ship {
+			return nil, fmt.Errorf("%s: command: not with ship = True, which runs sh on the far side and starts the shipped hostd itself", fn)
+		}
 		if remote, err = argStrings(fn, "command", cmdV); err != nil {
 			return nil, err
 		}
@@ -148,7 +151,8 @@ func newCommandHost(thread *starlark.Thread, fn string, opts hostd.CommandOption
 		}
 		opts.Ship = exe
 	}
-	v := NewHost(hostd.NewCommand(opts), opts.Name).(*Host)
+	c := hostd.NewCommand(opts)
+	v := NewHost(c, c.Name()).(*Host)
 	v.lock = lockOf(thread)
 	return v, nil
 }

@@ -185,10 +185,22 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, Transport, Hello,
 	return sess, tr, hello, nil
 }
 
+// HostError is an error of a hostd host that names it: "host <name>: …".
+type HostError struct {
+	Host string // ClientOptions.Name
+	Err  error
+}
+
+func (e *HostError) Error() string { return "host " + e.Host + ": " + e.Err.Error() }
+func (e *HostError) Unwrap() error { return e.Err }
+
 // errorf makes an error that names the host.
 func (c *Client) errorf(format string, args ...any) error {
-	return fmt.Errorf("host %s: "+format, append([]any{c.opts.Name}, args...)...)
+	return &HostError{Host: c.opts.Name, Err: fmt.Errorf(format, args...)}
 }
+
+// Name is the host's name in errors.
+func (c *Client) Name() string { return c.opts.Name }
 
 // lost is the error of calls once the stream over tr broke. c.mu is not
 // held: tr.Diagnose may wait for the transport to end, so it is asked

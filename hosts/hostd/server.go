@@ -32,6 +32,10 @@ type ServeOptions struct {
 // kills every process it started, and returns. The error says why the
 // handshake failed; a stream that ends after it is no error.
 func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeOptions) error {
+	// Closing h ends its processes, and with them the streams of handlers
+	// still running, which are then waited for.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer h.Close()
 	logger := opts.Log
 	if logger == nil {
@@ -67,7 +71,6 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 		}
 		sess.Close()
 	}()
-	var wg sync.WaitGroup
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
@@ -80,9 +83,6 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 		}()
 	}
 	logger.Debug("client gone; closing the host")
-	cancel()
-	h.Close() // ends the processes, and with them the streams of handlers still running
-	wg.Wait()
 	return nil
 }
 
