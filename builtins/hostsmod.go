@@ -48,7 +48,8 @@ func hostsCommand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 // hostsSSH implements hosts.ssh(address, user = None, key = None,
 // port = None, known_hosts = None, options = [], command = ["blaise-agent",
 // "hostd"], ship = False, via = None, env = None), built on the system's
-// ssh client.
+// ssh client. With ship, the far side runs sh and the shipped hostd, so
+// command is refused.
 func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	const fn = "hosts.ssh"
 	var address string
