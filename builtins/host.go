@@ -7,12 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/hosts/hostd"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -108,7 +108,7 @@ func (v *Host) infoValue() (starlark.Value, error) {
 		info, err = v.h.Info(ctx)
 	}
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "host "+v.name+": ") {
+		if he := (*hostd.HostError)(nil); errors.As(err, &he) && he.Host == v.name {
 			return nil, fmt.Errorf("host.info: %w", err) // the host named itself
 		}
 		return nil, fmt.Errorf("host %s: info: %w", v.name, err)
@@ -671,20 +671,9 @@ func stderrTail(stderr []byte) string {
 	return "; stderr:\n  " + strings.Join(lines, "\n  ")
 }
 
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-// shellJoin renders argv as a shell command line for messages.
-func shellJoin(argv []string) string {
-	words := make([]string, len(argv))
-	for i, a := range argv {
-		if shellSafe.MatchString(a) {
-			words[i] = a
-		} else {
-			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(words, " ")
-}
+// shellJoin renders argv as a POSIX shell command line, for messages and
+// for the remote command of hosts.ssh.
+var shellJoin = hostd.ShellJoin
 
 // hostRecord is an immutable Starlark value with named fields and a type
 // name of its own: host_info, exec_result, file_info.

@@ -42,13 +42,14 @@ func hostsCommand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, err
 	}
-	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "command", Name: "command " + shellJoin(argv)}, viaV, ship)
+	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "command"}, viaV, ship)
 }
 
 // hostsSSH implements hosts.ssh(address, user = None, key = None,
 // port = None, known_hosts = None, options = [], command = ["blaise-agent",
 // "hostd"], ship = False, via = None, env = None), built on the system's
-// ssh client.
+// ssh client. With ship, the far side runs sh and the shipped hostd, so
+// command is refused.
 func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	const fn = "hosts.ssh"
 	var address string
@@ -104,6 +105,9 @@ func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	remote := hostdCommand
 	if cmdV != starlark.None {
+		if ship {
+			return nil, fmt.Errorf("%s: command: not with ship = True, which runs sh on the far side and starts the shipped hostd itself", fn)
+		}
 		if remote, err = argStrings(fn, "command", cmdV); err != nil {
 			return nil, err
 		}
@@ -148,7 +152,8 @@ func newCommandHost(thread *starlark.Thread, fn string, opts hostd.CommandOption
 		}
 		opts.Ship = exe
 	}
-	v := NewHost(hostd.NewCommand(opts), opts.Name).(*Host)
+	c := hostd.NewCommand(opts)
+	v := NewHost(c, c.Name()).(*Host)
 	v.lock = lockOf(thread)
 	return v, nil
 }

@@ -47,6 +47,7 @@ func TestH2_HostsModuleRefusesBadInput(t *testing.T) {
 		`hosts.ssh("box", key = 1)`:                            "hosts.ssh: key: want string or None, got int",
 		`hosts.ssh("box", command = [])`:                       "hosts.ssh: command: must not be empty",
 		`hosts.ssh("box", known_hosts = ["a"])`:                "hosts.ssh: known_hosts: want string or None, got list",
+		`hosts.ssh("box", command = ["hostd"], ship = True)`:   "hosts.ssh: command: not with ship = True, which runs sh on the far side and starts the shipped hostd itself",
 		`hosts.command(["sh", "-c", "exit 3"]).exec(["true"])`: "exec: host command sh -c 'exit 3': connect: the far side closed the stream before the handshake (the command exited with code 3)",
 		`hosts.command(["sh", "-c", "exit 4"]).info`:           "host.info: host command sh -c 'exit 4': connect: the far side closed the stream before the handshake (the command exited with code 4)",
 	} {

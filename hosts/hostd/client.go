@@ -33,14 +33,15 @@ type ClientOptions struct {
 	Name string
 	// Kind is what host.info.kind says: "command", "ssh" …
 	Kind string
-	// Connect opens the transport. The client calls it once, when first
-	// used; ctx bounds the start only.
+	// Connect opens the transport. The client calls it when first used,
+	// and again only when a call's context ended that attempt; ctx bounds
+	// the start only.
 	Connect func(ctx context.Context) (Transport, error)
 }
 
 // Client is a hosts.Host on the far side of a hostd stream. It connects
-// when first used; a failed connection fails every call with the same
-// error.
+// when first used; a connection that failed for another reason than the
+// end of a call's context fails every later call with the same error.
 type Client struct {
 	opts ClientOptions
 	fs   clientFS
@@ -52,6 +53,9 @@ type Client struct {
 	hello    Hello
 	closed   bool
 	forwards map[*forward]struct{}
+
+	lostOnce sync.Once
+	lostErr  error // the error of calls once the stream broke
 }
 
 var (
@@ -83,51 +87,64 @@ type attempt struct {
 
 // session connects on first use and returns the session, or why there is
 // none. A failed connection stays failed, unless it failed because the
-// context of the call that made it ended: the next call tries again.
+// context of the call that made it ended: that call gets its context's
+// error, and the next call, or one that was waiting, tries again.
 func (c *Client) session(ctx context.Context) (*yamux.Session, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, c.errorf("%w", hosts.ErrClosed)
-	}
-	a := c.attempt
-	first := a == nil
-	if first {
-		a = &attempt{done: make(chan struct{})}
-		c.attempt = a
-	}
-	c.mu.Unlock()
-	if first {
-		sess, tr, hello, err := c.connect(ctx)
+	for {
 		c.mu.Lock()
-		c.sess, c.tr, c.hello, a.err = sess, tr, hello, err
-		if err != nil && ctx.Err() != nil && !c.closed {
-			c.attempt = nil
+		if c.closed {
+			c.mu.Unlock()
+			return nil, c.errorf("%w", hosts.ErrClosed)
 		}
-		if c.closed && sess != nil {
-			// Closed while connecting.
-			sess.Close()
-			tr.Close()
+		a := c.attempt
+		first := a == nil
+		if first {
+			a = &attempt{done: make(chan struct{})}
+			c.attempt = a
 		}
-		close(a.done)
 		c.mu.Unlock()
+		if first {
+			sess, tr, hello, err := c.connect(ctx)
+			c.mu.Lock()
+			c.sess, c.tr, c.hello, a.err = sess, tr, hello, err
+			if err != nil && ctx.Err() != nil && !c.closed {
+				c.attempt = nil
+			}
+			closed := c.closed
+			close(a.done)
+			c.mu.Unlock()
+			if closed && sess != nil {
+				// Closed while connecting; the transport's Close may wait.
+				sess.Close()
+				tr.Close()
+			}
+		}
+		select {
+		case <-a.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, c.errorf("%w", hosts.ErrClosed)
+		case a.err != nil && !first && c.attempt != a:
+			// Another call's context ended its attempt; ours is live.
+			c.mu.Unlock()
+			continue
+		case a.err != nil:
+			c.mu.Unlock()
+			return nil, a.err
+		case c.sess.IsClosed():
+			tr := c.tr
+			c.mu.Unlock()
+			return nil, c.lost(tr)
+		}
+		sess := c.sess
+		c.mu.Unlock()
+		return sess, nil
 	}
-	select {
-	case <-a.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.closed:
-		return nil, c.errorf("%w", hosts.ErrClosed)
-	case a.err != nil:
-		return nil, a.err
-	case c.sess.IsClosed():
-		return nil, c.lost()
-	}
-	return c.sess, nil
 }
 
 // connect opens the transport and makes the handshake.
@@ -168,17 +185,34 @@ func (c *Client) connect(ctx context.Context) (*yamux.Session, Transport, Hello,
 	return sess, tr, hello, nil
 }
 
-// errorf makes an error that names the host.
-func (c *Client) errorf(format string, args ...any) error {
-	return fmt.Errorf("host %s: "+format, append([]any{c.opts.Name}, args...)...)
+// HostError is an error of a hostd host that names it: "host <name>: …".
+type HostError struct {
+	Host string // ClientOptions.Name
+	Err  error
 }
 
-// lost is the error of calls once the stream broke. c.mu is held.
-func (c *Client) lost() error {
-	if d := c.tr.Diagnose(); d != "" {
-		return c.errorf("%w (%s)", errLost, d)
-	}
-	return c.errorf("%w", errLost)
+func (e *HostError) Error() string { return "host " + e.Host + ": " + e.Err.Error() }
+func (e *HostError) Unwrap() error { return e.Err }
+
+// errorf makes an error that names the host.
+func (c *Client) errorf(format string, args ...any) error {
+	return &HostError{Host: c.opts.Name, Err: fmt.Errorf(format, args...)}
+}
+
+// Name is the host's name in errors.
+func (c *Client) Name() string { return c.opts.Name }
+
+// lost is the error of calls once the stream over tr broke. c.mu is not
+// held: tr.Diagnose may wait for the transport to end, so it is asked
+// once and its answer kept.
+func (c *Client) lost(tr Transport) error {
+	c.lostOnce.Do(func() {
+		c.lostErr = c.errorf("%w", errLost)
+		if d := tr.Diagnose(); d != "" {
+			c.lostErr = c.errorf("%w (%s)", errLost, d)
+		}
+	})
+	return c.lostErr
 }
 
 // errLost is the cause of calls that fail because the stream broke.
@@ -191,12 +225,13 @@ func (c *Client) fail(ctx context.Context, err error) error {
 		return ctx.Err()
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	closed, sess, tr := c.closed, c.sess, c.tr
+	c.mu.Unlock()
 	switch {
-	case c.closed:
+	case closed:
 		return c.errorf("%w", hosts.ErrClosed)
-	case c.sess != nil && c.sess.IsClosed():
-		return c.lost()
+	case sess != nil && sess.IsClosed():
+		return c.lost(tr)
 	}
 	return c.errorf("%w", err)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"time"
 )
 
 // coalescingLimit is how many bytes a coalescingWriter holds before Write
@@ -23,11 +24,12 @@ type coalescingWriter struct {
 	spare   []byte // the buffer being written, reused
 	err     error  // the first error of w, returned by every later Write
 	closed  bool
-	writing bool // a write to w is in progress
+	writing bool          // a write to w is in progress
+	done    chan struct{} // closed when flush returns
 }
 
 func newCoalescingWriter(w io.Writer) *coalescingWriter {
-	c := &coalescingWriter{w: w}
+	c := &coalescingWriter{w: w, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	go c.flush()
 	return c
@@ -70,6 +72,7 @@ func (c *coalescingWriter) Write(p []byte) (int, error) {
 
 // flush writes what is queued until the writer is closed or w fails.
 func (c *coalescingWriter) flush() {
+	defer close(c.done)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
@@ -101,13 +104,23 @@ func (c *coalescingWriter) flush() {
 	}
 }
 
-// Close stops the writer once what is queued has been written (or w
-// failed); it does not close w.
+// drainTimeout bounds how long Close waits for what is queued: a peer that
+// stopped reading would otherwise hold it, and w's closer, for ever.
+const drainTimeout = 5 * time.Second
+
+// Close refuses further writes and waits until what is queued has been
+// written, w failed, or drainTimeout passed; it does not close w.
 func (c *coalescingWriter) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	c.cond.Broadcast()
+	c.mu.Unlock()
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
 	return nil
 }
 

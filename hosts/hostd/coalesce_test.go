@@ -46,26 +46,35 @@ func TestCoalescingWriterKeepsOrderAndGathersSmallWrites(t *testing.T) {
 		}
 		writes++
 	}
+	c.Close() // returns once what is queued has been written
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.b.Len() != want.Len() {
+		t.Fatalf("%d of %d bytes written when Close returned", w.b.Len(), want.Len())
+	}
+	if !bytes.Equal(w.b.Bytes(), want.Bytes()) {
+		t.Fatal("the bytes arrived out of order")
+	}
+	if w.calls >= writes {
+		t.Fatalf("%d writes reached the writer in %d calls: nothing was gathered", writes, w.calls)
+	}
+}
+
+func TestCoalescingWriterCloseReturnsAfterTheWritersError(t *testing.T) {
+	boom := errors.New("broken pipe")
+	w := &slowWriter{fail: boom}
+	c := newCoalescingWriter(w)
+	for range 100 {
+		c.Write([]byte("x"))
+	}
 	c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w.mu.Lock()
-		done := w.b.Len() == want.Len()
-		calls := w.calls
-		w.mu.Unlock()
-		if done {
-			if !bytes.Equal(w.b.Bytes(), want.Bytes()) {
-				t.Fatal("the bytes arrived out of order")
-			}
-			if calls >= writes {
-				t.Fatalf("%d writes reached the writer in %d calls: nothing was gathered", writes, calls)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d bytes written", w.b.Len(), want.Len())
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("Close returned before the flusher stopped")
+	}
+	if _, err := c.Write([]byte("y")); !errors.Is(err, boom) {
+		t.Fatalf("write after a failure and Close: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -24,7 +25,7 @@ type CommandOptions struct {
 	Argv []string          // the command; it speaks the protocol on its stdio, or with Ship, runs sh
 	Env  map[string]string // overlaid on Via's environment
 	Kind string            // host.info.kind; "" means "command"
-	Name string            // for messages; "" means the command line
+	Name string            // for messages; "" means Kind and ShellJoin(Argv)
 	// Ship, when set, is the path of an executable (this program) to send
 	// to the far side when it has no copy of it yet. Argv must then run a
 	// POSIX shell that reads its commands from stdin; see Ship.
@@ -40,7 +41,7 @@ func NewCommand(opts CommandOptions) *Client {
 	}
 	name := opts.Name
 	if name == "" {
-		name = fmt.Sprintf("%s %q", kind, strings.Join(opts.Argv, " "))
+		name = kind + " " + ShellJoin(opts.Argv)
 	}
 	return NewClient(ClientOptions{Name: name, Kind: kind, Connect: func(ctx context.Context) (Transport, error) {
 		p, err := opts.Via.Spawn(ctx, hosts.SpawnSpec{Argv: opts.Argv, Env: opts.Env})
@@ -61,6 +62,29 @@ func NewCommand(opts CommandOptions) *Client {
 		}
 		return t, nil
 	}})
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// shellKeywords are the reserved words of a POSIX shell that need no
+// quoting elsewhere but would not name a command as a first word.
+var shellKeywords = map[string]bool{"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true,
+	"done": true, "case": true, "esac": true, "while": true, "until": true, "for": true, "in": true, "function": true, "select": true, "time": true}
+
+// ShellJoin renders argv as a command line that a POSIX shell splits back
+// into exactly argv, running argv[0]: it names commands in messages, and
+// is the remote command ssh hands to the far side's shell.
+func ShellJoin(argv []string) string {
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		// A first word with "=" would be an assignment, a keyword syntax.
+		if shellSafe.MatchString(a) && (i > 0 || !strings.Contains(a, "=") && !shellKeywords[a]) {
+			words[i] = a
+		} else {
+			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(words, " ")
 }
 
 // commandTransport is the stdio of a command.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -406,4 +407,172 @@ func TestH2_ACommandHostConnectsOnFirstUseAndRetriesAfterACancelledConnect(t *te
 	}
 	c.Close()
 	waitGone(t, hello.PID)
+}
+
+func TestH2_ACallWaitingOnAConnectCancelledByAnotherCallConnectsAgain(t *testing.T) {
+	ws := t.TempDir()
+	var calls atomic.Int32
+	started := make(chan struct{})
+	c := NewClient(ClientOptions{Name: "test", Kind: "command", Connect: func(ctx context.Context) (Transport, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		a, b := pipes(t)
+		local := hosts.NewLocal(hosts.LocalOptions{Workspace: ws})
+		go Serve(context.Background(), b, local, ServeOptions{})
+		return a, nil
+	}})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, []string{"true"}, hosts.ExecOptions{})
+		first <- err
+	}()
+	<-started
+	second := make(chan error, 1)
+	go func() {
+		res, err := c.Exec(context.Background(), []string{"pwd"}, hosts.ExecOptions{})
+		if err == nil && strings.TrimSpace(string(res.Stdout)) != ws {
+			err = errors.New("pwd said " + string(res.Stdout))
+		}
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the second call wait on the first's attempt
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled call: %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("the waiting call: %v", err)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("connected %d times, want 2", n)
+	}
+}
+
+func TestH2_KillingAProcessThatHasJustExitedIsNoError(t *testing.T) {
+	s, err := serve(t, t.TempDir(), ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := s.client.Spawn(ctx, hosts.SpawnSpec{Argv: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(); code != 0 || err != nil {
+		t.Fatalf("wait: %d %v", code, err)
+	}
+	// The server has forgotten the process, as it does between its exit
+	// and the client reading the report; a kill then is what a kill of an
+	// exited local process is.
+	id := p.(*remoteProcess).id
+	if _, err := s.client.call(ctx, request{Op: opKill, Proc: id}); err != nil {
+		t.Fatalf("kill after exit: %v", err)
+	}
+	_, err = s.client.call(ctx, request{Op: opSignal, Proc: id, Signal: "TERM"})
+	if want := "signal TERM: process " + strconv.FormatUint(id, 10) + " has exited"; err == nil || err.Error() != want {
+		t.Fatalf("signal after exit: %v, want %s", err, want)
+	}
+	if _, err := s.client.call(ctx, request{Op: opKill, Proc: id + 100}); err == nil || err.Error() != "kill: no process "+strconv.FormatUint(id+100, 10) {
+		t.Fatalf("kill of an id never issued: %v", err)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatalf("Kill after exit: %v", err)
+	}
+}
+
+// slowDiagnosis is a transport whose Diagnose waits until released, as a
+// command's does while it waits for the command to end.
+type slowDiagnosis struct {
+	pipeTransport
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (d *slowDiagnosis) Diagnose() string {
+	d.calls.Add(1)
+	<-d.release
+	return "exit status 3"
+}
+
+func TestH2_ALostStreamIsDiagnosedOnceAndOutsideTheClientsLock(t *testing.T) {
+	a, b := pipes(t)
+	go Serve(context.Background(), b, hosts.NewLocal(hosts.LocalOptions{Workspace: t.TempDir()}), ServeOptions{})
+	tr := &slowDiagnosis{pipeTransport: a, release: make(chan struct{})}
+	c, err := Dial(context.Background(), tr, "test", "command")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	<-c.sess.CloseChan()
+	failed := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), []string{"true"}, hosts.ExecOptions{})
+		failed <- err
+	}()
+	for tr.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Close takes the client's lock while the diagnosis is being made.
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		close(tr.release)
+		t.Fatal("Close waited for the diagnosis")
+	}
+	close(tr.release)
+	want := "host test: connection to the host lost (exit status 3)"
+	if err := <-failed; err == nil || err.Error() != want {
+		t.Fatalf("exec: %v, want %s", err, want)
+	}
+	if err := c.lost(tr); err.Error() != want || tr.calls.Load() != 1 {
+		t.Fatalf("again: %v after %d diagnoses", err, tr.calls.Load())
+	}
+}
+
+func TestH2_AStreamOfAProcessIsAttachedOnceAndNotAfterAKill(t *testing.T) {
+	s, err := serve(t, t.TempDir(), ServeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client
+	ctx := context.Background()
+	ctl, resp, err := c.open(ctx, request{Op: opSpawn, Argv: []string{"sleep", "30"}}, nil)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("spawn: %v %v", err, resp.Err)
+	}
+	defer ctl.Close()
+	id := resp.Proc
+	attach := func(op string) error {
+		st, resp, err := c.open(ctx, request{Op: op, Proc: id}, nil)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return resp.Err.decode(c.sameOS())
+	}
+	// Two attaches of the same stream at once: one wins.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- attach(opStdout) }()
+	}
+	e1, e2 := <-errs, <-errs
+	want := "stdout: no process " + strconv.FormatUint(id, 10) + " to attach"
+	if (e1 == nil) == (e2 == nil) || (e1 != nil && e1.Error() != want) || (e2 != nil && e2.Error() != want) {
+		t.Fatalf("two attaches of stdout: %v, %v", e1, e2)
+	}
+	// A client that gives up on a spawn kills the process; its streams
+	// can no longer be attached.
+	if _, err := c.call(ctx, request{Op: opKill, Proc: id}); err != nil {
+		t.Fatalf("kill: %v", err)
+	}
+	if err := attach(opStderr); err == nil || err.Error() != "stderr: no process "+strconv.FormatUint(id, 10)+" to attach" {
+		t.Fatalf("attach after kill: %v", err)
+	}
 }

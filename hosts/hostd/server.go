@@ -32,6 +32,10 @@ type ServeOptions struct {
 // kills every process it started, and returns. The error says why the
 // handshake failed; a stream that ends after it is no error.
 func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeOptions) error {
+	// Closing h ends its processes, and with them the streams of handlers
+	// still running, which are then waited for.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer h.Close()
 	logger := opts.Log
 	if logger == nil {
@@ -67,7 +71,6 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 		}
 		sess.Close()
 	}()
-	var wg sync.WaitGroup
 	for {
 		st, err := sess.AcceptStream()
 		if err != nil {
@@ -80,9 +83,6 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 		}()
 	}
 	logger.Debug("client gone; closing the host")
-	cancel()
-	h.Close() // ends the processes, and with them the streams of handlers still running
-	wg.Wait()
 	return nil
 }
 
@@ -103,12 +103,13 @@ type server struct {
 	procs map[uint64]*served
 }
 
-// served is a process started for the client, until its exit is reported
-// and its three streams were attached.
+// served is a process started for the client, until it has exited and
+// its three streams were attached or it was killed.
 type served struct {
 	p        hosts.Process
 	attached map[string]bool
 	exited   bool
+	killed   bool // no stream is attached after a kill
 }
 
 // handle serves one call stream.
@@ -192,12 +193,20 @@ func (s *server) call(ctx context.Context, req request) response {
 		res, err = s.h.Exec(ctx, req.Argv, opts)
 		resp.Exec = &execResult{Code: res.Code, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut}
 	case opSignal, opKill:
-		p, ok := s.proc(req.Proc)
+		p, ok, issued := s.proc(req.Proc)
 		switch {
+		case !ok && issued && req.Op == opKill:
+			// It exited and was forgotten before the client read its exit
+			// report; as with hosts.Local, killing it is no error.
+		case !ok && issued:
+			err = fmt.Errorf("signal %s: process %d has exited", req.Signal, req.Proc)
 		case !ok:
 			err = fmt.Errorf("%s: no process %d", req.Op, req.Proc)
 		case req.Op == opKill:
 			err = p.Kill()
+			// A client kills a process whose streams it did not all
+			// attach only when it gives up on the spawn.
+			s.update(req.Proc, func(sp *served) { sp.killed = true })
 		default:
 			err = p.Signal(req.Signal)
 		}
@@ -249,21 +258,24 @@ func (s *server) spawn(ctx context.Context, st *yamux.Stream, req request) {
 	s.mu.Unlock()
 	if err := writeHeader(st, response{Proc: id, PID: p.Pid()}); err != nil {
 		_ = p.Kill() // the client cannot know of it
+		s.update(id, func(sp *served) { sp.killed = true })
 	}
 	code, err := p.Wait()
 	s.update(id, func(sp *served) { sp.exited = true })
 	_ = writeHeader(st, response{Exited: true, ExitCode: code, Err: toWire(err)})
 }
 
-// proc returns the process with id.
-func (s *server) proc(id uint64) (hosts.Process, bool) {
+// proc returns the process with id, if it is still known, and whether id
+// was ever issued.
+func (s *server) proc(id uint64) (p hosts.Process, ok, issued bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	issued = id != 0 && id <= s.last
 	sp, ok := s.procs[id]
 	if !ok {
-		return nil, false
+		return nil, false, issued
 	}
-	return sp.p, true
+	return sp.p, true, issued
 }
 
 // update changes the record of process id and forgets it once nothing
@@ -276,7 +288,13 @@ func (s *server) update(id uint64, f func(*served)) {
 		return
 	}
 	f(sp)
-	if sp.exited && len(sp.attached) == 3 {
+	s.settle(id, sp)
+}
+
+// settle forgets process id once nothing more can be asked of it. s.mu is
+// held.
+func (s *server) settle(id uint64, sp *served) {
+	if sp.exited && (len(sp.attached) == 3 || sp.killed) {
 		delete(s.procs, id)
 	}
 }
@@ -285,13 +303,16 @@ func (s *server) update(id uint64, f func(*served)) {
 func (s *server) attach(st *yamux.Stream, req request) {
 	s.mu.Lock()
 	sp, ok := s.procs[req.Proc]
-	twice := ok && sp.attached[req.Op]
+	ok = ok && !sp.attached[req.Op] && !sp.killed
+	if ok {
+		sp.attached[req.Op] = true
+		s.settle(req.Proc, sp)
+	}
 	s.mu.Unlock()
-	if !ok || twice {
+	if !ok {
 		_ = writeHeader(st, response{Err: toWire(fmt.Errorf("%s: no process %d to attach", req.Op, req.Proc))})
 		return
 	}
-	s.update(req.Proc, func(sp *served) { sp.attached[req.Op] = true })
 	if err := writeHeader(st, response{}); err != nil {
 		return
 	}
