@@ -279,7 +279,13 @@ func (c *Client) call(ctx context.Context, req request) (response, error) {
 		return resp, err
 	}
 	st.Close()
-	return resp, resp.Err.decode(c.sameOS())
+	err = resp.Err.decode(c.sameOS())
+	if err != nil && ctx.Err() != nil {
+		// The far side stopped the call because ctx ended: say so, as the
+		// local host does, rather than pass on its "context canceled".
+		return resp, fmt.Errorf("%s: %w", req.Op, ctx.Err())
+	}
+	return resp, err
 }
 
 // Info describes the far host, as its hostd reported it in the handshake.
