@@ -17,9 +17,9 @@ import (
 
 // testClient is a raw ACP client of a Server.
 type testClient struct {
+	*acptest.Client
 	t    *testing.T
 	in   *io.PipeWriter
-	msgs chan *acp.Message
 	done chan error
 	dir  string
 }
@@ -36,22 +36,12 @@ func startServer(t *testing.T, f *fakeSessions) *testClient {
 		Log:             log.New(io.Discard),
 		ShutdownTimeout: 10 * time.Second,
 	}
-	c := &testClient{t: t, in: inW, msgs: make(chan *acp.Message, 1024), done: make(chan error, 1), dir: t.TempDir()}
+	c := &testClient{t: t, in: inW, done: make(chan error, 1), dir: t.TempDir()}
+	c.Client = &acptest.Client{T: t, In: acptest.Read(outR, nil), Out: acptest.WriteLines(inW), Timeout: 20 * time.Second}
 	go func() {
 		err := srv.Run(context.Background())
 		outW.Close()
 		c.done <- err
-	}()
-	go func() {
-		rd := acp.NewReader(outR, 0)
-		for {
-			m, err := rd.Next()
-			if err != nil {
-				close(c.msgs)
-				return
-			}
-			c.msgs <- m
-		}
 	}()
 	t.Cleanup(func() { inW.Close() })
 	return c
@@ -59,24 +49,7 @@ func startServer(t *testing.T, f *fakeSessions) *testClient {
 
 func (c *testClient) send(format string, args ...any) {
 	c.t.Helper()
-	line := fmt.Sprintf(format, args...)
-	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *testClient) next() *acp.Message {
-	c.t.Helper()
-	select {
-	case m, ok := <-c.msgs:
-		if !ok {
-			c.t.Fatal("the server closed its output")
-		}
-		return m
-	case <-time.After(20 * time.Second):
-		c.t.Fatal("no message from the server")
-	}
-	return nil
+	c.Send(fmt.Sprintf(format, args...))
 }
 
 // await reads up to the response with id, answering permission requests
@@ -84,7 +57,7 @@ func (c *testClient) next() *acp.Message {
 func (c *testClient) await(id string) (before []*acp.Message, resp *acp.Message) {
 	c.t.Helper()
 	for {
-		m := c.next()
+		m := c.Next()
 		if m.Kind == acp.Response && string(m.ID) == id {
 			return before, m
 		}
@@ -123,7 +96,7 @@ func (c *testClient) prompt(id int, sid, text string) ([]*acp.Message, *acp.Mess
 func (c *testClient) close() error {
 	c.t.Helper()
 	c.in.Close()
-	for range c.msgs {
+	for range c.In {
 	}
 	select {
 	case err := <-c.done:
@@ -211,7 +184,7 @@ func TestAgentRequestsGetIDsOfTheConnection(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":11,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission B"}]}}`, b)
 	asks := map[string]*acp.Message{}
 	for len(asks) < 2 {
-		m := c.next()
+		m := c.Next()
 		if m.Kind == acp.Request {
 			asks[string(m.ID)] = m
 		}
@@ -235,7 +208,7 @@ func TestAgentRequestsGetIDsOfTheConnection(t *testing.T) {
 	got := map[string]string{}
 	var all []*acp.Message
 	for len(got) < 2 {
-		m := c.next()
+		m := c.Next()
 		all = append(all, m)
 		if m.Kind == acp.Response {
 			got[string(m.ID)] = string(m.Result)
@@ -418,7 +391,7 @@ func TestCancelAndExtensionsPassThrough(t *testing.T) {
 	a := c.newSession(1)
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/slow 50\n/chunks 100"}]}}`, a)
 	for {
-		m := c.next()
+		m := c.Next()
 		if m.Method == "session/update" {
 			break
 		}
@@ -485,7 +458,7 @@ func TestPipelinedRequestsWaitForInitialize(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"unknown","prompt":[]}}`)
 	got := map[string]*acp.Message{}
 	for len(got) < 3 {
-		m := c.next()
+		m := c.Next()
 		got[string(m.ID)] = m
 	}
 	if got["0"].Error != nil || got["1"].Error != nil || !strings.Contains(string(got["2"].Error), "-32002") {
@@ -507,14 +480,14 @@ func TestClosedInputAnswersWhatIsInFlightThenPauses(t *testing.T) {
 	a := c.newSession(1)
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission\nafter"}]}}`, a)
 	for {
-		if m := c.next(); m.Kind == acp.Request {
+		if m := c.Next(); m.Kind == acp.Request {
 			break // the permission request: the client leaves without answering
 		}
 	}
 	c.in.Close()
 	var msgs []*acp.Message
 	var resp *acp.Message
-	for m := range c.msgs {
+	for m := range c.In {
 		if m.Kind == acp.Response && string(m.ID) == "2" {
 			resp = m
 		} else {
@@ -595,14 +568,14 @@ func TestAgentCancelRequestIsMapped(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/permission"}]}}`, a)
 	var ask *acp.Message
 	for ask == nil {
-		if m := c.next(); m.Kind == acp.Request {
+		if m := c.Next(); m.Kind == acp.Request {
 			ask = m
 		}
 	}
 	c.send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, a)
 	cancelled, answered := false, false
 	for !cancelled || !answered {
-		m := c.next()
+		m := c.Next()
 		switch {
 		case m.Method == "$/cancel_request":
 			if got := string(memberValue(m.Params, "requestId")); got != string(ask.ID) {

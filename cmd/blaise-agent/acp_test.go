@@ -88,10 +88,10 @@ func (l *acpLab) waitState(id string, state blaise.State) *blaise.SessionRecord 
 // acpProc is `blaise-agent acp` in a process of its own, driven with raw
 // JSON-RPC lines.
 type acpProc struct {
+	*acptest.Client
 	t      *testing.T
 	cmd    *exec.Cmd
 	in     io.WriteCloser
-	msgs   chan *acp.Message
 	stderr *lockedBuilder
 	cwd    string
 }
@@ -114,22 +114,14 @@ func (l *acpLab) start(args ...string) *acpProc {
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
 	}
-	p := &acpProc{t: l.t, cmd: cmd, in: in, msgs: make(chan *acp.Message, 4096), stderr: stderr, cwd: l.dir}
-	go func() {
-		defer close(p.msgs)
-		rd := acp.NewReader(out, 0)
-		for {
-			m, err := rd.Next()
-			if err != nil {
-				if _, bad := err.(*acp.LineError); bad {
-					p.t.Errorf("stdout carries something that is not ACP: %v", err)
-					continue
-				}
-				return
-			}
-			p.msgs <- m
-		}
-	}()
+	p := &acpProc{t: l.t, cmd: cmd, in: in, stderr: stderr, cwd: l.dir}
+	p.Client = &acptest.Client{
+		T:       l.t,
+		In:      acptest.Read(out, func(err error) { l.t.Errorf("stdout carries something that is not ACP: %v", err) }),
+		Out:     acptest.WriteLines(in),
+		Timeout: 60 * time.Second,
+		Logs:    stderr.String,
+	}
 	l.t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -144,23 +136,7 @@ func (l *acpLab) start(args ...string) *acpProc {
 
 func (p *acpProc) send(format string, args ...any) {
 	p.t.Helper()
-	if _, err := fmt.Fprintf(p.in, format+"\n", args...); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
-func (p *acpProc) next() *acp.Message {
-	p.t.Helper()
-	select {
-	case m, ok := <-p.msgs:
-		if !ok {
-			p.t.Fatal("blaise-agent acp closed its output")
-		}
-		return m
-	case <-time.After(60 * time.Second):
-		p.t.Fatal("no message from blaise-agent acp")
-	}
-	return nil
+	p.Send(fmt.Sprintf(format, args...))
 }
 
 // await reads up to the response with id and returns what came before it.
@@ -168,7 +144,7 @@ func (p *acpProc) await(id string) ([]*acp.Message, *acp.Message) {
 	p.t.Helper()
 	var before []*acp.Message
 	for {
-		m := p.next()
+		m := p.Next()
 		if m.Kind == acp.Response && string(m.ID) == id {
 			return before, m
 		}
@@ -219,7 +195,7 @@ func sendAgain(resp *acp.Message) bool {
 func (p *acpProc) close() error {
 	p.t.Helper()
 	p.in.Close()
-	for range p.msgs {
+	for range p.In {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
@@ -282,7 +258,7 @@ func TestAcp_SessionsIdlePauseResumeLoadAndL9(t *testing.T) {
 	asked := map[string]string{} // front id → session
 	var rest []*acp.Message
 	for next := 100; len(prompts) > 0; {
-		m := p.next()
+		m := p.Next()
 		switch m.Kind {
 		case acp.Request:
 			var r struct {
