@@ -15,10 +15,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
-	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
 )
 
@@ -95,6 +93,25 @@ type Message struct {
 
 	spans [numMembers]span // where the members above are in Raw
 	end   int              // offset just after the last member's value
+
+	// blk is the block of the Reader that read the message, on which the
+	// message has a hold; nil for other messages.
+	blk *block
+	// line is Raw and the "\n" after it in blk, with the capacity of the
+	// rest of blk, so that a Writer can write consecutive lines as one
+	// piece; nil when Raw did not end in "\n" there.
+	line []byte
+}
+
+// release drops m's hold on its Reader's block, which is read into again
+// once no message holds it: neither m nor anything taken from it may be
+// used afterwards. A message never released is left to the garbage
+// collector, so only its last user releases it, and only when no one else
+// can have kept it.
+func (m *Message) release() {
+	if m.blk != nil {
+		m.blk.release(1)
+	}
 }
 
 // errNotJSONRPC formats the error for JSON that is not a JSON-RPC message.
@@ -613,345 +630,4 @@ func newMessage(size int) []byte {
 // endMessage closes the object.
 func endMessage(b []byte) []byte {
 	return append(b, '}')
-}
-
-// DefaultMaxLine is the longest line a Reader accepts when given no limit.
-const DefaultMaxLine = 64 << 20
-
-// prefixLen is the length of the start of a bad line kept in a LineError.
-const prefixLen = 200
-
-// A LineError reports a line of the stream that is not a message: too long,
-// not JSON, or not JSON-RPC. The Reader that returns it goes on with the next
-// line.
-type LineError struct {
-	Line   int    // 1-based line number in the stream
-	Reason string // what is wrong with the line
-	Prefix []byte // the first bytes of the line, for logs
-}
-
-func (e *LineError) Error() string {
-	return fmt.Sprintf("acp: line %d: %s (line starts %q)", e.Line, e.Reason, e.Prefix)
-}
-
-// A Reader reads newline-delimited JSON-RPC messages from a stream.
-//
-// It reads the stream into blocks and hands out each message's line as a
-// slice of its block, never writing a block where it has handed out bytes:
-// a line is copied only when it spans the end of a block. A message keeps
-// its block alive, so what is kept long (an id waiting for its answer) is
-// better copied.
-type Reader struct {
-	rd      io.Reader
-	maxLine int
-	block   int    // size of a new block
-	buf     []byte // the current block; buf[start:end] is read and not consumed
-	start   int
-	end     int
-	scanned int   // buf[start:scanned] holds no newline
-	line    int   // number of the last line read
-	err     error // io.EOF or the I/O error that ended the stream
-}
-
-// blockSize is the size of a Reader's blocks; longer lines get blocks of
-// their own.
-const blockSize = 256 << 10
-
-// NewReader returns a Reader of r that accepts lines of up to maxLine bytes,
-// not counting the line terminator; maxLine 0 means DefaultMaxLine.
-func NewReader(r io.Reader, maxLine int) *Reader {
-	enlargePipe(r)
-	return newReaderSize(r, maxLine, blockSize)
-}
-
-// newReaderSize is NewReader with blocks of size bytes, for tests.
-func newReaderSize(r io.Reader, maxLine, size int) *Reader {
-	if maxLine <= 0 {
-		maxLine = DefaultMaxLine
-	}
-	return &Reader{rd: r, maxLine: maxLine, block: size}
-}
-
-// Next returns the next message of the stream. Lines end in "\n" or "\r\n";
-// the last line may lack a terminator. Blank lines are skipped.
-//
-// A line that is too long, not JSON or not JSON-RPC is reported as a
-// *LineError; a long line is discarded without being kept in memory beyond
-// the limit. After a LineError, Next goes on with the following line. At the
-// end of the stream Next returns io.EOF; any other error of the underlying
-// reader is returned by this and every later call.
-func (r *Reader) Next() (*Message, error) {
-	for {
-		line, err := r.readLine()
-		if err != nil {
-			return nil, err
-		}
-		if line == nil {
-			continue
-		}
-		m, err := Parse(line)
-		if err != nil {
-			return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
-		}
-		return m, nil
-	}
-}
-
-// readLine returns the next line without its terminator, or nil for a blank
-// line.
-func (r *Reader) readLine() ([]byte, error) {
-	for {
-		if i := bytes.IndexByte(r.buf[r.scanned:r.end], '\n'); i >= 0 {
-			nl := r.scanned + i
-			body := r.buf[r.start:nl]
-			if len(body) > 0 && body[len(body)-1] == '\r' {
-				body = body[:len(body)-1]
-			}
-			r.consume(nl + 1)
-			return r.body(body)
-		}
-		r.scanned = r.end
-		if r.err != nil {
-			if r.start == r.end || r.err != io.EOF {
-				r.consume(r.end) // a line cut by an I/O error is lost
-				return nil, r.err
-			}
-			body := r.buf[r.start:r.end] // the last line has no terminator
-			r.consume(r.end)
-			return r.body(body)
-		}
-		// Without its newline, a line of maxLine bytes may hold a "\r" more.
-		if r.end-r.start > r.maxLine+1 {
-			return nil, r.discard()
-		}
-		r.fill()
-	}
-}
-
-// Buffered reports whether the Reader holds bytes of the stream not
-// returned yet: the next message, or part of it, has already arrived.
-func (r *Reader) Buffered() bool { return r.start < r.end }
-
-// consume ends the current line at offset next of the block.
-func (r *Reader) consume(next int) {
-	r.line++
-	r.start, r.scanned = next, next
-}
-
-// body checks a line read whole, without its terminator, and returns it
-// capped so that appending to it cannot write into the block.
-func (r *Reader) body(line []byte) ([]byte, error) {
-	if blank(line) {
-		return nil, nil
-	}
-	if len(line) > r.maxLine {
-		return nil, r.tooLong(len(line), line)
-	}
-	return line[:len(line):len(line)], nil
-}
-
-// fill reads more of the stream after buf[end]. When little room is left, it
-// moves the unconsumed part of the line to a new block, at least twice as
-// large as that part.
-func (r *Reader) fill() {
-	if len(r.buf)-r.end < r.block/16+1 {
-		pending := r.end - r.start
-		// A block of maxLine+2 bytes holds any line that can be accepted.
-		size := min(max(r.block, 2*pending), r.maxLine+2)
-		buf := make([]byte, size)
-		copy(buf, r.buf[r.start:r.end])
-		r.buf, r.start, r.end, r.scanned = buf, 0, pending, pending
-	}
-	n, err := r.rd.Read(r.buf[r.end:])
-	r.end += n
-	r.err = err
-}
-
-// discard skips the rest of a line that is too long, of which
-// buf[start:end] has been read, and returns its LineError, or nil when the
-// line is blank. Its bytes are counted, not kept.
-func (r *Reader) discard() error {
-	head := prefix(r.buf[r.start:r.end])
-	n := 0
-	isBlank := true
-	var last byte // the last byte of the line read so far
-	for {
-		part := r.buf[r.start:r.end]
-		i := bytes.IndexByte(part, '\n')
-		if i >= 0 {
-			part = part[:i]
-		}
-		n += len(part)
-		isBlank = isBlank && blank(part)
-		if len(part) > 0 {
-			last = part[len(part)-1]
-		}
-		switch {
-		case i >= 0:
-			r.consume(r.start + i + 1)
-			if last == '\r' {
-				n--
-			}
-		case r.err == nil:
-			r.start, r.scanned = r.end, r.end
-			r.fill()
-			continue
-		case r.err != io.EOF:
-			r.consume(r.end)
-			return r.err
-		default:
-			r.consume(r.end)
-		}
-		if isBlank {
-			return nil
-		}
-		return r.tooLong(n, head[:min(len(head), n)])
-	}
-}
-
-func (r *Reader) tooLong(n int, line []byte) error {
-	return &LineError{
-		Line:   r.line,
-		Reason: fmt.Sprintf("line of %d bytes exceeds the limit of %d bytes", n, r.maxLine),
-		Prefix: prefix(line),
-	}
-}
-
-// prefix returns a copy of the start of line.
-func prefix(line []byte) []byte {
-	return bytes.Clone(line[:min(len(line), prefixLen)])
-}
-
-// blank reports whether line holds only JSON whitespace.
-func blank(line []byte) bool {
-	for _, c := range line {
-		if !isSpace(c) {
-			return false
-		}
-	}
-	return true
-}
-
-// A Writer writes JSON-RPC messages to a stream, one per line, never
-// re-encoding them. It is safe for concurrent use and keeps the order of
-// Write calls. Messages are written by a flusher in the background: while it
-// waits on one write to the stream, the messages that arrive meanwhile are
-// gathered into the next one, so a busy stream costs one system call per
-// batch rather than per message, and an idle one sends each message at once.
-type Writer struct {
-	mu       sync.Mutex
-	cond     sync.Cond // signalled when the buffer drains or an error occurs
-	w        io.Writer
-	buf      []byte // messages waiting for the flusher
-	spare    []byte // the flusher's last buffer, for reuse
-	flushing bool   // a flusher is running
-	err      error  // the first write error; later writes fail with it
-}
-
-// NewWriter returns a Writer to w.
-func NewWriter(w io.Writer) *Writer {
-	enlargePipe(w)
-	wr := &Writer{w: w}
-	wr.cond.L = &wr.mu
-	return wr
-}
-
-// maxPending is how much a Writer buffers before Write waits for the stream.
-const maxPending = 4 << 20
-
-// Write queues raw followed by a newline, for a flusher to write in the
-// background. raw must not contain a line break. It returns the error of an
-// earlier failed write, if any; use Flush to learn whether the message
-// itself went out.
-func (w *Writer) Write(raw []byte) error { return w.write(raw, false) }
-
-// WriteNow is Write for a message that nothing follows soon: when no write
-// is under way it writes raw at once, on the caller's goroutine, sparing
-// the message the flusher's start; otherwise it queues raw as Write does.
-func (w *Writer) WriteNow(raw []byte) error { return w.write(raw, true) }
-
-func (w *Writer) write(raw []byte, now bool) error {
-	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-		return fmt.Errorf("acp: message contains a line break at offset %d", i)
-	}
-	w.mu.Lock()
-	for w.err == nil && len(w.buf) > maxPending {
-		w.cond.Wait()
-	}
-	if err := w.err; err != nil {
-		w.mu.Unlock()
-		return err
-	}
-	if now && !w.flushing {
-		w.flushing = true
-		out := append(append(w.spare[:0], raw...), '\n')
-		w.spare = nil
-		w.mu.Unlock()
-		err := w.writeOut(out)
-		w.mu.Lock()
-		more := len(w.buf) > 0 && w.err == nil
-		if !more {
-			w.flushing = false
-			w.cond.Broadcast()
-		}
-		w.mu.Unlock()
-		if more {
-			go w.flush() // what others queued meanwhile
-		}
-		return err
-	}
-	w.buf = append(append(w.buf, raw...), '\n')
-	start := !w.flushing
-	w.flushing = true
-	w.mu.Unlock()
-	// Started unlocked: the flusher's first step is to take the lock.
-	if start {
-		go w.flush()
-	}
-	return nil
-}
-
-// writeOut writes out, a buffer the caller owns as the one writing, and
-// keeps it as the spare buffer. w.mu is not held.
-func (w *Writer) writeOut(out []byte) error {
-	_, err := w.w.Write(out)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil && w.err == nil {
-		w.err = fmt.Errorf("acp: write message: %w", err)
-		w.buf = nil
-	}
-	// A buffer grown past maxPending by the last message is kept unless a
-	// huge message made it so.
-	if cap(out) <= 2*maxPending {
-		w.spare = out
-	}
-	return w.err
-}
-
-// flush writes the buffer until it is empty.
-func (w *Writer) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for len(w.buf) > 0 && w.err == nil {
-		out := w.buf
-		w.buf = w.spare[:0]
-		w.mu.Unlock()
-		_ = w.writeOut(out)
-		w.mu.Lock()
-		w.cond.Broadcast()
-	}
-	w.flushing = false
-	w.cond.Broadcast()
-}
-
-// Flush waits until every message written so far went out, and returns the
-// first write error.
-func (w *Writer) Flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.err == nil && (w.flushing || len(w.buf) > 0) {
-		w.cond.Wait()
-	}
-	return w.err
 }

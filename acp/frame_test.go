@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 )
@@ -438,110 +437,6 @@ func TestReaderIOError(t *testing.T) {
 	}
 }
 
-func TestWriter(t *testing.T) {
-	var buf bytes.Buffer
-	w := NewWriter(&buf)
-	msg := []byte(`{"jsonrpc":"2.0","method":"a"}`)
-	if err := w.Write(msg); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(NewNotification("b", nil)); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write([]byte("{\"method\":\n\"c\"}")); err == nil {
-		t.Error("no error for a message with a line break")
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	want := "{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n"
-	if buf.String() != want {
-		t.Errorf("wrote %q, want %q", buf.String(), want)
-	}
-}
-
-// countingWriter records the size of each Write.
-type countingWriter struct {
-	mu     sync.Mutex
-	writes []int
-	buf    bytes.Buffer
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.writes = append(w.writes, len(p))
-	return w.buf.Write(p)
-}
-
-func TestWriterConcurrent(t *testing.T) {
-	cw := &countingWriter{}
-	w := NewWriter(cw)
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			for i := range 100 {
-				params := fmt.Sprintf(`{"g":%d,"i":%d,"pad":%q}`, g, i, strings.Repeat("p", i*37))
-				var err error
-				switch i % 3 {
-				case 0:
-					err = w.Write(NewNotification("n", []byte(params)))
-				case 1:
-					err = w.Write([]byte(`{"method":"n","params":` + params + `}`))
-				default:
-					err = w.WriteNow([]byte(`{"method":"n","params":` + params + `}`))
-				}
-				if err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	msgs, errs := collect(t, NewReader(&cw.buf, 0))
-	// Messages gathered while a write is in progress go out together.
-	if len(msgs) != 800 || len(errs) != 0 || len(cw.writes) > 800 {
-		t.Errorf("%d messages, %d errors, %d writes", len(msgs), len(errs), len(cw.writes))
-	}
-	// Each goroutine's messages keep their order, however they were written.
-	next := map[int]int{}
-	for _, m := range msgs {
-		var p struct{ G, I int }
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			t.Fatal(err)
-		}
-		if p.I != next[p.G] {
-			t.Fatalf("goroutine %d: message %d where %d was due", p.G, p.I, next[p.G])
-		}
-		next[p.G]++
-	}
-}
-
-// WriteNow on an idle Writer has written the message when it returns;
-// behind a write under way it queues, keeping the order.
-func TestWriterWriteNow(t *testing.T) {
-	cw := &countingWriter{}
-	w := NewWriter(cw)
-	if err := w.WriteNow([]byte(`{"method":"a"}`)); err != nil {
-		t.Fatal(err)
-	}
-	cw.mu.Lock()
-	got := cw.buf.String()
-	cw.mu.Unlock()
-	if got != "{\"method\":\"a\"}\n" {
-		t.Fatalf("after WriteNow the stream holds %q", got)
-	}
-	if err := w.WriteNow([]byte("{\"method\":\n\"c\"}")); err == nil {
-		t.Error("no error for a message with a line break")
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestReaderBuffered(t *testing.T) {
 	r := NewReader(strings.NewReader("{\"method\":\"a\"}\n{\"method\":\"b\"}\n"), 0)
 	for _, want := range []bool{true, false} {
@@ -664,23 +559,5 @@ func BenchmarkWithParams1KiB(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.WithParams(params)
-	}
-}
-
-// failingWriter fails every write.
-type failingWriter struct{}
-
-func (failingWriter) Write(p []byte) (int, error) { return 0, io.ErrClosedPipe }
-
-func TestWriterReportsWriteErrors(t *testing.T) {
-	w := NewWriter(failingWriter{})
-	if err := w.Write(NewNotification("a", nil)); err != nil {
-		t.Fatalf("first write: %v", err)
-	}
-	if err := w.Flush(); err == nil || !strings.Contains(err.Error(), "closed pipe") {
-		t.Fatalf("flush: %v", err)
-	}
-	if err := w.Write(NewNotification("b", nil)); err == nil {
-		t.Fatal("a write after a failure succeeded")
 	}
 }

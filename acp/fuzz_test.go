@@ -167,6 +167,8 @@ func FuzzReader(f *testing.F) {
 
 		// What the Reader should return, line by line.
 		lines := bytes.SplitAfter(stream, []byte("\n"))
+		var kept []*Message
+		var keptRaw []string
 		lineNo := 0
 		for _, line := range lines {
 			if len(line) == 0 {
@@ -201,9 +203,25 @@ func FuzzReader(f *testing.F) {
 				t.Fatalf("line %d: got %q, want %q", lineNo, m.Raw, body)
 			}
 			checkConsistent(t, m)
+			if m.line != nil && string(m.line) != string(body)+"\n" {
+				t.Fatalf("line %d: line %q for %q", lineNo, m.line, body)
+			}
+			// Every other message is released at once, so that its block
+			// may be read into again; the others are kept.
+			if lineNo%2 == 0 {
+				m.release()
+			} else {
+				kept = append(kept, m)
+				keptRaw = append(keptRaw, string(body))
+			}
 		}
 		if m, err := r.Next(); err != io.EOF {
 			t.Fatalf("at the end: Next = %v, %v", m, err)
+		}
+		for i, m := range kept {
+			if string(m.Raw) != keptRaw[i] {
+				t.Fatalf("a kept message changed to %q from %q", m.Raw, keptRaw[i])
+			}
 		}
 	})
 }

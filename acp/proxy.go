@@ -193,6 +193,7 @@ func (p *Proxy) receive(side Side, m *Message) {
 	p.mu.Unlock()
 	if closed {
 		p.Log.Debug("dropped a message that arrived after the run ended", "method", m.Method, "toward", side)
+		m.release()
 		return
 	}
 	if m.Kind == Response {
@@ -225,6 +226,7 @@ func (p *Proxy) answer(side Side, m *Message) {
 	p.mu.Unlock()
 	if !ok {
 		p.Log.Warn("dropped a response to an unknown request", "id", string(m.ID), "toward", side) // M7
+		m.release()
 		return
 	}
 	c.resp <- m
@@ -254,7 +256,13 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 			}
 		}
 	} else {
+		// No plug saw m or its answer, so no one kept them: once sent,
+		// their buffers may be reused.
+		defer m.release()
 		resp = forward(m)
+		if resp != nil {
+			defer resp.release()
+		}
 	}
 	if m.Kind == Request && resp != nil {
 		p.send(side.other(), resp, by)
@@ -340,11 +348,7 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if p.Recorder != nil && !p.replayed(side, m) {
 		p.Recorder.Record(side, m, by)
 	}
-	write := w.Write
-	if p.drained[side].Load() {
-		write = w.WriteNow
-	}
-	if err := write(m.Raw); err != nil {
+	if err := w.WriteMessage(m, !p.drained[side].Load()); err != nil {
 		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
 	}
 }

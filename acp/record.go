@@ -16,6 +16,8 @@ import (
 // the agent as the agent sees it, toward the client as the client gets it.
 // by names the plug that answered a request, or is empty.
 type Recorder interface {
+	// Record must not keep m or its bytes: once sent, a message's buffer
+	// may be reused.
 	Record(side Side, m *Message, by string)
 }
 
@@ -77,7 +79,8 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 		return
 	}
 	r.seq++
-	_, err := r.w.Write(appendRecord(nil, r.seq, r.now(), side, m, by))
+	// Encoded into the writer's free space: no copy when it fits.
+	_, err := r.w.Write(appendRecord(r.w.AvailableBuffer(), r.seq, r.now(), side, m, by))
 	if err == nil && m.Kind != Notification {
 		// Flush at each request and response: a transcript stays current
 		// without a write per streamed chunk.

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -57,7 +58,7 @@ func (s *scanner) expect(c byte, what string) error {
 	return nil
 }
 
-// special marks the bytes that end the fast path through a string: the
+// special marks the bytes that end a run of plain string content: the
 // closing quote, a backslash and the control characters JSON forbids there.
 var special = func() (t [256]bool) {
 	for c := 0; c < 0x20; c++ {
@@ -73,29 +74,60 @@ const (
 	msb = 0x8080808080808080
 )
 
-// plain returns 0 when none of the eight bytes of x is special.
-func plain(x uint64) uint64 {
-	q := x ^ (lsb * '"')
-	b := x ^ (lsb * '\\')
-	return ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb
+// below20 is not 0 when a byte of x is below 0x20.
+func below20(x uint64) uint64 { return (x - lsb*0x20) &^ x & msb }
+
+// control returns the offset of the first byte of b below 0x20, or len(b).
+func control(b []byte) int {
+	i := 0
+	// 32 bytes at a time, then eight, while none is a control character.
+	for ; i+32 <= len(b); i += 32 {
+		if below20(binary.LittleEndian.Uint64(b[i:]))|below20(binary.LittleEndian.Uint64(b[i+8:]))|
+			below20(binary.LittleEndian.Uint64(b[i+16:]))|below20(binary.LittleEndian.Uint64(b[i+24:])) != 0 {
+			break
+		}
+	}
+	for ; i+8 <= len(b); i += 8 {
+		if below20(binary.LittleEndian.Uint64(b[i:])) != 0 {
+			break
+		}
+	}
+	for i < len(b) && b[i] >= 0x20 {
+		i++
+	}
+	return i
 }
 
 // string moves past the string that starts at s.pos (at its opening quote)
 // and reports whether it contains escapes.
+//
+// The quotes and backslashes are found with bytes.IndexByte, which is
+// vectorised; the run between them is only checked for control characters.
+// quote remembers the next quote found, so that a string with many escapes
+// is still scanned once.
 func (s *scanner) string() (escaped bool, err error) {
 	d := s.data
 	i := s.pos + 1
+	quote := -1 // offset of a quote at or after i, or -1 to look again
 	for {
-		// Eight bytes at a time while none of them is special: the usual
-		// case for long strings such as base64 payloads.
-		for i+16 <= len(d) && plain(binary.LittleEndian.Uint64(d[i:]))|plain(binary.LittleEndian.Uint64(d[i+8:])) == 0 {
-			i += 16
-		}
-		for i+8 <= len(d) && plain(binary.LittleEndian.Uint64(d[i:])) == 0 {
-			i += 8
-		}
-		for i < len(d) && !special[d[i]] {
+		// Short runs, such as keys, end before a vectorised search would
+		// pay off.
+		n := min(i+16, len(d))
+		for i < n && !special[d[i]] {
 			i++
+		}
+		if i == n && n < len(d) {
+			if quote < i {
+				quote = len(d)
+				if q := bytes.IndexByte(d[i:], '"'); q >= 0 {
+					quote = i + q
+				}
+			}
+			run := d[i:quote]
+			if b := bytes.IndexByte(run, '\\'); b >= 0 {
+				run = run[:b]
+			}
+			i += control(run)
 		}
 		if i >= len(d) {
 			s.pos = i

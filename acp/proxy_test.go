@@ -1,0 +1,148 @@
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/log"
+)
+
+// A block goes back to its Reader when every message read from it is
+// released, and is read into again; a message still held keeps its block
+// and its bytes.
+func TestReaderReusesReleasedBlocks(t *testing.T) {
+	var in strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&in, "{\"method\":\"m\",\"params\":%d}\n", i)
+	}
+	r := newReaderSize(strings.NewReader(in.String()), 0, 256)
+	kept, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptRaw := string(kept.Raw)
+	released := map[*block]bool{}
+	reused := 0
+	movedOn := false // the Reader left the kept message's block
+	for {
+		m, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case m.blk != kept.blk:
+			movedOn = true
+		case movedOn:
+			t.Fatal("the block of a message still held was read into again")
+		}
+		if released[m.blk] {
+			reused++
+			delete(released, m.blk)
+		}
+		if m.blk != kept.blk {
+			released[m.blk] = true
+		}
+		m.release()
+	}
+	if string(kept.Raw) != keptRaw {
+		t.Fatalf("a held message changed: %q, was %q", kept.Raw, keptRaw)
+	}
+	if reused == 0 {
+		t.Error("no released block was read into again")
+	}
+}
+
+// With no pipeline the proxy releases what it forwards, so its Readers
+// read into the same blocks again and again; every byte still arrives as
+// sent, in both directions, and every answer finds its request.
+func TestProxyForwardsEveryByteWhileReusingBlocks(t *testing.T) {
+	clientR, toProxy, _ := os.Pipe()
+	fromProxy, clientW, _ := os.Pipe()
+	agentR, toAgent, _ := os.Pipe()
+	fromAgent, agentW, _ := os.Pipe()
+	p := &Proxy{
+		FromClient: NewReader(clientR, 0), ToClient: NewWriter(clientW),
+		FromAgent: NewReader(fromAgent, 0), ToAgent: NewWriter(toAgent),
+		Log: log.New(io.Discard),
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()); clientW.Close(); toAgent.Close() }()
+
+	const updates, requests = 6000, 500
+	// The agent answers each request and streams updates of many sizes,
+	// some of their lines ended by "\r\n".
+	var sent bytes.Buffer
+	agentDone := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriter(agentW)
+		for i := range updates {
+			line := string(NewNotification("session/update", fmt.Appendf(nil, `{"i":%d,"text":%q}`, i, strings.Repeat("x", i*7919%3000))))
+			sent.WriteString(line + "\n")
+			end := "\n"
+			if i%97 == 0 {
+				end = "\r\n"
+			}
+			w.WriteString(line + end)
+		}
+		w.Flush()
+		sc := bufio.NewScanner(agentR)
+		for n := 0; n < requests && sc.Scan(); n++ {
+			m, err := Parse(sc.Bytes())
+			if err != nil {
+				agentDone <- err
+				return
+			}
+			fmt.Fprintf(agentW, "%s\n", NewResponse(m.ID, m.Params))
+		}
+		agentDone <- sc.Err()
+	}()
+	go func() {
+		for i := range requests {
+			fmt.Fprintf(toProxy, "%s\n", NewRequest(fmt.Appendf(nil, "%d", i), "_echo", fmt.Appendf(nil, `{"n":%d}`, i)))
+		}
+	}()
+
+	got := bufio.NewReaderSize(fromProxy, 1<<20)
+	var updatesGot bytes.Buffer
+	answers := map[string]bool{}
+	for len(answers) < requests || updatesGot.Len() < sent.Len() {
+		line, err := got.ReadBytes('\n')
+		if err != nil {
+			t.Fatalf("after %d bytes of updates and %d answers: %v", updatesGot.Len(), len(answers), err)
+		}
+		m, err := Parse(bytes.TrimSuffix(line, []byte("\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Kind == Response {
+			if want := fmt.Sprintf(`{"n":%s}`, m.ID); string(m.Result) != want {
+				t.Fatalf("answer %s: %s, want %s", m.ID, m.Result, want)
+			}
+			answers[string(m.ID)] = true
+			continue
+		}
+		updatesGot.Write(line)
+	}
+	if err := <-agentDone; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(updatesGot.Bytes(), sent.Bytes()) {
+		t.Fatalf("the client got %d bytes of updates that differ from the %d sent", updatesGot.Len(), sent.Len())
+	}
+	agentW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(p.FromAgent.free) == 0 {
+		t.Error("no block of the agent's stream came back to be read into again")
+	}
+}

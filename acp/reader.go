@@ -1,0 +1,283 @@
+package acp
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync/atomic"
+)
+
+// DefaultMaxLine is the longest line a Reader accepts when given no limit.
+const DefaultMaxLine = 64 << 20
+
+// prefixLen is the length of the start of a bad line kept in a LineError.
+const prefixLen = 200
+
+// A LineError reports a line of the stream that is not a message: too long,
+// not JSON, or not JSON-RPC. The Reader that returns it goes on with the next
+// line.
+type LineError struct {
+	Line   int    // 1-based line number in the stream
+	Reason string // what is wrong with the line
+	Prefix []byte // the first bytes of the line, for logs
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("acp: line %d: %s (line starts %q)", e.Line, e.Reason, e.Prefix)
+}
+
+// A Reader reads newline-delimited JSON-RPC messages from a stream.
+//
+// It reads the stream into blocks and hands out each message's line as a
+// slice of its block, never writing a block where it has handed out bytes:
+// a line is copied only when it spans the end of a block. A message keeps
+// its block alive, so what is kept long (an id waiting for its answer) is
+// better copied. A block that every message read from it has released
+// (see [Message.release]) is read into again.
+type Reader struct {
+	rd      io.Reader
+	maxLine int
+	size    int    // size of a new block
+	blk     *block // the current block
+	buf     []byte // blk.buf; buf[start:end] is read and not consumed
+	start   int
+	end     int
+	scanned int         // buf[start:scanned] holds no newline
+	last    []byte      // the last line read, with its terminator, when it had one
+	free    chan *block // released blocks of the usual size
+	line    int         // number of the last line read
+	err     error       // io.EOF or the I/O error that ended the stream
+}
+
+// A block is a buffer a Reader reads the stream into. Its holds are the
+// Reader's own while it reads into the block, and one for each message
+// read from it and not released. When the last hold is released, the
+// block goes back to its Reader.
+type block struct {
+	buf   []byte
+	holds atomic.Int32
+	free  chan *block // where it goes back; nil for a block of a long line
+}
+
+// retain adds a hold on b.
+func (b *block) retain() { b.holds.Add(1) }
+
+// release drops n holds on b.
+func (b *block) release(n int32) {
+	if b.holds.Add(-n) == 0 && b.free != nil {
+		select {
+		case b.free <- b:
+		default: // enough are waiting: this one is left to the collector
+		}
+	}
+}
+
+// freeBlocks is how many released blocks a Reader keeps for reuse.
+const freeBlocks = 8
+
+// blockSize is the size of a Reader's blocks; longer lines get blocks of
+// their own.
+const blockSize = 256 << 10
+
+// NewReader returns a Reader of r that accepts lines of up to maxLine bytes,
+// not counting the line terminator; maxLine 0 means DefaultMaxLine.
+func NewReader(r io.Reader, maxLine int) *Reader {
+	enlargePipe(r)
+	return newReaderSize(r, maxLine, blockSize)
+}
+
+// newReaderSize is NewReader with blocks of size bytes, for tests.
+func newReaderSize(r io.Reader, maxLine, size int) *Reader {
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	return &Reader{rd: r, maxLine: maxLine, size: size, free: make(chan *block, freeBlocks)}
+}
+
+// Next returns the next message of the stream. Lines end in "\n" or "\r\n";
+// the last line may lack a terminator. Blank lines are skipped.
+//
+// A line that is too long, not JSON or not JSON-RPC is reported as a
+// *LineError; a long line is discarded without being kept in memory beyond
+// the limit. After a LineError, Next goes on with the following line. At the
+// end of the stream Next returns io.EOF; any other error of the underlying
+// reader is returned by this and every later call.
+func (r *Reader) Next() (*Message, error) {
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			return nil, err
+		}
+		if line == nil {
+			continue
+		}
+		m, err := Parse(line)
+		if err != nil {
+			return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
+		}
+		m.blk = r.blk
+		m.blk.retain()
+		if len(r.last) == len(line)+1 {
+			m.line = r.last
+		}
+		return m, nil
+	}
+}
+
+// readLine returns the next line without its terminator, or nil for a blank
+// line.
+func (r *Reader) readLine() ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(r.buf[r.scanned:r.end], '\n'); i >= 0 {
+			nl := r.scanned + i
+			body := r.buf[r.start:nl]
+			if len(body) > 0 && body[len(body)-1] == '\r' {
+				body = body[:len(body)-1]
+			}
+			whole := r.buf[r.start : nl+1 : len(r.buf)]
+			r.consume(nl + 1)
+			r.last = whole
+			return r.body(body)
+		}
+		r.scanned = r.end
+		if r.err != nil {
+			if r.start == r.end || r.err != io.EOF {
+				r.consume(r.end) // a line cut by an I/O error is lost
+				return nil, r.err
+			}
+			body := r.buf[r.start:r.end] // the last line has no terminator
+			r.consume(r.end)
+			return r.body(body)
+		}
+		// Without its newline, a line of maxLine bytes may hold a "\r" more.
+		if r.end-r.start > r.maxLine+1 {
+			return nil, r.discard()
+		}
+		r.fill()
+	}
+}
+
+// Buffered reports whether the Reader holds bytes of the stream not
+// returned yet: the next message, or part of it, has already arrived.
+func (r *Reader) Buffered() bool { return r.start < r.end }
+
+// consume ends the current line at offset next of the block.
+func (r *Reader) consume(next int) {
+	r.line++
+	r.last = nil
+	r.start, r.scanned = next, next
+}
+
+// body checks a line read whole, without its terminator, and returns it
+// capped so that appending to it cannot write into the block.
+func (r *Reader) body(line []byte) ([]byte, error) {
+	if blank(line) {
+		return nil, nil
+	}
+	if len(line) > r.maxLine {
+		return nil, r.tooLong(len(line), line)
+	}
+	return line[:len(line):len(line)], nil
+}
+
+// fill reads more of the stream after buf[end]. When little room is left, it
+// moves the unconsumed part of the line to a new block, at least twice as
+// large as that part.
+func (r *Reader) fill() {
+	if len(r.buf)-r.end < r.size/16+1 {
+		pending := r.end - r.start
+		// A block of maxLine+2 bytes holds any line that can be accepted.
+		size := min(max(r.size, 2*pending), r.maxLine+2)
+		b := r.newBlock(size)
+		copy(b.buf, r.buf[r.start:r.end])
+		if r.blk != nil {
+			r.blk.release(1)
+		}
+		r.blk, r.buf, r.start, r.end, r.scanned = b, b.buf, 0, pending, pending
+	}
+	n, err := r.rd.Read(r.buf[r.end:])
+	r.end += n
+	r.err = err
+}
+
+// newBlock returns a block of size bytes with the Reader's hold: a released
+// one when it has the usual size and one is free.
+func (r *Reader) newBlock(size int) *block {
+	var b *block
+	if size == r.size {
+		select {
+		case b = <-r.free:
+		default:
+			b = &block{buf: make([]byte, size), free: r.free}
+		}
+	} else {
+		b = &block{buf: make([]byte, size)}
+	}
+	b.holds.Store(1)
+	return b
+}
+
+// discard skips the rest of a line that is too long, of which
+// buf[start:end] has been read, and returns its LineError, or nil when the
+// line is blank. Its bytes are counted, not kept.
+func (r *Reader) discard() error {
+	head := prefix(r.buf[r.start:r.end])
+	n := 0
+	isBlank := true
+	var last byte // the last byte of the line read so far
+	for {
+		part := r.buf[r.start:r.end]
+		i := bytes.IndexByte(part, '\n')
+		if i >= 0 {
+			part = part[:i]
+		}
+		n += len(part)
+		isBlank = isBlank && blank(part)
+		if len(part) > 0 {
+			last = part[len(part)-1]
+		}
+		switch {
+		case i >= 0:
+			r.consume(r.start + i + 1)
+			if last == '\r' {
+				n--
+			}
+		case r.err == nil:
+			r.start, r.scanned = r.end, r.end
+			r.fill()
+			continue
+		case r.err != io.EOF:
+			r.consume(r.end)
+			return r.err
+		default:
+			r.consume(r.end)
+		}
+		if isBlank {
+			return nil
+		}
+		return r.tooLong(n, head[:min(len(head), n)])
+	}
+}
+
+func (r *Reader) tooLong(n int, line []byte) error {
+	return &LineError{
+		Line:   r.line,
+		Reason: fmt.Sprintf("line of %d bytes exceeds the limit of %d bytes", n, r.maxLine),
+		Prefix: prefix(line),
+	}
+}
+
+// prefix returns a copy of the start of line.
+func prefix(line []byte) []byte {
+	return bytes.Clone(line[:min(len(line), prefixLen)])
+}
+
+// blank reports whether line holds only JSON whitespace.
+func blank(line []byte) bool {
+	for _, c := range line {
+		if !isSpace(c) {
+			return false
+		}
+	}
+	return true
+}

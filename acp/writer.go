@@ -1,0 +1,231 @@
+package acp
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// A Writer writes JSON-RPC messages to a stream, one per line, never
+// re-encoding them. It is safe for concurrent use and keeps the order of
+// its calls.
+//
+// Messages wait in a queue while a write to the stream is under way, and
+// go out together in the next one, so a busy stream costs one system call
+// per batch rather than per message. A message read by a [Reader] is
+// queued as a slice of the Reader's block, not copied: consecutive lines
+// of a block are one piece of the queue, and where the stream is a file or
+// socket a batch of pieces is written with one writev.
+type Writer struct {
+	mu       sync.Mutex
+	cond     sync.Cond // signalled when the queue drains or an error occurs
+	w        io.Writer
+	vec      vectorWriter // w's writev, or nil
+	queue    [][]byte     // lines waiting to be written, merged where contiguous
+	queued   int          // bytes in queue
+	copies   []byte       // the lines queue holds copies of
+	holds    []holds      // the holds on blocks that queue has lines of
+	spare    [][]byte     // the last written queue, for reuse
+	spareCp  []byte       // the last written copies, for reuse
+	spareH   []holds      // the last written holds, for reuse
+	joined   []byte       // a batch joined for a w without writev
+	flushing bool         // a batch is being written
+	err      error        // the first write error; later writes fail with it
+}
+
+// holds counts the holds a Writer has on a block.
+type holds struct {
+	blk *block
+	n   int32
+}
+
+// A vectorWriter writes bufs in order with as few system calls as it can.
+type vectorWriter func(bufs [][]byte) error
+
+// NewWriter returns a Writer to w.
+func NewWriter(w io.Writer) *Writer {
+	enlargePipe(w)
+	wr := &Writer{w: w, vec: writev(w)}
+	wr.cond.L = &wr.mu
+	return wr
+}
+
+// maxPending is how much a Writer queues before a write waits for the
+// stream.
+const maxPending = 4 << 20
+
+// Write queues a copy of raw followed by a newline. raw must not contain a
+// line break. It returns the error of an earlier failed write, if any; use
+// Flush to learn whether the message itself went out.
+func (w *Writer) Write(raw []byte) error {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		return fmt.Errorf("acp: message contains a line break at offset %d", i)
+	}
+	return w.add(nil, nil, raw, true)
+}
+
+// WriteMessage queues m, without copying it when it is the line a Reader
+// read. more tells that the caller has further messages to write right
+// away: m then waits to go out with them. Otherwise, when no write is under
+// way, m is written at once on the caller's goroutine.
+func (w *Writer) WriteMessage(m *Message, more bool) error {
+	if m.line != nil {
+		return w.add(m.blk, m.line, nil, more)
+	}
+	return w.add(nil, nil, m.Raw, more)
+}
+
+// add queues line, which lies in blk, or a copy of raw and a newline, and
+// writes or has a flusher write the queue.
+func (w *Writer) add(blk *block, line, raw []byte, more bool) error {
+	w.mu.Lock()
+	for w.err == nil && w.queued > maxPending {
+		w.cond.Wait()
+	}
+	if err := w.err; err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	if line == nil {
+		if w.copies == nil {
+			w.copies = make([]byte, 0, 4<<10)
+		}
+		start := len(w.copies)
+		w.copies = append(append(w.copies, raw...), '\n')
+		line = w.copies[start:]
+	} else {
+		w.hold(blk)
+	}
+	w.enqueue(line)
+	if w.flushing {
+		w.mu.Unlock()
+		return nil
+	}
+	w.flushing = true
+	if more {
+		w.mu.Unlock()
+		go w.flush()
+		return nil
+	}
+	// Written here, sparing the message a flusher's start; what others
+	// queue meanwhile is left to a flusher, so the caller goes on.
+	w.writeBatch()
+	err := w.err
+	w.mu.Unlock()
+	if err == nil {
+		w.flushRest()
+	}
+	return err
+}
+
+// enqueue appends line to the queue, extending the last piece when line
+// follows it in memory. Only the piece's capacity is trusted for that: it
+// reaches to the end of the piece's block, so both lie in one allocation.
+func (w *Writer) enqueue(line []byte) {
+	w.queued += len(line)
+	if n := len(w.queue); n > 0 {
+		last := w.queue[n-1]
+		if cap(last) > len(last) && len(line) > 0 && &last[:len(last)+1][len(last)] == &line[0] && cap(last)-len(last) >= len(line) {
+			w.queue[n-1] = last[:len(last)+len(line)]
+			return
+		}
+	}
+	w.queue = append(w.queue, line)
+}
+
+// hold adds a hold on blk, which a line of the queue lies in.
+func (w *Writer) hold(blk *block) {
+	blk.retain()
+	if n := len(w.holds); n > 0 && w.holds[n-1].blk == blk {
+		w.holds[n-1].n++
+		return
+	}
+	w.holds = append(w.holds, holds{blk, 1})
+}
+
+// flush writes batches until the queue is empty.
+func (w *Writer) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) > 0 && w.err == nil {
+		w.writeBatch()
+	}
+	w.flushing = false
+	w.cond.Broadcast()
+}
+
+// flushRest ends the write that add made: a flusher writes what was
+// queued meanwhile.
+func (w *Writer) flushRest() {
+	w.mu.Lock()
+	more := len(w.queue) > 0 && w.err == nil
+	if !more {
+		w.flushing = false
+		w.cond.Broadcast()
+	}
+	w.mu.Unlock()
+	if more {
+		go w.flush()
+	}
+}
+
+// writeBatch writes the queue as it is, with w.mu held on entry and exit
+// but not during the write.
+func (w *Writer) writeBatch() {
+	batch, copies, held := w.queue, w.copies, w.holds
+	w.queue, w.copies, w.holds, w.queued = w.spare[:0], w.spareCp[:0], w.spareH[:0], 0
+	w.mu.Unlock()
+	err := w.writeOut(batch)
+	clear(batch)
+	for _, h := range held {
+		h.blk.release(h.n)
+	}
+	clear(held)
+	w.mu.Lock()
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("acp: write message: %w", err)
+		for _, h := range w.holds {
+			h.blk.release(h.n)
+		}
+		w.queue, w.copies, w.holds, w.queued = nil, nil, nil, 0
+	}
+	w.spare, w.spareH = batch[:0], held[:0]
+	// Buffers grown by a huge message are not kept.
+	if cap(copies) <= 2*maxPending {
+		w.spareCp = copies[:0]
+	}
+	w.cond.Broadcast()
+}
+
+// writeOut writes the pieces of a batch. Only the writer of a batch calls
+// it, so w.joined is its own.
+func (w *Writer) writeOut(batch [][]byte) error {
+	if len(batch) == 1 {
+		_, err := w.w.Write(batch[0])
+		return err
+	}
+	if w.vec != nil {
+		return w.vec(batch)
+	}
+	joined := w.joined[:0]
+	for _, b := range batch {
+		joined = append(joined, b...)
+	}
+	if cap(joined) <= 2*maxPending {
+		w.joined = joined
+	}
+	_, err := w.w.Write(joined)
+	return err
+}
+
+// Flush waits until every message written so far went out, and returns the
+// first write error.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && (w.flushing || len(w.queue) > 0) {
+		w.cond.Wait()
+	}
+	return w.err
+}

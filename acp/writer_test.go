@@ -1,0 +1,246 @@
+package acp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestWriter(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	msg := []byte(`{"jsonrpc":"2.0","method":"a"}`)
+	if err := w.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(NewNotification("b", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write([]byte("{\"method\":\n\"c\"}")); err == nil {
+		t.Error("no error for a message with a line break")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n"
+	if buf.String() != want {
+		t.Errorf("wrote %q, want %q", buf.String(), want)
+	}
+}
+
+// countingWriter records the size of each Write.
+type countingWriter struct {
+	mu     sync.Mutex
+	writes []int
+	buf    bytes.Buffer
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, len(p))
+	return w.buf.Write(p)
+}
+
+func TestWriterConcurrent(t *testing.T) {
+	cw := &countingWriter{}
+	w := NewWriter(cw)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				params := fmt.Sprintf(`{"g":%d,"i":%d,"pad":%q}`, g, i, strings.Repeat("p", i*37))
+				var err error
+				switch i % 3 {
+				case 0:
+					err = w.Write(NewNotification("n", []byte(params)))
+				case 1:
+					err = w.Write([]byte(`{"method":"n","params":` + params + `}`))
+				default:
+					err = w.WriteMessage(mustParse([]byte(`{"method":"n","params":`+params+`}`)), i%2 == 0)
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msgs, errs := collect(t, NewReader(&cw.buf, 0))
+	// Messages gathered while a write is in progress go out together.
+	if len(msgs) != 800 || len(errs) != 0 || len(cw.writes) > 800 {
+		t.Errorf("%d messages, %d errors, %d writes", len(msgs), len(errs), len(cw.writes))
+	}
+	// Each goroutine's messages keep their order, however they were written.
+	next := map[int]int{}
+	for _, m := range msgs {
+		var p struct{ G, I int }
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.I != next[p.G] {
+			t.Fatalf("goroutine %d: message %d where %d was due", p.G, p.I, next[p.G])
+		}
+		next[p.G]++
+	}
+}
+
+// WriteMessage on an idle Writer, with nothing more to come, has written
+// the message when it returns.
+func TestWriterWriteMessageAtOnce(t *testing.T) {
+	cw := &countingWriter{}
+	w := NewWriter(cw)
+	if err := w.WriteMessage(mustParse([]byte(`{"method":"a"}`)), false); err != nil {
+		t.Fatal(err)
+	}
+	cw.mu.Lock()
+	got := cw.buf.String()
+	cw.mu.Unlock()
+	if got != "{\"method\":\"a\"}\n" {
+		t.Fatalf("after WriteMessage the stream holds %q", got)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failingWriter fails every write.
+type failingWriter struct{}
+
+func (failingWriter) Write(p []byte) (int, error) { return 0, io.ErrClosedPipe }
+
+func TestWriterReportsWriteErrors(t *testing.T) {
+	w := NewWriter(failingWriter{})
+	if err := w.Write(NewNotification("a", nil)); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if err := w.Flush(); err == nil || !strings.Contains(err.Error(), "closed pipe") {
+		t.Fatalf("flush: %v", err)
+	}
+	if err := w.Write(NewNotification("b", nil)); err == nil {
+		t.Fatal("a write after a failure succeeded")
+	}
+}
+
+// Lines a Reader read one after another in its block are one piece of the
+// queue; a line ended by "\r\n", a built message and a line of another
+// Reader are pieces of their own, and copies made by Write follow one
+// another in the Writer's own buffer.
+func TestWriterQueuesConsecutiveLinesAsOnePiece(t *testing.T) {
+	r := NewReader(strings.NewReader("{\"method\":\"a\"}\n{\"method\":\"b\"}\n{\"method\":\"c\"}\r\n{\"method\":\"d\"}\n"), 0)
+	other := NewReader(strings.NewReader("{\"method\":\"e\"}\n"), 0)
+	w := &Writer{flushing: true} // as if a write were under way
+	var want strings.Builder
+	for _, rd := range []*Reader{r, r, r, r, other} {
+		m, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.line == nil {
+			w.add(nil, nil, m.Raw, true)
+		} else {
+			w.enqueue(m.line)
+		}
+		want.WriteString(string(m.Raw) + "\n")
+	}
+	w.enqueue(append(NewNotification("f", nil), '\n'))
+	want.WriteString(`{"jsonrpc":"2.0","method":"f"}` + "\n")
+	var pieces []string
+	for _, p := range w.queue {
+		pieces = append(pieces, string(p))
+	}
+	wantPieces := []string{
+		"{\"method\":\"a\"}\n{\"method\":\"b\"}\n", // read one after the other
+		"{\"method\":\"c\"}\n",                     // its "\r" is gone: a copy
+		"{\"method\":\"d\"}\n",
+		"{\"method\":\"e\"}\n", // another Reader's block
+		"{\"jsonrpc\":\"2.0\",\"method\":\"f\"}\n",
+	}
+	if strings.Join(pieces, "|") != strings.Join(wantPieces, "|") {
+		t.Errorf("pieces %q, want %q", pieces, wantPieces)
+	}
+	if w.queued != want.Len() {
+		t.Errorf("queued %d bytes, want %d", w.queued, want.Len())
+	}
+
+	c := &Writer{flushing: true}
+	c.add(nil, nil, []byte(`{"method":"x"}`), true)
+	c.add(nil, nil, []byte(`{"method":"y"}`), true)
+	if len(c.queue) != 1 || string(c.queue[0]) != "{\"method\":\"x\"}\n{\"method\":\"y\"}\n" {
+		t.Errorf("copies queued as %q", c.queue)
+	}
+}
+
+// A pipe that the reading side drains slowly takes a batch of thousands of
+// pieces in several writev calls, partial ones among them; the stream holds
+// every message once, in order.
+func TestWriterWritevOnASlowPipe(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	w := NewWriter(pw)
+	if w.vec == nil {
+		t.Skip("no writev here")
+	}
+	const n = 3000
+	var want bytes.Buffer
+	var queueErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			// Built one by one, each line lies apart from the others.
+			raw := NewNotification("n", fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("p", i%700)))
+			want.Write(raw)
+			want.WriteByte('\n')
+			if err := w.WriteMessage(mustParse(raw), i < n-1); err != nil {
+				queueErr = err
+				return
+			}
+		}
+		queueErr = w.Flush()
+		pw.Close()
+	}()
+	var got bytes.Buffer
+	buf := make([]byte, 4096)
+	for {
+		k, err := pr.Read(buf)
+		got.Write(buf[:k])
+		if err != nil {
+			break
+		}
+	}
+	<-done
+	if queueErr != nil {
+		t.Fatal(queueErr)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("the stream holds %d bytes, want %d, or differs", got.Len(), want.Len())
+	}
+}
+
+func TestAdvance(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{0, "ab|cde|f"}, {1, "b|cde|f"}, {2, "cde|f"}, {4, "e|f"}, {5, "f"}, {6, ""}} {
+		bufs := [][]byte{[]byte("ab"), []byte("cde"), []byte("f")}
+		var parts []string
+		for _, b := range advance(bufs, tc.n) {
+			parts = append(parts, string(b))
+		}
+		if got := strings.Join(parts, "|"); got != tc.want {
+			t.Errorf("advance(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
