@@ -57,6 +57,23 @@ type block struct {
 	buf   []byte
 	holds atomic.Int32
 	free  chan *block // where it goes back; nil for a block of a long line
+	// The Messages of the block's lines, which are reused with it; past
+	// len(msgs), Messages are allocated one by one.
+	msgs []Message
+	used int
+}
+
+// msgsPerBlock is how many Messages a block of the usual size has room
+// for: the number of 1 KiB lines it holds.
+const msgsPerBlock = blockSize >> 10
+
+// message returns a Message for a line of b.
+func (b *block) message() *Message {
+	if b.used == len(b.msgs) {
+		return new(Message)
+	}
+	b.used++
+	return &b.msgs[b.used-1]
 }
 
 // retain adds a hold on b.
@@ -111,8 +128,9 @@ func (r *Reader) Next() (*Message, error) {
 		if line == nil {
 			continue
 		}
-		m, err := Parse(line)
-		if err != nil {
+		m := r.blk.message()
+		*m = Message{Raw: line}
+		if err := m.parse(); err != nil {
 			return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
 		}
 		m.blk = r.blk
@@ -207,8 +225,9 @@ func (r *Reader) newBlock(size int) *block {
 	if size == r.size {
 		select {
 		case b = <-r.free:
+			b.used = 0
 		default:
-			b = &block{buf: make([]byte, size), free: r.free}
+			b = &block{buf: make([]byte, size), free: r.free, msgs: make([]Message, msgsPerBlock)}
 		}
 	} else {
 		b = &block{buf: make([]byte, size)}
