@@ -14,10 +14,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 )
 
 // Error codes of JSON-RPC 2.0 and ACP.

@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 	"io"
 	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 )
 
 // Recorder receives every message where it leaves the chain (M5): toward

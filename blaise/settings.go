@@ -2,11 +2,11 @@ package blaise
 
 import (
 	"fmt"
-
-	"github.com/blaiseagent/blaise-agent/interp"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // IdlePolicy says what happens to an idle session (L1).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/hosts/hostd"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -124,20 +125,9 @@ func renderCommands(entries []logEntry) []byte {
 		}
 		var argv []string
 		_ = json.Unmarshal([]byte(e.value("argv")), &argv)
-		for i, a := range argv {
-			argv[i] = shellQuote(a)
-		}
-		fmt.Fprintf(&b, "$ %s  (in %s)\n", strings.Join(argv, " "), unquote(e.value("dir")))
+		fmt.Fprintf(&b, "$ %s  (in %s)\n", hostd.ShellJoin(argv), unquote(e.value("dir")))
 	}
 	return []byte(b.String())
-}
-
-// shellQuote quotes s for sh when it needs quotes.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func unquote(s string) string {
