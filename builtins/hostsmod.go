@@ -3,7 +3,9 @@ package builtins
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/hosts/hostd"
@@ -25,13 +27,14 @@ var hostsModule = &starlarkstruct.Module{
 var hostdCommand = []string{"blaise-agent", "hostd"}
 
 // hostsCommand implements hosts.command(argv, via = None, env = None,
-// ship = False): a host reached by running argv on via (default: the
-// runner's machine) that speaks the hostd protocol on its stdio.
+// ship = False, workspace = None): a host reached by running argv on via
+// (default: the runner's machine) that speaks the hostd protocol on its
+// stdio. workspace is the shipped hostd's; without ship, argv says it.
 func hostsCommand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	const fn = "hosts.command"
-	var argvV, viaV, envV starlark.Value = nil, starlark.None, starlark.None
+	var argvV, viaV, envV, workspaceV starlark.Value = nil, starlark.None, starlark.None, starlark.None
 	var ship bool
-	if err := starlark.UnpackArgs(fn, args, kwargs, "argv", &argvV, "via?", &viaV, "env?", &envV, "ship?", &ship); err != nil {
+	if err := starlark.UnpackArgs(fn, args, kwargs, "argv", &argvV, "via?", &viaV, "env?", &envV, "ship?", &ship, "workspace?", &workspaceV); err != nil {
 		return nil, err
 	}
 	argv, err := argStrings(fn, "argv", argvV)
@@ -42,22 +45,51 @@ func hostsCommand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, err
 	}
-	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "command"}, viaV, ship)
+	workspace, err := argWorkspace(fn, workspaceV)
+	if err != nil {
+		return nil, err
+	}
+	if workspace != "" && !ship {
+		return nil, fmt.Errorf("%s: workspace: only with ship = True; otherwise argv starts hostd, so give it --workspace there", fn)
+	}
+	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "command", Workspace: workspace}, viaV, ship)
+}
+
+// argWorkspace converts the workspace argument of the hosts functions: a
+// directory on the far side, which goes on hostd's command line.
+func argWorkspace(fn string, v starlark.Value) (string, error) {
+	dir, err := argOptString(fn, "workspace", v)
+	if err != nil {
+		return "", err
+	}
+	if v != starlark.None && dir == "" {
+		return "", fmt.Errorf("%s: workspace: must not be empty", fn)
+	}
+	if strings.ContainsAny(dir, "\n\r\x00") {
+		return "", fmt.Errorf("%s: workspace: must not contain a line break or a NUL byte", fn)
+	}
+	return dir, nil
 }
 
 // hostsSSH implements hosts.ssh(address, user = None, key = None,
 // port = None, known_hosts = None, options = [], command = ["blaise-agent",
-// "hostd"], ship = False, via = None, env = None), built on the system's
-// ssh client. With ship, the far side runs sh and the shipped hostd, so
-// command is refused.
+// "hostd"], ship = False, via = None, env = None, workspace = None), built
+// on the system's ssh client. With ship, the far side runs sh and the
+// shipped hostd, so command is refused; so is workspace with a command,
+// which says the workspace itself.
 func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	const fn = "hosts.ssh"
 	var address string
-	var userV, keyV, portV, knownV, cmdV, viaV, envV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
+	var userV, keyV, portV, knownV, cmdV, viaV, envV, workspaceV starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None
 	var optsV starlark.Value = starlark.NewList(nil)
 	var ship bool
 	if err := starlark.UnpackArgs(fn, args, kwargs, "address", &address, "user?", &userV, "key?", &keyV, "port?", &portV,
-		"known_hosts?", &knownV, "options?", &optsV, "command?", &cmdV, "ship?", &ship, "via?", &viaV, "env?", &envV); err != nil {
+		"known_hosts?", &knownV, "options?", &optsV, "command?", &cmdV, "ship?", &ship, "via?", &viaV, "env?", &envV,
+		"workspace?", &workspaceV); err != nil {
+		return nil, err
+	}
+	workspace, err := argWorkspace(fn, workspaceV)
+	if err != nil {
 		return nil, err
 	}
 	if address == "" {
@@ -108,9 +140,14 @@ func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if ship {
 			return nil, fmt.Errorf("%s: command: not with ship = True, which runs sh on the far side and starts the shipped hostd itself", fn)
 		}
+		if workspace != "" {
+			return nil, fmt.Errorf("%s: workspace: not with command, which starts hostd: give it --workspace there", fn)
+		}
 		if remote, err = argStrings(fn, "command", cmdV); err != nil {
 			return nil, err
 		}
+	} else if workspace != "" && !ship {
+		remote = append(slices.Clip(remote), "--workspace", workspace)
 	}
 	// ssh hands the far side's shell one command line.
 	argv = append(argv, "--", address)
@@ -127,7 +164,7 @@ func hostsSSH(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if user != "" {
 		name = "ssh " + user + "@" + address
 	}
-	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "ssh", Name: name}, viaV, ship)
+	return newCommandHost(thread, fn, hostd.CommandOptions{Argv: argv, Env: env, Kind: "ssh", Name: name, Workspace: workspace}, viaV, ship)
 }
 
 // newCommandHost finishes a command host: it runs on via (None: the

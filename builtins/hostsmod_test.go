@@ -34,22 +34,27 @@ func TestH2_HostsModuleRefusesBadInput(t *testing.T) {
 	runner := hosts.NewLocal(hosts.LocalOptions{Workspace: t.TempDir()})
 	defer runner.Close()
 	for src, want := range map[string]string{
-		`hosts.command([])`:                                    "hosts.command: argv: must not be empty",
-		`hosts.command("ssh x")`:                               "hosts.command: argv: want list of strings, got string",
-		`hosts.command(["a", 1])`:                              "hosts.command: argv[1]: want string, got int",
-		`hosts.command(["a"], via = "local")`:                  "hosts.command: via: want a host, got string",
-		`hosts.command(["a"], env = {"A": 1})`:                 `hosts.command: env["A"]: want string, got int`,
-		`hosts.command(["a"], ship = "yes")`:                   `hosts.command: for parameter "ship": got string, want bool`,
-		`hosts.ssh("")`:                                        "hosts.ssh: address: must not be empty",
-		`hosts.ssh("box", port = 0)`:                           "hosts.ssh: port: want 1 to 65535, got 0",
-		`hosts.ssh("box", port = "22")`:                        "hosts.ssh: port: want int or None, got string",
-		`hosts.ssh("box", options = ["-v", 2])`:                "hosts.ssh: options[1]: want string, got int",
-		`hosts.ssh("box", key = 1)`:                            "hosts.ssh: key: want string or None, got int",
-		`hosts.ssh("box", command = [])`:                       "hosts.ssh: command: must not be empty",
-		`hosts.ssh("box", known_hosts = ["a"])`:                "hosts.ssh: known_hosts: want string or None, got list",
-		`hosts.ssh("box", command = ["hostd"], ship = True)`:   "hosts.ssh: command: not with ship = True, which runs sh on the far side and starts the shipped hostd itself",
-		`hosts.command(["sh", "-c", "exit 3"]).exec(["true"])`: "exec: host command sh -c 'exit 3': connect: the far side closed the stream before the handshake (the command exited with code 3)",
-		`hosts.command(["sh", "-c", "exit 4"]).info`:           "host.info: host command sh -c 'exit 4': connect: the far side closed the stream before the handshake (the command exited with code 4)",
+		`hosts.command([])`:                                       "hosts.command: argv: must not be empty",
+		`hosts.command("ssh x")`:                                  "hosts.command: argv: want list of strings, got string",
+		`hosts.command(["a", 1])`:                                 "hosts.command: argv[1]: want string, got int",
+		`hosts.command(["a"], via = "local")`:                     "hosts.command: via: want a host, got string",
+		`hosts.command(["a"], env = {"A": 1})`:                    `hosts.command: env["A"]: want string, got int`,
+		`hosts.command(["a"], ship = "yes")`:                      `hosts.command: for parameter "ship": got string, want bool`,
+		`hosts.ssh("")`:                                           "hosts.ssh: address: must not be empty",
+		`hosts.ssh("box", port = 0)`:                              "hosts.ssh: port: want 1 to 65535, got 0",
+		`hosts.ssh("box", port = "22")`:                           "hosts.ssh: port: want int or None, got string",
+		`hosts.ssh("box", options = ["-v", 2])`:                   "hosts.ssh: options[1]: want string, got int",
+		`hosts.ssh("box", key = 1)`:                               "hosts.ssh: key: want string or None, got int",
+		`hosts.ssh("box", command = [])`:                          "hosts.ssh: command: must not be empty",
+		`hosts.ssh("box", known_hosts = ["a"])`:                   "hosts.ssh: known_hosts: want string or None, got list",
+		`hosts.ssh("box", command = ["hostd"], ship = True)`:      "hosts.ssh: command: not with ship = True, which runs sh on the far side and starts the shipped hostd itself",
+		`hosts.command(["a"], workspace = "/w")`:                  "hosts.command: workspace: only with ship = True; otherwise argv starts hostd, so give it --workspace there",
+		`hosts.command(["sh"], ship = True, workspace = 1)`:       "hosts.command: workspace: want string or None, got int",
+		`hosts.ssh("box", command = ["hostd"], workspace = "/w")`: "hosts.ssh: workspace: not with command, which starts hostd: give it --workspace there",
+		`hosts.ssh("box", workspace = "")`:                        "hosts.ssh: workspace: must not be empty",
+		`hosts.ssh("box", workspace = "a\nb")`:                    "hosts.ssh: workspace: must not contain a line break or a NUL byte",
+		`hosts.command(["sh", "-c", "exit 3"]).exec(["true"])`:    "exec: host command sh -c 'exit 3': connect: the far side closed the stream before the handshake (the command exited with code 3)",
+		`hosts.command(["sh", "-c", "exit 4"]).info`:              "host.info: host command sh -c 'exit 4': connect: the far side closed the stream before the handshake (the command exited with code 4)",
 	} {
 		err := runHosts(t, runner, src)
 		if err == nil || !strings.HasSuffix(err.Error(), want) {
@@ -87,6 +92,8 @@ func TestH2_HostsSSHCommandLine(t *testing.T) {
 			"-T -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/kh -i /k -o IdentitiesOnly=yes -p 2222 -l me -v -- box.example blaise-agent hostd)",
 		`hosts.ssh("box", command = ["/opt/blaise agent", "hostd"])`: "its stderr ends with: -T -o BatchMode=yes -- box '/opt/blaise agent' hostd)",
 		`hosts.ssh("box", ship = True)`:                              "its stderr ends with: -T -o BatchMode=yes -- box sh)",
+		`hosts.ssh("box", workspace = "/srv/my work")`:               "its stderr ends with: -T -o BatchMode=yes -- box blaise-agent hostd --workspace '/srv/my work')",
+		`hosts.ssh("box", ship = True, workspace = "/srv/w")`:        "its stderr ends with: -T -o BatchMode=yes -- box sh)",
 	} {
 		err := runHosts(t, runner, src+`.exec(["true"])`)
 		if err == nil || !strings.HasSuffix(err.Error(), want) {

@@ -360,6 +360,40 @@ def on_session(ctx, next):
 	}
 }
 
+// With workspace, the shipped hostd works there; one that is not a
+// directory on the far side is a clear error.
+func TestH2_ShipRunsHostdInTheWorkspaceGiven(t *testing.T) {
+	cache, work := t.TempDir(), t.TempDir()
+	missing := filepath.Join(work, "missing")
+	for _, tc := range []struct {
+		workspace, want string
+	}{
+		{work, ""},
+		{missing, "stat " + missing + ": no such file or directory"},
+	} {
+		c := newChain(t, map[string]string{
+			"blaise.star": agentStarted + `setup(use("./p.star"))`,
+			"p.star": `plug(name = "p")
+def on_session(ctx, next):
+    h = hosts.command(["sh"], ship = True, workspace = "` + tc.workspace + `", env = {"XDG_CACHE_HOME": "` + cache + `", "PATH": "` + os.Getenv("PATH") + `"})
+    print("WS", h.info.workspace)
+    print("PWD", h.exec(["pwd"]).stdout.strip())
+    next()
+`,
+		})
+		res := c.run(runner.Options{}, idle)
+		if tc.want != "" {
+			if res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), tc.want) {
+				t.Fatalf("pause %+v\nwant …%s", res.Pause, tc.want)
+			}
+			continue
+		}
+		if res.Pause.Reason != "idle" || strings.Join(c.lines("WS "), "") != work || strings.Join(c.lines("PWD "), "") != work {
+			t.Fatalf("pause %+v, workspace %q, pwd %q\n%s", res.Pause, c.lines("WS "), c.lines("PWD "), c.logs.String())
+		}
+	}
+}
+
 func TestH2_ShipRefusesAFarSideOfAnotherPlatform(t *testing.T) {
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "uname"), []byte("#!/bin/sh\necho Darwin arm64\n"), 0o755); err != nil {

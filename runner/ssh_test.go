@@ -124,14 +124,15 @@ def on_session(ctx, next):
 }
 
 func TestH2_SSHShipsTheExecutable(t *testing.T) {
-	cache := t.TempDir()
+	cache, work := t.TempDir(), t.TempDir()
 	srv := sshtest.Start(t, sshtest.Env("XDG_CACHE_HOME="+cache))
 	c := newChain(t, map[string]string{
 		"blaise.star": agentStarted + `setup(use("./switch.star"), use("./exe.star"))`,
-		"switch.star": switchPlug(sshHost(srv, srv.KeyFile, srv.KnownHostsFile, ", ship = True")),
+		"switch.star": switchPlug(sshHost(srv, srv.KeyFile, srv.KnownHostsFile, `, ship = True, workspace = "`+work+`"`)),
 		"exe.star": `plug(name = "exe")
 def on_session(ctx, next):
     print("EXE", ctx.host.exec(["sh", "-c", "readlink /proc/$PPID/exe"]).stdout.strip())
+    print("PWD", ctx.host.exec(["pwd"]).stdout.strip())
     next()
 `,
 	})
@@ -146,5 +147,9 @@ def on_session(ctx, next):
 	// The hostd that ran was the shipped copy.
 	if got := strings.Join(c.lines("EXE "), "|"); got != shipped[0] {
 		t.Fatalf("hostd ran %q, not the shipped %s", got, shipped[0])
+	}
+	// It works in the workspace given.
+	if got := strings.Join(c.lines("PWD "), "|"); got != work {
+		t.Fatalf("hostd worked in %q, not in %s", got, work)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // HostdCmd is `blaise-agent hostd`.
 type HostdCmd struct {
-	Workspace    string `help:"Directory where work happens: relative paths and commands without a directory resolve against it (default: the working directory)." type:"existingdir"`
+	Workspace    string `help:"Directory where work happens: relative paths and commands without a directory resolve against it (default: the working directory)."`
 	ClaimVersion int    `name:"claim-protocol-version" hidden:"" help:"Announce this protocol version instead of the real one (for tests of version mismatches)."`
 }
 

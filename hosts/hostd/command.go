@@ -30,6 +30,9 @@ type CommandOptions struct {
 	// to the far side when it has no copy of it yet. Argv must then run a
 	// POSIX shell that reads its commands from stdin; see Ship.
 	Ship string
+	// Workspace, with Ship, is the shipped hostd's --workspace; "" leaves
+	// it in the shell's working directory.
+	Workspace string
 }
 
 // NewCommand returns a host reached by running opts.Argv on opts.Via; the
@@ -52,7 +55,7 @@ func NewCommand(opts CommandOptions) *Client {
 		if opts.Ship != "" {
 			ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 			defer cancel()
-			if err := ship(ctx, t, opts.Ship); err != nil {
+			if err := ship(ctx, t, opts.Ship, opts.Workspace); err != nil {
 				t.Close()
 				if d := t.Diagnose(); d != "" {
 					return nil, fmt.Errorf("%w (%s)", err, d)

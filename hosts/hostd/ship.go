@@ -21,12 +21,12 @@ import (
 // script is one line because sh may read ahead within a line but not
 // past it, and nothing follows the executable before hostd speaks.
 
-// shipScript is the script; %s is the hash.
+// shipScript is the script; its verbs are the hash and hostd's arguments.
 const shipScript = `b="${XDG_CACHE_HOME:-$HOME/.cache}/blaise-agent/%s/blaise-agent"; ` +
 	`if [ -x "$b" ]; then echo "blaise-ship have"; else echo "blaise-ship need $(uname -sm)"; ` +
 	`read -r w n || exit 3; [ "$w" = send ] || exit 3; ` +
 	`mkdir -p "${b%%/*}" && head -c "$n" >"$b.$$" && chmod 755 "$b.$$" && mv -f "$b.$$" "$b" || exit 3; fi; ` +
-	`exec "$b" hostd` + "\n"
+	`exec "$b" %s` + "\n"
 
 // unames maps `uname -sm` to GOOS/GOARCH.
 var unames = map[string]string{
@@ -47,15 +47,20 @@ var unames = map[string]string{
 	"Darwin aarch64": "darwin/arm64",
 }
 
-// ship runs the shipping exchange on t, leaving the far side running hostd.
-func ship(ctx context.Context, t *commandTransport, exe string) error {
+// ship runs the shipping exchange on t, leaving the far side running hostd
+// in workspace ("": the shell's working directory).
+func ship(ctx context.Context, t *commandTransport, exe, workspace string) error {
 	hash, err := exeHash(exe)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { t.Close() })
 	defer stop()
-	if _, err := fmt.Fprintf(t, shipScript, hash); err != nil {
+	args := []string{"hostd"}
+	if workspace != "" {
+		args = append(args, "--workspace", workspace)
+	}
+	if _, err := fmt.Fprintf(t, shipScript, hash, ShellJoin(args)); err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
 	// One byte at a time: what follows the line is hostd's handshake.

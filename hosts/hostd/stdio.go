@@ -4,6 +4,7 @@ package hostd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"syscall"
 
@@ -14,6 +15,17 @@ import (
 // for the working directory), on the process's stdin and stdout, until
 // they close or ctx ends.
 func ServeStdio(ctx context.Context, workspace string, opts ServeOptions) error {
+	if workspace != "" {
+		// Checked before serving: a runner then sees why in hostd's stderr
+		// rather than failing on each call.
+		fi, err := os.Stat(workspace)
+		if err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("workspace: %s is not a directory", workspace)
+		}
+	}
 	in, out := pollable(0, "stdin"), pollable(1, "stdout")
 	// Nothing else may write to the stream.
 	os.Stdout = os.Stderr
