@@ -365,6 +365,11 @@ func (m *Message) with(member int, v []byte) *Message {
 	switch {
 	case len(v) == 0 && sp.key == 0:
 		c := *m
+		if c.blk != nil {
+			// The copy aliases the block too: it keeps it with a hold of
+			// its own, never released, whatever becomes of m.
+			c.blk.retain()
+		}
 		return &c
 	case len(v) == 0:
 		lo, hi = removal(raw, sp)

@@ -304,8 +304,8 @@ func (p *Proxy) checker(ch <-chan *Message) {
 func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 	var pending *call
 	if m.Kind == Request && c != nil {
-		// The id is copied: m's bytes would keep its reader's whole block
-		// alive as long as the request waits.
+		// The id is copied, so that the pending table does not depend on
+		// m's block.
 		pending = &call{id: bytes.Clone(m.ID), resp: make(chan *Message, 1), finished: c.finished}
 		key := IDKey(m.ID)
 		p.mu.Lock()

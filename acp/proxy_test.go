@@ -146,3 +146,32 @@ func TestProxyForwardsEveryByteWhileReusingBlocks(t *testing.T) {
 		t.Error("no block of the agent's stream came back to be read into again")
 	}
 }
+
+// A copy of a message made by With… keeps the block of its bytes, even
+// when the original is released.
+func TestACopyOfAMessageKeepsItsBlock(t *testing.T) {
+	var in strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&in, "{\"method\":\"m%d\"}\n", i)
+	}
+	r := newReaderSize(strings.NewReader(in.String()), 0, 256)
+	m, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.WithParams(nil) // no params to remove: a copy
+	m.release()
+	for {
+		n, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.release()
+	}
+	if string(c.Raw) != `{"method":"m0"}` || c.Method != "m0" {
+		t.Fatalf("the copy changed to %q", c.Raw)
+	}
+}

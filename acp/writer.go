@@ -174,7 +174,10 @@ func (w *Writer) flushRest() {
 // but not during the write.
 func (w *Writer) writeBatch() {
 	batch, copies, held := w.queue, w.copies, w.holds
+	// The spares become the queue, and the batch's buffers the spares once
+	// written: no buffer is ever both.
 	w.queue, w.copies, w.holds, w.queued = w.spare[:0], w.spareCp[:0], w.spareH[:0], 0
+	w.spare, w.spareCp, w.spareH = nil, nil, nil
 	w.mu.Unlock()
 	err := w.writeOut(batch)
 	clear(batch)
@@ -201,12 +204,14 @@ func (w *Writer) writeBatch() {
 // writeOut writes the pieces of a batch. Only the writer of a batch calls
 // it, so w.joined is its own.
 func (w *Writer) writeOut(batch [][]byte) error {
+	// Every batch takes the same way, so a stream that breaks fails the
+	// same way (a broken pipe is an error, not a SIGPIPE) whatever its size.
+	if w.vec != nil {
+		return w.vec(batch)
+	}
 	if len(batch) == 1 {
 		_, err := w.w.Write(batch[0])
 		return err
-	}
-	if w.vec != nil {
-		return w.vec(batch)
 	}
 	joined := w.joined[:0]
 	for _, b := range batch {

@@ -8,7 +8,10 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWriter(t *testing.T) {
@@ -242,5 +245,149 @@ func TestAdvance(t *testing.T) {
 		if got := strings.Join(parts, "|"); got != tc.want {
 			t.Errorf("advance(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+// gateWriter holds its nth Write until released, and keeps what it got.
+type gateWriter struct {
+	mu      sync.Mutex
+	calls   int
+	gate    int
+	entered chan struct{}
+	release chan struct{}
+	out     bytes.Buffer
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	g.calls++
+	n := g.calls
+	g.mu.Unlock()
+	if n == g.gate {
+		close(g.entered)
+		<-g.release
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.out.Write(p)
+}
+
+// After a batch too large for its buffer to be kept, the next batch's
+// buffer is still not the one the queue fills while that batch is written.
+func TestWriterNeverSharesABufferBetweenBatches(t *testing.T) {
+	g := &gateWriter{gate: 3, entered: make(chan struct{}), release: make(chan struct{})}
+	w := NewWriter(g)
+	for _, raw := range []string{`{"a":1}`, `{"big":"` + strings.Repeat("x", 2*maxPending) + `"}`} {
+		if err := w.Write([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Write([]byte(`{"AAAAAAAA":1}`)); err != nil { // written while held
+		t.Fatal(err)
+	}
+	<-g.entered
+	if err := w.Write([]byte(`{"BBBBBBBB":2}`)); err != nil { // queued meanwhile
+		t.Fatal(err)
+	}
+	close(g.release)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"AAAAAAAA\":1}\n{\"BBBBBBBB\":2}\n"; !strings.HasSuffix(g.out.String(), want) {
+		t.Errorf("the stream ends %q, want %q", g.out.String()[g.out.Len()-len(want):], want)
+	}
+}
+
+// Lines that cannot be joined (every other one ended by "\r\n", so
+// copied) queue up behind a full pipe of 4 KiB into a batch of more pieces
+// than one writev takes; pollable and blocking pipes get every byte in
+// order.
+func TestWriterWritevManyPieces(t *testing.T) {
+	for _, mode := range []string{"pollable", "blocking"} {
+		t.Run(mode, func(t *testing.T) {
+			var pr, pw *os.File
+			if mode == "pollable" {
+				var err error
+				if pr, pw, err = os.Pipe(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				var fds [2]int
+				if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
+					t.Fatal(err)
+				}
+				pr, pw = os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+			}
+			defer pr.Close()
+			var in strings.Builder
+			for i := range 5000 {
+				end := "\n"
+				if i%2 == 1 {
+					end = "\r\n"
+				}
+				fmt.Fprintf(&in, "{\"method\":\"m\",\"params\":{\"i\":%d,\"p\":%q}}%s", i, strings.Repeat("x", i%300), end)
+			}
+			want := strings.ReplaceAll(in.String(), "\r\n", "\n")
+			r := NewReader(strings.NewReader(in.String()), 0)
+			w := NewWriter(pw)
+			if w.vec == nil {
+				t.Skip("no writev here")
+			}
+			if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+				t.Fatal(err)
+			}
+			most := 0
+			queued := make(chan error, 1)
+			go func() {
+				for {
+					m, err := r.Next()
+					if err == io.EOF {
+						break
+					}
+					if err == nil {
+						err = w.WriteMessage(m, true)
+					}
+					if err != nil {
+						queued <- err
+						return
+					}
+					m.release()
+					w.mu.Lock()
+					most = max(most, len(w.queue))
+					w.mu.Unlock()
+				}
+				queued <- nil
+			}()
+			// The pipe stays full until everything is queued.
+			if err := <-queued; err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- w.Flush()
+				pw.Close()
+			}()
+			var got []byte
+			buf := make([]byte, 1000)
+			for {
+				n, err := pr.Read(buf)
+				got = append(got, buf[:n]...)
+				if err != nil {
+					break
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != want {
+				t.Fatalf("got %d bytes, want %d, or they differ", len(got), len(want))
+			}
+			if most <= maxIovecs {
+				t.Errorf("at most %d pieces were queued, not more than one writev takes (%d)", most, maxIovecs)
+			}
+		})
 	}
 }
