@@ -475,11 +475,16 @@ func TestReadWriteRoundTrip(t *testing.T) {
 
 // Special characters at every position relative to the eight-byte steps of
 // the string scanner.
+// Every special byte at every offset, before and after the short run the
+// scanner checks byte by byte and the long runs it searches, and behind
+// escapes (an escaped quote ahead of the closing one among them): Parse
+// agrees with encoding/json.
 func TestScanStringAlignment(t *testing.T) {
 	specials := []string{`\"`, `\\`, `\u00e9`, `"`, "\x01", "\x1f", `\x`, "\xff", " ", "~"}
-	for n := 0; n < 24; n++ {
+	long := strings.Repeat("b", 40)
+	for n := 0; n < 80; n++ {
 		for _, sp := range specials {
-			for _, tail := range []string{"", "abcdefghijklmnop"} {
+			for _, tail := range []string{"", "abcdefghijklmnop", long + `\"` + long + "\x02", `\n` + long + `\"` + long} {
 				line := []byte(`{"method":"` + strings.Repeat("a", n) + sp + tail + `"}`)
 				_, err := Parse(line)
 				if (err == nil) != json.Valid(line) {
