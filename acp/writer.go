@@ -113,9 +113,7 @@ func (w *Writer) add(blk *block, line, raw []byte, more bool) error {
 	w.writeBatch()
 	err := w.err
 	w.mu.Unlock()
-	if err == nil {
-		w.flushRest()
-	}
+	w.flushRest()
 	return err
 }
 
