@@ -473,8 +473,6 @@ func TestReadWriteRoundTrip(t *testing.T) {
 	}
 }
 
-// Special characters at every position relative to the eight-byte steps of
-// the string scanner.
 // Every special byte at every offset, before and after the short run the
 // scanner checks byte by byte and the long runs it searches, and behind
 // escapes (an escaped quote ahead of the closing one among them): Parse
