@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/charmbracelet/log"
 )
 
 // benchUpdate is a session/update notification of 1 KiB.
@@ -65,16 +69,18 @@ func floodAgent(in io.Reader, out io.Writer) {
 }
 
 // benchClient is an ACP client of the flood agent, reached either directly
-// (the baseline) or through `blaise-agent acp`.
+// (the baseline), through `blaise-agent acp`, or through an engine in the
+// benchmark's process.
 type benchClient struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
+	in  io.Writer
 	out *bufio.Reader
+	pid int // of the process the client talks to; 0: this one
 	sid string
 	id  int
 }
 
-func startBench(b *testing.B, cmd *exec.Cmd) *benchClient {
+// startProcess starts cmd with a client on its stdio.
+func startProcess(b *testing.B, cmd *exec.Cmd) *benchClient {
 	b.Helper()
 	cmd.Stderr = io.Discard
 	in, err := cmd.StdinPipe()
@@ -88,12 +94,18 @@ func startBench(b *testing.B, cmd *exec.Cmd) *benchClient {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	c := &benchClient{cmd: cmd, in: in, out: bufio.NewReaderSize(out, 1<<20)}
+	c := &benchClient{in: in, out: bufio.NewReaderSize(out, 1<<20), pid: cmd.Process.Pid}
 	b.Cleanup(func() {
 		in.Close()
 		_, _ = io.Copy(io.Discard, c.out)
 		_ = cmd.Wait()
 	})
+	c.open(b)
+	return c
+}
+
+// open initializes and opens a session.
+func (c *benchClient) open(b *testing.B) {
 	c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
 	resp := c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, b.TempDir()))
 	var r struct {
@@ -105,7 +117,6 @@ func startBench(b *testing.B, cmd *exec.Cmd) *benchClient {
 		b.Fatalf("session/new: %s", resp)
 	}
 	c.sid = r.Result.SessionID
-	return c
 }
 
 // request sends a request and returns its answer; it fails on anything else
@@ -143,6 +154,24 @@ func (c *benchClient) prompt(b *testing.B, n int) {
 	}
 }
 
+// cpu returns the user and system CPU time the process the client talks to
+// has used (the agent, or blaise-agent acp without its session process).
+func (c *benchClient) cpu(b *testing.B) time.Duration {
+	if c.pid == 0 {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid))
+	if err != nil {
+		b.Skip("no /proc: ", err)
+	}
+	// The fields after the command's name, which ends in ")": utime and
+	// stime are the 12th and 13th, in clock ticks of 10 ms.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 // directAgent starts the flood agent with the client on its stdio.
 func directAgent(b *testing.B) *benchClient {
 	exe, err := os.Executable()
@@ -151,21 +180,52 @@ func directAgent(b *testing.B) *benchClient {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
-	return startBench(b, cmd)
+	return startProcess(b, cmd)
 }
 
-// throughACP starts `blaise-agent acp` with a configuration of no plugs
-// around the flood agent.
-func throughACP(b *testing.B) *benchClient {
-	bin := self(b)
-	dir := b.TempDir()
+// floodConfig writes a configuration of no plugs around the flood agent.
+func floodConfig(b *testing.B, bin string) (dir, path string) {
+	dir = b.TempDir()
+	path = filepath.Join(dir, "blaise.star")
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", bin)
-	if err := os.WriteFile(filepath.Join(dir, "blaise.star"), []byte(cfg), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "acp", "-c", filepath.Join(dir, "blaise.star"), "--state-dir", filepath.Join(dir, "state"))
+	return dir, path
+}
+
+// throughACP starts `blaise-agent acp` with a client on its stdio.
+func throughACP(b *testing.B) *benchClient {
+	bin := self(b)
+	dir, cfg := floodConfig(b, bin)
+	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
-	return startBench(b, cmd)
+	return startProcess(b, cmd)
+}
+
+// throughEngine starts a run with an engine of this process, the client on
+// Live.Stream, as `blaise-agent run` has it.
+func throughEngine(b *testing.B) *benchClient {
+	bin := self(b)
+	dir, cfg := floodConfig(b, bin)
+	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &blaise.Engine{Store: store, Command: []string{bin, "session-process"}, Stderr: io.Discard, Log: log.New(io.Discard)}
+	live, err := e.Start(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, w := live.Stream()
+	c := &benchClient{in: w, out: bufio.NewReaderSize(r, 1<<20)}
+	b.Cleanup(func() {
+		_ = live.Stop("closed", false)
+		_, _ = live.Wait(context.Background())
+		r.Close()
+	})
+	c.open(b)
+	return c
 }
 
 // BenchmarkACPFrontEnd measures a client of `blaise-agent acp` (a
@@ -180,15 +240,20 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 		start func(b *testing.B) *benchClient
 	}{
 		{"direct", directAgent},
+		{"engine", throughEngine},
 		{"acp", throughACP},
 	}
 	for _, p := range peers {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
 			b.SetBytes(int64(len(benchUpdate) + 1))
+			cpu0 := c.cpu(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			if c.pid != 0 {
+				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "peer-cpu-ns/msg")
+			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) {
 			c := p.start(b)
