@@ -184,7 +184,7 @@ func directAgent(b *testing.B) *benchClient {
 }
 
 // floodConfig writes a configuration of no plugs around the flood agent.
-func floodConfig(b *testing.B, bin string) (dir, path string) {
+func floodConfig(b testing.TB, bin string) (dir, path string) {
 	dir = b.TempDir()
 	path = filepath.Join(dir, "blaise.star")
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", bin)
