@@ -91,6 +91,30 @@ func stringMember(obj []byte, key string) (string, bool) {
 	return s, true
 }
 
+// withString returns a copy of obj whose top-level member key is the
+// string s, when the member is a string other than s; otherwise obj and
+// false.
+func withString(obj []byte, key, s string) ([]byte, bool) {
+	start, end, ok := member(obj, key)
+	if !ok || obj[start] != '"' {
+		return obj, false
+	}
+	v := obj[start:end]
+	if bytes.IndexByte(v, '\\') < 0 {
+		// Checked JSON: the bytes between the quotes are the string.
+		if string(v[1:len(v)-1]) == s {
+			return obj, false
+		}
+	} else if old, ok := stringMember(obj, key); !ok || old == s {
+		return obj, false
+	}
+	q := quote(s)
+	out := make([]byte, 0, len(obj)-len(v)+len(q))
+	out = append(out, obj[:start]...)
+	out = append(out, q...)
+	return append(out, obj[end:]...), true
+}
+
 // withMember returns a copy of the object obj whose top-level member key has
 // the raw value val: replaced where it is, or added at the end. It returns
 // nil when obj is not an object.
@@ -128,10 +152,16 @@ func withMember(obj []byte, key string, val []byte) []byte {
 	return append(out, obj[k+1:]...)
 }
 
-// quote returns s as a JSON string.
+// quote returns s as a JSON string, as json.Marshal writes it.
 func quote(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return b
+		}
+	}
+	b := make([]byte, 0, len(s)+2)
+	return append(append(append(b, '"'), s...), '"')
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -146,12 +176,20 @@ func skipSpace(b []byte, p int) int {
 // skipString returns the offset after the string starting at b[p] == '"',
 // or -1.
 func skipString(b []byte, p int) int {
-	for p++; p < len(b); p++ {
-		switch b[p] {
-		case '\\':
-			p++
-		case '"':
-			return p + 1
+	for q := p + 1; q < len(b); q++ {
+		i := bytes.IndexByte(b[q:], '"')
+		if i < 0 {
+			return -1
+		}
+		q += i
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		k := q - 1
+		for k > p && b[k] == '\\' {
+			k--
+		}
+		if (q-1-k)%2 == 0 {
+			return q + 1
 		}
 	}
 	return -1

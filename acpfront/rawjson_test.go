@@ -1,6 +1,9 @@
 package acpfront
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 func TestWithMember(t *testing.T) {
 	for _, c := range []struct{ in, key, val, want string }{
@@ -28,6 +31,37 @@ func TestWithMember(t *testing.T) {
 	}
 }
 
+func TestWithString(t *testing.T) {
+	for _, c := range []struct {
+		in, s, want string
+		changed     bool
+	}{
+		{`{"sessionId":"a","x":1}`, "b", `{"sessionId":"b","x":1}`, true},
+		{`{"sessionId":"a","x":1}`, "a", `{"sessionId":"a","x":1}`, false},
+		{`{"sessionId":"\u0061"}`, "a", `{"sessionId":"\u0061"}`, false},
+		{`{"sessionId":"a\\"}`, `a\`, `{"sessionId":"a\\"}`, false},
+		{`{"sessionId":"a\\"}`, "b<", `{"sessionId":"b\u003c"}`, true},
+		{`{"x":"\\\"}","sessionId":"a"}`, "b", `{"x":"\\\"}","sessionId":"b"}`, true},
+		{`{"x":"\\","sessionId":"a"}`, "b", `{"x":"\\","sessionId":"b"}`, true},
+		{`{"sessionId":1}`, "b", `{"sessionId":1}`, false},
+		{`{"x":"a"}`, "b", `{"x":"a"}`, false},
+	} {
+		got, changed := withString([]byte(c.in), "sessionId", c.s)
+		if string(got) != c.want || changed != c.changed {
+			t.Errorf("withString(%s, %q) = %s, %v, want %s, %v", c.in, c.s, got, changed, c.want, c.changed)
+		}
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for _, s := range []string{"", "sess-1", "a\"b", `a\b`, "<&>", "é", "\x01", "\x7f", "\u2028"} {
+		want, _ := json.Marshal(s)
+		if got := quote(s); string(got) != string(want) {
+			t.Errorf("quote(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
 func TestForceLoadSession(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{`{"agentCapabilities":{"loadSession":false,"_meta":{"x":1}},"protocolVersion":1}`, `{"agentCapabilities":{"loadSession":true,"_meta":{"x":1}},"protocolVersion":1}`},
@@ -45,5 +79,6 @@ func FuzzWithMember(f *testing.F) {
 	f.Fuzz(func(t *testing.T, obj []byte, key string) {
 		_ = withMember(obj, key, []byte(`"v"`))
 		_, _ = stringMember(obj, key)
+		_, _ = withString(obj, key, "v")
 	})
 }

@@ -256,8 +256,14 @@ func (c *conn) post(ev event) {
 
 // --- to the client ---
 
-func (c *conn) write(raw []byte) {
-	if err := c.out.Write(raw); err != nil {
+func (c *conn) write(raw []byte) { c.wrote(c.out.Write(raw)) }
+
+// forward writes a message of a run to the client, without a copy when it
+// is a line as the run's output was read.
+func (c *conn) forward(m *acp.Message) { c.wrote(c.out.WriteMessage(m, true)) }
+
+func (c *conn) wrote(err error) {
+	if err != nil {
 		if !c.broken {
 			c.log.Warn("writing to the client failed", "err", err)
 		}
@@ -735,8 +741,8 @@ func (c *conn) send(sess *session, m *acp.Message) {
 // toAgent rewrites the session id in a client message to the agent's.
 func (c *conn) toAgent(sess *session, m *acp.Message) *acp.Message {
 	if sess.acpID != "" {
-		if v, ok := stringMember(m.Params, "sessionId"); ok && v != sess.acpID {
-			return m.WithParams(withMember(m.Params, "sessionId", quote(sess.acpID)))
+		if params, ok := withString(m.Params, "sessionId", sess.acpID); ok {
+			return m.WithParams(params)
 		}
 	}
 	return m
@@ -922,7 +928,7 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 			// sends now waits for the next run.
 			sess.phase = draining
 		}
-		c.write(c.answer(sess, p, m).Raw)
+		c.forward(c.answer(sess, p, m))
 		if sess.waiting != "" && key == sess.waiting && sess.phase == settingUp {
 			c.nextStep(sess)
 		}
@@ -938,7 +944,7 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 			sess.agentReq = map[string][]byte{}
 		}
 		sess.agentReq[acp.IDKey(m.ID)] = front
-		c.write(c.withSession(sess, m).WithID(front).Raw)
+		c.forward(c.withSession(sess, m).WithID(front))
 	case acp.Notification:
 		if sess.swallow && m.Method == "session/update" {
 			return
@@ -948,7 +954,7 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 				m = m.WithParams(withMember(m.Params, "requestId", front))
 			}
 		}
-		c.write(c.withSession(sess, m).Raw)
+		c.forward(c.withSession(sess, m))
 	}
 }
 
@@ -967,8 +973,8 @@ func agentStopped(m *acp.Message) bool {
 
 // withSession rewrites the agent's session id in params to the blaise id.
 func (c *conn) withSession(sess *session, m *acp.Message) *acp.Message {
-	if v, ok := stringMember(m.Params, "sessionId"); ok && v != sess.id {
-		return m.WithParams(withMember(m.Params, "sessionId", quote(sess.id)))
+	if params, ok := withString(m.Params, "sessionId", sess.id); ok {
+		return m.WithParams(params)
 	}
 	return m
 }

@@ -13,17 +13,19 @@ import (
 // stream; the run's later messages are then dropped.
 func (l *Live) Stream() (r io.ReadCloser, w io.Writer) {
 	pr, pw := io.Pipe()
+	// Messages that arrive while the reader is busy go to it together.
+	out := acp.NewWriter(pw)
 	go func() {
-		defer pw.Close()
 		failed := false
 		for m := range l.Messages() {
 			// Drained to the end, so the run never waits on a reader
 			// that has left.
 			if !failed {
-				_, err := pw.Write(append(append([]byte(nil), m.Raw...), '\n'))
-				failed = err != nil
+				failed = out.WriteMessage(m, true) != nil
 			}
 		}
+		_ = out.Flush()
+		pw.Close()
 	}()
 	return pr, liveWriter{l}
 }

@@ -9,6 +9,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("BLAISE_TEST_AGENT") == "flood" {
+		floodAgent(os.Stdin, os.Stdout)
+		return
+	}
 	testscript.Main(m, map[string]func(){"blaise-agent": main})
 }
 

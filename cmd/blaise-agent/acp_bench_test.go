@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/charmbracelet/log"
+)
+
+// benchUpdate is a session/update notification of 1 KiB.
+var benchUpdate = func() string {
+	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
+	tail := `"}}}}`
+	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
+}()
+
+// floodAgent is a minimal ACP agent: it answers initialize and session/new,
+// and answers a prompt whose text is N with N copies of benchUpdate and
+// then end_turn. It is the test binary run with BLAISE_TEST_AGENT=flood.
+func floodAgent(in io.Reader, out io.Writer) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	w := bufio.NewWriterSize(out, 64<<10)
+	for sc.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Prompt []struct {
+					Text string `json:"text"`
+				} `json:"prompt"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil || req.Method == "" {
+			continue
+		}
+		result := `{}`
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":1,"agentCapabilities":{}}`
+		case "session/new":
+			result = `{"sessionId":"sess-1"}`
+		case "session/prompt":
+			n := 0
+			if len(req.Params.Prompt) > 0 {
+				n, _ = strconv.Atoi(req.Params.Prompt[0].Text)
+			}
+			for i := 0; i < n; i++ {
+				_, _ = w.WriteString(benchUpdate + "\n")
+			}
+			result = `{"stopReason":"end_turn"}`
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
+		_ = w.Flush()
+	}
+}
+
+// benchClient is an ACP client of the flood agent, reached either directly
+// (the baseline), through `blaise-agent acp`, or through an engine in the
+// benchmark's process.
+type benchClient struct {
+	in  io.Writer
+	out *bufio.Reader
+	pid int // of the process the client talks to; 0: this one
+	sid string
+	id  int
+}
+
+// startProcess starts cmd with a client on its stdio.
+func startProcess(b *testing.B, cmd *exec.Cmd) *benchClient {
+	b.Helper()
+	cmd.Stderr = io.Discard
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &benchClient{in: in, out: bufio.NewReaderSize(out, 1<<20), pid: cmd.Process.Pid}
+	b.Cleanup(func() {
+		in.Close()
+		_, _ = io.Copy(io.Discard, c.out)
+		_ = cmd.Wait()
+	})
+	c.open(b)
+	return c
+}
+
+// open initializes and opens a session.
+func (c *benchClient) open(b *testing.B) {
+	c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+	resp := c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, b.TempDir()))
+	var r struct {
+		Result struct {
+			SessionID string `json:"sessionId"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil || r.Result.SessionID == "" {
+		b.Fatalf("session/new: %s", resp)
+	}
+	c.sid = r.Result.SessionID
+}
+
+// request sends a request and returns its answer; it fails on anything else
+// that comes first.
+func (c *benchClient) request(b *testing.B, method, params string) []byte {
+	c.id++
+	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", c.id, method, params); err != nil {
+		b.Fatal(err)
+	}
+	line, err := c.out.ReadSlice('\n')
+	if err != nil {
+		b.Fatalf("%s: %v", method, err)
+	}
+	if !bytes.Contains(line, []byte(fmt.Sprintf(`"id":%d,`, c.id))) {
+		b.Fatalf("%s: got %s", method, line)
+	}
+	return line
+}
+
+// prompt sends a prompt of n updates; it returns once they and the answer
+// were read.
+func (c *benchClient) prompt(b *testing.B, n int) {
+	c.id++
+	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"%d"}]}}`+"\n", c.id, c.sid, n); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i <= n; i++ {
+		line, err := c.out.ReadSlice('\n')
+		if err != nil {
+			b.Fatalf("after %d of %d updates: %v", i, n, err)
+		}
+		if i == n && !bytes.Contains(line, []byte(`"stopReason":"end_turn"`)) {
+			b.Fatalf("want the prompt's answer, got %.200s", line)
+		}
+	}
+}
+
+// cpu returns the user and system CPU time the process the client talks to
+// has used (the agent, or blaise-agent acp without its session process).
+func (c *benchClient) cpu(b *testing.B) time.Duration {
+	if c.pid == 0 {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid))
+	if err != nil {
+		b.Skip("no /proc: ", err)
+	}
+	// The fields after the command's name, which ends in ")": utime and
+	// stime are the 12th and 13th, in clock ticks of 10 ms.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// directAgent starts the flood agent with the client on its stdio.
+func directAgent(b *testing.B) *benchClient {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
+	return startProcess(b, cmd)
+}
+
+// floodConfig writes a configuration of no plugs around the flood agent.
+func floodConfig(b testing.TB, bin string) (dir, path string) {
+	dir = b.TempDir()
+	path = filepath.Join(dir, "blaise.star")
+	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", bin)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return dir, path
+}
+
+// throughACP starts `blaise-agent acp` with a client on its stdio.
+func throughACP(b *testing.B) *benchClient {
+	bin := self(b)
+	dir, cfg := floodConfig(b, bin)
+	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
+	return startProcess(b, cmd)
+}
+
+// throughEngine starts a run with an engine of this process, the client on
+// Live.Stream, as `blaise-agent run` has it.
+func throughEngine(b *testing.B) *benchClient {
+	bin := self(b)
+	dir, cfg := floodConfig(b, bin)
+	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &blaise.Engine{Store: store, Command: []string{bin, "session-process"}, Stderr: io.Discard, Log: log.New(io.Discard)}
+	live, err := e.Start(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, w := live.Stream()
+	c := &benchClient{in: w, out: bufio.NewReaderSize(r, 1<<20)}
+	b.Cleanup(func() {
+		_ = live.Stop("closed", false)
+		_, _ = live.Wait(context.Background())
+		r.Close()
+	})
+	c.open(b)
+	return c
+}
+
+// BenchmarkACPFrontEnd measures a client of `blaise-agent acp` (a
+// configuration with no plugs: the front end, then the session process and
+// its proxy) against the same agent on the client's own pipes, in the same
+// run. Throughput: one prompt, answered with b.N 1 KiB session/updates,
+// which the client reads (MB/s, msgs/s). Latency: prompts answered at once,
+// one at a time (median µs per round trip).
+func BenchmarkACPFrontEnd(b *testing.B) {
+	peers := []struct {
+		name  string
+		start func(b *testing.B) *benchClient
+	}{
+		{"direct", directAgent},
+		{"engine", throughEngine},
+		{"acp", throughACP},
+	}
+	for _, p := range peers {
+		b.Run("throughput/"+p.name, func(b *testing.B) {
+			c := p.start(b)
+			b.SetBytes(int64(len(benchUpdate) + 1))
+			cpu0 := c.cpu(b)
+			b.ResetTimer()
+			c.prompt(b, b.N)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			if c.pid != 0 {
+				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "peer-cpu-ns/msg")
+			}
+		})
+		b.Run("latency/"+p.name, func(b *testing.B) {
+			c := p.start(b)
+			samples := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				c.prompt(b, 0)
+				samples = append(samples, time.Since(t0))
+			}
+			sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+			b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, "µs/roundtrip-median")
+		})
+	}
+}
