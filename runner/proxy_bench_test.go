@@ -15,18 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
 
-// update1KiB is a session/update notification of 1 KiB.
-var update1KiB = func() string {
-	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
-	tail := `"}}}}`
-	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
-}()
-
-// flood writes n copies of update1KiB for each request line on in.
+// flood writes n copies of acptest.Update1KiB for each request line on in.
 func flood(in io.Reader, out io.Writer) {
 	sc := bufio.NewScanner(in)
 	w := bufio.NewWriterSize(out, 64<<10)
@@ -40,7 +34,7 @@ func flood(in io.Reader, out io.Writer) {
 			continue
 		}
 		for i := 0; i < req.Params.N; i++ {
-			_, _ = w.WriteString(update1KiB + "\n")
+			_, _ = w.WriteString(acptest.Update1KiB + "\n")
 		}
 		_ = w.Flush()
 	}
@@ -137,7 +131,7 @@ func processCPU(b *testing.B) time.Duration {
 // however busy the machine.
 func benchFlood(b *testing.B, pr *peer) {
 	defer pr.end()
-	b.SetBytes(int64(len(update1KiB) + 1))
+	b.SetBytes(int64(len(acptest.Update1KiB) + 1))
 	cpu0 := processCPU(b)
 	b.ResetTimer()
 	if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","method":"_bench/flood","params":{"n":%d}}`+"\n", b.N); err != nil {
@@ -158,7 +152,7 @@ func benchFlood(b *testing.B, pr *peer) {
 // (MB/s, msgs/s). Latency: one message in flight, echoed by the agent, so it
 // crosses the proxy twice (median µs per round trip).
 func BenchmarkProxy(b *testing.B) {
-	line := []byte(update1KiB + "\n")
+	line := []byte(acptest.Update1KiB + "\n")
 	peers := []struct {
 		name  string
 		start func(b *testing.B, mode string) *peer

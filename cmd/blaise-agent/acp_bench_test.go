@@ -17,18 +17,12 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/charmbracelet/log"
 )
 
-// benchUpdate is a session/update notification of 1 KiB.
-var benchUpdate = func() string {
-	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
-	tail := `"}}}}`
-	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
-}()
-
 // floodAgent is a minimal ACP agent: it answers initialize and session/new,
-// and answers a prompt whose text is N with N copies of benchUpdate and
+// and answers a prompt whose text is N with N copies of acptest.Update1KiB and
 // then end_turn. It is the test binary run with BLAISE_TEST_AGENT=flood.
 func floodAgent(in io.Reader, out io.Writer) {
 	sc := bufio.NewScanner(in)
@@ -59,7 +53,7 @@ func floodAgent(in io.Reader, out io.Writer) {
 				n, _ = strconv.Atoi(req.Params.Prompt[0].Text)
 			}
 			for i := 0; i < n; i++ {
-				_, _ = w.WriteString(benchUpdate + "\n")
+				_, _ = w.WriteString(acptest.Update1KiB + "\n")
 			}
 			result = `{"stopReason":"end_turn"}`
 		}
@@ -246,7 +240,7 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 	for _, p := range peers {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
-			b.SetBytes(int64(len(benchUpdate) + 1))
+			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
 			cpu0 := c.cpu(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)

@@ -25,6 +25,14 @@ import (
 // DefaultTimeout is how long a Client waits for a message by default.
 const DefaultTimeout = 30 * time.Second
 
+// Update1KiB is a session/update notification of 1 KiB, a streamed chunk
+// of text, for benchmarks.
+var Update1KiB = func() string {
+	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
+	tail := `"}}}}`
+	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
+}()
+
 // AllCapabilities are client capabilities for initialize: file reads and
 // writes, and terminals.
 const AllCapabilities = `{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true}`
