@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -42,6 +43,14 @@ func TestMain(m *testing.M) {
 	case "raw":
 		// A raw peer: echo every line of stdin to stdout.
 		_, _ = io.Copy(os.Stdout, os.Stdin)
+		os.Exit(0)
+	case "garbage":
+		// For each line, the line, a line that is not JSON, a response to
+		// no request, and the line again: bad input from the agent's side.
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Printf("%s\nnot json at all\n{\"jsonrpc\":\"2.0\",\"id\":424242,\"result\":{}}\n%s\n", sc.Text(), sc.Text())
+		}
 		os.Exit(0)
 	case "flood":
 		// For each line {"params":{"n":N}} on stdin, write N 1 KiB
@@ -482,18 +491,42 @@ func TestM7_BadLinesAreSkippedAndLogged(t *testing.T) {
 	s.Send(`{"jsonrpc":"2.0","id":999,"result":{}}`)
 	s.Send(`{"jsonrpc":"2.0","id":5,"method":"_demo/echo","params":{"big":"` + strings.Repeat("x", 2<<20) + `"}}`)
 	s.Prompt(4, sid, "two")
+	// The messages around the bad lines all arrive: both turns, with their
+	// answers.
 	before, _ := s.Until(acptest.ResponseTo("4"))
-	all := before
-	var got []string
-	for _, m := range all {
-		got = append(got, acptest.Chunks([]*acp.Message{m})...)
+	answered := map[string]bool{}
+	for _, m := range before {
+		if m.Kind == acp.Response {
+			answered[string(m.ID)] = true
+		}
 	}
-	if strings.Join(got, "|") != "echo: one|echo: two" && strings.Join(got, "|") != "echo: two" {
-		t.Fatalf("chunks %q", got)
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "echo: one|echo: two" || !answered["3"] {
+		t.Fatalf("chunks %q, answers %v", got, answered)
 	}
 	for _, want := range []string{"skipped a bad line", "invalid JSON", "dropped a response to an unknown request", "exceeds the limit of 1048576 bytes"} {
 		if !strings.Contains(s.c.logs.String(), want) {
 			t.Errorf("log lacks %q", want)
+		}
+	}
+}
+
+// Bad lines from the agent's side are skipped and logged too, and the
+// messages around them reach the client (M7).
+func TestM7_BadLinesFromTheAgentAreSkipped(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("garbage") + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	}, runner.Options{})
+	line := `{"jsonrpc":"2.0","method":"_x/note","params":{"n":1}}`
+	s.Send(line)
+	for range 2 {
+		if m := s.Next(); string(m.Raw) != line {
+			t.Fatalf("the client got %s, want %s", m.Raw, line)
+		}
+	}
+	for _, want := range []string{"skipped a bad line from=agent", "invalid JSON", "dropped a response to an unknown request id=424242"} {
+		if !strings.Contains(s.c.logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, s.c.logs.String())
 		}
 	}
 }
@@ -523,7 +556,7 @@ def on_message(ctx, message, next):
 	}
 }
 
-func TestM_CancelReachesAgentOnceAndClientGetsCancelled(t *testing.T) {
+func TestM6_CancelReachesAgentOnceAndClientGetsCancelled(t *testing.T) {
 	s := startSession(t, map[string]string{
 		"blaise.star": demoAgent("demo") + `setup(use("./count.star"))`,
 		"count.star": `plug(name = "count")
@@ -552,7 +585,7 @@ def on_message(ctx, message, next):
 	}
 }
 
-func TestM_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
+func TestM7_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
 	s := startSession(t, map[string]string{
 		"blaise.star": demoAgent("demo") + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
@@ -649,5 +682,162 @@ def on_message(ctx, message, next):
 				t.Fatalf("pause %+v, want an error with %q", res.Pause, tt.want)
 			}
 		})
+	}
+}
+
+// An extension notification of the agent reaches the client as it was sent,
+// is recorded, and no plug sees it (M1, M2).
+func TestM2_AgentExtensionPassesUntouchedAndUnseen(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./spy.star"))`,
+		"spy.star": `plug(name = "spy")
+def on_message(ctx, message, next):
+    print("SEEN", message.method)
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/ext hi")
+	before, _ := s.Until(acptest.ResponseTo("3"))
+	var ping *acp.Message
+	for _, m := range before {
+		if m.Method == "_demo/ping" {
+			ping = m
+		}
+	}
+	if ping == nil || ping.Kind != acp.Notification || string(ping.Params) != fmt.Sprintf(`{"sessionId":%q,"text":"hi"}`, sid) {
+		t.Fatalf("the client got no _demo/ping as sent: %v", ping)
+	}
+	seen := strings.Join(s.c.lines("SEEN "), "|")
+	if strings.Contains(seen, "_demo/ping") || !strings.Contains(seen, "session/update") {
+		t.Fatalf("plugs saw %q", seen)
+	}
+	recorded := false
+	for _, r := range s.recorded() {
+		recorded = recorded || r.Method == "_demo/ping" && r.Direction == "from_agent" && string(r.Message) == string(ping.Raw)
+	}
+	if !recorded {
+		t.Fatal("the ping is not in the transcript as it was sent")
+	}
+}
+
+// message.kind, .id and .direction, and replace(params = …) toward the agent
+// and replace(result = …) on the answer (M4).
+func TestM4_ReplaceParamsAndResultKindAndID(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./p.star"))`,
+		"p.star": `plug(name = "p")
+def on_message(ctx, message, next):
+    if message.method == "session/prompt":
+        print("PROMPT", message.kind, message.id, message.direction)
+        m = message.replace(params = {"sessionId": message.params["sessionId"], "prompt": [{"type": "text", "text": "replaced"}]})
+        resp = next(m)
+        print("RESP", resp.kind, resp.id, resp.direction)
+        return resp.replace(result = {"stopReason": resp.result["stopReason"], "_meta": {"by": "p"}})
+    if message.method == "session/update":
+        print("UPDATE", message.kind, message.id, message.direction)
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "original")
+	before, resp := s.Until(acptest.ResponseTo("3"))
+	if got := strings.Join(acptest.Chunks(before), "|"); got != "echo: replaced" {
+		t.Fatalf("the agent answered %q, not the replaced prompt", got)
+	}
+	if string(resp.Result) != `{"stopReason":"end_turn","_meta":{"by":"p"}}` {
+		t.Fatalf("the client got %s", resp.Result)
+	}
+	for prefix, want := range map[string]string{
+		"PROMPT ": "request 3 to_agent",
+		"RESP ":   "response 3 to_agent",
+		"UPDATE ": "notification None from_agent",
+	} {
+		if got := s.c.lines(prefix); len(got) == 0 || got[0] != want {
+			t.Errorf("%s: %q, want %q", prefix, got, want)
+		}
+	}
+}
+
+// Toward the agent too, messages behind one a plug takes its time over
+// wait for it, and reach the agent in the order the client sent them (M6).
+func TestM6_ClientMessagesKeepOrderBehindASlowPlug(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./slow.star"))`,
+		"slow.star": `plug(name = "slow")
+def on_message(ctx, message, next):
+    if message.method == "session/cancel" and message.params["sessionId"] == "c1":
+        ctx.runner.exec(["sleep", "0.2"])
+    return next(message)
+`,
+	}, runner.Options{})
+	sid := s.Open(s.c.dir)
+	for _, id := range []string{"c1", "c2", "c3"} {
+		s.Send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":%q}}`, id))
+	}
+	s.Prompt(3, sid, "after")
+	s.Until(acptest.ResponseTo("3"))
+	var order []string
+	for _, r := range s.recorded() {
+		if r.Direction == "to_agent" && (r.Method == "session/cancel" || r.Method == "session/prompt") {
+			m, err := acp.Parse(r.Message)
+			if err != nil {
+				t.Fatal(err)
+			}
+			order = append(order, r.Method+" "+string(m.Params))
+		}
+	}
+	want := []string{
+		`session/cancel {"sessionId":"c1"}`, `session/cancel {"sessionId":"c2"}`, `session/cancel {"sessionId":"c3"}`,
+		fmt.Sprintf(`session/prompt {"sessionId":%q,"prompt":[{"type":"text","text":"after"}]}`, sid),
+	}
+	if strings.Join(order, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the agent got\n%s\nwant\n%s", strings.Join(order, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Handlers of both directions, busy at once, never run on two goroutines at
+// the same time: a handler's code runs alone between its calls of next
+// (C15). Run under -race.
+func TestC15_HandlersOfBothDirectionsNeverRunAtOnce(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./alone.star"))`,
+		"alone.star": `plug(name = "alone")
+def work(ctx):
+    ctx.state["in"] = ctx.state.get("in", 0) + 1
+    if ctx.state["in"] != 1:
+        fail("two handlers at once")
+    n = 0
+    for i in range(200):
+        n += i
+    ctx.state["count"] = ctx.state.get("count", 0) + 1
+    ctx.state["in"] -= 1
+
+def on_message(ctx, message, next):
+    work(ctx)
+    r = next(message)
+    work(ctx)
+    return r
+
+def on_session(ctx, next):
+    info = next()
+    print("COUNT", ctx.state.get("count", 0) > 400)
+    return info
+`,
+	}, runner.Options{})
+	sid := s.Open(s.c.dir)
+	s.Prompt(3, sid, "/chunks 300")
+	// Notifications toward the agent while the turn streams toward the client.
+	for range 200 {
+		s.Send(`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"elsewhere"}}`)
+	}
+	before, resp := s.Until(acptest.ResponseTo("3"))
+	if len(acptest.Chunks(before)) != 300 || resp.Error != nil {
+		t.Fatalf("%d chunks, response %s\n%s", len(acptest.Chunks(before)), resp.Raw, s.c.logs.String())
+	}
+	s.run.Stop(runner.Stop{Reason: "closed"})
+	res := waitResult(t, s)
+	if res.Pause.Reason != "closed" || strings.Join(s.c.lines("COUNT "), "") != "True" {
+		t.Fatalf("pause %+v, count %q\n%s", res.Pause, s.c.lines("COUNT "), s.c.logs.String())
 	}
 }

@@ -831,3 +831,61 @@ def on_session(ctx, next):
 		t.Fatalf("pause %+v teardown %+v", res.Pause, res.Teardown)
 	}
 }
+
+// on_teardown, like on_session, must call next() exactly once (C2): not
+// calling it, or calling it twice, fails the teardown with where and why,
+// and the outer plug's info carries the error (C8).
+func TestC2_TeardownWithoutNextOrTwiceFails(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"without", "    pass\n", "lazy.star:5:1: plug lazy: on_teardown: returned without calling next(); call next() exactly once"},
+		{"twice", "    next()\n    next()\n", "lazy.star:7:9: plug lazy: on_teardown: next() called twice; call it exactly once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newChain(t, map[string]string{
+				"blaise.star": agentStarted + `setup(use("./outer.star"), use("./lazy.star"))`,
+				"outer.star": `plug(name = "outer")
+def on_session(ctx, next):
+    return next()
+
+def on_teardown(ctx, next):
+    info = next()
+    print("OUTER", info.reason, info.error)
+`,
+				"lazy.star": "plug(name = \"lazy\")\ndef on_session(ctx, next):\n    return next()\n\ndef on_teardown(ctx, next):\n" + tc.body,
+			})
+			res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "closed"}, nil)
+			if res.TeardownErr == nil || !strings.Contains(res.TeardownErr.Error(), tc.want) {
+				t.Fatalf("teardown err %v\nwant …%s", res.TeardownErr, tc.want)
+			}
+			if got := strings.Join(c.lines("OUTER "), "|"); !strings.HasPrefix(got, "failed ") || !strings.Contains(got, tc.want) {
+				t.Fatalf("the outer plug saw %q", got)
+			}
+		})
+	}
+}
+
+// Outputs last for the run that set them (C10): in the next run of the same
+// session, a plug that sets nothing publishes nothing.
+func TestC10_OutputsLastForTheRunOnly(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./wt.star", id = "wt"), use("./reader.star"))`,
+		"wt.star": `plug(name = "wt")
+def on_session(ctx, next):
+    if ctx.run.kind == "start":
+        ctx.set_output("branch", "blaise/" + ctx.session.id)
+    next()
+`,
+		"reader.star": `plug(name = "reader")
+def on_session(ctx, next):
+    print("OUT", ctx.run.kind, ctx.setup["wt"].outputs.keys())
+    next()
+`,
+	})
+	c.run(runner.Options{SessionID: "abc"}, idle)
+	c.run(runner.Options{SessionID: "abc", Kind: runner.Resume, Number: 2}, idle)
+	if got := strings.Join(c.lines("OUT "), "|"); got != `start ["branch"]|resume []` {
+		t.Fatalf("got %q", got)
+	}
+}
