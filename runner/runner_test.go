@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -887,5 +888,84 @@ def on_session(ctx, next):
 	c.run(runner.Options{SessionID: "abc", Kind: runner.Resume, Number: 2}, idle)
 	if got := strings.Join(c.lines("OUT "), "|"); got != `start ["branch"]|resume []` {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// What on_migrate returns is validated against the persisted schema, and
+// written back when it is (C9).
+func TestC9_MigratedValueIsValidatedAndWrittenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, migrated, want string
+	}{
+		{"valid", `{"count": int(stored["n"])}`, `{"count":41}`},
+		{"invalid", `{"count": "forty-one"}`, "keeper.star:3:1: plug keeper: on_migrate: the migrated value does not validate: persisted.count: want int, got string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newChain(t, map[string]string{
+				"blaise.star": agentStarted + `setup(use("./keeper.star", id = "k"))`,
+				"keeper.star": `plug(name = "keeper", persisted = schema.object(count = schema.int()))
+
+def on_migrate(ctx, stored):
+    return ` + tc.migrated + `
+
+def on_session(ctx, next):
+    next()
+`,
+			})
+			_ = c.store.Set(context.Background(), "s1", "k", "keeper", []byte(`{"n": "41"}`))
+			res := c.run(runner.Options{}, idle)
+			stored, _, err := c.store.Get(context.Background(), "s1", "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "valid" {
+				if res.Pause.Reason != "idle" || string(stored) != tc.want {
+					t.Fatalf("pause %+v, stored %s, want %s", res.Pause, stored, tc.want)
+				}
+				return
+			}
+			if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), tc.want) {
+				t.Fatalf("pause %+v\nwant …%s", res.Pause, tc.want)
+			}
+			if string(stored) != `{"n": "41"}` {
+				t.Fatalf("a migrated value that does not validate was stored: %s", stored)
+			}
+		})
+	}
+}
+
+// A stop as cancelled, understood and not sent yet, does not resume (L4).
+func TestL4_CancelledStopMayNotResumeAndTearsDown(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"))`,
+		"a.star":      tracer("a"),
+	})
+	res := c.run(runner.Options{}, &runner.Stop{Reason: "cancelled"})
+	if res.Pause == nil || res.Pause.Reason != "cancelled" || res.Pause.MayResume || res.Teardown == nil || res.Teardown.Reason != "cancelled" {
+		t.Fatalf("result %+v", res)
+	}
+	if got := strings.Join(c.lines("TRACE "), "|"); got != "a before|a after cancelled False|a restore|a destroy cancelled" {
+		t.Fatalf("trace %q", got)
+	}
+}
+
+// A pause that ends the session and cannot be reported still ends in a
+// teardown; one that may resume does not (L7).
+func TestL7_APauseThatCannotBeReportedStillTearsDown(t *testing.T) {
+	for _, stop := range []*runner.Stop{{Reason: "closed"}, idle} {
+		t.Run(stop.Reason, func(t *testing.T) {
+			c := newChain(t, map[string]string{
+				"blaise.star": agentStarted + `setup(use("./a.star"))`,
+				"a.star":      tracer("a"),
+			})
+			res := c.run(runner.Options{OnPause: func(builtins.PauseInfo) error { return errors.New("the control plane is gone") }}, stop)
+			if res.ReportErr == nil || res.ReportErr.Error() != "the control plane is gone" {
+				t.Fatalf("report error %v", res.ReportErr)
+			}
+			tornDown := strings.Contains(strings.Join(c.lines("TRACE "), "|"), "a destroy "+stop.Reason)
+			if tornDown != !stop.MayResume || (res.Teardown != nil) != !stop.MayResume {
+				t.Fatalf("may resume %v: trace %q, teardown %+v", stop.MayResume, c.lines("TRACE "), res.Teardown)
+			}
+		})
 	}
 }
