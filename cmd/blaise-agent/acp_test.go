@@ -208,13 +208,13 @@ func (p *acpProc) close() error {
 	return nil
 }
 
-// TestAcp_SessionsIdlePauseResumeLoadAndL9 drives `blaise-agent acp` like
-// an editor: two sessions on one connection, each a blaise session with its
-// own session process; permission requests of both with ids of the
-// connection; an idle session pauses and the next prompt resumes it; a
-// session/load of a paused session replays its history; and when the
-// client leaves, the sessions stop as idle (L9).
-func TestAcp_SessionsIdlePauseResumeLoadAndL9(t *testing.T) {
+// TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad drives
+// `blaise-agent acp` like an editor: two sessions on one connection, each a
+// blaise session with its own session process (C13); permission requests
+// of both with ids of the connection; an idle session pauses and the next
+// prompt resumes it, and a session/load of a paused session replays its
+// history (L6); and when the client leaves, the sessions stop as idle (L9).
+func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 	l := newAcpLab(t)
 	p := l.start("--inactivity-limit", "500ms")
 
