@@ -3,7 +3,6 @@ package runner_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -19,26 +18,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
-
-// flood writes n copies of acptest.Update1KiB for each request line on in.
-func flood(in io.Reader, out io.Writer) {
-	sc := bufio.NewScanner(in)
-	w := bufio.NewWriterSize(out, 64<<10)
-	for sc.Scan() {
-		var req struct {
-			Params struct {
-				N int `json:"n"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(sc.Bytes(), &req) != nil {
-			continue
-		}
-		for i := 0; i < req.Params.N; i++ {
-			_, _ = w.WriteString(acptest.Update1KiB + "\n")
-		}
-		_ = w.Flush()
-	}
-}
 
 // peer is an agent process, reached either directly through its pipes (the
 // baseline) or through the proxy and its chain.
@@ -134,10 +113,11 @@ func benchFlood(b *testing.B, pr *peer) {
 	b.SetBytes(int64(len(acptest.Update1KiB) + 1))
 	cpu0 := processCPU(b)
 	b.ResetTimer()
-	if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","method":"_bench/flood","params":{"n":%d}}`+"\n", b.N); err != nil {
+	if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"%d"}]}}`+"\n", b.N); err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < b.N; i++ {
+	// The updates, then the prompt's answer.
+	for i := 0; i <= b.N; i++ {
 		if _, err := pr.out.ReadSlice('\n'); err != nil {
 			b.Fatal(err)
 		}

@@ -53,9 +53,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	case "flood":
-		// For each line {"params":{"n":N}} on stdin, write N 1 KiB
-		// session/updates, as an agent streaming a long answer does.
-		flood(os.Stdin, os.Stdout)
+		// Answer a prompt of text N with N 1 KiB session/updates, as an
+		// agent streaming a long answer does.
+		acptest.Flood(os.Stdin, os.Stdout)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -21,47 +21,6 @@ import (
 	"github.com/charmbracelet/log"
 )
 
-// floodAgent is a minimal ACP agent: it answers initialize and session/new,
-// and answers a prompt whose text is N with N copies of acptest.Update1KiB and
-// then end_turn. It is the test binary run with BLAISE_TEST_AGENT=flood.
-func floodAgent(in io.Reader, out io.Writer) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	w := bufio.NewWriterSize(out, 64<<10)
-	for sc.Scan() {
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Prompt []struct {
-					Text string `json:"text"`
-				} `json:"prompt"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil || req.Method == "" {
-			continue
-		}
-		result := `{}`
-		switch req.Method {
-		case "initialize":
-			result = `{"protocolVersion":1,"agentCapabilities":{}}`
-		case "session/new":
-			result = `{"sessionId":"sess-1"}`
-		case "session/prompt":
-			n := 0
-			if len(req.Params.Prompt) > 0 {
-				n, _ = strconv.Atoi(req.Params.Prompt[0].Text)
-			}
-			for i := 0; i < n; i++ {
-				_, _ = w.WriteString(acptest.Update1KiB + "\n")
-			}
-			result = `{"stopReason":"end_turn"}`
-		}
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
-		_ = w.Flush()
-	}
-}
-
 // benchClient is an ACP client of the flood agent, reached either directly
 // (the baseline), through `blaise-agent acp`, or through an engine in the
 // benchmark's process.

@@ -5,12 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv("BLAISE_TEST_AGENT") == "flood" {
-		floodAgent(os.Stdin, os.Stdout)
+		acptest.Flood(os.Stdin, os.Stdout)
 		return
 	}
 	testscript.Main(m, map[string]func(){"blaise-agent": main})

@@ -9,11 +9,13 @@
 package acptest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +34,47 @@ var Update1KiB = func() string {
 	tail := `"}}}}`
 	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
 }()
+
+// Flood is a minimal ACP agent for benchmarks, on in and out: it answers
+// initialize and session/new, and a prompt whose text is N with N copies
+// of Update1KiB and then end_turn.
+func Flood(in io.Reader, out io.Writer) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	w := bufio.NewWriterSize(out, 64<<10)
+	for sc.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Prompt []struct {
+					Text string `json:"text"`
+				} `json:"prompt"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &req) != nil || req.ID == nil || req.Method == "" {
+			continue
+		}
+		result := `{}`
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":1,"agentCapabilities":{}}`
+		case "session/new":
+			result = `{"sessionId":"sess-1"}`
+		case "session/prompt":
+			n := 0
+			if len(req.Params.Prompt) > 0 {
+				n, _ = strconv.Atoi(req.Params.Prompt[0].Text)
+			}
+			for i := 0; i < n; i++ {
+				_, _ = w.WriteString(Update1KiB + "\n")
+			}
+			result = `{"stopReason":"end_turn"}`
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
+		_ = w.Flush()
+	}
+}
 
 // AllCapabilities are client capabilities for initialize: file reads and
 // writes, and terminals.
