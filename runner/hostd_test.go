@@ -201,16 +201,7 @@ func compareRecords(t *testing.T, local, remote []acp.Record) {
 }
 
 func TestC3_KillingTheHostdMidTurnPausesFailedWithTheCause(t *testing.T) {
-	s := startSession(t, map[string]string{
-		"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,
-		"switch.star": switchPlug(`hosts.command(` + hostdArgv(t.TempDir()) + `)`),
-		"pid.star":    hostdPidPlug,
-	}, runner.Options{})
-	sid := s.Open(t.TempDir())
-	pid := pidFrom(t, s.c, "HOSTD ")
-	agent := childOf(t, pid)
-	s.Prompt(3, sid, "started\n/sleep 30000")
-	s.Until(func(m *acp.Message) bool { return m.Method == "session/update" }) // the turn is under way
+	s, pid, agent := turnOnAFarHost(t, `hosts.command(`+hostdArgv(t.TempDir())+`)`)
 	syscall.Kill(pid, syscall.SIGKILL)
 	res := waitResult(t, s)
 	if res.Pause.Reason != "failed" || res.Pause.Err == nil ||
@@ -224,16 +215,7 @@ func TestC3_KillingTheHostdMidTurnPausesFailedWithTheCause(t *testing.T) {
 func TestC3_CuttingTheStreamPausesFailedAndEndsBothSides(t *testing.T) {
 	relayPid := filepath.Join(t.TempDir(), "relay.pid")
 	argv, _ := json.Marshal([]string{os.Args[0], "relay", "--workspace", t.TempDir()})
-	s := startSession(t, map[string]string{
-		"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,
-		"switch.star": switchPlug(`hosts.command(` + string(argv) + `, env = {"RELAY_PID": "` + relayPid + `"})`),
-		"pid.star":    hostdPidPlug,
-	}, runner.Options{})
-	sid := s.Open(t.TempDir())
-	hostdPid := pidFrom(t, s.c, "HOSTD ")
-	agent := childOf(t, hostdPid)
-	s.Prompt(3, sid, "started\n/sleep 30000")
-	s.Until(func(m *acp.Message) bool { return m.Method == "session/update" })
+	s, hostdPid, agent := turnOnAFarHost(t, `hosts.command(`+string(argv)+`, env = {"RELAY_PID": "`+relayPid+`"})`)
 	b, err := os.ReadFile(relayPid)
 	if err != nil {
 		t.Fatal(err)
@@ -246,6 +228,24 @@ func TestC3_CuttingTheStreamPausesFailedAndEndsBothSides(t *testing.T) {
 	}
 	waitGone(t, hostdPid, "the hostd whose stream was cut")
 	waitGone(t, agent, "the agent of the cut hostd")
+}
+
+// turnOnAFarHost starts a session whose agent runs on the host that expr
+// makes, and a long turn there; it returns the session, the pid of the
+// hostd and that of its agent.
+func turnOnAFarHost(t *testing.T, expr string) (s *session, hostdPid, agentPid int) {
+	t.Helper()
+	s = startSession(t, map[string]string{
+		"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,
+		"switch.star": switchPlug(expr),
+		"pid.star":    hostdPidPlug,
+	}, runner.Options{})
+	sid := s.Open(t.TempDir())
+	hostdPid = pidFrom(t, s.c, "HOSTD ")
+	agentPid = childOf(t, hostdPid)
+	s.Prompt(3, sid, "started\n/sleep 30000")
+	s.Until(func(m *acp.Message) bool { return m.Method == "session/update" }) // the turn is under way
+	return s, hostdPid, agentPid
 }
 
 // childOf returns the pid of a child of pid.

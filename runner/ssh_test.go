@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/internal/sshtest"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
@@ -65,16 +64,7 @@ func TestC3_SSHServerKilledOrCutMidTurnPausesFailed(t *testing.T) {
 	for _, fault := range []string{"kill", "cut"} {
 		t.Run(fault, func(t *testing.T) {
 			srv := sshtest.Start(t)
-			s := startSession(t, map[string]string{
-				"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,
-				"switch.star": switchPlug(sshHost(srv, srv.KeyFile, srv.KnownHostsFile, hostdOver(t.TempDir()))),
-				"pid.star":    hostdPidPlug,
-			}, runner.Options{})
-			sid := s.Open(t.TempDir())
-			hostdPid := pidFrom(t, s.c, "HOSTD ")
-			agent := childOf(t, hostdPid)
-			s.Prompt(3, sid, "started\n/sleep 30000")
-			s.Until(func(m *acp.Message) bool { return m.Method == "session/update" })
+			s, hostdPid, agent := turnOnAFarHost(t, sshHost(srv, srv.KeyFile, srv.KnownHostsFile, hostdOver(t.TempDir())))
 			if fault == "kill" {
 				srv.Kill()
 			} else {
