@@ -453,18 +453,11 @@ func TestReadWriteRoundTrip(t *testing.T) {
 	in := "{\"id\":1,\"method\":\"a\",\"params\":{\"x\":\"<&>\\u2028\"}}\n{ \"id\" : 1 , \"result\" : [ ] }\n"
 	var out bytes.Buffer
 	r, w := NewReader(strings.NewReader(in), 0), NewWriter(&out)
-	for {
-		m, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	each(t, r, func(m *Message) {
 		if err := w.Write(m.Raw); err != nil {
 			t.Fatal(err)
 		}
-	}
+	})
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -13,15 +13,37 @@ import (
 	"github.com/charmbracelet/log"
 )
 
+// smallBlocks returns a Reader of 400 lines, line i formatted from format
+// and i, in blocks of 256 bytes.
+func smallBlocks(format string) *Reader {
+	var in strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&in, format, i)
+	}
+	return newReaderSize(strings.NewReader(in.String()), 0, 256)
+}
+
+// each calls f with each message of r in turn, to the end of the stream;
+// any error fails the test.
+func each(t *testing.T, r *Reader, f func(*Message)) {
+	t.Helper()
+	for {
+		m, err := r.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+	}
+}
+
 // A block goes back to its Reader when every message read from it is
 // released, and is read into again; a message still held keeps its block
 // and its bytes.
 func TestReaderReusesReleasedBlocks(t *testing.T) {
-	var in strings.Builder
-	for i := range 400 {
-		fmt.Fprintf(&in, "{\"method\":\"m\",\"params\":%d}\n", i)
-	}
-	r := newReaderSize(strings.NewReader(in.String()), 0, 256)
+	r := smallBlocks("{\"method\":\"m\",\"params\":%d}\n")
 	kept, err := r.Next()
 	if err != nil {
 		t.Fatal(err)
@@ -30,14 +52,7 @@ func TestReaderReusesReleasedBlocks(t *testing.T) {
 	released := map[*block]bool{}
 	reused := 0
 	movedOn := false // the Reader left the kept message's block
-	for {
-		m, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	each(t, r, func(m *Message) {
 		switch {
 		case m.blk != kept.blk:
 			movedOn = true
@@ -52,7 +67,7 @@ func TestReaderReusesReleasedBlocks(t *testing.T) {
 			released[m.blk] = true
 		}
 		m.release()
-	}
+	})
 	if string(kept.Raw) != keptRaw {
 		t.Fatalf("a held message changed: %q, was %q", kept.Raw, keptRaw)
 	}
@@ -150,27 +165,14 @@ func TestProxyForwardsEveryByteWhileReusingBlocks(t *testing.T) {
 // A copy of a message made by With… keeps the block of its bytes, even
 // when the original is released.
 func TestACopyOfAMessageKeepsItsBlock(t *testing.T) {
-	var in strings.Builder
-	for i := range 400 {
-		fmt.Fprintf(&in, "{\"method\":\"m%d\"}\n", i)
-	}
-	r := newReaderSize(strings.NewReader(in.String()), 0, 256)
+	r := smallBlocks("{\"method\":\"m%d\"}\n")
 	m, err := r.Next()
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := m.WithParams(nil) // no params to remove: a copy
 	m.release()
-	for {
-		n, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.release()
-	}
+	each(t, r, (*Message).release)
 	if string(c.Raw) != `{"method":"m0"}` || c.Method != "m0" {
 		t.Fatalf("the copy changed to %q", c.Raw)
 	}
