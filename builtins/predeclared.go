@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"github.com/blaiseagent/blaise-agent/hosts"
+	startime "go.starlark.net/lib/time"
 	"go.starlark.net/starlark"
 )
 
@@ -9,6 +10,8 @@ import (
 var Predeclared = starlark.StringDict{
 	"request_error": requestError,
 	"hosts":         hostsModule,
+	"re":            reModule,
+	"time":          startime.Module,
 }
 
 // HostOf returns the host behind a host value.
