@@ -139,7 +139,10 @@ func OpenStore(dir string) (*Store, error) {
 	// in somebody else's directory.
 	if _, err := s.readVersion(); errors.Is(err, fs.ErrNotExist) {
 		if err := s.checkEmpty(); err != nil {
-			return nil, err
+			// Another opener may have made the store since we looked.
+			if _, verr := s.readVersion(); verr != nil {
+				return nil, err
+			}
 		}
 	} else if err != nil {
 		return nil, err
