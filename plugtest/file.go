@@ -28,6 +28,7 @@ func TestName(path string) string { return strings.TrimSuffix(filepath.Base(path
 // A File is a parsed test file.
 type File struct {
 	Path    string // as found
+	Dir     string // the absolute directory of the file
 	Name    string // the base name without Ext
 	Archive *txtar.Archive
 	Data    []byte // the file's bytes, for line numbers
@@ -39,6 +40,15 @@ type File struct {
 	Setup  []byte            // the setup script, run by sh in the workspace before run 1
 	Runs   []*Run
 	Want   map[string][]byte // golden sections, by name
+	Masks  []Mask            // #mask directives, in order
+}
+
+// A Mask replaces every match of Re in what a test produced with $Name:
+// the way to keep a varying part of a golden line (a duration, a made-up
+// name) out of the comparison.
+type Mask struct {
+	Name string
+	Re   *regexp.Regexp
 }
 
 // A Run is the script of one run: the client's actions, each with the
@@ -47,6 +57,10 @@ type Run struct {
 	Number  int
 	Line    int // of the section's first line
 	Actions []Action
+	// Config is the configuration this run and the next ones use, from
+	// a #config line of the run: a .star section of the test, or a path
+	// relative to the test file; "" keeps the one before.
+	Config string
 }
 
 // An Action is one line of a run's script.
@@ -88,7 +102,12 @@ var (
 	wantSection = regexp.MustCompile(`^want/run([1-9][0-9]*)/(` + strings.Join(Kinds, "|") + `)$`)
 	directive   = regexp.MustCompile(`^#([a-z-]+):\s*(.*?)\s*$`)
 	envLine     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	maskLine    = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(.+)$`)
 )
+
+// placeholders are the names the normalisation of every test uses; a mask
+// may not take one.
+var placeholders = []string{"WORK", "SESSION", "BLAISE_AGENT", "CONFIG", "TIME"}
 
 // Kinds are the golden sections of a run, in the order they are written.
 var Kinds = []string{"client", "transcript", "log", "host", "outputs", "pause", "teardown", "persisted"}
@@ -105,6 +124,7 @@ func Parse(path string) (*File, error) {
 	}
 	f := &File{
 		Path:    path,
+		Dir:     dir,
 		Name:    TestName(path),
 		Archive: txtar.Parse(data),
 		Data:    data,
@@ -124,8 +144,14 @@ func Parse(path string) (*File, error) {
 		switch m[1] {
 		case "config":
 			config = m[2]
+		case "mask":
+			mask, err := parseMask(m[2])
+			if err != nil {
+				return nil, errAt(i+1, "#mask: %v", err)
+			}
+			f.Masks = append(f.Masks, mask)
 		default:
-			return nil, errAt(i+1, "unknown directive #%s (want #config)", m[1])
+			return nil, errAt(i+1, "unknown directive #%s (want #config or #mask)", m[1])
 		}
 	}
 	runs := map[int]*Run{}
@@ -201,6 +227,22 @@ func Parse(path string) (*File, error) {
 	return f, nil
 }
 
+// parseMask reads the NAME=REGEXP of a #mask directive.
+func parseMask(arg string) (Mask, error) {
+	m := maskLine.FindStringSubmatch(arg)
+	if m == nil {
+		return Mask{}, fmt.Errorf("want NAME=REGEXP, NAME in capitals, got %q", arg)
+	}
+	if slices.Contains(placeholders, m[1]) {
+		return Mask{}, fmt.Errorf("$%s is taken by every test (%s); choose another name", m[1], strings.Join(placeholders, ", "))
+	}
+	re, err := regexp.Compile(m[2])
+	if err != nil {
+		return Mask{}, fmt.Errorf("%s: %v", m[1], err)
+	}
+	return Mask{Name: m[1], Re: re}, nil
+}
+
 // relPath checks that p names a file below a directory.
 func relPath(p string) (string, error) {
 	c := filepath.Clean(p)
@@ -216,6 +258,16 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	for i, raw := range lines {
 		line := first + i
+		if m := directive.FindStringSubmatch(raw); m != nil {
+			if m[1] != "config" || m[2] == "" {
+				return nil, &ErrorAt{path, line, fmt.Sprintf("unknown directive %q in a run (want #config: PATH)", raw)}
+			}
+			if len(r.Actions) > 0 {
+				return nil, &ErrorAt{path, line, "#config comes before the run's actions: it is the configuration the run starts with"}
+			}
+			r.Config = m[2]
+			continue
+		}
 		if strings.TrimSpace(raw) == "" || strings.HasPrefix(strings.TrimSpace(raw), "#") && !startsIndented(raw) {
 			continue
 		}

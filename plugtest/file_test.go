@@ -65,7 +65,12 @@ INFO x
 // what was expected.
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ content, want string }{
-		{"#conifg: x\n-- run1 --\nprompt a\n", "t.blaisetest:1: unknown directive #conifg (want #config)"},
+		{"#conifg: x\n-- run1 --\nprompt a\n", "t.blaisetest:1: unknown directive #conifg (want #config or #mask)"},
+		{"#mask: x=y\n-- run1 --\nprompt a\n", `t.blaisetest:1: #mask: want NAME=REGEXP, NAME in capitals, got "x=y"`},
+		{"#mask: WORK=y\n-- run1 --\nprompt a\n", "t.blaisetest:1: #mask: $WORK is taken by every test (WORK, SESSION, BLAISE_AGENT, CONFIG, TIME); choose another name"},
+		{"\n#mask: ID=a(\n-- run1 --\nprompt a\n", "t.blaisetest:2: #mask: ID: error parsing regexp: missing closing ): `a(`"},
+		{"-- run1 --\n#cofig: x.star\nprompt a\n", `t.blaisetest:2: unknown directive "#cofig: x.star" in a run (want #config: PATH)`},
+		{"-- run1 --\nprompt a\n#config: x.star\n", "t.blaisetest:3: #config comes before the run's actions: it is the configuration the run starts with"},
 		{"-- blaise.star --\n", "t.blaisetest:1: no run: add a run1 section"},
 		{"-- run1 --\nprompt a\n-- run3 --\nprompt b\n", "t.blaisetest:1: runs must be numbered run1, run2, … without gaps: run2 is missing"},
 		{"-- run1 --\n  /say hi\n", "t.blaisetest:2: an indented line is the agent's turn: it must follow a prompt"},
@@ -112,5 +117,19 @@ func TestFind(t *testing.T) {
 	}
 	if _, err := Find([]string{filepath.Join(dir, "a/other.txt")}); err == nil || !strings.Contains(err.Error(), "a test file ends in .blaisetest") {
 		t.Errorf("a file of another kind: %v", err)
+	}
+}
+
+// TestParseMasksAndRunConfigs reads #mask directives and the #config of a run.
+func TestParseMasksAndRunConfigs(t *testing.T) {
+	f, err := Parse(writeTest(t, "#mask: ID=id-[0-9]+\n-- run1 --\nprompt a\n-- run2 --\n#config: v2.star\nprompt b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Masks) != 1 || f.Masks[0].Name != "ID" || f.Masks[0].Re.String() != "id-[0-9]+" {
+		t.Errorf("masks: %+v", f.Masks)
+	}
+	if f.Runs[0].Config != "" || f.Runs[1].Config != "v2.star" || len(f.Runs[1].Actions) != 1 {
+		t.Errorf("runs: %+v, %+v", f.Runs[0], f.Runs[1])
 	}
 }

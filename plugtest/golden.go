@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/rogpeppe/go-internal/txtar"
 
+	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
 )
 
@@ -117,6 +118,12 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 			o.Added, changed = append(o.Added, name), true
 		}
 	}
+	if failed := unexpectedFailures(f, got); len(failed) > 0 && !o.Passed() {
+		// The diffs follow from the failure: show it first, and no
+		// --update, which would only make the failure the golden.
+		o.Failures = append(failed, o.Failures...)
+		o.Accept = ""
+	}
 	if !changed {
 		return o, nil
 	}
@@ -136,6 +143,26 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 		}
 	}
 	return o, writeFileKeepMode(f.Path, txtar.Format(a))
+}
+
+// unexpectedFailures returns a failure for each run that failed where its
+// golden pause says it should not have, with the run's error.
+func unexpectedFailures(f *File, got Got) []Failure {
+	failed := []byte("reason: " + builtins.ReasonFailed + "\n")
+	var out []Failure
+	for _, r := range f.Runs {
+		name := fmt.Sprintf("want/run%d/pause", r.Number)
+		pause := got[name]
+		if !bytes.HasPrefix(pause, failed) || bytes.HasPrefix(f.Want[name], failed) {
+			continue
+		}
+		msg := fmt.Sprintf("run%d failed", r.Number)
+		if _, e, ok := bytes.Cut(pause, []byte("\nerror: ")); ok {
+			msg += ": " + strings.TrimSuffix(string(e), "\n")
+		}
+		out = append(out, Failure{Line: r.Line, Message: msg})
+	}
+	return out
 }
 
 // sectionNames lists the golden sections of n runs in the order they are

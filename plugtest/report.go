@@ -64,11 +64,11 @@ func (r *Report) text(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "--- %s: %s (%s)\n", status, o.Name, o.File)
 		for _, f := range o.Failures {
-			if f.Section == "" {
+			if f.Line == 0 {
 				fmt.Fprintf(&b, "    %s\n", indent(f.Message, "    "))
 				continue
 			}
-			fmt.Fprintf(&b, "    %s:%d: %s\n", o.File, f.Line, f.Message)
+			fmt.Fprintf(&b, "    %s:%d: %s\n", o.File, f.Line, indent(f.Message, "    "))
 			if f.Diff != "" {
 				fmt.Fprintf(&b, "        %s\n", indent(strings.TrimSuffix(f.Diff, "\n"), "        "))
 			}
@@ -79,7 +79,7 @@ func (r *Report) text(w io.Writer) error {
 		for _, s := range o.Updated {
 			fmt.Fprintf(&b, "    updated %s\n", s)
 		}
-		if !o.Passed() && o.Failures[0].Section != "" {
+		if !o.Passed() && o.Accept != "" && o.Failures[0].Section != "" {
 			fmt.Fprintf(&b, "    accept the change with: %s\n", o.Accept)
 		}
 	}
@@ -153,12 +153,12 @@ func (r *Report) junit(w io.Writer) error {
 		if !o.Passed() {
 			var text strings.Builder
 			for _, f := range o.Failures {
-				if f.Section != "" {
+				if f.Line != 0 {
 					fmt.Fprintf(&text, "%s:%d: ", o.File, f.Line)
 				}
 				text.WriteString(f.Message + "\n" + f.Diff)
 			}
-			if o.Failures[0].Section != "" {
+			if o.Accept != "" && o.Failures[0].Section != "" {
 				text.WriteString("accept the change with: " + o.Accept + "\n")
 			}
 			c.Failure = &failure{Message: o.Failures[0].Message, Text: text.String()}

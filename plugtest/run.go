@@ -111,14 +111,28 @@ func (w *workDir) prepare() error {
 	if w.config == "" {
 		w.config = w.path("config", "blaise.star")
 	}
-	cfg, err := runner.LoadConfig(w.config, log.New(io.Discard))
-	if err != nil {
-		return &LoadError{w.normalizeErr(err)}
+	if first := w.file.Runs[0]; first.Config != "" {
+		w.config = w.runConfig(first)
 	}
-	w.timeout = cmp.Or(cfg.Session.Timeout, Timeout)
+	w.timeout = Timeout
 	w.plugs = map[string]bool{}
-	for _, u := range cfg.Uses {
-		w.plugs[u.Plug.Name] = true
+	configs := []string{w.config}
+	for _, r := range w.file.Runs[1:] {
+		if r.Config != "" {
+			configs = append(configs, w.runConfig(r))
+		}
+	}
+	for i, path := range configs {
+		cfg, err := runner.LoadConfig(path, log.New(io.Discard))
+		if err != nil {
+			return &LoadError{w.normalizeErr(err)}
+		}
+		if i == 0 {
+			w.timeout = cmp.Or(cfg.Session.Timeout, Timeout)
+		}
+		for _, u := range cfg.Uses {
+			w.plugs[u.Plug.Name] = true
+		}
 	}
 	w.env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
@@ -138,6 +152,15 @@ func (w *workDir) prepare() error {
 		}
 	}
 	return nil
+}
+
+// runConfig is the path of the configuration that run r names: a .star
+// section of the test, else a file relative to the test file.
+func (w *workDir) runConfig(r *Run) string {
+	if rel := filepath.Clean(r.Config); w.file.Inline[rel] != nil {
+		return w.path("config", rel)
+	}
+	return filepath.Join(w.file.Dir, r.Config)
 }
 
 // normalizeErr points a load error in the test's own configuration or
@@ -236,6 +259,9 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 			continue
 		}
 		v = timestamp.ReplaceAll([]byte(norm.Replace(string(v))), []byte("$$TIME"))
+		for _, m := range w.file.Masks {
+			v = m.Re.ReplaceAllLiteral(v, []byte("$"+m.Name))
+		}
 		if v[len(v)-1] != '\n' {
 			v = append(v, '\n') // as a txtar section ends
 		}
@@ -291,6 +317,14 @@ func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *bl
 	}
 	var live *blaise.Live
 	var err error
+	if r.Config != "" && prev != nil {
+		// The plugs changed between runs, as when a configuration is
+		// edited while its session is paused.
+		config := w.runConfig(r)
+		if _, err := e.Store.UpdateSession(prev.ID, func(rec *blaise.SessionRecord) error { rec.Config = config; return nil }); err != nil {
+			return nil, errAt("%v", err)
+		}
+	}
 	if prev == nil {
 		live, err = e.Start(w.config)
 	} else {
