@@ -197,7 +197,11 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	}
 	m.globals, err = starlark.ExecFileOptions(FileOptions, thread, displayName(key), src, all)
 	if err != nil {
-		m.err = WrapError(err, "", "")
+		e := WrapError(err, "", "")
+		if hint := pythonHint(err, displayName(key), src); hint != "" {
+			e.Msg += " (" + hint + ")"
+		}
+		m.err = e
 		l.modules[key] = m
 		return m, m.err
 	}

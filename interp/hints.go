@@ -1,0 +1,75 @@
+package interp
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strings"
+
+	"go.starlark.net/syntax"
+)
+
+// pythonKeywords are the words of Python that Starlark lacks, with what to
+// write instead. The parser meets them as unexpected tokens.
+var pythonKeywords = map[string]string{
+	"is":       "Starlark has no `is`; use `==` (or `!=`), as in `x == None`",
+	"try":      "Starlark has no exceptions: a failure ends the handler (call `fail(msg)` to fail on purpose); `next()` never fails, so pause code needs no `try`",
+	"except":   "Starlark has no exceptions: a failure ends the handler (call `fail(msg)` to fail on purpose); `next()` never fails, so pause code needs no `try`",
+	"finally":  "Starlark has no exceptions: a failure ends the handler (call `fail(msg)` to fail on purpose); `next()` never fails, so pause code needs no `try`",
+	"raise":    "Starlark has no `raise`; use `fail(msg)`, or `return request_error(code, msg)` to answer a request with an error",
+	"class":    "Starlark has no classes; use `struct(name = value, …)` or a dict",
+	"import":   "Starlark has no `import`; use `load(\"./lib.star\", \"name\")`",
+	"from":     "Starlark has no `import`; use `load(\"./lib.star\", \"name\")`",
+	"with":     "Starlark has no `with`; call the function and use its result",
+	"yield":    "Starlark has no generators; build and return a list",
+	"global":   "Starlark has no `global`: globals are frozen once the file is loaded; keep what a run changes in `ctx.state`",
+	"nonlocal": "Starlark has no `nonlocal`: keep what changes in a dict or list and change its contents",
+	"del":      "Starlark has no `del`; remove a key with `d.pop(key)`, an item with `l.remove(x)` or `l.pop(i)`",
+	"assert":   "Starlark has no `assert`; write `if not cond: fail(msg)`",
+}
+
+// gotToken finds the unexpected token of a parser error: "got is, want ':'".
+var gotToken = regexp.MustCompile(`^got ([a-z]+)(?: literal)?, want`)
+
+// fString finds an f-string prefix: f"…", rf'…' …
+var fString = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])(?i:f|rf|fr)["']`)
+
+// pythonHint returns a hint for a syntax error of file that Python habits
+// cause, or "": a Python keyword Starlark lacks, an f-string, assert, a set
+// literal. The parser places an error at the end of the unexpected token.
+func pythonHint(err error, file string, src []byte) string {
+	var se syntax.Error
+	if !errors.As(err, &se) || se.Pos.Filename() != file {
+		return "" // another file's, hinted where that file was loaded
+	}
+	if m := gotToken.FindStringSubmatch(se.Msg); m != nil {
+		if hint, ok := pythonKeywords[m[1]]; ok {
+			return hint
+		}
+	}
+	line := sourceLine(src, int(se.Pos.Line))
+	switch {
+	case strings.HasPrefix(se.Msg, "got string literal") && fString.MatchString(line):
+		return "Starlark has no f-strings; use `\"%s\" % x` or `\"{}\".format(x)`"
+	case strings.HasPrefix(strings.TrimSpace(line), "assert "):
+		return pythonKeywords["assert"]
+	case strings.HasPrefix(se.Msg, "got ',', want ':'") && strings.Contains(line, "{"):
+		return "Starlark has no set literals; use `set([a, b])`"
+	}
+	return ""
+}
+
+// sourceLine returns line n (from 1) of src, without its line end.
+func sourceLine(src []byte, n int) string {
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(src, '\n')
+		if j < 0 {
+			return ""
+		}
+		src = src[j+1:]
+	}
+	if j := bytes.IndexByte(src, '\n'); j >= 0 {
+		src = src[:j]
+	}
+	return string(src)
+}
