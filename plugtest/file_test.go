@@ -115,7 +115,7 @@ func TestFind(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("Find = %q, want %q", got, want)
 	}
-	if _, err := Find([]string{filepath.Join(dir, "a/other.txt")}); err == nil || !strings.Contains(err.Error(), "a test file ends in .blaisetest") {
+	if _, err := Find([]string{filepath.Join(dir, "a/other.txt")}); err == nil || !strings.Contains(err.Error(), "want a directory or a file ending in .blaisetest") {
 		t.Errorf("a file of another kind: %v", err)
 	}
 }

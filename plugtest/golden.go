@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/internal/walk"
 )
 
 // Options configure a test run.
@@ -49,46 +48,7 @@ type Failure struct {
 // Find lists the test files under paths (files or directories, searched
 // recursively; a trailing "/..." is allowed), sorted. Directories whose
 // names begin with "." and node_modules are skipped.
-func Find(paths []string) ([]string, error) {
-	if len(paths) == 0 {
-		paths = []string{"."}
-	}
-	var out []string
-	for _, p := range paths {
-		p = strings.TrimSuffix(strings.TrimSuffix(p, "..."), "/")
-		if p == "" {
-			p = "."
-		}
-		info, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !info.IsDir() {
-			if !strings.HasSuffix(p, Ext) {
-				return nil, fmt.Errorf("%s: a test file ends in %s", p, Ext)
-			}
-			out = append(out, p)
-			continue
-		}
-		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() && q != p && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
-				return filepath.SkipDir
-			}
-			if !d.IsDir() && strings.HasSuffix(q, Ext) {
-				out = append(out, q)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
-}
+func Find(paths []string) ([]string, error) { return walk.Files(paths, Ext) }
 
 // Test runs the test file f and compares what it produced with its golden
 // sections, rewriting them as opts says. The error is a test that could

@@ -1,0 +1,128 @@
+// Package starfmt formats Starlark files (plugs, configurations, modules) in
+// the one accepted style: buildifier's, through bazelbuild/buildtools.
+package starfmt
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/bazelbuild/buildtools/build"
+	"go.starlark.net/syntax"
+
+	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/internal/walk"
+	"github.com/blaiseagent/blaise-agent/interp"
+)
+
+// Ext is the extension of the files Find lists.
+const Ext = ".star"
+
+// Source returns src, the content of the file at path, formatted. The
+// result is checked to parse as Starlark of this dialect, so that a file is
+// never rewritten into one that does not load.
+func Source(path string, src []byte) ([]byte, error) {
+	f, err := build.ParseDefault(path, src)
+	if err != nil {
+		if usesWhile(path, src) {
+			return nil, fmt.Errorf("%w (the formatter does not know while loops, which this dialect allows: the file is left as it is)", err)
+		}
+		return nil, err
+	}
+	out := build.Format(f)
+	if _, err := interp.FileOptions.Parse(path, out, syntax.RetainComments); err != nil {
+		return nil, fmt.Errorf("%s: formatting would make the file not parse (%v): the file is left as it is", path, err)
+	}
+	return out, nil
+}
+
+// usesWhile reports whether src parses as Starlark and has a while loop.
+func usesWhile(path string, src []byte) bool {
+	f, err := interp.FileOptions.Parse(path, src, 0)
+	if err != nil {
+		return false
+	}
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if _, ok := n.(*syntax.WhileStmt); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// File formats the file at path. With write, a file that changes is
+// rewritten in place (its mode kept); changed says whether it would change.
+func File(path string, write bool) (changed bool, err error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	if !info.Mode().IsRegular() {
+		return false, fmt.Errorf("%s is not a regular file", path)
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	out, err := Source(path, src)
+	if err != nil {
+		return false, err
+	}
+	if bytes.Equal(out, src) {
+		return false, nil
+	}
+	if write {
+		if err := atomicfile.Write(path, out, info.Mode().Perm(), false); err != nil {
+			return true, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return true, nil
+}
+
+// Find lists the .star files under paths, as walk.Files does.
+func Find(paths []string) ([]string, error) { return walk.Files(paths, Ext) }
+
+// Unformatted is the error of a check that found files to format; a
+// command exits with its ExitCode.
+type Unformatted struct{ Files []string }
+
+func (e *Unformatted) Error() string {
+	return fmt.Sprintf("%d file(s) not formatted: run blaise-agent fmt", len(e.Files))
+}
+
+// ExitCode is 1, as for gofmt -l in CI scripts.
+func (e *Unformatted) ExitCode() int { return 1 }
+
+// Run formats the .star files under paths, writing the names of those that
+// changed (or with check, that would change) to w. A file that cannot be
+// formatted is reported and the others are still done.
+func Run(paths []string, check bool, w io.Writer) error {
+	files, err := Find(paths)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var changed []string
+	for _, p := range files {
+		ch, err := File(p, !check)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ch {
+			changed = append(changed, p)
+			fmt.Fprintln(w, p)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if check && len(changed) > 0 {
+		return &Unformatted{Files: changed}
+	}
+	return nil
+}
