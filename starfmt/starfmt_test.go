@@ -111,10 +111,10 @@ func TestRunCheckAndWrite(t *testing.T) {
 }
 
 // TestRepositoryIsFormatted keeps the project's own .star files (examples,
-// the standard library) in the style fmt writes.
+// the standard library, the files of init) in the style fmt writes.
 func TestRepositoryIsFormatted(t *testing.T) {
 	var out bytes.Buffer
-	if err := Run([]string{"../examples", "../stdlib"}, true, &out); err != nil {
+	if err := Run([]string{"../examples", "../stdlib", "../scaffold/template"}, true, &out); err != nil {
 		t.Errorf("%v:\n%s", err, out.String())
 	}
 }
