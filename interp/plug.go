@@ -115,8 +115,9 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 	slot, _ := thread.Local(plugKey).(**Plug)
 	if slot == nil || *slot == nil {
 		return nil, &Error{
-			Pos: syntax.MakePosition(ptr(displayName(key)), 1, 1),
-			Msg: "not a plug: the file never calls plug(name = ...)",
+			Pos:   syntax.MakePosition(ptr(displayName(key)), 1, 1),
+			Msg:   "not a plug: the file never calls plug(name = ...)",
+			cause: ErrNotAPlug,
 		}
 	}
 	p := *slot

@@ -22,6 +22,7 @@ type CLI struct {
 	Acp       AcpCmd       `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
 	Sessions  SessionsCmd  `cmd:"" help:"List, end and resolve sessions."`
 	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
+	Doc       DocCmd       `cmd:"" help:"Show the reference of plugs: inputs and persisted state with types, defaults and docs; handlers; whether they resume."`
 	Init      InitCmd      `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
 	Fmt       FmtCmd       `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
 	Test      TestCmd      `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`

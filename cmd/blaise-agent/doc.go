@@ -1,0 +1,23 @@
+package main
+
+import (
+	"os"
+
+	"github.com/blaiseagent/blaise-agent/plugdoc"
+	"github.com/blaiseagent/blaise-agent/runner"
+)
+
+// DocCmd is `blaise-agent doc`: the reference of plugs.
+type DocCmd struct {
+	Refs   []string `arg:"" optional:"" help:"Plugs: blaise:NAME, or paths of plug files (default: every plug of the standard library)."`
+	Format string   `help:"Output format: text, markdown or json." enum:"text,markdown,json" default:"text"`
+}
+
+// Run prints the references.
+func (c *DocCmd) Run(g *Globals) error {
+	refs, err := plugdoc.Load(runner.NewLoader(g.Logger()), c.Refs)
+	if err != nil {
+		return err
+	}
+	return plugdoc.Write(os.Stdout, refs, c.Format)
+}
