@@ -145,6 +145,10 @@ func Lookup(method string) (*Method, bool) {
 	return m, ok
 }
 
+// IsExtension reports whether method is an extension method: its name
+// begins with an underscore (ACP's rule for methods outside the protocol).
+func IsExtension(method string) bool { return strings.HasPrefix(method, "_") }
+
 // Typed reports whether messages of method flowing in direction dir (ToAgent
 // for client→agent, ToClient for agent→client) are ACP methods that the SDK
 // types, which reach plugs. Extension methods ("_…"), unknown methods and

@@ -35,9 +35,12 @@ type Proxy struct {
 	FromAgent  *Reader
 	ToAgent    *Writer
 
-	Pipeline Pipeline    // nil: every message passes unchanged
-	Recorder Recorder    // nil: nothing is recorded
-	Log      *log.Logger // nil: log.Default()
+	Pipeline Pipeline // nil: every message passes unchanged
+	// Extensions sends extension methods ("_…") through the Pipeline too,
+	// untyped: a plug asked for them (plug(extensions = True)).
+	Extensions bool
+	Recorder   Recorder    // nil: nothing is recorded
+	Log        *log.Logger // nil: log.Default()
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
@@ -242,8 +245,10 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	forward := func(out *Message) *Message { return p.forward(side, out, c) }
 	var resp *Message
 	var by string
-	if p.Pipeline != nil && Typed(m.Method, side) {
-		p.check(m)
+	if typed := Typed(m.Method, side); p.Pipeline != nil && (typed || p.Extensions && IsExtension(m.Method)) {
+		if typed {
+			p.check(m)
+		}
 		var err error
 		resp, by, err = p.Pipeline.Handle(side, m, forward)
 		if err != nil {

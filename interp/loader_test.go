@@ -205,3 +205,10 @@ func TestConfig_PlugFileIsNotAModule(t *testing.T) {
 		"p.star":      "plug(name = \"p\")\nx = 1\n",
 	}, "p.star:1:5: plug() may only be called in a plug file, not in a configuration or a module for load()")
 }
+
+func TestM2_ExtensionsNeedOnMessage(t *testing.T) {
+	wantError(t, map[string]string{
+		"blaise.star": agentLine + `setup(use("./p.star"))`,
+		"p.star":      "plug(name = \"p\", extensions = True)\ndef on_session(ctx, next):\n    next()\n",
+	}, "p.star:1:5: plug p: extensions = True needs an on_message handler to see them")
+}

@@ -21,9 +21,12 @@ type Plug struct {
 	Inputs      *Schema // nil: the plug takes no inputs
 	Persisted   *Schema // nil: the plug keeps no persisted state
 	Resumable   bool
-	APIVersion  int
-	File        string          // display name of the file
-	Pos         syntax.Position // of the plug(...) call
+	// Extensions: on_message also sees extension methods ("_…"), which
+	// the SDK does not type and which pass other plugs untouched (M2).
+	Extensions bool
+	APIVersion int
+	File       string          // display name of the file
+	Pos        syntax.Position // of the plug(...) call
 
 	OnSession  *starlark.Function
 	OnTeardown *starlark.Function
@@ -56,7 +59,8 @@ var HandlerNames = func() []string {
 
 const plugKey = "blaise.plug"
 
-// plugBuiltin implements plug(name=, description=, inputs=, persisted=, resumable=True).
+// plugBuiltin implements plug(name=, description=, inputs=, persisted=,
+// resumable=True, extensions=False).
 var plugBuiltin = starlark.NewBuiltin("plug", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	slot, ok := thread.Local(plugKey).(**Plug)
 	if !ok {
@@ -76,6 +80,7 @@ var plugBuiltin = starlark.NewBuiltin("plug", func(thread *starlark.Thread, b *s
 		"inputs?", &inputs,
 		"persisted?", &persisted,
 		"resumable?", &p.Resumable,
+		"extensions?", &p.Extensions,
 	); err != nil {
 		return nil, err
 	}
@@ -152,6 +157,9 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 			}
 			return nil, &Error{Pos: pos, Plug: p.Name, Msg: fmt.Sprintf("%s is not a handler name (did you mean %s?)", name, near)}
 		}
+	}
+	if p.Extensions && p.OnMessage == nil {
+		return nil, &Error{Pos: p.Pos, Plug: p.Name, Msg: "extensions = True needs an on_message handler to see them"}
 	}
 	if p.OnMigrate != nil && p.Persisted == nil {
 		return nil, &Error{Pos: p.OnMigrate.Position(), Plug: p.Name, Msg: "on_migrate needs persisted = schema... in plug()"}

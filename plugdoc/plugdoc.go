@@ -22,6 +22,7 @@ type Reference struct {
 	Description string   `json:"description,omitempty"`
 	Handlers    []string `json:"handlers"`
 	Resumable   bool     `json:"resumable"`
+	Extensions  bool     `json:"extensions"`
 	Inputs      []Field  `json:"inputs"`
 	Persisted   []Field  `json:"persisted"`
 }
@@ -39,7 +40,7 @@ type Field struct {
 
 // Of returns the reference of p, which ref named.
 func Of(ref string, p *interp.Plug) (*Reference, error) {
-	r := &Reference{Ref: ref, Name: p.Name, Description: p.Description, Handlers: p.Handlers(), Resumable: p.Resumable, Inputs: []Field{}, Persisted: []Field{}}
+	r := &Reference{Ref: ref, Name: p.Name, Description: p.Description, Handlers: p.Handlers(), Resumable: p.Resumable, Extensions: p.Extensions, Inputs: []Field{}, Persisted: []Field{}}
 	var err error
 	if r.Inputs, err = fields(p.Inputs, ""); err != nil {
 		return nil, fmt.Errorf("%s: inputs: %w", ref, err)
@@ -173,6 +174,9 @@ func (r *Reference) summary() string {
 	handlers := "no handlers"
 	if len(r.Handlers) > 0 {
 		handlers = "handlers: " + strings.Join(r.Handlers, ", ")
+	}
+	if r.Extensions {
+		handlers += " (on_message sees extension methods)"
 	}
 	return handlers + "; " + resume
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/builtins"
@@ -23,17 +24,27 @@ type Client struct {
 type pipeline struct {
 	r                *Run
 	host, runnerHost hosts.Host
-	plugs            []*plugRun // plugs with on_message, in setup order
+	// orders are the plugs a message meets, by the side it goes toward
+	// (M3: toward the client, the last plug first), for typed methods
+	// (every on_message) and for extension methods (plug(extensions =
+	// True) only).
+	typed, extensions [2][]*plugRun
 }
 
 // proxy connects the agent's stdio to the client through the plugs.
 func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost hosts.Host) error {
 	pl := &pipeline{r: r, host: host, runnerHost: runnerHost}
+	var typed, extensions []*plugRun
 	for _, p := range r.plugs {
 		if p.use.Plug.OnMessage != nil {
-			pl.plugs = append(pl.plugs, p)
+			typed = append(typed, p)
+		}
+		if p.use.Plug.Extensions {
+			extensions = append(extensions, p)
 		}
 	}
+	pl.typed = [2][]*plugRun{acp.ToAgent: typed, acp.ToClient: reversed(typed)}
+	pl.extensions = [2][]*plugRun{acp.ToAgent: extensions, acp.ToClient: reversed(extensions)}
 	px := &acp.Proxy{
 		FromClient:  acp.NewReader(r.opts.Client.In, r.opts.MaxLine),
 		ToClient:    acp.NewWriter(r.opts.Client.Out),
@@ -43,23 +54,27 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost ho
 		Log:         r.log.WithPrefix("acp"),
 		CheckParams: true,
 		OnFailure:   r.fail,
+		Extensions:  len(extensions) > 0,
 	}
-	if len(pl.plugs) > 0 {
+	if len(typed) > 0 {
 		px.Pipeline = pl
 	}
 	return px.Run(ctx)
+}
+
+func reversed(plugs []*plugRun) []*plugRun {
+	out := slices.Clone(plugs)
+	slices.Reverse(out)
+	return out
 }
 
 // Handle runs m through the handlers: toward the agent plug 1 first, toward
 // the client the last plug first, so the outermost plug has the last word
 // on what reaches the client (M3).
 func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (*acp.Message, string, error) {
-	order := pl.plugs
-	if side == acp.ToClient {
-		order = make([]*plugRun, len(pl.plugs))
-		for i, p := range pl.plugs {
-			order[len(order)-1-i] = p
-		}
+	order := pl.typed[side]
+	if acp.IsExtension(m.Method) {
+		order = pl.extensions[side]
 	}
 	pl.r.lock.Acquire()
 	defer pl.r.lock.Release()
