@@ -245,10 +245,7 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	forward := func(out *Message) *Message { return p.forward(side, out, c) }
 	var resp *Message
 	var by string
-	if typed := Typed(m.Method, side); p.Pipeline != nil && (typed || p.Extensions && IsExtension(m.Method)) {
-		if typed {
-			p.check(m)
-		}
+	if p.Pipeline != nil && p.seen(side, m) {
 		var err error
 		resp, by, err = p.Pipeline.Handle(side, m, forward)
 		if err != nil {
@@ -272,6 +269,16 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	if m.Kind == Request && resp != nil {
 		p.send(side.other(), resp, by)
 	}
+}
+
+// seen reports whether m goes through the Pipeline: a typed message,
+// queued for CheckParams, or an extension one that a plug asked for.
+func (p *Proxy) seen(side Side, m *Message) bool {
+	if Typed(m.Method, side) {
+		p.check(m)
+		return true
+	}
+	return p.Extensions && IsExtension(m.Method)
 }
 
 // checkQueue bounds the messages waiting to be checked; when it is full,
