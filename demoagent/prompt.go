@@ -56,7 +56,7 @@ func init() {
 		{"/plan", "/plan A; B; C", "plan update, one pending entry per ';'-separated item", (*turn).cmdPlan},
 		{"/tool", "/tool NAME", "tool_call NAME (pending), then tool_call_update (completed)", (*turn).cmdTool},
 		{"/permission", "/permission [TITLE]", "session/request_permission (allow_once, reject_once); reports \"permission: <optionId|cancelled>\"", (*turn).cmdPermission},
-		{"/ask", "/ask KIND TARGET", "session/request_permission for a tool of KIND (read, edit, execute …) on TARGET: a command for execute, else a path; reports \"permission: <optionId|cancelled>\"", (*turn).cmdAsk},
+		{"/ask", "/ask KIND TARGET", "session/request_permission for a tool of KIND (read, edit, execute …) on TARGET: a command for execute, else paths; reports \"permission: <optionId|cancelled>\"", (*turn).cmdAsk},
 		{"/read", "/read PATH", "fs/read_text_file; reports \"read PATH: <content>\"", (*turn).cmdRead},
 		{"/write", "/write PATH TEXT", "fs/write_text_file; reports \"write PATH: ok\"", (*turn).cmdWrite},
 		{"/terminal", "/terminal CMD [ARG...]", "terminal/create, wait_for_exit, output, release; reports \"terminal CMD...: exit N\" and the output", (*turn).cmdTerminal},
@@ -346,7 +346,8 @@ var askOptions = []acp.PermissionOption{
 }
 
 // cmdAsk asks permission for a tool call as real agents do: an execute
-// call carries its command in rawInput, the others their path in locations.
+// call carries its command in rawInput, the others their paths (separated
+// by spaces) in locations.
 // A relative path is joined to the session's cwd but not cleaned, so that a
 // ".." reaches the client as written.
 func (t *turn) cmdAsk(arg string) error {
@@ -358,12 +359,15 @@ func (t *turn) cmdAsk(arg string) error {
 	if acp.ToolKind(kind) == acp.ToolKindExecute {
 		call.RawInput = map[string]any{"command": target}
 	} else {
-		path := target
-		if !filepath.IsAbs(path) {
-			path = t.s.file.Cwd + "/" + path
+		var paths []string
+		for _, path := range strings.Fields(target) {
+			if !filepath.IsAbs(path) {
+				path = t.s.file.Cwd + "/" + path
+			}
+			paths = append(paths, path)
+			call.Locations = append(call.Locations, acp.ToolCallLocation{Path: path})
 		}
-		call.Locations = []acp.ToolCallLocation{{Path: path}}
-		call.RawInput = map[string]any{"path": path}
+		call.RawInput = map[string]any{"paths": paths}
 	}
 	return t.askPermission(call, askOptions...)
 }
