@@ -533,6 +533,33 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// TestAskCarriesKindAndTarget: /ask sends a permission request shaped as
+// real agents send them (issue 15, for blaise:permissions' rules): the
+// tool's kind, an execute call's command in rawInput, another call's paths
+// in locations, joined to the cwd but not cleaned.
+func TestAskCarriesKindAndTarget(t *testing.T) {
+	h := start(t, t.TempDir())
+	h.initialize()
+	sid := h.newSession("/ws")
+	_, got := h.run(sid, "/ask move ../x.txt /y\n/ask execute git push --force\n/ask read")
+	want := []string{"agent: permission: allow_once", "agent: permission: allow_once", "agent: ask: error: want /ask KIND TARGET"}
+	if !equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	h.client.mu.Lock()
+	defer h.client.mu.Unlock()
+	if len(h.client.perms) != 2 {
+		t.Fatalf("permission requests = %+v", h.client.perms)
+	}
+	move, exec := h.client.perms[0].ToolCall, h.client.perms[1].ToolCall
+	if *move.Kind != acp.ToolKindMove || len(move.Locations) != 2 || move.Locations[0].Path != "/ws/../x.txt" || move.Locations[1].Path != "/y" || len(h.client.perms[0].Options) != 4 {
+		t.Errorf("move request = %+v", h.client.perms[0])
+	}
+	if *exec.Kind != acp.ToolKindExecute || len(exec.Locations) != 0 || exec.RawInput.(map[string]any)["command"] != "git push --force" {
+		t.Errorf("execute request = %+v", h.client.perms[1])
+	}
+}
+
 func TestCapabilitiesRespected(t *testing.T) {
 	h := start(t, t.TempDir())
 	if _, err := h.conn.Initialize(ctxT(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {

@@ -56,6 +56,7 @@ func init() {
 		{"/plan", "/plan A; B; C", "plan update, one pending entry per ';'-separated item", (*turn).cmdPlan},
 		{"/tool", "/tool NAME", "tool_call NAME (pending), then tool_call_update (completed)", (*turn).cmdTool},
 		{"/permission", "/permission [TITLE]", "session/request_permission (allow_once, reject_once); reports \"permission: <optionId|cancelled>\"", (*turn).cmdPermission},
+		{"/ask", "/ask KIND TARGET", "session/request_permission for a tool of KIND (read, edit, execute …) on TARGET: a command for execute, else paths; reports \"permission: <optionId|cancelled>\"", (*turn).cmdAsk},
 		{"/read", "/read PATH", "fs/read_text_file; reports \"read PATH: <content>\"", (*turn).cmdRead},
 		{"/write", "/write PATH TEXT", "fs/write_text_file; reports \"write PATH: ok\"", (*turn).cmdWrite},
 		{"/terminal", "/terminal CMD [ARG...]", "terminal/create, wait_for_exit, output, release; reports \"terminal CMD...: exit N\" and the output", (*turn).cmdTerminal},
@@ -330,19 +331,56 @@ func (t *turn) cmdPermission(arg string) error {
 	if title == "" {
 		title = "demo permission request"
 	}
-	id := t.nextToolCallID()
+	return t.askPermission(acp.ToolCallUpdate{Title: acp.Ptr(title), Kind: acp.Ptr(acp.ToolKindOther)},
+		acp.PermissionOption{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow_once"},
+		acp.PermissionOption{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject once", OptionId: "reject_once"},
+	)
+}
+
+// askOptions are the options of /ask: one of each kind ACP has.
+var askOptions = []acp.PermissionOption{
+	{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow_once"},
+	{Kind: acp.PermissionOptionKindAllowAlways, Name: "Allow always", OptionId: "allow_always"},
+	{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject once", OptionId: "reject_once"},
+	{Kind: acp.PermissionOptionKindRejectAlways, Name: "Reject always", OptionId: "reject_always"},
+}
+
+// cmdAsk asks permission for a tool call as real agents do: an execute
+// call carries its command in rawInput, the others their paths (separated
+// by spaces) in locations.
+// A relative path is joined to the session's cwd but not cleaned, so that a
+// ".." reaches the client as written.
+func (t *turn) cmdAsk(arg string) error {
+	kind, target := splitCommand(arg)
+	if kind == "" || target == "" {
+		return t.message("ask: error: want /ask KIND TARGET")
+	}
+	call := acp.ToolCallUpdate{Title: acp.Ptr(kind + " " + target), Kind: acp.Ptr(acp.ToolKind(kind))}
+	if acp.ToolKind(kind) == acp.ToolKindExecute {
+		call.RawInput = map[string]any{"command": target}
+	} else {
+		var paths []string
+		for _, path := range strings.Fields(target) {
+			if !filepath.IsAbs(path) {
+				path = t.s.file.Cwd + "/" + path
+			}
+			paths = append(paths, path)
+			call.Locations = append(call.Locations, acp.ToolCallLocation{Path: path})
+		}
+		call.RawInput = map[string]any{"paths": paths}
+	}
+	return t.askPermission(call, askOptions...)
+}
+
+// askPermission sends session/request_permission for call (a new tool call
+// id, status pending) and reports the outcome.
+func (t *turn) askPermission(call acp.ToolCallUpdate, options ...acp.PermissionOption) error {
+	call.ToolCallId = t.nextToolCallID()
+	call.Status = acp.Ptr(acp.ToolCallStatusPending)
 	resp, err := t.a.conn.RequestPermission(t.cctx, acp.RequestPermissionRequest{
 		SessionId: t.sid,
-		ToolCall: acp.ToolCallUpdate{
-			ToolCallId: id,
-			Title:      acp.Ptr(title),
-			Kind:       acp.Ptr(acp.ToolKindOther),
-			Status:     acp.Ptr(acp.ToolCallStatusPending),
-		},
-		Options: []acp.PermissionOption{
-			{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow_once"},
-			{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject once", OptionId: "reject_once"},
-		},
+		ToolCall:  call,
+		Options:   options,
 	})
 	var result string
 	switch {

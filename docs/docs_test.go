@@ -25,7 +25,7 @@ import (
 )
 
 // docs are the documents whose examples are checked.
-var docs = []string{"plugs.md", "config.md", "hosts.md"}
+var docs = []string{"plugs.md", "config.md", "hosts.md", "stdlib.md"}
 
 // A block is a complete file given in a doc.
 type block struct {

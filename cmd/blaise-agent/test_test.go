@@ -19,12 +19,12 @@ import (
 // TestPlugTestExamples runs the tests of examples/ as CI does: every
 // golden section must be there and hold.
 func TestPlugTestExamples(t *testing.T) {
-	paths, err := plugtest.Find([]string{"../../examples/...", "../../plugtest/testdata"})
+	paths, err := plugtest.Find([]string{"../../examples/...", "../../plugtest/testdata", "../../stdlib/testdata"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(paths) < 4 {
-		t.Fatalf("found %d tests, want the examples' and plugtest's: %v", len(paths), paths)
+		t.Fatalf("found %d tests, want the examples', plugtest's and stdlib's: %v", len(paths), paths)
 	}
 	noRaceExitSleep(t)
 	opts := plugtest.Options{Self: self(t), CI: true}
