@@ -51,8 +51,9 @@ func Of(ref string, p *interp.Plug) (*Reference, error) {
 	return r, nil
 }
 
-// fields lists the fields of an object schema, depth first; a schema that
-// is not an object is one field named by prefix ("" for the whole value).
+// fields lists the fields of an object schema, depth first, the fields of
+// objects in lists and dicts as a[].b and a{}.b; a schema that is not an
+// object is one field named by prefix ("" for the whole value).
 func fields(s *interp.Schema, prefix string) ([]Field, error) {
 	out := []Field{}
 	if s == nil {
@@ -72,8 +73,8 @@ func fields(s *interp.Schema, prefix string) ([]Field, error) {
 			return nil, err
 		}
 		out = append(out, f)
-		if fs.Kind() == interp.KindObject {
-			nested, err := fields(fs, path)
+		if obj, at := objectIn(fs, path); obj != nil {
+			nested, err := fields(obj, at)
 			if err != nil {
 				return nil, err
 			}
@@ -83,10 +84,41 @@ func fields(s *interp.Schema, prefix string) ([]Field, error) {
 	return out, nil
 }
 
+// objectIn returns the object schema that s is, or holds as its items,
+// values or optional value, and the path of its fields.
+func objectIn(s *interp.Schema, path string) (*interp.Schema, string) {
+	switch s.Kind() {
+	case interp.KindObject:
+		return s, path
+	case interp.KindList:
+		return objectIn(s.Elem(), path+"[]")
+	case interp.KindDict:
+		return objectIn(s.Elem(), path+"{}")
+	case interp.KindOptional:
+		return objectIn(s.Elem(), path)
+	}
+	return nil, ""
+}
+
+// kind names a schema whose fields are listed after it: "list of object".
+func kind(s *interp.Schema) string {
+	switch s.Kind() {
+	case interp.KindObject:
+		return "object"
+	case interp.KindList:
+		return "list of " + kind(s.Elem())
+	case interp.KindDict:
+		return "dict of " + kind(s.Elem())
+	case interp.KindOptional:
+		return kind(s.Elem()) + " or None"
+	}
+	return s.Describe()
+}
+
 func field(s *interp.Schema, path string) (Field, error) {
 	f := Field{Path: path, Type: s.Describe(), Doc: s.Doc(), Required: true}
-	if s.Kind() == interp.KindObject {
-		f.Type = "object"
+	if obj, _ := objectIn(s, path); obj != nil {
+		f.Type = kind(s)
 	}
 	if v, ok := s.Default(); ok {
 		f.Required = false
@@ -214,7 +246,7 @@ func (r *Reference) text(w io.Writer) error {
 }
 
 func (r *Reference) markdown(w io.Writer) {
-	fmt.Fprintf(w, "### `%s`\n\n", r.Ref)
+	fmt.Fprintf(w, "### Reference: `%s`\n\n", r.Ref)
 	if r.Description != "" {
 		fmt.Fprintf(w, "%s\n\n", r.Description)
 	}
@@ -258,5 +290,5 @@ func (f Field) dflt() string {
 
 // cell escapes what would break a Markdown table cell.
 func cell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+	return strings.NewReplacer("|", `\|`, "*", `\*`, "\n", " ").Replace(s)
 }

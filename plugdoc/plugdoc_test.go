@@ -43,7 +43,7 @@ func TestMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"### `testdata/deploy.star`\n\nDeploys the agent's branch | when asked.\n\n`acme/deploy`: handlers: on_session; cannot resume (resumable = False).\n",
+		"### Reference: `testdata/deploy.star`\n\nDeploys the agent's branch | when asked.\n\n`acme/deploy`: handlers: on_session; cannot resume (resumable = False).\n",
 		"| `target` | one of \"staging\", \"prod\" | (required) | Where to deploy. |\n",
 		"| `repo.branch` | string | `\"main\"` |  |\n",
 		"| `note` | string or None | `None` | A note for the log. |\n",
@@ -65,7 +65,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Name != "acme/deploy" || got[0].Resumable || len(got[0].Inputs) != 6 || len(got[0].Persisted) != 1 {
+	if len(got) != 1 || got[0].Name != "acme/deploy" || got[0].Resumable || len(got[0].Inputs) != 8 || len(got[0].Persisted) != 1 {
 		t.Fatalf("got %+v", got)
 	}
 	retries := got[0].Inputs[4]
