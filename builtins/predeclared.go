@@ -10,6 +10,7 @@ import (
 var Predeclared = starlark.StringDict{
 	"request_error": requestError,
 	"hosts":         hostsModule,
+	"path":          pathModule,
 	"re":            reModule,
 	"time":          startime.Module,
 }
