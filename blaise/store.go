@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // Layout of a state directory (the embedded control plane, §7):
@@ -77,24 +77,9 @@ const persistedVersion = 1
 // store does not hold.
 var ErrNotFound = errors.New("no such session")
 
-// validID is what session and plug ids may look like: safe file names.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+func checkSessionID(id string) error { return interp.CheckID("session id", id) }
 
-const idRule = "want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-func checkSessionID(id string) error {
-	if !validID.MatchString(id) {
-		return fmt.Errorf("invalid session id %q: %s", id, idRule)
-	}
-	return nil
-}
-
-func checkPlugID(id string) error {
-	if !validID.MatchString(id) {
-		return fmt.Errorf("invalid plug id %q: %s", id, idRule)
-	}
-	return nil
-}
+func checkPlugID(id string) error { return interp.CheckID("plug id", id) }
 
 // DefaultStateDir is $XDG_STATE_HOME/blaise-agent, else
 // ~/.local/state/blaise-agent. It is "" when neither XDG_STATE_HOME (an
