@@ -493,8 +493,8 @@ func (s *Store) Sessions() ([]*SessionRecord, error) {
 }
 
 // BrokenRecord is an entry of the sessions directory that cannot be read as
-// a session: a corrupt, unreadable or missing-but-not-absent session.json,
-// or something that is not a session directory.
+// a session: a session.json that is corrupt, unreadable or not a file, or
+// something that is not a session directory.
 type BrokenRecord struct {
 	ID   string // the session id, "" when the entry is no session directory
 	Path string
