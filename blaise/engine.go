@@ -168,12 +168,16 @@ func (e *Engine) teardownNow(ctx context.Context, rec *SessionRecord) (*SessionR
 // Sweep does what sessions at rest need: expired paused sessions get a
 // teardown run with reason expired (L6), due teardown retries run, and
 // sessions whose run died with its front end are settled as failed runs.
+// Its error names what it could not settle: records it cannot read, and
+// teardowns that failed (the session is left tearing_down or orphaned).
 func (e *Engine) Sweep(ctx context.Context) error {
 	recs, err := e.Store.Sessions()
-	if err != nil {
+	var errs []error
+	if broken := (*BrokenError)(nil); errors.As(err, &broken) {
+		errs = append(errs, broken) // the others are swept
+	} else if err != nil {
 		return err
 	}
-	var errs []error
 	for _, rec := range recs {
 		if processAlive(rec) {
 			continue // its run settles it
@@ -200,7 +204,10 @@ func (e *Engine) Sweep(ctx context.Context) error {
 			continue
 		}
 		if err == nil {
-			_, err = e.teardownNow(ctx, rec)
+			var final *SessionRecord
+			if final, err = e.teardownNow(ctx, rec); err == nil && final.State != Ended {
+				err = final.Unsettled()
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("session %s: %w", rec.ID, err))

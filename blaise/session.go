@@ -4,6 +4,7 @@
 package blaise
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -72,4 +73,19 @@ type TeardownRecord struct {
 	Attempts  int       `json:"attempts,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	NextAt    time.Time `json:"next_at,omitzero"`
+}
+
+// Unsettled explains a session whose teardown failed, and what comes next:
+// a retry by the next sweep, or, once orphaned, a person who cleans up what
+// its plugs left behind and resolves it (L2). It is nil for other states.
+func (r *SessionRecord) Unsettled() error {
+	switch r.State {
+	case TearingDown:
+		return fmt.Errorf("teardown failed (attempt %d of %d): %s; `blaise-agent sessions sweep` retries it from %s",
+			r.Teardown.Attempts, r.Settings.TeardownAttempts, r.Teardown.LastError, r.Teardown.NextAt.Local().Format(time.DateTime))
+	case Orphaned:
+		return fmt.Errorf("orphaned: teardown failed %d times: %s; clean up what its plugs left behind, then run `blaise-agent sessions resolve %s`",
+			r.Teardown.Attempts, r.Teardown.LastError, r.ID)
+	}
+	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // Layout of a state directory (the embedded control plane, §7):
@@ -77,24 +77,9 @@ const persistedVersion = 1
 // store does not hold.
 var ErrNotFound = errors.New("no such session")
 
-// validID is what session and plug ids may look like: safe file names.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+func checkSessionID(id string) error { return interp.CheckID("session id", id) }
 
-const idRule = "want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-func checkSessionID(id string) error {
-	if !validID.MatchString(id) {
-		return fmt.Errorf("invalid session id %q: %s", id, idRule)
-	}
-	return nil
-}
-
-func checkPlugID(id string) error {
-	if !validID.MatchString(id) {
-		return fmt.Errorf("invalid plug id %q: %s", id, idRule)
-	}
-	return nil
-}
+func checkPlugID(id string) error { return interp.CheckID("plug id", id) }
 
 // DefaultStateDir is $XDG_STATE_HOME/blaise-agent, else
 // ~/.local/state/blaise-agent. It is "" when neither XDG_STATE_HOME (an
@@ -178,6 +163,26 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
 	}
 	return s, nil
+}
+
+// StoreExists reports whether dir holds a state directory, without creating
+// anything: it is false for a directory that does not exist or holds
+// nothing of a store. A directory that holds other files is reported as
+// existing, so that OpenStore names them.
+func StoreExists(dir string) (bool, error) {
+	if dir == "" {
+		return false, errors.New("no state directory: set XDG_STATE_HOME or HOME")
+	}
+	s := &Store{dir: dir}
+	_, err := s.readVersion()
+	if !errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	err = s.checkEmpty()
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err != nil, nil
 }
 
 // Dir is the state directory, an absolute path.
@@ -441,9 +446,12 @@ func (s *Store) UpdateSession(id string, f func(*SessionRecord) error) (*Session
 	return rec, nil
 }
 
-// Sessions returns every stored session, sorted by Created, then ID.
+// Sessions returns every stored session, sorted by Created, then ID. A
+// record that cannot be read does not hide the others: they are returned
+// with a *BrokenError that names each broken one.
 func (s *Store) Sessions() ([]*SessionRecord, error) {
 	var recs []*SessionRecord
+	var broken BrokenError
 	err := s.withLock(false, func() error {
 		dir := s.path(sessionsDir)
 		entries, err := os.ReadDir(dir)
@@ -456,14 +464,17 @@ func (s *Store) Sessions() ([]*SessionRecord, error) {
 				continue
 			}
 			if !e.IsDir() || checkSessionID(name) != nil {
-				return fmt.Errorf("state directory %s: %s is not a session directory", s.dir, filepath.Join(dir, name))
+				broken.Records = append(broken.Records, BrokenRecord{Path: filepath.Join(dir, name),
+					Err: fmt.Errorf("state directory %s: %s is not a session directory", s.dir, filepath.Join(dir, name))})
+				continue
 			}
 			rec, err := s.readSession(name)
 			if errors.Is(err, ErrNotFound) {
 				continue // being created, or its creator was killed
 			}
 			if err != nil {
-				return err
+				broken.Records = append(broken.Records, BrokenRecord{ID: name, Path: s.sessionPath(name), Err: err})
+				continue
 			}
 			recs = append(recs, rec)
 		}
@@ -478,7 +489,32 @@ func (s *Store) Sessions() ([]*SessionRecord, error) {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
+	if len(broken.Records) > 0 {
+		return recs, &broken
+	}
 	return recs, nil
+}
+
+// BrokenRecord is an entry of the sessions directory that cannot be read as
+// a session: a session.json that is corrupt, unreadable or not a file, or
+// something that is not a session directory.
+type BrokenRecord struct {
+	ID   string // the session id, "" when the entry is no session directory
+	Path string
+	Err  error // names Path and what is wrong with it
+}
+
+// BrokenError is the error of Sessions when some records cannot be read.
+type BrokenError struct{ Records []BrokenRecord }
+
+func (e *BrokenError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d session record(s) cannot be read (repair or move away each one):", len(e.Records))
+	for _, r := range e.Records {
+		b.WriteString("\n  ")
+		b.WriteString(r.Err.Error())
+	}
+	return b.String()
 }
 
 // TranscriptPath is the file of a session's transcript, in the session's

@@ -759,3 +759,101 @@ func TestKillDuringSet(t *testing.T) {
 		started = max(started, last)
 	}
 }
+
+// TestIssue11_BrokenRecordsDoNotHideTheOthers (issue 11, item 13): records
+// that cannot be read (truncated, garbage, a directory where the file
+// should be, unreadable, a stray file) are each named with their path and
+// what is wrong, and the healthy sessions are still listed.
+func TestIssue11_BrokenRecordsDoNotHideTheOthers(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "good1")
+	createSession(t, s, "good2")
+	sessions := filepath.Join(s.Dir(), "sessions")
+	want := map[string]string{} // path → what the error says
+	broken := func(id string, make func(name string) error, says string) {
+		t.Helper()
+		createSession(t, s, id)
+		name := filepath.Join(sessions, id, "session.json")
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := make(name); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = says
+	}
+	write := func(data string) func(string) error {
+		return func(name string) error { return os.WriteFile(name, []byte(data), 0o600) }
+	}
+	broken("truncated", write(`{"id": "truncated", "runs": `), "is corrupt: unexpected end of JSON input")
+	broken("garbage", write("\x00\x01garbage"), "is corrupt: invalid character")
+	broken("directory", func(name string) error { return os.Mkdir(name, 0o700) }, "is a directory")
+	// A symbolic link to itself cannot be read, even by root.
+	broken("loop", func(name string) error { return os.Symlink("session.json", name) }, "too many levels of symbolic links")
+	if os.Geteuid() != 0 {
+		broken("unreadable", func(name string) error {
+			if err := os.WriteFile(name, []byte(`{"id": "unreadable"}`), 0o600); err != nil {
+				return err
+			}
+			return os.Chmod(name, 0)
+		}, "permission denied")
+	}
+	stray := filepath.Join(sessions, "stray.txt")
+	if err := os.WriteFile(stray, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want[stray] = "is not a session directory"
+
+	recs, err := s.Sessions()
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if !reflect.DeepEqual(ids, []string{"good1", "good2"}) {
+		t.Errorf("Sessions listed %q, want the healthy good1 and good2", ids)
+	}
+	var be *BrokenError
+	if !errors.As(err, &be) {
+		t.Fatalf("Sessions: %v, want a *BrokenError", err)
+	}
+	if len(be.Records) != len(want) {
+		t.Errorf("%d broken records, want %d: %v", len(be.Records), len(want), err)
+	}
+	for _, r := range be.Records {
+		says, ok := want[r.Path]
+		if !ok {
+			t.Errorf("unexpected broken record %s: %v", r.Path, r.Err)
+			continue
+		}
+		if msg := r.Err.Error(); !strings.Contains(msg, r.Path) || !strings.Contains(msg, says) {
+			t.Errorf("broken record %s: %q, want its path and %q", r.Path, msg, says)
+		}
+		if !strings.Contains(err.Error(), r.Err.Error()) {
+			t.Errorf("the error does not name %s:\n%v", r.Path, err)
+		}
+	}
+}
+
+// TestIssue11_StoreExistsCreatesNothing (issue 11, item 15): asking whether
+// a state directory exists leaves the file system as it was.
+func TestIssue11_StoreExistsCreatesNothing(t *testing.T) {
+	parent := t.TempDir()
+	missing := filepath.Join(parent, "a", "state")
+	empty := filepath.Join(parent, "empty")
+	foreign := filepath.Join(parent, "foreign")
+	os.Mkdir(empty, 0o700)
+	os.Mkdir(foreign, 0o700)
+	os.WriteFile(filepath.Join(foreign, "notes.txt"), nil, 0o600)
+	store := openTestStore(t).Dir()
+	for dir, want := range map[string]bool{missing: false, empty: false, foreign: true, store: true} {
+		if ok, err := StoreExists(dir); err != nil || ok != want {
+			t.Errorf("StoreExists(%s) = %v, %v; want %v", dir, ok, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(parent, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("StoreExists made %s: %v", filepath.Join(parent, "a"), err)
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("StoreExists wrote into the empty directory: %v", entries)
+	}
+}

@@ -456,11 +456,13 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConf
 // Cancel implements acp.Agent (session/cancel). The SDK has already cancelled
 // the context of the session's running prompt; this also cancels a turn the
 // SDK does not know about (one waiting for its predecessor).
+// It logs once the turn is cancelled, so that the log says when the
+// notification has had its effect.
 func (a *agent) Cancel(ctx context.Context, p acp.CancelNotification) error {
-	a.log.Info("cancel", "session", string(p.SessionId))
 	if s := a.lookup(p.SessionId); s != nil {
 		s.cancelTurn()
 	}
+	a.log.Info("cancel", "session", string(p.SessionId))
 	return nil
 }
 

@@ -117,6 +117,11 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		if err := starlark.UnpackArgs("use", args, kwargs, "ref", &u.Ref, "id?", &u.ID, "inputs?", &inputs); err != nil {
 			return nil, err
 		}
+		if u.ID != "" {
+			if err := CheckID("plug id", u.ID); err != nil {
+				return nil, fmt.Errorf("use %q: %v", u.Ref, err)
+			}
+		}
 		key, err := l.resolve(u.Ref, abs)
 		if err != nil {
 			return nil, fmt.Errorf("use %q: %v", u.Ref, err)

@@ -21,6 +21,9 @@ func FuzzLoadConfig(f *testing.F) {
 		`agent(command = "a", args = ["x"], env = {"A": "b"}, cwd = "/tmp")` + "\nsetup(use(\"./p.star\"), use(\"./p.star\"))",
 		"agent(command = \"a\")\ndef f(:\n",
 		`setup(use("./missing.star"))`,
+		`agent(command = "a"); setup(use("/dev/zero"))`,
+		`agent(command = "a"); setup(use("./p.star", id = "../x"))`,
+		`load("/dev/zero", "x")`,
 	} {
 		f.Add(seed)
 	}

@@ -4,12 +4,15 @@
 package interp
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
@@ -103,23 +106,61 @@ func (l *Loader) read(key string) ([]byte, error) {
 		}
 		return data, nil
 	}
-	data, err := os.ReadFile(key)
+	return readSource(key)
+}
+
+// MaxFileSize is the largest .star file the loader reads: plug files,
+// modules and configurations are small programs, and a reference to
+// something else (a device, a log) must not be read without end.
+const MaxFileSize = 1 << 20
+
+// readSource reads the regular file name, refusing anything else (a named
+// pipe would block the load forever, /dev/zero never ends) and files larger
+// than MaxFileSize. It opens without blocking, then checks what it opened, so
+// that a file swapped after a check is not read either.
+func readSource(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		var pe *fs.PathError
-		if ok := asPathError(err, &pe); ok {
-			return nil, fmt.Errorf("cannot read %s: %v", displayName(key), pe.Err)
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("cannot read %s: %v", displayName(name), pe.Err)
 		}
 		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", displayName(name), err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("cannot read %s: it is %s, not a regular file", displayName(name), fileType(fi.Mode()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", displayName(name), err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("cannot read %s: it is larger than the limit of %d bytes (1 MiB) for a .star file", displayName(name), MaxFileSize)
 	}
 	return data, nil
 }
 
-func asPathError(err error, target **fs.PathError) bool {
-	pe, ok := err.(*fs.PathError)
-	if ok {
-		*target = pe
+// fileType names the type of a file that is not a regular one.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "a special file"
 	}
-	return ok
 }
 
 // displayName is how a file appears in positions and messages: relative to

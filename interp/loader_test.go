@@ -38,6 +38,12 @@ def on_session(ctx, next):
 func wantError(t *testing.T, files map[string]string, want ...string) {
 	t.Helper()
 	_, err := load(t, files)
+	checkError(t, err, want...)
+}
+
+// checkError checks that err holds every want and no Go internals.
+func checkError(t *testing.T, err error, want ...string) {
+	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want %q", want)
 	}

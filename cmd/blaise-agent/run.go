@@ -62,11 +62,7 @@ func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
 
 // engine opens the store and returns the lifecycle engine.
 func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
-	dir := f.StateDir
-	if dir == "" {
-		dir = blaise.DefaultStateDir()
-	}
-	store, err := blaise.OpenStore(dir)
+	store, err := blaise.OpenStore(f.dir())
 	if err != nil {
 		return nil, err
 	}
@@ -340,8 +336,10 @@ func lastPaused(e *blaise.Engine, config string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Unreadable records do not hide the others; they are named only when
+	// no paused session is found, as the one meant may be among them.
 	recs, err := e.Store.Sessions()
-	if err != nil {
+	if broken := (*blaise.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return "", err
 	}
 	var last *blaise.SessionRecord
@@ -351,7 +349,7 @@ func lastPaused(e *blaise.Engine, config string) (string, error) {
 		}
 	}
 	if last == nil {
-		return "", fmt.Errorf("no paused session of %s to continue", config)
+		return "", errors.Join(fmt.Errorf("no paused session of %s to continue", config), err)
 	}
 	return last.ID, nil
 }

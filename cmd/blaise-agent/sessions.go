@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,27 +21,67 @@ type SessionsCmd struct {
 	Resolve SessionsResolveCmd `cmd:"" help:"Mark an orphaned session ended once you cleaned up what its plugs left behind."`
 }
 
+// dir is the state directory the flags name, else the default one.
+func (f *StateFlags) dir() string {
+	if f.StateDir != "" {
+		return f.StateDir
+	}
+	return blaise.DefaultStateDir()
+}
+
+// existingEngine is the engine of the sessions commands, which read and
+// settle sessions but never create a state directory: it is nil, with no
+// error, when there is none.
+func (f *StateFlags) existingEngine(g *Globals) (*blaise.Engine, error) {
+	ok, err := blaise.StoreExists(f.dir())
+	if err != nil || !ok {
+		return nil, err
+	}
+	return f.engine(g)
+}
+
+// noSession is the error of a command about one session when there is no
+// state directory.
+func (f *StateFlags) noSession(id string) error {
+	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, blaise.ErrNotFound, f.dir())
+}
+
 // SessionsListCmd lists sessions.
 type SessionsListCmd struct {
 	StateFlags
 	All bool `help:"Include ended sessions."`
 }
 
-// Run prints the table.
+// Run prints the table, then what to do about orphaned sessions. Records
+// that cannot be read are named in its error, after the listing of the
+// others.
 func (c *SessionsListCmd) Run(g *Globals) error {
-	e, err := c.engine(g)
+	e, err := c.existingEngine(g)
 	if err != nil {
 		return err
+	}
+	if e == nil {
+		fmt.Fprintf(os.Stderr, "no sessions: there is no state directory %s\n", c.dir())
+		return nil
 	}
 	recs, err := e.Store.Sessions()
-	if err != nil {
+	if broken := (*blaise.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return err
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	if lerr := listSessions(os.Stdout, e.Store, recs, time.Now(), c.All); lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// listSessions writes the table of recs (ended ones only with all), then,
+// for each orphaned session, what it left and how to resolve it (L2).
+func listSessions(out io.Writer, st *blaise.Store, recs []*blaise.SessionRecord, now time.Time, all bool) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\tCONFIG")
-	now := time.Now()
+	var orphaned []*blaise.SessionRecord
 	for _, r := range recs {
-		if r.State == blaise.Ended && !c.All {
+		if r.State == blaise.Ended && !all {
 			continue
 		}
 		pause := "-"
@@ -47,10 +90,34 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, r.Config)
 		if r.State == blaise.Orphaned {
-			fmt.Fprintf(w, "\t\t\t\t\t  teardown failed %d times: %s\n", r.Teardown.Attempts, r.Teardown.LastError)
+			orphaned = append(orphaned, r)
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, r := range orphaned {
+		fmt.Fprintf(out, "\nsession %s is orphaned: its teardown failed %d times; the last error:\n", r.ID, r.Teardown.Attempts)
+		for line := range strings.SplitSeq(strings.TrimRight(r.Teardown.LastError, "\n"), "\n") {
+			fmt.Fprintf(out, "    %s\n", line)
+		}
+		ids, err := st.PersistedIDs(r.ID)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			named := make([]string, len(ids))
+			for i, id := range ids {
+				named[i] = id
+				if name, ok, err := st.PersistedPlug(r.ID, id); err == nil && ok {
+					named[i] += " (" + name + ")"
+				}
+			}
+			fmt.Fprintf(out, "  plugs with stored state: %s\n", strings.Join(named, ", "))
+		}
+		fmt.Fprintf(out, "  clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", r.ID)
+	}
+	return nil
 }
 
 // SessionsEndCmd ends a session.
@@ -59,17 +126,25 @@ type SessionsEndCmd struct {
 	ID string `arg:"" help:"The session id."`
 }
 
-// Run ends the session and reports its state.
+// Run ends the session and reports its state; it fails when the teardown
+// failed.
 func (c *SessionsEndCmd) Run(g *Globals) error {
-	e, err := c.engine(g)
+	e, err := c.existingEngine(g)
 	if err != nil {
 		return err
+	}
+	if e == nil {
+		return c.noSession(c.ID)
 	}
 	rec, err := e.End(context.Background(), c.ID)
 	if err != nil {
 		return err
 	}
-	return printState(rec)
+	printState(rec)
+	if err := rec.Unsettled(); err != nil {
+		return fmt.Errorf("session %s: %w", rec.ID, err)
+	}
+	return nil
 }
 
 // SessionsSweepCmd settles sessions at rest.
@@ -77,11 +152,11 @@ type SessionsSweepCmd struct {
 	StateFlags
 }
 
-// Run sweeps.
+// Run sweeps; it fails when something could not be settled.
 func (c *SessionsSweepCmd) Run(g *Globals) error {
-	e, err := c.engine(g)
-	if err != nil {
-		return err
+	e, err := c.existingEngine(g)
+	if err != nil || e == nil {
+		return err // no state directory: nothing to settle
 	}
 	return e.Sweep(context.Background())
 }
@@ -94,25 +169,27 @@ type SessionsResolveCmd struct {
 
 // Run resolves the session.
 func (c *SessionsResolveCmd) Run(g *Globals) error {
-	e, err := c.engine(g)
+	e, err := c.existingEngine(g)
 	if err != nil {
 		return err
+	}
+	if e == nil {
+		return c.noSession(c.ID)
 	}
 	rec, err := e.Resolve(c.ID)
 	if err != nil {
 		return err
 	}
-	return printState(rec)
+	printState(rec)
+	return nil
 }
 
-func printState(rec *blaise.SessionRecord) error {
-	switch rec.State {
-	case blaise.Ended:
+// printState says where a session stands; why a teardown failed is the
+// command's error.
+func printState(rec *blaise.SessionRecord) {
+	if rec.State == blaise.Ended {
 		fmt.Printf("session %s ended (%s)\n", rec.ID, rec.EndReason)
-	case blaise.Orphaned, blaise.TearingDown:
-		fmt.Printf("session %s is %s: teardown failed %d times: %s\n", rec.ID, rec.State, rec.Teardown.Attempts, rec.Teardown.LastError)
-	default:
-		fmt.Printf("session %s is %s\n", rec.ID, rec.State)
+		return
 	}
-	return nil
+	fmt.Printf("session %s is %s\n", rec.ID, rec.State)
 }

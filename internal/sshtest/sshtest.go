@@ -220,6 +220,14 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 }
 
+// Require skips the test when sshd, ssh or ssh-keygen is missing (fails it
+// under CI=true), as Start does, for a test that starts its servers in
+// subtests or child processes, whose skips would not end it.
+func Require(t testing.TB) {
+	t.Helper()
+	new(config).tools(t)
+}
+
 // tools finds the programs Start needs, skipping the test (failing it on
 // CI) when one is missing.
 func (c *config) tools(t testing.TB) (ssh, keygen string) {

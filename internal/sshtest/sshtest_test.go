@@ -301,6 +301,7 @@ func TestH2_SSHTestCut(t *testing.T) {
 }
 
 func TestH2_SSHTestCleanup(t *testing.T) {
+	sshtest.Require(t) // the servers start in subtests
 	for _, loopback := range []bool{false, true} {
 		var srv *sshtest.Server
 		var sleepPid int
@@ -450,6 +451,7 @@ func TestH2_SSHTestHelper(t *testing.T) {
 }
 
 func TestH2_SSHTestStaleRemoved(t *testing.T) {
+	sshtest.Require(t) // the servers start in child processes
 	helper := func(hold string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestH2_SSHTestHelper$", "-test.v")
 		cmd.Env = append(os.Environ(), "SSHTEST_HOLD="+hold)

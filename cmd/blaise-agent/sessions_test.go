@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+)
+
+// TestIssue11_OrphanedListingSaysWhatToDo (issue 11, item 9; L2): the
+// listing names, for each orphaned session, the teardown's last error and
+// the plugs with stored state, and the command that resolves it once they
+// are cleaned up. The output is compared with
+// testdata/orphaned_listing.golden (BLAISE_UPDATE_GOLDEN=1 rewrites it).
+func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
+	st, err := blaise.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	now := created.Add(26 * time.Hour)
+	for _, r := range []*blaise.SessionRecord{
+		{ID: "paused1", State: blaise.Paused, Runs: 2, Pause: &blaise.PauseRecord{Reason: "idle"}},
+		{ID: "orphan1", State: blaise.Orphaned, Runs: 7, Pause: &blaise.PauseRecord{Reason: "failed"},
+			Teardown: blaise.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"}},
+		{ID: "ended1", State: blaise.Ended, Runs: 1, EndReason: "closed"},
+	} {
+		r.Config, r.Created, r.Settings = "/work/project/blaise.star", created, blaise.DefaultSettings()
+		if err := st.CreateSession(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []struct{ id, plug string }{{"wt", "blaise/worktree"}, {"db", "acme/db"}} {
+		if err := st.Persisted().Set(context.Background(), "orphan1", p.id, p.plug, []byte(`{"path": "/tmp/x"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := st.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := listSessions(&got, st, recs, now, false); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "orphaned_listing.golden")
+	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("listing:\n%s\nwant (%s):\n%s", got.String(), golden, want)
+	}
+}
