@@ -106,7 +106,7 @@ func (l *Loader) read(key string) ([]byte, error) {
 		}
 		return data, nil
 	}
-	return readSource(key)
+	return ReadSource(key)
 }
 
 // MaxFileSize is the largest .star file the loader reads: plug files,
@@ -114,11 +114,11 @@ func (l *Loader) read(key string) ([]byte, error) {
 // something else (a device, a log) must not be read without end.
 const MaxFileSize = 1 << 20
 
-// readSource reads the regular file name, refusing anything else (a named
+// ReadSource reads the regular file name, refusing anything else (a named
 // pipe would block the load forever, /dev/zero never ends) and files larger
 // than MaxFileSize. It opens without blocking, then checks what it opened, so
 // that a file swapped after a check is not read either.
-func readSource(name string) ([]byte, error) {
+func ReadSource(name string) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		var pe *fs.PathError

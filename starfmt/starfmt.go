@@ -57,14 +57,7 @@ func usesWhile(path string, src []byte) bool {
 // File formats the file at path. With write, a file that changes is
 // rewritten in place (its mode kept); changed says whether it would change.
 func File(path string, write bool) (changed bool, err error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return false, err
-	}
-	if !info.Mode().IsRegular() {
-		return false, fmt.Errorf("%s is not a regular file", path)
-	}
-	src, err := os.ReadFile(path)
+	src, err := interp.ReadSource(path)
 	if err != nil {
 		return false, err
 	}
@@ -76,6 +69,10 @@ func File(path string, write bool) (changed bool, err error) {
 		return false, nil
 	}
 	if write {
+		info, err := os.Stat(path)
+		if err != nil {
+			return true, err
+		}
 		if err := atomicfile.Write(path, out, info.Mode().Perm(), false); err != nil {
 			return true, fmt.Errorf("%s: %w", path, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -116,5 +117,16 @@ func TestRepositoryIsFormatted(t *testing.T) {
 	var out bytes.Buffer
 	if err := Run([]string{"../examples", "../stdlib", "../scaffold/template"}, true, &out); err != nil {
 		t.Errorf("%v:\n%s", err, out.String())
+	}
+}
+
+// TestFileReadsOnlyRegularFiles: a named pipe is refused, not waited on.
+func TestFileReadsOnlyRegularFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "pipe.star")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	if _, err := File(p, true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("error %v, want a refusal of the named pipe", err)
 	}
 }
