@@ -45,6 +45,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 		Out:             os.Stdout,
 		Log:             logger,
 		ShutdownTimeout: c.ShutdownTimeout,
+		Version:         version,
 	}
 	return srv.Run(ctx)
 }

@@ -228,7 +228,8 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"agentInfo"`
 	}
-	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-demo-agent" {
+	// No session of the configuration has answered yet: the fixed set.
+	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-agent" {
 		t.Fatalf("initialize: %s", resp.Raw)
 	}
 
@@ -380,7 +381,9 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 	// client leaves, the session stops as idle and pauses.
 	p = l.start()
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	p.await("0")
+	if _, resp = p.await("0"); !strings.Contains(string(resp.Result), `"name":"blaise-demo-agent"`) {
+		t.Fatalf("initialize after sessions of the configuration ran: %s", resp.Raw)
+	}
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, a, l.dir)
 	if _, resp = p.await("1"); resp.Error != nil {
 		t.Fatalf("load: %s", resp.Raw)
@@ -400,13 +403,12 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 		t.Fatalf("run %d saw %q", runs, got)
 	}
 
-	// The runs the connections started for initialize and never used are
-	// ended, not left paused.
+	// The connections started no session but the client's two.
 	out, err := exec.Command(l.bin, "sessions", "--all", "--state-dir", l.state).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sessions: %v\n%s", err, out)
 	}
-	if n := strings.Count(string(out), "paused"); n != 2 {
+	if n := strings.Count(string(out), "\n"); n != 3 || strings.Count(string(out), "paused") != 2 {
 		t.Fatalf("sessions:\n%s", out)
 	}
 }
@@ -451,5 +453,90 @@ func TestAcp_TypeScriptSDKClient(t *testing.T) {
 	}
 	if got := l.file(res.SessionID + "-run-2"); got != "n=2 kind=resume" {
 		t.Fatalf("the plug saw %q in run 2", got)
+	}
+}
+
+// sessionDirs lists the session records of the lab's state directory.
+func (l *acpLab) sessionDirs() []string {
+	l.t.Helper()
+	entries, err := os.ReadDir(filepath.Join(l.state, "sessions"))
+	if err != nil && !os.IsNotExist(err) {
+		l.t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	return ids
+}
+
+// TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize guards issue 11,
+// item 5: a client that initializes, lists sessions and leaves starts no
+// session and runs no plug (the plug writes a file when it attaches);
+// session/new then starts exactly one.
+func TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
+	l := newAcpLab(t)
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	if _, resp := p.await("0"); resp.Error != nil {
+		t.Fatalf("initialize: %s", resp.Raw)
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
+	if _, resp := p.await("1"); string(resp.Result) != `{"sessions":[]}` {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if ids := l.sessionDirs(); len(ids) != 0 {
+		t.Fatalf("sessions after initialize and list: %v", ids)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(l.dir, "*-run-*")); len(runs) != 0 {
+		t.Fatalf("the plug ran: %v", runs)
+	}
+
+	p = l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	id := p.newSession(1)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
+	if _, resp := p.await("2"); !strings.Contains(string(resp.Result), `{"sessionId":"`+id+`","cwd":"`+l.dir+`"`) {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if ids := l.sessionDirs(); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("sessions after one session/new: %v", ids)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(l.dir, "*-run-*")); len(runs) != 1 || l.file(id+"-run-1") != "n=1 kind=start" {
+		t.Fatalf("plug runs: %v", runs)
+	}
+}
+
+// TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart: an agent that
+// cannot start fails session/new with the command and the OS error, not
+// a bare "connection closed"; the session it made is ended.
+func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
+	l := newAcpLab(t)
+	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte("agent(command = \"/nonexistent/agent\")\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, l.dir)
+	if _, resp := p.await("1"); !strings.Contains(string(resp.Error), `exec \"/nonexistent/agent\": no such file or directory`) {
+		t.Fatalf("session/new: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	ids := l.sessionDirs()
+	if len(ids) != 1 {
+		t.Fatalf("sessions: %v", ids)
+	}
+	if rec := l.record(ids[0]); rec.State != blaise.Ended {
+		t.Fatalf("the session that could not start is %s", rec.State)
 	}
 }
