@@ -114,7 +114,7 @@ func (s *Server) Run(ctx context.Context) error {
 				client = nil
 				if !c.closing {
 					logger.Info("the client disconnected; stopping its sessions")
-					c.shutdown()
+					c.shutdown("the client disconnected")
 					deadline = time.After(timeout)
 				}
 				continue
@@ -128,7 +128,7 @@ func (s *Server) Run(ctx context.Context) error {
 			done = nil
 			if !c.closing {
 				logger.Info("stopping the sessions", "cause", context.Cause(ctx))
-				c.shutdown()
+				c.shutdown(fmt.Sprintf("blaise-agent acp is stopping (%v)", context.Cause(ctx)))
 				deadline = time.After(timeout)
 			}
 			c.forceStop()
@@ -240,8 +240,9 @@ type conn struct {
 	nextFront int64
 	nextOwn   int64
 
-	active  int  // runs launching or running, and Ends in progress
-	closing bool // the client is gone
+	active  int    // runs launching or running, and Ends in progress
+	closing bool   // the client is gone, or the front end is stopping
+	gone    string // why, for the requests that will not be answered
 	// force: stop every run now, answered or not (the client's output is
 	// broken, or the shutdown took too long).
 	force  bool
@@ -1063,7 +1064,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 		return
 	}
 	if c.force {
-		c.failQueue(sess, acp.InternalError, "Internal error", "the client disconnected")
+		c.failQueue(sess, acp.InternalError, "Internal error", c.gone)
 		return
 	}
 	if sess.over {
@@ -1079,8 +1080,8 @@ func (c *conn) runEnded(sess *session, r Run) {
 // longer answer are answered for it: permission requests as cancelled, the
 // others with an error. Each session stops as idle (L9) once nothing of
 // the client's is left in it (settle).
-func (c *conn) shutdown() {
-	c.closing = true
+func (c *conn) shutdown(why string) {
+	c.closing, c.gone = true, why
 	for key, fr := range c.frontReqs {
 		delete(c.frontReqs, key)
 		delete(fr.sess.agentReq, acp.IDKey(fr.agentID))
@@ -1109,7 +1110,7 @@ func (c *conn) settle() {
 		}
 		if c.force || (sess.phase == ready && len(sess.pending) == 0 && len(sess.queue) == 0) {
 			if c.force {
-				c.failQueue(sess, acp.InternalError, "Internal error", "the client disconnected")
+				c.failQueue(sess, acp.InternalError, "Internal error", c.gone)
 			}
 			sess.phase = draining
 			c.stopRun(sess)
@@ -1118,13 +1119,13 @@ func (c *conn) settle() {
 }
 
 // answerForClient answers an agent's request that the client cannot
-// answer any more.
+// answer any more (c.gone says why).
 func (c *conn) answerForClient(r Run, id []byte, method string) {
 	var raw []byte
 	if method == "session/request_permission" {
 		raw = acp.NewResponse(id, []byte(`{"outcome":{"outcome":"cancelled"}}`))
 	} else {
-		raw = acp.NewErrorResponse(id, acp.RequestCancelled, "Request cancelled", []byte(`{"reason":"the client disconnected"}`))
+		raw = acp.NewErrorResponse(id, acp.RequestCancelled, "Request cancelled", []byte(`{"reason":`+string(quote(c.gone))+`}`))
 	}
 	m, err := acp.Parse(raw)
 	if err == nil {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -538,5 +540,124 @@ func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
 	}
 	if rec := l.record(ids[0]); rec.State != blaise.Ended {
 		t.Fatalf("the session that could not start is %s", rec.State)
+	}
+}
+
+// waitFile waits until the file exists: the sign that a run got there.
+func (l *acpLab) waitFile(name string) string {
+	l.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(l.dir, name)); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("%s never appeared", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// signalled sends sig to acp and waits for it to exit; a front end deaf to
+// the signal fails the test instead of hanging it.
+func (p *acpProc) signalled(sig os.Signal) error {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("blaise-agent acp did not exit after %v", sig)
+	}
+	return nil
+}
+
+// gone reports whether the process whose pid a shell wrote to the file has
+// exited.
+func (l *acpLab) gone(pidFile string) bool {
+	pid, err := strconv.Atoi(l.waitFile(pidFile))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return syscall.Kill(pid, 0) != nil
+}
+
+// TestIssue11_AcpHonoursSignalsAtEveryMoment guards the acp side of issue
+// 11, item 4: SIGTERM or SIGINT during a slow plug attach, while an agent
+// never answers initialize, or during a turn, stops the runs (an opened
+// session pauses as idle, one that never opened ends) and acp exits, with
+// nothing left running. The plug attaching for ever is cancelled by the
+// runner's stop grace (runner.DefaultStopGrace), within acp's default
+// shutdown timeout.
+func TestIssue11_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
+	const slowAttach = `plug(name = "slow")
+
+def on_session(ctx, next):
+    ctx.host.exec(["sh", "-c", "echo $$ > $DIR/attach.pid; exec sleep 600"])
+    next()
+`
+	const demo = `agent(command = "sh", args = ["-c", "echo $$ > $DIR/agent.pid; exec blaise-agent demo-agent"])
+`
+	for _, c := range []struct {
+		name, config, plug, pidFile string
+		sig                         os.Signal
+		turn                        bool // the session opens and a turn runs
+	}{
+		{"slow attach", demo + `setup(use("./slow.star"))
+`, slowAttach, "attach.pid", syscall.SIGTERM, false},
+		{"agent never answers", `agent(command = "sh", args = ["-c", "echo $$ > $DIR/agent.pid; exec sleep 600"])
+`, "", "agent.pid", syscall.SIGINT, false},
+		{"during a turn", demo, "", "agent.pid", syscall.SIGTERM, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newAcpLab(t)
+			files := map[string]string{"blaise.star": c.config, "slow.star": c.plug}
+			for name, content := range files {
+				content = strings.ReplaceAll(content, "$DIR", l.dir)
+				content = strings.ReplaceAll(content, "exec blaise-agent", "exec "+l.bin)
+				if err := os.WriteFile(filepath.Join(l.dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := l.start()
+			p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+			p.await("0")
+			if c.turn {
+				id := p.newSession(1)
+				p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/slow 1000\n/chunks 600"}]}}`, id)
+				for p.Next().Method != "session/update" {
+				}
+			} else {
+				p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, l.dir)
+			}
+			l.waitFile(c.pidFile)
+			if err := p.signalled(c.sig); err != nil {
+				t.Fatalf("exit: %v", err)
+			}
+			if !c.turn {
+				// The client learns why its session/new went unanswered.
+				if _, resp := p.await("1"); !strings.Contains(string(resp.Error), "blaise-agent acp is stopping") {
+					t.Fatalf("session/new: %s", resp.Raw)
+				}
+			}
+			if !l.gone(c.pidFile) {
+				t.Fatalf("the process of %s is still running", c.pidFile)
+			}
+			ids := l.sessionDirs()
+			if len(ids) != 1 {
+				t.Fatalf("sessions: %v", ids)
+			}
+			rec := l.record(ids[0])
+			if rec.State == blaise.Active || rec.PID != 0 {
+				t.Fatalf("the session after the signal: %+v", rec)
+			}
+			if c.turn && (rec.State != blaise.Paused || rec.Pause.Reason != "idle") {
+				t.Fatalf("the opened session after the signal: %+v, pause %+v", rec, rec.Pause)
+			}
+		})
 	}
 }
