@@ -28,8 +28,9 @@ const recentTranscripts = 5
 // of the configuration (its transcript keeps it), else fixedInit; with the
 // capabilities the front end always serves on (loadSession, session/list),
 // and the protocol version the client asked for when that is not newer.
-func (s *Server) advertise(clientParams []byte) []byte {
-	known := s.lastInitResult()
+// known is the chain's answer as it was, nil when none.
+func (s *Server) advertise(clientParams []byte) (told, known []byte) {
+	known = s.lastInitResult()
 	var res map[string]any
 	if json.Unmarshal(known, &res) != nil || res == nil {
 		res = nil
@@ -58,11 +59,11 @@ func (s *Server) advertise(clientParams []byte) []byte {
 			res["protocolVersion"] = asked.ProtocolVersion
 		}
 	}
-	out, err := json.Marshal(res)
+	told, err := json.Marshal(res)
 	if err != nil {
-		return []byte(fixedInit)
+		return []byte(fixedInit), known
 	}
-	return out
+	return told, known
 }
 
 // lastInitResult finds the chain's answer to initialize in the transcripts
@@ -109,9 +110,9 @@ func initResult(name string) []byte {
 			return nil
 		}
 		switch {
-		case id == "" && rec.Direction == "to_agent" && rec.Method == "initialize":
+		case id == "" && rec.Direction == acp.ToAgent.Direction() && rec.Method == "initialize":
 			id = acp.IDKey(rec.ID)
-		case id != "" && rec.Direction == "from_agent" && rec.Kind == "response" && acp.IDKey(rec.ID) == id:
+		case id != "" && rec.Direction == acp.ToClient.Direction() && rec.Kind == acp.Response.String() && acp.IDKey(rec.ID) == id:
 			m, err := acp.Parse(rec.Message)
 			if err != nil || m.Error != nil {
 				return nil

@@ -233,7 +233,7 @@ type conn struct {
 
 	initParams []byte // the client's initialize params, once answered
 	told       []byte // the initialize result the client got
-	agentInit  []byte // the agent's initialize result, once a run answered
+	agentInit  []byte // the agent's last initialize result known, nil if none
 	authParams []byte // the client's last authenticate
 
 	frontReqs map[string]frontReq // by IDKey of the front id
@@ -352,7 +352,7 @@ func (c *conn) initialize(m *acp.Message) {
 		if c.initParams == nil {
 			c.initParams = []byte("{}")
 		}
-		c.told = c.srv.advertise(m.Params)
+		c.told, c.agentInit = c.srv.advertise(m.Params)
 	}
 	// Asked again: the answer does not change.
 	c.reply(m.ID, c.told)
@@ -533,8 +533,8 @@ func (c *conn) loadStep(sess *session) step {
 	return step{method: method, params: params, swallow: true}
 }
 
-// agentCan reports whether the agent's initialize result (or, before a run
-// answered, what the client was told) has the capability at path under
+// agentCan reports whether the agent's last known initialize result (with
+// none, what the client was told) has the capability at path under
 // agentCapabilities (true, or an object).
 func (c *conn) agentCan(path ...string) bool {
 	init := c.agentInit
@@ -986,7 +986,7 @@ func (c *conn) stepAnswered(sess *session, m *acp.Message) {
 		c.setupFailed(sess, sess.waitFor, describeError(m.Error))
 		return
 	}
-	if sess.waitFor == "initialize" && c.agentInit == nil {
+	if sess.waitFor == "initialize" {
 		c.agentInit = m.Result
 		c.log.Debug("the agent answered initialize", "session", sess.id, "result", string(m.Result))
 	}

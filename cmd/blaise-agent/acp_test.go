@@ -199,13 +199,20 @@ func (p *acpProc) close() error {
 	p.in.Close()
 	for range p.In {
 	}
+	return p.exit("its client left")
+}
+
+// exit waits for the process to exit; one that does not fails the test
+// instead of hanging it.
+func (p *acpProc) exit(after string) error {
+	p.t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
 	case err := <-done:
 		return err
 	case <-time.After(60 * time.Second):
-		p.t.Fatal("blaise-agent acp did not exit after its client left")
+		p.t.Fatalf("blaise-agent acp did not exit after %s", after)
 	}
 	return nil
 }
@@ -558,22 +565,13 @@ func (l *acpLab) waitFile(name string) string {
 	}
 }
 
-// signalled sends sig to acp and waits for it to exit; a front end deaf to
-// the signal fails the test instead of hanging it.
+// signalled sends sig to acp and waits for it to exit.
 func (p *acpProc) signalled(sig os.Signal) error {
 	p.t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		p.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(60 * time.Second):
-		p.t.Fatalf("blaise-agent acp did not exit after %v", sig)
-	}
-	return nil
+	return p.exit(sig.String())
 }
 
 // gone reports whether the process whose pid a shell wrote to the file has
