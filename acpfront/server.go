@@ -853,15 +853,12 @@ func (c *conn) nextStep(sess *session) {
 }
 
 // setupFailed gives up on the run, which stops. The waiting requests get
-// the error; those of a session that never opened wait for the run's end,
-// whose record may say more (the agent that could not start).
+// the error when it has ended (runEnded): its record may say more, such as
+// the agent that could not start.
 func (c *conn) setupFailed(sess *session, method, reason string) {
 	c.log.Error("preparing the session's run failed", "session", sess.id, "step", method, "err", reason)
 	sess.waiting, sess.swallow, sess.setup = "", false, nil
 	sess.failure = method + ": " + reason
-	if sess.acpID != "" {
-		c.failQueue(sess, acp.InternalError, "Internal error", sess.failure)
-	}
 	sess.phase = draining
 	c.stopRun(sess)
 }
@@ -1002,6 +999,9 @@ func (c *conn) runEnded(sess *session, r Run) {
 		return
 	}
 	rec, err := c.srv.Sessions.Session(sess.id)
+	// A run that ended before it was ready is not started again for what
+	// waits: that would go on for ever when the agent cannot start.
+	broke := sess.failure != "" || sess.waiting != ""
 	cause := sess.failure
 	if err == nil && rec.Pause != nil && rec.Pause.Run == r.Number() && rec.Pause.Reason == builtins.ReasonFailed && rec.Pause.Error != "" {
 		cause = rec.Pause.Error
@@ -1042,10 +1042,10 @@ func (c *conn) runEnded(sess *session, r Run) {
 		sess.over = true
 		c.log.Info("session over", "session", sess.id, "state", rec.State, "reason", rec.EndReason)
 	}
-	if sess.acpID == "" {
-		// The session never opened: nobody can load it, so it ends, and
-		// what waited for it learns why.
-		if !sess.over && err == nil {
+	if sess.acpID == "" || broke {
+		// A session that never opened ends: nobody can load it. What
+		// waited for the run learns why it could not start.
+		if sess.acpID == "" && !sess.over && err == nil {
 			sess.ending = true
 			c.active++
 			go func() {
@@ -1054,6 +1054,9 @@ func (c *conn) runEnded(sess *session, r Run) {
 			}()
 		}
 		why := "the session could not start"
+		if sess.acpID != "" {
+			why = "the session could not resume"
+		}
 		if cause != "" {
 			why += ": " + cause
 		}

@@ -659,3 +659,35 @@ def on_session(ctx, next):
 		})
 	}
 }
+
+// TestIssue11_AcpResumeThatCannotStartSaysWhy: when the agent of a paused
+// session can no longer start, the prompt that resumes it gets the agent's
+// exit code and stderr, and the front end does not try again by itself.
+func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
+	l := newAcpLab(t)
+	config := fmt.Sprintf("agent(command = \"sh\", args = [\"-c\", \"if [ -e %s/broken ]; then echo no such model >&2; exit 4; fi; exec %s demo-agent\"])\n", l.dir, l.bin)
+	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	id := p.newSession(1)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, id)
+	p.await("2")
+	l.waitState(id, blaise.Paused)
+	if err := os.WriteFile(filepath.Join(l.dir, "broken"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hi"}]}}`, id)
+	_, resp := p.await("3")
+	if e := string(resp.Error); !strings.Contains(e, "the session could not resume") || !strings.Contains(e, "exited with code 4") || !strings.Contains(e, "no such model") {
+		t.Fatalf("prompt: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if rec := l.record(id); rec.Runs != 2 {
+		t.Fatalf("runs: %d", rec.Runs)
+	}
+}
