@@ -22,12 +22,12 @@
 // inactive too long (L1); the session pauses and the front end keeps it, so
 // the next message to it starts a resume run transparently: initialize
 // again, session/load of the agent's session (its replayed history
-// swallowed), then the message. A
-// session/load from the client of a paused session resumes it too, and the
-// client sees the replay. When the client disconnects, what it asked is
-// still answered, the agents' requests it can no longer answer are answered
-// for it, and every session stops as idle under its idle policy (L9); the
-// front end returns once the runs have ended.
+// swallowed), then the message. A session/load from the client of a paused
+// session resumes it too, and the client sees the replay. When the client
+// disconnects, what it asked is still answered, the agents' requests it can
+// no longer answer are answered for it, and every session stops as idle
+// under its idle policy (L9); the front end returns once the runs have
+// ended.
 //
 // Failures. A run that ends (a crash, a stop) with client requests in flight
 // answers them with an error that says why (the run's failure as recorded);
@@ -341,8 +341,9 @@ func (c *conn) clientResponse(m *acp.Message) {
 	}
 }
 
-// initialize answers the client without starting anything (issue 11):
-// the capabilities are known from the chain's earlier answers (advertise).
+// initialize answers the client without starting anything: a session
+// starts at session/new, and the capabilities are known from the chain's
+// earlier answers (advertise).
 func (c *conn) initialize(m *acp.Message) {
 	if m.Kind != acp.Request {
 		return

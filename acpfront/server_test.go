@@ -435,7 +435,7 @@ func TestCancelAndExtensionsPassThrough(t *testing.T) {
 	_ = c.close()
 }
 
-func TestSessionListMapsIDs(t *testing.T) {
+func TestSessionListIsAnsweredFromTheStore(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)
 	c.initialize()
@@ -451,6 +451,13 @@ func TestSessionListMapsIDs(t *testing.T) {
 	_ = json.Unmarshal(resp.Result, &r)
 	if len(r.Sessions) != 1 || r.Sessions[0].SessionID != a {
 		t.Fatalf("list: %s", resp.Raw)
+	}
+	if got := f.run(a).methods(); strings.Contains(got, "session/list") {
+		t.Fatalf("the agent was asked: %s", got)
+	}
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/list","params":{"cwd":"/elsewhere"}}`)
+	if _, resp = c.await("4"); string(resp.Result) != `{"sessions":[]}` {
+		t.Fatalf("list of another cwd: %s", resp.Raw)
 	}
 	_ = c.close()
 }
