@@ -62,18 +62,6 @@ func TestQuote(t *testing.T) {
 	}
 }
 
-func TestForceLoadSession(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{`{"agentCapabilities":{"loadSession":false,"_meta":{"x":1}},"protocolVersion":1}`, `{"agentCapabilities":{"loadSession":true,"_meta":{"x":1}},"protocolVersion":1}`},
-		{`{"agentCapabilities":{},"protocolVersion":1}`, `{"agentCapabilities":{"loadSession":true},"protocolVersion":1}`},
-		{`{"protocolVersion":1}`, `{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}`},
-	} {
-		if got := string(forceLoadSession([]byte(c.in))); got != c.want {
-			t.Errorf("forceLoadSession(%s) = %s, want %s", c.in, got, c.want)
-		}
-	}
-}
-
 func FuzzWithMember(f *testing.F) {
 	f.Add([]byte(`{"sessionId":"a","x":[1,"]"]}`), "sessionId")
 	f.Fuzz(func(t *testing.T, obj []byte, key string) {

@@ -13,23 +13,26 @@
 // mapped back. Messages are patched in their raw JSON: what is not rewritten
 // reaches the other side byte for byte.
 //
-// Lifecycle. initialize starts a first run eagerly, forwards the client's
-// initialize to it and answers with the agent's capabilities, loadSession
-// on. session/new goes to that run the first time and to new runs later;
-// each new run gets the client's initialize (and authenticate) again, their
-// answers swallowed. The engine stops a run that was inactive too long (L1);
-// the session pauses and the front end keeps it, so the next message to it
-// starts a resume run transparently: initialize again, session/load of the
-// agent's session (its replayed history swallowed), then the message. A
-// session/load from the client of a paused session resumes it too, and the
-// client sees the replay. When the client disconnects, what it asked is
-// still answered, the agents' requests it can no longer answer are answered
-// for it, and every session stops as idle under its idle policy (L9); the
-// front end returns once the runs have ended.
+// Lifecycle. Nothing starts before the client asks for a session:
+// initialize is answered by the front end (advertise), session/list from
+// the store, and authenticate is kept for the runs. session/new starts a
+// session; each run gets the client's initialize (and authenticate) first,
+// their answers swallowed, and a handshake the agent refuses fails the
+// session/new with the agent's error. The engine stops a run that was
+// inactive too long (L1); the session pauses and the front end keeps it, so
+// the next message to it starts a resume run transparently: initialize
+// again, session/load of the agent's session (its replayed history
+// swallowed), then the message. A session/load from the client of a paused
+// session resumes it too, and the client sees the replay. When the client
+// disconnects, what it asked is still answered, the agents' requests it can
+// no longer answer are answered for it, and every session stops as idle
+// under its idle policy (L9); the front end returns once the runs have
+// ended.
 //
 // Failures. A run that ends (a crash, a stop) with client requests in flight
-// answers them with an error; the session pauses or ends as the engine
-// records it, and the other sessions go on.
+// answers them with an error that says why (the run's failure as recorded);
+// the session pauses or ends as the engine records it, and the other
+// sessions go on. A session whose first run ends before it opened is ended.
 package acpfront
 
 import (
@@ -40,12 +43,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/charmbracelet/log"
 )
 
@@ -68,6 +72,8 @@ type Server struct {
 	ShutdownTimeout time.Duration
 	// MaxLine bounds the lines read from the client; 0: acp.DefaultMaxLine.
 	MaxLine int
+	// Version is blaise-agent's, in agentInfo before any agent answered.
+	Version string
 }
 
 // Run serves the client until it disconnects (end of In) or ctx ends, then
@@ -108,7 +114,7 @@ func (s *Server) Run(ctx context.Context) error {
 				client = nil
 				if !c.closing {
 					logger.Info("the client disconnected; stopping its sessions")
-					c.shutdown()
+					c.shutdown("the client disconnected")
 					deadline = time.After(timeout)
 				}
 				continue
@@ -122,7 +128,7 @@ func (s *Server) Run(ctx context.Context) error {
 			done = nil
 			if !c.closing {
 				logger.Info("stopping the sessions", "cause", context.Cause(ctx))
-				c.shutdown()
+				c.shutdown(fmt.Sprintf("blaise-agent acp is stopping (%v)", context.Cause(ctx)))
 				deadline = time.After(timeout)
 			}
 			c.forceStop()
@@ -158,8 +164,6 @@ type session struct {
 	acpID string // the agent's ACP session id; "" until session/new answers
 	run   Run
 	phase phase
-	// spare: a run with no ACP session (yet), for the next session/new.
-	spare bool
 	// over: the session ended; messages to it get ResourceNotFound.
 	over bool
 	// cwd and mcpServers of the last session/new or session/load, for
@@ -169,6 +173,7 @@ type session struct {
 	setup    []step // the front end's requests still to send
 	waiting  string // IDKey of the front end's request in flight
 	waitFor  string // its method
+	failure  string // why the run could not be prepared, for what waits on it
 	swallow  bool   // drop session/update: the replay of a swallowed load
 	queue    []*acp.Message
 	pending  map[string]pendingReq // client requests sent to the run, by IDKey
@@ -179,7 +184,6 @@ type session struct {
 type pendingReq struct {
 	id     []byte
 	method string
-	params []byte // of authenticate, to replay to later runs
 }
 
 // step is a request the front end sends to a run on its own account; its
@@ -188,9 +192,6 @@ type step struct {
 	method  string
 	params  []byte
 	swallow bool // drop the session/updates that arrive meanwhile
-	// client: a request of the client, answered to it, that the messages
-	// queued after it wait for (its initialize).
-	client *acp.Message
 }
 
 // frontReq is an agent's request as the client knows it.
@@ -227,20 +228,21 @@ type conn struct {
 	quit   chan struct{}
 
 	sessions map[string]*session // by blaise id
-	spare    *session
+	opening  []*session          // sessions whose first run is launching
+	last     *session            // the session the client addressed last
 
 	initParams []byte // the client's initialize params, once answered
-	initID     []byte // id of the client's initialize in flight
-	initReq    []byte // its params
-	agentInit  []byte // the agent's initialize result
-	authParams []byte // the last successful authenticate
+	told       []byte // the initialize result the client got
+	agentInit  []byte // the agent's last initialize result known, nil if none
+	authParams []byte // the client's last authenticate
 
 	frontReqs map[string]frontReq // by IDKey of the front id
 	nextFront int64
 	nextOwn   int64
 
-	active  int  // runs launching or running, and Ends in progress
-	closing bool // the client is gone
+	active  int    // runs launching or running, and Ends in progress
+	closing bool   // the client is gone, or the front end is stopping
+	gone    string // why, for the requests that will not be answered
 	// force: stop every run now, answered or not (the client's output is
 	// broken, or the shutdown took too long).
 	force  bool
@@ -296,7 +298,7 @@ func (c *conn) fromClient(m *acp.Message) {
 		c.clientResponse(m)
 		return
 	}
-	if m.Method != "initialize" && c.initID == nil && c.initParams == nil {
+	if m.Method != "initialize" && c.initParams == nil {
 		if m.Kind == acp.Request {
 			c.replyError(m.ID, acp.InvalidRequest, "Invalid request", map[string]string{"reason": "initialize first"})
 		}
@@ -339,35 +341,22 @@ func (c *conn) clientResponse(m *acp.Message) {
 	}
 }
 
-// initialize starts the first run and passes the client's initialize to it.
+// initialize answers the client without starting anything: a session
+// starts at session/new, and the capabilities are known from the chain's
+// earlier answers (advertise).
 func (c *conn) initialize(m *acp.Message) {
 	if m.Kind != acp.Request {
 		return
 	}
-	if c.initParams != nil {
-		// Asked again: the answer does not change.
-		c.reply(m.ID, c.agentInit)
-		return
+	if c.initParams == nil {
+		c.initParams = m.Params
+		if c.initParams == nil {
+			c.initParams = []byte("{}")
+		}
+		c.told, c.agentInit = c.srv.advertise(m.Params)
 	}
-	if c.initID != nil {
-		c.replyError(m.ID, acp.InvalidRequest, "Invalid request", map[string]string{"reason": "initialize is already in progress"})
-		return
-	}
-	c.initID, c.initReq = m.ID, m.Params
-	sess := c.newSpare(false)
-	sess.setup = []step{{method: m.Method, client: m}}
-}
-
-// newSpare launches a new run for a session without an ACP session. With
-// replay, the client's initialize and authenticate are sent to it first.
-func (c *conn) newSpare(replay bool) *session {
-	sess := &session{spare: true}
-	if replay {
-		sess.setup = c.handshake()
-	}
-	c.spare = sess
-	c.launch(sess, false)
-	return sess
+	// Asked again: the answer does not change.
+	c.reply(m.ID, c.told)
 }
 
 // handshake is what a new run gets before the client's messages: the
@@ -380,17 +369,13 @@ func (c *conn) handshake() []step {
 	return steps
 }
 
-// newSession gives the client's session/new to the spare run, or to a new
-// one.
+// newSession starts a session for the client's session/new: its first run
+// gets the handshake, then the request.
 func (c *conn) newSession(m *acp.Message) {
-	sess := c.spare
-	if sess == nil {
-		sess = c.newSpare(true)
-	}
-	c.spare = nil
-	sess.spare = false
-	sess.cwd = memberValue(m.Params, "cwd")
-	sess.mcp = memberValue(m.Params, "mcpServers")
+	sess := &session{setup: c.handshake(), cwd: memberValue(m.Params, "cwd"), mcp: memberValue(m.Params, "mcpServers")}
+	c.opening = append(c.opening, sess)
+	c.last = sess
+	c.launch(sess, false)
 	c.deliver(sess, m)
 }
 
@@ -409,6 +394,7 @@ func (c *conn) loadSession(m *acp.Message) {
 		c.notFound(m, id, reason)
 		return
 	}
+	c.last = sess
 	if cwd := memberValue(m.Params, "cwd"); cwd != nil {
 		sess.cwd = cwd
 	}
@@ -437,6 +423,7 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 		c.notFound(m, id, reason)
 		return
 	}
+	c.last = sess
 	if sess.phase == noRun {
 		switch {
 		case m.Method == "session/cancel":
@@ -547,10 +534,15 @@ func (c *conn) loadStep(sess *session) step {
 	return step{method: method, params: params, swallow: true}
 }
 
-// agentCan reports whether the agent's initialize result has the capability
-// at path under agentCapabilities (true, or an object).
+// agentCan reports whether the agent's last known initialize result (with
+// none, what the client was told) has the capability at path under
+// agentCapabilities (true, or an object).
 func (c *conn) agentCan(path ...string) bool {
-	v := memberValue(c.agentInit, "agentCapabilities")
+	init := c.agentInit
+	if init == nil {
+		init = c.told
+	}
+	v := memberValue(init, "agentCapabilities")
 	for _, k := range path {
 		v = memberValue(v, k)
 	}
@@ -599,9 +591,8 @@ func (c *conn) transcriptParams(id string) (cwd, mcp []byte) {
 // cancelRequest passes the client's $/cancel_request to the run its request
 // went to, or cancels a request still waiting for its run.
 func (c *conn) cancelRequest(m *acp.Message) {
-	rid := memberValue(m.Params, "requestId")
-	key := acp.IDKey(rid)
-	for _, sess := range c.sessions {
+	key := acp.IDKey(memberValue(m.Params, "requestId"))
+	for _, sess := range c.allSessions() {
 		if _, ok := sess.pending[key]; ok && sess.run != nil {
 			c.send(sess, m)
 			return
@@ -612,34 +603,33 @@ func (c *conn) cancelRequest(m *acp.Message) {
 				c.replyError(q.ID, acp.RequestCancelled, "Request cancelled", nil)
 				return
 			}
-		}
-	}
-	if sess := c.spare; sess != nil {
-		for i, q := range sess.queue {
-			if q.Kind == acp.Request && acp.IDKey(q.ID) == key {
-				sess.queue = append(sess.queue[:i], sess.queue[i+1:]...)
-				c.replyError(q.ID, acp.RequestCancelled, "Request cancelled", nil)
-				return
-			}
-		}
-		if _, ok := sess.pending[key]; ok && sess.run != nil {
-			c.send(sess, m)
 		}
 	}
 }
 
-// connectionMessage routes a message of no session (authenticate,
-// session/list, extensions) to the spare run, launching one for a request.
+// connectionMessage answers a message of no session. None starts a run:
+// session/list is answered from the store, authenticate is kept for the
+// runs' handshakes, and extensions go to the run of the session the client
+// addressed last.
 func (c *conn) connectionMessage(m *acp.Message) {
-	sess := c.spare
-	if sess == nil {
-		if m.Kind != acp.Request {
-			c.log.Debug("dropped a notification of no session", "method", m.Method)
-			return
+	switch {
+	case m.Method == "session/list" && m.Kind == acp.Request:
+		c.listSessions(m)
+	case m.Method == "authenticate" && m.Kind == acp.Request:
+		// The agent's verdict comes with the next session/new or
+		// session/load, whose run authenticates first.
+		c.authParams = m.Params
+		if c.authParams == nil {
+			c.authParams = []byte("{}")
 		}
-		sess = c.newSpare(true)
+		c.reply(m.ID, []byte("{}"))
+	case c.last != nil && !c.last.over && !c.last.ending && c.last.phase != noRun:
+		c.deliver(c.last, m)
+	case m.Kind == acp.Request:
+		c.replyError(m.ID, acp.MethodNotFound, "Method not found", map[string]string{"reason": "no agent is running to take it: agents start with session/new or session/load"})
+	default:
+		c.log.Debug("dropped a notification of no session", "method", m.Method)
 	}
-	c.deliver(sess, m)
 }
 
 // lookup finds a session by its blaise id, in this connection or in the
@@ -720,11 +710,7 @@ func (c *conn) send(sess *session, m *acp.Message) {
 		if sess.pending == nil {
 			sess.pending = map[string]pendingReq{}
 		}
-		p := pendingReq{id: m.ID, method: m.Method}
-		if m.Method == "authenticate" {
-			p.params = m.Params
-		}
-		sess.pending[acp.IDKey(m.ID)] = p
+		sess.pending[acp.IDKey(m.ID)] = pendingReq{id: m.ID, method: m.Method}
 	}
 	m = c.toAgent(sess, m)
 	if err := sess.run.Send(m); err != nil {
@@ -750,23 +736,14 @@ func (c *conn) toAgent(sess *session, m *acp.Message) *acp.Message {
 
 // failQueue answers the session's queued requests with an error.
 func (c *conn) failQueue(sess *session, code int, msg, reason string) {
-	var q0 []*acp.Message
-	for _, st := range sess.setup {
-		if st.client != nil {
-			q0 = append(q0, st.client)
-		}
-	}
 	sess.setup = nil
 	data := map[string]string{"reason": reason}
 	if sess.id != "" {
 		data["sessionId"] = sess.id
 	}
-	for _, q := range append(q0, sess.queue...) {
+	for _, q := range sess.queue {
 		if q.Kind == acp.Request {
 			c.replyError(q.ID, code, msg, data)
-		}
-		if q.Method == "initialize" {
-			c.initID = nil
 		}
 	}
 	sess.queue = nil
@@ -810,6 +787,9 @@ func (c *conn) handle(ev event) {
 }
 
 func (c *conn) launched(sess *session, r Run, err error) {
+	if i := slices.Index(c.opening, sess); i >= 0 {
+		c.opening = slices.Delete(c.opening, i, i+1)
+	}
 	if err != nil {
 		c.active--
 		sess.phase = noRun
@@ -822,9 +802,6 @@ func (c *conn) launched(sess *session, r Run, err error) {
 		}
 		c.log.Error("starting a run failed", "session", sess.id, "err", err)
 		c.failQueue(sess, code, msg, err.Error())
-		if c.spare == sess {
-			c.spare = nil
-		}
 		return
 	}
 	sess.run = r
@@ -864,11 +841,6 @@ func (c *conn) nextStep(sess *session) {
 	st := sess.setup[0]
 	sess.setup = sess.setup[1:]
 	sess.waitFor = st.method
-	if st.client != nil {
-		sess.waiting, sess.swallow = acp.IDKey(st.client.ID), false
-		c.send(sess, st.client)
-		return
-	}
 	c.nextOwn++
 	id := quote("blaise-acp-" + strconv.FormatInt(c.nextOwn, 10))
 	m, err := acp.Parse(acp.NewRequest(id, st.method, st.params))
@@ -881,12 +853,13 @@ func (c *conn) nextStep(sess *session) {
 	}
 }
 
-// setupFailed gives up on the run: the waiting requests get the error, and
-// the run stops.
+// setupFailed gives up on the run, which stops. The waiting requests get
+// the error when it has ended (runEnded): its record may say more, such as
+// the agent that could not start.
 func (c *conn) setupFailed(sess *session, method, reason string) {
 	c.log.Error("preparing the session's run failed", "session", sess.id, "step", method, "err", reason)
 	sess.waiting, sess.swallow, sess.setup = "", false, nil
-	c.failQueue(sess, acp.InternalError, "Internal error", method+": "+reason)
+	sess.failure = method + ": " + reason
 	sess.phase = draining
 	c.stopRun(sess)
 }
@@ -983,47 +956,17 @@ func (c *conn) withSession(sess *session, m *acp.Message) *acp.Message {
 func (c *conn) answer(sess *session, p pendingReq, m *acp.Message) *acp.Message {
 	failed := m.Error != nil
 	switch p.method {
-	case "initialize":
-		c.initID = nil
-		if failed {
-			c.log.Error("the agent refused initialize", "err", describeError(m.Error))
-			if c.spare == sess {
-				c.spare = nil
-			}
-			sess.spare = false
-			sess.phase = draining
-			c.stopRun(sess)
-			return m
-		}
-		c.initParams = c.initReq
-		if c.initParams == nil {
-			c.initParams = []byte("{}")
-		}
-		c.agentInit = forceLoadSession(m.Result)
-		return m.WithResult(c.agentInit)
-	case "authenticate":
-		if !failed {
-			c.authParams = p.params
-		}
 	case "session/new":
 		if failed {
-			if c.spare == nil {
-				sess.spare = true
-				c.spare = sess
-			} else {
-				sess.phase = draining
-				c.stopRun(sess)
-			}
+			// The session never opened: it ends (stopRun).
+			sess.phase = draining
+			c.stopRun(sess)
 			return m
 		}
 		if id, ok := stringMember(m.Result, "sessionId"); ok {
 			sess.acpID = id
 			c.log.Info("session opened", "session", sess.id, "acp_session", id)
 			return m.WithResult(withMember(m.Result, "sessionId", quote(sess.id)))
-		}
-	case "session/list":
-		if !failed {
-			return m.WithResult(c.mapList(m.Result))
 		}
 	case "session/close":
 		if !failed && sess.acpID != "" && sess.phase == ready {
@@ -1041,25 +984,39 @@ func (c *conn) stepAnswered(sess *session, m *acp.Message) {
 		c.setupFailed(sess, sess.waitFor, describeError(m.Error))
 		return
 	}
+	if sess.waitFor == "initialize" {
+		c.agentInit = m.Result
+		c.log.Debug("the agent answered initialize", "session", sess.id, "result", string(m.Result))
+	}
 	c.nextStep(sess)
 }
 
 // runEnded settles a session whose run has ended: its requests still
-// waiting for the run are answered with an error, and messages that arrived
-// while it stopped start the next run.
+// waiting for the run are answered with an error that says why, and
+// messages that arrived while it stopped start the next run.
 func (c *conn) runEnded(sess *session, r Run) {
 	c.active--
 	if sess.run != r {
 		return
 	}
+	rec, err := c.srv.Sessions.Session(sess.id)
+	// A run that ended before it was ready is not started again for what
+	// waits: that would go on for ever when the agent cannot start.
+	broke := sess.failure != "" || sess.waiting != ""
+	cause := sess.failure
+	if err == nil && rec.Pause != nil && rec.Pause.Run == r.Number() && rec.Pause.Reason == builtins.ReasonFailed && rec.Pause.Error != "" {
+		cause = rec.Pause.Error
+	}
+	sess.failure = ""
+	reason := fmt.Sprintf("run %d of the session ended before answering", r.Number())
+	if cause != "" {
+		reason += ": " + cause
+	}
+	if sess.acpID != "" {
+		reason += "; send the request again"
+	}
 	for key, p := range sess.pending {
-		if p.method == "initialize" {
-			c.initID = nil
-		}
-		c.replyError(p.id, acp.InternalError, "Internal error", map[string]string{
-			"sessionId": sess.id,
-			"reason":    fmt.Sprintf("run %d of the session ended before answering; send the request again", r.Number()),
-		})
+		c.replyError(p.id, acp.InternalError, "Internal error", map[string]string{"sessionId": sess.id, "reason": reason})
 		delete(sess.pending, key)
 	}
 	for key, front := range sess.agentReq {
@@ -1073,7 +1030,6 @@ func (c *conn) runEnded(sess *session, r Run) {
 		sess.waiting, sess.swallow, sess.setup = "", false, nil
 	}
 	sess.run, sess.phase = nil, noRun
-	rec, err := c.srv.Sessions.Session(sess.id)
 	switch {
 	case err != nil:
 		c.log.Warn("reading the session", "session", sess.id, "err", err)
@@ -1087,38 +1043,32 @@ func (c *conn) runEnded(sess *session, r Run) {
 		sess.over = true
 		c.log.Info("session over", "session", sess.id, "state", rec.State, "reason", rec.EndReason)
 	}
-	if c.spare == sess {
-		c.spare = nil
-	}
-	if sess.acpID == "" && !sess.over && err == nil {
-		// A run that never opened an ACP session paused (idle): nobody can
-		// load it, so it ends.
-		sess.ending = true
-		c.active++
-		go func() {
-			err := c.srv.Sessions.End(context.Background(), sess.id)
-			c.post(event{kind: ended, sess: sess, err: err})
-		}()
-		// What waited for it (session/new …) goes to a new run.
-		q := sess.queue
-		sess.queue = nil
-		for _, m := range q {
-			if m.Method == "initialize" {
-				c.initID = nil
-			}
-			c.fromClient(m)
+	if sess.acpID == "" || broke {
+		// A session that never opened ends: nobody can load it. What
+		// waited for the run learns why it could not start.
+		if sess.acpID == "" && !sess.over && err == nil {
+			sess.ending = true
+			c.active++
+			go func() {
+				err := c.srv.Sessions.End(context.Background(), sess.id)
+				c.post(event{kind: ended, sess: sess, err: err})
+			}()
 		}
-		return
-	}
-	if sess.acpID == "" {
-		c.failQueue(sess, acp.InternalError, "Internal error", "the run ended before a session was opened")
+		why := "the session could not start"
+		if sess.acpID != "" {
+			why = "the session could not resume"
+		}
+		if cause != "" {
+			why += ": " + cause
+		}
+		c.failQueue(sess, acp.InternalError, "Internal error", why)
 		return
 	}
 	if len(sess.queue) == 0 {
 		return
 	}
 	if c.force {
-		c.failQueue(sess, acp.InternalError, "Internal error", "the client disconnected")
+		c.failQueue(sess, acp.InternalError, "Internal error", c.gone)
 		return
 	}
 	if sess.over {
@@ -1134,8 +1084,8 @@ func (c *conn) runEnded(sess *session, r Run) {
 // longer answer are answered for it: permission requests as cancelled, the
 // others with an error. Each session stops as idle (L9) once nothing of
 // the client's is left in it (settle).
-func (c *conn) shutdown() {
-	c.closing = true
+func (c *conn) shutdown(why string) {
+	c.closing, c.gone = true, why
 	for key, fr := range c.frontReqs {
 		delete(c.frontReqs, key)
 		delete(fr.sess.agentReq, acp.IDKey(fr.agentID))
@@ -1164,7 +1114,7 @@ func (c *conn) settle() {
 		}
 		if c.force || (sess.phase == ready && len(sess.pending) == 0 && len(sess.queue) == 0) {
 			if c.force {
-				c.failQueue(sess, acp.InternalError, "Internal error", "the client disconnected")
+				c.failQueue(sess, acp.InternalError, "Internal error", c.gone)
 			}
 			sess.phase = draining
 			c.stopRun(sess)
@@ -1173,13 +1123,13 @@ func (c *conn) settle() {
 }
 
 // answerForClient answers an agent's request that the client cannot
-// answer any more.
+// answer any more (c.gone says why).
 func (c *conn) answerForClient(r Run, id []byte, method string) {
 	var raw []byte
 	if method == "session/request_permission" {
 		raw = acp.NewResponse(id, []byte(`{"outcome":{"outcome":"cancelled"}}`))
 	} else {
-		raw = acp.NewErrorResponse(id, acp.RequestCancelled, "Request cancelled", []byte(`{"reason":"the client disconnected"}`))
+		raw = acp.NewErrorResponse(id, acp.RequestCancelled, "Request cancelled", []byte(`{"reason":`+string(quote(c.gone))+`}`))
 	}
 	m, err := acp.Parse(raw)
 	if err == nil {
@@ -1191,86 +1141,9 @@ func (c *conn) answerForClient(r Run, id []byte, method string) {
 }
 
 func (c *conn) allSessions() []*session {
-	all := make([]*session, 0, len(c.sessions)+1)
+	all := make([]*session, 0, len(c.sessions)+len(c.opening))
 	for _, s := range c.sessions {
 		all = append(all, s)
 	}
-	if c.spare != nil && c.spare.id == "" {
-		all = append(all, c.spare)
-	}
-	return all
-}
-
-// --- rewriting ---
-
-// forceLoadSession sets agentCapabilities.loadSession in an initialize
-// result: a paused session is always loadable through the front end.
-func forceLoadSession(result []byte) []byte {
-	caps := memberValue(result, "agentCapabilities")
-	if len(caps) == 0 || caps[0] != '{' {
-		if out := withMember(result, "agentCapabilities", []byte(`{"loadSession":true}`)); out != nil {
-			return out
-		}
-		return result
-	}
-	if out := withMember(result, "agentCapabilities", withMember(caps, "loadSession", []byte("true"))); out != nil {
-		return out
-	}
-	return result
-}
-
-// mapList rewrites the agent's session ids in a session/list result to the
-// blaise ids of this configuration's sessions, leaving out the agent's
-// sessions that belong to no blaise session.
-func (c *conn) mapList(result []byte) []byte {
-	var entries []json.RawMessage
-	if json.Unmarshal(memberValue(result, "sessions"), &entries) != nil {
-		return result
-	}
-	byACP := c.blaiseIDs()
-	var b bytes.Buffer
-	b.WriteByte('[')
-	n := 0
-	for _, e := range entries {
-		id, _ := stringMember(e, "sessionId")
-		bid, ok := byACP[id]
-		if !ok {
-			continue
-		}
-		if n > 0 {
-			b.WriteByte(',')
-		}
-		n++
-		b.Write(withMember(e, "sessionId", quote(bid)))
-	}
-	b.WriteByte(']')
-	if out := withMember(result, "sessions", b.Bytes()); out != nil {
-		return out
-	}
-	return result
-}
-
-// blaiseIDs maps the agent's session ids to the ids of the paused or active
-// sessions of this configuration.
-func (c *conn) blaiseIDs() map[string]string {
-	out := map[string]string{}
-	for id, s := range c.sessions {
-		if s.acpID != "" && !s.over {
-			out[s.acpID] = id
-		}
-	}
-	recs, err := c.srv.Sessions.List()
-	if err != nil {
-		return out
-	}
-	cfg, _ := filepath.Abs(c.srv.Config)
-	for _, r := range recs {
-		if r.ACPSessionID == "" || r.Config != cfg || (r.State != blaise.Paused && r.State != blaise.Active) {
-			continue
-		}
-		if _, taken := out[r.ACPSessionID]; !taken {
-			out[r.ACPSessionID] = r.ID
-		}
-	}
-	return out
+	return append(all, c.opening...)
 }

@@ -107,7 +107,11 @@ func (c *testClient) close() error {
 	return nil
 }
 
-func TestInitializeAnswersWithTheAgentsCapabilitiesLoadSessionOn(t *testing.T) {
+// TestIssue11_InitializeAndListStartNoSession guards issue 11, item 5: a
+// client that initializes, lists sessions and leaves starts nothing; the
+// answer to initialize, with no earlier session to learn from, is the
+// documented fixed set.
+func TestIssue11_InitializeAndListStartNoSession(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)
 	resp := c.initialize()
@@ -115,9 +119,9 @@ func TestInitializeAnswersWithTheAgentsCapabilitiesLoadSessionOn(t *testing.T) {
 		ProtocolVersion   int `json:"protocolVersion"`
 		AgentCapabilities struct {
 			LoadSession bool `json:"loadSession"`
-			Prompt      struct {
-				Image bool `json:"image"`
-			} `json:"promptCapabilities"`
+			Session     struct {
+				List *struct{} `json:"list"`
+			} `json:"sessionCapabilities"`
 		} `json:"agentCapabilities"`
 		AgentInfo struct {
 			Name string `json:"name"`
@@ -126,15 +130,26 @@ func TestInitializeAnswersWithTheAgentsCapabilitiesLoadSessionOn(t *testing.T) {
 	if err := json.Unmarshal(resp.Result, &r); err != nil {
 		t.Fatal(err)
 	}
-	if !r.AgentCapabilities.LoadSession || !r.AgentCapabilities.Prompt.Image || r.AgentInfo.Name != "blaise-demo-agent" || r.ProtocolVersion != 1 {
+	if !r.AgentCapabilities.LoadSession || r.AgentCapabilities.Session.List == nil || r.AgentInfo.Name != "blaise-agent" || r.ProtocolVersion != 1 {
 		t.Fatalf("initialize result %s", resp.Result)
+	}
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
+	if _, resp = c.await("1"); string(resp.Result) != `{"sessions":[]}` {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"demo"}}`)
+	if _, resp = c.await("2"); resp.Error != nil {
+		t.Fatalf("authenticate: %s", resp.Raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"_demo/echo","params":{}}`)
+	if _, resp = c.await("3"); !strings.Contains(string(resp.Error), "-32601") {
+		t.Fatalf("an extension request with no agent running: %s", resp.Raw)
 	}
 	if err := c.close(); err != nil {
 		t.Fatal(err)
 	}
-	// The run started for initialize never opened a session: it is ended.
-	if rec := f.record("bs01"); rec.State != blaise.Ended {
-		t.Fatalf("the unused run's session is %s", rec.State)
+	if runs := len(f.runs); runs != 0 || f.n != 0 {
+		t.Fatalf("%d sessions, %d runs started", f.n, runs)
 	}
 }
 
@@ -366,18 +381,19 @@ func TestACrashedRunAnswersItsRequestsAndOthersGoOn(t *testing.T) {
 	_ = c.close()
 }
 
-func TestStartFailureAnswersInitialize(t *testing.T) {
+// TestIssue11_StartFailureAnswersSessionNewWithTheCause: a session that
+// cannot start fails the client's session/new with the reason, and
+// initialize is not concerned.
+func TestIssue11_StartFailureAnswersSessionNewWithTheCause(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
-	f.startErr = fmt.Errorf("blaise.star:3: undefined: sertup")
+	f.startErr = fmt.Errorf("blaise.star:3:1: undefined: sertup")
 	c := startServer(t, f)
-	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	_, resp := c.await("0")
-	if resp.Error == nil || !strings.Contains(string(resp.Error), "sertup") {
+	if resp := c.initialize(); resp.Error != nil {
 		t.Fatalf("initialize: %s", resp.Raw)
 	}
 	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}`)
-	if _, resp = c.await("1"); resp.Error == nil {
-		t.Fatalf("session/new before initialize succeeded: %s", resp.Raw)
+	if _, resp := c.await("1"); !strings.Contains(string(resp.Error), "blaise.star:3:1: undefined: sertup") {
+		t.Fatalf("session/new: %s", resp.Raw)
 	}
 	if err := c.close(); err != nil {
 		t.Fatal(err)
@@ -419,7 +435,7 @@ func TestCancelAndExtensionsPassThrough(t *testing.T) {
 	_ = c.close()
 }
 
-func TestSessionListMapsIDs(t *testing.T) {
+func TestSessionListIsAnsweredFromTheStore(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)
 	c.initialize()
@@ -435,6 +451,13 @@ func TestSessionListMapsIDs(t *testing.T) {
 	_ = json.Unmarshal(resp.Result, &r)
 	if len(r.Sessions) != 1 || r.Sessions[0].SessionID != a {
 		t.Fatalf("list: %s", resp.Raw)
+	}
+	if got := f.run(a).methods(); strings.Contains(got, "session/list") {
+		t.Fatalf("the agent was asked: %s", got)
+	}
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/list","params":{"cwd":"/elsewhere"}}`)
+	if _, resp = c.await("4"); string(resp.Result) != `{"sessions":[]}` {
+		t.Fatalf("list of another cwd: %s", resp.Raw)
 	}
 	_ = c.close()
 }

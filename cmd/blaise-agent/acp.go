@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acpfront"
+	"github.com/blaiseagent/blaise-agent/runner"
 )
 
 // AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
@@ -20,17 +21,23 @@ type AcpCmd struct {
 
 // Run serves the client on stdin and stdout until it disconnects.
 func (c *AcpCmd) Run(g *Globals) error {
+	// Signals are heard from the start: a sweep's teardowns can be slow.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := g.Logger().WithPrefix("acp")
+	// A configuration that does not load is the person's to fix now, not
+	// an error for the editor to show at its first session.
+	if _, err := runner.LoadConfig(c.Config, logger); err != nil {
+		return err
+	}
 	e, err := c.engine(g)
 	if err != nil {
 		return err
 	}
-	logger := g.Logger().WithPrefix("acp")
 	e.Log = logger
-	if err := e.Sweep(context.Background()); err != nil {
+	if err := e.Sweep(ctx); err != nil {
 		logger.Warn("settling earlier sessions", "err", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	srv := &acpfront.Server{
 		Sessions:        acpfront.FromEngine(e),
 		Config:          c.Config,
@@ -38,6 +45,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 		Out:             os.Stdout,
 		Log:             logger,
 		ShutdownTimeout: c.ShutdownTimeout,
+		Version:         version,
 	}
 	return srv.Run(ctx)
 }

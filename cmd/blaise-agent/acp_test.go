@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,13 +199,20 @@ func (p *acpProc) close() error {
 	p.in.Close()
 	for range p.In {
 	}
+	return p.exit("its client left")
+}
+
+// exit waits for the process to exit; one that does not fails the test
+// instead of hanging it.
+func (p *acpProc) exit(after string) error {
+	p.t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
 	case err := <-done:
 		return err
 	case <-time.After(60 * time.Second):
-		p.t.Fatal("blaise-agent acp did not exit after its client left")
+		p.t.Fatalf("blaise-agent acp did not exit after %s", after)
 	}
 	return nil
 }
@@ -228,7 +237,8 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"agentInfo"`
 	}
-	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-demo-agent" {
+	// No session of the configuration has answered yet: the fixed set.
+	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-agent" {
 		t.Fatalf("initialize: %s", resp.Raw)
 	}
 
@@ -380,7 +390,9 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 	// client leaves, the session stops as idle and pauses.
 	p = l.start()
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
-	p.await("0")
+	if _, resp = p.await("0"); !strings.Contains(string(resp.Result), `"name":"blaise-demo-agent"`) {
+		t.Fatalf("initialize after sessions of the configuration ran: %s", resp.Raw)
+	}
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, a, l.dir)
 	if _, resp = p.await("1"); resp.Error != nil {
 		t.Fatalf("load: %s", resp.Raw)
@@ -400,13 +412,12 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 		t.Fatalf("run %d saw %q", runs, got)
 	}
 
-	// The runs the connections started for initialize and never used are
-	// ended, not left paused.
+	// The connections started no session but the client's two.
 	out, err := exec.Command(l.bin, "sessions", "--all", "--state-dir", l.state).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sessions: %v\n%s", err, out)
 	}
-	if n := strings.Count(string(out), "paused"); n != 2 {
+	if n := strings.Count(string(out), "\n"); n != 3 || strings.Count(string(out), "paused") != 2 {
 		t.Fatalf("sessions:\n%s", out)
 	}
 }
@@ -451,5 +462,232 @@ func TestAcp_TypeScriptSDKClient(t *testing.T) {
 	}
 	if got := l.file(res.SessionID + "-run-2"); got != "n=2 kind=resume" {
 		t.Fatalf("the plug saw %q in run 2", got)
+	}
+}
+
+// sessionDirs lists the session records of the lab's state directory.
+func (l *acpLab) sessionDirs() []string {
+	l.t.Helper()
+	entries, err := os.ReadDir(filepath.Join(l.state, "sessions"))
+	if err != nil && !os.IsNotExist(err) {
+		l.t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	return ids
+}
+
+// TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize guards issue 11,
+// item 5: a client that initializes, lists sessions and leaves starts no
+// session and runs no plug (the plug writes a file when it attaches);
+// session/new then starts exactly one.
+func TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
+	l := newAcpLab(t)
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	if _, resp := p.await("0"); resp.Error != nil {
+		t.Fatalf("initialize: %s", resp.Raw)
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
+	if _, resp := p.await("1"); string(resp.Result) != `{"sessions":[]}` {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if ids := l.sessionDirs(); len(ids) != 0 {
+		t.Fatalf("sessions after initialize and list: %v", ids)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(l.dir, "*-run-*")); len(runs) != 0 {
+		t.Fatalf("the plug ran: %v", runs)
+	}
+
+	p = l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	id := p.newSession(1)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
+	if _, resp := p.await("2"); !strings.Contains(string(resp.Result), `{"sessionId":"`+id+`","cwd":"`+l.dir+`"`) {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if ids := l.sessionDirs(); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("sessions after one session/new: %v", ids)
+	}
+	if runs, _ := filepath.Glob(filepath.Join(l.dir, "*-run-*")); len(runs) != 1 || l.file(id+"-run-1") != "n=1 kind=start" {
+		t.Fatalf("plug runs: %v", runs)
+	}
+}
+
+// TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart: an agent that
+// cannot start fails session/new with the command and the OS error, not
+// a bare "connection closed"; the session it made is ended.
+func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
+	l := newAcpLab(t)
+	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte("agent(command = \"/nonexistent/agent\")\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, l.dir)
+	if _, resp := p.await("1"); !strings.Contains(string(resp.Error), `exec \"/nonexistent/agent\": no such file or directory`) {
+		t.Fatalf("session/new: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	ids := l.sessionDirs()
+	if len(ids) != 1 {
+		t.Fatalf("sessions: %v", ids)
+	}
+	if rec := l.record(ids[0]); rec.State != blaise.Ended {
+		t.Fatalf("the session that could not start is %s", rec.State)
+	}
+}
+
+// waitFile waits until the file exists: the sign that a run got there.
+func (l *acpLab) waitFile(name string) string {
+	l.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(l.dir, name)); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("%s never appeared", name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// signalled sends sig to acp and waits for it to exit.
+func (p *acpProc) signalled(sig os.Signal) error {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	return p.exit(sig.String())
+}
+
+// gone reports whether the process whose pid a shell wrote to the file has
+// exited.
+func (l *acpLab) gone(pidFile string) bool {
+	pid, err := strconv.Atoi(l.waitFile(pidFile))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return syscall.Kill(pid, 0) != nil
+}
+
+// TestIssue11_AcpHonoursSignalsAtEveryMoment guards the acp side of issue
+// 11, item 4: SIGTERM or SIGINT during a slow plug attach, while an agent
+// never answers initialize, or during a turn, stops the runs (an opened
+// session pauses as idle, one that never opened ends) and acp exits, with
+// nothing left running. The plug attaching for ever is cancelled by the
+// runner's stop grace (runner.DefaultStopGrace), within acp's default
+// shutdown timeout.
+func TestIssue11_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
+	const slowAttach = `plug(name = "slow")
+
+def on_session(ctx, next):
+    ctx.host.exec(["sh", "-c", "echo $$ > $DIR/attach.pid; exec sleep 600"])
+    next()
+`
+	const demo = `agent(command = "sh", args = ["-c", "echo $$ > $DIR/agent.pid; exec blaise-agent demo-agent"])
+`
+	for _, c := range []struct {
+		name, config, plug, pidFile string
+		sig                         os.Signal
+		turn                        bool // the session opens and a turn runs
+	}{
+		{"slow attach", demo + `setup(use("./slow.star"))
+`, slowAttach, "attach.pid", syscall.SIGTERM, false},
+		{"agent never answers", `agent(command = "sh", args = ["-c", "echo $$ > $DIR/agent.pid; exec sleep 600"])
+`, "", "agent.pid", syscall.SIGINT, false},
+		{"during a turn", demo, "", "agent.pid", syscall.SIGTERM, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := newAcpLab(t)
+			files := map[string]string{"blaise.star": c.config, "slow.star": c.plug}
+			for name, content := range files {
+				content = strings.ReplaceAll(content, "$DIR", l.dir)
+				content = strings.ReplaceAll(content, "exec blaise-agent", "exec "+l.bin)
+				if err := os.WriteFile(filepath.Join(l.dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := l.start()
+			p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+			p.await("0")
+			if c.turn {
+				id := p.newSession(1)
+				p.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/slow 1000\n/chunks 600"}]}}`, id)
+				for p.Next().Method != "session/update" {
+				}
+			} else {
+				p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, l.dir)
+			}
+			l.waitFile(c.pidFile)
+			if err := p.signalled(c.sig); err != nil {
+				t.Fatalf("exit: %v", err)
+			}
+			if !c.turn {
+				// The client learns why its session/new went unanswered.
+				if _, resp := p.await("1"); !strings.Contains(string(resp.Error), "blaise-agent acp is stopping") {
+					t.Fatalf("session/new: %s", resp.Raw)
+				}
+			}
+			if !l.gone(c.pidFile) {
+				t.Fatalf("the process of %s is still running", c.pidFile)
+			}
+			ids := l.sessionDirs()
+			if len(ids) != 1 {
+				t.Fatalf("sessions: %v", ids)
+			}
+			rec := l.record(ids[0])
+			if rec.State == blaise.Active || rec.PID != 0 {
+				t.Fatalf("the session after the signal: %+v", rec)
+			}
+			if c.turn && (rec.State != blaise.Paused || rec.Pause.Reason != "idle") {
+				t.Fatalf("the opened session after the signal: %+v, pause %+v", rec, rec.Pause)
+			}
+		})
+	}
+}
+
+// TestIssue11_AcpResumeThatCannotStartSaysWhy: when the agent of a paused
+// session can no longer start, the prompt that resumes it gets the agent's
+// exit code and stderr, and the front end does not try again by itself.
+func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
+	l := newAcpLab(t)
+	config := fmt.Sprintf("agent(command = \"sh\", args = [\"-c\", \"if [ -e %s/broken ]; then echo no such model >&2; exit 4; fi; exec %s demo-agent\"])\n", l.dir, l.bin)
+	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	id := p.newSession(1)
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, id)
+	p.await("2")
+	l.waitState(id, blaise.Paused)
+	if err := os.WriteFile(filepath.Join(l.dir, "broken"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hi"}]}}`, id)
+	_, resp := p.await("3")
+	if e := string(resp.Error); !strings.Contains(e, "the session could not resume") || !strings.Contains(e, "exited with code 4") || !strings.Contains(e, "no such model") {
+		t.Fatalf("prompt: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if rec := l.record(id); rec.Runs != 2 {
+		t.Fatalf("runs: %d", rec.Runs)
 	}
 }

@@ -60,7 +60,7 @@ const usageExit = 80
 
 func main() {
 	var cli CLI
-	ctx := kong.Parse(&cli,
+	parser := kong.Must(&cli,
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
@@ -72,6 +72,13 @@ func main() {
 			os.Exit(code)
 		}),
 	)
+	ctx, err := parser.Parse(os.Args[1:])
+	if err != nil {
+		// The usage of a mistaken command line goes to stderr: the stdout
+		// of acp, demo-agent and hostd is a protocol stream.
+		parser.Stdout = os.Stderr
+		parser.FatalIfErrorf(err)
+	}
 	if err := ctx.Run(&cli.Globals); err != nil {
 		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
 		var coded interface{ ExitCode() int }
