@@ -2,6 +2,7 @@ package acpfront
 
 import (
 	"context"
+	"errors"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
@@ -75,7 +76,19 @@ func (s engineSessions) Session(id string) (*blaise.SessionRecord, error) {
 	return s.e.Store.Session(id)
 }
 
-func (s engineSessions) List() ([]*blaise.SessionRecord, error) { return s.e.Store.Sessions() }
+// List returns the sessions whose records can be read: a broken record is
+// logged, and hides none of the others.
+func (s engineSessions) List() ([]*blaise.SessionRecord, error) {
+	recs, err := s.e.Store.Sessions()
+	var broken *blaise.BrokenError
+	if errors.As(err, &broken) {
+		if s.e.Log != nil {
+			s.e.Log.Warn("listing sessions", "err", err)
+		}
+		return recs, nil
+	}
+	return recs, err
+}
 
 func (s engineSessions) TranscriptPath(id string) string { return s.e.Store.TranscriptPath(id) }
 

@@ -691,3 +691,34 @@ func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
 		t.Fatalf("runs: %d", rec.Runs)
 	}
 }
+
+// TestIssue11_AcpListsPastABrokenRecord: one corrupt session.json does not
+// hide the other sessions from session/list (item 13).
+func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
+	l := newAcpLab(t)
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	id := p.newSession(1)
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	l.waitState(id, blaise.Paused)
+	broken := filepath.Join(l.state, "sessions", "broken0record")
+	if err := os.MkdirAll(broken, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(broken, "session.json"), []byte(`{"id": "broken0rec`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p = l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
+	if _, resp := p.await("1"); !strings.Contains(string(resp.Result), `"sessionId":"`+id+`"`) {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
