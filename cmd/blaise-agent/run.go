@@ -43,6 +43,7 @@ type SessionFlags struct {
 	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
 	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
 	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
+	StartupLimit    time.Duration `help:"How long the agent may take to answer initialize before the run fails (default 1m)." env:"BLAISE_STARTUP_LIMIT"`
 }
 
 // engine returns the lifecycle engine with these settings.
@@ -56,6 +57,7 @@ func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
 		PausedLifetime:  f.PausedLifetime,
 		InactivityLimit: f.InactivityLimit,
 		Timeout:         f.Timeout,
+		StartupLimit:    f.StartupLimit,
 	}
 	return e, nil
 }
