@@ -221,7 +221,7 @@ func (t *terminalRun) run(id string, interactive bool) error {
 			return t.report(end)
 		case err != nil:
 			t.failed++
-			fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+			fmt.Fprintln(os.Stderr, "blaise-agent: the turn failed:", err)
 		}
 		if left {
 			break
@@ -329,7 +329,7 @@ func (t *terminalRun) report(end bool) error {
 	if end && rec.State == blaise.Paused {
 		// Its run failed, or the stop could not reach it.
 		fmt.Fprintf(os.Stderr, "session %s paused; ending it as asked\n", rec.ID)
-		if rec, err = t.e.End(context.Background(), rec.ID); err != nil {
+		if rec, err = t.end(rec.ID); err != nil {
 			return errors.Join(failure, fmt.Errorf("session %s: ending it: %w", s.live.ID, err))
 		}
 	}
@@ -366,9 +366,21 @@ func describe(rec *blaise.SessionRecord, st blaise.Settings) error {
 	return nil
 }
 
+// end ends a session at rest: a teardown run. A signal leaves it to
+// finish on its own.
+func (t *terminalRun) end(id string) (*blaise.SessionRecord, error) {
+	ctx, interrupted := untilSignal(t.sig)
+	rec, err := t.e.End(ctx, id)
+	if interrupted() {
+		fmt.Fprintf(os.Stderr, "\nleft; session %s tears down on its own (see blaise-agent sessions)\n", id)
+		return nil, errInterrupted
+	}
+	return rec, err
+}
+
 // endAtRest ends a session that has no run (/end before any prompt).
 func (t *terminalRun) endAtRest(id string) error {
-	rec, err := t.e.End(context.Background(), id)
+	rec, err := t.end(id)
 	if err != nil {
 		return err
 	}
