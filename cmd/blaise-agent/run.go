@@ -170,11 +170,11 @@ func (t *terminalRun) run(id string, interactive bool) error {
 			if !ok {
 				break // the person left (L9), or the session is over
 			}
-			prompt = strings.TrimSpace(line)
-			if prompt == "" {
+			prompt = strings.TrimRight(line, "\r\n")
+			if strings.TrimSpace(prompt) == "" {
 				continue
 			}
-			if prompt == endCommand {
+			if strings.TrimSpace(prompt) == endCommand {
 				end = true
 				break
 			}
@@ -191,22 +191,17 @@ func (t *terminalRun) run(id string, interactive bool) error {
 				id = t.s.live.ID
 				t.s.close()
 			}
-			s, err := t.attach(id, end)
-			if s == nil {
-				return err
-			}
-			t.s = s
-			if err != nil {
+			if err := t.attach(id, end); err != nil {
+				if t.s == nil {
+					return err
+				}
 				// A run that ended on its own has its cause in its record,
 				// which report shows.
-				if !runEnded(err) && !errors.Is(err, errInterrupted) {
-					fmt.Fprintln(os.Stderr, "blaise-agent:", err)
-				}
 				if rerr := t.report(end); rerr != nil {
 					return rerr
 				}
 				if errors.Is(err, errInterrupted) {
-					return errInterrupted
+					return err
 				}
 				return &exitError{1, err}
 			}
@@ -433,11 +428,11 @@ type attached struct {
 	stop     func()
 }
 
-// attach starts or resumes the session and opens its ACP session. When
-// the run starts but the ACP session cannot be opened, it returns the
-// session and the error: the run is stopped (end: closed), or ended on
-// its own, and its record says why.
-func (t *terminalRun) attach(id string, end bool) (*attached, error) {
+// attach starts or resumes the session (t.s) and opens its ACP session.
+// When the run starts but the ACP session cannot be opened, the run is
+// stopped (end: closed), or ended on its own and its record says why.
+func (t *terminalRun) attach(id string, end bool) error {
+	t.s = nil
 	var live *blaise.Live
 	var err error
 	if id == "" {
@@ -446,7 +441,7 @@ func (t *terminalRun) attach(id string, end bool) (*attached, error) {
 		live, err = t.e.Resume(id)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "session %s (run %d)\n", live.ID, live.Run)
 	connCtx, cancel := context.WithCancel(context.Background())
@@ -458,7 +453,7 @@ func (t *terminalRun) attach(id string, end bool) (*attached, error) {
 	rec, err := t.e.Store.Session(live.ID)
 	if err != nil {
 		t.stop(end)
-		return s, err
+		return err
 	}
 	s.settings = rec.Settings
 	go s.announceTimeout()
@@ -468,18 +463,18 @@ func (t *terminalRun) attach(id string, end bool) (*attached, error) {
 	if interrupted() {
 		fmt.Fprintln(os.Stderr, "\nstopping the run (Ctrl-C again leaves at once)")
 		t.stop(end)
-		return s, errInterrupted
+		return errInterrupted
 	}
 	if err != nil {
 		if !runEnded(err) {
 			t.stop(end) // the agent refused
 		}
-		return s, err
+		return err
 	}
 	if rec.ACPSessionID != "" {
 		t.term.EndTurn("end_turn") // the replayed history ends where the new turn starts
 	}
-	return s, nil
+	return nil
 }
 
 // runEnded reports whether err says that the run ended on its own: the
