@@ -547,7 +547,7 @@ func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := l.engine.Store.Session(live.ID)
-	want := blaise.Settings{IdlePolicy: blaise.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, TeardownBackoff: blaise.DefaultTeardownBackoff, TeardownAttempts: blaise.DefaultTeardownAttempts}
+	want := blaise.Settings{IdlePolicy: blaise.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, StartupLimit: blaise.DefaultStartupLimit, TeardownBackoff: blaise.DefaultTeardownBackoff, TeardownAttempts: blaise.DefaultTeardownAttempts}
 	if rec.Settings != want {
 		t.Fatalf("settings %+v, want %+v (the cap, the file, the flag)", rec.Settings, want)
 	}
