@@ -85,6 +85,17 @@ func (term *terminal) waitFor(what string, in func() string) {
 	}
 }
 
+// waitForFile waits until the file at path exists.
+func (term *terminal) waitForFile(path string) {
+	term.t.Helper()
+	term.waitFor(path, func() string {
+		if _, err := os.Stat(path); err != nil {
+			return ""
+		}
+		return path
+	})
+}
+
 // signal interrupts run alone, as a terminal's Ctrl-C reaches the
 // foreground group, of which the session process is not a member.
 func (term *terminal) signal(sig os.Signal) { _ = term.cmd.Process.Signal(sig) }
@@ -154,10 +165,7 @@ def on_session(ctx, next):
 `,
 			})
 			term := l.startRun("hello")
-			term.waitFor("attaching", func() string {
-				_, err := os.Stat(filepath.Join(l.dir, "attaching"))
-				return map[bool]string{true: "attaching"}[err == nil]
-			})
+			term.waitForFile(filepath.Join(l.dir, "attaching"))
 			term.signal(sig)
 			term.waitFor("stopping the run (Ctrl-C again leaves at once)", term.stderr.String)
 			term.signal(sig)
@@ -181,5 +189,46 @@ def on_session(ctx, next):
 				}
 			}
 		})
+	}
+}
+
+// Issue 11, item 4: the sweep run does at its start (here the teardown of
+// an expired session, whose plug takes its time) does not make it deaf to
+// Ctrl-C.
+func TestIssue11_RunHonoursSignalsWhileItSettlesEarlierSessions(t *testing.T) {
+	l := newLab(t, blaise.Settings{PausedLifetime: time.Millisecond}, map[string]string{
+		"blaise.star": `setup(use("./slow.star"))`,
+		"slow.star": `plug(name = "slow")
+def on_session(ctx, next):
+    next()
+def on_teardown(ctx, next):
+    ctx.runner.exec(["sh", "-c", "touch $DIR/tearing; while [ -d $DIR ] && [ ! -e $DIR/go ]; do sleep 0.01; done"])
+    next()
+`,
+	})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = live.StopIdle()
+	l.wait(live)
+	term := l.startRun("hello")
+	term.waitForFile(filepath.Join(l.dir, "tearing"))
+	term.signal(os.Interrupt)
+	if code := term.exit(); code != 130 {
+		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
+	}
+	// Let the plug go: the teardown ends without the front end.
+	if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		rec, _ := l.engine.Store.Session(live.ID)
+		if rec != nil && rec.State == blaise.Ended {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %+v\n%s", rec, term.stderr.String())
+		}
 	}
 }
