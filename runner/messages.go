@@ -34,14 +34,12 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost ho
 			pl.plugs = append(pl.plugs, p)
 		}
 	}
-	watch := r.watchStartup()
-	defer watch.stop()
 	px := &acp.Proxy{
 		FromClient:  acp.NewReader(r.opts.Client.In, r.opts.MaxLine),
 		ToClient:    acp.NewWriter(r.opts.Client.Out),
 		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
 		ToAgent:     acp.NewWriter(proc.Stdin()),
-		Recorder:    watch,
+		Recorder:    r.watchStartup(ctx),
 		Log:         r.log.WithPrefix("acp"),
 		CheckParams: true,
 		OnFailure:   r.fail,

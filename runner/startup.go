@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -23,10 +24,12 @@ type startup struct {
 	timer *time.Timer
 }
 
-// watchStartup returns the recorder of the proxy: the run's, watched.
-func (r *Run) watchStartup() *startup {
-	limit := r.opts.StartupLimit
-	return &startup{next: r.opts.Recorder, limit: limit, fail: func(err error) { r.fail(err) }}
+// watchStartup returns the recorder of a proxy that runs until ctx is
+// done: the run's, watched.
+func (r *Run) watchStartup(ctx context.Context) *startup {
+	s := &startup{next: r.opts.Recorder, limit: r.opts.StartupLimit, fail: r.fail}
+	context.AfterFunc(ctx, s.stop)
+	return s
 }
 
 func (s *startup) Record(side acp.Side, m *acp.Message, by string) {
@@ -46,7 +49,7 @@ func (s *startup) Record(side acp.Side, m *acp.Message, by string) {
 	}
 }
 
-// stop ends the watch with the run.
+// stop ends the watch with the proxy.
 func (s *startup) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
