@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -19,9 +20,10 @@ type startup struct {
 	limit time.Duration
 	fail  func(error)
 
-	mu    sync.Mutex
-	id    string // the request's id, once sent
-	timer *time.Timer
+	settled atomic.Bool // answered, or the proxy ended: nothing more to watch
+	mu      sync.Mutex
+	id      string // the request's id, once sent
+	timer   *time.Timer
 }
 
 // watchStartup returns the recorder of a proxy that runs until ctx is
@@ -33,7 +35,17 @@ func (r *Run) watchStartup(ctx context.Context) *startup {
 }
 
 func (s *startup) Record(side acp.Side, m *acp.Message, by string) {
+	if !s.settled.Load() {
+		s.watch(side, m)
+	}
+	if s.next != nil {
+		s.next.Record(side, m, by)
+	}
+}
+
+func (s *startup) watch(side acp.Side, m *acp.Message) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	switch {
 	case side == acp.ToAgent && m.Kind == acp.Request && m.Method == sdk.AgentMethodInitialize && s.timer == nil:
 		s.id = acp.IDKey(m.ID)
@@ -42,10 +54,7 @@ func (s *startup) Record(side acp.Side, m *acp.Message, by string) {
 		})
 	case side == acp.ToClient && m.Kind == acp.Response && s.timer != nil && acp.IDKey(m.ID) == s.id:
 		s.timer.Stop()
-	}
-	s.mu.Unlock()
-	if s.next != nil {
-		s.next.Record(side, m, by)
+		s.settled.Store(true)
 	}
 }
 
@@ -53,6 +62,7 @@ func (s *startup) Record(side acp.Side, m *acp.Message, by string) {
 func (s *startup) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settled.Store(true)
 	if s.timer != nil {
 		s.timer.Stop()
 	}
