@@ -284,7 +284,7 @@ const warnAhead = time.Minute
 // under the idle policy, which is announced when it ends the session.
 func (t *terminalRun) stop(end bool) {
 	s := t.s
-	if s.ended() {
+	if s.ended() || t.reported() {
 		return
 	}
 	var err error
@@ -300,6 +300,13 @@ func (t *terminalRun) stop(end bool) {
 	if err != nil && !s.ended() {
 		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
 	}
+}
+
+// reported tells whether the run has reported its pause: it is over, and
+// a stop now would only leave a stale record.
+func (t *terminalRun) reported() bool {
+	rec, err := t.e.Store.Session(t.s.live.ID)
+	return err == nil && rec.Pause != nil && rec.Pause.Run == t.s.live.Run
 }
 
 // report waits for the run to end, says where the session stands and
