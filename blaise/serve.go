@@ -91,6 +91,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		Store:            sp.Store.Persisted(),
 		Logger:           logger,
 		FailureMayResume: rec.Settings.IdlePolicy == PolicyPause,
+		StartupLimit:     rec.Settings.StartupLimit,
 		Recorder:         transcript,
 		MaxLine:          sp.MaxLine,
 		OnPause: func(p builtins.PauseInfo) error {

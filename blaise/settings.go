@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/runner"
 )
 
 // IdlePolicy says what happens to an idle session (L1).
@@ -23,6 +24,8 @@ type Settings struct {
 	PausedLifetime  time.Duration `json:"paused_lifetime"`
 	InactivityLimit time.Duration `json:"inactivity_limit"`
 	Timeout         time.Duration `json:"timeout"`
+	// StartupLimit bounds how long the agent may take to answer initialize.
+	StartupLimit time.Duration `json:"startup_limit,omitempty"`
 	// A failed teardown is tried again after TeardownBackoff, doubling each
 	// time; after TeardownAttempts failures the session is orphaned (L2).
 	TeardownBackoff  time.Duration `json:"teardown_backoff"`
@@ -35,6 +38,7 @@ const (
 	DefaultMaxPausedLifetime = 7 * 24 * time.Hour
 	DefaultInactivityLimit   = 5 * time.Minute
 	DefaultTimeout           = 30 * time.Minute
+	DefaultStartupLimit      = runner.DefaultStartupLimit
 	// TimeoutGrace is how long a run may ignore a timeout stop before it is
 	// failed (L5).
 	TimeoutGrace            = time.Minute
@@ -49,6 +53,7 @@ func DefaultSettings() Settings {
 		PausedLifetime:  DefaultPausedLifetime,
 		InactivityLimit: DefaultInactivityLimit,
 		Timeout:         DefaultTimeout,
+		StartupLimit:    DefaultStartupLimit,
 
 		TeardownBackoff:  DefaultTeardownBackoff,
 		TeardownAttempts: DefaultTeardownAttempts,
@@ -106,13 +111,16 @@ func (s Settings) Normalize() (Settings, error) {
 	if s.Timeout == 0 {
 		s.Timeout = d.Timeout
 	}
+	if s.StartupLimit == 0 {
+		s.StartupLimit = d.StartupLimit
+	}
 	if s.TeardownBackoff == 0 {
 		s.TeardownBackoff = d.TeardownBackoff
 	}
 	if s.TeardownAttempts == 0 {
 		s.TeardownAttempts = d.TeardownAttempts
 	}
-	for name, v := range map[string]time.Duration{"paused lifetime": s.PausedLifetime, "inactivity limit": s.InactivityLimit, "timeout": s.Timeout} {
+	for name, v := range map[string]time.Duration{"paused lifetime": s.PausedLifetime, "inactivity limit": s.InactivityLimit, "timeout": s.Timeout, "startup limit": s.StartupLimit} {
 		if v < 0 {
 			return s, fmt.Errorf("%s: must not be negative, got %s", name, v)
 		}

@@ -50,7 +50,7 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost ho
 		ToClient:    acp.NewWriter(r.opts.Client.Out),
 		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
 		ToAgent:     acp.NewWriter(proc.Stdin()),
-		Recorder:    r.opts.Recorder,
+		Recorder:    r.watchStartup(ctx),
 		Log:         r.log.WithPrefix("acp"),
 		CheckParams: true,
 		OnFailure:   r.fail,

@@ -841,3 +841,18 @@ def on_session(ctx, next):
 		t.Fatalf("pause %+v, count %q\n%s", res.Pause, s.c.lines("COUNT "), s.c.logs.String())
 	}
 }
+
+// Issue 11, item 4: an agent that never answers initialize fails the run at
+// the startup limit, and the error names that limit.
+func TestIssue11_AgentNotAnsweringInitializeFailsAtTheStartupLimit(t *testing.T) {
+	s := startSession(t, map[string]string{
+		"blaise.star": `agent(command = "sh", args = ["-c", "cat >/dev/null"])
+`,
+	}, runner.Options{StartupLimit: 100 * time.Millisecond})
+	s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	res := waitResult(t, s)
+	if res.Pause == nil || res.Pause.Reason != "failed" || res.Pause.Err == nil ||
+		!strings.Contains(res.Pause.Err.Error(), "the agent did not answer initialize within 100ms (the startup limit, --startup-limit)") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}

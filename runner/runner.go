@@ -72,6 +72,10 @@ type Options struct {
 	Client *Client
 	// Recorder receives every message where it leaves the chain (M5).
 	Recorder acp.Recorder
+	// StartupLimit is how long the agent may take to answer the client's
+	// initialize once it reached the agent; past it the run fails. 0:
+	// DefaultStartupLimit.
+	StartupLimit time.Duration
 	// MaxLine bounds one ACP message; 0: acp.DefaultMaxLine.
 	MaxLine int
 	// OnPause receives the pause as soon as the run ends, before any
@@ -92,6 +96,8 @@ const (
 	DefaultMaxSteps   = 100_000_000
 	DefaultAgentGrace = 3 * time.Second
 	DefaultStopGrace  = 10 * time.Second
+	// DefaultStartupLimit bounds an agent's answer to initialize.
+	DefaultStartupLimit = time.Minute
 )
 
 // Result is what a run reports (L7).
@@ -165,6 +171,9 @@ func New(opts Options) *Run {
 	}
 	if opts.StopGrace == 0 {
 		opts.StopGrace = DefaultStopGrace
+	}
+	if opts.StartupLimit == 0 {
+		opts.StartupLimit = DefaultStartupLimit
 	}
 	if opts.Number == 0 {
 		opts.Number = 1
@@ -873,7 +882,11 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 		select {
 		case <-attached:
 		case <-time.After(r.opts.AgentGrace):
+			// A process that left the agent's group (setsid) may hold
+			// its output open: stop reading it.
 			cancel()
+			_ = proc.Stdout().Close()
+			_ = proc.Stderr().Close()
 			<-attached
 		}
 	})

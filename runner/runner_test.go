@@ -969,3 +969,23 @@ func TestL7_APauseThatCannotBeReportedStillTearsDown(t *testing.T) {
 		})
 	}
 }
+
+// Issue 11, item 4: a child that left the agent's process group and keeps
+// its output open does not keep the run going until it exits.
+func TestIssue11_AgentChildHoldingItsOutputDoesNotHoldTheRun(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "sh", args = ["-c", "setsid sh -c 'echo $$ > $DIR/child; touch $DIR/started; exec sleep 60' & cat >/dev/null"])
+`,
+	})
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(c.dir, "child")); err == nil {
+			if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	res := c.run(runner.Options{}, idle)
+	if res.Pause == nil || res.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}

@@ -10,10 +10,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/mattn/go-isatty"
@@ -27,7 +30,7 @@ type RunCmd struct {
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
 	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
 	No       bool     `help:"Deny every permission request without asking." xor:"answer"`
-	End      bool     `help:"End the session (reason closed) when done, instead of stopping it as idle."`
+	End      bool     `help:"End the session (reason closed) when done, instead of stopping it as idle; also a session whose run failed. At the interactive prompt, /end does the same."`
 	SessionFlags
 }
 
@@ -43,6 +46,7 @@ type SessionFlags struct {
 	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
 	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
 	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
+	StartupLimit    time.Duration `help:"How long the agent may take to answer initialize before the run fails (default 1m)." env:"BLAISE_STARTUP_LIMIT"`
 }
 
 // engine returns the lifecycle engine with these settings.
@@ -56,6 +60,7 @@ func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
 		PausedLifetime:  f.PausedLifetime,
 		InactivityLimit: f.InactivityLimit,
 		Timeout:         f.Timeout,
+		StartupLimit:    f.StartupLimit,
 	}
 	return e, nil
 }
@@ -84,8 +89,17 @@ func (c *RunCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
-	if err := e.Sweep(ctx); err != nil {
+	// Signals are watched from here to the end: no moment of the run is
+	// deaf to Ctrl-C or SIGTERM.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	ctx, interrupted := untilSignal(sig)
+	err = e.Sweep(ctx)
+	if interrupted() {
+		return errInterrupted
+	}
+	if err != nil {
 		g.Logger().Warn("settling earlier sessions", "err", err)
 	}
 	interactive := len(c.Prompt) == 0
@@ -115,174 +129,387 @@ func (c *RunCmd) Run(g *Globals) error {
 		}
 	}
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	var lastInterrupt time.Time
-
 	id := c.Session
 	if c.Continue {
 		if id, err = lastPaused(e, c.Config); err != nil {
 			return err
 		}
 	}
-	var s *attached
-	defer func() {
-		if s != nil {
-			s.close()
-		}
-	}()
+	t := &terminalRun{cmd: c, e: e, term: term, sig: sig, lines: lines}
+	defer t.close()
+	return t.run(id, interactive)
+}
+
+// terminalRun is one `run` in the terminal: its prompts, the session they
+// go to, and the turns that failed.
+type terminalRun struct {
+	cmd    *RunCmd
+	e      *blaise.Engine
+	term   *client.Terminal
+	sig    chan os.Signal
+	lines  <-chan string
+	s      *attached // nil until the first prompt
+	failed int       // turns that failed
+}
+
+// endCommand, typed at the interactive prompt, ends the session.
+const endCommand = "/end"
+
+// run sends the prompts to session id ("": a new one) and says where the
+// session stands at the end.
+func (t *terminalRun) run(id string, interactive bool) error {
+	end := t.cmd.End
 	for first := true; ; first = false {
 		var prompt string
 		if interactive {
-			fmt.Fprint(os.Stderr, "> ")
-			var line string
-			var ok bool
-			select {
-			case line, ok = <-lines:
-			case <-sig:
-				// Ctrl-C at the prompt leaves; right after one that
-				// cancelled a turn, it ends the session.
-				ok = false
-				if s != nil && !s.ended() && time.Since(lastInterrupt) < doubleInterrupt {
-					fmt.Fprintln(os.Stderr, "\nending the session")
-					_ = s.live.Stop("closed", false)
-					c.report(e, s)
-					return nil
-				}
-			}
+			line, ok := t.readPrompt()
 			if !ok {
-				fmt.Fprintln(os.Stderr)
-				break // the person left (L9)
+				break // the person left (L9), or the session is over
 			}
 			prompt = strings.TrimRight(line, "\r\n")
 			if strings.TrimSpace(prompt) == "" {
 				continue
 			}
+			if strings.TrimSpace(prompt) == endCommand {
+				end = true
+				break
+			}
 		} else {
 			if !first {
 				break
 			}
-			prompt = strings.Join(c.Prompt, " ")
+			prompt = strings.Join(t.cmd.Prompt, " ")
 		}
-		if s == nil || s.ended() {
+		if t.s == nil || t.s.ended() {
 			// The first prompt, or the session paused while the person
 			// was away: (re)attach.
-			if s != nil {
-				s.close()
+			if t.s != nil {
+				id = t.s.live.ID
+				t.s.close()
 			}
-			if s, err = c.attach(ctx, e, term, id); err != nil {
-				return err
+			if err := t.attach(id, end); err != nil {
+				if t.s == nil {
+					return err
+				}
+				// A run that ended on its own has its cause in its record,
+				// which report shows.
+				if rerr := t.report(end); rerr != nil {
+					return rerr
+				}
+				if errors.Is(err, errInterrupted) {
+					return err
+				}
+				return &exitError{1, err}
 			}
-			id = s.live.ID
 		}
 		// An interrupt typed at the prompt is not meant for the turn.
-		for len(sig) > 0 {
-			<-sig
+		for len(t.sig) > 0 {
+			<-t.sig
 		}
-		err := s.prompt(ctx, prompt, sig)
-		lastInterrupt = s.interrupted
-		if err != nil {
-			if errors.Is(err, errEnded) {
-				c.report(e, s)
-				return nil
-			}
-			fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+		left, err := t.s.prompt(prompt, t.sig)
+		switch {
+		case errors.Is(err, errEnded):
+			return t.report(end)
+		case err != nil:
+			t.failed++
+			fmt.Fprintln(os.Stderr, "blaise-agent: the turn failed:", err)
+		}
+		if left {
+			break
 		}
 	}
-	if s == nil {
+	if t.s == nil {
+		if end && id != "" {
+			return t.endAtRest(id)
+		}
+		if end {
+			fmt.Fprintln(os.Stderr, "no session to end")
+		}
 		return nil
 	}
-	if c.End {
-		_ = s.live.Stop("closed", false)
-	} else {
-		_ = s.live.StopIdle()
+	t.stop(end)
+	return t.report(end)
+}
+
+// readPrompt reads the next line at the interactive prompt. It says when
+// the session pauses or is about to end on its own while the person is
+// away; ok is false when the person leaves or the session is over.
+func (t *terminalRun) readPrompt() (line string, ok bool) {
+	fmt.Fprint(os.Stderr, "> ")
+	var done <-chan struct{}
+	var warn <-chan time.Time
+	if t.s != nil && !t.s.ended() {
+		done = t.s.live.Done()
+		if st := t.s.settings; st.IdlePolicy == blaise.PolicyEnd {
+			timer := time.NewTimer(max(st.InactivityLimit-warnAhead, 0))
+			defer timer.Stop()
+			warn = timer.C
+		}
 	}
-	c.report(e, s)
+	for {
+		select {
+		case line, ok = <-t.lines:
+			if !ok {
+				fmt.Fprintln(os.Stderr)
+			}
+			return line, ok
+		case <-t.sig:
+			fmt.Fprintln(os.Stderr)
+			return "", false // Ctrl-C at the prompt leaves
+		case <-warn:
+			st := t.s.settings
+			t.term.Notice(fmt.Sprintf("the session ends in %s unless a prompt comes: its idle policy is end (inactivity limit %s)", min(warnAhead, st.InactivityLimit), st.InactivityLimit))
+			warn = nil
+		case <-done:
+			done, warn = nil, nil
+			rec, err := t.s.live.Wait(context.Background())
+			if err != nil || rec.State != blaise.Paused || rec.Pause == nil || rec.Pause.Reason != builtins.ReasonIdle {
+				fmt.Fprintln(os.Stderr)
+				return "", false // report says what happened
+			}
+			fmt.Fprintf(os.Stderr, "\nsession %s paused (idle); the next prompt resumes it\n> ", rec.ID)
+		}
+	}
+}
+
+// warnAhead is how long before the session ends on its own (the run's
+// timeout, the end idle policy) the terminal says so.
+const warnAhead = time.Minute
+
+// stop asks the run to end: closed when the session is to end, else idle
+// under the idle policy, which is announced when it ends the session.
+func (t *terminalRun) stop(end bool) {
+	s := t.s
+	if s.ended() || t.reported() {
+		return
+	}
+	var err error
+	switch {
+	case end:
+		err = s.live.Stop(builtins.ReasonClosed, false)
+	default:
+		if s.settings.IdlePolicy == blaise.PolicyEnd {
+			fmt.Fprintln(os.Stderr, "leaving ends the session: its idle policy is end")
+		}
+		err = s.live.StopIdle()
+	}
+	if err != nil && !s.ended() {
+		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+	}
+}
+
+// reported tells whether the run has reported its pause: it is over, and
+// a stop now would only leave a stale record.
+func (t *terminalRun) reported() bool {
+	rec, err := t.e.Store.Session(t.s.live.ID)
+	return err == nil && rec.Pause != nil && rec.Pause.Run == t.s.live.Run
+}
+
+// report waits for the run to end, says where the session stands and
+// why, and returns the error that gives run its exit status: a failed run
+// or turn, or a session ended by its timeout. A session that should end
+// (--end, /end) but paused because its run failed is ended here.
+func (t *terminalRun) report(end bool) error {
+	s := t.s
+	ctx, interrupted := untilSignal(t.sig)
+	rec, err := s.live.Wait(ctx)
+	if interrupted() {
+		fmt.Fprintf(os.Stderr, "\nleft; session %s settles on its own (see blaise-agent sessions)\n", s.live.ID)
+		return errInterrupted
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: %w", s.live.ID, err)
+	}
+	var failure error
+	if p := rec.Pause; p != nil && p.Run == s.live.Run && p.Reason == builtins.ReasonFailed {
+		failure = fmt.Errorf("session %s: the run failed: %s", rec.ID, p.Error)
+	}
+	if end && rec.State == blaise.Paused {
+		// Its run failed, or the stop could not reach it.
+		fmt.Fprintf(os.Stderr, "session %s paused; ending it as asked\n", rec.ID)
+		if rec, err = t.end(rec.ID); err != nil {
+			return errors.Join(failure, fmt.Errorf("session %s: ending it: %w", s.live.ID, err))
+		}
+	}
+	if err := describe(rec, s.settings); err != nil {
+		failure = errors.Join(failure, err)
+	}
+	if failure == nil && t.failed > 0 {
+		failure = fmt.Errorf("session %s: %d turn(s) failed", rec.ID, t.failed)
+	}
+	if failure != nil {
+		return &exitError{1, failure}
+	}
 	return nil
 }
 
-// report waits for the run to end and says where the session stands.
-func (c *RunCmd) report(e *blaise.Engine, s *attached) {
-	rec, err := s.live.Wait(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
-		return
-	}
+// describe says where the session stands; the error says why a session
+// ended by its timeout, or whose teardown failed, is not fine.
+func describe(rec *blaise.SessionRecord, st blaise.Settings) error {
 	switch rec.State {
 	case blaise.Paused:
 		fmt.Fprintf(os.Stderr, "session %s paused (%s); continue with: blaise-agent run --session %s\n", rec.ID, rec.Pause.Reason, rec.ID)
 	case blaise.Ended:
 		fmt.Fprintf(os.Stderr, "session %s ended (%s)\n", rec.ID, rec.EndReason)
+		switch rec.EndReason {
+		case builtins.ReasonTimeout:
+			return fmt.Errorf("session %s: the run reached its timeout of %s (--timeout)", rec.ID, st.Timeout)
+		case builtins.ReasonCompleted:
+			fmt.Fprintf(os.Stderr, "it was idle, and its idle policy is end\n")
+		}
 	default:
-		fmt.Fprintf(os.Stderr, "session %s is %s: %s\n", rec.ID, rec.State, rec.Teardown.LastError)
+		fmt.Fprintf(os.Stderr, "session %s is %s\n", rec.ID, rec.State)
+		return fmt.Errorf("session %s: its teardown failed: %s", rec.ID, rec.Teardown.LastError)
+	}
+	return nil
+}
+
+// end ends a session at rest: a teardown run. A signal leaves it to
+// finish on its own.
+func (t *terminalRun) end(id string) (*blaise.SessionRecord, error) {
+	ctx, interrupted := untilSignal(t.sig)
+	rec, err := t.e.End(ctx, id)
+	if interrupted() {
+		fmt.Fprintf(os.Stderr, "\nleft; session %s tears down on its own (see blaise-agent sessions)\n", id)
+		return nil, errInterrupted
+	}
+	return rec, err
+}
+
+// endAtRest ends a session that has no run (/end before any prompt).
+func (t *terminalRun) endAtRest(id string) error {
+	rec, err := t.end(id)
+	if err != nil {
+		return err
+	}
+	if err := describe(rec, rec.Settings); err != nil {
+		return &exitError{1, err}
+	}
+	return nil
+}
+
+func (t *terminalRun) close() {
+	if t.s != nil {
+		t.s.close()
 	}
 }
 
 var errEnded = errors.New("the session ended")
 
-// attached is a client connected to a live session.
-type attached struct {
-	interrupted time.Time // the last Ctrl-C during a turn
-	term        *client.Terminal
-	live        *blaise.Live
-	conn        *client.Conn
-	acp         string // the agent's session id
-	stop        func()
+// errInterrupted is the status of a run left by a signal before it was done.
+var errInterrupted = &exitError{130, errors.New("interrupted")}
+
+// untilSignal returns a context that the next signal on sig cancels, and a
+// function that stops watching and reports whether a signal came.
+func untilSignal(sig <-chan os.Signal) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stop, got := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+			got <- true
+		case <-stop:
+			got <- false
+		}
+	}()
+	var once sync.Once
+	var signalled bool
+	return ctx, func() bool {
+		once.Do(func() { close(stop); signalled = <-got; cancel() })
+		return signalled
+	}
 }
 
-// attach starts or resumes the session and opens its ACP session.
-func (c *RunCmd) attach(ctx context.Context, e *blaise.Engine, term *client.Terminal, id string) (*attached, error) {
+// attached is a client connected to a live session.
+type attached struct {
+	term     *client.Terminal
+	live     *blaise.Live
+	settings blaise.Settings
+	conn     *client.Conn
+	acp      string // the agent's session id
+	stop     func()
+}
+
+// attach starts or resumes the session (t.s) and opens its ACP session.
+// When the run starts but the ACP session cannot be opened, the run is
+// stopped (end: closed), or ended on its own and its record says why.
+func (t *terminalRun) attach(id string, end bool) error {
+	t.s = nil
 	var live *blaise.Live
 	var err error
 	if id == "" {
-		live, err = e.Start(c.Config)
+		live, err = t.e.Start(t.cmd.Config)
 	} else {
-		live, err = e.Resume(id)
+		live, err = t.e.Resume(id)
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	fmt.Fprintf(os.Stderr, "session %s (run %d)\n", live.ID, live.Run)
-	connCtx, cancel := context.WithCancel(ctx)
+	connCtx, cancel := context.WithCancel(context.Background())
 	fromLive, toLive := live.Stream()
-	conn := client.NewConn(fromLive, toLive, term)
+	conn := client.NewConn(fromLive, toLive, t.term)
 	go func() { _ = conn.Run(connCtx) }()
-	s := &attached{term: term, live: live, conn: conn, stop: func() { cancel(); fromLive.Close() }}
-	fail := func(err error) (*attached, error) {
-		_ = live.Stop("closed", false)
-		_, _ = live.Wait(ctx)
-		s.close()
-		return nil, err
+	s := &attached{term: t.term, live: live, conn: conn, stop: func() { cancel(); fromLive.Close() }}
+	t.s = s
+	rec, err := t.e.Store.Session(live.ID)
+	if err != nil {
+		t.stop(end)
+		return err
 	}
-	var load string
-	if id != "" {
-		rec, err := e.Store.Session(id)
-		if err != nil {
-			return fail(err)
-		}
-		load = rec.ACPSessionID
-	}
+	s.settings = rec.Settings
+	go s.announceTimeout()
 	cwd, _ := os.Getwd()
-	if s.acp, err = conn.Open(ctx, term.Capabilities(), cwd, load); err != nil {
-		return fail(err)
+	ctx, interrupted := untilSignal(t.sig)
+	s.acp, err = conn.Open(ctx, t.term.Capabilities(), cwd, rec.ACPSessionID)
+	if interrupted() {
+		fmt.Fprintln(os.Stderr, "\nstopping the run (Ctrl-C again leaves at once)")
+		t.stop(end)
+		return errInterrupted
 	}
-	if load != "" {
-		term.EndTurn("end_turn") // the replayed history ends where the new turn starts
+	if err != nil {
+		if !runEnded(err) {
+			t.stop(end) // the agent refused
+		}
+		return err
 	}
-	return s, nil
+	if rec.ACPSessionID != "" {
+		t.term.EndTurn("end_turn") // the replayed history ends where the new turn starts
+	}
+	return nil
 }
 
-// prompt runs one turn. The first Ctrl-C cancels the turn; a second one
-// ends the session (closed).
-func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal) error {
+// runEnded reports whether err says that the run ended on its own: the
+// stream closed, or the proxy answered for an agent that had stopped.
+func runEnded(err error) bool {
+	var rpc *client.RPCError
+	return errors.Is(err, client.ErrClosed) || errors.As(err, &rpc) && rpc.Message == acp.AgentStoppedMessage
+}
+
+// announceTimeout says, a minute before, that the run's timeout will end
+// the session (L4: a timeout stop does not resume).
+func (s *attached) announceTimeout() {
+	timeout := s.settings.Timeout
+	timer := time.NewTimer(max(timeout-warnAhead, 0))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		s.term.Notice(fmt.Sprintf("the run's timeout (%s) ends the session in %s", timeout, min(warnAhead, timeout)))
+	case <-s.live.Done():
+	}
+}
+
+// prompt runs one turn. The first Ctrl-C cancels the turn; a second one,
+// or SIGTERM, leaves: the caller stops the run.
+func (s *attached) prompt(text string, sig <-chan os.Signal) (left bool, err error) {
 	type result struct {
 		stopReason string
 		err        error
 	}
 	done := make(chan result, 1)
 	go func() {
-		stop, err := s.conn.Prompt(ctx, s.acp, text)
+		stop, err := s.conn.Prompt(context.Background(), s.acp, text)
 		done <- result{stop, err}
 	}()
 	cancelled := false
@@ -294,27 +521,23 @@ func (s *attached) prompt(ctx context.Context, text string, sig <-chan os.Signal
 					<-s.live.Done()
 				}
 				if s.ended() {
-					return errEnded
+					return false, errEnded
 				}
-				return r.err
+				return false, r.err
 			}
 			s.term.EndTurn(r.stopReason)
-			return nil
-		case <-sig:
-			s.interrupted = time.Now()
-			if cancelled {
-				fmt.Fprintln(os.Stderr, "\nending the session")
-				_ = s.live.Stop("closed", false)
-				<-done
-				return errEnded
+			return false, nil
+		case got := <-sig:
+			if cancelled || got == syscall.SIGTERM {
+				s.term.Notice("leaving")
+				return true, nil
 			}
 			cancelled = true
-			s.term.Notice("cancelling the turn (Ctrl-C again ends the session)")
+			s.term.Notice("cancelling the turn (Ctrl-C again leaves; the session pauses)")
 			_ = s.conn.Notify("session/cancel", map[string]any{"sessionId": s.acp})
 			s.term.CancelPrompts()
 		case <-s.live.Done():
-			<-done
-			return errEnded
+			return false, errEnded
 		}
 	}
 }
@@ -353,10 +576,6 @@ func lastPaused(e *blaise.Engine, config string) (string, error) {
 	}
 	return last.ID, nil
 }
-
-// doubleInterrupt is how soon a second Ctrl-C must follow the one that
-// cancelled a turn to end the session.
-const doubleInterrupt = 2 * time.Second
 
 // readLines sends the lines of r, without their line ends, until it ends.
 func readLines(r io.Reader) <-chan string {

@@ -34,8 +34,9 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) ExitCode() int { return e.code }
 
-// Run runs the tests: exit status 0 when all pass, 1 when one fails, 2 for
-// a usage error or a test whose configuration or plugs do not load.
+// Run runs the tests: exit status 0 when all pass, 1 when one fails (or,
+// under CI, none matched), 2 for a usage error or a test whose
+// configuration or plugs do not load.
 func (c *TestCmd) Run(g *Globals) error {
 	usage := func(err error) error { return &exitError{2, err} }
 	var filter *regexp.Regexp
@@ -102,6 +103,9 @@ func (c *TestCmd) Run(g *Globals) error {
 		return &exitError{2, errors.New("a test could not run")}
 	case report.Failed() > 0:
 		return &exitError{1, fmt.Errorf("%d of %d tests failed", report.Failed(), len(report.Outcomes))}
+	case len(report.Outcomes) == 0 && opts.CI:
+		// Under CI a path or --run that selects nothing is a mistake.
+		return &exitError{1, errors.New("no test matched (CI=true)")}
 	case len(report.Outcomes) == 0:
 		fmt.Fprintln(os.Stderr, "blaise-agent test: no test matched")
 	}
