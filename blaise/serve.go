@@ -34,6 +34,8 @@ type SessionProcess struct {
 	// Agent, when set, replaces the command and arguments of the
 	// configuration's agent.
 	Agent []string
+	// StopGrace: runner.Options.StopGrace.
+	StopGrace time.Duration
 }
 
 // Serve runs the run to its end.
@@ -93,6 +95,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		FailureMayResume: rec.Settings.IdlePolicy == PolicyPause,
 		Recorder:         transcript,
 		MaxLine:          sp.MaxLine,
+		StopGrace:        sp.StopGrace,
 		OnPause: func(p builtins.PauseInfo) error {
 			pause := Pause{Run: sp.Run, Reason: p.Reason, MayResume: p.MayResume}
 			if p.Err != nil {

@@ -4,6 +4,9 @@
 package blaise
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -20,8 +23,11 @@ const (
 
 // SessionRecord is what the store keeps of a session.
 type SessionRecord struct {
-	ID        string    `json:"id"`
-	Config    string    `json:"config"` // absolute path of the blaise.star
+	ID     string `json:"id"`
+	Config string `json:"config"` // absolute path of the blaise.star
+	// Dir is the working directory of the session's first run: every run
+	// of the session runs there, wherever its command was started.
+	Dir       string    `json:"dir,omitempty"`
 	AgentName string    `json:"agent_name"`
 	State     State     `json:"state"`
 	Created   time.Time `json:"created"`
@@ -72,4 +78,18 @@ type TeardownRecord struct {
 	Attempts  int       `json:"attempts,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	NextAt    time.Time `json:"next_at,omitzero"`
+}
+
+// WorkDir is where the session's runs run, so that its plugs' relative
+// paths name the same files in every run: the working directory of its
+// first run (the configuration's directory for a record without one).
+func (r *SessionRecord) WorkDir() (string, error) {
+	dir := r.Dir
+	if dir == "" {
+		dir = filepath.Dir(r.Config)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("session %s: the directory it runs in: %w", r.ID, err)
+	}
+	return dir, nil
 }
