@@ -513,6 +513,8 @@ func (l *Live) noteACPSession(params []byte) {
 
 // Stop sends a stop directive once it is recorded durably (L3). Only the
 // first stop that was recorded counts; failed and expired are never sent.
+// A stop no run receives (the run reported its pause, or is gone) is an
+// error wrapping ErrNoRun, and leaves the record as it was.
 func (l *Live) Stop(reason string, mayResume bool) error {
 	if !slices.Contains(builtins.StopReasons, reason) {
 		return fmt.Errorf("%q is not a stop reason (want one of %s)", reason, strings.Join(builtins.StopReasons, ", "))
@@ -522,14 +524,19 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 	if l.stopSent() {
 		return nil
 	}
+	noRun := fmt.Errorf("session %s: run %d: %w", l.ID, l.Run, ErrNoRun)
 	select {
 	case <-l.exited:
-		return fmt.Errorf("session %s: no run receives the stop", l.ID)
+		return noRun
 	default:
 	}
 	stop := &StopRecord{Reason: reason, MayResume: mayResume, At: time.Now(), Run: l.Run}
+	var before *StopRecord
 	if _, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
-		r.Stop = stop
+		if l.Kind != runner.Teardown && r.Pause != nil && r.Pause.Run == l.Run {
+			return noRun // its pause is recorded: it takes no stop any more
+		}
+		before, r.Stop = r.Stop, stop
 		return nil
 	}); err != nil {
 		return err
@@ -538,7 +545,17 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 	l.stopped, l.stopping = stop, true
 	l.mu.Unlock()
 	if err := l.ctl.Send(Control{Type: "stop", Run: l.Run, Reason: reason, MayResume: mayResume}); err != nil {
-		return fmt.Errorf("session %s: the stop could not be sent: %w", l.ID, err)
+		// Not sent: no stale, undelivered stop is left behind.
+		_, uerr := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
+			if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+				r.Stop = before
+			}
+			return nil
+		})
+		l.mu.Lock()
+		l.stopped, l.stopping = nil, false
+		l.mu.Unlock()
+		return errors.Join(fmt.Errorf("%w: %w", noRun, err), uerr)
 	}
 	_, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
 		if r.Stop != nil && r.Stop.At.Equal(stop.At) {
@@ -548,6 +565,9 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 	})
 	return err
 }
+
+// ErrNoRun is what Stop returns when no run receives the stop.
+var ErrNoRun = errors.New("no run receives the stop")
 
 func (l *Live) stopSent() bool {
 	l.mu.Lock()
@@ -647,7 +667,9 @@ func exitStatus(err error) string {
 // timers stops the run when it was inactive too long (L1: never while a
 // request waits for its answer) or ran past its timeout, teardown runs
 // included. A run that ignores a timeout stop for TimeoutGrace is failed
-// (L5); one that ignores another stop is caught by its timeout.
+// (L5); one that ignores another stop, once its timeout (and at least
+// TimeoutGrace) has passed since the stop. Either way it is killed with
+// its process group.
 func (l *Live) timers() {
 	s := l.rec.Settings
 	tick := min(s.InactivityLimit, s.Timeout) / 10
@@ -658,6 +680,9 @@ func (l *Live) timers() {
 	if grace == 0 {
 		grace = TimeoutGrace
 	}
+	// A stop the run could not take (it reported its pause and is tearing
+	// down): its deadline holds all the same.
+	var refused *StopRecord
 	for {
 		select {
 		case <-l.exited:
@@ -667,6 +692,9 @@ func (l *Live) timers() {
 			idle := len(l.turns) == 0 && now.Sub(l.activity) >= s.InactivityLimit && l.Kind != runner.Teardown
 			timedOut := now.Sub(l.started) >= s.Timeout
 			stop := l.stopped
+			if stop == nil {
+				stop = refused
+			}
 			if stop == nil && (idle || timedOut) {
 				// Decided under the lock Send takes: no message slips in
 				// between the decision and the stop.
@@ -674,16 +702,55 @@ func (l *Live) timers() {
 			}
 			l.mu.Unlock()
 			switch {
-			case stop != nil && (stop.Reason == "timeout" && now.Sub(stop.At) >= grace || now.Sub(stop.At) >= s.Timeout):
+			case stop != nil && now.Sub(stop.At) >= ignoredFor(stop, s, grace):
 				l.e.logger().Error("the run ignored its stop; failing it", "session", l.ID, "stop", stop.Reason)
-				_ = l.cmd.Process.Kill()
+				l.kill()
 				return
 			case stop != nil:
 			case timedOut:
-				_ = l.Stop("timeout", false)
+				if errors.Is(l.Stop(builtins.ReasonTimeout, false), ErrNoRun) {
+					refused = &StopRecord{Reason: builtins.ReasonTimeout, At: now}
+				}
 			case idle:
-				_ = l.StopIdle()
+				if errors.Is(l.StopIdle(), ErrNoRun) {
+					refused = &StopRecord{Reason: builtins.ReasonIdle, At: now}
+				}
 			}
 		}
 	}
+}
+
+// ignoredFor is how long a run may go on after stop before it is killed:
+// TimeoutGrace after a timeout stop (L5); after another, the run's timeout,
+// and never less than TimeoutGrace, so that a short timeout leaves the
+// handlers their stop grace and the pause code its time.
+func ignoredFor(stop *StopRecord, s Settings, grace time.Duration) time.Duration {
+	if stop.Reason == builtins.ReasonTimeout {
+		return grace
+	}
+	return max(s.Timeout, grace)
+}
+
+// KillGrace is how long a session process being killed has, beyond its
+// stop grace, between SIGTERM (which shuts its run down: its plugs'
+// processes are killed) and SIGKILL.
+const KillGrace = 5 * time.Second
+
+// kill ends a run that ignored its stop: SIGTERM to its process group, then,
+// should it not exit in time, SIGKILL.
+func (l *Live) kill() {
+	pgid := l.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	bound := l.e.StopGrace
+	if bound == 0 {
+		bound = runner.DefaultStopGrace
+	}
+	select {
+	case <-l.exited:
+	case <-time.After(bound + KillGrace):
+		l.e.logger().Error("the session process outlived SIGTERM; killing it", "session", l.ID, "pid", pgid)
+	}
+	// What is left of its group too (the group cannot be reused while it
+	// has members).
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }

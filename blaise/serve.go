@@ -104,6 +104,10 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 			return sp.report(pause)
 		},
 	}
+	if sp.Kind == runner.Teardown && sp.EndReason == builtins.ReasonFailed && rec.Pause != nil && rec.Pause.Error != "" {
+		// A teardown after a failure, in a run of its own: the pause's error.
+		opts.EndError = errors.New(rec.Pause.Error)
+	}
 	if sp.Kind != runner.Teardown {
 		opts.Client = &runner.Client{In: sp.ACPIn, Out: sp.ACPOut}
 	}
