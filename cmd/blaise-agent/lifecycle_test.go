@@ -45,6 +45,9 @@ type lab struct {
 
 func newLab(t *testing.T, settings blaise.Settings, files map[string]string) *lab {
 	t.Helper()
+	// Race builds sleep a second at exit unless told not to: every session
+	// process would.
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	bin := self(t)
 	dir := t.TempDir()
 	files["blaise.star"] = fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\n", bin, filepath.Join(dir, "demo")) + files["blaise.star"]
