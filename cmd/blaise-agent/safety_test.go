@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,6 +62,75 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 		_ = winner.StopIdle()
 		next := l.wait(winner)
 		if next.State != blaise.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" || next.Pause.Run != next.Runs {
+			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
+		}
+		rec = next
+	}
+}
+
+// Issue 11, item 1 (L2), through the binary: two `run --session ID` at once,
+// each sweeping at its start, and a `sessions sweep`. The one that gets the
+// session holds it until its person leaves (the end of its input); the other
+// fails at once, saying the session is active.
+func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
+	l := counterLab(t, blaise.Settings{})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = live.StopIdle()
+	rec := l.wait(live)
+	bin := self(t)
+	command := func(args ...string) (*exec.Cmd, *lockedBuilder) {
+		cmd := exec.Command(bin, append(args, "--state-dir", l.engine.Store.Dir())...)
+		cmd.Dir = l.dir
+		stderr := &lockedBuilder{b: &strings.Builder{}}
+		cmd.Stderr = stderr
+		return cmd, stderr
+	}
+	for i := range 10 {
+		var stdins [2]io.WriteCloser
+		var stderrs [2]*lockedBuilder
+		exited := make(chan int, 2)
+		var errs [2]error
+		for j := range stdins {
+			cmd, stderr := command("run", "--session", rec.ID)
+			stdins[j], _ = cmd.StdinPipe()
+			stderrs[j] = stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// run resumes the session once it has its first prompt.
+			io.WriteString(stdins[j], "hello\n")
+			go func() { errs[j] = cmd.Wait(); exited <- j }()
+		}
+		sweep, sweepErr := command("sessions", "sweep")
+		if err := sweep.Run(); err != nil {
+			t.Fatalf("round %d: sweep: %v\n%s", i, err, sweepErr)
+		}
+		loser := -1
+		for loser < 0 {
+			select {
+			case loser = <-exited:
+			case <-time.After(5 * time.Millisecond):
+				// Each run names the run it started: both at once is the bug.
+				started := "session " + rec.ID + " (run "
+				if strings.Contains(stderrs[0].String(), started) && strings.Contains(stderrs[1].String(), started) {
+					stdins[0].Close()
+					stdins[1].Close()
+					t.Fatalf("round %d: both runs proceeded:\n%s\n%s", i, stderrs[0], stderrs[1])
+				}
+			}
+		}
+		if errs[loser] == nil || !strings.Contains(stderrs[loser].String(), "session "+rec.ID+" is active") {
+			t.Fatalf("round %d: the other run: %v\n%s", i, errs[loser], stderrs[loser])
+		}
+		stdins[1-loser].Close()
+		if <-exited; errs[1-loser] != nil {
+			t.Fatalf("round %d: the run: %v\n%s", i, errs[1-loser], stderrs[1-loser])
+		}
+		next, _ := l.engine.Store.Session(rec.ID)
+		if next.State != blaise.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" {
 			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
 		}
 		rec = next
