@@ -157,7 +157,7 @@ func (e *Engine) settleIfGone(id string) (*SessionRecord, error) {
 func (e *Engine) End(ctx context.Context, id string) (*SessionRecord, error) {
 	lock, err := e.Store.tryRunLock(id, false)
 	if errors.Is(err, errRunHeld) {
-		if rec, rerr := e.Store.Session(id); rerr == nil && rec.State != Active {
+		if rec, rerr := e.Store.Session(id); rerr == nil && (rec.State == TearingDown || rec.State == Orphaned) {
 			return nil, fmt.Errorf("session %s is being torn down by another process", id)
 		}
 		return nil, fmt.Errorf("%w; end it from its front end", activeError(id))
