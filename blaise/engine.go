@@ -302,6 +302,20 @@ func (e *Engine) settleCrash(rec *SessionRecord, cause error) (*SessionRecord, e
 	})
 }
 
+// WorkDir is where the session's runs run, so that its plugs' relative
+// paths name the same files in every run: the working directory of its
+// first run (the configuration's directory for a record without one).
+func (r *SessionRecord) WorkDir() (string, error) {
+	dir := r.Dir
+	if dir == "" {
+		dir = filepath.Dir(r.Config)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("session %s: the directory it runs in: %w", r.ID, err)
+	}
+	return dir, nil
+}
+
 // launch starts a session process for the next run of rec, in the
 // session's directory, handing it the run lock the caller holds.
 func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string, held *runLock) (*Live, error) {

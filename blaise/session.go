@@ -4,9 +4,6 @@
 package blaise
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -78,18 +75,4 @@ type TeardownRecord struct {
 	Attempts  int       `json:"attempts,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	NextAt    time.Time `json:"next_at,omitzero"`
-}
-
-// WorkDir is where the session's runs run, so that its plugs' relative
-// paths name the same files in every run: the working directory of its
-// first run (the configuration's directory for a record without one).
-func (r *SessionRecord) WorkDir() (string, error) {
-	dir := r.Dir
-	if dir == "" {
-		dir = filepath.Dir(r.Config)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("session %s: the directory it runs in: %w", r.ID, err)
-	}
-	return dir, nil
 }
