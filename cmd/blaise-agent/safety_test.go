@@ -15,18 +15,24 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 )
 
+// paused starts a session and pauses it (idle).
+func (l *lab) paused() *blaise.SessionRecord {
+	l.t.Helper()
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	_ = live.StopIdle()
+	return l.wait(live)
+}
+
 // Issue 11, item 1 (L2, L3): two resumes of a paused session and a sweep at
 // the same moment, fifty times: exactly one resume proceeds, the other is
 // told the session is active and changes nothing, and the sweep never takes
 // the starting run for a dead one.
 func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 	l := counterLab(t, blaise.Settings{})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = live.StopIdle()
-	rec := l.wait(live)
+	rec := l.paused()
 	for i := range 50 {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -74,12 +80,7 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 // fails at once, saying the session is active.
 func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 	l := counterLab(t, blaise.Settings{})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = live.StopIdle()
-	rec := l.wait(live)
+	rec := l.paused()
 	bin := self(t)
 	command := func(args ...string) (*exec.Cmd, *lockedBuilder) {
 		cmd := exec.Command(bin, append(args, "--state-dir", l.engine.Store.Dir())...)
