@@ -44,10 +44,14 @@ type Engine struct {
 	// configuration's agent in every run (blaise-agent test runs its
 	// scripted agent so).
 	Agent []string
-	// Dir and Env are the working directory and environment of session
-	// processes; empty: this process's.
+	// Dir is the working directory of new sessions, where all their runs
+	// run; empty: this process's.
 	Dir string
+	// Env is the environment of session processes; empty: this process's.
 	Env []string
+	// StopGrace is how long a handler still attaching when its run is
+	// stopped may take to reach next(); 0: runner.DefaultStopGrace.
+	StopGrace time.Duration
 }
 
 func (e *Engine) logger() *log.Logger {
@@ -58,7 +62,7 @@ func (e *Engine) logger() *log.Logger {
 }
 
 // Start creates a session for the configuration at cfgPath and starts its
-// first run.
+// first run, in Dir: every later run of the session runs there too.
 func (e *Engine) Start(cfgPath string) (*Live, error) {
 	abs, err := filepath.Abs(cfgPath)
 	if err != nil {
@@ -72,28 +76,59 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	rec := &SessionRecord{ID: e.Store.NewSessionID(), Config: abs, State: Active, Created: now, Updated: now, Runs: 1, Settings: settings, Resumable: true}
-	if err := e.Store.CreateSession(rec); err != nil {
-		return nil, err
-	}
-	return e.launch(rec, runner.Start, "")
-}
-
-// Resume starts a resume run of a paused session (L6).
-func (e *Engine) Resume(id string) (*Live, error) {
-	rec, err := e.Store.UpdateSession(id, func(r *SessionRecord) error {
-		if r.State != Paused {
-			return stateError(r, "only a paused session can resume")
+	dir := e.Dir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("the working directory of the session: %w", err)
 		}
-		r.State, r.Stop, r.PausedAt, r.ExpiresAt = Active, nil, time.Time{}, time.Time{}
-		r.Runs++
-		return nil
-	})
+	}
+	id := e.Store.NewSessionID()
+	// Locked before the record exists: no sweep ever sees it active and free.
+	lock, err := e.Store.tryRunLock(id, true)
 	if err != nil {
 		return nil, err
 	}
-	l, err := e.launch(rec, runner.Resume, "")
+	now := time.Now()
+	rec := &SessionRecord{ID: id, Config: abs, Dir: dir, State: Active, Created: now, Updated: now, Runs: 1, Settings: settings, Resumable: true}
+	if err := e.Store.CreateSession(rec); err != nil {
+		lock.release()
+		return nil, err
+	}
+	defer lock.release() // the run holds a lock of its own
+	l, err := e.launch(rec, runner.Start, "", lock)
+	if err != nil {
+		_, _ = e.settleCrash(rec, err)
+	}
+	return l, err
+}
+
+// Resume starts a resume run of a paused session (L6). Exactly one of two
+// resumes at once proceeds; the other gets "session ID is active" and
+// changes nothing (L2).
+func (e *Engine) Resume(id string) (*Live, error) {
+	lock, err := e.Store.tryRunLock(id, false)
+	if errors.Is(err, errRunHeld) {
+		return nil, activeError(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release() // the run holds a lock of its own
+	rec, err := e.settleIfGone(id)
+	if err == nil {
+		rec, err = e.Store.UpdateSession(id, func(r *SessionRecord) error {
+			if r.State != Paused {
+				return stateError(r, "only a paused session can resume")
+			}
+			r.State, r.Stop, r.PausedAt, r.ExpiresAt = Active, nil, time.Time{}, time.Time{}
+			r.Runs++
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	l, err := e.launch(rec, runner.Resume, "", lock)
 	if err != nil {
 		_, _ = e.Store.UpdateSession(id, func(r *SessionRecord) error {
 			r.State, r.PausedAt, r.ExpiresAt = Paused, rec.Pause.At, rec.Pause.At.Add(r.Settings.PausedLifetime)
@@ -104,31 +139,43 @@ func (e *Engine) Resume(id string) (*Live, error) {
 	return l, err
 }
 
+// settleIfGone returns the record of a session whose run lock this process
+// holds, after settling a run that died without a word (L7): marked active,
+// but no process holds its lock.
+func (e *Engine) settleIfGone(id string) (*SessionRecord, error) {
+	rec, err := e.Store.Session(id)
+	if err != nil || rec.State != Active {
+		return rec, err
+	}
+	return e.settleCrash(rec, fmt.Errorf("the session process %d is gone", rec.PID))
+}
+
 // End ends a session that is not running: a paused session gets a teardown
 // run with reason closed (C8). A session with a run in progress is ended
 // through its Live; ending one that no front end holds fails and changes
 // nothing (L3).
 func (e *Engine) End(ctx context.Context, id string) (*SessionRecord, error) {
-	rec, err := e.Store.Session(id)
+	lock, err := e.Store.tryRunLock(id, false)
+	if errors.Is(err, errRunHeld) {
+		if rec, rerr := e.Store.Session(id); rerr == nil && (rec.State == TearingDown || rec.State == Orphaned) {
+			return nil, fmt.Errorf("session %s is being torn down by another process", id)
+		}
+		return nil, fmt.Errorf("%w; end it from its front end", activeError(id))
+	}
 	if err != nil {
 		return nil, err
 	}
-	switch rec.State {
-	case Active:
-		if processAlive(rec) {
-			return nil, fmt.Errorf("session %s has a run in progress that this command cannot reach; end it from its front end", id)
-		}
-		return nil, fmt.Errorf("session %s is marked active but its run is gone; run `blaise-agent sessions sweep` first", id)
-	case Ended:
+	defer lock.release()
+	rec, err := e.settleIfGone(id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == Ended {
 		return rec, nil
-	case Paused, TearingDown, Orphaned:
-		if processAlive(rec) {
-			return nil, fmt.Errorf("session %s is being torn down by another process", id)
-		}
 	}
 	rec, err = e.Store.UpdateSession(id, func(r *SessionRecord) error {
 		if r.State == Paused {
-			r.EndReason = "closed"
+			r.EndReason = builtins.ReasonClosed
 		}
 		r.State = TearingDown
 		r.Runs++
@@ -137,12 +184,20 @@ func (e *Engine) End(ctx context.Context, id string) (*SessionRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.teardownNow(ctx, rec)
+	return e.teardownNow(ctx, rec, lock)
 }
 
 // Resolve marks an orphaned session ended: a person cleaned up what its
 // plugs left behind (L2). Its persisted state is deleted.
 func (e *Engine) Resolve(id string) (*SessionRecord, error) {
+	lock, err := e.Store.tryRunLock(id, false)
+	if errors.Is(err, errRunHeld) {
+		return nil, fmt.Errorf("session %s is being torn down by another process", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
 	rec, err := e.Store.UpdateSession(id, func(r *SessionRecord) error {
 		if r.State != Orphaned {
 			return stateError(r, "only an orphaned session can be resolved")
@@ -156,10 +211,18 @@ func (e *Engine) Resolve(id string) (*SessionRecord, error) {
 	return rec, e.Store.DeletePersisted(id)
 }
 
-// teardownNow runs a teardown run of rec and waits for it.
-func (e *Engine) teardownNow(ctx context.Context, rec *SessionRecord) (*SessionRecord, error) {
-	l, err := e.launch(rec, runner.Teardown, rec.EndReason)
+// teardownNow runs a teardown run of rec, under its run lock, and waits for
+// it.
+func (e *Engine) teardownNow(ctx context.Context, rec *SessionRecord, lock *runLock) (*SessionRecord, error) {
+	l, err := e.launch(rec, runner.Teardown, rec.EndReason, lock)
 	if err != nil {
+		// A teardown that cannot start failed: retried, then orphaned (L2).
+		if _, uerr := e.Store.UpdateSession(rec.ID, func(r *SessionRecord) error {
+			ApplyTeardown(r, err, time.Now())
+			return nil
+		}); uerr != nil {
+			return nil, errors.Join(err, uerr)
+		}
 		return nil, err
 	}
 	return l.Wait(ctx)
@@ -168,8 +231,10 @@ func (e *Engine) teardownNow(ctx context.Context, rec *SessionRecord) (*SessionR
 // Sweep does what sessions at rest need: expired paused sessions get a
 // teardown run with reason expired (L6), due teardown retries run, and
 // sessions whose run died with its front end are settled as failed runs.
-// Its error names what it could not settle: records it cannot read, and
-// teardowns that failed (the session is left tearing_down or orphaned).
+// A session whose run lock is held has a run alive, starting or ending,
+// which settles it: the sweep leaves it alone. Its error names what it
+// could not settle: records it cannot read, and teardowns that failed (the
+// session is left tearing_down or orphaned).
 func (e *Engine) Sweep(ctx context.Context) error {
 	recs, err := e.Store.Sessions()
 	var errs []error
@@ -179,41 +244,51 @@ func (e *Engine) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range recs {
-		if processAlive(rec) {
-			continue // its run settles it
-		}
-		if rec.State == Active {
-			if rec, err = e.settleCrash(rec, fmt.Errorf("the session process %d is gone", rec.PID)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-		}
-		reason, due := Due(rec, time.Now())
-		if !due {
+		if _, due := Due(rec, time.Now()); !due && rec.State != Active {
 			continue
 		}
-		rec, err := e.Store.UpdateSession(rec.ID, func(r *SessionRecord) error {
-			if _, still := Due(r, time.Now()); !still {
-				return errNotDue
-			}
-			r.State, r.EndReason = TearingDown, reason
-			r.Runs++
-			return nil
-		})
-		if errors.Is(err, errNotDue) {
-			continue
-		}
-		if err == nil {
-			var final *SessionRecord
-			if final, err = e.teardownNow(ctx, rec); err == nil && final.State != Ended {
-				err = final.Unsettled()
-			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("session %s: %w", rec.ID, err))
+		if err := e.sweepOne(ctx, rec.ID); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sweepOne settles one session, if its run lock is free.
+func (e *Engine) sweepOne(ctx context.Context, id string) error {
+	lock, err := e.Store.tryRunLock(id, false)
+	if errors.Is(err, errRunHeld) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.release()
+	if _, err := e.settleIfGone(id); err != nil {
+		return err
+	}
+	rec, err := e.Store.UpdateSession(id, func(r *SessionRecord) error {
+		reason, due := Due(r, time.Now())
+		if !due {
+			return errNotDue
+		}
+		r.State, r.EndReason = TearingDown, reason
+		r.Runs++
+		return nil
+	})
+	if errors.Is(err, errNotDue) {
+		return nil
+	}
+	if err == nil {
+		var final *SessionRecord
+		if final, err = e.teardownNow(ctx, rec, lock); err == nil && final.State != Ended {
+			err = final.Unsettled()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: %w", id, err)
+	}
+	return nil
 }
 
 var errNotDue = errors.New("not due")
@@ -234,20 +309,27 @@ func (e *Engine) settleCrash(rec *SessionRecord, cause error) (*SessionRecord, e
 	})
 }
 
-// processAlive reports whether the session process of rec still runs.
-func processAlive(rec *SessionRecord) bool {
-	if rec.PID <= 0 {
-		return false
+// WorkDir is where the session's runs run, so that its plugs' relative
+// paths name the same files in every run: the working directory of its
+// first run (the configuration's directory for a record without one).
+func (r *SessionRecord) WorkDir() (string, error) {
+	dir := r.Dir
+	if dir == "" {
+		dir = filepath.Dir(r.Config)
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", rec.PID))
-	if err != nil {
-		return syscall.Kill(rec.PID, 0) == nil
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("session %s: the directory it runs in: %w", r.ID, err)
 	}
-	return strings.Contains(string(cmdline), rec.ID)
+	return dir, nil
 }
 
-// launch starts a session process for the next run of rec.
-func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) (*Live, error) {
+// launch starts a session process for the next run of rec, in the
+// session's directory, handing it the run lock the caller holds.
+func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string, held *runLock) (*Live, error) {
+	dir, err := rec.WorkDir()
+	if err != nil {
+		return nil, err
+	}
 	command := e.Command
 	if len(command) == 0 {
 		exe, err := os.Executable()
@@ -261,52 +343,62 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 	if endReason != "" {
 		args = append(args, "--end-reason", endReason)
 	}
+	if e.StopGrace != 0 {
+		args = append(args, "--stop-grace", e.StopGrace.String())
+	}
 	for _, a := range e.Agent {
 		args = append(args, "--agent="+a)
 	}
+	var opened []*os.File // closed should the start fail
+	fail := func(err error) (*Live, error) {
+		for _, f := range opened {
+			f.Close()
+		}
+		return nil, err
+	}
+	// The run's own holder of the lock, kept until the run is settled.
+	lock, err := held.dup()
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", rec.ID, err)
+	}
+	opened = append(opened, lock.f)
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("control channel: %w", err)
+		return fail(fmt.Errorf("control channel: %w", err))
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
+	opened = append(opened, mine, theirs)
 	// Pipes of our own: cmd.Wait must not close the session's output before
 	// the reader took its last messages.
 	stdinR, stdin, err := os.Pipe()
 	if err != nil {
-		mine.Close()
-		theirs.Close()
-		return nil, err
+		return fail(err)
 	}
+	opened = append(opened, stdinR, stdin)
 	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
-		mine.Close()
-		theirs.Close()
-		stdinR.Close()
-		stdin.Close()
-		return nil, err
+		return fail(err)
 	}
+	opened = append(opened, stdout, stdoutW)
 	cmd := exec.Command(command[0], args...)
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
-	cmd.Dir, cmd.Env = e.Dir, e.Env
-	cmd.ExtraFiles = []*os.File{theirs} // fd 3
+	cmd.Dir, cmd.Env = dir, e.Env
+	cmd.ExtraFiles = []*os.File{theirs, lock.f} // fd 3, fd RunLockFD
 	cmd.Stderr = e.Stderr
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
 	// A group of its own: a Ctrl-C in the terminal is the front end's to
-	// handle (cancel the turn), not a signal that kills the run.
+	// handle (cancel the turn), not a signal that kills the run; and a run
+	// that must be killed is killed with its group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("session %s: starting the session process: %w", rec.ID, err))
+	}
 	theirs.Close()
 	stdinR.Close()
 	stdoutW.Close()
-	if err != nil {
-		mine.Close()
-		stdin.Close()
-		stdout.Close()
-		return nil, fmt.Errorf("starting the session process: %w", err)
-	}
-	// Recorded at once, so that a sweep never takes this run for dead.
+	// For people and tests; whether the run is alive is its run lock's to say.
 	if _, err := e.Store.UpdateSession(rec.ID, func(r *SessionRecord) error { r.PID = cmd.Process.Pid; return nil }); err != nil {
 		e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
 	}
@@ -316,6 +408,7 @@ func (e *Engine) launch(rec *SessionRecord, kind runner.Kind, endReason string) 
 		stdin:       stdin,
 		ctl:         NewControlConn(mine, mine),
 		ctlFile:     mine,
+		lock:        lock,
 		done:        make(chan struct{}),
 		exited:      make(chan struct{}),
 		got:         map[string]bool{},
@@ -351,6 +444,7 @@ type Live struct {
 	out     <-chan *acp.Message
 	ctl     *ControlConn
 	ctlFile *os.File
+	lock    *runLock // released once the run is settled
 	// reportsDone is closed when the control channel has been read to its end.
 	reportsDone chan struct{}
 	exited      chan struct{} // closed when the session process has exited
@@ -440,6 +534,8 @@ func (l *Live) noteACPSession(params []byte) {
 
 // Stop sends a stop directive once it is recorded durably (L3). Only the
 // first stop that was recorded counts; failed and expired are never sent.
+// A stop no run receives (the run reported its pause, or is gone) is an
+// error wrapping ErrNoRun, and leaves the record as it was.
 func (l *Live) Stop(reason string, mayResume bool) error {
 	if !slices.Contains(builtins.StopReasons, reason) {
 		return fmt.Errorf("%q is not a stop reason (want one of %s)", reason, strings.Join(builtins.StopReasons, ", "))
@@ -449,14 +545,19 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 	if l.stopSent() {
 		return nil
 	}
+	noRun := fmt.Errorf("session %s: run %d: %w", l.ID, l.Run, ErrNoRun)
 	select {
 	case <-l.exited:
-		return fmt.Errorf("session %s: no run receives the stop", l.ID)
+		return noRun
 	default:
 	}
 	stop := &StopRecord{Reason: reason, MayResume: mayResume, At: time.Now(), Run: l.Run}
+	var before *StopRecord
 	if _, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
-		r.Stop = stop
+		if l.Kind != runner.Teardown && r.Pause != nil && r.Pause.Run == l.Run {
+			return noRun // its pause is recorded: it takes no stop any more
+		}
+		before, r.Stop = r.Stop, stop
 		return nil
 	}); err != nil {
 		return err
@@ -465,7 +566,17 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 	l.stopped, l.stopping = stop, true
 	l.mu.Unlock()
 	if err := l.ctl.Send(Control{Type: "stop", Run: l.Run, Reason: reason, MayResume: mayResume}); err != nil {
-		return fmt.Errorf("session %s: the stop could not be sent: %w", l.ID, err)
+		// Not sent: no stale, undelivered stop is left behind.
+		_, uerr := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
+			if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+				r.Stop = before
+			}
+			return nil
+		})
+		l.mu.Lock()
+		l.stopped, l.stopping = nil, false
+		l.mu.Unlock()
+		return errors.Join(fmt.Errorf("%w: %w", noRun, err), uerr)
 	}
 	_, err := l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error {
 		if r.Stop != nil && r.Stop.At.Equal(stop.At) {
@@ -475,6 +586,9 @@ func (l *Live) Stop(reason string, mayResume bool) error {
 	})
 	return err
 }
+
+// ErrNoRun is what Stop returns when no run receives the stop.
+var ErrNoRun = errors.New("no run receives the stop")
 
 func (l *Live) stopSent() bool {
 	l.mu.Lock()
@@ -540,7 +654,7 @@ func (l *Live) wait() {
 		if rec, rerr = l.e.settleCrash(rec, cause); rerr == nil && rec.State == TearingDown {
 			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error { r.Runs++; return nil })
 			if rerr == nil {
-				rec, rerr = l.e.teardownNow(context.Background(), rec)
+				rec, rerr = l.e.teardownNow(context.Background(), rec, l.lock)
 			}
 		}
 	case rec.State == TearingDown && !l.reported("teardown"):
@@ -552,6 +666,7 @@ func (l *Live) wait() {
 	if rerr == nil {
 		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *SessionRecord) error { r.PID = 0; return nil })
 	}
+	l.lock.release()
 	l.final, l.err = rec, rerr
 	close(l.done)
 }
@@ -573,7 +688,9 @@ func exitStatus(err error) string {
 // timers stops the run when it was inactive too long (L1: never while a
 // request waits for its answer) or ran past its timeout, teardown runs
 // included. A run that ignores a timeout stop for TimeoutGrace is failed
-// (L5); one that ignores another stop is caught by its timeout.
+// (L5); one that ignores another stop, once its timeout (and at least
+// TimeoutGrace) has passed since the stop. Either way it is killed with
+// its process group.
 func (l *Live) timers() {
 	s := l.rec.Settings
 	tick := min(s.InactivityLimit, s.Timeout) / 10
@@ -584,6 +701,9 @@ func (l *Live) timers() {
 	if grace == 0 {
 		grace = TimeoutGrace
 	}
+	// A stop the run could not take (it reported its pause and is tearing
+	// down): its deadline holds all the same.
+	var refused *StopRecord
 	for {
 		select {
 		case <-l.exited:
@@ -593,6 +713,9 @@ func (l *Live) timers() {
 			idle := len(l.turns) == 0 && now.Sub(l.activity) >= s.InactivityLimit && l.Kind != runner.Teardown
 			timedOut := now.Sub(l.started) >= s.Timeout
 			stop := l.stopped
+			if stop == nil {
+				stop = refused
+			}
 			if stop == nil && (idle || timedOut) {
 				// Decided under the lock Send takes: no message slips in
 				// between the decision and the stop.
@@ -600,16 +723,55 @@ func (l *Live) timers() {
 			}
 			l.mu.Unlock()
 			switch {
-			case stop != nil && (stop.Reason == "timeout" && now.Sub(stop.At) >= grace || now.Sub(stop.At) >= s.Timeout):
+			case stop != nil && now.Sub(stop.At) >= ignoredFor(stop, s, grace):
 				l.e.logger().Error("the run ignored its stop; failing it", "session", l.ID, "stop", stop.Reason)
-				_ = l.cmd.Process.Kill()
+				l.kill()
 				return
 			case stop != nil:
 			case timedOut:
-				_ = l.Stop("timeout", false)
+				if errors.Is(l.Stop(builtins.ReasonTimeout, false), ErrNoRun) {
+					refused = &StopRecord{Reason: builtins.ReasonTimeout, At: now}
+				}
 			case idle:
-				_ = l.StopIdle()
+				if errors.Is(l.StopIdle(), ErrNoRun) {
+					refused = &StopRecord{Reason: builtins.ReasonIdle, At: now}
+				}
 			}
 		}
 	}
+}
+
+// ignoredFor is how long a run may go on after stop before it is killed:
+// TimeoutGrace after a timeout stop (L5); after another, the run's timeout,
+// and never less than TimeoutGrace, so that a short timeout leaves the
+// handlers their stop grace and the pause code its time.
+func ignoredFor(stop *StopRecord, s Settings, grace time.Duration) time.Duration {
+	if stop.Reason == builtins.ReasonTimeout {
+		return grace
+	}
+	return max(s.Timeout, grace)
+}
+
+// KillGrace is how long a session process being killed has, beyond its
+// stop grace, between SIGTERM (which shuts its run down: its plugs'
+// processes are killed) and SIGKILL.
+const KillGrace = 5 * time.Second
+
+// kill ends a run that ignored its stop: SIGTERM to its process group, then,
+// should it not exit in time, SIGKILL.
+func (l *Live) kill() {
+	pgid := l.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	bound := l.e.StopGrace
+	if bound == 0 {
+		bound = runner.DefaultStopGrace
+	}
+	select {
+	case <-l.exited:
+	case <-time.After(bound + KillGrace):
+		l.e.logger().Error("the session process outlived SIGTERM; killing it", "session", l.ID, "pid", pgid)
+	}
+	// What is left of its group too (the group cannot be reused while it
+	// has members).
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }

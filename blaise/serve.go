@@ -34,6 +34,8 @@ type SessionProcess struct {
 	// Agent, when set, replaces the command and arguments of the
 	// configuration's agent.
 	Agent []string
+	// StopGrace: runner.Options.StopGrace.
+	StopGrace time.Duration
 }
 
 // Serve runs the run to its end.
@@ -94,6 +96,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		StartupLimit:     rec.Settings.StartupLimit,
 		Recorder:         transcript,
 		MaxLine:          sp.MaxLine,
+		StopGrace:        sp.StopGrace,
 		OnPause: func(p builtins.PauseInfo) error {
 			pause := Pause{Run: sp.Run, Reason: p.Reason, MayResume: p.MayResume}
 			if p.Err != nil {
@@ -101,6 +104,10 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 			}
 			return sp.report(pause)
 		},
+	}
+	if sp.Kind == runner.Teardown && sp.EndReason == builtins.ReasonFailed && rec.Pause != nil && rec.Pause.Error != "" {
+		// A teardown after a failure, in a run of its own: the pause's error.
+		opts.EndError = errors.New(rec.Pause.Error)
 	}
 	if sp.Kind != runner.Teardown {
 		opts.Client = &runner.Client{In: sp.ACPIn, Out: sp.ACPOut}

@@ -21,8 +21,11 @@ const (
 
 // SessionRecord is what the store keeps of a session.
 type SessionRecord struct {
-	ID        string    `json:"id"`
-	Config    string    `json:"config"` // absolute path of the blaise.star
+	ID     string `json:"id"`
+	Config string `json:"config"` // absolute path of the blaise.star
+	// Dir is the working directory of the session's first run: every run
+	// of the session runs there, wherever its command was started.
+	Dir       string    `json:"dir,omitempty"`
 	AgentName string    `json:"agent_name"`
 	State     State     `json:"state"`
 	Created   time.Time `json:"created"`

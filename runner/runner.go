@@ -49,6 +49,9 @@ type Options struct {
 	Number      int // the run's number in its session, from 1
 	// EndReason is why the session ended, for Teardown runs (closed, expired …).
 	EndReason string
+	// EndError is the failure that ended the session, for Teardown runs
+	// with EndReason failed: TeardownInfo.error (C8).
+	EndError error
 
 	Host      hosts.Host        // where the agent runs; nil: Runner
 	Runner    hosts.Host        // the runner's own machine; nil: a new local host
@@ -325,7 +328,7 @@ func (r *Run) Run(ctx context.Context) Result {
 	r.lock.Acquire()
 	defer r.lock.Release()
 
-	endReason, cause := r.opts.EndReason, error(nil)
+	endReason, cause := r.opts.EndReason, r.opts.EndError
 	if r.opts.Kind != Teardown {
 		a := r.opts.Config.Agent
 		draft := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd)

@@ -45,6 +45,9 @@ type lab struct {
 
 func newLab(t *testing.T, settings blaise.Settings, files map[string]string) *lab {
 	t.Helper()
+	// Race builds sleep a second at exit unless told not to: every session
+	// process would.
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	bin := self(t)
 	dir := t.TempDir()
 	files["blaise.star"] = fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\n", bin, filepath.Join(dir, "demo")) + files["blaise.star"]
@@ -309,22 +312,29 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 		t.Fatalf("timeout: %+v", rec)
 	}
 
+	// Ignored, the stop fails the run after the grace: SIGTERM shuts it
+	// down, its plugs' processes with it (issue 11, item 12).
 	stubborn := newLab(t, blaise.Settings{Timeout: 300 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./stubborn.star"))`,
 		"stubborn.star": `plug(name = "stubborn")
 def on_session(ctx, next):
+    ` + spawnChildPlug + `
     next()
     ctx.runner.exec(["sleep", "600"])
 `,
 	})
 	stubborn.engine.TimeoutGrace = 500 * time.Millisecond
+	stubborn.engine.StopGrace = 300 * time.Millisecond
 	live, err = stubborn.engine.Start(filepath.Join(stubborn.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec = stubborn.wait(live)
-	if rec.Pause == nil || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
+	if rec.Pause == nil || rec.Pause.Reason != "failed" || rec.State != blaise.Ended {
 		t.Fatalf("ignored timeout: %+v", rec.Pause)
+	}
+	if !stubborn.childGone() {
+		t.Fatal("the handler's child outlived its run")
 	}
 }
 

@@ -1,0 +1,77 @@
+package blaise
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// runLockFile, in a session's directory, is flock'ed while a run of the
+// session is alive. The front end takes it before the session becomes
+// active and its session process inherits it (RunLockFD), so it is held
+// while either lives: "is its run alive" is "is its run lock held", with no
+// gap a sweep could take for a crash (L2, L3).
+const runLockFile = "run.lock"
+
+// RunLockFD is the file descriptor of the run lock in a session process.
+const RunLockFD = 4
+
+// errRunHeld is what tryRunLock returns when another process holds the lock.
+var errRunHeld = errors.New("the run lock is held")
+
+// runLock is a session's run lock, held by this process.
+type runLock struct{ f *os.File }
+
+// tryRunLock takes the run lock of a session without waiting. With create,
+// the session's directory is made first (a session being created);
+// otherwise a session the store does not hold is ErrNotFound.
+func (s *Store) tryRunLock(id string, create bool) (*runLock, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	dir := s.sessionDir(id)
+	if create {
+		if err := mkdirDurable(dir); err != nil {
+			return nil, fmt.Errorf("session %s: %w", id, err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, runLockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: run lock: %w", id, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("session %s: %w", id, errRunHeld)
+		}
+		return nil, fmt.Errorf("session %s: run lock: %w", id, err)
+	}
+	return &runLock{f: f}, nil
+}
+
+// dup returns another holder of the same lock: the lock goes when every
+// holder (and every session process that inherited one) has let it go.
+func (l *runLock) dup() (*runLock, error) {
+	fd, err := unix.FcntlInt(l.f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("run lock: %w", err)
+	}
+	return &runLock{f: os.NewFile(uintptr(fd), l.f.Name())}, nil
+}
+
+// release lets this holder's lock go.
+func (l *runLock) release() { l.f.Close() }
+
+// activeError is what a command gets for a session whose run lock another
+// process holds.
+func activeError(id string) error {
+	return fmt.Errorf("session %s is active: a run of it is in progress in another process", id)
+}
