@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
@@ -33,6 +37,43 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GORACE", "atexit_sleep_ms=0")
 			return nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"listen": cmdListen,
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "bwrap" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			return bwrapWorks(), nil
+		},
 		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
 	})
 }
+
+// cmdListen (listen NAME) listens on a loopback port until the script ends,
+// accepting and closing connections, and sets $NAME to its address: a peer
+// for the demo agent's /dial.
+func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: listen NAME")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	ts.Defer(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ts.Setenv(args[0], ln.Addr().String())
+}
+
+// bwrapWorks reports whether bubblewrap is installed and can make the
+// namespaces blaise:sandbox asks for (the condition [bwrap]).
+var bwrapWorks = sync.OnceValue(func() bool {
+	return exec.Command("bwrap", "--unshare-all", "--ro-bind", "/", "/", "true").Run() == nil
+})
