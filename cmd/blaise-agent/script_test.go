@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -38,13 +39,18 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"listen": cmdListen,
+			"listen":           cmdListen,
+			"container-engine": cmdContainerEngine,
 		},
 		Condition: func(cond string) (bool, error) {
-			if cond != "bwrap" {
-				return false, fmt.Errorf("unknown condition %q", cond)
+			switch cond {
+			case "bwrap":
+				return bwrapWorks(), nil
+			case "container-engine":
+				engine, _ := containerEngine()
+				return engine != "", nil
 			}
-			return bwrapWorks(), nil
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
 	})
@@ -71,6 +77,40 @@ func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
 	}()
 	ts.Setenv(args[0], ln.Addr().String())
 }
+
+// cmdContainerEngine (container-engine) sets $ENGINE to the first of
+// podman and docker that runs a container of $IMAGE here, or else
+// $NO_ENGINE to each engine's error, for [!container-engine] skip.
+func cmdContainerEngine(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: container-engine")
+	}
+	engine, why := containerEngine()
+	ts.Setenv("IMAGE", engineImage)
+	ts.Setenv("ENGINE", engine)
+	ts.Setenv("NO_ENGINE", why)
+}
+
+// engineImage is the image the container tests run.
+const engineImage = "docker.io/library/debian:stable-slim"
+
+// containerEngine probes podman and docker once: the first that runs a
+// container of engineImage, or why none does.
+var containerEngine = sync.OnceValues(func() (string, string) {
+	var why []string
+	for _, engine := range []string{"podman", "docker"} {
+		if _, err := exec.LookPath(engine); err != nil {
+			why = append(why, engine+": not installed")
+			continue
+		}
+		out, err := exec.Command(engine, "run", "--rm", engineImage, "true").CombinedOutput()
+		if err == nil {
+			return engine, ""
+		}
+		why = append(why, fmt.Sprintf("%s: %v: %s", engine, err, strings.TrimSpace(string(out))))
+	}
+	return "", "no container engine can run a container of " + engineImage + " here: " + strings.Join(why, "; ")
+})
 
 // bwrapWorks reports whether bubblewrap is installed and can make the
 // namespaces blaise:sandbox asks for (the condition [bwrap]).
