@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -411,6 +412,18 @@ func TestCommands(t *testing.T) {
 	h.client.files[filepath.Join(cwd, "notes.txt")] = "hi there"
 	h.client.mu.Unlock()
 	wd, _ := os.Getwd()
+	// /dial reaches a listener, and is refused where none listens.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := gone.Addr().String()
+	gone.Close()
 
 	// Cases run in order in one session: tool call ids count up.
 	cases := []struct {
@@ -429,6 +442,10 @@ func TestCommands(t *testing.T) {
 		{"/chunks x", []string{"agent: chunks: error:*"}},
 		{"/big 101m", []string{"agent: big: error:*"}},
 		{"/env DEMOAGENT_TEST_VAR\n/env DEMOAGENT_SURELY_UNSET_VAR", []string{"agent: DEMOAGENT_TEST_VAR=forty two", "agent: DEMOAGENT_SURELY_UNSET_VAR unset"}},
+		{"/create made.txt a\\nb", []string{"agent: create " + filepath.Join(cwd, "made.txt") + ": ok"}},
+		{"/create /nonexistent/x y", []string{"agent: create /nonexistent/x: error: open /nonexistent/x: no such file or directory"}},
+		{"/dial " + ln.Addr().String(), []string{"agent: dial " + ln.Addr().String() + ": ok"}},
+		{"/dial " + closed, []string{"agent: dial " + closed + ": error: dial tcp " + closed + ": connect: connection refused"}},
 		{"/cwd", []string{"agent: session cwd: " + cwd + "\nprocess cwd: " + wd}},
 		{"/ext hello", []string{"agent: ext: sent _demo/ping"}},
 		{"/nope x\n/thinking", []string{"agent: echo: /nope x", "agent: echo: /thinking"}},
@@ -455,6 +472,9 @@ func TestCommands(t *testing.T) {
 	}
 
 	h.client.mu.Lock()
+	if b, err := os.ReadFile(filepath.Join(cwd, "made.txt")); err != nil || string(b) != "a\nb" {
+		t.Errorf("made.txt = %q, %v; want the text /create wrote", b, err)
+	}
 	if w := h.client.written[filepath.Join(cwd, "out.txt")]; w != "line1\nline2" {
 		t.Errorf("written = %q", w)
 	}
@@ -512,7 +532,7 @@ func TestCommands(t *testing.T) {
 
 	// Non-text blocks are described, in order with the text.
 	from := h.client.numUpdates()
-	_, err := h.prompt(sid, acp.ImageBlock("aGVsbG8=", "image/png"), acp.TextBlock("x"), acp.ResourceLinkBlock("f", "file:///tmp/f"),
+	_, err = h.prompt(sid, acp.ImageBlock("aGVsbG8=", "image/png"), acp.TextBlock("x"), acp.ResourceLinkBlock("f", "file:///tmp/f"),
 		acp.ResourceBlock(acp.EmbeddedResourceResource{TextResourceContents: &acp.TextResourceContents{Uri: "file:///r", Text: "abc"}}))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,8 @@ import (
 // at all gets one chunk "echo: ".
 
 const (
+	// dialTimeout bounds /dial, for a network that drops packets.
+	dialTimeout = 10 * time.Second
 	// MaxBig is the largest /big size, in bytes (100 MiB).
 	MaxBig = 100 << 20
 	// MaxChunks is the largest /chunks count.
@@ -66,6 +69,8 @@ func init() {
 		{"/sleep", "/sleep MS", "wait MS milliseconds", (*turn).cmdSleep},
 		{"/fail", "/fail [MESSAGE]", "answer the prompt with a JSON-RPC internal error (-32603)", (*turn).cmdFail},
 		{"/exit", "/exit [CODE]", "stop the agent at once, without answering (the process exits with CODE)", (*turn).cmdExit},
+		{"/create", "/create PATH TEXT", "writes the file itself, not through the client; reports \"create PATH: ok\"", (*turn).cmdCreate},
+		{"/dial", "/dial HOST:PORT", "opens a TCP connection itself and closes it; reports \"dial HOST:PORT: ok\"", (*turn).cmdDial},
 		{"/env", "/env NAME", "reports \"NAME=value\" or \"NAME unset\"", (*turn).cmdEnv},
 		{"/cwd", "/cwd", "reports the session's cwd and the process's working directory", (*turn).cmdCwd},
 		{"/ext", "/ext [TEXT]", "extension notification _demo/ping to the client; reports \"ext: sent _demo/ping\"", (*turn).cmdExt},
@@ -552,6 +557,37 @@ func (t *turn) cmdExit(arg string) error {
 		code = n
 	}
 	return ErrExit{Code: code}
+}
+
+// cmdCreate writes a file from the agent's own process, as a coding agent's
+// tools do, so tests can see what a sandbox lets it write.
+func (t *turn) cmdCreate(arg string) error {
+	p, text := splitCommand(arg)
+	if p == "" {
+		return t.message("create: error: missing PATH")
+	}
+	path := t.abs(p)
+	if err := os.WriteFile(path, []byte(unescape(text)), 0o644); err != nil {
+		return t.message("create " + path + ": error: " + err.Error())
+	}
+	return t.message("create " + path + ": ok")
+}
+
+// cmdDial connects from the agent's own process, so tests can see whether
+// it reaches the network.
+func (t *turn) cmdDial(arg string) error {
+	if arg == "" {
+		return t.message("dial: error: missing HOST:PORT")
+	}
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(t.cctx, dialTimeout)
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", arg)
+	if err != nil {
+		return t.message("dial " + arg + ": error: " + err.Error())
+	}
+	c.Close()
+	return t.message("dial " + arg + ": ok")
 }
 
 func (t *turn) cmdEnv(arg string) error {

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
@@ -33,6 +38,82 @@ func TestScripts(t *testing.T) {
 			env.Setenv("GORACE", "atexit_sleep_ms=0")
 			return nil
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"listen":           cmdListen,
+			"container-engine": cmdContainerEngine,
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "bwrap":
+				return bwrapWorks(), nil
+			case "container-engine":
+				engine, _ := containerEngine()
+				return engine != "", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
 	})
 }
+
+// cmdListen (listen NAME) listens on a loopback port until the script ends,
+// accepting and closing connections, and sets $NAME to its address: a peer
+// for the demo agent's /dial.
+func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: listen NAME")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	ts.Defer(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	ts.Setenv(args[0], ln.Addr().String())
+}
+
+// cmdContainerEngine (container-engine) sets $ENGINE to the first of
+// podman and docker that runs a container of $IMAGE here, or else
+// $NO_ENGINE to each engine's error, for [!container-engine] skip.
+func cmdContainerEngine(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: container-engine")
+	}
+	engine, why := containerEngine()
+	ts.Setenv("IMAGE", engineImage)
+	ts.Setenv("ENGINE", engine)
+	ts.Setenv("NO_ENGINE", why)
+}
+
+// engineImage is the image the container tests run.
+const engineImage = "docker.io/library/debian:stable-slim"
+
+// containerEngine probes podman and docker once: the first that runs a
+// container of engineImage, or why none does.
+var containerEngine = sync.OnceValues(func() (string, string) {
+	var why []string
+	for _, engine := range []string{"podman", "docker"} {
+		if _, err := exec.LookPath(engine); err != nil {
+			why = append(why, engine+": not installed")
+			continue
+		}
+		out, err := exec.Command(engine, "run", "--rm", engineImage, "true").CombinedOutput()
+		if err == nil {
+			return engine, ""
+		}
+		why = append(why, fmt.Sprintf("%s: %v: %s", engine, err, strings.TrimSpace(string(out))))
+	}
+	return "", "no container engine can run a container of " + engineImage + " here: " + strings.Join(why, "; ")
+})
+
+// bwrapWorks reports whether bubblewrap is installed and can make the
+// namespaces blaise:sandbox asks for (the condition [bwrap]).
+var bwrapWorks = sync.OnceValue(func() bool {
+	return exec.Command("bwrap", "--unshare-all", "--ro-bind", "/", "/", "true").Run() == nil
+})

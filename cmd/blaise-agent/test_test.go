@@ -30,6 +30,9 @@ func TestPlugTestExamples(t *testing.T) {
 	opts := plugtest.Options{Self: self(t), CI: true}
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {
+			if strings.HasPrefix(filepath.Base(p), "sandbox") && !bwrapWorks() {
+				t.Skip("blaise:sandbox needs bubblewrap, which is missing or cannot make namespaces here: see bwrap --unshare-all --ro-bind / / true")
+			}
 			f, err := plugtest.Parse(p)
 			if err != nil {
 				t.Fatal(err)
