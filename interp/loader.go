@@ -247,7 +247,9 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 		return m, m.err
 	}
 	if kind == plugFile {
-		m.plug, m.err = finishPlug(thread, key, m.globals)
+		if m.plug, m.err = finishPlug(thread, key, m.globals); m.err == nil {
+			checkFlow(m.plug, displayName(key), src)
+		}
 	}
 	l.modules[key] = m
 	return m, m.err

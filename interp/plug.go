@@ -27,6 +27,12 @@ type Plug struct {
 	APIVersion int
 	File       string          // display name of the file
 	Pos        syntax.Position // of the plug(...) call
+	// Warnings are mistakes that do not stop the plug from loading, such
+	// as an on_message that can end without a return; check shows them.
+	Warnings []*Error
+	// OnMessageFallsThrough are the statements after which on_message can
+	// end without a return, named when a request gets None at run time.
+	OnMessageFallsThrough []syntax.Position
 
 	OnSession  *starlark.Function
 	OnTeardown *starlark.Function

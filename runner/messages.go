@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // Client is the ACP client side of a run: the stream of the messages it
@@ -120,7 +122,7 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 	if h.calls == 0 {
 		by = p.use.Plug.Name
 	}
-	resp, err := pl.response(msg, ret)
+	resp, err := pl.response(msg, ret, p.use.Plug.OnMessageFallsThrough)
 	if err != nil {
 		return nil, "", r.handlerError(p, "on_message", fn, err.Error())
 	}
@@ -177,7 +179,9 @@ func (h *hop) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []sta
 }
 
 // response turns what on_message returned for a request into the response.
-func (pl *pipeline) response(msg *builtins.Message, ret starlark.Value) (*builtins.Message, error) {
+// fallsThrough are the places where the handler can end without a return,
+// named when it returned None.
+func (pl *pipeline) response(msg *builtins.Message, ret starlark.Value, fallsThrough []syntax.Position) (*builtins.Message, error) {
 	req, dir := msg.Msg, msg.Direction
 	switch v := ret.(type) {
 	case *builtins.Message:
@@ -192,7 +196,15 @@ func (pl *pipeline) response(msg *builtins.Message, ret starlark.Value) (*builti
 		}
 		return parsedResponse(dir, raw)
 	case starlark.NoneType:
-		return nil, fmt.Errorf("returned None for the request %s; return next(message), a result, or request_error(...)", req.Method)
+		where := ""
+		if len(fallsThrough) > 0 {
+			places := make([]string, len(fallsThrough))
+			for i, pos := range fallsThrough {
+				places[i] = pos.String()
+			}
+			where = " (it can reach its end without a return after " + strings.Join(places, ", ") + ")"
+		}
+		return nil, fmt.Errorf("returned None for the request %s%s; return next(message), a result, or request_error(...)", req.Method, where)
 	}
 	data, err := interp.AppendJSON(nil, ret, "result")
 	if err != nil {

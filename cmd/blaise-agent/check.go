@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -36,6 +37,15 @@ func (c *CheckCmd) Run(g *Globals) error {
 		fmt.Fprintln(out, "the chain can resume")
 	} else {
 		fmt.Fprintln(out, "the chain cannot resume")
+	}
+	warned := map[*interp.Plug]bool{}
+	for _, u := range cfg.Uses {
+		if !warned[u.Plug] {
+			warned[u.Plug] = true
+			for _, w := range u.Plug.Warnings {
+				fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+			}
+		}
 	}
 	return nil
 }
