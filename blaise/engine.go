@@ -256,7 +256,9 @@ func (e *Engine) Sweep(ctx context.Context) error {
 
 // sweepOne settles one session, if its run lock is free.
 func (e *Engine) sweepOne(ctx context.Context, id string) error {
-	lock, err := e.Store.tryRunLock(id, false)
+	// Not waiting: a session whose lock is held only for a moment is
+	// swept next time.
+	lock, err := e.Store.lockRunOnce(id, false)
 	if errors.Is(err, errRunHeld) {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,10 +28,34 @@ var errRunHeld = errors.New("the run lock is held")
 // runLock is a session's run lock, held by this process.
 type runLock struct{ f *os.File }
 
-// tryRunLock takes the run lock of a session without waiting. With create,
-// the session's directory is made first (a session being created);
-// otherwise a session the store does not hold is ErrNotFound.
+// runLockPatience is how long tryRunLock waits out a holder that is not a
+// run: a process that forks (a front end starting another session's
+// process, say) gives the child a copy of every lock it has open, which
+// the child holds from the fork until its exec.
+const runLockPatience = 500 * time.Millisecond
+
+// tryRunLock takes the run lock of a session, waiting at most
+// runLockPatience for it: a run holds it much longer, and then the error
+// wraps errRunHeld. With create, the session's directory is made first (a
+// session being created); otherwise a session the store does not hold is
+// ErrNotFound.
 func (s *Store) tryRunLock(id string, create bool) (*runLock, error) {
+	deadline := time.Now().Add(runLockPatience)
+	for {
+		l, err := s.lockRunOnce(id, create)
+		if !errors.Is(err, errRunHeld) || time.Now().After(deadline) {
+			return l, err
+		}
+		runLockPause()
+	}
+}
+
+// runLockPause is the wait between two tries of tryRunLock; tests replace
+// it to act at the moment a try found the lock held.
+var runLockPause = func() { time.Sleep(5 * time.Millisecond) }
+
+// lockRunOnce takes the run lock of a session if it is free now.
+func (s *Store) lockRunOnce(id string, create bool) (*runLock, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ var Predeclared = starlark.StringDict{
 	"hosts":         hostsModule,
 	"path":          pathModule,
 	"re":            reModule,
+	"redact":        redactModule,
 	"time":          startime.Module,
 }
 
