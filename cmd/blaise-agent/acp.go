@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acpfront"
+	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -45,7 +46,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 		Out:             os.Stdout,
 		Log:             logger,
 		ShutdownTimeout: c.ShutdownTimeout,
-		Version:         version,
+		Version:         buildinfo.Version(),
 	}
 	return srv.Run(ctx)
 }

@@ -9,10 +9,9 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/charmbracelet/log"
-)
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
+)
 
 // CLI is the command line.
 type CLI struct {
@@ -36,7 +35,7 @@ type CLI struct {
 type Globals struct {
 	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"BLAISE_LOG_LEVEL"`
 	LogFormat string           `help:"Log format: text, json or logfmt." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
-	Version   kong.VersionFlag `help:"Print the version and exit."`
+	Version   kong.VersionFlag `help:"Print the module version and VCS revision of this build, and exit."`
 }
 
 // Logger returns the logger the flags describe, writing to stderr.
@@ -64,7 +63,7 @@ func main() {
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
-		kong.Vars{"version": version},
+		kong.Vars{"version": buildinfo.Version()},
 		kong.Exit(func(code int) {
 			if code == usageExit {
 				code = 2 // as Unix tools do
