@@ -15,7 +15,7 @@ import (
 // AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
 // editors and other ACP clients (see docs/editors.md).
 type AcpCmd struct {
-	Config          string        `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+	ConfigFlag
 	ShutdownTimeout time.Duration `help:"How long to wait, once the client is gone, for its sessions to pause or end." default:"2m"`
 	SessionFlags
 }

@@ -72,6 +72,12 @@ func main() {
 		}),
 	)
 	ctx, err := parser.Parse(os.Args[1:])
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && perr.ExitCode() != usageExit {
+		// A hook's error, such as no configuration found: the command
+		// line was right, so no usage.
+		fail(err)
+	}
 	if err != nil {
 		// The usage of a mistaken command line goes to stderr: the stdout
 		// of acp, demo-agent and hostd is a protocol stream.
@@ -79,11 +85,16 @@ func main() {
 		parser.FatalIfErrorf(err)
 	}
 	if err := ctx.Run(&cli.Globals); err != nil {
-		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
-		var coded interface{ ExitCode() int }
-		if errors.As(err, &coded) {
-			os.Exit(coded.ExitCode())
-		}
-		os.Exit(1)
+		fail(err)
 	}
+}
+
+// fail reports err and exits with its code, else 1.
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		os.Exit(coded.ExitCode())
+	}
+	os.Exit(1)
 }
