@@ -17,16 +17,17 @@ import (
 type CLI struct {
 	Globals
 
-	Run       RunCmd       `cmd:"" help:"Run a session in the terminal: send a prompt (or type them), stream the answer, pause the session when done."`
-	Acp       AcpCmd       `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
-	Sessions  SessionsCmd  `cmd:"" help:"List, end and resolve sessions."`
-	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
-	Doc       DocCmd       `cmd:"" help:"Show the reference of plugs: inputs and persisted state with types, defaults and docs; handlers; whether they resume."`
-	Init      InitCmd      `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
-	Fmt       FmtCmd       `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
-	Test      TestCmd      `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
-	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
-	Hostd     HostdCmd     `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
+	Run        RunCmd        `cmd:"" help:"Run a session in the terminal: send a prompt (or type them), stream the answer, pause the session when done."`
+	Acp        AcpCmd        `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
+	Sessions   SessionsCmd   `cmd:"" help:"List, end and resolve sessions."`
+	Check      CheckCmd      `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
+	Doc        DocCmd        `cmd:"" help:"Show the reference of plugs: inputs and persisted state with types, defaults and docs; handlers; whether they resume."`
+	Init       InitCmd       `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
+	Fmt        FmtCmd        `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
+	Test       TestCmd       `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
+	DemoAgent  DemoAgentCmd  `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
+	Hostd      HostdCmd      `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
+	Completion CompletionCmd `cmd:"" help:"Print the shell completion script for bash, zsh or fish: commands, flags, session ids and blaise: references."`
 
 	SessionProcess SessionProcessCmd `cmd:"" name:"session-process" hidden:"" help:"One run of a session (started by front ends)."`
 }
@@ -71,6 +72,7 @@ func main() {
 			os.Exit(code)
 		}),
 	)
+	completeWords(parser)
 	ctx, err := parser.Parse(os.Args[1:])
 	var perr *kong.ParseError
 	if errors.As(err, &perr) && perr.ExitCode() != usageExit {
