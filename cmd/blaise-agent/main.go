@@ -35,13 +35,16 @@ type CLI struct {
 // Globals are the flags every command takes.
 type Globals struct {
 	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"BLAISE_LOG_LEVEL"`
-	LogFormat string           `help:"Log format: text, json or logfmt." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
+	LogFormat string           `help:"Log format: text, json or logfmt (these two with RFC 3339 times)." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
 	Version   kong.VersionFlag `help:"Print the module version and VCS revision of this build, and exit."`
 }
 
+// logTimeFormat is RFC 3339 with milliseconds, which log tools parse.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // Logger returns the logger the flags describe, writing to stderr.
 func (g *Globals) Logger() *log.Logger {
-	l := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: g.LogFormat != "text"})
+	l := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: g.LogFormat != "text", TimeFormat: logTimeFormat})
 	level, err := log.ParseLevel(g.LogLevel)
 	if err == nil {
 		l.SetLevel(level)
@@ -64,6 +67,7 @@ func main() {
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
+		settingDuration,
 		kong.Vars{"version": buildinfo.Version()},
 		kong.Exit(func(code int) {
 			if code == usageExit {

@@ -43,10 +43,10 @@ type StateFlags struct {
 type SessionFlags struct {
 	StateFlags
 	IdlePolicy      string        `help:"What an idle session does: pause (keep the environment) or end (tear it down); default: session(...) of the configuration, else pause." enum:",pause,end" default:""`
-	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
-	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
-	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
-	StartupLimit    time.Duration `help:"How long the agent may take to answer initialize before the run fails (default 1m)." env:"BLAISE_STARTUP_LIMIT"`
+	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)." type:"setting"`
+	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)." type:"setting"`
+	Timeout         time.Duration `help:"The longest one run may take (default 30m)." type:"setting"`
+	StartupLimit    time.Duration `help:"How long the agent may take to answer initialize before the run fails (default 1m)." env:"BLAISE_STARTUP_LIMIT" type:"setting"`
 }
 
 // engine returns the lifecycle engine with these settings.
