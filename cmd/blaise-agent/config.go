@@ -10,7 +10,7 @@ import (
 
 // ConfigFlag is -c of the commands that run a configuration.
 type ConfigFlag struct {
-	Config string `short:"c" help:"The configuration file (default: the nearest blaise.star in the working directory or a parent)." type:"path" env:"BLAISE_CONFIG" predictor:"star"`
+	Config string `short:"c" help:"The configuration file (default: the nearest blaise.star in the working directory or a parent)." type:"path" env:"BLAISE_CONFIG" predictor:"star" placeholder:"FILE"`
 }
 
 // AfterApply finds the configuration -c and $BLAISE_CONFIG leave unnamed. A

@@ -61,21 +61,28 @@ func (g *Globals) Logger() *log.Logger {
 // usageExit is the status kong exits with after a usage error.
 const usageExit = 80
 
-func main() {
-	var cli CLI
-	parser := kong.Must(&cli,
+// options make the command line of CLI; tests add their own writers and
+// exit.
+func options() []kong.Option {
+	return []kong.Option{
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
 		settingDuration,
 		kong.Vars{"version": buildinfo.Version()},
+	}
+}
+
+func main() {
+	var cli CLI
+	parser := kong.Must(&cli, append(options(),
 		kong.Exit(func(code int) {
 			if code == usageExit {
 				code = 2 // as Unix tools do
 			}
 			os.Exit(code)
 		}),
-	)
+	)...)
 	completeWords(parser)
 	ctx, err := parser.Parse(os.Args[1:])
 	var perr *kong.ParseError

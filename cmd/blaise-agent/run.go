@@ -25,7 +25,7 @@ import (
 // RunCmd is `blaise-agent run`: a terminal ACP client of one session.
 type RunCmd struct {
 	ConfigFlag
-	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session"`
+	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID"`
 	Continue bool     `help:"Continue the most recently paused session of this configuration." xor:"which"`
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
 	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
@@ -36,7 +36,7 @@ type RunCmd struct {
 
 // StateFlags locate the sessions.
 type StateFlags struct {
-	StateDir string `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR"`
+	StateDir string `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent, else ~/.local/state/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR" placeholder:"DIR"`
 }
 
 // SessionFlags are the lifecycle settings of new sessions.
