@@ -49,22 +49,28 @@ func TestIssue16_HelpOfEveryCommand(t *testing.T) {
 				}()
 				parser.Parse(append(append([]string(nil), path...), "--help"))
 			}()
-			golden := filepath.Join("testdata", "help", name+".txt")
-			if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.String() != string(want) {
-				t.Errorf("%s --help:\n%s\nwant (%s):\n%s", strings.Join(path, " "), out.String(), golden, want)
-			}
+			golden(t, filepath.Join("testdata", "help", name+".txt"), out.Bytes())
 		})
+	}
+}
+
+// golden compares got with the file golden (BLAISE_UPDATE_GOLDEN=1 rewrites
+// it).
+func golden(t *testing.T, golden string, got []byte) {
+	t.Helper()
+	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("got:\n%s\nwant (%s):\n%s", got, golden, want)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,17 +46,5 @@ func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
 	if err := listSessions(&got, st, recs, now, false); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "orphaned_listing.golden")
-	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != string(want) {
-		t.Errorf("listing:\n%s\nwant (%s):\n%s", got.String(), golden, want)
-	}
+	golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())
 }
