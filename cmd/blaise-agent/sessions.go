@@ -172,7 +172,10 @@ func (c *SessionsLogCmd) Run(g *Globals) error {
 		each = l.Record
 		defer term.EndTurn("")
 	}
-	return sessionview.Lines(ctx, st.TranscriptPath(rec.ID), live, each)
+	if err := sessionview.Lines(ctx, st.TranscriptPath(rec.ID), live, each); err != nil {
+		return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
+	}
+	return nil
 }
 
 // colorful reports whether f is a terminal that takes colours.
