@@ -202,9 +202,9 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 			if d.text == "" {
 				continue
 			}
-			v, err := time.ParseDuration(d.text)
-			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("session: %s: want a positive duration such as \"90s\", \"30m\" or \"24h\", got %q", d.name, d.text)
+			v, err := ParseSettingDuration(d.text)
+			if err != nil {
+				return nil, fmt.Errorf("session: %s: %w", d.name, err)
 			}
 			*d.dst = v
 		}
@@ -219,6 +219,17 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		return nil, &Error{Pos: syntax.MakePosition(&cfg.File, 1, 1), Msg: "no agent: call agent(command = ...)"}
 	}
 	return cfg, nil
+}
+
+// ParseSettingDuration reads a duration of the session settings, in
+// session(...) and in the flags that set them alike: a positive one, such
+// as "90s".
+func ParseSettingDuration(text string) (time.Duration, error) {
+	v, err := time.ParseDuration(text)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("want a positive duration such as \"90s\", \"30m\" or \"24h\", got %q", text)
+	}
+	return v, nil
 }
 
 // loadPlug loads the plug file with key.

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acpfront"
+	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
 // AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
 // editors and other ACP clients (see docs/editors.md).
 type AcpCmd struct {
-	Config          string        `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+	ConfigFlag
 	ShutdownTimeout time.Duration `help:"How long to wait, once the client is gone, for its sessions to pause or end." default:"2m"`
 	SessionFlags
 }
@@ -45,7 +46,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 		Out:             os.Stdout,
 		Log:             logger,
 		ShutdownTimeout: c.ShutdownTimeout,
-		Version:         version,
+		Version:         buildinfo.Version(),
 	}
 	return srv.Run(ctx)
 }

@@ -11,7 +11,7 @@ import (
 
 // CheckCmd is `blaise-agent check`.
 type CheckCmd struct {
-	Config string `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
+	ConfigFlag
 }
 
 // Run loads the configuration and prints its chain.

@@ -14,9 +14,9 @@ import (
 
 // DemoAgentCmd is `blaise-agent demo-agent`.
 type DemoAgentCmd struct {
-	StateDir string `help:"Where sessions are kept so that a later process can load them (default: $XDG_STATE_HOME/blaise-agent/demo-agent)." type:"path"`
+	StateDir string `help:"Where sessions are kept so that a later process can load them (default: $XDG_STATE_HOME/blaise-demo-agent, else blaise-demo-agent in the temporary directory)." type:"path" placeholder:"DIR"`
 	Name     string `help:"The agent name sent in the initialize response." default:"blaise-demo-agent"`
-	Script   string `help:"A JSON array of strings: the n-th prompt runs the n-th string in the prompt language instead of its own text (blaise-agent test scripts its agent so)." type:"existingfile"`
+	Script   string `help:"A file holding a JSON array of strings: the n-th prompt runs the n-th string in the prompt language instead of its own text (blaise-agent test scripts its agent so)." type:"existingfile" placeholder:"FILE"`
 }
 
 // Run serves ACP on stdin and stdout until stdin closes.

@@ -9,7 +9,7 @@ import (
 
 // DocCmd is `blaise-agent doc`: the reference of plugs.
 type DocCmd struct {
-	Refs   []string `arg:"" optional:"" help:"Plugs: blaise:NAME, or paths of plug files (default: every plug of the standard library)."`
+	Refs   []string `arg:"" optional:"" help:"Plugs: blaise:NAME, or paths of plug files (default: every plug of the standard library)." predictor:"ref"`
 	Format string   `help:"Output format: text, markdown or json." enum:"text,markdown,json" default:"text"`
 }
 

@@ -9,25 +9,25 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/charmbracelet/log"
-)
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
+	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
+)
 
 // CLI is the command line.
 type CLI struct {
 	Globals
 
-	Run       RunCmd       `cmd:"" help:"Run a session in the terminal: send a prompt (or type them), stream the answer, pause the session when done."`
-	Acp       AcpCmd       `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
-	Sessions  SessionsCmd  `cmd:"" help:"List, end and resolve sessions."`
-	Check     CheckCmd     `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
-	Doc       DocCmd       `cmd:"" help:"Show the reference of plugs: inputs and persisted state with types, defaults and docs; handlers; whether they resume."`
-	Init      InitCmd      `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
-	Fmt       FmtCmd       `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
-	Test      TestCmd      `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
-	DemoAgent DemoAgentCmd `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
-	Hostd     HostdCmd     `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
+	Run        RunCmd        `cmd:"" help:"Run a session in the terminal: send a prompt (or type them), stream the answer, pause the session when done."`
+	Acp        AcpCmd        `cmd:"" help:"Serve the chain as an ACP agent on stdio, for editors (Zed …) and other ACP clients."`
+	Sessions   SessionsCmd   `cmd:"" help:"List, end and resolve sessions."`
+	Check      CheckCmd      `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
+	Doc        DocCmd        `cmd:"" help:"Show the reference of plugs: inputs and persisted state with types, defaults and docs; handlers; whether they resume."`
+	Init       InitCmd       `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
+	Fmt        FmtCmd        `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
+	Test       TestCmd       `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
+	DemoAgent  DemoAgentCmd  `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
+	Hostd      HostdCmd      `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
+	Completion CompletionCmd `cmd:"" help:"Print the shell completion script for bash, zsh or fish: commands, flags, session ids and blaise: references."`
 
 	SessionProcess SessionProcessCmd `cmd:"" name:"session-process" hidden:"" help:"One run of a session (started by front ends)."`
 }
@@ -35,13 +35,16 @@ type CLI struct {
 // Globals are the flags every command takes.
 type Globals struct {
 	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"BLAISE_LOG_LEVEL"`
-	LogFormat string           `help:"Log format: text, json or logfmt." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
-	Version   kong.VersionFlag `help:"Print the version and exit."`
+	LogFormat string           `help:"Log format: text, json or logfmt (these two with RFC 3339 times)." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
+	Version   kong.VersionFlag `help:"Print the module version and VCS revision of this build, and exit."`
 }
+
+// logTimeFormat is RFC 3339 with milliseconds, which log tools parse.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // Logger returns the logger the flags describe, writing to stderr.
 func (g *Globals) Logger() *log.Logger {
-	l := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: g.LogFormat != "text"})
+	l := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: g.LogFormat != "text", TimeFormat: logTimeFormat})
 	level, err := log.ParseLevel(g.LogLevel)
 	if err == nil {
 		l.SetLevel(level)
@@ -58,21 +61,36 @@ func (g *Globals) Logger() *log.Logger {
 // usageExit is the status kong exits with after a usage error.
 const usageExit = 80
 
-func main() {
-	var cli CLI
-	parser := kong.Must(&cli,
+// options make the command line of CLI; tests add their own writers and
+// exit.
+func options() []kong.Option {
+	return []kong.Option{
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
-		kong.Vars{"version": version},
+		settingDuration,
+		kong.Vars{"version": buildinfo.Version()},
+	}
+}
+
+func main() {
+	var cli CLI
+	parser := kong.Must(&cli, append(options(),
 		kong.Exit(func(code int) {
 			if code == usageExit {
 				code = 2 // as Unix tools do
 			}
 			os.Exit(code)
 		}),
-	)
+	)...)
+	completeWords(parser)
 	ctx, err := parser.Parse(os.Args[1:])
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && perr.ExitCode() != usageExit {
+		// A hook's error, such as no configuration found: the command
+		// line was right, so no usage.
+		fail(err)
+	}
 	if err != nil {
 		// The usage of a mistaken command line goes to stderr: the stdout
 		// of acp, demo-agent and hostd is a protocol stream.
@@ -80,11 +98,16 @@ func main() {
 		parser.FatalIfErrorf(err)
 	}
 	if err := ctx.Run(&cli.Globals); err != nil {
-		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
-		var coded interface{ ExitCode() int }
-		if errors.As(err, &coded) {
-			os.Exit(coded.ExitCode())
-		}
-		os.Exit(1)
+		fail(err)
 	}
+}
+
+// fail reports err and exits with its code, else 1.
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		os.Exit(coded.ExitCode())
+	}
+	os.Exit(1)
 }

@@ -24,8 +24,8 @@ import (
 
 // RunCmd is `blaise-agent run`: a terminal ACP client of one session.
 type RunCmd struct {
-	Config   string   `short:"c" help:"The configuration file." default:"blaise.star" type:"path"`
-	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which"`
+	ConfigFlag
+	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID"`
 	Continue bool     `help:"Continue the most recently paused session of this configuration." xor:"which"`
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
 	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
@@ -36,17 +36,17 @@ type RunCmd struct {
 
 // StateFlags locate the sessions.
 type StateFlags struct {
-	StateDir string `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR"`
+	StateDir string `help:"Where sessions are kept (default: $XDG_STATE_HOME/blaise-agent, else ~/.local/state/blaise-agent)." type:"path" env:"BLAISE_STATE_DIR" placeholder:"DIR"`
 }
 
 // SessionFlags are the lifecycle settings of new sessions.
 type SessionFlags struct {
 	StateFlags
 	IdlePolicy      string        `help:"What an idle session does: pause (keep the environment) or end (tear it down); default: session(...) of the configuration, else pause." enum:",pause,end" default:""`
-	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
-	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)."`
-	Timeout         time.Duration `help:"The longest one run may take (default 30m)."`
-	StartupLimit    time.Duration `help:"How long the agent may take to answer initialize before the run fails (default 1m)." env:"BLAISE_STARTUP_LIMIT"`
+	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (default 24h, capped by SESSION_MAX_PAUSED_LIFETIME_MS)." type:"setting"`
+	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle (default 5m; never counts while a turn runs)." type:"setting"`
+	Timeout         time.Duration `help:"The longest one run may take (default 30m)." type:"setting"`
+	StartupLimit    time.Duration `help:"How long the agent may take to answer initialize before the run fails (default 1m)." env:"BLAISE_STARTUP_LIMIT" type:"setting"`
 }
 
 // engine returns the lifecycle engine with these settings.

@@ -2,20 +2,30 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-isatty"
+
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/sessionview"
 )
 
 // SessionsCmd is `blaise-agent sessions`.
 type SessionsCmd struct {
 	List    SessionsListCmd    `cmd:"" default:"withargs" help:"List sessions with their state and age."`
+	Show    SessionsShowCmd    `cmd:"" help:"Show a session: where it was created, its state, settings, runs with the last stop, pause and teardown, expiry, stored and orphaned state."`
+	Log     SessionsLogCmd     `cmd:"" help:"Show a session's transcript as run shows a session: prompts, answers, tool calls, permission decisions and the plugs that answered."`
+	Prune   SessionsPruneCmd   `cmd:"" help:"Remove the records (and transcripts) of ended sessions; never a live, paused or unsettled one."`
 	End     SessionsEndCmd     `cmd:"" help:"End a paused session now: its plugs tear down (reason closed)."`
 	Sweep   SessionsSweepCmd   `cmd:"" help:"Tear down expired sessions, retry due teardowns, and settle runs whose process died."`
 	Resolve SessionsResolveCmd `cmd:"" help:"Mark an orphaned session ended once you cleaned up what its plugs left behind."`
@@ -49,7 +59,8 @@ func (f *StateFlags) noSession(id string) error {
 // SessionsListCmd lists sessions.
 type SessionsListCmd struct {
 	StateFlags
-	All bool `help:"Include ended sessions."`
+	All  bool `help:"Include ended sessions."`
+	JSON bool `name:"json" help:"Print the sessions' records as a JSON array, for scripts."`
 }
 
 // Run prints the table, then what to do about orphaned sessions. Records
@@ -61,6 +72,9 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		return err
 	}
 	if e == nil {
+		if c.JSON {
+			fmt.Println("[]")
+		}
 		fmt.Fprintf(os.Stderr, "no sessions: there is no state directory %s\n", c.dir())
 		return nil
 	}
@@ -68,8 +82,122 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 	if broken := (*blaise.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return err
 	}
+	if c.JSON {
+		shown := []*blaise.SessionRecord{}
+		for _, r := range recs {
+			if r.State != blaise.Ended || c.All {
+				shown = append(shown, r)
+			}
+		}
+		if jerr := printJSON(shown); jerr != nil {
+			return jerr
+		}
+		return err
+	}
 	if lerr := listSessions(os.Stdout, e.Store, recs, time.Now(), c.All); lerr != nil {
 		return lerr
+	}
+	return err
+}
+
+// printJSON prints v as indented JSON on stdout.
+func printJSON(v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Printf("%s\n", data)
+	return err
+}
+
+// SessionsShowCmd shows one session.
+type SessionsShowCmd struct {
+	StateFlags
+	ID   string `arg:"" help:"The session id." predictor:"session"`
+	JSON bool   `name:"json" help:"Print the session's record as the store keeps it, as JSON."`
+}
+
+// Run shows the session.
+func (c *SessionsShowCmd) Run(g *Globals) error {
+	st, rec, err := c.session(g, c.ID)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(rec)
+	}
+	return sessionview.Show(os.Stdout, st, rec, time.Now())
+}
+
+// session reads one session's record, without creating a state directory.
+func (f *StateFlags) session(g *Globals, id string) (*blaise.Store, *blaise.SessionRecord, error) {
+	e, err := f.existingEngine(g)
+	if err != nil {
+		return nil, nil, err
+	}
+	if e == nil {
+		return nil, nil, f.noSession(id)
+	}
+	rec, err := e.Store.Session(id)
+	return e.Store, rec, err
+}
+
+// SessionsLogCmd shows a session's transcript.
+type SessionsLogCmd struct {
+	StateFlags
+	ID     string `arg:"" help:"The session id." predictor:"session"`
+	Follow bool   `short:"f" help:"While a run of the session is in progress, keep showing its messages as they are recorded, until it ends."`
+	JSON   bool   `name:"json" help:"Print the transcript's records as they are stored: one JSON object per line (see docs/messages.md)."`
+}
+
+// Run prints the transcript.
+func (c *SessionsLogCmd) Run(g *Globals) error {
+	st, rec, err := c.session(g, c.ID)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var live func() (bool, error)
+	if c.Follow {
+		live = func() (bool, error) {
+			rec, err := st.Session(rec.ID)
+			return err == nil && rec.State == blaise.Active, err
+		}
+	}
+	each := func(line []byte) { fmt.Printf("%s\n", line) }
+	if !c.JSON {
+		term := &client.Terminal{Out: os.Stdout, Err: os.Stderr, Color: colorful(os.Stdout)}
+		l := &sessionview.Log{Term: term, Err: os.Stderr}
+		each = l.Record
+		defer term.EndTurn("")
+	}
+	if err := sessionview.Lines(ctx, st.TranscriptPath(rec.ID), live, each); err != nil {
+		return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// colorful reports whether f is a terminal that takes colours.
+func colorful(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// SessionsPruneCmd removes ended sessions.
+type SessionsPruneCmd struct {
+	StateFlags
+	OlderThan time.Duration `help:"Only sessions that ended at least this long ago (e.g. 168h); default: every ended session."`
+}
+
+// Run prunes and names each session it removed.
+func (c *SessionsPruneCmd) Run(g *Globals) error {
+	e, err := c.existingEngine(g)
+	if err != nil || e == nil {
+		return err // no state directory: nothing to prune
+	}
+	pruned, err := e.Store.Prune(time.Now().Add(-c.OlderThan))
+	for _, id := range pruned {
+		fmt.Printf("pruned session %s\n", id)
 	}
 	return err
 }
@@ -101,18 +229,11 @@ func listSessions(out io.Writer, st *blaise.Store, recs []*blaise.SessionRecord,
 		for line := range strings.SplitSeq(strings.TrimRight(r.Teardown.LastError, "\n"), "\n") {
 			fmt.Fprintf(out, "    %s\n", line)
 		}
-		ids, err := st.PersistedIDs(r.ID)
+		named, err := sessionview.StoredPlugs(st, r.ID)
 		if err != nil {
 			return err
 		}
-		if len(ids) > 0 {
-			named := make([]string, len(ids))
-			for i, id := range ids {
-				named[i] = id
-				if name, ok, err := st.PersistedPlug(r.ID, id); err == nil && ok {
-					named[i] += " (" + name + ")"
-				}
-			}
+		if len(named) > 0 {
 			fmt.Fprintf(out, "  plugs with stored state: %s\n", strings.Join(named, ", "))
 		}
 		fmt.Fprintf(out, "  clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", r.ID)
@@ -123,7 +244,7 @@ func listSessions(out io.Writer, st *blaise.Store, recs []*blaise.SessionRecord,
 // SessionsEndCmd ends a session.
 type SessionsEndCmd struct {
 	StateFlags
-	ID string `arg:"" help:"The session id."`
+	ID string `arg:"" help:"The session id." predictor:"session"`
 }
 
 // Run ends the session and reports its state; it fails when the teardown
@@ -164,7 +285,7 @@ func (c *SessionsSweepCmd) Run(g *Globals) error {
 // SessionsResolveCmd resolves an orphaned session.
 type SessionsResolveCmd struct {
 	StateFlags
-	ID string `arg:"" help:"The session id."`
+	ID string `arg:"" help:"The session id." predictor:"session"`
 }
 
 // Run resolves the session.

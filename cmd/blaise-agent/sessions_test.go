@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,17 +49,56 @@ func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
 	if err := listSessions(&got, st, recs, now, false); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "orphaned_listing.golden")
-	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
+	golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())
+}
+
+// TestIssue16_LogFollowsALiveRun (issue 16, item 4): `sessions log --follow`
+// shows the turns of a run in progress as they are recorded, and exits on
+// its own once the run has paused.
+func TestIssue16_LogFollowsALiveRun(t *testing.T) {
+	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": ""})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.String() != string(want) {
-		t.Errorf("listing:\n%s\nwant (%s):\n%s", got.String(), golden, want)
+	s := l.open(live, "")
+	s.prompt(3, "first")
+
+	follow := exec.Command(l.engine.Command[0], "sessions", "log", "--follow", "--state-dir", l.engine.Store.Dir(), live.ID)
+	stdout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow.Stderr = os.Stderr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	// until reads the follower's lines up to one equal to want.
+	until := func(want string) {
+		t.Helper()
+		for lines.Scan() {
+			if lines.Text() == want {
+				return
+			}
+		}
+		t.Fatalf("sessions log --follow ended before %q: %v", want, lines.Err())
+	}
+	until("echo: first")
+	s.prompt(4, "second")
+	until("> second")
+	until("echo: second")
+
+	if err := live.StopIdle(); err != nil {
+		t.Fatal(err)
+	}
+	if rec := l.wait(live); rec.State != blaise.Paused {
+		t.Fatalf("after the stop: %s", rec.State)
+	}
+	for lines.Scan() {
+	}
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("sessions log --follow: %v", err)
 	}
 }

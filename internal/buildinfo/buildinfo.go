@@ -1,0 +1,50 @@
+// Package buildinfo says which build of blaise-agent is running, from what
+// the Go toolchain recorded in the binary (runtime/debug.ReadBuildInfo).
+package buildinfo
+
+import (
+	"runtime/debug"
+	"strings"
+)
+
+// Version is the module version of the running binary and, when the build
+// recorded it, its VCS revision: "v1.2.0 (a1b2c3d4e5f6, 2026-11-30T08:00:00Z)",
+// with ", modified" for a build from a work tree with local changes.
+func Version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown: the binary holds no build information)"
+	}
+	return describe(info)
+}
+
+// describe formats the version of a build.
+func describe(info *debug.BuildInfo) string {
+	version := info.Main.Version
+	if version == "" {
+		version = "(devel)" // test binaries and go run record none
+	}
+	var rev, at string
+	modified := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return version
+	}
+	details := []string{rev[:min(len(rev), 12)]}
+	if at != "" {
+		details = append(details, at)
+	}
+	if modified {
+		details = append(details, "modified")
+	}
+	return version + " (" + strings.Join(details, ", ") + ")"
+}

@@ -1,0 +1,104 @@
+package sessionview
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/client"
+)
+
+// golden compares got with testdata/name (BLAISE_UPDATE_GOLDEN=1 rewrites
+// it).
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("got:\n%s\nwant (%s):\n%s", got, path, want)
+	}
+}
+
+// TestIssue16_LogRendersTheTranscript (issue 16, item 4; M5): a transcript
+// of real runs of the demo agent, and hand-made records of plugs that
+// answered, render as run renders a session: prompts, thoughts, tool calls,
+// plans, answers, permission decisions and who made them, errors, and a
+// line that is not a record named on the side.
+func TestIssue16_LogRendersTheTranscript(t *testing.T) {
+	var out, errs bytes.Buffer
+	l := &Log{Term: &client.Terminal{Out: &out}, Err: &errs}
+	if err := Lines(context.Background(), filepath.Join("testdata", "transcript.jsonl"), nil, l.Record); err != nil {
+		t.Fatal(err)
+	}
+	l.Term.EndTurn("")
+	golden(t, "log.golden", out.Bytes())
+	if want := "transcript line 63: not a record: invalid character 'o' in literal null (expecting 'u')\n"; errs.String() != want {
+		t.Errorf("diagnostics %q, want %q", errs.String(), want)
+	}
+}
+
+// TestIssue16_ShowSaysAllTheRecordKeeps (issue 16, item 4; L2, L6, L7): an
+// orphaned session shows where it was created, its settings, its last stop,
+// pause and teardown with their errors, its stored and orphaned state, its
+// transcript, and what to do; a paused one when it expires.
+func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
+	st, err := blaise.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	now := created.Add(26 * time.Hour)
+	orphan := &blaise.SessionRecord{ID: "orphan1", State: blaise.Orphaned, Runs: 7, AgentName: "demo", EndReason: "timeout",
+		Stop:          &blaise.StopRecord{Reason: "timeout", At: created.Add(2 * time.Hour), Run: 7, Delivered: true},
+		Pause:         &blaise.PauseRecord{Reason: "failed", Error: "plugs/db.star:4:9: plug acme/db: on_session: boom", At: created.Add(2 * time.Hour), Run: 7},
+		Teardown:      blaise.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"},
+		OrphanedState: []string{"old"},
+	}
+	paused := &blaise.SessionRecord{ID: "paused1", State: blaise.Paused, Runs: 2, Resumable: true,
+		Pause:    &blaise.PauseRecord{Reason: "idle", MayResume: true, At: now.Add(-time.Hour), Run: 2},
+		PausedAt: now.Add(-time.Hour), ExpiresAt: now.Add(23 * time.Hour),
+	}
+	for _, r := range []*blaise.SessionRecord{orphan, paused} {
+		r.Config, r.Dir, r.Settings = "/work/project/blaise.star", "/work/project", blaise.DefaultSettings()
+		if err := st.CreateSession(r); err != nil {
+			t.Fatal(err)
+		}
+		// The store stamps its own times; the golden needs fixed ones.
+		if _, err := st.UpdateSession(r.ID, func(*blaise.SessionRecord) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		r.Created, r.Updated = created, now.Add(-time.Hour)
+	}
+	for _, p := range []struct{ id, plug string }{{"wt", "blaise/worktree"}, {"old", "acme/old"}} {
+		if err := st.Persisted().Set(context.Background(), "orphan1", p.id, p.plug, []byte(`{"path": "/tmp/x"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	transcript, err := os.ReadFile(filepath.Join("testdata", "transcript.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(st.TranscriptPath("orphan1"), transcript, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	for _, r := range []*blaise.SessionRecord{orphan, paused} {
+		if err := Show(&got, st, r, now); err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString("\n")
+	}
+	golden(t, "show.golden", bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
+}
