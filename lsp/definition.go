@@ -1,0 +1,149 @@
+package lsp
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/interp"
+	"go.lsp.dev/protocol"
+	"go.lsp.dev/uri"
+	"go.starlark.net/syntax"
+)
+
+// definition answers go to definition: on the reference of a load() or a
+// use(), the file; on a name that load() binds, its definition in the
+// module; on a global of the document, its definition there.
+func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []protocol.Location {
+	d := s.docs[u]
+	if d == nil {
+		return nil
+	}
+	f, err := interp.FileOptions.Parse(d.path, d.text, 0)
+	if err != nil {
+		return nil
+	}
+	line, col := int32(pos.Line)+1, int32(pos.Character)+1
+	inside := func(n syntax.Node) bool {
+		start, end := n.Span()
+		return (start.Line < line || start.Line == line && start.Col <= col) &&
+			(line < end.Line || line == end.Line && col <= end.Col)
+	}
+	var found []protocol.Location
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if n == nil || found != nil || !inside(n) {
+			return found == nil
+		}
+		switch n := n.(type) {
+		case *syntax.LoadStmt:
+			target := s.resolve(d.path, n.Module.Value)
+			if target == "" {
+				return false
+			}
+			if inside(n.Module) {
+				found = s.locate(target, "")
+			}
+			for i, to := range n.To {
+				if inside(to) {
+					found = s.locate(target, n.From[i].Name)
+				}
+			}
+			return false
+		case *syntax.CallExpr:
+			if fn, ok := n.Fn.(*syntax.Ident); ok && fn.Name == "use" && len(n.Args) > 0 {
+				if lit, ok := n.Args[0].(*syntax.Literal); ok && inside(lit) {
+					if target := s.resolve(d.path, lit.Value); target != "" {
+						found = s.locate(target, "plug")
+					}
+					return false
+				}
+			}
+		case *syntax.Ident:
+			found = s.global(d, f, n.Name)
+		}
+		return true
+	})
+	return found
+}
+
+// global finds where the document defines or loads name at its top level.
+func (s *server) global(d *document, f *syntax.File, name string) []protocol.Location {
+	for _, st := range f.Stmts {
+		if ld, ok := st.(*syntax.LoadStmt); ok {
+			for i, to := range ld.To {
+				if to.Name == name {
+					if target := s.resolve(d.path, ld.Module.Value); target != "" {
+						return s.locate(target, ld.From[i].Name)
+					}
+				}
+			}
+		}
+	}
+	if p, ok := topLevel(f, name); ok {
+		return []protocol.Location{{URI: d.uri, Range: pointRange(p)}}
+	}
+	return nil
+}
+
+// resolve returns the absolute path of the file ref names, written in the
+// file at from, or "" for what is no file (blaise:NAME).
+func (s *server) resolve(from string, ref any) string {
+	r, ok := ref.(string)
+	if !ok || r == "" || strings.HasPrefix(r, interp.StdlibPrefix) {
+		return ""
+	}
+	if filepath.IsAbs(r) {
+		return filepath.Clean(r)
+	}
+	return filepath.Join(filepath.Dir(from), r)
+}
+
+// locate returns where name is defined at the top level of the file at
+// path (plug: its plug(...) call), or the file's start.
+func (s *server) locate(path, name string) []protocol.Location {
+	loc := protocol.Location{URI: uri.File(path)}
+	text, ok := s.overlay()[path]
+	if !ok {
+		var err error
+		if text, err = os.ReadFile(path); err != nil {
+			return nil
+		}
+	}
+	if name != "" {
+		if f, err := interp.FileOptions.Parse(path, text, 0); err == nil {
+			if p, ok := topLevel(f, name); ok {
+				loc.Range = pointRange(p)
+			}
+		}
+	}
+	return []protocol.Location{loc}
+}
+
+// topLevel returns the position of the top-level def, assignment or call
+// of name in f.
+func topLevel(f *syntax.File, name string) (syntax.Position, bool) {
+	for _, st := range f.Stmts {
+		switch st := st.(type) {
+		case *syntax.DefStmt:
+			if st.Name.Name == name {
+				return st.Name.NamePos, true
+			}
+		case *syntax.AssignStmt:
+			if id, ok := st.LHS.(*syntax.Ident); ok && id.Name == name {
+				return id.NamePos, true
+			}
+		case *syntax.ExprStmt:
+			if call, ok := st.X.(*syntax.CallExpr); ok {
+				if fn, ok := call.Fn.(*syntax.Ident); ok && fn.Name == name {
+					return fn.NamePos, true
+				}
+			}
+		}
+	}
+	return syntax.Position{}, false
+}
+
+func pointRange(p syntax.Position) protocol.Range {
+	pt := protocol.Position{Line: uint32(max(p.Line-1, 0)), Character: uint32(max(p.Col-1, 0))}
+	return protocol.Range{Start: pt, End: pt}
+}

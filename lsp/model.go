@@ -1,0 +1,242 @@
+package lsp
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/docs"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+)
+
+// A typ is what the server knows of the value of an expression.
+type typ struct {
+	name   string         // a key of model.attrs, "next:RESULT", or "" when unknown
+	schema *interp.Schema // for a record of an object schema: ctx.inputs, ctx.persisted.value
+	path   string         // that record's name in messages: inputs, inputs.git
+}
+
+func (t typ) known() bool { return t.name != "" || t.schema != nil }
+
+// nextPrefix marks the type of next: calling it gives the type after the colon.
+const nextPrefix = "next:"
+
+// model is what the server knows of the names plug and configuration
+// files use: attributes from the values themselves, docs from the
+// user documentation.
+type model struct {
+	attrs   map[string][]string // by type or module name
+	globals []string            // predeclared in every file
+	config  []string            // predeclared in configurations only
+	ref     reference
+}
+
+// Reference documents of the user documentation, in the order in which
+// they document names first.
+var referenceDocs = []string{"plugs.md", "messages.md", "config.md", "hosts.md"}
+
+// configNames are the builtins only a configuration sees.
+var configNames = []string{"agent", "session", "setup", "use"}
+
+// newModel builds the model from the names a loader predeclares.
+func newModel(predeclared starlark.StringDict) (*model, error) {
+	ref, err := readReference(docs.Reference, referenceDocs...)
+	if err != nil {
+		return nil, fmt.Errorf("reading the reference: %w", err)
+	}
+	m := &model{attrs: builtins.TypeAttrs(), ref: ref, config: configNames}
+	all := starlark.StringDict{
+		"schema":           interp.SchemaModule,
+		"json":             json.Module,
+		"struct":           starlark.None,
+		"plug":             starlark.None,
+		"PLUG_API_VERSION": starlark.None,
+	}
+	for k, v := range predeclared {
+		all[k] = v
+	}
+	for k, v := range all {
+		m.globals = append(m.globals, k)
+		if mod, ok := v.(starlark.HasAttrs); ok {
+			m.attrs[k] = mod.AttrNames()
+		}
+	}
+	sort.Strings(m.globals)
+	return m, nil
+}
+
+// attrTypes are the types of attributes that hold values with attributes.
+var attrTypes = map[string]string{
+	"ctx.host":      "host",
+	"ctx.runner":    "host",
+	"ctx.log":       "log",
+	"ctx.signal":    "signal",
+	"ctx.persisted": "persisted",
+	"ctx.agent":     "agent",
+	"host.fs":       "fs",
+}
+
+// callTypes are the types of what methods return.
+var callTypes = map[string]string{
+	"host.spawn":    "process",
+	"hosts.command": "host",
+	"hosts.ssh":     "host",
+}
+
+// docPrefix is where the documentation describes the attributes of a
+// type, when not under its own name.
+var docPrefix = map[string]string{
+	"fs":        "host.fs",
+	"persisted": "ctx.persisted",
+	"log":       "ctx.log",
+	"signal":    "ctx.signal",
+}
+
+// messageName is how runtime errors name a type, when not by its name.
+var messageName = map[string]string{"agent": "ctx.agent"}
+
+// attr returns the type of t.name. inputs and persisted are the plug's schemas.
+func (m *model) attr(t typ, name string, inputs, persisted *interp.Schema) typ {
+	switch {
+	case t.schema != nil:
+		if f := field(t.schema, name); f != nil {
+			return typ{schema: f, path: t.path + "." + name}
+		}
+	case t.name == "ctx" && name == "inputs" && inputs != nil:
+		return typ{schema: inputs, path: "inputs"}
+	case t.name == "persisted" && name == "value" && persisted != nil:
+		return typ{schema: persisted, path: "persisted"}
+	}
+	return typ{name: attrTypes[t.name+"."+name]}
+}
+
+// call returns the type of what calling t gives.
+func (m *model) call(fn typ, method string) typ {
+	if method == "" {
+		return typ{name: strings.TrimPrefix(fn.name, nextPrefix)}
+	}
+	return typ{name: callTypes[fn.name+"."+method]}
+}
+
+// field returns the schema of field name of an object schema (or an
+// optional one), or nil.
+func field(s *interp.Schema, name string) *interp.Schema {
+	if s.Kind() == interp.KindOptional {
+		s = s.Elem()
+	}
+	if s.Kind() != interp.KindObject {
+		return nil
+	}
+	for n, f := range s.Fields() {
+		if n == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// A member is an attribute as completion and hover show it.
+type member struct {
+	Name, Signature, Doc string
+	Method               bool
+}
+
+// members lists the attributes of t, with their docs.
+func (m *model) members(t typ) []member {
+	var out []member
+	if t.schema != nil {
+		s := t.schema
+		if s.Kind() == interp.KindOptional {
+			s = s.Elem()
+		}
+		if s.Kind() == interp.KindObject {
+			for n, f := range s.Fields() {
+				out = append(out, member{Name: n, Signature: n + ": " + f.Describe(), Doc: f.Doc()})
+			}
+		}
+		return out
+	}
+	for _, n := range m.attrs[t.name] {
+		mem := member{Name: n, Signature: n}
+		if e := m.doc(t, n); e != nil {
+			mem.Signature, mem.Doc = e.Signature, e.Doc
+			mem.Method = strings.Contains(e.Signature, "(")
+		}
+		out = append(out, mem)
+	}
+	return out
+}
+
+// doc returns the documentation of t.name, or nil.
+func (m *model) doc(t typ, name string) *entry {
+	prefix := t.name
+	if p, ok := docPrefix[prefix]; ok {
+		prefix = p
+	}
+	if e := m.ref[prefix+"."+name]; e != nil {
+		return e
+	}
+	// A section may describe all the attributes of a value at once (ctx.log).
+	if e := m.ref[prefix]; e != nil && strings.Contains(e.Doc, "."+name+"`") {
+		return &entry{Signature: prefix + "." + name, Doc: e.Doc}
+	}
+	return nil
+}
+
+// unknownAttr returns the error a run would meet reading t.name, or ""
+// when t has that attribute or is not known well enough to tell.
+func (m *model) unknownAttr(t typ, name string) string {
+	if t.schema != nil {
+		s := t.schema
+		if s.Kind() != interp.KindObject {
+			return ""
+		}
+		var fields []string
+		for n := range s.Fields() {
+			fields = append(fields, n)
+		}
+		if slices.Contains(fields, name) || slices.Contains(recordMethods, name) {
+			return ""
+		}
+		msg := fmt.Sprintf("%s has no field %q", t.path, name)
+		if n := interp.Nearest(name, fields); n != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", n)
+		}
+		return msg
+	}
+	names, ok := m.attrs[t.name]
+	if !ok || slices.Contains(names, name) {
+		return ""
+	}
+	var msg string
+	if !valueTypes[t.name] {
+		msg = fmt.Sprintf("module has no .%s field or method", name)
+	} else {
+		typeName := t.name
+		if n, ok := messageName[typeName]; ok {
+			typeName = n
+		}
+		msg = fmt.Sprintf("%s has no attribute %q", typeName, name)
+	}
+	if n := interp.Nearest(name, names); n != "" {
+		msg += fmt.Sprintf(" (did you mean .%s?)", n)
+	}
+	return msg
+}
+
+// recordMethods are the methods every record has besides its fields.
+var recordMethods = interp.NewRecord(nil, nil).AttrNames()
+
+// valueTypes are the types of values handlers receive, as opposed to
+// predeclared modules, which runtime errors call "module".
+var valueTypes = func() map[string]bool {
+	out := map[string]bool{}
+	for k := range builtins.TypeAttrs() {
+		out[k] = true
+	}
+	return out
+}()

@@ -1,0 +1,45 @@
+package lsp
+
+import (
+	"testing"
+
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"go.starlark.net/starlark"
+)
+
+// TestIssue17_ReferenceDocumentsEveryName keeps the user documentation
+// and the language server one source: every predeclared name, every
+// member of a predeclared module but time's, and every attribute of the
+// values handlers receive must be documented in docs/*.md in a form the
+// server reads, so hover and completion never come without text.
+func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
+	predeclared := starlark.StringDict{}
+	for k, v := range builtins.Predeclared {
+		predeclared[k] = v
+	}
+	m, err := newModel(predeclared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := append([]string{"load"}, m.config...)
+	for _, g := range m.globals {
+		if g != "PLUG_API_VERSION" {
+			names = append(names, g)
+		}
+	}
+	for _, n := range names {
+		if e := m.ref[n]; e == nil || e.Doc == "" {
+			t.Errorf("predeclared %s: no documentation", n)
+		}
+	}
+	for typeName, attrs := range m.attrs {
+		if typeName == "time" {
+			continue // go.starlark.net's module, described as a whole
+		}
+		for _, a := range attrs {
+			if e := m.doc(typ{name: typeName}, a); e == nil || e.Doc == "" {
+				t.Errorf("%s.%s: no documentation", typeName, a)
+			}
+		}
+	}
+}
