@@ -398,8 +398,8 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 		line := strings.Count(bad[:strings.Index(bad, tc.to)+len(tc.to)], "\n") // the last line of the mistake
 		want := tc.want
 		if tc.check {
-			writeFile(t, filepath.Join(c.dir, tc.name), bad)
-			out, err := c.check()
+			files := map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig, tc.name: bad}
+			out, err := c.check(files)
 			if err == nil {
 				t.Fatalf("%s: check passes", tc.to)
 			}
@@ -416,19 +416,22 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 		if len(diags) != 1 || diags[0].Message != want || int(diags[0].Range.Start.Line) != line {
 			t.Errorf("%s → %s: diagnostics %+v, want %q at line %d", tc.from, tc.to, diags, want, line)
 		}
-		if tc.check {
-			writeFile(t, filepath.Join(c.dir, tc.name), good)
-		}
 		if d := c.edit(tc.name, good); len(d) != 0 {
 			t.Errorf("after undoing %s: %+v", tc.to, d)
 		}
 	}
 }
 
-// check runs `blaise-agent check` in the client's directory.
-func (c *lspClient) check() (string, error) {
+// check runs `blaise-agent check` on files written to a directory of
+// their own: the server's directory keeps the files as they were, so the
+// server sees the edits only as the editor sends them.
+func (c *lspClient) check(files map[string]string) (string, error) {
+	dir := c.t.TempDir()
+	for name, text := range files {
+		writeFile(c.t, filepath.Join(dir, name), text)
+	}
 	cmd := exec.Command(self(c.t), "check")
-	cmd.Dir = c.dir
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
