@@ -49,17 +49,7 @@ func startLSP(t testing.TB, files map[string]string) *lspClient {
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := startPiped(t, cmd)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &lspClient{t: t, ctx: ctx, dir: dir, diags: make(chan protocol.PublishDiagnosticsParams, 100), version: map[protocol.DocumentURI]int32{}}
 	c.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(pipes{out, in}))
@@ -98,6 +88,23 @@ func startLSP(t testing.TB, files map[string]string) *lspClient {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// startPiped starts cmd with pipes to its stdin and from its stdout.
+func startPiped(t testing.TB, cmd *exec.Cmd) (io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return in, out
 }
 
 func writeFile(t testing.TB, path, text string) {
