@@ -60,7 +60,9 @@ func load(newLoader func() *interp.Loader, overlay map[string][]byte, path strin
 }
 
 // problemOf places err in the document at path: at its position when it is
-// in that file, else on the first line with the whole message.
+// in that file, else on the first line with the whole message. (A mistake
+// in a plug or module the document uses is reported at the use() or load()
+// by the loader itself.)
 func problemOf(err error, path string) problem {
 	var e *interp.Error
 	if !errors.As(err, &e) || !e.Pos.IsValid() {
@@ -70,8 +72,7 @@ func problemOf(err error, path string) problem {
 	if abs != path {
 		return problem{Msg: err.Error()}
 	}
-	msg := strings.TrimPrefix(e.Error(), e.Pos.String()+": ")
-	return problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: msg}
+	return problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: strings.TrimPrefix(e.Error(), e.Pos.String()+": ")}
 }
 
 // attrProblems finds the reads of attributes that ctx, message, hosts and

@@ -36,7 +36,7 @@ func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []pro
 		}
 		switch n := n.(type) {
 		case *syntax.LoadStmt:
-			target := s.resolve(d.path, n.Module.Value)
+			target := resolveRef(d.path, n.Module.Value)
 			if target == "" {
 				return false
 			}
@@ -52,7 +52,7 @@ func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []pro
 		case *syntax.CallExpr:
 			if fn, ok := n.Fn.(*syntax.Ident); ok && fn.Name == "use" && len(n.Args) > 0 {
 				if lit, ok := n.Args[0].(*syntax.Literal); ok && inside(lit) {
-					if target := s.resolve(d.path, lit.Value); target != "" {
+					if target := resolveRef(d.path, lit.Value); target != "" {
 						found = s.locate(target, "plug")
 					}
 					return false
@@ -72,7 +72,7 @@ func (s *server) global(d *document, f *syntax.File, name string) []protocol.Loc
 		if ld, ok := st.(*syntax.LoadStmt); ok {
 			for i, to := range ld.To {
 				if to.Name == name {
-					if target := s.resolve(d.path, ld.Module.Value); target != "" {
+					if target := resolveRef(d.path, ld.Module.Value); target != "" {
 						return s.locate(target, ld.From[i].Name)
 					}
 				}
@@ -85,9 +85,9 @@ func (s *server) global(d *document, f *syntax.File, name string) []protocol.Loc
 	return nil
 }
 
-// resolve returns the absolute path of the file ref names, written in the
-// file at from, or "" for what is no file (blaise:NAME).
-func (s *server) resolve(from string, ref any) string {
+// resolveRef returns the absolute path of the file ref names, written in
+// the file at from, or "" for what is no file (blaise:NAME).
+func resolveRef(from string, ref any) string {
 	r, ok := ref.(string)
 	if !ok || r == "" || strings.HasPrefix(r, interp.StdlibPrefix) {
 		return ""

@@ -100,8 +100,9 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 		if err := decode(req, &p); err != nil {
 			return err
 		}
-		s.docs[p.TextDocument.URI] = &document{uri: p.TextDocument.URI, path: pathOf(p.TextDocument.URI), text: p.TextDocument.Text, version: p.TextDocument.Version}
-		return s.publishAll(ctx)
+		d := &document{uri: p.TextDocument.URI, path: pathOf(p.TextDocument.URI), text: p.TextDocument.Text, version: p.TextDocument.Version}
+		s.docs[d.uri] = d
+		return s.publishAll(ctx, d)
 	case protocol.MethodTextDocumentDidChange:
 		var p protocol.DidChangeTextDocumentParams
 		if err := decode(req, &p); err != nil {
@@ -113,7 +114,7 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 		}
 		// Full synchronisation: the last change is the whole text.
 		d.text, d.version = p.ContentChanges[len(p.ContentChanges)-1].Text, p.TextDocument.Version
-		return s.publishAll(ctx)
+		return s.publishAll(ctx, d)
 	case protocol.MethodTextDocumentDidClose:
 		var p protocol.DidCloseTextDocumentParams
 		if err := decode(req, &p); err != nil {
@@ -123,7 +124,7 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 		if err := s.publish(ctx, p.TextDocument.URI, 0, nil); err != nil {
 			return err
 		}
-		return s.publishAll(ctx)
+		return s.publishAll(ctx, nil)
 	case protocol.MethodTextDocumentCompletion:
 		var p protocol.CompletionParams
 		if err := decode(req, &p); err != nil {
@@ -188,16 +189,24 @@ func (s *server) overlay() map[string][]byte {
 	return o
 }
 
-// publishAll sends the diagnostics of every open document: an edit of a
-// plug changes those of the configurations that use it.
-func (s *server) publishAll(ctx context.Context) error {
+// publishAll sends the diagnostics of every open document, since an edit
+// of a plug changes those of the configurations that use it; those of the
+// document changed go last, so that an editor (or a test) that has them
+// has all.
+func (s *server) publishAll(ctx context.Context, changed *document) error {
 	overlay := s.overlay()
 	for _, d := range s.docs {
+		if d == changed {
+			continue
+		}
 		if err := s.publish(ctx, d.uri, d.version, s.diagnose(d, overlay)); err != nil {
 			return err
 		}
 	}
-	return nil
+	if changed == nil {
+		return nil
+	}
+	return s.publish(ctx, changed.uri, changed.version, s.diagnose(changed, overlay))
 }
 
 func (s *server) publish(ctx context.Context, u protocol.DocumentURI, version int32, diags []protocol.Diagnostic) error {

@@ -29,6 +29,7 @@ type lspClient struct {
 	conn    jsonrpc2.Conn
 	diags   chan protocol.PublishDiagnosticsParams
 	version map[protocol.DocumentURI]int32
+	latest  map[protocol.DocumentURI][]protocol.Diagnostic // the last received, by document
 }
 
 type pipes struct {
@@ -51,7 +52,7 @@ func startLSP(t testing.TB, files map[string]string) *lspClient {
 	cmd.Stderr = &stderr
 	in, out := startPiped(t, cmd)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &lspClient{t: t, ctx: ctx, dir: dir, diags: make(chan protocol.PublishDiagnosticsParams, 100), version: map[protocol.DocumentURI]int32{}}
+	c := &lspClient{t: t, ctx: ctx, dir: dir, diags: make(chan protocol.PublishDiagnosticsParams, 100), version: map[protocol.DocumentURI]int32{}, latest: map[protocol.DocumentURI][]protocol.Diagnostic{}}
 	c.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(pipes{out, in}))
 	c.conn.Go(context.Background(), func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
 		if req.Method() == protocol.MethodTextDocumentPublishDiagnostics {
@@ -160,7 +161,8 @@ func (c *lspClient) edit(name, text string) []protocol.Diagnostic {
 	return c.diagnostics(u)
 }
 
-// diagnostics waits for those of the current version of u. The deadline
+// diagnostics waits for those of the current version of u; the server
+// sends those of the other open documents before. The deadline
 // only stops a broken server from hanging the test.
 func (c *lspClient) diagnostics(u protocol.DocumentURI) []protocol.Diagnostic {
 	c.t.Helper()
@@ -168,6 +170,7 @@ func (c *lspClient) diagnostics(u protocol.DocumentURI) []protocol.Diagnostic {
 	for {
 		select {
 		case p := <-c.diags:
+			c.latest[p.URI] = p.Diagnostics
 			if p.URI == u && int32(p.Version) == c.version[u] {
 				return p.Diagnostics
 			}
@@ -403,10 +406,11 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 		good := map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig}[tc.name]
 		bad := strings.Replace(good, tc.from, tc.to, 1)
 		line := strings.Count(bad[:strings.Index(bad, tc.to)+len(tc.to)], "\n") // the last line of the mistake
-		want := tc.want
+		want, out := tc.want, ""
 		if tc.check {
 			files := map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig, tc.name: bad}
-			out, err := c.check(files)
+			var err error
+			out, err = c.check(files)
 			if err == nil {
 				t.Fatalf("%s: check passes", tc.to)
 			}
@@ -422,6 +426,13 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 		diags := c.edit(tc.name, bad)
 		if len(diags) != 1 || diags[0].Message != want || int(diags[0].Range.Start.Line) != line {
 			t.Errorf("%s → %s: diagnostics %+v, want %q at line %d", tc.from, tc.to, diags, want, line)
+		}
+		if tc.check && tc.name == "deploy.star" {
+			// The configuration open beside the plug sees the plug as edited.
+			m := regexp.MustCompile(`blaise\.star:(\d+):\d+: (.*)`).FindStringSubmatch(out)
+			if d := c.latest[c.uri("blaise.star")]; len(d) != 1 || d[0].Message != m[2] || d[0].Range.Start.Line != 1 {
+				t.Errorf("%s → %s: diagnostics of blaise.star %+v, want %q at line 1", tc.from, tc.to, d, m[2])
+			}
 		}
 		if d := c.edit(tc.name, good); len(d) != 0 {
 			t.Errorf("after undoing %s: %+v", tc.to, d)
