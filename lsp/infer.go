@@ -74,8 +74,8 @@ func (s *scope) lookup(name string) typ {
 			return t
 		}
 	}
-	if _, ok := s.m.attrs[name]; ok && !valueTypes[name] {
-		return typ{name: name} // a predeclared module
+	if s.m.modules[name] {
+		return typ{name: name}
 	}
 	return typ{}
 }

@@ -1,6 +1,7 @@
 package lsp
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -29,9 +30,10 @@ const nextPrefix = "next:"
 // files use: attributes from the values themselves, docs from the
 // user documentation.
 type model struct {
-	attrs   map[string][]string // by type or module name
-	globals []string            // predeclared in every file
-	config  []string            // predeclared in configurations only
+	values  map[string]starlark.HasAttrs // by type name (blanks) or module name
+	modules map[string]bool              // the predeclared names among values
+	globals []string                     // predeclared in every file
+	config  []string                     // predeclared in configurations only
 	ref     reference
 }
 
@@ -48,7 +50,7 @@ func newModel(predeclared starlark.StringDict) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the reference: %w", err)
 	}
-	m := &model{attrs: builtins.TypeAttrs(), ref: ref, config: configNames}
+	m := &model{values: builtins.Blanks(), modules: map[string]bool{}, ref: ref, config: configNames}
 	all := starlark.StringDict{
 		"schema":           interp.SchemaModule,
 		"json":             json.Module,
@@ -62,7 +64,7 @@ func newModel(predeclared starlark.StringDict) (*model, error) {
 	for k, v := range all {
 		m.globals = append(m.globals, k)
 		if mod, ok := v.(starlark.HasAttrs); ok {
-			m.attrs[k] = mod.AttrNames()
+			m.values[k], m.modules[k] = mod, true
 		}
 	}
 	sort.Strings(m.globals)
@@ -95,9 +97,6 @@ var docPrefix = map[string]string{
 	"log":       "ctx.log",
 	"signal":    "ctx.signal",
 }
-
-// messageName is how runtime errors name a type, when not by its name.
-var messageName = map[string]string{"agent": "ctx.agent"}
 
 // attr returns the type of t.name. inputs and persisted are the plug's schemas.
 func (m *model) attr(t typ, name string, inputs, persisted *interp.Schema) typ {
@@ -160,7 +159,11 @@ func (m *model) members(t typ) []member {
 		}
 		return out
 	}
-	for _, n := range m.attrs[t.name] {
+	v := m.values[t.name]
+	if v == nil {
+		return nil
+	}
+	for _, n := range v.AttrNames() {
 		mem := member{Name: n, Signature: n}
 		if e := m.doc(t, n); e != nil {
 			mem.Signature, mem.Doc = e.Signature, e.Doc
@@ -188,55 +191,39 @@ func (m *model) doc(t typ, name string) *entry {
 }
 
 // unknownAttr returns the error a run would meet reading t.name, or ""
-// when t has that attribute or is not known well enough to tell.
+// when t has that attribute or is not known well enough to tell. The
+// message is the interpreter's own: the attribute is read from a blank
+// value of the type.
 func (m *model) unknownAttr(t typ, name string) string {
-	if t.schema != nil {
-		s := t.schema
-		if s.Kind() != interp.KindObject {
-			return ""
-		}
-		var fields []string
-		for n := range s.Fields() {
-			fields = append(fields, n)
-		}
-		if slices.Contains(fields, name) || slices.Contains(recordMethods, name) {
-			return ""
-		}
-		msg := fmt.Sprintf("%s has no field %q", t.path, name)
-		if n := interp.Nearest(name, fields); n != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", n)
-		}
-		return msg
-	}
-	names, ok := m.attrs[t.name]
-	if !ok || slices.Contains(names, name) {
+	v := m.value(t)
+	if v == nil || slices.Contains(v.AttrNames(), name) {
 		return ""
 	}
-	var msg string
-	if !valueTypes[t.name] {
-		msg = fmt.Sprintf("module has no .%s field or method", name)
-	} else {
-		typeName := t.name
-		if n, ok := messageName[typeName]; ok {
-			typeName = n
-		}
-		msg = fmt.Sprintf("%s has no attribute %q", typeName, name)
+	thread := &starlark.Thread{Name: "attribute"}
+	_, err := starlark.EvalOptions(interp.FileOptions, thread, "", "x."+name, starlark.StringDict{"x": v})
+	var evalErr *starlark.EvalError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &evalErr):
+		return evalErr.Msg
 	}
-	if n := interp.Nearest(name, names); n != "" {
-		msg += fmt.Sprintf(" (did you mean .%s?)", n)
-	}
-	return msg
+	return err.Error()
 }
 
-// recordMethods are the methods every record has besides its fields.
-var recordMethods = interp.NewRecord(nil, nil).AttrNames()
-
-// valueTypes are the types of values handlers receive, as opposed to
-// predeclared modules, which runtime errors call "module".
-var valueTypes = func() map[string]bool {
-	out := map[string]bool{}
-	for k := range builtins.TypeAttrs() {
-		out[k] = true
+// value returns a value of type t, or nil: a record with the fields of a
+// schema, or a blank.
+func (m *model) value(t typ) starlark.HasAttrs {
+	if t.schema == nil {
+		return m.values[t.name]
 	}
-	return out
-}()
+	if t.schema.Kind() != interp.KindObject {
+		return nil
+	}
+	var names []string
+	var values []starlark.Value
+	for n := range t.schema.Fields() {
+		names, values = append(names, n), append(values, starlark.None)
+	}
+	return interp.NewRecord(names, values).WithName(t.path)
+}

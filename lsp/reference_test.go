@@ -32,11 +32,11 @@ func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
 			t.Errorf("predeclared %s: no documentation", n)
 		}
 	}
-	for typeName, attrs := range m.attrs {
+	for typeName, v := range m.values {
 		if typeName == "time" {
 			continue // go.starlark.net's module, described as a whole
 		}
-		for _, a := range attrs {
+		for _, a := range v.AttrNames() {
 			if e := m.doc(typ{name: typeName}, a); e == nil || e.Doc == "" {
 				t.Errorf("%s.%s: no documentation", typeName, a)
 			}

@@ -330,7 +330,7 @@ func (s *server) completion(u protocol.DocumentURI, pos protocol.Position) *prot
 			sig, doc = e.Signature, e.Doc
 		}
 		kind := protocol.CompletionItemKindFunction
-		if _, module := s.model.attrs[n]; module {
+		if s.model.modules[n] {
 			kind = protocol.CompletionItemKindModule
 		}
 		add(n, sig, doc, kind)

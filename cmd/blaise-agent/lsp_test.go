@@ -379,7 +379,7 @@ func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
 // TestIssue17_LspDiagnosesEachKindOfMistake: after each edit that brings
 // in a mistake, the diagnostics say what `blaise-agent check` says of the
 // same files on disk, at the mistake's line; mistakes only a run would meet
-// (unknown attributes) say what the run would.
+// (unknown attributes) say what the run would: the interpreter's message.
 func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
 	if d := c.open("blaise.star"); len(d) != 0 {
@@ -394,10 +394,10 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 		{"deploy.star", "    info = next()", "    info = next(", true, ""},
 		{"deploy.star", "def on_teardown(ctx, next):", "def on_tear_down(ctx, next):", true, ""},
 		{"deploy.star", "def on_session(ctx, next):", "def on_session(ctx):", true, ""},
-		{"deploy.star", "    h = ctx.host", "    h = ctx.hots", false, `ctx has no attribute "hots" (did you mean .host?)`},
+		{"deploy.star", "    h = ctx.host", "    h = ctx.inptus", false, `ctx has no attribute "inptus" (did you mean .inputs?)`},
 		{"deploy.star", "    return next(message)", "    return next(message.parms)", false, `message has no attribute "parms" (did you mean .params?)`},
 		{"deploy.star", "    info = next()", "    info = next(host = hosts.comand([\"x\"]))", false, "module has no .comand field or method (did you mean .command?)"},
-		{"deploy.star", "    p = h.spawn", "    p = h.fs.raed_file", false, `fs has no attribute "raed_file" (did you mean .read_file?)`},
+		{"deploy.star", "    p = h.spawn", "    p = h.fs.raed_file", false, "fs has no .raed_file field or method (did you mean .read_file?)"},
 		{"deploy.star", "    info = next()", "    info = next()\n    ctx.inputs.reop", false, `inputs has no field "reop" (did you mean "repo"?)`},
 		{"blaise.star", "./deploy.star", "./deploi.star", true, ""},
 		{"blaise.star", `"acme/app"`, `42`, true, ""},
