@@ -23,7 +23,8 @@ func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []pro
 	if err != nil {
 		return nil
 	}
-	line, col := int32(pos.Line)+1, int32(pos.Character)+1
+	text := lineOf(d.text, int(pos.Line))
+	line, col := int32(pos.Line)+1, int32(runeOfByte(text, byteOfUTF16(text, int(pos.Character))))+1
 	inside := func(n syntax.Node) bool {
 		start, end := n.Span()
 		return (start.Line < line || start.Line == line && start.Col <= col) &&
@@ -80,7 +81,7 @@ func (s *server) global(d *document, f *syntax.File, name string) []protocol.Loc
 		}
 	}
 	if p, ok := topLevel(f, name); ok {
-		return []protocol.Location{{URI: d.uri, Range: pointRange(p)}}
+		return []protocol.Location{{URI: d.uri, Range: pointRange(p, d.text)}}
 	}
 	return nil
 }
@@ -112,7 +113,7 @@ func (s *server) locate(path, name string) []protocol.Location {
 	if name != "" {
 		if f, err := interp.FileOptions.Parse(path, text, 0); err == nil {
 			if p, ok := topLevel(f, name); ok {
-				loc.Range = pointRange(p)
+				loc.Range = pointRange(p, string(text))
 			}
 		}
 	}
@@ -143,7 +144,9 @@ func topLevel(f *syntax.File, name string) (syntax.Position, bool) {
 	return syntax.Position{}, false
 }
 
-func pointRange(p syntax.Position) protocol.Range {
-	pt := protocol.Position{Line: uint32(max(p.Line-1, 0)), Character: uint32(max(p.Col-1, 0))}
+// pointRange is the empty range at p, a position in text.
+func pointRange(p syntax.Position, text string) protocol.Range {
+	line := lineOf(text, int(p.Line)-1)
+	pt := protocol.Position{Line: uint32(max(p.Line-1, 0)), Character: uint32(utf16OfByte(line, byteOfRune(line, int(p.Col)-1)))}
 	return protocol.Range{Start: pt, End: pt}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.lsp.dev/jsonrpc2"
@@ -246,25 +247,22 @@ func (s *server) topScope(d *document) *scope {
 	return &scope{m: s.model, plug: d.plug, vars: map[string]typ{}}
 }
 
-// rangeAt is the word at line and col (from 1) of a problem, or the first
-// line for a problem in another file.
+// rangeAt is the word at line and col (from 1, in runes) of a problem, or
+// the first line for a problem in another file.
 func rangeAt(lines []string, line, col int) protocol.Range {
 	if line < 1 || line > len(lines) {
-		end := 0
-		if len(lines) > 0 {
-			end = len(lines[0])
-		}
-		return protocol.Range{End: protocol.Position{Character: uint32(end)}}
+		return protocol.Range{End: protocol.Position{Character: uint32(utf16OfByte(lines[0], len(lines[0])))}}
 	}
 	text := lines[line-1]
-	start := min(max(col-1, 0), len(text))
+	start := byteOfRune(text, max(col-1, 0))
 	end := wordEnd(text, start)
 	if end == start && end < len(text) {
-		end++
+		_, size := utf8.DecodeRuneInString(text[end:])
+		end += size
 	}
 	return protocol.Range{
-		Start: protocol.Position{Line: uint32(line - 1), Character: uint32(start)},
-		End:   protocol.Position{Line: uint32(line - 1), Character: uint32(end)},
+		Start: protocol.Position{Line: uint32(line - 1), Character: uint32(utf16OfByte(text, start))},
+		End:   protocol.Position{Line: uint32(line - 1), Character: uint32(utf16OfByte(text, end))},
 	}
 }
 
@@ -288,7 +286,7 @@ func (s *server) completion(u protocol.DocumentURI, pos protocol.Position) *prot
 		return list
 	}
 	line := lines[pos.Line]
-	before, partial := splitChain(chainBefore(line, int(pos.Character)))
+	before, partial := splitChain(chainBefore(line, byteOfUTF16(line, int(pos.Character))))
 	add := func(label, signature, doc string, kind protocol.CompletionItemKind) {
 		if !strings.HasPrefix(label, partial) {
 			return
@@ -344,7 +342,7 @@ func (s *server) hover(u protocol.DocumentURI, pos protocol.Position) *protocol.
 		return nil
 	}
 	line := lines[pos.Line]
-	end := wordEnd(line, int(pos.Character))
+	end := wordEnd(line, byteOfUTF16(line, int(pos.Character)))
 	before, name := splitChain(chainBefore(line, end))
 	if name == "" {
 		return nil

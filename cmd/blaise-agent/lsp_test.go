@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
@@ -192,7 +193,7 @@ func (c *lspClient) at(name, text, mark string) protocol.TextDocumentPositionPar
 	}
 	before := text[:i+len(mark)]
 	line := strings.Count(before, "\n")
-	col := len(before) - strings.LastIndex(before, "\n") - 1
+	col := len(utf16.Encode([]rune(before[strings.LastIndex(before, "\n")+1:]))) // as LSP counts
 	return protocol.TextDocumentPositionParams{TextDocument: protocol.TextDocumentIdentifier{URI: c.uri(name)}, Position: protocol.Position{Line: uint32(line), Character: uint32(col)}}
 }
 
@@ -437,6 +438,22 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 		if d := c.edit(tc.name, good); len(d) != 0 {
 			t.Errorf("after undoing %s: %+v", tc.to, d)
 		}
+	}
+}
+
+// TestIssue17_LspCountsColumnsInUTF16: positions, both ways, count
+// characters as LSP does by default, in UTF-16 units, whatever comes before
+// them on the line.
+func TestIssue17_LspCountsColumnsInUTF16(t *testing.T) {
+	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = \"é😀\" + ctx.host\n    x = \"é😀\" + ctx.inptus\n", 1)
+	c := startLSP(t, map[string]string{"deploy.star": text})
+	d := c.open("deploy.star")
+	prefix := `    x = "é😀" + ctx.`
+	if want := len(utf16.Encode([]rune(prefix))); len(d) != 1 || int(d[0].Range.Start.Character) != want || int(d[0].Range.End.Character) != want+len("inptus") {
+		t.Errorf("diagnostics %+v, want one from character %d", d, want)
+	}
+	if got := c.hover("deploy.star", text, `"é😀" + ctx.hos`); !strings.Contains(got, "the host where the agent runs") {
+		t.Errorf("hover after non-ASCII text: %q", got)
 	}
 }
 
