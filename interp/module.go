@@ -1,6 +1,10 @@
 package interp
 
-import "path/filepath"
+import (
+	"path/filepath"
+
+	"go.starlark.net/starlark"
+)
 
 // LoadModule loads the helper module at path, as load() would: for editors,
 // which check a module on its own.
@@ -11,4 +15,15 @@ func (l *Loader) LoadModule(path string) error {
 	}
 	_, err = l.load(abs, helperFile, l.withPlug(), nil)
 	return err
+}
+
+// FilePredeclared returns the names every plug file and module sees: the
+// loader's Predeclared and the interpreter's own (schema, struct, json,
+// plug …). A configuration sees agent, setup, use and session besides.
+func (l *Loader) FilePredeclared() starlark.StringDict {
+	all := l.withPlug()
+	for k, v := range commonPredeclared {
+		all[k] = v
+	}
+	return all
 }

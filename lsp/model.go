@@ -10,18 +10,15 @@ import (
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/docs"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 )
 
 // A typ is what the server knows of the value of an expression.
 type typ struct {
-	name   string         // a key of model.attrs, "next:RESULT", or "" when unknown
+	name   string         // a key of model.values, "next:RESULT", or "" when unknown
 	schema *interp.Schema // for a record of an object schema: ctx.inputs, ctx.persisted.value
 	path   string         // that record's name in messages: inputs, inputs.git
 }
-
-func (t typ) known() bool { return t.name != "" || t.schema != nil }
 
 // nextPrefix marks the type of next: calling it gives the type after the colon.
 const nextPrefix = "next:"
@@ -44,24 +41,15 @@ var referenceDocs = []string{"plugs.md", "messages.md", "config.md", "hosts.md"}
 // configNames are the builtins only a configuration sees.
 var configNames = []string{"agent", "session", "setup", "use"}
 
-// newModel builds the model from the names a loader predeclares.
+// newModel builds the model from the names every file sees
+// (Loader.FilePredeclared).
 func newModel(predeclared starlark.StringDict) (*model, error) {
 	ref, err := readReference(docs.Reference, referenceDocs...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the reference: %w", err)
 	}
 	m := &model{values: builtins.Blanks(), modules: map[string]bool{}, ref: ref, config: configNames}
-	all := starlark.StringDict{
-		"schema":           interp.SchemaModule,
-		"json":             json.Module,
-		"struct":           starlark.None,
-		"plug":             starlark.None,
-		"PLUG_API_VERSION": starlark.None,
-	}
 	for k, v := range predeclared {
-		all[k] = v
-	}
-	for k, v := range all {
 		m.globals = append(m.globals, k)
 		if mod, ok := v.(starlark.HasAttrs); ok {
 			m.values[k], m.modules[k] = mod, true

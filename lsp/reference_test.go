@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
-	"go.starlark.net/starlark"
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // TestIssue17_ReferenceDocumentsEveryName keeps the user documentation
@@ -13,11 +13,7 @@ import (
 // values handlers receive must be documented in docs/*.md in a form the
 // server reads, so hover and completion never come without text.
 func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
-	predeclared := starlark.StringDict{}
-	for k, v := range builtins.Predeclared {
-		predeclared[k] = v
-	}
-	m, err := newModel(predeclared)
+	m, err := newModel((&interp.Loader{Predeclared: builtins.Predeclared}).FilePredeclared())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ type server struct {
 // newLoader makes the loader of `blaise-agent check`, so that diagnostics
 // say what check says.
 func Serve(ctx context.Context, r io.Reader, w io.Writer, newLoader func() *interp.Loader, version string) error {
-	m, err := newModel(newLoader().Predeclared)
+	m, err := newModel(newLoader().FilePredeclared())
 	if err != nil {
 		return err
 	}
