@@ -441,6 +441,30 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 	}
 }
 
+// TestIssue17_LspDiagnosesModules: a module for load() is checked on its
+// own, with check's messages, and helpers that take a ctx too.
+func TestIssue17_LspDiagnosesModules(t *testing.T) {
+	lib := "def greet(ctx, name):\n    ctx.log.info(name)\n    return name\n"
+	config := "load(\"./lib.star\", \"greet\")\n\nagent(command = \"demo\")\n"
+	c := startLSP(t, map[string]string{"lib.star": lib, "blaise.star": config})
+	if d := c.open("lib.star"); len(d) != 0 {
+		t.Fatalf("diagnostics of a good module: %+v", d)
+	}
+	bad := strings.Replace(lib, "return name", "return nmae", 1)
+	out, err := c.check(map[string]string{"lib.star": bad, "blaise.star": config})
+	m := regexp.MustCompile(`lib\.star:3:\d+: (.*)`).FindStringSubmatch(out)
+	if err == nil || m == nil {
+		t.Fatalf("check says %q", out)
+	}
+	if d := c.edit("lib.star", bad); len(d) != 1 || d[0].Message != m[1] || d[0].Range.Start.Line != 2 {
+		t.Errorf("diagnostics %+v, want %q at line 2", d, m[1])
+	}
+	want := `ctx has no attribute "logg" (did you mean .log?)`
+	if d := c.edit("lib.star", strings.Replace(lib, "ctx.log", "ctx.logg", 1)); len(d) != 1 || d[0].Message != want || d[0].Range.Start.Line != 1 {
+		t.Errorf("diagnostics %+v, want %q at line 1", d, want)
+	}
+}
+
 // TestIssue17_LspCountsColumnsInUTF16: positions, both ways, count
 // characters as LSP does by default, in UTF-16 units, whatever comes before
 // them on the line.
