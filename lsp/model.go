@@ -171,8 +171,9 @@ func (m *model) doc(t typ, name string) *entry {
 	if e := m.ref[prefix+"."+name]; e != nil {
 		return e
 	}
-	// A section may describe all the attributes of a value at once (ctx.log).
-	if e := m.ref[prefix]; e != nil && strings.Contains(e.Doc, "."+name+"`") {
+	// A section may describe the attributes of a value at once (ctx.log,
+	// time).
+	if e := m.ref[prefix]; e != nil && (strings.Contains(e.Doc, "."+name+"`") || strings.Contains(e.Doc, "."+name+"(")) {
 		return &entry{Signature: prefix + "." + name, Doc: e.Doc}
 	}
 	return nil

@@ -288,6 +288,7 @@ func TestIssue17_LspCompletesNamesWithTheirDocs(t *testing.T) {
 		{"x = schema.", "schema.", []string{"string", "object", "optional", "enum"}, "a string", nil},
 		{"x = re.", "re.", []string{"compile", "sub"}, "", nil},
 		{"x = path.", "path.", []string{"join", "within"}, "", nil},
+		{"x = time.", "time.", []string{"now", "parse_duration"}, "go.starlark.net's time module", nil},
 		{"x = json.", "json.", []string{"encode", "decode"}, "as JSON text", nil},
 		{"x = req", "req", []string{"request_error"}, "", nil},
 		{"x = s", "= s", []string{"schema", "struct"}, "", []string{"setup", "session"}},
