@@ -35,7 +35,7 @@ var nameAliases = map[string]string{"p": "process"}
 // three forms, which the documents keep to:
 //   - a heading with code spans (### `ctx.inputs`, ## `use(ref, id = , inputs = )`):
 //     each names something, documented by the first paragraph below it;
-//   - a table row whose first cell is code (| `ctx.state` | per-run state |):
+//   - a table row whose first cell starts with code (| `ctx.state` | per-run state |):
 //     a bare name (`read_file(path)`) belongs to the last **Type** of the
 //     text above the table, or else to the heading's first name;
 //   - a list item "- `ctx.persisted.value`: text".
@@ -108,8 +108,8 @@ func (ref reference) read(data []byte) {
 				header = cells
 				continue
 			}
-			if len(cells) < 2 || strings.HasPrefix(cells[0], "---") {
-				continue
+			if len(cells) < 2 || !strings.HasPrefix(cells[0], "`") {
+				continue // a separator, or a row that is about something else
 			}
 			doc := cells[1]
 			for i := 2; i < len(cells) && i < len(header); i++ {

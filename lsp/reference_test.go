@@ -39,3 +39,28 @@ func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue17_ReferenceReadsTheFormsOfTheDocs: the forms the documents
+// keep to, and rows that are about something else.
+func TestIssue17_ReferenceReadsTheFormsOfTheDocs(t *testing.T) {
+	md := "## The context: `ctx`\n\nEvery handler gets a `ctx`.\n\n" +
+		"| field | what |\n| --- | --- |\n| `ctx.state` | per-run state |\n\n" +
+		"- `ctx.persisted.value`: the stored value.\n\n" +
+		"### `next()` never fails\n\nIt returns a **PauseInfo**:\n\n" +
+		"| attribute | value |\n| --- | --- |\n| `reason` | why |\n\n" +
+		"## `plug(...)`\n\n| mistake | error |\n| --- | --- |\n| no `plug(...)` call | not a plug |\n" +
+		"\n| call | returns |\n| --- | --- |\n| `plug(name)` | declares |\n"
+	ref := reference{}
+	ref.read([]byte(md))
+	for name, doc := range map[string]string{
+		"ctx":                 "Every handler gets a `ctx`.",
+		"ctx.state":           "per-run state",
+		"ctx.persisted.value": "the stored value.",
+		"PauseInfo.reason":    "why",
+		"plug":                "declares",
+	} {
+		if e := ref[name]; e == nil || e.Doc != doc {
+			t.Errorf("%s: %+v, want doc %q", name, e, doc)
+		}
+	}
+}
