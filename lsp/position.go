@@ -51,15 +51,9 @@ func utf16Len(r rune) int {
 
 // lineOf returns line n (from 0) of text, or "".
 func lineOf(text string, n int) string {
-	for ; n > 0; n-- {
-		i := strings.IndexByte(text, '\n')
-		if i < 0 {
-			return ""
-		}
-		text = text[i+1:]
+	lines := strings.SplitN(text, "\n", n+2)
+	if n < 0 || n >= len(lines) {
+		return ""
 	}
-	if i := strings.IndexByte(text, '\n'); i >= 0 {
-		text = text[:i]
-	}
-	return text
+	return strings.TrimSuffix(lines[n], "\r")
 }
