@@ -23,13 +23,7 @@ func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []pro
 	if err != nil {
 		return nil
 	}
-	text := lineOf(d.text, int(pos.Line))
-	line, col := int32(pos.Line)+1, int32(runeOfByte(text, byteOfUTF16(text, int(pos.Character))))+1
-	inside := func(n syntax.Node) bool {
-		start, end := n.Span()
-		return (start.Line < line || start.Line == line && start.Col <= col) &&
-			(line < end.Line || line == end.Line && col <= end.Col)
-	}
+	inside := insideAt(d.text, pos)
 	var found []protocol.Location
 	syntax.Walk(f, func(n syntax.Node) bool {
 		if n == nil || found != nil || !inside(n) {
@@ -51,13 +45,11 @@ func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []pro
 			}
 			return false
 		case *syntax.CallExpr:
-			if fn, ok := n.Fn.(*syntax.Ident); ok && fn.Name == "use" && len(n.Args) > 0 {
-				if lit, ok := n.Args[0].(*syntax.Literal); ok && inside(lit) {
-					if target := resolveRef(d.path, lit.Value); target != "" {
-						found = s.locate(target, "plug")
-					}
-					return false
+			if lit := useRef(n); lit != nil && inside(lit) {
+				if target := resolveRef(d.path, lit.Value); target != "" {
+					found = s.locate(target, "plug")
 				}
+				return false
 			}
 		case *syntax.Ident:
 			found = s.global(d, f, n.Name)
@@ -65,6 +57,27 @@ func (s *server) definition(u protocol.DocumentURI, pos protocol.Position) []pro
 		return true
 	})
 	return found
+}
+
+// insideAt returns whether a node of text holds pos.
+func insideAt(text string, pos protocol.Position) func(syntax.Node) bool {
+	l := lineOf(text, int(pos.Line))
+	line, col := int32(pos.Line)+1, int32(runeOfByte(l, byteOfUTF16(l, int(pos.Character))))+1
+	return func(n syntax.Node) bool {
+		start, end := n.Span()
+		return (start.Line < line || start.Line == line && start.Col <= col) &&
+			(line < end.Line || line == end.Line && col <= end.Col)
+	}
+}
+
+// useRef returns the reference of a use("REF", ...) call, or nil.
+func useRef(call *syntax.CallExpr) *syntax.Literal {
+	if fn, ok := call.Fn.(*syntax.Ident); ok && fn.Name == "use" && len(call.Args) > 0 {
+		if lit, ok := call.Args[0].(*syntax.Literal); ok && lit.Token == syntax.STRING {
+			return lit
+		}
+	}
+	return nil
 }
 
 // global finds where the document defines or loads name at its top level.

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/plugdoc"
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
 	"go.lsp.dev/uri"
@@ -341,6 +342,9 @@ func (s *server) hover(u protocol.DocumentURI, pos protocol.Position) *protocol.
 	if d == nil {
 		return nil
 	}
+	if text := s.plugReference(d, pos); text != "" {
+		return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: text}}
+	}
 	line := lines[pos.Line]
 	end := wordEnd(line, byteOfUTF16(line, int(pos.Character)))
 	before, name := splitChain(chainBefore(line, end))
@@ -366,4 +370,44 @@ func (s *server) hover(u protocol.DocumentURI, pos protocol.Position) *protocol.
 		return nil
 	}
 	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: "```python\n" + sig + "\n```\n\n" + doc}}
+}
+
+// plugReference returns, over the reference of a use(), the reference of
+// the plug (as `blaise-agent doc` writes it in Markdown), or "".
+func (s *server) plugReference(d *document, pos protocol.Position) string {
+	f, err := interp.FileOptions.Parse(d.path, d.text, 0)
+	if err != nil {
+		return ""
+	}
+	inside := insideAt(d.text, pos)
+	var ref string
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if call, ok := n.(*syntax.CallExpr); ok {
+			if lit := useRef(call); lit != nil && inside(lit) {
+				ref = lit.Value.(string)
+			}
+		}
+		return ref == ""
+	})
+	if ref == "" {
+		return ""
+	}
+	if !strings.HasPrefix(ref, interp.StdlibPrefix) {
+		ref = resolveRef(d.path, ref)
+	}
+	l := s.newLoader()
+	l.Overlay = s.overlay()
+	p, err := l.LoadPlug(ref)
+	if err != nil {
+		return ""
+	}
+	r, err := plugdoc.Of(ref, p)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	if err := plugdoc.Write(&b, []*plugdoc.Reference{r}, "markdown"); err != nil {
+		return ""
+	}
+	return b.String()
 }

@@ -354,7 +354,8 @@ func TestIssue17_LspCompletesTheFieldsOfTheSchemas(t *testing.T) {
 }
 
 // TestIssue17_LspHoverShowsTheDocs: hover over predeclared names,
-// attributes and schema fields shows their documentation.
+// attributes and schema fields shows their documentation; over the
+// reference of a use(), the plug's inputs.
 func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
 	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = ctx.host\n    r = ctx.inputs.repo\n    x = request_error(1, \"no\")\n", 1)
 	c := startLSP(t, map[string]string{"deploy.star": text, "blaise.star": lspConfig})
@@ -368,6 +369,7 @@ func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
 		{"deploy.star", text, "def on_sess", "Wraps one `start` or `resume` run"},
 		{"blaise.star", lspConfig, "set", "Lists the chain"},
 		{"blaise.star", lspConfig, "us", "use(ref, id = , inputs = )"},
+		{"blaise.star", lspConfig, "./depl", "the repository to clone"}, // the plug's reference, as doc writes it
 	} {
 		if tc.name == "blaise.star" && c.version[c.uri(tc.name)] == 0 {
 			c.open(tc.name)
