@@ -566,3 +566,22 @@ def step_%d(ctx, files):
 		}
 	}
 }
+
+// TestIssue17_LspBadStreamFailsClearly: a stream that is not LSP ends the
+// server with status 1 and what was wrong on stderr; a closed stdin ends it
+// quietly.
+func TestIssue17_LspBadStreamFailsClearly(t *testing.T) {
+	for _, tc := range []struct{ in, stderr string }{
+		{"garbage\r\n\r\n", `blaise-agent: lsp: invalid header line "garbage"`},
+		{"", ""},
+	} {
+		cmd := exec.Command(self(t), "lsp")
+		cmd.Stdin = strings.NewReader(tc.in)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if got := strings.TrimSpace(stderr.String()); got != tc.stderr || (err == nil) != (tc.stderr == "") {
+			t.Errorf("stdin %q: %v, stderr %q; want stderr %q", tc.in, err, got, tc.stderr)
+		}
+	}
+}
