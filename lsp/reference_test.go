@@ -25,7 +25,7 @@ func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
 	}
 	for _, n := range names {
 		if e := m.ref[n]; e == nil || e.Doc == "" {
-			t.Errorf("predeclared %s: no documentation", n)
+			t.Errorf("predeclared %s: no documentation: give it a heading with `%s` in one of %v (see readReference)", n, n, referenceDocs)
 		}
 	}
 	for typeName, v := range m.values {
@@ -34,7 +34,7 @@ func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
 		}
 		for _, a := range v.AttrNames() {
 			if e := m.doc(typ{name: typeName}, a); e == nil || e.Doc == "" {
-				t.Errorf("%s.%s: no documentation", typeName, a)
+				t.Errorf("%s.%s: no documentation: give it a table row starting with `%s.%s` in one of %v (see readReference)", typeName, a, typeName, a, referenceDocs)
 			}
 		}
 	}
