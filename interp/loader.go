@@ -43,6 +43,9 @@ type Loader struct {
 	Predeclared starlark.StringDict
 	// Print receives print() output during loading; nil discards it.
 	Print func(file, msg string)
+	// Overlay holds sources by absolute path that replace the files on
+	// disk: the unsaved documents of an editor.
+	Overlay map[string][]byte
 
 	modules map[string]*module
 	stack   []string // keys being loaded, for cycle reports
@@ -105,6 +108,9 @@ func (l *Loader) read(key string) ([]byte, error) {
 			return nil, fmt.Errorf("no plug or module %s in the standard library", displayName(key))
 		}
 		return data, nil
+	}
+	if src, ok := l.Overlay[key]; ok {
+		return src, nil
 	}
 	return ReadSource(key)
 }

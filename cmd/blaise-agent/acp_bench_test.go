@@ -36,17 +36,7 @@ type benchClient struct {
 func startProcess(b *testing.B, cmd *exec.Cmd) *benchClient {
 	b.Helper()
 	cmd.Stderr = io.Discard
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	in, out := startPiped(b, cmd)
 	c := &benchClient{in: in, out: bufio.NewReaderSize(out, 1<<20), pid: cmd.Process.Pid}
 	b.Cleanup(func() {
 		in.Close()

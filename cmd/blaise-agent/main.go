@@ -23,6 +23,7 @@ type CLI struct {
 	Check      CheckCmd      `cmd:"" help:"Resolve and validate a configuration and its plugs without running anything; print the chain."`
 	Doc        DocCmd        `cmd:"" help:"Show the reference of plugs: inputs and persisted state with types, defaults and docs; handlers; whether they resume."`
 	Init       InitCmd       `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
+	Lsp        LspCmd        `cmd:"" help:"Serve the Language Server Protocol on stdio for .star files: completion, hover, diagnostics, go to definition."`
 	Fmt        FmtCmd        `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
 	Test       TestCmd       `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
 	DemoAgent  DemoAgentCmd  `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`

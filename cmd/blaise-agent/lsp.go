@@ -1,0 +1,24 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/lsp"
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/charmbracelet/log"
+)
+
+// LspCmd is `blaise-agent lsp`: a language server for .star files.
+type LspCmd struct{}
+
+// Run serves LSP on stdin and stdout until the editor exits.
+func (c *LspCmd) Run(g *Globals) error {
+	// print() of files being checked is the editor's business, not a log line.
+	quiet := log.New(io.Discard)
+	newLoader := func() *interp.Loader { return runner.NewLoader(quiet) }
+	return lsp.Serve(context.Background(), os.Stdin, os.Stdout, newLoader, buildinfo.Version())
+}

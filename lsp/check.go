@@ -1,0 +1,131 @@
+package lsp
+
+import (
+	"errors"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/interp"
+	"go.starlark.net/syntax"
+)
+
+// A problem is a diagnostic before it becomes LSP's: Line and Col from 1,
+// in the document; Line 0 when the position lies in another file.
+type problem struct {
+	Line, Col int
+	Msg       string
+}
+
+// fileKind is what a .star file is, which decides how it is loaded.
+type fileKind int
+
+const (
+	moduleFile fileKind = iota // reached by load()
+	plugFile                   // calls plug()
+	configFile                 // calls agent() or setup()
+)
+
+var (
+	plugCall   = regexp.MustCompile(`(?m)^plug\s*\(`)
+	configCall = regexp.MustCompile(`(?m)^(agent|setup)\s*\(`)
+)
+
+// kindOf tells the kind of a file by its top-level calls, in the text
+// (which need not parse) or, for a file without them, by its name.
+func kindOf(path, text string) fileKind {
+	switch {
+	case plugCall.MatchString(text):
+		return plugFile
+	case configCall.MatchString(text) || filepath.Base(path) == "blaise.star":
+		return configFile
+	}
+	return moduleFile
+}
+
+// load loads the file at path as check and run would, with overlay for
+// the open documents, and returns its plug (for a plug file that loads) and
+// the error, with the message of `blaise-agent check`.
+func load(newLoader func() *interp.Loader, overlay map[string][]byte, path string, kind fileKind) (*interp.Plug, error) {
+	l := newLoader()
+	l.Overlay = overlay
+	switch kind {
+	case plugFile:
+		return l.LoadPlug(path)
+	case configFile:
+		_, err := l.LoadConfig(path)
+		return nil, err
+	}
+	return nil, l.LoadModule(path)
+}
+
+// problemOf places err in the document at path: at its position when it is
+// in that file, else on the first line with the whole message. (A mistake
+// in a plug or module the document uses is reported at the use() or load()
+// by the loader itself.)
+func problemOf(err error, path string) problem {
+	var e *interp.Error
+	if !errors.As(err, &e) || !e.Pos.IsValid() {
+		return problem{Msg: err.Error()}
+	}
+	abs, _ := filepath.Abs(e.Pos.Filename())
+	if abs != path {
+		return problem{Msg: err.Error()}
+	}
+	return problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: strings.TrimPrefix(e.Error(), e.Pos.String()+": ")}
+}
+
+// attrProblems finds the reads of attributes that ctx, message, hosts and
+// the values reached from them do not have, which a run would fail on.
+func attrProblems(f *syntax.File, top *scope) []problem {
+	c := &attrChecker{}
+	c.stmts(f.Stmts, top, true)
+	return c.found
+}
+
+type attrChecker struct{ found []problem }
+
+func (c *attrChecker) stmts(list []syntax.Stmt, s *scope, topLevel bool) {
+	for _, st := range list {
+		switch st := st.(type) {
+		case *syntax.DefStmt:
+			for _, p := range st.Params {
+				c.exprs(p, s)
+			}
+			s.assign(st)
+			c.stmts(st.Body, s.function(st.Name.Name, st.Params, topLevel), false)
+			continue
+		case *syntax.IfStmt:
+			c.exprs(st.Cond, s)
+			c.stmts(st.True, s, false)
+			c.stmts(st.False, s, false)
+			continue
+		case *syntax.ForStmt:
+			c.exprs(st.X, s)
+			c.stmts(st.Body, s, false)
+			continue
+		case *syntax.WhileStmt:
+			c.exprs(st.Cond, s)
+			c.stmts(st.Body, s, false)
+			continue
+		}
+		c.exprs(st, s)
+		s.assign(st)
+	}
+}
+
+// exprs checks the attribute reads of n, a statement without a body or an
+// expression.
+func (c *attrChecker) exprs(n syntax.Node, s *scope) {
+	syntax.Walk(n, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.LambdaExpr, *syntax.Comprehension:
+			return false // their own scopes; not worth the guess
+		case *syntax.DotExpr:
+			if msg := s.m.unknownAttr(s.typeOf(n.X), n.Name.Name); msg != "" {
+				c.found = append(c.found, problem{Line: int(n.Name.NamePos.Line), Col: int(n.Name.NamePos.Col), Msg: msg})
+			}
+		}
+		return true
+	})
+}
