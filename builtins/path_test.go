@@ -1,12 +1,11 @@
 package builtins
 
 import (
-	"strings"
 	"testing"
 )
 
 func TestPath(t *testing.T) {
-	for _, tc := range []struct{ expr, want string }{
+	wantValues(t, []exprCase{
 		{`path.clean("/w/src/../../etc//x/.")`, `"/etc/x"`},
 		{`path.join("/w", "src", "../lib", "a.go")`, `"/w/lib/a.go"`},
 		{`path.join("/w", "/etc/passwd")`, `"/etc/passwd"`},
@@ -27,27 +26,13 @@ func TestPath(t *testing.T) {
 		{`path.match("*.go", "a/c.go")`, `False`},
 		{`path.match("a?c.[ch]", "abc.[ch]")`, `True`},
 		{`path.match("a?c", "a/c")`, `False`},
-	} {
-		v, err := evalRe(t, tc.expr)
-		if err != nil {
-			t.Errorf("%s: %v", tc.expr, err)
-			continue
-		}
-		if got := v.String(); got != tc.want {
-			t.Errorf("%s = %s, want %s", tc.expr, got, tc.want)
-		}
-	}
+	})
 }
 
 func TestPathErrors(t *testing.T) {
-	for _, tc := range []struct{ expr, want string }{
+	wantErrors(t, []exprCase{
 		{`path.join("a", 1)`, "path.join: argument 2: got int, want string"},
 		{`path.within("/a")`, "path.within: missing argument for root"},
 		{`path.clean(None)`, "path.clean: for parameter path: got NoneType, want string"},
-	} {
-		_, err := evalRe(t, tc.expr)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want %q", tc.expr, err, tc.want)
-		}
-	}
+	})
 }

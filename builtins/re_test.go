@@ -15,8 +15,37 @@ func evalRe(t *testing.T, expr string) (starlark.Value, error) {
 	return starlark.EvalOptions(interp.FileOptions, thread, "test.star", expr, Predeclared)
 }
 
+// exprCase is an expression and what it evaluates to, or its error holds.
+type exprCase struct{ expr, want string }
+
+// wantValues checks that each expression evaluates to its want, as
+// Starlark writes values.
+func wantValues(t *testing.T, cases []exprCase) {
+	t.Helper()
+	for _, tc := range cases {
+		v, err := evalRe(t, tc.expr)
+		if err != nil {
+			t.Errorf("%s: %v", tc.expr, err)
+			continue
+		}
+		if got := v.String(); got != tc.want {
+			t.Errorf("%s = %s, want %s", tc.expr, got, tc.want)
+		}
+	}
+}
+
+// wantErrors checks that each expression fails with an error holding want.
+func wantErrors(t *testing.T, cases []exprCase) {
+	t.Helper()
+	for _, tc := range cases {
+		if _, err := evalRe(t, tc.expr); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.expr, err, tc.want)
+		}
+	}
+}
+
 func TestRe(t *testing.T) {
-	for _, tc := range []struct{ expr, want string }{
+	wantValues(t, []exprCase{
 		{`re.search(r"ghp_[A-Za-z0-9]+", "token ghp_abc123 here").group()`, `"ghp_abc123"`},
 		{`re.match(r"ghp_", "token ghp_abc")`, `None`},
 		{`re.match(r"tok", "token").span()`, `(0, 3)`},
@@ -44,20 +73,11 @@ func TestRe(t *testing.T) {
 		{`re.compile(r"a(b)").groups`, `1`},
 		{`re.compile(r"a").match("ab").string`, `"ab"`},
 		{`re.search(re.compile("b"), "abc").group()`, `"b"`},
-	} {
-		v, err := evalRe(t, tc.expr)
-		if err != nil {
-			t.Errorf("%s: %v", tc.expr, err)
-			continue
-		}
-		if got := v.String(); got != tc.want {
-			t.Errorf("%s = %s, want %s", tc.expr, got, tc.want)
-		}
-	}
+	})
 }
 
 func TestReErrors(t *testing.T) {
-	for _, tc := range []struct{ expr, want string }{
+	wantErrors(t, []exprCase{
 		{`re.compile("ghp_[")`, `re.compile: bad pattern "ghp_[": missing closing ]: ` + "`[`"},
 		{`re.search("a(", "x")`, `re.search: for parameter pattern: bad pattern "a(": missing closing )`},
 		{`re.search(1, "x")`, `re.search: for parameter pattern: want a string or re.pattern, got int`},
@@ -69,12 +89,7 @@ func TestReErrors(t *testing.T) {
 		{`re.search("(a)", "a").group(2)`, `no group 2: the pattern "(a)" has 1`},
 		{`re.search("(a)", "a").group("x")`, `no group named "x" in the pattern "(a)"`},
 		{`re.search("a", "a").nosuch`, `has no .nosuch field or method`},
-	} {
-		_, err := evalRe(t, tc.expr)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want it to contain %q", tc.expr, err, tc.want)
-		}
-	}
+	})
 }
 
 func TestTimeModule(t *testing.T) {
