@@ -130,6 +130,21 @@ func (p *ptyRun) exit() int {
 	}
 }
 
+// exitOK waits for run to exit with status 0.
+func (p *ptyRun) exitOK() {
+	p.t.Helper()
+	if code := p.exit(); code != 0 {
+		p.t.Fatalf("exit %d:\n%q", code, tail(p.screen()))
+	}
+}
+
+// leave types Ctrl-D at the prompt, which leaves.
+func (p *ptyRun) leave() {
+	p.t.Helper()
+	p.typeIn("\x04")
+	p.exitOK()
+}
+
 // eraseLine is how the spinner takes itself away.
 const eraseLine = "\r\x1b[K"
 
@@ -149,9 +164,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go 
 	}
 	at = p.waitFor(at, `waiting for the agent`)
 	p.waitFor(at, `echo: hello`)
-	if code := p.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, p.screen())
-	}
+	p.exitOK()
 	out := p.screen()
 	answer := strings.Index(out, "echo: hello")
 	last := strings.LastIndex(out[:answer], "waiting for the agent")
@@ -175,9 +188,7 @@ def on_message(ctx, message, next):
 `})
 	p := l.startPty(nil, "--raw", "/slow 20\n/chunks 4")
 	p.waitFor(0, `chunk 4`)
-	if code := p.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, p.screen())
-	}
+	p.exitOK()
 	out := p.screen()
 	if n := strings.Count(out, "update seen"); n < 4 {
 		t.Fatalf("%d log lines, want 4 at least:\n%q", n, out)
@@ -216,9 +227,7 @@ func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
 	p.typeIn(" done\r")
 	p.waitFor(at, `echo: half done`)
 	p.typeIn("\x04") // Ctrl-D leaves
-	if code := p.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, p.screen())
-	}
+	p.exitOK()
 }
 
 // Issue 16, item 2: --continue shows the session and its history before
@@ -227,9 +236,7 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": ""})
 	first := l.startPty(nil, "--raw", "hello")
 	first.waitFor(0, `echo: hello`)
-	if code := first.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, first.screen())
-	}
+	first.exitOK()
 	p := l.startPty(nil, "--raw", "--continue")
 	start := p.waitFor(0, `session \w+ \(run 2\)`)
 	end := p.waitFor(start, `echo: hello`)
@@ -245,10 +252,7 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 	}
 	p.typeIn("again\r")
 	p.waitFor(prompt, `echo: again`)
-	p.typeIn("\x04")
-	if code := p.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, p.screen())
-	}
+	p.leave()
 }
 
 // Issue 16, item 2: a line ending in a backslash goes on on the next one,
@@ -262,10 +266,7 @@ func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	p.typeIn("two\r")
 	at = p.waitFor(at, `thinking: one`)
 	p.waitFor(at, `echo: two`)
-	p.typeIn("\x04")
-	if code := p.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, p.screen())
-	}
+	p.leave()
 
 	again := l.startPty(nil, "--raw")
 	at = again.waitFor(0, `> `)
@@ -273,10 +274,7 @@ func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	at = again.waitFor(at, `two`)
 	again.typeIn("\r")
 	again.waitFor(at, `echo: two`)
-	again.typeIn("\x04")
-	if code := again.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, again.screen())
-	}
+	again.leave()
 }
 
 // Issue 16, item 2: on a terminal the agent's Markdown is rendered; --raw
@@ -285,15 +283,13 @@ func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
 	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, `/say # Title\n\nSome **bold** words.`)
 	p.waitFor(0, `Some bold words\.`)
-	if code := p.exit(); code != 0 {
-		t.Fatalf("exit %d:\n%q", code, p.screen())
-	}
+	p.exitOK()
 	if out := p.screen(); strings.Contains(out, "**") || strings.Contains(out, "# Title") {
 		t.Errorf("Markdown not rendered:\n%q", out)
 	}
 	raw := l.startPty(nil, "--raw", `/say Some **bold** words.`)
 	raw.waitFor(0, `Some \*\*bold\*\* words\.`)
-	raw.exit()
+	raw.exitOK()
 }
 
 // Issue 16, item 3: NO_COLOR and --color never take every style away, the
@@ -310,14 +306,12 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 		args []string
 	}{
 		{"NO_COLOR", nil, nil},
-		{"--color never", nil, []string{"--color", "never"}},
-		{"TERM=dumb", []string{"TERM=dumb"}, nil},
+		{"--color never", []string{"NO_COLOR="}, []string{"--color", "never"}},
+		{"TERM=dumb", []string{"NO_COLOR=", "TERM=dumb"}, nil},
 	} {
 		p := l.startPty(tc.env, append(tc.args, "/say **bold**\n/think hmm")...)
 		p.waitFor(0, `hmm`)
-		if code := p.exit(); code != 0 {
-			t.Fatalf("%s: exit %d:\n%q", tc.name, code, p.screen())
-		}
+		p.exitOK()
 		out := p.screen()
 		if !strings.Contains(out, "attached") {
 			t.Errorf("%s: no log line:\n%q", tc.name, out)
@@ -329,9 +323,9 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 			t.Errorf("%s: an escape sequence in:\n%q", tc.name, out)
 		}
 	}
-	p := l.startPty(nil, "--color", "always", "/think hmm")
+	p := l.startPty([]string{"NO_COLOR="}, "--color", "always", "/think hmm")
 	p.waitFor(0, `hmm`)
-	p.exit()
+	p.exitOK()
 	if !style.MatchString(p.screen()) {
 		t.Errorf("--color always: no style in:\n%q", p.screen())
 	}
