@@ -330,3 +330,35 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 		t.Errorf("--color always: no style in:\n%q", p.screen())
 	}
 }
+
+// Issue 16, item 2: the session process's log goes through run; when run
+// is gone (killed), the session process still pauses, its log lines lost
+// rather than its life (SIGPIPE).
+func TestIssue16_SessionProcessOutlivesTheTerminalsLog(t *testing.T) {
+	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": `
+setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
+`})
+	p := l.startPty(nil, "--raw")
+	at := p.waitFor(0, `> `)
+	p.typeIn("hello\r")
+	p.waitFor(at, `echo: hello`)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	// The session process lost its front end: it stops as idle and pauses.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		recs, _ := l.engine.Store.Sessions()
+		if len(recs) == 1 && recs[0].State == blaise.Paused {
+			if recs[0].Pause.Reason != "idle" {
+				t.Fatalf("pause %+v", recs[0].Pause)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no paused session: %+v", recs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
