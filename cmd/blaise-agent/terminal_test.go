@@ -362,3 +362,20 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Issue 16, item 2: the line editor reads keys itself, Ctrl-C included: at
+// a permission question it still cancels the turn, and at the prompt it
+// still leaves, the session paused.
+func TestIssue16_CtrlCInTheEditor(t *testing.T) {
+	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": ""})
+	p := l.startPty(nil, "--raw")
+	at := p.waitFor(0, `> `)
+	p.typeIn("/permission\r")
+	at = p.waitFor(at, `allow\? \[y/n\] `)
+	p.typeIn("\x03")
+	at = p.waitFor(at, `cancelling the turn`)
+	at = p.waitFor(at, `> `)
+	p.typeIn("\x03")
+	p.waitFor(at, `paused \(idle\)`)
+	p.exitOK()
+}
