@@ -35,8 +35,11 @@ type Input interface {
 // NewInput returns an Input reading in. When in and out are terminals
 // (and TERM is not dumb) lines are edited (arrows, Ctrl-A/E/W/U, Ctrl-R)
 // with their history kept in the file history ("" keeps none); else
-// lines are read as they come and prompts written to out.
-func NewInput(in, out *os.File, history string) (Input, error) {
+// lines are read as they come and prompts written to out. The editor
+// reads Ctrl-C as a key: typed while no ReadLine waits (the question it
+// was typed at was withdrawn), it calls interrupt, as the signal a
+// terminal would have sent.
+func NewInput(in, out *os.File, history string, interrupt func()) (Input, error) {
 	if !Capable(in) || !Capable(out) {
 		return newPlainInput(in, out), nil
 	}
@@ -53,7 +56,7 @@ func NewInput(in, out *os.File, history string) (Input, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &editor{rl: rl, stdin: stdin, res: make(chan lineResult, 1)}, nil
+	return &editor{rl: rl, stdin: stdin, res: make(chan lineResult, 1), interrupt: interrupt}, nil
 }
 
 type lineResult struct {
@@ -67,27 +70,30 @@ type editor struct {
 	stdin   io.Closer // closed first: rl.Close waits for its reads to end
 	mu      sync.Mutex
 	reading bool            // a Readline is under way
+	waiting bool            // a ReadLine waits for it
 	res     chan lineResult // its line
+
+	interrupt func()
 }
 
 func (e *editor) ReadLine(ctx context.Context, prompt string) (string, error) {
 	e.mu.Lock()
 	e.rl.SetPrompt(prompt)
+	e.waiting = true
 	if e.reading {
 		e.rl.Refresh() // a line begun for an earlier question goes on here
 	} else {
 		e.reading = true
-		go func() {
-			line, err := e.rl.Readline()
-			e.res <- lineResult{line, err}
-		}()
+		go e.read()
 	}
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.waiting = false
+		e.mu.Unlock()
+	}()
 	select {
 	case r := <-e.res:
-		e.mu.Lock()
-		e.reading = false
-		e.mu.Unlock()
 		if errors.Is(r.err, readline.ErrInterrupt) {
 			return "", ErrInterrupted
 		}
@@ -95,6 +101,20 @@ func (e *editor) ReadLine(ctx context.Context, prompt string) (string, error) {
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+}
+
+// read reads a line for ReadLine.
+func (e *editor) read() {
+	line, err := e.rl.Readline()
+	e.mu.Lock()
+	e.reading = false
+	if errors.Is(err, readline.ErrInterrupt) && !e.waiting && e.interrupt != nil {
+		e.mu.Unlock()
+		e.interrupt()
+		return
+	}
+	e.mu.Unlock()
+	e.res <- lineResult{line, err}
 }
 
 func (e *editor) Wrap(w io.Writer) io.Writer { return &aboveWriter{e: e, w: w} }

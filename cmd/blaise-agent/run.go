@@ -104,7 +104,14 @@ func (c *RunCmd) Run(g *Globals) error {
 		g.Logger().Warn("settling earlier sessions", "err", err)
 	}
 	interactive := len(c.Prompt) == 0
-	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.Dir(), historyFile))
+	// Ctrl-C read by the line editor, as the signal it stands for.
+	interrupt := func() {
+		select {
+		case sig <- os.Interrupt:
+		default:
+		}
+	}
+	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.Dir(), historyFile), interrupt)
 	if err != nil {
 		return err
 	}
@@ -139,11 +146,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		term.Ask = func(ctx context.Context, q string) (string, error) {
 			line, err := in.ReadLine(ctx, q)
 			if errors.Is(err, client.ErrInterrupted) {
-				// Ctrl-C while the terminal is the editor's: as a signal.
-				select {
-				case sig <- os.Interrupt:
-				default:
-				}
+				interrupt() // cancels the turn
 				return "", io.EOF
 			}
 			return line, err
