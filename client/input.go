@@ -43,7 +43,7 @@ func NewInput(in, out *os.File, history string, interrupt func()) (Input, error)
 	if !Capable(in) || !Capable(out) {
 		return newPlainInput(in, out), nil
 	}
-	stdin := readline.NewCancelableStdin(in)
+	stdin := readline.NewCancelableStdin(altEnter{in})
 	rl, err := readline.NewEx(&readline.Config{
 		Stdin:                  stdin,
 		Stdout:                 out,
@@ -124,6 +124,21 @@ func (e *editor) Remember(line string) { _ = e.rl.SaveHistory(line) }
 func (e *editor) Close() error {
 	e.stdin.Close()
 	return e.rl.Close()
+}
+
+// altEnter reads keys, Alt-Enter (Escape, Return) turned into a backslash
+// and Return: a line that goes on on the next one. (The editor reads
+// Alt-Enter as Return.)
+type altEnter struct{ r io.Reader }
+
+func (a altEnter) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	for i := 0; i+1 < n; i++ {
+		if p[i] == '\x1b' && p[i+1] == '\r' {
+			p[i] = '\\'
+		}
+	}
+	return n, err
 }
 
 // aboveWriter writes above the prompt being answered.

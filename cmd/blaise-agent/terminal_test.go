@@ -255,25 +255,28 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 	p.leave()
 }
 
-// Issue 16, item 2: a line ending in a backslash goes on on the next one,
-// and the lines typed are there again (arrow up) in the next run.
+// Issue 16, item 2: a line ending in a backslash, or ended with Alt-Enter,
+// goes on on the next one, and the lines typed are there again (arrow up)
+// in the next run.
 func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
 	at := p.waitFor(0, `> `)
 	p.typeIn("/think one\\\r")
 	at = p.waitFor(at, `… `)
-	p.typeIn("two\r")
-	at = p.waitFor(at, `thinking: one`)
-	p.waitFor(at, `echo: two`)
+	p.typeIn("/say two\x1b\r") // Alt-Enter
+	at = p.waitFor(at, `… `)
+	p.typeIn("three\r")
+	at = p.waitFor(at, `thinking: one\r\ntwo`)
+	p.waitFor(at, `echo: three`)
 	p.leave()
 
 	again := l.startPty(nil, "--raw")
 	at = again.waitFor(0, `> `)
-	again.typeIn("\x1b[A") // the last line typed: two
-	at = again.waitFor(at, `two`)
+	again.typeIn("\x1b[A") // the last line typed: three
+	at = again.waitFor(at, `three`)
 	again.typeIn("\r")
-	again.waitFor(at, `echo: two`)
+	again.waitFor(at, `echo: three`)
 	again.leave()
 }
 
