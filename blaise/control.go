@@ -10,7 +10,8 @@ import (
 
 // Control is one message on the control channel between a front end and a
 // session process, one JSON object per line. The front end sends "stop";
-// the session process reports "resumable", "pause" and "teardown" (L7).
+// the session process reports "resumable", "pause" and "teardown" (L7),
+// and, as a run attaches, its progress (ControlAttaching).
 type Control struct {
 	Type      string `json:"type"`
 	Run       int    `json:"run,omitempty"`
@@ -18,7 +19,12 @@ type Control struct {
 	MayResume bool   `json:"may_resume,omitempty"`
 	Resumable bool   `json:"resumable,omitempty"`
 	Error     string `json:"error,omitempty"`
+	Plug      string `json:"plug,omitempty"` // ControlAttaching: the plug attaching; "": the agent starting
 }
+
+// ControlAttaching is the kind of the messages that say which plug of a
+// start or resume run attaches now.
+const ControlAttaching = "attaching"
 
 // ControlConn reads and writes Control messages.
 type ControlConn struct {

@@ -52,6 +52,10 @@ type Engine struct {
 	// StopGrace is how long a handler still attaching when its run is
 	// stopped may take to reach next(); 0: runner.DefaultStopGrace.
 	StopGrace time.Duration
+	// OnAttach, when set, is told which plug of a run attaches now, and ""
+	// when its agent starts (runner.Options.OnAttach), from a goroutine of
+	// the run's own.
+	OnAttach func(session, plug string)
 }
 
 func (e *Engine) logger() *log.Logger {
@@ -634,6 +638,9 @@ func (l *Live) readControl() {
 			l.resumable = c.Resumable
 		}
 		l.mu.Unlock()
+		if c.Type == ControlAttaching && l.e.OnAttach != nil {
+			l.e.OnAttach(l.ID, c.Plug)
+		}
 	}
 }
 

@@ -104,6 +104,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 			}
 			return sp.report(pause)
 		},
+		OnAttach: func(plug string) {
+			sp.send(Control{Type: ControlAttaching, Run: sp.Run, Plug: plug})
+		},
 	}
 	if sp.Kind == runner.Teardown && sp.EndReason == builtins.ReasonFailed && rec.Pause != nil && rec.Pause.Error != "" {
 		// A teardown after a failure, in a run of its own: the pause's error.

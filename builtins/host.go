@@ -1,6 +1,7 @@
 package builtins
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -127,13 +128,14 @@ func (v *Host) infoValue() (starlark.Value, error) {
 }
 
 // exec implements host.exec(argv, cwd=None, env=None, stdin=None,
-// timeout=None, check=False).
+// timeout=None, check=False, on_stdout=None).
 func (v *Host) exec(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	const fn = "exec"
 	var argvV, cwdV, envV, stdinV, timeoutV starlark.Value = nil, starlark.None, starlark.None, starlark.None, starlark.None
 	var check bool
+	var onStdout starlark.Callable
 	if err := starlark.UnpackArgs(fn, args, kwargs,
-		"argv", &argvV, "cwd?", &cwdV, "env?", &envV, "stdin?", &stdinV, "timeout?", &timeoutV, "check?", &check); err != nil {
+		"argv", &argvV, "cwd?", &cwdV, "env?", &envV, "stdin?", &stdinV, "timeout?", &timeoutV, "check?", &check, "on_stdout?", &onStdout); err != nil {
 		return nil, err
 	}
 	argv, err := argStrings(fn, "argv", argvV)
@@ -158,9 +160,13 @@ func (v *Host) exec(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		return nil, err
 	}
 
-	ctx := Context(thread)
 	var res hosts.ExecResult
-	Blocking(thread, func() { res, err = v.h.Exec(ctx, argv, opts) })
+	if onStdout == nil {
+		ctx := Context(thread)
+		Blocking(thread, func() { res, err = v.h.Exec(ctx, argv, opts) })
+	} else {
+		res, err = v.execLines(thread, argv, opts, onStdout)
+	}
 	if err != nil {
 		return nil, prefixErr(fn, err)
 	}
@@ -178,6 +184,84 @@ func (v *Host) exec(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		hostField{"stderr", starlark.String(res.Stderr)},
 		hostField{"timed_out", starlark.Bool(res.TimedOut)},
 	), nil
+}
+
+// execLines runs host.exec(..., on_stdout=f): f is called on the thread
+// with each line of stdout as it comes, or, on a host that cannot stream
+// it, once the command ended. When f fails, the command is killed.
+func (v *Host) execLines(thread *starlark.Thread, argv []string, opts hosts.ExecOptions, f starlark.Callable) (hosts.ExecResult, error) {
+	ctx, cancel := context.WithCancel(Context(thread))
+	defer cancel()
+	lines := make(chan string)
+	feed := &lineFeed{ch: lines, stop: ctx.Done()}
+	opts.Stdout = feed
+	var res hosts.ExecResult
+	var err error
+	go func() {
+		defer close(lines)
+		res, err = v.h.Exec(ctx, argv, opts)
+		if feed.n < len(res.Stdout) {
+			feed.Write(res.Stdout[feed.n:])
+		}
+		feed.end()
+	}()
+	for {
+		var line string
+		var ok bool
+		Blocking(thread, func() { line, ok = <-lines })
+		if !ok {
+			return res, err
+		}
+		if _, ferr := starlark.Call(thread, f, starlark.Tuple{starlark.String(line)}, nil); ferr != nil {
+			cancel()
+			Blocking(thread, func() {
+				for range lines {
+				}
+			})
+			return res, fmt.Errorf("on_stdout: %w", ferr)
+		}
+	}
+}
+
+// lineFeed sends the lines written to it, without their newlines, until
+// stop is closed; n counts the bytes written.
+type lineFeed struct {
+	ch      chan<- string
+	stop    <-chan struct{}
+	partial []byte
+	n       int
+}
+
+func (f *lineFeed) Write(b []byte) (int, error) {
+	f.n += len(b)
+	f.partial = append(f.partial, b...)
+	for {
+		i := bytes.IndexByte(f.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if !f.send(string(f.partial[:i])) {
+			return 0, context.Canceled
+		}
+		f.partial = f.partial[i+1:]
+	}
+}
+
+// end sends a last line that has no newline.
+func (f *lineFeed) end() {
+	if len(f.partial) > 0 {
+		f.send(string(f.partial))
+		f.partial = nil
+	}
+}
+
+func (f *lineFeed) send(line string) bool {
+	select {
+	case f.ch <- line:
+		return true
+	case <-f.stop:
+		return false
+	}
 }
 
 // spawn implements host.spawn(argv, cwd=None, env=None).

@@ -296,6 +296,26 @@ func TestHostExec_Errors(t *testing.T) {
 	}
 }
 
+// TestIssue16_ExecOnStdoutStreamsLines checks that on_stdout sees each line
+// while the command still runs: the command goes on only once the
+// callback of its first line created a file, so that without streaming it
+// would time out with lines unseen.
+func TestIssue16_ExecOnStdoutStreamsLines(t *testing.T) {
+	e := newHostTestEnv(t)
+	e.ok(`
+seen = []
+def line(l):
+    seen.append(l)
+    if l == "one":
+        host.fs.write_file("go", "")
+r = host.exec(["sh", "-c", "echo one; until [ -e go ]; do sleep 0.01; done; printf 'two\\nthree'"], timeout = 30, on_stdout = line)
+eq(r.timed_out, False)
+eq(seen, ["one", "two", "three"])
+eq(r.stdout, "one\ntwo\nthree")
+`)
+	e.fails(`host.exec(["sh", "-c", "echo one; echo two"], on_stdout = lambda l: fail("no " + l))`, "exec: on_stdout: fail: no one")
+}
+
 func TestHostExec_CheckShowsLastLines(t *testing.T) {
 	e := newHostTestEnv(t)
 	err := e.run(`host.exec(["sh", "-c", "for i in $(seq 1 30); do echo line$i >&2; done; exit 2"], check = True)`)

@@ -36,7 +36,10 @@ import (
 // Chunks of one kind stream on as they come; a block of another kind (a tool
 // call, a plan, a thought after a message, …) always starts on a fresh line.
 // Call [Terminal.EndTurn] when a prompt is answered to end the last line,
-// and write other lines among the updates with [Terminal.Notice].
+// and write other lines among the updates with [Terminal.Notice] and
+// [Terminal.Log]. With Markdown set, the agent's messages are rendered for
+// the terminal a block at a time; with Status set, [Terminal.Busy] shows a
+// spinner there until the next line is written.
 //
 // A permission request shows the tool call's title and the options, then
 // asks "allow? [y/n] " when the options are one allow_* and one reject_*
@@ -74,12 +77,23 @@ type Terminal struct {
 	// Color adds ANSI styles to the rendering.
 	Color bool
 
+	// Markdown renders agent_message_chunk text as Markdown, wrapped at
+	// Width columns (0: 80); else the text is written as it comes.
+	Markdown bool
+	Width    int
+
+	// Status is the terminal a spinner is drawn on (with carriage returns
+	// and erase-line sequences); nil: no spinner.
+	Status io.Writer
+
 	mu      sync.Mutex
 	stream  streamKind    // the kind of the text stream being written
 	started bool          // the stream has written its first line prefix
 	midLine bool          // Out's cursor is not at the start of a line
 	stop    chan struct{} // closed by CancelPrompts; nil until needed
 	askSem  chan struct{} // held while Ask runs; nil until needed
+	md      *markdown     // nil until the first message with Markdown
+	spin    spinner
 }
 
 // A streamKind is a kind of text rendered as a stream of chunks.
@@ -158,6 +172,20 @@ func (t *Terminal) Notice(msg string) {
 	defer t.mu.Unlock()
 	t.endLine()
 	t.line(t.paint(styleDim, msg))
+}
+
+// Log writes line, a line of a log that is not the session's (a plug's, a
+// session process's), to Err on a line of its own: the agent's line being
+// written is ended first. A spinner showing goes on below it.
+func (t *Terminal) Log(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.spin.erase(t.Status)
+	t.endLine()
+	if t.Err != nil {
+		io.WriteString(t.Err, strings.TrimSuffix(line, "\n")+"\n")
+	}
+	t.spin.draw(t.Status, t.paint)
 }
 
 // update renders one session update.
@@ -366,6 +394,10 @@ func (t *Terminal) text(k streamKind, s string) {
 		t.endLine()
 		t.stream, t.started = k, false
 	}
+	if k == messageStream && t.markdown() {
+		t.write(t.md.add(s))
+		return
+	}
 	for s != "" {
 		l, rest, nl := strings.Cut(s, "\n")
 		if l != "" {
@@ -409,9 +441,32 @@ func (t *Terminal) prefix(k streamKind) string {
 	return ""
 }
 
+// markdown tells whether messages are rendered as Markdown, making the
+// renderer when first needed.
+func (t *Terminal) markdown() bool {
+	if !t.Markdown {
+		return false
+	}
+	if t.md == nil {
+		md, err := newMarkdown(t.Width, t.Color)
+		if err != nil {
+			t.Markdown = false
+			if t.Err != nil {
+				fmt.Fprintf(t.Err, "client: messages shown raw: %v\n", err)
+			}
+			return false
+		}
+		t.md = md
+	}
+	return true
+}
+
 // endLine ends the text stream being written, and its line if the cursor is
 // not at the start of one.
 func (t *Terminal) endLine() {
+	if t.md != nil {
+		t.write(t.md.flush())
+	}
 	if t.midLine {
 		t.write("\n")
 		t.midLine = false
@@ -424,7 +479,13 @@ func (t *Terminal) line(s string) {
 	t.write(s + "\n")
 }
 
+// write writes s to Out, in place of the spinner, which stops: what it
+// waited for has come.
 func (t *Terminal) write(s string) {
+	if s == "" {
+		return
+	}
+	t.spin.stop(t.Status)
 	if t.Out != nil {
 		io.WriteString(t.Out, s)
 	}
@@ -442,6 +503,7 @@ func (t *Terminal) paint(style, s string) string {
 func (t *Terminal) diag(format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.spin.stop(t.Status)
 	if t.Err != nil {
 		fmt.Fprintf(t.Err, "client: "+format+"\n", args...)
 	}

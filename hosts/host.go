@@ -25,6 +25,9 @@ type ExecOptions struct {
 	Env     map[string]string // overlaid on the host's base environment
 	Stdin   []byte            // written to the process's stdin, which is then closed
 	Timeout time.Duration     // 0: none; when it passes, the whole process group is killed
+	// Stdout, when set, also receives stdout as it comes, where the host
+	// can stream it (the local host); other hosts leave it alone.
+	Stdout io.Writer
 }
 
 // ExecResult is what a finished command left.

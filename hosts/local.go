@@ -347,7 +347,11 @@ func (h *Local) Exec(ctx context.Context, argv []string, opts ExecOptions) (Exec
 	}
 	var stdout, stderr bytes.Buffer
 	copied := make(chan struct{}, 2)
-	go func() { io.Copy(&stdout, outR); copied <- struct{}{} }()
+	var out io.Writer = &stdout
+	if opts.Stdout != nil {
+		out = io.MultiWriter(&stdout, opts.Stdout)
+	}
+	go func() { io.Copy(out, outR); copied <- struct{}{} }()
 	go func() { io.Copy(&stderr, errR); copied <- struct{}{} }()
 
 	t := &tracked{pgid: cmd.Process.Pid, done: make(chan struct{})}

@@ -85,6 +85,10 @@ type Options struct {
 	// teardown (L7). An error is logged; the teardown still happens, and
 	// Result.ReportErr holds it.
 	OnPause func(builtins.PauseInfo) error
+	// OnAttach is told, as a start or resume run attaches, the name of
+	// the plug whose handlers run now, and "" when the agent starts: the
+	// progress a front end shows.
+	OnAttach func(plug string)
 }
 
 // Messages the runner logs at debug level for each command the local host
@@ -383,9 +387,11 @@ func (r *Run) failed(err error) builtins.PauseInfo {
 // session runs on_session of plug i and everything inside it (C1–C5).
 func (r *Run) session(i int, draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
 	if i == len(r.plugs) {
+		r.attaching("")
 		return r.runAgent(draft, host, runnerHost)
 	}
 	p := r.plugs[i]
+	r.attaching(p.use.Plug.Name)
 	if err := r.load(p, host, runnerHost); err != nil {
 		return r.failed(err)
 	}
@@ -410,6 +416,13 @@ func (r *Run) session(i int, draft *builtins.AgentDraft, host, runnerHost hosts.
 		return r.failed(r.handlerError(p, "on_session", fn, "returned without calling next(); call next() exactly once"))
 	}
 	return inner
+}
+
+// attaching tells OnAttach what attaches now.
+func (r *Run) attaching(plug string) {
+	if r.opts.OnAttach != nil {
+		r.opts.OnAttach(plug)
+	}
 }
 
 // teardown runs on_teardown of the k-th plug of order and everything

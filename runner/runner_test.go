@@ -989,3 +989,22 @@ func TestIssue11_AgentChildHoldingItsOutputDoesNotHoldTheRun(t *testing.T) {
 		t.Fatalf("pause %+v", res.Pause)
 	}
 }
+
+// Issue 16, item 1: OnAttach hears each plug as its handlers start to
+// attach, outermost first (C1), then "" as the agent starts; a plug's
+// "before" code runs after it is named.
+func TestIssue16_OnAttachNamesEachPlugThenTheAgent(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": agentStarted + `setup(use("./a.star"), use("./b.star"))`,
+		"a.star":      tracer("a"),
+		"b.star":      tracer("b"),
+	})
+	var heard []string
+	c.run(runner.Options{OnAttach: func(plug string) {
+		heard = append(heard, plug+" after "+strings.Join(c.lines("TRACE "), ","))
+	}}, idle)
+	want := []string{"a after ", "b after a before", " after a before,b before"}
+	if strings.Join(heard, "|") != strings.Join(want, "|") {
+		t.Fatalf("heard %q, want %q", heard, want)
+	}
+}

@@ -5,10 +5,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/alecthomas/kong"
+	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/charmbracelet/log"
+	"github.com/muesli/termenv"
 
 	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 )
@@ -37,6 +40,7 @@ type CLI struct {
 type Globals struct {
 	LogLevel  string           `help:"Log level: debug, info, warn or error." enum:"debug,info,warn,error" default:"info" env:"BLAISE_LOG_LEVEL"`
 	LogFormat string           `help:"Log format: text, json or logfmt (these two with RFC 3339 times)." enum:"text,json,logfmt" default:"text" env:"BLAISE_LOG_FORMAT"`
+	Color     string           `help:"Styles in output and logs: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), always or never." enum:",auto,always,never" default:"auto" env:"BLAISE_COLOR"`
 	Version   kong.VersionFlag `help:"Print the module version and VCS revision of this build, and exit."`
 }
 
@@ -45,7 +49,14 @@ const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 // Logger returns the logger the flags describe, writing to stderr.
 func (g *Globals) Logger() *log.Logger {
-	l := log.NewWithOptions(os.Stderr, log.Options{ReportTimestamp: g.LogFormat != "text", TimeFormat: logTimeFormat})
+	// A writer that is not the terminal itself: the logger would ask the
+	// terminal for its colours and wait for an answer. Styles are ours to
+	// choose.
+	l := log.NewWithOptions(struct{ io.Writer }{os.Stderr}, log.Options{ReportTimestamp: g.LogFormat != "text", TimeFormat: logTimeFormat})
+	l.SetColorProfile(termenv.Ascii)
+	if g.color().Styled(os.Stderr) {
+		l.SetColorProfile(termenv.ANSI256)
+	}
 	level, err := log.ParseLevel(g.LogLevel)
 	if err == nil {
 		l.SetLevel(level)
@@ -57,6 +68,18 @@ func (g *Globals) Logger() *log.Logger {
 		l.SetFormatter(log.LogfmtFormatter)
 	}
 	return l
+}
+
+// color returns the --color mode.
+func (g *Globals) color() client.ColorMode { return client.ColorMode(g.Color) }
+
+// childColor is the --color of session processes, whose logs reach the
+// terminal through run: what run's own log would do.
+func (g *Globals) childColor() string {
+	if g.color().Styled(os.Stderr) {
+		return string(client.ColorAlways)
+	}
+	return string(client.ColorNever)
 }
 
 // usageExit is the status kong exits with after a usage error.

@@ -30,6 +30,7 @@ type RunCmd struct {
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
 	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
 	No       bool     `help:"Deny every permission request without asking." xor:"answer"`
+	Raw      bool     `help:"Show the agent's messages as they come, without rendering their Markdown (as when stdout is not a terminal)."`
 	End      bool     `help:"End the session (reason closed) when done, instead of stopping it as idle; also a session whose run failed. At the interactive prompt, /end does the same."`
 	SessionFlags
 }
@@ -78,7 +79,7 @@ func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
 	return &blaise.Engine{
 		Store:   store,
 		Command: []string{self, "session-process"},
-		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat},
+		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat, "--color", g.childColor()},
 		Log:     g.Logger(),
 	}, nil
 }
@@ -103,12 +104,39 @@ func (c *RunCmd) Run(g *Globals) error {
 		g.Logger().Warn("settling earlier sessions", "err", err)
 	}
 	interactive := len(c.Prompt) == 0
-	term := &client.Terminal{Out: os.Stdout, Err: os.Stderr, Color: isatty.IsTerminal(os.Stdout.Fd()) && os.Getenv("NO_COLOR") == ""}
+	// Ctrl-C read by the line editor, as the signal it stands for.
+	interrupt := func() {
+		select {
+		case sig <- os.Interrupt:
+		default:
+		}
+	}
+	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.Dir(), historyFile), interrupt)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	term := newTerminal(g.color(), c.Raw, in)
 	if cwd, err := os.Getwd(); err == nil {
 		term.Root = cwd
 	}
-	// One reader of stdin for prompts and permission answers alike.
-	lines := readLines(os.Stdin)
+	if isatty.IsTerminal(os.Stderr.Fd()) {
+		// The session process's log joins the terminal's output, each
+		// line of its own (it would otherwise cut into the agent's).
+		w, drain, err := logsThrough(term)
+		if err != nil {
+			return err
+		}
+		defer drain()
+		e.Stderr = w
+	}
+	e.OnAttach = func(_, plug string) {
+		if plug == "" {
+			term.Relabel("starting the agent")
+		} else {
+			term.Relabel("attaching: " + plug)
+		}
+	}
 	switch {
 	case c.Yes:
 		term.Default = "allow"
@@ -116,16 +144,12 @@ func (c *RunCmd) Run(g *Globals) error {
 		term.Default = "deny"
 	case isatty.IsTerminal(os.Stdin.Fd()) || interactive:
 		term.Ask = func(ctx context.Context, q string) (string, error) {
-			fmt.Fprint(os.Stderr, q)
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					return "", io.EOF
-				}
-				return line, nil
-			case <-ctx.Done():
-				return "", ctx.Err()
+			line, err := in.ReadLine(ctx, q)
+			if errors.Is(err, client.ErrInterrupted) {
+				interrupt() // cancels the turn
+				return "", io.EOF
 			}
+			return line, err
 		}
 	}
 
@@ -135,10 +159,61 @@ func (c *RunCmd) Run(g *Globals) error {
 			return err
 		}
 	}
-	t := &terminalRun{cmd: c, e: e, term: term, sig: sig, lines: lines}
+	t := &terminalRun{cmd: c, e: e, term: term, sig: sig, in: in}
 	defer t.close()
 	return t.run(id, interactive)
 }
+
+// historyFile, in the state directory, keeps the prompts typed at the
+// interactive prompt across runs.
+const historyFile = "history"
+
+// newTerminal returns the terminal's renderer: Markdown rendered and a
+// spinner when stdout is a terminal (not with raw), styles as color says.
+func newTerminal(color client.ColorMode, raw bool, in client.Input) *client.Terminal {
+	term := &client.Terminal{Out: in.Wrap(os.Stdout), Err: in.Wrap(os.Stderr), Color: color.Styled(os.Stdout)}
+	if client.Capable(os.Stdout) {
+		term.Markdown = !raw
+		term.Width = client.Columns(os.Stdout)
+		if client.Capable(os.Stderr) {
+			term.Status = os.Stderr
+		}
+	}
+	return term
+}
+
+// logsThrough returns the write end of a pipe whose lines term writes as
+// log lines, and a function that closes it and waits, a moment at most,
+// for the lines still coming.
+func logsThrough(term *client.Terminal) (*os.File, func(), error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the session's log: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer r.Close()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 4096), 1<<20)
+		for sc.Scan() {
+			term.Log(sc.Text())
+		}
+	}()
+	return w, func() {
+		w.Close()
+		// A session process settling on its own keeps writing; its
+		// lines after this are lost rather than waited for.
+		select {
+		case <-done:
+		case <-time.After(logLinger):
+		}
+	}, nil
+}
+
+// logLinger is how long run waits at its end for the log lines of session
+// processes that have not exited.
+const logLinger = time.Second
 
 // terminalRun is one `run` in the terminal: its prompts, the session they
 // go to, and the turns that failed.
@@ -147,7 +222,7 @@ type terminalRun struct {
 	e      *blaise.Engine
 	term   *client.Terminal
 	sig    chan os.Signal
-	lines  <-chan string
+	in     client.Input
 	s      *attached // nil until the first prompt
 	failed int       // turns that failed
 }
@@ -159,6 +234,14 @@ const endCommand = "/end"
 // session stands at the end.
 func (t *terminalRun) run(id string, interactive bool) error {
 	end := t.cmd.End
+	if interactive && id != "" && isatty.IsTerminal(os.Stdin.Fd()) {
+		// The person sees the session and its history before the first
+		// prompt. (Lines from a pipe attach at the first prompt, so that
+		// an /end there ends the session without a run.)
+		if err := t.attachOrReport(id, end); err != nil {
+			return err
+		}
+	}
 	for first := true; ; first = false {
 		var prompt string
 		if interactive {
@@ -187,19 +270,8 @@ func (t *terminalRun) run(id string, interactive bool) error {
 				id = t.s.live.ID
 				t.s.close()
 			}
-			if err := t.attach(id, end); err != nil {
-				if t.s == nil {
-					return err
-				}
-				// A run that ended on its own has its cause in its record,
-				// which report shows.
-				if rerr := t.report(end); rerr != nil {
-					return rerr
-				}
-				if errors.Is(err, errInterrupted) {
-					return err
-				}
-				return &exitError{1, err}
+			if err := t.attachOrReport(id, end); err != nil {
+				return err
 			}
 		}
 		// An interrupt typed at the prompt is not meant for the turn.
@@ -231,11 +303,54 @@ func (t *terminalRun) run(id string, interactive bool) error {
 	return t.report(end)
 }
 
+// attachOrReport attaches to session id ("": a new one); when that fails
+// after the run started, it says where the session stands and returns the
+// error to exit with.
+func (t *terminalRun) attachOrReport(id string, end bool) error {
+	err := t.attach(id, end)
+	if err == nil || t.s == nil {
+		return err
+	}
+	// A run that ended on its own has its cause in its record, which
+	// report shows.
+	if rerr := t.report(end); rerr != nil {
+		return rerr
+	}
+	if errors.Is(err, errInterrupted) {
+		return err
+	}
+	return &exitError{1, err}
+}
+
 // readPrompt reads the next line at the interactive prompt. It says when
 // the session pauses or is about to end on its own while the person is
 // away; ok is false when the person leaves or the session is over.
-func (t *terminalRun) readPrompt() (line string, ok bool) {
-	fmt.Fprint(os.Stderr, "> ")
+func (t *terminalRun) readPrompt() (prompt string, ok bool) {
+	var lines []string
+	for ps := "> "; ; ps = continuePrompt {
+		line, ok := t.readLine(ps)
+		if !ok {
+			return "", false
+		}
+		if strings.TrimSpace(line) != "" {
+			t.in.Remember(line)
+		}
+		// A line ending in a backslash goes on on the next one.
+		rest, more := strings.CutSuffix(line, `\`)
+		lines = append(lines, rest)
+		if !more {
+			return strings.Join(lines, "\n"), true
+		}
+	}
+}
+
+// continuePrompt asks for the next line of a prompt of several lines.
+const continuePrompt = "… "
+
+// readLine reads one line at the interactive prompt, saying what happens to
+// the session meanwhile; ok is false when the person leaves or the session
+// is over.
+func (t *terminalRun) readLine(ps string) (line string, ok bool) {
 	var done <-chan struct{}
 	var warn <-chan time.Time
 	if t.s != nil && !t.s.ended() {
@@ -246,13 +361,25 @@ func (t *terminalRun) readPrompt() (line string, ok bool) {
 			warn = timer.C
 		}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type read struct {
+		line string
+		err  error
+	}
+	got := make(chan read, 1)
+	go func() {
+		line, err := t.in.ReadLine(ctx, ps)
+		got <- read{line, err}
+	}()
 	for {
 		select {
-		case line, ok = <-t.lines:
-			if !ok {
+		case r := <-got:
+			if r.err != nil {
 				fmt.Fprintln(os.Stderr)
+				return "", false // end of input, or Ctrl-C in the editor
 			}
-			return line, ok
+			return r.line, true
 		case <-t.sig:
 			fmt.Fprintln(os.Stderr)
 			return "", false // Ctrl-C at the prompt leaves
@@ -267,7 +394,7 @@ func (t *terminalRun) readPrompt() (line string, ok bool) {
 				fmt.Fprintln(os.Stderr)
 				return "", false // report says what happened
 			}
-			fmt.Fprintf(os.Stderr, "\nsession %s paused (idle); the next prompt resumes it\n> ", rec.ID)
+			t.term.Log(fmt.Sprintf("session %s paused (idle); the next prompt resumes it", rec.ID))
 		}
 	}
 }
@@ -447,6 +574,8 @@ func (t *terminalRun) attach(id string, end bool) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "session %s (run %d)\n", live.ID, live.Run)
+	t.term.Busy("attaching")
+	defer t.term.Idle()
 	connCtx, cancel := context.WithCancel(context.Background())
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, t.term)
@@ -508,6 +637,8 @@ func (s *attached) prompt(text string, sig <-chan os.Signal) (left bool, err err
 		err        error
 	}
 	done := make(chan result, 1)
+	s.term.Busy("waiting for the agent")
+	defer s.term.Idle()
 	go func() {
 		stop, err := s.conn.Prompt(context.Background(), s.acp, text)
 		done <- result{stop, err}
@@ -575,23 +706,4 @@ func lastPaused(e *blaise.Engine, config string) (string, error) {
 		return "", errors.Join(fmt.Errorf("no paused session of %s to continue", config), err)
 	}
 	return last.ID, nil
-}
-
-// readLines sends the lines of r, without their line ends, until it ends.
-func readLines(r io.Reader) <-chan string {
-	out := make(chan string)
-	go func() {
-		defer close(out)
-		br := bufio.NewReader(r)
-		for {
-			line, err := br.ReadString('\n')
-			if line != "" {
-				out <- strings.TrimRight(line, "\r\n")
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return out
 }

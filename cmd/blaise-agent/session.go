@@ -39,6 +39,9 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 	ctl := os.NewFile(3, "control")
 	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
 	signal.Ignore(os.Interrupt)
+	// Our log may go to a pipe of a front end that left (run passes it to
+	// the terminal): its lines are lost then, and the run goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	sp := &blaise.SessionProcess{
