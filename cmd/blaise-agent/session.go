@@ -9,6 +9,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // SessionProcessCmd is the hidden `blaise-agent session-process`: one run of
@@ -41,12 +42,12 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 	signal.Ignore(os.Interrupt)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	sp := &blaise.SessionProcess{
+	sp := &runner.SessionProcess{
 		Store:     store,
 		SessionID: c.Session,
-		Kind:      runner.Kind(c.Kind),
+		Kind:      session.Kind(c.Kind),
 		Run:       c.Number,
-		EndReason: c.EndReason,
+		EndReason: session.Reason(c.EndReason),
 		ACPIn:     os.Stdin,
 		ACPOut:    os.Stdout,
 		Control:   blaise.NewControlConn(ctl, ctl),

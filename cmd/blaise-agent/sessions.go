@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // SessionsCmd is `blaise-agent sessions`.
@@ -76,20 +77,20 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 
 // listSessions writes the table of recs (ended ones only with all), then,
 // for each orphaned session, what it left and how to resolve it (L2).
-func listSessions(out io.Writer, st *blaise.Store, recs []*blaise.SessionRecord, now time.Time, all bool) error {
+func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now time.Time, all bool) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\tCONFIG")
-	var orphaned []*blaise.SessionRecord
+	var orphaned []*session.Record
 	for _, r := range recs {
-		if r.State == blaise.Ended && !all {
+		if r.State == session.Ended && !all {
 			continue
 		}
 		pause := "-"
 		if r.Pause != nil {
-			pause = r.Pause.Reason
+			pause = string(r.Pause.Reason)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, r.Config)
-		if r.State == blaise.Orphaned {
+		if r.State == session.Orphaned {
 			orphaned = append(orphaned, r)
 		}
 	}
@@ -186,8 +187,8 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 
 // printState says where a session stands; why a teardown failed is the
 // command's error.
-func printState(rec *blaise.SessionRecord) {
-	if rec.State == blaise.Ended {
+func printState(rec *session.Record) {
+	if rec.State == session.Ended {
 		fmt.Printf("session %s ended (%s)\n", rec.ID, rec.EndReason)
 		return
 	}
