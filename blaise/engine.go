@@ -50,6 +50,9 @@ type Engine struct {
 	StopGrace time.Duration
 	// Clock is the engine's time; nil: the machine's.
 	Clock session.Clock
+	// Settled, when set, is called with the record of each run of this
+	// engine once the run is settled (Keep's teardowns included).
+	Settled func(*session.Record)
 
 	wakeOnce sync.Once
 	wakeCh   chan struct{} // see keeperWake

@@ -273,6 +273,9 @@ func (l *Live) wait() {
 	l.lock.release()
 	l.final, l.err = rec, rerr
 	close(l.done)
+	if rerr == nil && l.e.Settled != nil {
+		l.e.Settled(rec)
+	}
 	l.e.wakeKeeper() // the session at rest may be due some day
 }
 

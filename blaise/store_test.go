@@ -30,16 +30,11 @@ const (
 	storeNEnv     = "BLAISE_STORE_TEST_N"
 )
 
-func TestMain(m *testing.M) {
-	if job := os.Getenv(storeChildEnv); job != "" {
-		if err := storeChild(job); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// StoreChild runs job as a child process of a store test (TestMain calls it
+// when StoreChildEnv is set).
+func StoreChild(job string) error { return storeChild(job) }
+
+const StoreChildEnv = storeChildEnv
 
 func storeChild(job string) error {
 	s, err := OpenStore(os.Getenv(storeDirEnv))

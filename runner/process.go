@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -203,4 +206,26 @@ func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// ServeInherited serves the run of a session process started by a front
+// end (blaise.Engine): the control channel is file descriptor 3 and the
+// session's run lock RunLockFD, held until the process exits. Store, ACP
+// and Control are set here.
+func ServeInherited(sp *SessionProcess, stateDir string) error {
+	store, err := blaise.OpenStore(stateDir)
+	if err != nil {
+		return err
+	}
+	// The control channel and the run lock are the front end's and ours:
+	// the agent and the plugs' processes must not inherit them.
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(blaise.RunLockFD)
+	ctl := os.NewFile(3, "control")
+	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
+	signal.Ignore(os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	sp.Store, sp.ACPIn, sp.ACPOut, sp.Control = store, os.Stdin, os.Stdout, blaise.NewControlConn(ctl, ctl)
+	return sp.Serve(ctx)
 }

@@ -723,3 +723,32 @@ func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 }
+
+// TestL6_ExpiredSessionTornDownByAcpWithoutSweep: a long-lived `acp` tears
+// down a session whose paused lifetime passed, with reason expired, by
+// itself: no `sessions sweep`, no new command (issue 12, item 3).
+func TestL6_ExpiredSessionTornDownByAcpWithoutSweep(t *testing.T) {
+	l := newAcpLab(t)
+	td := `
+def on_teardown(ctx, next):
+    ctx.runner.fs.write_file("$DIR/teardown", next().reason)
+`
+	if err := os.WriteFile(filepath.Join(l.dir, "counter.star"), []byte(strings.ReplaceAll(acpCounterPlug+td, "$DIR", l.dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start("--inactivity-limit", "200ms", "--paused-lifetime", "300ms")
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	p.await("0")
+	a := p.newSession(1)
+	if got := p.prompt(2, a, "hello"); got != "echo: hello" {
+		t.Fatalf("a: %q", got)
+	}
+	// Idle, then paused; then its paused lifetime passes while acp runs.
+	rec := l.waitState(a, session.Ended)
+	if rec.EndReason != session.Expired || rec.Pause == nil || rec.Pause.Reason != session.Idle {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := l.file("teardown"); got != "expired" {
+		t.Fatalf("teardown saw %q", got)
+	}
+}

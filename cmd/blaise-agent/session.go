@@ -1,13 +1,8 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -28,32 +23,13 @@ type SessionProcessCmd struct {
 
 // Run serves the run.
 func (c *SessionProcessCmd) Run(g *Globals) error {
-	logger := g.Logger().With("session", c.Session)
-	store, err := blaise.OpenStore(c.StateDir)
-	if err != nil {
-		return err
-	}
-	// The control channel and the run lock are the front end's and ours:
-	// the agent and the plugs' processes must not inherit them.
-	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(blaise.RunLockFD)
-	ctl := os.NewFile(3, "control")
-	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
-	signal.Ignore(os.Interrupt)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	sp := &runner.SessionProcess{
-		Store:     store,
+	return runner.ServeInherited(&runner.SessionProcess{
 		SessionID: c.Session,
 		Kind:      session.Kind(c.Kind),
 		Run:       c.Number,
 		EndReason: session.Reason(c.EndReason),
-		ACPIn:     os.Stdin,
-		ACPOut:    os.Stdout,
-		Control:   blaise.NewControlConn(ctl, ctl),
-		Logger:    logger,
+		Logger:    g.Logger().With("session", c.Session),
 		Agent:     c.Agent,
 		StopGrace: c.StopGrace,
-	}
-	return sp.Serve(ctx)
+	}, c.StateDir)
 }
