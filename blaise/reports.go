@@ -6,7 +6,12 @@ import (
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
-var _ session.Reports = (*Store)(nil)
+// The store is the control plane's store of session.
+var (
+	_ session.Sessions    = (*Store)(nil)
+	_ session.Transcripts = (*Store)(nil)
+	_ session.Reports     = (*Store)(nil)
+)
 
 // Loaded records a run's first report (L7): whether its chain can resume,
 // the settings in force and the orphaned plug state.

@@ -105,10 +105,11 @@ type Store struct {
 }
 
 func (s *Store) now() time.Time {
-	if s.Clock == nil {
-		return time.Now().UTC()
+	var c session.Clock = session.RealClock{}
+	if s.Clock != nil {
+		c = s.Clock
 	}
-	return s.Clock.Now().UTC()
+	return c.Now().UTC()
 }
 
 // OpenStore opens the state directory dir, creating it (0700), its version

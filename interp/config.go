@@ -193,7 +193,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		if err := starlark.UnpackArgs("session", args, kwargs, "idle_policy?", &policy, "paused_lifetime?", &paused, "inactivity_limit?", &inactivity, "timeout?", &timeout); err != nil {
 			return nil, err
 		}
-		if policy != "" && policy != "pause" && policy != "end" {
+		if policy != "" && policy != string(session.PolicyPause) && policy != string(session.PolicyEnd) {
 			return nil, fmt.Errorf("session: idle_policy: want \"pause\" or \"end\", got %q", policy)
 		}
 		st := SessionSettings{IdlePolicy: policy, Pos: thread.CallFrame(1).Pos}
