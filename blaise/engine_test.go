@@ -11,9 +11,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +49,17 @@ func TestMain(m *testing.M) {
 		os.Exit(serveSessionProcess(false))
 	case "deaf-session-process":
 		os.Exit(serveSessionProcess(true))
+	case "gated-session-process":
+		// Loads its plugs once the test opens and closes the gate.
+		gate, err := os.Open(os.Getenv("GATE"))
+		if err == nil {
+			_, err = io.Copy(io.Discard, gate)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(serveSessionProcess(false))
 	}
 	os.Exit(m.Run())
 }
@@ -228,6 +241,33 @@ func TestL1_InactivityCountsFromTheEndOfTheTurnOnTheEngineClock(t *testing.T) {
 	l.clock.Advance(time.Minute)
 	rec := l.wait(live)
 	if rec.State != session.Paused || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume || !rec.Stop.Delivered {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+// L1: inactivity counts from the run's first report, once it can take
+// messages: loading the plugs, however long it takes, does not count.
+func TestL1_InactivityCountsFromTheRunsFirstReport(t *testing.T) {
+	l := newLab(t, "gated-session-process", session.Settings{InactivityLimit: time.Minute}, map[string]string{})
+	gate := filepath.Join(l.dir, "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.engine.Env = append(l.engine.Env, "GATE="+gate)
+	go func() {
+		l.waitClock() // the run's timers wait
+		l.clock.Advance(10 * time.Minute)
+		if f, err := os.OpenFile(gate, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	}()
+	live := l.start()
+	c, sid := l.open(live) // not stopped while it loaded
+	if ms, _ := c.Turn(3, sid, "hello"); strings.Join(acptest.Chunks(ms), "") != "echo: hello" {
+		t.Fatalf("answer %q", acptest.Chunks(ms))
+	}
+	l.clock.Advance(time.Minute)
+	if rec := l.wait(live); rec.State != session.Paused || rec.Pause.Reason != session.Idle {
 		t.Fatalf("record %+v", rec)
 	}
 }

@@ -233,6 +233,7 @@ func (l *Live) readControl() {
 		l.got[c.Kind] = true
 		if c.Kind == session.ControlLoaded && c.Loaded != nil {
 			l.resumable, l.settings = c.Loaded.Resumable, c.Loaded.Settings
+			l.activity = l.e.now()
 		}
 		l.mu.Unlock()
 		if c.Kind == session.ControlLoaded && first {

@@ -30,7 +30,9 @@ func (l *Live) timers() {
 		l.mu.Lock()
 		s := l.settings
 		var idleAt time.Time
-		if len(l.turns) == 0 && l.Kind != session.TeardownRun {
+		// Inactivity counts once the run can take messages: from its first
+		// report, never while a turn runs (L1).
+		if l.got[session.ControlLoaded] && len(l.turns) == 0 && l.Kind != session.TeardownRun {
 			idleAt = l.activity.Add(s.InactivityLimit)
 		}
 		timeoutAt := l.started.Add(s.Timeout)
