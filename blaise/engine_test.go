@@ -9,6 +9,7 @@ package blaise_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -434,5 +435,28 @@ def on_session(ctx, next):
 	rec := l.wait(live)
 	if rec.State != session.Ended || rec.Resumable || rec.Pause.MayResume || rec.Stop.MayResume {
 		t.Fatalf("record %+v", rec)
+	}
+}
+
+// L3: a stop is recorded before it is sent and reaches only a run that
+// takes it: once the run has ended, a stop is an error and changes nothing.
+func TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing(t *testing.T) {
+	l := newLab(t, "session-process", session.Settings{}, map[string]string{})
+	live := l.start()
+	c, sid := l.open(live)
+	c.Prompt(3, sid, "/exit 3") // the agent dies: the run ends on its own
+	before := l.wait(live)
+	if err := live.Stop(session.Stop{Reason: session.Closed}); !errors.Is(err, blaise.ErrNoRun) {
+		t.Fatalf("stop after the run: %v", err)
+	}
+	after, err := l.engine.Store.Session(live.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != session.Paused || after.Pause.Reason != session.Failed || after.Stop != nil || !after.Updated.Equal(before.Updated) {
+		t.Fatalf("before %+v\nafter %+v", before, after)
+	}
+	if err := live.Stop(session.Stop{Reason: session.Failed}); err == nil || !strings.Contains(err.Error(), "is not a stop reason") {
+		t.Fatalf("a failed stop: %v", err)
 	}
 }
