@@ -353,7 +353,7 @@ func (e *Engine) settleCrash(rec *session.Record, cause error) (*session.Record,
 // launch starts a session process for the next run of rec, in the
 // session's directory, handing it the run lock the caller holds.
 func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason session.Reason, held *runLock) (*Live, error) {
-	dir, err := WorkDir(rec)
+	dir, err := workDir(rec)
 	if err != nil {
 		return nil, err
 	}

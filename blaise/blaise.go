@@ -12,10 +12,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
-// WorkDir is where the session's runs run, so that its plugs' relative
+// workDir is where the session's runs run, so that its plugs' relative
 // paths name the same files in every run: the working directory of its
 // first run (the configuration's directory for a record without one).
-func WorkDir(r *session.Record) (string, error) {
+func workDir(r *session.Record) (string, error) {
 	dir := r.Dir
 	if dir == "" {
 		dir = filepath.Dir(r.Config)
