@@ -117,6 +117,11 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 	case <-l.loaded:
 		return l, nil
 	case <-l.done:
+		select {
+		case <-l.loaded: // closed before done: the run ended after it
+			return l, nil
+		default:
+		}
 	}
 	if final, err := l.Wait(context.Background()); err != nil {
 		return nil, err
