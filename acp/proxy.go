@@ -321,16 +321,19 @@ func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 		pending = &call{id: bytes.Clone(m.ID), resp: make(chan *Message, 1), finished: c.finished}
 		key := IDKey(m.ID)
 		p.mu.Lock()
-		if _, dup := p.pending[side][key]; dup || p.closed {
+		if p.closed {
+			p.mu.Unlock()
+			// As for a request the agent left unanswered: its client
+			// tells that the run ended on its own.
+			p.Log.Debug("a request arrived after the agent stopped", "id", string(m.ID))
+			return mustParse(NewErrorResponse(m.ID, InternalError, AgentStoppedMessage, nil))
+		}
+		if _, dup := p.pending[side][key]; dup {
 			p.mu.Unlock()
 			// An id still waiting for its answer cannot be told apart from
 			// its twin: the newcomer is refused, not forwarded (M7).
-			reason := "the id of a request still waiting for its answer"
-			if !dup {
-				reason = "the agent is gone"
-			}
-			p.Log.Warn("refused a request", "id", string(m.ID), "because", reason)
-			return mustParse(NewErrorResponse(m.ID, InvalidRequest, "request refused: "+reason, nil))
+			p.Log.Warn("refused a request", "id", string(m.ID), "because", "the id of a request still waiting for its answer")
+			return mustParse(NewErrorResponse(m.ID, InvalidRequest, "request refused: the id of a request still waiting for its answer", nil))
 		}
 		if m.Method == "session/load" {
 			if id := sessionID(m.Params); id != "" {

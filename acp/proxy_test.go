@@ -177,3 +177,46 @@ func TestACopyOfAMessageKeepsItsBlock(t *testing.T) {
 		t.Fatalf("the copy changed to %q", c.Raw)
 	}
 }
+
+// A request that reaches the agent's side once the agent is gone (a plug
+// held it while the agent died at startup) gets the answer of one the
+// agent left unanswered, so that its client tells that the run ended on
+// its own (issue 12).
+func TestProxyRequestAfterTheAgentIsGoneIsAnsweredAsStopped(t *testing.T) {
+	clientR, toProxy, _ := os.Pipe()
+	fromProxy, clientW, _ := os.Pipe()
+	_, toAgent, _ := os.Pipe()
+	fromAgent, agentW, _ := os.Pipe()
+	held, ended := make(chan struct{}), make(chan struct{})
+	p := &Proxy{
+		FromClient: NewReader(clientR, 0), ToClient: NewWriter(clientW),
+		FromAgent: NewReader(fromAgent, 0), ToAgent: NewWriter(toAgent),
+		Pipeline: holdingPipeline{held, ended},
+		Log:      log.New(io.Discard),
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	fmt.Fprintf(toProxy, "%s\n", NewRequest([]byte("1"), "initialize", []byte(`{"protocolVersion":1}`)))
+	<-held
+	agentW.Close() // the agent is gone while a plug holds the request
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(ended)
+	line, err := bufio.NewReader(fromProxy).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(line, []byte(AgentStoppedMessage)) {
+		t.Fatalf("answer %s", line)
+	}
+}
+
+// holdingPipeline holds each message until ended is closed, then forwards it.
+type holdingPipeline struct{ held, ended chan struct{} }
+
+func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, error) {
+	close(h.held)
+	<-h.ended
+	return forward(m), "", nil
+}

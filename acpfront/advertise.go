@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/blaise"
+	lifecycle "github.com/blaiseagent/blaise-agent/session"
 )
 
 // fixedInit is what initialize is answered with when no session of the
@@ -74,7 +74,7 @@ func (s *Server) lastInitResult() []byte {
 		return nil
 	}
 	cfg, _ := filepath.Abs(s.Config)
-	slices.SortFunc(recs, func(a, b *blaise.SessionRecord) int { return b.Created.Compare(a.Created) })
+	slices.SortFunc(recs, func(a, b *lifecycle.Record) int { return b.Created.Compare(a.Created) })
 	tried := 0
 	for _, r := range recs {
 		if r.Config != cfg {
@@ -137,7 +137,7 @@ func (c *conn) listSessions(m *acp.Message) {
 		return
 	}
 	cfg, _ := filepath.Abs(c.srv.Config)
-	slices.SortFunc(recs, func(a, b *blaise.SessionRecord) int { return b.Updated.Compare(a.Updated) })
+	slices.SortFunc(recs, func(a, b *lifecycle.Record) int { return b.Updated.Compare(a.Updated) })
 	type info struct {
 		SessionID string `json:"sessionId"`
 		Cwd       string `json:"cwd"`
@@ -146,10 +146,10 @@ func (c *conn) listSessions(m *acp.Message) {
 	list := []info{}
 	now := time.Now()
 	for _, r := range recs {
-		if r.Config != cfg || r.ACPSessionID == "" || (r.State != blaise.Paused && r.State != blaise.Active) {
+		if r.Config != cfg || r.ACPSessionID == "" || (r.State != lifecycle.Paused && r.State != lifecycle.Active) {
 			continue
 		}
-		if _, due := blaise.Due(r, now); due {
+		if _, due := lifecycle.Due(r, now); due {
 			continue
 		}
 		var cwd string

@@ -12,6 +12,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/demoagent"
+	lifecycle "github.com/blaiseagent/blaise-agent/session"
 )
 
 // fakeSessions is a lifecycle engine whose runs are demo agents in this
@@ -21,14 +22,14 @@ type fakeSessions struct {
 	agentDir string // the demo agents' state directory, shared by all runs
 
 	mu       sync.Mutex
-	recs     map[string]*blaise.SessionRecord
+	recs     map[string]*lifecycle.Record
 	n        int
 	runs     []*fakeRun
 	startErr error
 }
 
 func newFakeSessions(dir string) *fakeSessions {
-	return &fakeSessions{agentDir: dir, recs: map[string]*blaise.SessionRecord{}}
+	return &fakeSessions{agentDir: dir, recs: map[string]*lifecycle.Record{}}
 }
 
 func (f *fakeSessions) Start(config string) (Run, error) {
@@ -39,7 +40,7 @@ func (f *fakeSessions) Start(config string) (Run, error) {
 	}
 	f.n++
 	id := fmt.Sprintf("bs%02d", f.n)
-	f.recs[id] = &blaise.SessionRecord{ID: id, Config: config, State: blaise.Active, Runs: 1, Resumable: true}
+	f.recs[id] = &lifecycle.Record{ID: id, Config: config, State: lifecycle.Active, Runs: 1, Resumable: true}
 	f.mu.Unlock()
 	return f.launch(id, 1), nil
 }
@@ -51,11 +52,11 @@ func (f *fakeSessions) Resume(id string) (Run, error) {
 		f.mu.Unlock()
 		return nil, fmt.Errorf("session %s: %w", id, blaise.ErrNotFound)
 	}
-	if rec.State != blaise.Paused {
+	if rec.State != lifecycle.Paused {
 		f.mu.Unlock()
 		return nil, fmt.Errorf("session %s is %s; only a paused session can resume", id, rec.State)
 	}
-	rec.State, rec.Stop = blaise.Active, nil
+	rec.State, rec.Stop = lifecycle.Active, nil
 	rec.Runs++
 	n := rec.Runs
 	f.mu.Unlock()
@@ -69,11 +70,11 @@ func (f *fakeSessions) End(ctx context.Context, id string) error {
 	if !ok {
 		return blaise.ErrNotFound
 	}
-	rec.State, rec.EndReason = blaise.Ended, "closed"
+	rec.State, rec.EndReason = lifecycle.Ended, "closed"
 	return nil
 }
 
-func (f *fakeSessions) Session(id string) (*blaise.SessionRecord, error) {
+func (f *fakeSessions) Session(id string) (*lifecycle.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rec, ok := f.recs[id]
@@ -84,10 +85,10 @@ func (f *fakeSessions) Session(id string) (*blaise.SessionRecord, error) {
 	return &c, nil
 }
 
-func (f *fakeSessions) List() ([]*blaise.SessionRecord, error) {
+func (f *fakeSessions) List() ([]*lifecycle.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*blaise.SessionRecord
+	var out []*lifecycle.Record
 	for _, r := range f.recs {
 		c := *r
 		out = append(out, &c)
@@ -97,10 +98,10 @@ func (f *fakeSessions) List() ([]*blaise.SessionRecord, error) {
 
 func (f *fakeSessions) TranscriptPath(id string) string { return "" }
 
-func (f *fakeSessions) record(id string) blaise.SessionRecord {
+func (f *fakeSessions) record(id string) lifecycle.Record {
 	r, err := f.Session(id)
 	if err != nil {
-		return blaise.SessionRecord{}
+		return lifecycle.Record{}
 	}
 	return *r
 }
@@ -141,7 +142,7 @@ type fakeRun struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	stopped *blaise.StopRecord
+	stopped *lifecycle.StopRecord
 	sent    []string // methods of the messages sent to it
 }
 
@@ -184,14 +185,14 @@ func (f *fakeSessions) launch(id string, num int) *fakeRun {
 		rec := f.recs[id]
 		switch {
 		case stop != nil && stop.MayResume:
-			rec.State = blaise.Paused
-			rec.Pause = &blaise.PauseRecord{Reason: stop.Reason, MayResume: true, Run: num}
+			rec.State = lifecycle.Paused
+			rec.Pause = &lifecycle.PauseRecord{Reason: stop.Reason, MayResume: true, Run: num}
 		case stop != nil:
-			rec.State, rec.EndReason = blaise.Ended, stop.Reason
-			rec.Pause = &blaise.PauseRecord{Reason: stop.Reason, Run: num}
+			rec.State, rec.EndReason = lifecycle.Ended, stop.Reason
+			rec.Pause = &lifecycle.PauseRecord{Reason: stop.Reason, Run: num}
 		default: // the agent went away on its own: a failed run, which may resume
-			rec.State = blaise.Paused
-			rec.Pause = &blaise.PauseRecord{Reason: "failed", MayResume: true, Run: num, Error: fmt.Sprint(err)}
+			rec.State = lifecycle.Paused
+			rec.Pause = &lifecycle.PauseRecord{Reason: "failed", MayResume: true, Run: num, Error: fmt.Sprint(err)}
 		}
 		f.mu.Unlock()
 		close(r.done)
@@ -203,8 +204,10 @@ func (r *fakeRun) SessionID() string             { return r.id }
 func (r *fakeRun) Number() int                   { return r.num }
 func (r *fakeRun) Messages() <-chan *acp.Message { return r.out }
 func (r *fakeRun) Done() <-chan struct{}         { return r.done }
-func (r *fakeRun) StopIdle() error               { return r.Stop("idle", true) }
-func (r *fakeRun) wait(d time.Duration) bool     { return waitClosed(r.done, d) }
+func (r *fakeRun) StopIdle() error {
+	return r.Stop(lifecycle.Stop{Reason: lifecycle.Idle, MayResume: true})
+}
+func (r *fakeRun) wait(d time.Duration) bool { return waitClosed(r.done, d) }
 func (r *fakeRun) methods() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -235,13 +238,13 @@ func (r *fakeRun) Send(m *acp.Message) error {
 
 // Stop records the stop, then closes the agent's input: the demo agent
 // ends its turns and returns.
-func (r *fakeRun) Stop(reason string, mayResume bool) error {
+func (r *fakeRun) Stop(s lifecycle.Stop) error {
 	r.mu.Lock()
 	if r.stopped != nil {
 		r.mu.Unlock()
 		return nil
 	}
-	r.stopped = &blaise.StopRecord{Reason: reason, MayResume: mayResume, Run: r.num}
+	r.stopped = &lifecycle.StopRecord{Stop: s, Run: r.num}
 	r.mu.Unlock()
 	r.f.mu.Lock()
 	r.f.recs[r.id].Stop = r.stopped

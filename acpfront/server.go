@@ -48,8 +48,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/builtins"
+	lifecycle "github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -492,17 +491,17 @@ func (c *conn) canResume(sess *session) bool {
 	switch {
 	case err != nil:
 		reason = "no such session"
-	case rec.State != blaise.Paused:
+	case rec.State != lifecycle.Paused:
 		reason = "the session is " + string(rec.State)
 	default:
-		if _, due := blaise.Due(rec, time.Now()); due {
+		if _, due := lifecycle.Due(rec, time.Now()); due {
 			reason = "the session has expired"
 		}
 	}
 	if reason == "" {
 		return true
 	}
-	if err == nil && rec.State == blaise.Active {
+	if err == nil && rec.State == lifecycle.Active {
 		// Not ours to touch: another front end runs it.
 		c.failQueue(sess, acp.InternalError, "Internal error", "the session has a run in progress in another front end")
 		return false
@@ -650,13 +649,13 @@ func (c *conn) lookup(id string) (*session, string) {
 		return nil, "no such session"
 	}
 	switch rec.State {
-	case blaise.Paused:
-	case blaise.Active:
+	case lifecycle.Paused:
+	case lifecycle.Active:
 		return nil, "the session has a run in progress in another front end"
 	default:
 		return nil, "the session is " + string(rec.State)
 	}
-	if _, due := blaise.Due(rec, time.Now()); due {
+	if _, due := lifecycle.Due(rec, time.Now()); due {
 		return nil, "the session has expired"
 	}
 	if rec.ACPSessionID == "" {
@@ -699,7 +698,7 @@ func (c *conn) stopping(sess *session) bool {
 		return false
 	}
 	n := sess.run.Number()
-	return rec.State != blaise.Active || rec.Runs != n || (rec.Stop != nil && rec.Stop.Run == n)
+	return rec.State != lifecycle.Active || rec.Runs != n || (rec.Stop != nil && rec.Stop.Run == n)
 }
 
 // send writes a client message to the session's run, with the agent's
@@ -795,7 +794,7 @@ func (c *conn) launched(sess *session, r Run, err error) {
 		sess.phase = noRun
 		code, msg := acp.InternalError, "Internal error"
 		if sess.id != "" {
-			if rec, rerr := c.srv.Sessions.Session(sess.id); rerr != nil || rec.State != blaise.Paused {
+			if rec, rerr := c.srv.Sessions.Session(sess.id); rerr != nil || rec.State != lifecycle.Paused {
 				sess.over = true
 				code, msg = ResourceNotFound, "Resource not found"
 			}
@@ -869,7 +868,7 @@ func (c *conn) setupFailed(sess *session, method, reason string) {
 func (c *conn) stopRun(sess *session) {
 	var err error
 	if sess.acpID == "" {
-		err = sess.run.Stop("closed", false)
+		err = sess.run.Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 	} else {
 		err = sess.run.StopIdle()
 	}
@@ -1004,7 +1003,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 	// waits: that would go on for ever when the agent cannot start.
 	broke := sess.failure != "" || sess.waiting != ""
 	cause := sess.failure
-	if err == nil && rec.Pause != nil && rec.Pause.Run == r.Number() && rec.Pause.Reason == builtins.ReasonFailed && rec.Pause.Error != "" {
+	if err == nil && rec.Pause != nil && rec.Pause.Run == r.Number() && rec.Pause.Reason == lifecycle.Failed && rec.Pause.Error != "" {
 		cause = rec.Pause.Error
 	}
 	sess.failure = ""
@@ -1033,8 +1032,8 @@ func (c *conn) runEnded(sess *session, r Run) {
 	switch {
 	case err != nil:
 		c.log.Warn("reading the session", "session", sess.id, "err", err)
-	case rec.State == blaise.Paused:
-		reason := ""
+	case rec.State == lifecycle.Paused:
+		var reason lifecycle.Reason
 		if rec.Pause != nil {
 			reason = rec.Pause.Reason
 		}

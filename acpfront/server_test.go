@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	lifecycle "github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -183,7 +183,7 @@ func TestSessionsHaveBlaiseIDsAndRunsOfTheirOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{a, b} {
-		if rec := f.record(id); rec.State != blaise.Paused || rec.Pause.Reason != "idle" {
+		if rec := f.record(id); rec.State != lifecycle.Paused || rec.Pause.Reason != "idle" {
 			t.Fatalf("after the client left, %s is %s %+v (L9: stopped as idle)", id, rec.State, rec.Pause)
 		}
 	}
@@ -255,7 +255,7 @@ func TestIdleSessionResumesTransparently(t *testing.T) {
 	if !run1.wait(10 * time.Second) {
 		t.Fatal("the run did not stop")
 	}
-	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
+	waitFor(t, func() bool { return f.record(a).State == lifecycle.Paused })
 
 	msgs, resp := c.prompt(3, a, "second")
 	if got := acptest.Texts(t, a, msgs); got != "echo: second" {
@@ -285,7 +285,7 @@ func TestMessageToAStoppingRunWaitsForTheNextRun(t *testing.T) {
 	run1 := f.run(a)
 	// The stop is recorded; the run has not ended yet when the prompt comes.
 	run1.mu.Lock()
-	run1.stopped = &blaise.StopRecord{Reason: "idle", MayResume: true, Run: 1}
+	run1.stopped = &lifecycle.StopRecord{Stop: lifecycle.Stop{Reason: "idle", MayResume: true}, Run: 1}
 	run1.mu.Unlock()
 	f.mu.Lock()
 	f.recs[a].Stop = run1.stopped
@@ -312,7 +312,7 @@ func TestClientLoadOfAPausedSessionReplaysHistory(t *testing.T) {
 	if err := c.close(); err != nil {
 		t.Fatal(err)
 	}
-	if f.record(a).State != blaise.Paused {
+	if f.record(a).State != lifecycle.Paused {
 		t.Fatal("not paused")
 	}
 
@@ -346,9 +346,9 @@ func TestUnknownAndEndedSessionsAreNotFound(t *testing.T) {
 		t.Fatalf("unknown session: %s", resp.Raw)
 	}
 	a := c.newSession(2)
-	f.run(a).Stop("closed", false)
+	f.run(a).Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 	f.run(a).wait(10 * time.Second)
-	waitFor(t, func() bool { return f.record(a).State == blaise.Ended })
+	waitFor(t, func() bool { return f.record(a).State == lifecycle.Ended })
 	_, resp = c.prompt(3, a, "hi")
 	if resp.Error == nil || !strings.Contains(string(resp.Error), "-32002") {
 		t.Fatalf("ended session: %s", resp.Raw)
@@ -526,7 +526,7 @@ func TestClosedInputAnswersWhatIsInFlightThenPauses(t *testing.T) {
 	if err := <-c.done; err != nil {
 		t.Fatal(err)
 	}
-	if rec := f.record(a); rec.State != blaise.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" {
+	if rec := f.record(a); rec.State != lifecycle.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" {
 		t.Fatalf("record %+v", rec)
 	}
 	if f.liveRuns() != 0 {
@@ -564,7 +564,7 @@ func TestCloseOfASessionPausesIt(t *testing.T) {
 	if !f.run(a).wait(10 * time.Second) {
 		t.Fatal("the run goes on after session/close")
 	}
-	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
+	waitFor(t, func() bool { return f.record(a).State == lifecycle.Paused })
 	// Closing it again answers without a run.
 	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, a)
 	if _, resp := c.await("3"); resp.Error != nil || f.run(a).num != 1 {
@@ -619,7 +619,7 @@ func TestCancelOfAPromptWaitingForItsRun(t *testing.T) {
 	a := c.newSession(1)
 	_ = f.run(a).StopIdle()
 	f.run(a).wait(10 * time.Second)
-	waitFor(t, func() bool { return f.record(a).State == blaise.Paused })
+	waitFor(t, func() bool { return f.record(a).State == lifecycle.Paused })
 	// The prompt starts a resume run; the cancel comes before or after the
 	// run is ready: either way the prompt ends cancelled.
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/sleep 5000\nlate"}]}}`, a)

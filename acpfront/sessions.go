@@ -6,6 +6,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	lifecycle "github.com/blaiseagent/blaise-agent/session"
 )
 
 // Sessions is what the front end needs of the lifecycle engine: starting and
@@ -21,9 +22,9 @@ type Sessions interface {
 	End(ctx context.Context, id string) error
 	// Session returns the session's record; its error wraps
 	// blaise.ErrNotFound for an unknown session.
-	Session(id string) (*blaise.SessionRecord, error)
+	Session(id string) (*lifecycle.Record, error)
 	// List returns every stored session.
-	List() ([]*blaise.SessionRecord, error)
+	List() ([]*lifecycle.Record, error)
 	// TranscriptPath is where the session's transcript is.
 	TranscriptPath(id string) string
 }
@@ -40,7 +41,7 @@ type Run interface {
 	Messages() <-chan *acp.Message
 	// Stop sends a stop directive; StopIdle stops the run as idle under the
 	// session's idle policy (L9).
-	Stop(reason string, mayResume bool) error
+	Stop(s lifecycle.Stop) error
 	StopIdle() error
 	// Done is closed when the run has ended and its record is settled.
 	Done() <-chan struct{}
@@ -72,13 +73,13 @@ func (s engineSessions) End(ctx context.Context, id string) error {
 	return err
 }
 
-func (s engineSessions) Session(id string) (*blaise.SessionRecord, error) {
+func (s engineSessions) Session(id string) (*lifecycle.Record, error) {
 	return s.e.Store.Session(id)
 }
 
 // List returns the sessions whose records can be read: a broken record is
 // logged, and hides none of the others.
-func (s engineSessions) List() ([]*blaise.SessionRecord, error) {
+func (s engineSessions) List() ([]*lifecycle.Record, error) {
 	recs, err := s.e.Store.Sessions()
 	var broken *blaise.BrokenError
 	if errors.As(err, &broken) {

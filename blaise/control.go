@@ -6,27 +6,12 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
-// Control is one message on the control channel between a front end and a
-// session process, one JSON object per line. The front end sends "stop";
-// the session process reports "resumable", "pause" and "teardown" (L7),
-// and, as a run attaches, its progress (ControlAttaching).
-type Control struct {
-	Type      string `json:"type"`
-	Run       int    `json:"run,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	MayResume bool   `json:"may_resume,omitempty"`
-	Resumable bool   `json:"resumable,omitempty"`
-	Error     string `json:"error,omitempty"`
-	Plug      string `json:"plug,omitempty"` // ControlAttaching: the plug attaching; "": the agent starting
-}
-
-// ControlAttaching is the kind of the messages that say which plug of a
-// start or resume run attaches now.
-const ControlAttaching = "attaching"
-
-// ControlConn reads and writes Control messages.
+// ControlConn reads and writes the messages of the control channel
+// (session.Control), one JSON object per line.
 type ControlConn struct {
 	mu  sync.Mutex
 	w   io.Writer
@@ -42,7 +27,7 @@ func NewControlConn(r io.Reader, w io.Writer) *ControlConn {
 }
 
 // Send writes m.
-func (c *ControlConn) Send(m Control) error {
+func (c *ControlConn) Send(m session.Control) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.enc.Encode(m); err != nil {
@@ -52,16 +37,16 @@ func (c *ControlConn) Send(m Control) error {
 }
 
 // Receive reads the next message; io.EOF when the peer is gone.
-func (c *ControlConn) Receive() (Control, error) {
+func (c *ControlConn) Receive() (session.Control, error) {
 	for c.sc.Scan() {
-		var m Control
+		var m session.Control
 		if err := json.Unmarshal(c.sc.Bytes(), &m); err != nil {
-			return Control{}, fmt.Errorf("control: bad message %q: %w", c.sc.Text(), err)
+			return session.Control{}, fmt.Errorf("control: bad message %q: %w", c.sc.Text(), err)
 		}
 		return m, nil
 	}
 	if err := c.sc.Err(); err != nil {
-		return Control{}, err
+		return session.Control{}, err
 	}
-	return Control{}, io.EOF
+	return session.Control{}, io.EOF
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // Prune removes what the store keeps of sessions that ended before cutoff:
@@ -24,7 +25,7 @@ func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 	}
 	errs := []error{err}
 	for _, r := range recs {
-		if r.State != Ended || !r.Updated.Before(cutoff) {
+		if r.State != session.Ended || !r.Updated.Before(cutoff) {
 			continue
 		}
 		ok, err := s.pruneSession(r.ID, cutoff)
@@ -39,7 +40,7 @@ func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 // pruneSession removes one ended session, if it is still ended before
 // cutoff and no one holds its run lock.
 func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
-	l, err := s.tryRunLock(id, false)
+	l, err := s.lockRunOnce(id, false)
 	if errors.Is(err, errRunHeld) || errors.Is(err, ErrNotFound) {
 		return false, nil // in use, or pruned by someone else
 	}
@@ -56,23 +57,38 @@ func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
 		if err != nil {
 			return err
 		}
-		if rec.State != Ended || !rec.Updated.Before(cutoff) {
+		if rec.State != session.Ended || !rec.Updated.Before(cutoff) {
 			return nil
 		}
-		// Renamed to a hidden name first, which readers skip: the session
-		// vanishes at once, even if removing its files is cut short.
-		gone := s.path(sessionsDir, "."+id+".tmp-prune")
-		if err := os.Rename(s.sessionDir(id), gone); err != nil {
-			return fmt.Errorf("session %s: prune: %w", id, err)
-		}
-		if err := atomicfile.SyncDir(s.path(sessionsDir)); err != nil {
-			return fmt.Errorf("session %s: prune: %w", id, err)
-		}
 		pruned = true
-		if err := os.RemoveAll(gone); err != nil {
-			return fmt.Errorf("session %s: prune: removing %s: %w", id, gone, err)
-		}
-		return nil
+		return s.removeSession(id)
 	})
 	return pruned, err
+}
+
+// Discard removes a session that never ran a plug: its record and its
+// files, as if it had never been. The caller holds its run lock.
+func (s *Store) Discard(id string) error {
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	return s.withLock(true, func() error { return s.removeSession(id) })
+}
+
+// removeSession removes a session's directory; the caller holds the
+// store's lock and the session's run lock. It is renamed to a hidden name
+// first, which readers skip: the session vanishes at once, even if
+// removing its files is cut short.
+func (s *Store) removeSession(id string) error {
+	gone := s.path(sessionsDir, "."+id+".tmp-gone")
+	if err := os.Rename(s.sessionDir(id), gone); err != nil {
+		return fmt.Errorf("session %s: removing it: %w", id, err)
+	}
+	if err := atomicfile.SyncDir(s.path(sessionsDir)); err != nil {
+		return fmt.Errorf("session %s: removing it: %w", id, err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return fmt.Errorf("session %s: removing %s: %w", id, gone, err)
+	}
+	return nil
 }

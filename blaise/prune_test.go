@@ -2,6 +2,7 @@ package blaise
 
 import (
 	"errors"
+	"github.com/blaiseagent/blaise-agent/session"
 	"os"
 	"slices"
 	"testing"
@@ -15,12 +16,12 @@ import (
 // it at the same moment).
 func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	s := openTestStore(t)
-	for id, st := range map[string]State{
-		"active1": Active, "paused1": Paused, "tearing1": TearingDown, "orphan1": Orphaned,
-		"ended1": Ended, "ended2": Ended, "held1": Ended,
+	for id, st := range map[string]session.State{
+		"active1": session.Active, "paused1": session.Paused, "tearing1": session.TearingDown, "orphan1": session.Orphaned,
+		"ended1": session.Ended, "ended2": session.Ended, "held1": session.Ended,
 	} {
 		createSession(t, s, id)
-		if _, err := s.UpdateSession(id, func(r *SessionRecord) error { r.State = st; return nil }); err != nil {
+		if _, err := s.UpdateSession(id, func(r *session.Record) error { r.State = st; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,7 +32,7 @@ func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	defer held.release()
 	cutoff := time.Now()
 	createSession(t, s, "late1")
-	if _, err := s.UpdateSession("late1", func(r *SessionRecord) error { r.State = Ended; return nil }); err != nil {
+	if _, err := s.UpdateSession("late1", func(r *session.Record) error { r.State = session.Ended; return nil }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -74,7 +75,7 @@ func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
 func TestIssue16_PruneNamesBrokenRecords(t *testing.T) {
 	s := openTestStore(t)
 	createSession(t, s, "ended1")
-	if _, err := s.UpdateSession("ended1", func(r *SessionRecord) error { r.State = Ended; return nil }); err != nil {
+	if _, err := s.UpdateSession("ended1", func(r *session.Record) error { r.State = session.Ended; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	createSession(t, s, "broken1")

@@ -2,6 +2,8 @@ package blaise
 
 import (
 	"errors"
+	"github.com/blaiseagent/blaise-agent/session"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -28,7 +30,7 @@ func holdRunLock(t *testing.T, s *Store, id string) (release func()) {
 func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 	s := openTestStore(t)
 	const id = "sess0000lock"
-	if err := s.CreateSession(&SessionRecord{ID: id, State: Paused}); err != nil {
+	if err := s.CreateSession(&session.Record{ID: id, State: session.Paused}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -58,5 +60,24 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 	}
 	if _, err := s.lockRunOnce(id, false); !errors.Is(err, errRunHeld) {
 		t.Fatalf("lockRunOnce: %v, want errRunHeld at once", err)
+	}
+}
+
+// TestIssue11_DiscardRemovesEverything: a session that never ran a plug
+// leaves no record, no directory, nothing a listing shows.
+func TestIssue11_DiscardRemovesEverything(t *testing.T) {
+	s := openTestStore(t)
+	const id = "sess00discrd"
+	if err := s.CreateSession(&session.Record{ID: id, State: session.Active}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.sessionDir(id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the session's directory: %v, want it gone", err)
+	}
+	if recs, err := s.Sessions(); err != nil || len(recs) != 0 {
+		t.Errorf("sessions after discard: %v, %v", recs, err)
 	}
 }

@@ -20,9 +20,8 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
-	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // Layout of a state directory (the embedded control plane, §7):
@@ -77,9 +76,9 @@ const persistedVersion = 1
 // store does not hold.
 var ErrNotFound = errors.New("no such session")
 
-func checkSessionID(id string) error { return interp.CheckID("session id", id) }
+func checkSessionID(id string) error { return session.CheckID("session id", id) }
 
-func checkPlugID(id string) error { return interp.CheckID("plug id", id) }
+func checkPlugID(id string) error { return session.CheckID("plug id", id) }
 
 // DefaultStateDir is $XDG_STATE_HOME/blaise-agent, else
 // ~/.local/state/blaise-agent. It is "" when neither XDG_STATE_HOME (an
@@ -101,6 +100,16 @@ func DefaultStateDir() string {
 type Store struct {
 	dir  string
 	aead cipher.AEAD
+	// Clock dates records; nil: the machine's.
+	Clock session.Clock
+}
+
+func (s *Store) now() time.Time {
+	var c session.Clock = session.RealClock{}
+	if s.Clock != nil {
+		c = s.Clock
+	}
+	return c.Now().UTC()
 }
 
 // OpenStore opens the state directory dir, creating it (0700), its version
@@ -375,11 +384,11 @@ func (s *Store) NewSessionID() string {
 
 // CreateSession stores a new session. Created (and Updated) are set to now
 // when zero. It fails when the id is in use.
-func (s *Store) CreateSession(rec *SessionRecord) error {
+func (s *Store) CreateSession(rec *session.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	now := s.now()
 	if rec.Created.IsZero() {
 		rec.Created = now
 	}
@@ -404,11 +413,11 @@ func (s *Store) CreateSession(rec *SessionRecord) error {
 
 // Session returns the stored record of a session, or an error wrapping
 // ErrNotFound.
-func (s *Store) Session(id string) (*SessionRecord, error) {
+func (s *Store) Session(id string) (*session.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
-	var rec *SessionRecord
+	var rec *session.Record
 	err := s.withLock(false, func() error {
 		var err error
 		rec, err = s.readSession(id)
@@ -421,11 +430,11 @@ func (s *Store) Session(id string) (*SessionRecord, error) {
 // reads the record, calls f, sets Updated and writes the record. An error
 // from f aborts the update, writing nothing. f must not call the Store: the
 // lock is not reentrant.
-func (s *Store) UpdateSession(id string, f func(*SessionRecord) error) (*SessionRecord, error) {
+func (s *Store) UpdateSession(id string, f func(*session.Record) error) (*session.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
-	var rec *SessionRecord
+	var rec *session.Record
 	err := s.withLock(true, func() error {
 		var err error
 		if rec, err = s.readSession(id); err != nil {
@@ -437,7 +446,7 @@ func (s *Store) UpdateSession(id string, f func(*SessionRecord) error) (*Session
 		if rec.ID != id {
 			return fmt.Errorf("session %s: an update may not change the id (to %q)", id, rec.ID)
 		}
-		rec.Updated = time.Now().UTC()
+		rec.Updated = s.now()
 		return s.writeSession(rec)
 	})
 	if err != nil {
@@ -449,8 +458,8 @@ func (s *Store) UpdateSession(id string, f func(*SessionRecord) error) (*Session
 // Sessions returns every stored session, sorted by Created, then ID. A
 // record that cannot be read does not hide the others: they are returned
 // with a *BrokenError that names each broken one.
-func (s *Store) Sessions() ([]*SessionRecord, error) {
-	var recs []*SessionRecord
+func (s *Store) Sessions() ([]*session.Record, error) {
+	var recs []*session.Record
 	var broken BrokenError
 	err := s.withLock(false, func() error {
 		dir := s.path(sessionsDir)
@@ -483,7 +492,7 @@ func (s *Store) Sessions() ([]*SessionRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(recs, func(a, b *SessionRecord) int {
+	slices.SortFunc(recs, func(a, b *session.Record) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -520,14 +529,27 @@ func (e *BrokenError) Error() string {
 // TranscriptPath is the file of a session's transcript, in the session's
 // directory (see CreateSession). It is "" for an
 // invalid session id.
-func (s *Store) TranscriptPath(session string) string {
-	if checkSessionID(session) != nil {
+func (s *Store) TranscriptPath(id string) string {
+	if checkSessionID(id) != nil {
 		return ""
 	}
-	return s.path(sessionsDir, session, transcriptFile)
+	return s.path(sessionsDir, id, transcriptFile)
 }
 
-func (s *Store) readSession(id string) (*SessionRecord, error) {
+// Transcript opens a session's transcript for appending (0600: transcripts
+// may hold what the agent saw).
+func (s *Store) Transcript(id string) (io.WriteCloser, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.TranscriptPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
+	}
+	return f, nil
+}
+
+func (s *Store) readSession(id string) (*session.Record, error) {
 	name := s.sessionPath(id)
 	data, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -536,7 +558,7 @@ func (s *Store) readSession(id string) (*SessionRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", id, err)
 	}
-	rec := new(SessionRecord)
+	rec := new(session.Record)
 	if err := json.Unmarshal(data, rec); err != nil {
 		return nil, fmt.Errorf("session %s: state file %s is corrupt: %v", id, name, err)
 	}
@@ -548,7 +570,7 @@ func (s *Store) readSession(id string) (*SessionRecord, error) {
 
 // writeSession writes a session's record; the caller holds the exclusive
 // lock and the session's directory exists.
-func (s *Store) writeSession(rec *SessionRecord) error {
+func (s *Store) writeSession(rec *session.Record) error {
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
@@ -562,12 +584,12 @@ func (s *Store) writeSession(rec *SessionRecord) error {
 	return nil
 }
 
-// Persisted is the store's persisted plug state, for builtins.Persisted.
-func (s *Store) Persisted() builtins.Store { return persisted{s} }
+// Persisted is the store's persisted plug state.
+func (s *Store) Persisted() session.Persisted { return persisted{s} }
 
 type persisted struct{ s *Store }
 
-var _ builtins.Store = persisted{}
+var _ session.Persisted = persisted{}
 
 // Get returns the value of a plug's persisted state; ok is false when there
 // is none.

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // The test binary doubles as a child process: with storeChildEnv set, TestMain
@@ -28,16 +30,11 @@ const (
 	storeNEnv     = "BLAISE_STORE_TEST_N"
 )
 
-func TestMain(m *testing.M) {
-	if job := os.Getenv(storeChildEnv); job != "" {
-		if err := storeChild(job); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// StoreChild runs job as a child process of a store test (TestMain calls it
+// when StoreChildEnv is set).
+func StoreChild(job string) error { return storeChild(job) }
+
+const StoreChildEnv = storeChildEnv
 
 func storeChild(job string) error {
 	s, err := OpenStore(os.Getenv(storeDirEnv))
@@ -51,7 +48,7 @@ func storeChild(job string) error {
 			return err
 		}
 		for range n {
-			if _, err := s.UpdateSession("counted", func(r *SessionRecord) error {
+			if _, err := s.UpdateSession("counted", func(r *session.Record) error {
 				r.Runs++
 				return nil
 			}); err != nil {
@@ -95,9 +92,9 @@ func openTestStore(t *testing.T) *Store {
 	return s
 }
 
-func createSession(t *testing.T, s *Store, id string) *SessionRecord {
+func createSession(t *testing.T, s *Store, id string) *session.Record {
 	t.Helper()
-	rec := &SessionRecord{ID: id, Config: "/w/blaise.star", AgentName: "a", State: Active, Settings: DefaultSettings()}
+	rec := &session.Record{ID: id, Config: "/w/blaise.star", AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}
 	if err := s.CreateSession(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -252,14 +249,14 @@ func TestSessionRoundTrip(t *testing.T) {
 	}
 
 	now := time.Now().UTC().Truncate(time.Second)
-	rec := &SessionRecord{
-		ID: s.NewSessionID(), Config: "/w/blaise.star", AgentName: "claude", State: Paused,
-		Created: now, Updated: now, Runs: 2, Settings: DefaultSettings(), Resumable: true,
+	rec := &session.Record{
+		ID: s.NewSessionID(), Config: "/w/blaise.star", AgentName: "claude", State: session.Paused,
+		Created: now, Updated: now, Runs: 2, Settings: session.DefaultSettings(), Resumable: true,
 		ACPSessionID: "acp-1",
-		Stop:         &StopRecord{Reason: "idle", MayResume: true, At: now, Run: 2, Delivered: true},
-		Pause:        &PauseRecord{Reason: "idle", MayResume: true, At: now, Run: 2},
+		Stop:         &session.StopRecord{Stop: session.Stop{Reason: "idle", MayResume: true}, At: now, Run: 2, Delivered: true},
+		Pause:        &session.PauseRecord{Reason: "idle", MayResume: true, At: now, Run: 2},
 		PausedAt:     now, ExpiresAt: now.Add(24 * time.Hour),
-		Teardown:      TeardownRecord{Attempts: 1, LastError: "boom", NextAt: now},
+		Teardown:      session.TeardownRecord{Attempts: 1, LastError: "boom", NextAt: now},
 		OrphanedState: []string{"old"},
 	}
 	if err := s.CreateSession(rec); err != nil {
@@ -272,7 +269,7 @@ func TestSessionRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, rec)
 	}
-	wantErr(t, s.CreateSession(&SessionRecord{ID: rec.ID}), "already exists")
+	wantErr(t, s.CreateSession(&session.Record{ID: rec.ID}), "already exists")
 
 	data, err := os.ReadFile(filepath.Join(s.Dir(), "sessions", rec.ID, "session.json"))
 	if err != nil {
@@ -285,8 +282,8 @@ func TestSessionRoundTrip(t *testing.T) {
 	// Sessions are sorted by Created, then ID; Created defaults to now.
 	createSession(t, s, "b")
 	createSession(t, s, "a")
-	s.UpdateSession("a", func(r *SessionRecord) error { r.Created = now.Add(time.Hour); return nil })
-	s.UpdateSession("b", func(r *SessionRecord) error { r.Created = now.Add(time.Hour); return nil })
+	s.UpdateSession("a", func(r *session.Record) error { r.Created = now.Add(time.Hour); return nil })
+	s.UpdateSession("b", func(r *session.Record) error { r.Created = now.Add(time.Hour); return nil })
 	all, err := s.Sessions()
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +333,7 @@ func TestInvalidIDs(t *testing.T) {
 	p := s.Persisted()
 	ctx := context.Background()
 	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
-		wantErr(t, s.CreateSession(&SessionRecord{ID: id}), "invalid session id")
+		wantErr(t, s.CreateSession(&session.Record{ID: id}), "invalid session id")
 		_, err := s.Session(id)
 		wantErr(t, err, "invalid session id")
 		wantErr(t, s.DeletePersisted(id), "invalid session id")
@@ -353,30 +350,30 @@ func TestInvalidIDs(t *testing.T) {
 func TestUpdateSession(t *testing.T) {
 	s := openTestStore(t)
 	rec := createSession(t, s, "s")
-	_, err := s.UpdateSession("missing", func(*SessionRecord) error { return nil })
+	_, err := s.UpdateSession("missing", func(*session.Record) error { return nil })
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("UpdateSession(missing) = %v", err)
 	}
 
 	time.Sleep(time.Millisecond)
-	got, err := s.UpdateSession("s", func(r *SessionRecord) error { r.State = Paused; return nil })
+	got, err := s.UpdateSession("s", func(r *session.Record) error { r.State = session.Paused; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != Paused || !got.Updated.After(rec.Updated) {
+	if got.State != session.Paused || !got.Updated.After(rec.Updated) {
 		t.Errorf("after update: state %s, updated %v (was %v)", got.State, got.Updated, rec.Updated)
 	}
 
 	// An error from f aborts the update.
 	boom := errors.New("boom")
-	_, err = s.UpdateSession("s", func(r *SessionRecord) error { r.State = Ended; return boom })
+	_, err = s.UpdateSession("s", func(r *session.Record) error { r.State = session.Ended; return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("UpdateSession = %v, want boom", err)
 	}
-	if r, _ := s.Session("s"); r.State != Paused || !r.Updated.Equal(got.Updated) {
+	if r, _ := s.Session("s"); r.State != session.Paused || !r.Updated.Equal(got.Updated) {
 		t.Errorf("an aborted update wrote: state %s", r.State)
 	}
-	_, err = s.UpdateSession("s", func(r *SessionRecord) error { r.ID = "t"; return nil })
+	_, err = s.UpdateSession("s", func(r *session.Record) error { r.ID = "t"; return nil })
 	wantErr(t, err, "may not change the id")
 }
 
@@ -387,7 +384,7 @@ func TestCorruptSession(t *testing.T) {
 	os.WriteFile(name, []byte(`{"id": "s", "runs": `), 0o600)
 	_, err := s.Session("s")
 	wantErr(t, err, "session s: state file "+name+" is corrupt: unexpected end of JSON input")
-	_, err = s.UpdateSession("s", func(*SessionRecord) error { return nil })
+	_, err = s.UpdateSession("s", func(*session.Record) error { return nil })
 	wantErr(t, err, "is corrupt")
 	_, err = s.Sessions()
 	wantErr(t, err, "is corrupt")
@@ -411,7 +408,7 @@ func TestConcurrentUpdates(t *testing.T) {
 				return
 			}
 			for range each {
-				if _, err := s.UpdateSession("counted", func(r *SessionRecord) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession("counted", func(r *session.Record) error { r.Runs++; return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -422,7 +419,7 @@ func TestConcurrentUpdates(t *testing.T) {
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				if _, err := s.UpdateSession("counted", func(r *SessionRecord) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession("counted", func(r *session.Record) error { r.Runs++; return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -466,7 +463,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	}
 	// This process takes part too.
 	for range each {
-		if _, err := s.UpdateSession("counted", func(r *SessionRecord) error { r.Runs++; return nil }); err != nil {
+		if _, err := s.UpdateSession("counted", func(r *session.Record) error { r.Runs++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -620,7 +617,7 @@ func TestPersistedContext(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error)
 	go func() {
-		_, err := s.UpdateSession("s", func(*SessionRecord) error {
+		_, err := s.UpdateSession("s", func(*session.Record) error {
 			close(held)
 			<-release
 			return nil
@@ -679,7 +676,7 @@ func TestTempFilesIgnored(t *testing.T) {
 	if err := p.Set(ctx, "s", "wt", "x", []byte(`2`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateSession("s", func(*SessionRecord) error { return nil }); err != nil {
+	if _, err := s.UpdateSession("s", func(*session.Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for _, tmp := range tmps {

@@ -4,29 +4,15 @@ import (
 	"fmt"
 
 	"go.starlark.net/starlark"
+
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
-// End reasons of a run (seed 002, C3, C8).
-const (
-	ReasonIdle      = "idle"
-	ReasonCompleted = "completed"
-	ReasonClosed    = "closed"
-	ReasonCancelled = "cancelled"
-	ReasonTimeout   = "timeout"
-	ReasonFailed    = "failed"
-	ReasonExpired   = "expired" // teardown runs only
-)
-
-// StopReasons are the reasons a stop directive may carry.
-var StopReasons = []string{ReasonIdle, ReasonCompleted, ReasonClosed, ReasonCancelled, ReasonTimeout}
-
-// PauseInfo is what next() returns in on_session (C3), and, with
+// PauseInfo wraps a pause for Starlark: what next() returns in on_session (C3), and, with
 // Teardown set, what it returns in on_teardown (C8).
 type PauseInfo struct {
-	Reason    string
-	MayResume bool
-	Err       error // set when Reason is failed
-	Teardown  bool  // a TeardownInfo: no may_resume
+	session.Pause
+	Teardown bool // a TeardownInfo: no may_resume
 }
 
 var _ starlark.HasAttrs = (*PauseInfo)(nil)
@@ -59,7 +45,7 @@ func (p *PauseInfo) errorValue() starlark.Value {
 func (p *PauseInfo) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "reason":
-		return starlark.String(p.Reason), nil
+		return starlark.String(string(p.Reason)), nil
 	case "may_resume":
 		if !p.Teardown {
 			return starlark.Bool(p.MayResume), nil

@@ -6,21 +6,14 @@ import (
 	"sync"
 
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
 	"go.starlark.net/starlark"
 )
 
 // MaxPersistedSize bounds the JSON encoding of one plug's persisted value (C11).
 const MaxPersistedSize = 8 << 10
 
-// Store keeps persisted plug state per (session, plug id). Set returns once
-// the write is durable.
-type Store interface {
-	Get(ctx context.Context, session, plugID string) (data []byte, ok bool, err error)
-	Set(ctx context.Context, session, plugID, plugName string, data []byte) error
-	Delete(ctx context.Context, session, plugID string) error
-}
-
-// MemStore is a Store in memory, for tests and single-process use.
+// MemStore is persisted plug state in memory, for tests and single-process use.
 type MemStore struct {
 	mu     sync.Mutex
 	values map[[2]string][]byte
@@ -57,7 +50,7 @@ func (m *MemStore) Delete(_ context.Context, session, plugID string) error {
 
 // Persisted is ctx.persisted: the plug's value hosted by the control plane.
 type Persisted struct {
-	Store   Store
+	Store   session.Persisted
 	Session string
 	PlugID  string
 	Plug    string

@@ -34,6 +34,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -131,9 +132,9 @@ func TestMessagesMethodTable(t *testing.T) {
 	}
 }
 
-// session is a run of an example's chain around the demo agent, with the
+// proxySession is a run of an example's chain around the demo agent, with the
 // test as its ACP client, connected by pipes.
-type session struct {
+type proxySession struct {
 	*acptest.Client
 	t       *testing.T
 	dir     string // the example's directory, also the ACP session's cwd
@@ -145,7 +146,7 @@ type session struct {
 }
 
 // runExample runs example group of messages.md (see startChain).
-func runExample(t *testing.T, group string) *session {
+func runExample(t *testing.T, group string) *proxySession {
 	t.Helper()
 	bs := messageExamples(t)[group]
 	if len(bs) == 0 {
@@ -164,7 +165,7 @@ func runExample(t *testing.T, group string) *session {
 // startChain writes files (by path; blaise.star is the configuration) to a
 // temporary directory, points the agent() of blaise.star at the demo agent
 // (see the top of this file) and starts a run with the test as the client.
-func startChain(t *testing.T, files map[string]string) *session {
+func startChain(t *testing.T, files map[string]string) *proxySession {
 	t.Helper()
 	dir := t.TempDir()
 	for name, text := range files {
@@ -190,7 +191,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &acptest.Buffer{}}
+	s := &proxySession{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &acptest.Buffer{}}
 	s.Client = &acptest.Client{
 		T:    t,
 		In:   acptest.Read(outR, func(err error) { t.Errorf("the client got a line that is not a message: %v", err) }),
@@ -201,7 +202,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 	s.run = runner.New(runner.Options{
 		Config:     cfg,
 		SessionID:  "s1",
-		Kind:       runner.Start,
+		Kind:       session.StartRun,
 		Logger:     logger,
 		AgentGrace: time.Second,
 		Client:     &runner.Client{In: inR, Out: outW},
@@ -213,7 +214,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 		s.done <- res
 	}()
 	t.Cleanup(func() {
-		s.run.Stop(runner.Stop{Reason: "closed"})
+		s.run.Stop(session.Stop{Reason: "closed"})
 		inW.Close()
 		s.Drain()
 		select {
@@ -227,7 +228,7 @@ func startChain(t *testing.T, files map[string]string) *session {
 }
 
 // recorded closes the transcript and returns its records.
-func (s *session) recorded() []acp.Record {
+func (s *proxySession) recorded() []acp.Record {
 	s.t.Helper()
 	if err := s.rec.Close(); err != nil {
 		s.t.Fatalf("transcript: %v", err)
@@ -236,7 +237,7 @@ func (s *session) recorded() []acp.Record {
 }
 
 // waitLog waits until the log holds want.
-func (s *session) waitLog(want string) {
+func (s *proxySession) waitLog(want string) {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(s.logs.String(), want) {
@@ -400,7 +401,7 @@ func TestMessagesExampleUsage(t *testing.T) {
 	s.Turn(4, sid, "/think hmm")
 	s.waitLog("acme/usage: turn stop_reason=end_turn updates=3 kinds=agent_message_chunk:3")
 	s.waitLog("acme/usage: turn stop_reason=end_turn updates=1 kinds=agent_thought_chunk:1")
-	s.run.Stop(runner.Stop{Reason: "idle", MayResume: true})
+	s.run.Stop(session.Stop{Reason: "idle", MayResume: true})
 	s.waitLog("acme/usage: usage reason=idle context=None turns=2 updates=4 words=6 tokens=0")
 }
 

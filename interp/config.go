@@ -7,6 +7,8 @@ import (
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
+
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // Config is a loaded blaise.star: the agent and the chain of plugs.
@@ -118,7 +120,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 			return nil, err
 		}
 		if u.ID != "" {
-			if err := CheckID("plug id", u.ID); err != nil {
+			if err := session.CheckID("plug id", u.ID); err != nil {
 				return nil, fmt.Errorf("use %q: %v", u.Ref, err)
 			}
 		}
@@ -191,7 +193,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		if err := starlark.UnpackArgs("session", args, kwargs, "idle_policy?", &policy, "paused_lifetime?", &paused, "inactivity_limit?", &inactivity, "timeout?", &timeout); err != nil {
 			return nil, err
 		}
-		if policy != "" && policy != "pause" && policy != "end" {
+		if policy != "" && policy != string(session.PolicyPause) && policy != string(session.PolicyEnd) {
 			return nil, fmt.Errorf("session: idle_policy: want \"pause\" or \"end\", got %q", policy)
 		}
 		st := SessionSettings{IdlePolicy: policy, Pos: thread.CallFrame(1).Pos}

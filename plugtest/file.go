@@ -14,8 +14,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // Ext is the extension of test files.
@@ -300,8 +301,8 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 			}
 		case "stop":
 			reason, rest, _ := strings.Cut(arg, " ")
-			if !slices.Contains(builtins.StopReasons, reason) || rest != "" && rest != "may_resume" {
-				return nil, bad("stop REASON [may_resume], REASON one of " + strings.Join(builtins.StopReasons, ", "))
+			if !slices.Contains(session.StopReasons, session.Reason(reason)) || rest != "" && rest != "may_resume" {
+				return nil, bad("stop REASON [may_resume], REASON one of " + session.ReasonList(session.StopReasons))
 			}
 		case "end":
 			if arg != "" {

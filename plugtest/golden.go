@@ -12,9 +12,9 @@ import (
 	"github.com/rogpeppe/go-internal/diff"
 	"github.com/rogpeppe/go-internal/txtar"
 
-	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
 	"github.com/blaiseagent/blaise-agent/internal/walk"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // Options configure a test run.
@@ -108,7 +108,7 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 // unexpectedFailures returns a failure for each run that failed where its
 // golden pause says it should not have, with the run's error.
 func unexpectedFailures(f *File, got Got) []Failure {
-	failed := []byte("reason: " + builtins.ReasonFailed + "\n")
+	failed := []byte("reason: " + session.Failed + "\n")
 	var out []Failure
 	for _, r := range f.Runs {
 		name := fmt.Sprintf("want/run%d/pause", r.Number)

@@ -20,6 +20,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/hosts/hostd"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // logEntry is one JSON log line of a session process, its keys in order.
@@ -267,7 +268,7 @@ func readTranscript(path string, off int64) ([]byte, int64, error) {
 }
 
 // renderPause shows the pause run n reported, if it did.
-func renderPause(rec *blaise.SessionRecord, n int) []byte {
+func renderPause(rec *session.Record, n int) []byte {
 	p := rec.Pause
 	if p == nil || p.Run != n {
 		return nil
@@ -280,8 +281,8 @@ func renderPause(rec *blaise.SessionRecord, n int) []byte {
 }
 
 // renderTeardown shows how the session ended, once it did.
-func renderTeardown(rec *blaise.SessionRecord) []byte {
-	if rec.State == blaise.Paused || rec.State == blaise.Active {
+func renderTeardown(rec *session.Record) []byte {
+	if rec.State == session.Paused || rec.State == session.Active {
 		return nil
 	}
 	s := fmt.Sprintf("reason: %s\nstate: %s\n", rec.EndReason, rec.State)

@@ -20,6 +20,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -217,11 +218,11 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		Dir:     w.path("host"),
 		Env:     w.env,
 		// A run that hangs ends as timed out; the test shows where.
-		Settings:     blaise.Settings{Timeout: w.timeout},
+		Settings:     session.Settings{Timeout: w.timeout},
 		TimeoutGrace: TimeoutGrace,
 	}
 	got := Got{}
-	var rec *blaise.SessionRecord
+	var rec *session.Record
 	logOff, transcriptOff := 0, int64(0)
 	// What the host holds after a run is what the next one starts from.
 	before, err := snapshot(w.path("host"))
@@ -275,7 +276,7 @@ var timestamp = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[
 
 // normalizer replaces what differs from one machine or one time to the
 // next: the work directory, this program's path, the session id.
-func (w *workDir) normalizer(rec *blaise.SessionRecord) *strings.Replacer {
+func (w *workDir) normalizer(rec *session.Record) *strings.Replacer {
 	pairs := []string{w.root, "$WORK", w.self, "$BLAISE_AGENT"}
 	if rec != nil {
 		pairs = append(pairs, rec.ID, "$SESSION")
@@ -288,17 +289,17 @@ func (w *workDir) normalizer(rec *blaise.SessionRecord) *strings.Replacer {
 
 // runOne runs one run's script: it starts or resumes the session, plays
 // the client's actions, stops the run and waits for its end.
-func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *blaise.SessionRecord, got Got) (*blaise.SessionRecord, error) {
+func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *session.Record, got Got) (*session.Record, error) {
 	errAt := func(format string, args ...any) error {
 		return &ErrorAt{w.file.Path, r.Line, fmt.Sprintf("run%d: ", r.Number) + fmt.Sprintf(format, args...)}
 	}
-	if prev != nil && prev.State != blaise.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
+	if prev != nil && prev.State != session.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
 		// A paused session ended, or a failed teardown tried again: a
 		// teardown run, no agent (C8). It ends by itself, or by the
 		// engine's timeout.
 		return e.End(context.WithoutCancel(ctx), prev.ID)
 	}
-	if prev != nil && prev.State != blaise.Paused {
+	if prev != nil && prev.State != session.Paused {
 		return nil, errAt("the session is %s after run%d: there is nothing to run but its teardown (a run whose only action is end)", prev.State, r.Number-1)
 	}
 	var turns []string
@@ -321,7 +322,7 @@ func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *bl
 		// The plugs changed between runs, as when a configuration is
 		// edited while its session is paused.
 		config := w.runConfig(r)
-		if _, err := e.Store.UpdateSession(prev.ID, func(rec *blaise.SessionRecord) error { rec.Config = config; return nil }); err != nil {
+		if _, err := e.Store.UpdateSession(prev.ID, func(rec *session.Record) error { rec.Config = config; return nil }); err != nil {
 			return nil, errAt("%v", err)
 		}
 	}
@@ -392,7 +393,7 @@ func (c *testClient) Notification(method string, params json.RawMessage) {
 
 // open initializes the connection and opens the ACP session: a new one in
 // the first run, the stored one loaded again after.
-func (c *testClient) open(ctx context.Context, store *blaise.Store, prev *blaise.SessionRecord) error {
+func (c *testClient) open(ctx context.Context, store *blaise.Store, prev *session.Record) error {
 	var load string
 	if prev != nil {
 		rec, err := store.Session(prev.ID)
@@ -505,9 +506,9 @@ func (c *testClient) stop(actions []Action) {
 	switch last.Verb {
 	case "stop":
 		reason, rest, _ := strings.Cut(last.Arg, " ")
-		_ = c.live.Stop(reason, rest == "may_resume")
+		_ = c.live.Stop(session.Stop{Reason: session.Reason(reason), MayResume: rest == "may_resume"})
 	case "end":
-		_ = c.live.Stop("closed", false)
+		_ = c.live.Stop(session.Stop{Reason: session.Closed})
 	default:
 		_ = c.live.StopIdle()
 	}

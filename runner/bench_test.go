@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -41,7 +42,7 @@ def on_teardown(ctx, next):
 
 // BenchmarkChain compares a run of ten no-op plugs from start to pause with
 // spawning the same agent command alone. The agent is `true`, which exits
-// at once, so the run pauses as failed; FailureMayResume keeps teardown out.
+// at once, so the run pauses as failed; the pause policy keeps teardown out.
 func BenchmarkChain(b *testing.B) {
 	agent, err := exec.LookPath("true")
 	if err != nil {
@@ -61,7 +62,7 @@ func BenchmarkChain(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			res := runner.New(runner.Options{Config: cfg, SessionID: "s", Kind: runner.Start, Logger: logger, FailureMayResume: true}).Run(context.Background())
+			res := runner.New(runner.Options{Config: cfg, SessionID: "s", Kind: session.StartRun, Logger: logger, IdlePolicy: session.PolicyPause}).Run(context.Background())
 			if res.Pause == nil || res.Pause.Reason != "failed" || res.Teardown != nil {
 				b.Fatalf("result %+v", res)
 			}

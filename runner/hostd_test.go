@@ -233,7 +233,7 @@ func TestC3_CuttingTheStreamPausesFailedAndEndsBothSides(t *testing.T) {
 // turnOnAFarHost starts a session whose agent runs on the host that expr
 // makes, and a long turn there; it returns the session, the pid of the
 // hostd and that of its agent.
-func turnOnAFarHost(t *testing.T, expr string) (s *session, hostdPid, agentPid int) {
+func turnOnAFarHost(t *testing.T, expr string) (s *proxySession, hostdPid, agentPid int) {
 	t.Helper()
 	s = startSession(t, map[string]string{
 		"blaise.star": demoAgent("demo") + `setup(use("./switch.star"), use("./pid.star"))`,

@@ -11,6 +11,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -223,5 +224,5 @@ func parsedResponse(dir string, raw []byte) (*builtins.Message, error) {
 
 // fail ends the run because a plug failed on a message (M4).
 func (r *Run) fail(err error) {
-	r.stopWith(Stop{Reason: builtins.ReasonFailed, MayResume: r.opts.FailureMayResume && r.opts.Config.Resumable()}, err)
+	r.stopWith(session.Stop{Reason: session.Failed, MayResume: r.opts.IdlePolicy.MayResume(session.Failed, r.opts.Config.Resumable(), nil)}, err)
 }

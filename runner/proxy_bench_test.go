@@ -16,6 +16,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -78,7 +79,7 @@ func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 		b.Fatal(err)
 	}
 	r := runner.New(runner.Options{
-		Config: cfg, SessionID: "bench", Kind: runner.Start, Logger: logger,
+		Config: cfg, SessionID: "bench", Kind: session.StartRun, Logger: logger,
 		Client: &runner.Client{In: inR, Out: outW},
 	})
 	done := make(chan struct{})
@@ -88,7 +89,7 @@ func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 		close(done)
 	}()
 	return &peer{in: inW, out: bufio.NewReaderSize(outR, 1<<20), end: func() {
-		r.Stop(runner.Stop{Reason: "closed"})
+		r.Stop(session.Stop{Reason: "closed"})
 		go func() { _, _ = io.Copy(io.Discard, outR) }()
 		inW.Close()
 		<-done

@@ -14,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // TestMain lets the test binary serve as the agent: with
@@ -66,8 +67,8 @@ func demoAgent(kind string) string {
 	return fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": %q, \"DEMO_STATE\": \"$DIR/demo-state\"})\n", os.Args[0], kind)
 }
 
-// session is a run with a client connected through the proxy.
-type session struct {
+// proxySession is a run with a client connected through the proxy.
+type proxySession struct {
 	*acptest.Client
 	t       *testing.T
 	c       *chain
@@ -77,12 +78,12 @@ type session struct {
 	rec     *acp.JSONLRecorder
 }
 
-func startSession(t *testing.T, files map[string]string, opts runner.Options) *session {
+func startSession(t *testing.T, files map[string]string, opts runner.Options) *proxySession {
 	t.Helper()
 	c := newChain(t, files)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &session{t: t, c: c, done: make(chan runner.Result, 1), records: &acptest.Buffer{}}
+	s := &proxySession{t: t, c: c, done: make(chan runner.Result, 1), records: &acptest.Buffer{}}
 	s.Client = &acptest.Client{
 		T:       t,
 		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),
@@ -98,7 +99,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 		opts.SessionID = "s1"
 	}
 	if opts.Kind == "" {
-		opts.Kind = runner.Start
+		opts.Kind = session.StartRun
 	}
 	opts.AgentGrace = time.Second
 	opts.Client = &runner.Client{In: inR, Out: outW}
@@ -110,7 +111,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 		s.done <- res
 	}()
 	t.Cleanup(func() {
-		s.run.Stop(runner.Stop{Reason: "closed"})
+		s.run.Stop(session.Stop{Reason: "closed"})
 		inW.Close()
 		s.Drain()
 		select {
@@ -123,7 +124,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *s
 }
 
 // waitResult waits for the end of a session's run.
-func waitResult(t *testing.T, s *session) runner.Result {
+func waitResult(t *testing.T, s *proxySession) runner.Result {
 	t.Helper()
 	select {
 	case res := <-s.done:
@@ -136,7 +137,7 @@ func waitResult(t *testing.T, s *session) runner.Result {
 }
 
 // recorded returns the transcript's records.
-func (s *session) recorded() []acp.Record {
+func (s *proxySession) recorded() []acp.Record {
 	s.t.Helper()
 	_ = s.rec.Close()
 	return acptest.Records(s.t, s.records.String())
@@ -325,7 +326,7 @@ def on_message(ctx, message, next):
         fail("cannot handle updates")
     return next(message)
 `,
-	}, runner.Options{FailureMayResume: true})
+	}, runner.Options{IdlePolicy: session.PolicyPause})
 	sid := s.Open(s.c.dir)
 	s.Prompt(3, sid, "hello")
 	s.Drain()
@@ -593,7 +594,7 @@ func TestM7_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
 	sid := s.Open(s.c.dir)
 	s.Prompt(3, sid, "/sleep 60000")
 	time.Sleep(50 * time.Millisecond)
-	s.run.Stop(runner.Stop{Reason: "idle", MayResume: true})
+	s.run.Stop(session.Stop{Reason: "idle", MayResume: true})
 	_, resp := s.Until(acptest.ResponseTo("3"))
 	if resp.Error == nil && !strings.Contains(string(resp.Result), "cancelled") {
 		t.Fatalf("response %s", resp.Raw)
@@ -835,7 +836,7 @@ def on_session(ctx, next):
 	if len(acptest.Chunks(before)) != 300 || resp.Error != nil {
 		t.Fatalf("%d chunks, response %s\n%s", len(acptest.Chunks(before)), resp.Raw, s.c.logs.String())
 	}
-	s.run.Stop(runner.Stop{Reason: "closed"})
+	s.run.Stop(session.Stop{Reason: "closed"})
 	res := waitResult(t, s)
 	if res.Pause.Reason != "closed" || strings.Join(s.c.lines("COUNT "), "") != "True" {
 		t.Fatalf("pause %+v, count %q\n%s", res.Pause, s.c.lines("COUNT "), s.c.logs.String())

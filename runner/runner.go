@@ -20,35 +20,20 @@ import (
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 	"go.starlark.net/starlark"
 )
-
-// Kind is the kind of a run (C7).
-type Kind string
-
-const (
-	Start    Kind = "start"
-	Resume   Kind = "resume"
-	Teardown Kind = "teardown"
-)
-
-// Stop is a stop directive: why the run must end and whether the session
-// may resume later.
-type Stop struct {
-	Reason    string
-	MayResume bool
-}
 
 // Options configure one run.
 type Options struct {
 	Config      *interp.Config
 	SessionID   string
 	ExecutionID string
-	Kind        Kind
+	Kind        session.Kind
 	Number      int // the run's number in its session, from 1
 	// EndReason is why the session ended, for Teardown runs (closed, expired …).
-	EndReason string
+	EndReason session.Reason
 	// EndError is the failure that ended the session, for Teardown runs
 	// with EndReason failed: TeardownInfo.error (C8).
 	EndError error
@@ -56,13 +41,14 @@ type Options struct {
 	Host      hosts.Host        // where the agent runs; nil: Runner
 	Runner    hosts.Host        // the runner's own machine; nil: a new local host
 	RunnerEnv map[string]string // nil: the process's environment
-	Store     builtins.Store    // persisted plug state; nil: in memory
+	Store     session.Persisted // persisted plug state; nil: in memory
 	Logger    *log.Logger       // nil: log.Default()
 
 	// MaxSteps bounds the Starlark steps of one handler call; 0: DefaultMaxSteps.
 	MaxSteps uint64
-	// FailureMayResume is the may_resume of a failed run whose chain can resume.
-	FailureMayResume bool
+	// IdlePolicy decides the may_resume of a failed run (L4); "": a failed
+	// run does not resume.
+	IdlePolicy session.IdlePolicy
 	// AgentGrace is how long the agent may take to exit after its stdin
 	// closes, and again after SIGTERM; 0: DefaultAgentGrace.
 	AgentGrace time.Duration
@@ -102,9 +88,9 @@ const (
 const (
 	DefaultMaxSteps   = 100_000_000
 	DefaultAgentGrace = 3 * time.Second
-	DefaultStopGrace  = 10 * time.Second
+	DefaultStopGrace  = session.DefaultStopGrace
 	// DefaultStartupLimit bounds an agent's answer to initialize.
-	DefaultStartupLimit = time.Minute
+	DefaultStartupLimit = session.DefaultStartupLimit
 )
 
 // Result is what a run reports (L7).
@@ -130,7 +116,7 @@ type Run struct {
 	cancel   context.CancelFunc
 
 	mu      sync.Mutex
-	stop    *Stop
+	stop    *session.Stop
 	stopErr error // why a failed stop failed
 	stopped chan struct{}
 	frames  []*pooledThread // threads of the handler calls executing, innermost last
@@ -250,9 +236,9 @@ func IsBlaiseSecret(name string) bool {
 // Stop asks the run to end: the agent is stopped and the innermost next()
 // returns a PauseInfo with the stop's reason. A handler still computing is
 // cancelled. Only the first stop counts.
-func (r *Run) Stop(s Stop) { r.stopWith(s, nil) }
+func (r *Run) Stop(s session.Stop) { r.stopWith(s, nil) }
 
-func (r *Run) stopWith(s Stop, err error) {
+func (r *Run) stopWith(s session.Stop, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stop != nil {
@@ -280,7 +266,7 @@ func (r *Run) stopPause() *builtins.PauseInfo {
 	if r.stop == nil {
 		return nil
 	}
-	return &builtins.PauseInfo{Reason: r.stop.Reason, MayResume: r.stop.MayResume, Err: r.stopErr}
+	return &builtins.PauseInfo{Pause: session.Pause{Reason: r.stop.Reason, MayResume: r.stop.MayResume, Err: r.stopErr}}
 }
 
 // Run executes the run and returns what it reports. Cancelling ctx shuts the
@@ -333,11 +319,11 @@ func (r *Run) Run(ctx context.Context) Result {
 	defer r.lock.Release()
 
 	endReason, cause := r.opts.EndReason, r.opts.EndError
-	if r.opts.Kind != Teardown {
+	if r.opts.Kind != session.TeardownRun {
 		a := r.opts.Config.Agent
 		draft := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd)
 		pause := r.session(0, draft, host, runnerHost)
-		if pause.Reason != builtins.ReasonFailed && pause.MayResume && !res.Resumable {
+		if pause.Reason != session.Failed && pause.MayResume && !res.Resumable {
 			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 		}
 		res.Pause = &pause
@@ -355,7 +341,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		endReason, cause = pause.Reason, pause.Err
 	}
 	if endReason == "" {
-		endReason = builtins.ReasonClosed
+		endReason = session.Closed
 	}
 	td := r.teardown(r.teardownOrder(), 0, endReason, cause, host, runnerHost)
 	res.Teardown, res.TeardownErr = &td, r.tdErr
@@ -374,14 +360,11 @@ func (r *Run) unresumable() []string {
 
 // failed is the PauseInfo of a failure.
 func (r *Run) failed(err error) builtins.PauseInfo {
-	mayResume := r.opts.FailureMayResume && r.opts.Config.Resumable()
 	r.mu.Lock()
-	if r.stop != nil && !r.stop.MayResume {
-		// A failure after a stop that ends the session does not revive it.
-		mayResume = false
-	}
+	// A failure after a stop that ends the session does not revive it.
+	mayResume := r.opts.IdlePolicy.MayResume(session.Failed, r.opts.Config.Resumable(), r.stop)
 	r.mu.Unlock()
-	return builtins.PauseInfo{Reason: builtins.ReasonFailed, Err: err, MayResume: mayResume}
+	return builtins.PauseInfo{Pause: session.Pause{Reason: session.Failed, Err: err, MayResume: mayResume}}
 }
 
 // session runs on_session of plug i and everything inside it (C1–C5).
@@ -427,9 +410,9 @@ func (r *Run) attaching(plug string) {
 
 // teardown runs on_teardown of the k-th plug of order and everything
 // inside it (C8).
-func (r *Run) teardown(order []int, k int, reason string, cause error, host, runnerHost hosts.Host) builtins.PauseInfo {
+func (r *Run) teardown(order []int, k int, reason session.Reason, cause error, host, runnerHost hosts.Host) builtins.PauseInfo {
 	if k == len(order) {
-		info := builtins.PauseInfo{Teardown: true, Reason: reason, Err: cause}
+		info := builtins.PauseInfo{Teardown: true, Pause: session.Pause{Reason: reason, Err: cause}}
 		return info
 	}
 	p := r.plugs[order[k]]
@@ -437,7 +420,7 @@ func (r *Run) teardown(order []int, k int, reason string, cause error, host, run
 		if r.tdErr == nil {
 			r.tdErr = err
 		}
-		return builtins.PauseInfo{Teardown: true, Reason: builtins.ReasonFailed, Err: err}
+		return builtins.PauseInfo{Teardown: true, Pause: session.Pause{Reason: session.Failed, Err: err}}
 	}
 	if err := r.load(p, host, runnerHost); err != nil {
 		return fail(err)

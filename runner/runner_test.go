@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -53,7 +54,7 @@ func newChain(t *testing.T, files map[string]string) *chain {
 
 // run starts a run; stop, when not nil, is sent once the agent wrote the
 // file "$DIR/started" (or after wait).
-func (c *chain) run(opts runner.Options, stop *runner.Stop) runner.Result {
+func (c *chain) run(opts runner.Options, stop *session.Stop) runner.Result {
 	c.t.Helper()
 	opts.Config = c.cfg
 	opts.Logger = c.log
@@ -64,7 +65,7 @@ func (c *chain) run(opts runner.Options, stop *runner.Stop) runner.Result {
 		opts.SessionID = "s1"
 	}
 	if opts.Kind == "" {
-		opts.Kind = runner.Start
+		opts.Kind = session.StartRun
 	}
 	opts.AgentGrace = 200 * time.Millisecond
 	if opts.StopGrace == 0 {
@@ -112,8 +113,8 @@ func (c *chain) lines(marker string) []string {
 const agentStarted = `agent(command = "sh", args = ["-c", "touch $DIR/started; cat >/dev/null"])
 `
 
-var idle = &runner.Stop{Reason: "idle", MayResume: true}
-var closed = &runner.Stop{Reason: "closed", MayResume: false}
+var idle = &session.Stop{Reason: "idle", MayResume: true}
+var closed = &session.Stop{Reason: "closed", MayResume: false}
 
 func tracer(name string) string {
 	return `plug(name = "` + name + `")
@@ -156,7 +157,7 @@ def on_session(ctx, next):
     pass
 `,
 	})
-	res := c.run(runner.Options{FailureMayResume: true}, nil)
+	res := c.run(runner.Options{IdlePolicy: session.PolicyPause}, nil)
 	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "lazy.star:2:1: plug lazy: on_session: returned without calling next()") {
 		t.Fatalf("pause %+v", res.Pause)
 	}
@@ -255,7 +256,7 @@ def on_session(ctx, next):
     fail("cannot save")
 `,
 	})
-	res := c.run(runner.Options{FailureMayResume: true}, idle)
+	res := c.run(runner.Options{IdlePolicy: session.PolicyPause}, idle)
 	if got := c.lines("TRACE "); strings.Join(got, "|") != "a before|a after failed True" {
 		t.Fatalf("trace %q", got)
 	}
@@ -307,9 +308,9 @@ def on_teardown(ctx, next):
     next()
 `,
 	})
-	c.run(runner.Options{Kind: runner.Start, Number: 1}, idle)
-	c.run(runner.Options{Kind: runner.Resume, Number: 2}, idle)
-	c.run(runner.Options{Kind: runner.Teardown, Number: 3, EndReason: "expired"}, nil)
+	c.run(runner.Options{Kind: session.StartRun, Number: 1}, idle)
+	c.run(runner.Options{Kind: session.ResumeRun, Number: 2}, idle)
+	c.run(runner.Options{Kind: session.TeardownRun, Number: 3, EndReason: "expired"}, nil)
 	want := "start 1|resume 2|teardown 3"
 	if got := strings.Join(c.lines("RUN "), "|"); got != want {
 		t.Fatalf("got %q want %q", got, want)
@@ -342,7 +343,7 @@ func TestC8_TeardownRunHasNoAgent(t *testing.T) {
 		"blaise.star": agentStarted + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
 	})
-	res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "expired"}, nil)
+	res := c.run(runner.Options{Kind: session.TeardownRun, EndReason: "expired"}, nil)
 	if got := strings.Join(c.lines("TRACE "), "|"); got != "a restore|a destroy expired" {
 		t.Fatalf("trace %q", got)
 	}
@@ -364,7 +365,7 @@ def on_teardown(ctx, next):
     fail("rm failed")
 `,
 	})
-	res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "closed"}, nil)
+	res := c.run(runner.Options{Kind: session.TeardownRun, EndReason: "closed"}, nil)
 	if got := strings.Join(c.lines("TRACE "), "|"); got != "a restore|a destroy failed" {
 		t.Fatalf("trace %q", got)
 	}
@@ -394,7 +395,7 @@ func TestC9_OnLoadBuildsStateFromPersisted(t *testing.T) {
 		"keeper.star": persistedPlug,
 	})
 	c.run(runner.Options{Number: 1}, idle)
-	c.run(runner.Options{Kind: runner.Resume, Number: 2}, idle)
+	c.run(runner.Options{Kind: session.ResumeRun, Number: 2}, idle)
 	if got := strings.Join(c.lines("COUNT "), "|"); got != "0 1|1 2" {
 		t.Fatalf("got %q", got)
 	}
@@ -525,7 +526,7 @@ def on_session(ctx, next):
     next()
 `,
 	})
-	res := c.run(runner.Options{FailureMayResume: true}, nil)
+	res := c.run(runner.Options{IdlePolicy: session.PolicyPause}, nil)
 	if got := strings.Join(c.lines("TRACE "), "|"); got != "a before|a after failed True" {
 		t.Fatalf("trace %q", got)
 	}
@@ -546,7 +547,7 @@ def on_session(ctx, next):
         pass
 `,
 	})
-	res := c.run(runner.Options{MaxSteps: 1 << 62, StopGrace: 100 * time.Millisecond}, &runner.Stop{Reason: "timeout"})
+	res := c.run(runner.Options{MaxSteps: 1 << 62, StopGrace: 100 * time.Millisecond}, &session.Stop{Reason: "timeout"})
 	if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), "plug spin: on_session: ") || !strings.Contains(res.Pause.Err.Error(), "cancelled: the run was stopped (timeout) and the handler did not reach next() within 100ms") {
 		t.Fatalf("pause %+v", res.Pause)
 	}
@@ -659,8 +660,8 @@ func TestL8_ShellPlugSeesMayResumeAndEndReason(t *testing.T) {
 }))`,
 	})
 	c.run(runner.Options{}, idle)
-	c.run(runner.Options{Kind: runner.Resume, Number: 2}, closed)
-	c.run(runner.Options{Kind: runner.Teardown, Number: 3, EndReason: "expired"}, nil)
+	c.run(runner.Options{Kind: session.ResumeRun, Number: 2}, closed)
+	c.run(runner.Options{Kind: session.TeardownRun, Number: 3, EndReason: "expired"}, nil)
 	got, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 	want := "attach start\npause true idle\nattach resume\npause false closed\nteardown false closed\nteardown false expired\n"
 	if string(got) != want {
@@ -758,7 +759,7 @@ def on_teardown(ctx, next):
     next()
 `,
 	})
-	res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "closed"}, nil)
+	res := c.run(runner.Options{Kind: session.TeardownRun, EndReason: "closed"}, nil)
 	if res.TeardownErr == nil || !strings.Contains(res.TeardownErr.Error(), "ctx.agent.cwd is read-only in on_teardown: shape the agent in on_session, before calling next()") {
 		t.Fatalf("teardown err %v", res.TeardownErr)
 	}
@@ -775,7 +776,7 @@ def on_session(ctx, next):
 `,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	r := runner.New(runner.Options{Config: c.cfg, Logger: c.log, SessionID: "s", Kind: runner.Start, AgentGrace: 200 * time.Millisecond})
+	r := runner.New(runner.Options{Config: c.cfg, Logger: c.log, SessionID: "s", Kind: session.StartRun, AgentGrace: 200 * time.Millisecond})
 	done := make(chan runner.Result, 1)
 	go func() { done <- r.Run(ctx) }()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
@@ -827,7 +828,7 @@ def on_session(ctx, next):
     fail("cannot save")
 `,
 	})
-	res := c.run(runner.Options{FailureMayResume: true}, closed)
+	res := c.run(runner.Options{IdlePolicy: session.PolicyPause}, closed)
 	if res.Pause.Reason != "failed" || res.Pause.MayResume || res.Teardown == nil {
 		t.Fatalf("pause %+v teardown %+v", res.Pause, res.Teardown)
 	}
@@ -856,7 +857,7 @@ def on_teardown(ctx, next):
 `,
 				"lazy.star": "plug(name = \"lazy\")\ndef on_session(ctx, next):\n    return next()\n\ndef on_teardown(ctx, next):\n" + tc.body,
 			})
-			res := c.run(runner.Options{Kind: runner.Teardown, EndReason: "closed"}, nil)
+			res := c.run(runner.Options{Kind: session.TeardownRun, EndReason: "closed"}, nil)
 			if res.TeardownErr == nil || !strings.Contains(res.TeardownErr.Error(), tc.want) {
 				t.Fatalf("teardown err %v\nwant …%s", res.TeardownErr, tc.want)
 			}
@@ -885,7 +886,7 @@ def on_session(ctx, next):
 `,
 	})
 	c.run(runner.Options{SessionID: "abc"}, idle)
-	c.run(runner.Options{SessionID: "abc", Kind: runner.Resume, Number: 2}, idle)
+	c.run(runner.Options{SessionID: "abc", Kind: session.ResumeRun, Number: 2}, idle)
 	if got := strings.Join(c.lines("OUT "), "|"); got != `start ["branch"]|resume []` {
 		t.Fatalf("got %q", got)
 	}
@@ -940,7 +941,7 @@ func TestL4_CancelledStopMayNotResumeAndTearsDown(t *testing.T) {
 		"blaise.star": agentStarted + `setup(use("./a.star"))`,
 		"a.star":      tracer("a"),
 	})
-	res := c.run(runner.Options{}, &runner.Stop{Reason: "cancelled"})
+	res := c.run(runner.Options{}, &session.Stop{Reason: "cancelled"})
 	if res.Pause == nil || res.Pause.Reason != "cancelled" || res.Pause.MayResume || res.Teardown == nil || res.Teardown.Reason != "cancelled" {
 		t.Fatalf("result %+v", res)
 	}
@@ -952,8 +953,8 @@ func TestL4_CancelledStopMayNotResumeAndTearsDown(t *testing.T) {
 // A pause that ends the session and cannot be reported still ends in a
 // teardown; one that may resume does not (L7).
 func TestL7_APauseThatCannotBeReportedStillTearsDown(t *testing.T) {
-	for _, stop := range []*runner.Stop{{Reason: "closed"}, idle} {
-		t.Run(stop.Reason, func(t *testing.T) {
+	for _, stop := range []*session.Stop{{Reason: "closed"}, idle} {
+		t.Run(string(stop.Reason), func(t *testing.T) {
 			c := newChain(t, map[string]string{
 				"blaise.star": agentStarted + `setup(use("./a.star"))`,
 				"a.star":      tracer("a"),
@@ -962,7 +963,7 @@ func TestL7_APauseThatCannotBeReportedStillTearsDown(t *testing.T) {
 			if res.ReportErr == nil || res.ReportErr.Error() != "the control plane is gone" {
 				t.Fatalf("report error %v", res.ReportErr)
 			}
-			tornDown := strings.Contains(strings.Join(c.lines("TRACE "), "|"), "a destroy "+stop.Reason)
+			tornDown := strings.Contains(strings.Join(c.lines("TRACE "), "|"), "a destroy "+string(stop.Reason))
 			if tornDown != !stop.MayResume || (res.Teardown != nil) != !stop.MayResume {
 				t.Fatalf("may resume %v: trace %q, teardown %+v", stop.MayResume, c.lines("TRACE "), res.Teardown)
 			}

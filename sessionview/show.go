@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // Show writes what the store keeps of a session, for a person: where it was
 // created, its state, its runs with the last stop, pause and teardown, when
 // it expires, its settings, its plugs' stored state (orphaned state named as
 // such) and its transcript. Times are shown in now's location.
-func Show(out io.Writer, st *blaise.Store, rec *blaise.SessionRecord, now time.Time) error {
+func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	at := func(t time.Time) string {
 		d := now.Sub(t).Round(time.Second)
@@ -32,7 +33,7 @@ func Show(out io.Writer, st *blaise.Store, rec *blaise.SessionRecord, now time.T
 	fmt.Fprintf(w, "session %s\n", rec.ID)
 	state := string(rec.State)
 	if rec.EndReason != "" {
-		state += " (" + rec.EndReason + ")"
+		state += " (" + string(rec.EndReason) + ")"
 	}
 	row("state", "%s", state)
 	row("config", "%s", rec.Config)
@@ -90,7 +91,7 @@ func Show(out io.Writer, st *blaise.Store, rec *blaise.SessionRecord, now time.T
 		return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
 	}
 	row("transcript", "%s (%d records, %d runs)", st.TranscriptPath(rec.ID), records, runs)
-	if rec.State == blaise.Orphaned {
+	if rec.State == session.Orphaned {
 		fmt.Fprintf(w, "clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", rec.ID)
 	}
 	return w.Flush()
@@ -98,7 +99,7 @@ func Show(out io.Writer, st *blaise.Store, rec *blaise.SessionRecord, now time.T
 
 // stored lists the plugs with stored state, and the orphaned state: stored
 // state of no plug of the configuration.
-func stored(w io.Writer, st *blaise.Store, rec *blaise.SessionRecord) error {
+func stored(w io.Writer, st *blaise.Store, rec *session.Record) error {
 	named, err := StoredPlugs(st, rec.ID)
 	if err != nil {
 		return err

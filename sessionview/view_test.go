@@ -10,6 +10,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // golden compares got with testdata/name (BLAISE_UPDATE_GOLDEN=1 rewrites
@@ -60,23 +61,23 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	}
 	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	now := created.Add(26 * time.Hour)
-	orphan := &blaise.SessionRecord{ID: "orphan1", State: blaise.Orphaned, Runs: 7, AgentName: "demo", EndReason: "timeout",
-		Stop:          &blaise.StopRecord{Reason: "timeout", At: created.Add(2 * time.Hour), Run: 7, Delivered: true},
-		Pause:         &blaise.PauseRecord{Reason: "failed", Error: "plugs/db.star:4:9: plug acme/db: on_session: boom", At: created.Add(2 * time.Hour), Run: 7},
-		Teardown:      blaise.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"},
+	orphan := &session.Record{ID: "orphan1", State: session.Orphaned, Runs: 7, AgentName: "demo", EndReason: "timeout",
+		Stop:          &session.StopRecord{Stop: session.Stop{Reason: "timeout"}, At: created.Add(2 * time.Hour), Run: 7, Delivered: true},
+		Pause:         &session.PauseRecord{Reason: "failed", Error: "plugs/db.star:4:9: plug acme/db: on_session: boom", At: created.Add(2 * time.Hour), Run: 7},
+		Teardown:      session.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"},
 		OrphanedState: []string{"old"},
 	}
-	paused := &blaise.SessionRecord{ID: "paused1", State: blaise.Paused, Runs: 2, Resumable: true,
-		Pause:    &blaise.PauseRecord{Reason: "idle", MayResume: true, At: now.Add(-time.Hour), Run: 2},
+	paused := &session.Record{ID: "paused1", State: session.Paused, Runs: 2, Resumable: true,
+		Pause:    &session.PauseRecord{Reason: "idle", MayResume: true, At: now.Add(-time.Hour), Run: 2},
 		PausedAt: now.Add(-time.Hour), ExpiresAt: now.Add(23 * time.Hour),
 	}
-	for _, r := range []*blaise.SessionRecord{orphan, paused} {
-		r.Config, r.Dir, r.Settings = "/work/project/blaise.star", "/work/project", blaise.DefaultSettings()
+	for _, r := range []*session.Record{orphan, paused} {
+		r.Config, r.Dir, r.Settings = "/work/project/blaise.star", "/work/project", session.DefaultSettings()
 		if err := st.CreateSession(r); err != nil {
 			t.Fatal(err)
 		}
 		// The store stamps its own times; the golden needs fixed ones.
-		if _, err := st.UpdateSession(r.ID, func(*blaise.SessionRecord) error { return nil }); err != nil {
+		if _, err := st.UpdateSession(r.ID, func(*session.Record) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		r.Created, r.Updated = created, now.Add(-time.Hour)
@@ -94,7 +95,7 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	for _, r := range []*blaise.SessionRecord{orphan, paused} {
+	for _, r := range []*session.Record{orphan, paused} {
 		if err := Show(&got, st, r, now); err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acpfront"
 	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
@@ -39,6 +40,12 @@ func (c *AcpCmd) Run(g *Globals) error {
 	if err := e.Sweep(ctx); err != nil {
 		logger.Warn("settling earlier sessions", "err", err)
 	}
+	// For as long as the client stays: paused sessions expire, failed
+	// teardowns are retried (L6, L2).
+	e.Settled = func(r *session.Record) {
+		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
+	}
+	go e.Keep(ctx)
 	srv := &acpfront.Server{
 		Sessions:        acpfront.FromEngine(e),
 		Config:          c.Config,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -163,7 +164,7 @@ func throughEngine(b *testing.B) *benchClient {
 	r, w := live.Stream()
 	c := &benchClient{in: w, out: bufio.NewReaderSize(r, 1<<20)}
 	b.Cleanup(func() {
-		_ = live.Stop("closed", false)
+		_ = live.Stop(session.Stop{Reason: session.Closed})
 		_, _ = live.Wait(context.Background())
 		r.Close()
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // acpLab is a configuration around the demo agent with a plug that keeps
@@ -58,7 +59,7 @@ func (l *acpLab) file(name string) string {
 	return string(b)
 }
 
-func (l *acpLab) record(id string) *blaise.SessionRecord {
+func (l *acpLab) record(id string) *session.Record {
 	l.t.Helper()
 	store, err := blaise.OpenStore(l.state)
 	if err != nil {
@@ -72,7 +73,7 @@ func (l *acpLab) record(id string) *blaise.SessionRecord {
 }
 
 // waitState waits until the session is in state.
-func (l *acpLab) waitState(id string, state blaise.State) *blaise.SessionRecord {
+func (l *acpLab) waitState(id string, state session.State) *session.Record {
 	l.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -327,7 +328,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 
 	// The inactivity limit passes: a pauses (agent stopped, environment
 	// kept); the next prompt resumes it transparently.
-	paused := l.waitState(a, blaise.Paused)
+	paused := l.waitState(a, session.Paused)
 	if paused.Pause.Reason != "idle" || !paused.Pause.MayResume {
 		t.Fatalf("pause %+v", paused.Pause)
 	}
@@ -342,7 +343,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 	}
 
 	// session/load of a paused session: the client sees the history.
-	l.waitState(b, blaise.Paused)
+	l.waitState(b, session.Paused)
 	p.send(`{"jsonrpc":"2.0","id":8,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, b, l.dir)
 	msgs, resp := p.await("8")
 	if resp.Error != nil {
@@ -381,7 +382,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 	for _, id := range []string{a, b} {
-		if rec := l.record(id); rec.State != blaise.Paused || rec.PID != 0 {
+		if rec := l.record(id); rec.State != session.Paused || rec.PID != 0 {
 			t.Fatalf("%s after the client left: %+v", id, rec)
 		}
 	}
@@ -405,7 +406,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 	rec := l.record(a)
-	if rec.State != blaise.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" || rec.Stop.Run != runs || !rec.Stop.Delivered || rec.Pause.Reason != "idle" {
+	if rec.State != session.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" || rec.Stop.Run != runs || !rec.Stop.Delivered || rec.Pause.Reason != "idle" {
 		t.Fatalf("L9: %+v stop %+v pause %+v", rec, rec.Stop, rec.Pause)
 	}
 	if got := l.file(fmt.Sprintf("%s-run-%d", a, runs)); got != fmt.Sprintf("n=%d kind=resume", runs) {
@@ -457,7 +458,7 @@ func TestAcp_TypeScriptSDKClient(t *testing.T) {
 		t.Fatalf("no result from client.mjs: %s", out)
 	}
 	rec := l.record(res.SessionID)
-	if rec.State != blaise.Paused || rec.Runs != 2 || rec.Stop == nil || rec.Stop.Reason != "idle" {
+	if rec.State != session.Paused || rec.Runs != 2 || rec.Stop == nil || rec.Stop.Reason != "idle" {
 		t.Fatalf("the session after the second connection: %+v", rec)
 	}
 	if got := l.file(res.SessionID + "-run-2"); got != "n=2 kind=resume" {
@@ -545,7 +546,7 @@ func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("sessions: %v", ids)
 	}
-	if rec := l.record(ids[0]); rec.State != blaise.Ended {
+	if rec := l.record(ids[0]); rec.State != session.Ended {
 		t.Fatalf("the session that could not start is %s", rec.State)
 	}
 }
@@ -650,10 +651,10 @@ def on_session(ctx, next):
 				t.Fatalf("sessions: %v", ids)
 			}
 			rec := l.record(ids[0])
-			if rec.State == blaise.Active || rec.PID != 0 {
+			if rec.State == session.Active || rec.PID != 0 {
 				t.Fatalf("the session after the signal: %+v", rec)
 			}
-			if c.turn && (rec.State != blaise.Paused || rec.Pause.Reason != "idle") {
+			if c.turn && (rec.State != session.Paused || rec.Pause.Reason != "idle") {
 				t.Fatalf("the opened session after the signal: %+v, pause %+v", rec, rec.Pause)
 			}
 		})
@@ -675,7 +676,7 @@ func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
 	id := p.newSession(1)
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, id)
 	p.await("2")
-	l.waitState(id, blaise.Paused)
+	l.waitState(id, session.Paused)
 	if err := os.WriteFile(filepath.Join(l.dir, "broken"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -703,7 +704,7 @@ func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
 	if err := p.close(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
-	l.waitState(id, blaise.Paused)
+	l.waitState(id, session.Paused)
 	broken := filepath.Join(l.state, "sessions", "broken0record")
 	if err := os.MkdirAll(broken, 0o700); err != nil {
 		t.Fatal(err)
@@ -720,5 +721,34 @@ func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
 	}
 	if err := p.close(); err != nil {
 		t.Fatalf("exit: %v", err)
+	}
+}
+
+// TestL6_ExpiredSessionTornDownByAcpWithoutSweep: a long-lived `acp` tears
+// down a session whose paused lifetime passed, with reason expired, by
+// itself: no `sessions sweep`, no new command (issue 12, item 3).
+func TestL6_ExpiredSessionTornDownByAcpWithoutSweep(t *testing.T) {
+	l := newAcpLab(t)
+	td := `
+def on_teardown(ctx, next):
+    ctx.runner.fs.write_file("$DIR/teardown", next().reason)
+`
+	if err := os.WriteFile(filepath.Join(l.dir, "counter.star"), []byte(strings.ReplaceAll(acpCounterPlug+td, "$DIR", l.dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start("--inactivity-limit", "200ms", "--paused-lifetime", "300ms")
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`)
+	p.await("0")
+	a := p.newSession(1)
+	if got := p.prompt(2, a, "hello"); got != "echo: hello" {
+		t.Fatalf("a: %q", got)
+	}
+	// Idle, then paused; then its paused lifetime passes while acp runs.
+	rec := l.waitState(a, session.Ended)
+	if rec.EndReason != session.Expired || rec.Pause == nil || rec.Pause.Reason != session.Idle {
+		t.Fatalf("record %+v", rec)
+	}
+	if got := l.file("teardown"); got != "expired" {
+		t.Fatalf("teardown saw %q", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 )
 
@@ -83,7 +84,7 @@ func predictSessions(a complete.Args) []string {
 	recs, _ := st.Sessions()
 	var ids []string
 	for _, r := range recs {
-		if r.State != blaise.Ended {
+		if r.State != session.Ended {
 			ids = append(ids, r.ID)
 		}
 	}

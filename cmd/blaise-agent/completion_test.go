@@ -12,6 +12,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // TestIssue16_ShellsCompleteASessionID (issue 16, item 6): in a real bash
@@ -36,7 +37,7 @@ func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "k3x9pausedone"
-	if err := st.CreateSession(&blaise.SessionRecord{ID: id, Config: "/w/blaise.star", State: blaise.Paused, Settings: blaise.DefaultSettings()}); err != nil {
+	if err := st.CreateSession(&session.Record{ID: id, Config: "/w/blaise.star", State: session.Paused, Settings: session.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, shell := range []struct{ name, arg string }{{"bash", "--norc"}, {"zsh", "-f"}} {

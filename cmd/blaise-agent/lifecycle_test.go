@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -43,7 +44,7 @@ type lab struct {
 	logs   *strings.Builder
 }
 
-func newLab(t *testing.T, settings blaise.Settings, files map[string]string) *lab {
+func newLab(t *testing.T, settings session.Settings, files map[string]string) *lab {
 	t.Helper()
 	// Race builds sleep a second at exit unless told not to: every session
 	// process would.
@@ -136,7 +137,7 @@ func (s *acpSession) prompt(id int, text string) []string {
 	return acptest.Chunks(before)
 }
 
-func (l *lab) wait(live *blaise.Live) *blaise.SessionRecord {
+func (l *lab) wait(live *blaise.Live) *session.Record {
 	l.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -161,7 +162,7 @@ def on_teardown(ctx, next):
     ctx.runner.fs.write_file("$DIR/teardown", "reason=%s" % info.reason)
 `
 
-func counterLab(t *testing.T, settings blaise.Settings) *lab {
+func counterLab(t *testing.T, settings session.Settings) *lab {
 	return newLab(t, settings, map[string]string{
 		"blaise.star":  `setup(use("./counter.star", id = "c"))`,
 		"counter.star": counterPlug,
@@ -174,7 +175,7 @@ func (l *lab) file(name string) string {
 }
 
 func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
-	l := counterLab(t, blaise.Settings{InactivityLimit: 300 * time.Millisecond})
+	l := counterLab(t, session.Settings{InactivityLimit: 300 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -184,10 +185,10 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 		t.Fatalf("chunks %q", got)
 	}
 	rec := l.wait(live) // the inactivity limit passes: idle
-	if rec.State != blaise.Paused || rec.Pause.Reason != "idle" || !rec.Pause.MayResume || rec.Stop == nil || !rec.Stop.Delivered {
+	if rec.State != session.Paused || rec.Pause.Reason != "idle" || !rec.Pause.MayResume || rec.Stop == nil || !rec.Stop.Delivered {
 		t.Fatalf("after idle: %+v", rec)
 	}
-	if rec.ExpiresAt.Sub(rec.PausedAt) != blaise.DefaultPausedLifetime {
+	if rec.ExpiresAt.Sub(rec.PausedAt) != session.DefaultPausedLifetime {
 		t.Fatalf("paused lifetime %s", rec.ExpiresAt.Sub(rec.PausedAt))
 	}
 	live, err = l.engine.Resume(rec.ID)
@@ -202,7 +203,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = l.wait(live)
-	if rec.State != blaise.Paused || rec.Runs != 2 {
+	if rec.State != session.Paused || rec.Runs != 2 {
 		t.Fatalf("after run 2: %+v", rec)
 	}
 	if got := l.file("run-2"); got != "n=2 kind=resume" {
@@ -211,7 +212,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 }
 
 func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
-	l := counterLab(t, blaise.Settings{InactivityLimit: 200 * time.Millisecond})
+	l := counterLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -228,14 +229,14 @@ func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
 }
 
 func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
-	l := counterLab(t, blaise.Settings{IdlePolicy: blaise.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
+	l := counterLab(t, session.Settings{IdlePolicy: session.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "").prompt(3, "hi")
 	rec := l.wait(live)
-	if rec.State != blaise.Ended || rec.EndReason != "completed" || rec.Pause.MayResume {
+	if rec.State != session.Ended || rec.EndReason != "completed" || rec.Pause.MayResume {
 		t.Fatalf("record %+v", rec)
 	}
 	if got := l.file("teardown"); got != "reason=completed" {
@@ -247,16 +248,16 @@ func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 }
 
 func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "").prompt(3, "hi")
-	if err := live.Stop("closed", false); err != nil {
+	if err := live.Stop(session.Stop{Reason: session.Closed}); err != nil {
 		t.Fatal(err)
 	}
-	if rec := l.wait(live); rec.State != blaise.Ended || l.file("teardown") != "reason=closed" {
+	if rec := l.wait(live); rec.State != session.Ended || l.file("teardown") != "reason=closed" {
 		t.Fatalf("closed while active: %+v, %q", rec, l.file("teardown"))
 	}
 
@@ -267,7 +268,7 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 	l.open(live, "").prompt(3, "hi")
 	_ = live.StopIdle()
 	paused := l.wait(live)
-	if paused.State != blaise.Paused {
+	if paused.State != session.Paused {
 		t.Fatalf("not paused: %+v", paused)
 	}
 	os.Remove(filepath.Join(l.dir, "teardown"))
@@ -275,13 +276,13 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != blaise.Ended || l.file("teardown") != "reason=closed" || rec.Runs != 2 {
+	if rec.State != session.Ended || l.file("teardown") != "reason=closed" || rec.Runs != 2 {
 		t.Fatalf("closed while paused: %+v, %q", rec, l.file("teardown"))
 	}
 }
 
 func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
-	l := counterLab(t, blaise.Settings{PausedLifetime: 100 * time.Millisecond})
+	l := counterLab(t, session.Settings{PausedLifetime: 100 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -294,13 +295,13 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ = l.engine.Store.Session(rec.ID)
-	if rec.State != blaise.Ended || rec.EndReason != "expired" || l.file("teardown") != "reason=expired" {
+	if rec.State != session.Ended || rec.EndReason != "expired" || l.file("teardown") != "reason=expired" {
 		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
 	}
 }
 
 func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
-	l := counterLab(t, blaise.Settings{Timeout: 3 * time.Second})
+	l := counterLab(t, session.Settings{Timeout: 3 * time.Second})
 	l.engine.TimeoutGrace = time.Minute // this run obeys its stop
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -308,13 +309,13 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	}
 	l.open(live, "")
 	rec := l.wait(live)
-	if rec.State != blaise.Ended || rec.Pause.Reason != "timeout" || rec.Pause.MayResume {
+	if rec.State != session.Ended || rec.Pause.Reason != "timeout" || rec.Pause.MayResume {
 		t.Fatalf("timeout: %+v", rec)
 	}
 
 	// Ignored, the stop fails the run after the grace: SIGTERM shuts it
 	// down, its plugs' processes with it (issue 11, item 12).
-	stubborn := newLab(t, blaise.Settings{Timeout: 300 * time.Millisecond}, map[string]string{
+	stubborn := newLab(t, session.Settings{Timeout: 300 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./stubborn.star"))`,
 		"stubborn.star": `plug(name = "stubborn")
 def on_session(ctx, next):
@@ -330,7 +331,7 @@ def on_session(ctx, next):
 		t.Fatal(err)
 	}
 	rec = stubborn.wait(live)
-	if rec.Pause == nil || rec.Pause.Reason != "failed" || rec.State != blaise.Ended {
+	if rec.Pause == nil || rec.Pause.Reason != "failed" || rec.State != session.Ended {
 		t.Fatalf("ignored timeout: %+v", rec.Pause)
 	}
 	if !stubborn.childGone() {
@@ -339,7 +340,7 @@ def on_session(ctx, next):
 }
 
 func TestL2_TeardownFailingUntilOrphanedThenResolved(t *testing.T) {
-	l := newLab(t, blaise.Settings{TeardownBackoff: time.Millisecond, TeardownAttempts: 3}, map[string]string{
+	l := newLab(t, session.Settings{TeardownBackoff: time.Millisecond, TeardownAttempts: 3}, map[string]string{
 		"blaise.star": `setup(use("./stuck.star"))`,
 		"stuck.star": `plug(name = "stuck")
 def on_teardown(ctx, next):
@@ -352,23 +353,23 @@ def on_teardown(ctx, next):
 		t.Fatal(err)
 	}
 	l.open(live, "")
-	_ = live.Stop("closed", false)
+	_ = live.Stop(session.Stop{Reason: session.Closed})
 	rec := l.wait(live)
-	for i := 0; i < 5 && rec.State == blaise.TearingDown; i++ {
+	for i := 0; i < 5 && rec.State == session.TearingDown; i++ {
 		time.Sleep(5 * time.Millisecond)
 		_ = l.engine.Sweep(context.Background())
 		rec, _ = l.engine.Store.Session(rec.ID)
 	}
-	if rec.State != blaise.Orphaned || rec.Teardown.Attempts != 3 || !strings.Contains(rec.Teardown.LastError, "cannot remove the worktree") {
+	if rec.State != session.Orphaned || rec.Teardown.Attempts != 3 || !strings.Contains(rec.Teardown.LastError, "cannot remove the worktree") {
 		t.Fatalf("record %+v", rec)
 	}
-	if rec, err = l.engine.Resolve(rec.ID); err != nil || rec.State != blaise.Ended {
+	if rec, err = l.engine.Resolve(rec.ID); err != nil || rec.State != session.Ended {
 		t.Fatalf("resolve: %+v %v", rec, err)
 	}
 }
 
 func TestL7_UnresumableChainIsNeverPaused(t *testing.T) {
-	l := newLab(t, blaise.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{
+	l := newLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./once.star"))`,
 		"once.star": `plug(name = "once", resumable = False)
 def on_session(ctx, next):
@@ -381,13 +382,13 @@ def on_session(ctx, next):
 	}
 	l.open(live, "").prompt(3, "hi")
 	rec := l.wait(live)
-	if rec.Resumable || rec.State != blaise.Ended || rec.Pause.Reason != "idle" || rec.Pause.MayResume {
+	if rec.Resumable || rec.State != session.Ended || rec.Pause.Reason != "idle" || rec.Pause.MayResume {
 		t.Fatalf("record %+v", rec)
 	}
 }
 
 func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -401,9 +402,9 @@ func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
 	if after.State != before.State || after.Stop != nil {
 		t.Fatalf("the record changed: %+v", after)
 	}
-	_ = live.Stop("closed", false)
+	_ = live.Stop(session.Stop{Reason: session.Closed})
 	l.wait(live)
-	if err := live.Stop("closed", false); err != nil {
+	if err := live.Stop(session.Stop{Reason: session.Closed}); err != nil {
 		t.Fatalf("a second stop: %v", err)
 	}
 }
@@ -439,7 +440,7 @@ func alive(pid int) bool {
 // killMidTurn starts a session, begins a long turn, and kills its session
 // process with SIGKILL; it returns the record after the front end settled
 // it and the agent's pid.
-func killMidTurn(t *testing.T, l *lab) (*blaise.SessionRecord, int) {
+func killMidTurn(t *testing.T, l *lab) (*session.Record, int) {
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -458,9 +459,9 @@ func killMidTurn(t *testing.T, l *lab) (*blaise.SessionRecord, int) {
 }
 
 func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	rec, agent := killMidTurn(t, l)
-	if rec.State != blaise.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
+	if rec.State != session.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
 		t.Fatalf("record %+v pause %+v", rec, rec.Pause)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -476,15 +477,15 @@ func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = live.StopIdle()
-	if rec := l.wait(live); rec.State != blaise.Paused || rec.Runs != 2 {
+	if rec := l.wait(live); rec.State != session.Paused || rec.Runs != 2 {
 		t.Fatalf("after resume: %+v", rec)
 	}
 }
 
 func TestL7_SessionProcessKilledUnderEndPolicyTearsDown(t *testing.T) {
-	l := counterLab(t, blaise.Settings{IdlePolicy: blaise.PolicyEnd})
+	l := counterLab(t, session.Settings{IdlePolicy: session.PolicyEnd})
 	rec, _ := killMidTurn(t, l)
-	if rec.State != blaise.Ended || rec.EndReason != "failed" || l.file("teardown") != "reason=failed" {
+	if rec.State != session.Ended || rec.EndReason != "failed" || l.file("teardown") != "reason=failed" {
 		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
 	}
 }
@@ -512,14 +513,14 @@ func (l *lab) killFrontEndAfterATurn() {
 }
 
 func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	l.killFrontEndAfterATurn()
 	// The session process lost its front end: it stops as idle and pauses.
-	var rec *blaise.SessionRecord
+	var rec *session.Record
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		recs, _ := l.engine.Store.Sessions()
-		if len(recs) == 1 && recs[0].State == blaise.Paused {
+		if len(recs) == 1 && recs[0].State == session.Paused {
 			rec = recs[0]
 			break
 		}
@@ -548,7 +549,7 @@ func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
 
 func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 	t.Setenv("SESSION_MAX_PAUSED_LIFETIME_MS", "3600000")
-	l := counterLab(t, blaise.Settings{Timeout: 42 * time.Minute})
+	l := counterLab(t, session.Settings{Timeout: 42 * time.Minute})
 	cfg := filepath.Join(l.dir, "blaise.star")
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, append(b, []byte("\nsession(idle_policy = \"end\", paused_lifetime = \"48h\", inactivity_limit = \"90s\", timeout = \"10m\")\n")...), 0o644)
@@ -557,16 +558,16 @@ func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := l.engine.Store.Session(live.ID)
-	want := blaise.Settings{IdlePolicy: blaise.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, StartupLimit: blaise.DefaultStartupLimit, TeardownBackoff: blaise.DefaultTeardownBackoff, TeardownAttempts: blaise.DefaultTeardownAttempts}
+	want := session.Settings{IdlePolicy: session.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, StartupLimit: session.DefaultStartupLimit, TeardownBackoff: session.DefaultTeardownBackoff, TeardownAttempts: session.DefaultTeardownAttempts}
 	if rec.Settings != want {
 		t.Fatalf("settings %+v, want %+v (the cap, the file, the flag)", rec.Settings, want)
 	}
-	_ = live.Stop("closed", false)
+	_ = live.Stop(session.Stop{Reason: session.Closed})
 	l.wait(live)
 }
 
 func TestL9_LostFrontEndEndsAChainThatCannotResume(t *testing.T) {
-	l := newLab(t, blaise.Settings{}, map[string]string{
+	l := newLab(t, session.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./once.star"))`,
 		"once.star": `plug(name = "once", resumable = False)
 def on_session(ctx, next):
@@ -580,7 +581,7 @@ def on_teardown(ctx, next):
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		recs, _ := l.engine.Store.Sessions()
-		if len(recs) == 1 && recs[0].State == blaise.Ended {
+		if len(recs) == 1 && recs[0].State == session.Ended {
 			if recs[0].Pause.MayResume || l.file("teardown") != "reason=idle" {
 				t.Fatalf("pause %+v teardown %q", recs[0].Pause, l.file("teardown"))
 			}
@@ -594,7 +595,7 @@ def on_teardown(ctx, next):
 }
 
 func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	cfg := filepath.Join(l.dir, "blaise.star")
 	live, err := l.engine.Start(cfg)
 	if err != nil {

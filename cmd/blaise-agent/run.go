@@ -16,9 +16,9 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/mattn/go-isatty"
 )
 
@@ -56,8 +56,8 @@ func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Settings = blaise.Settings{
-		IdlePolicy:      blaise.IdlePolicy(f.IdlePolicy),
+	e.Settings = session.Settings{
+		IdlePolicy:      session.IdlePolicy(f.IdlePolicy),
 		PausedLifetime:  f.PausedLifetime,
 		InactivityLimit: f.InactivityLimit,
 		Timeout:         f.Timeout,
@@ -355,7 +355,7 @@ func (t *terminalRun) readLine(ps string) (line string, ok bool) {
 	var warn <-chan time.Time
 	if t.s != nil && !t.s.ended() {
 		done = t.s.live.Done()
-		if st := t.s.settings; st.IdlePolicy == blaise.PolicyEnd {
+		if st := t.s.settings; st.IdlePolicy == session.PolicyEnd {
 			timer := time.NewTimer(max(st.InactivityLimit-warnAhead, 0))
 			defer timer.Stop()
 			warn = timer.C
@@ -390,7 +390,7 @@ func (t *terminalRun) readLine(ps string) (line string, ok bool) {
 		case <-done:
 			done, warn = nil, nil
 			rec, err := t.s.live.Wait(context.Background())
-			if err != nil || rec.State != blaise.Paused || rec.Pause == nil || rec.Pause.Reason != builtins.ReasonIdle {
+			if err != nil || rec.State != session.Paused || rec.Pause == nil || rec.Pause.Reason != session.Idle {
 				fmt.Fprintln(os.Stderr)
 				return "", false // report says what happened
 			}
@@ -413,9 +413,9 @@ func (t *terminalRun) stop(end bool) {
 	var err error
 	switch {
 	case end:
-		err = s.live.Stop(builtins.ReasonClosed, false)
+		err = s.live.Stop(session.Stop{Reason: session.Closed})
 	default:
-		if s.settings.IdlePolicy == blaise.PolicyEnd {
+		if s.settings.IdlePolicy == session.PolicyEnd {
 			fmt.Fprintln(os.Stderr, "leaving ends the session: its idle policy is end")
 		}
 		err = s.live.StopIdle()
@@ -448,10 +448,10 @@ func (t *terminalRun) report(end bool) error {
 		return fmt.Errorf("session %s: %w", s.live.ID, err)
 	}
 	var failure error
-	if p := rec.Pause; p != nil && p.Run == s.live.Run && p.Reason == builtins.ReasonFailed {
+	if p := rec.Pause; p != nil && p.Run == s.live.Run && p.Reason == session.Failed {
 		failure = fmt.Errorf("session %s: the run failed: %s", rec.ID, p.Error)
 	}
-	if end && rec.State == blaise.Paused {
+	if end && rec.State == session.Paused {
 		// Its run failed, or the stop could not reach it.
 		fmt.Fprintf(os.Stderr, "session %s paused; ending it as asked\n", rec.ID)
 		if rec, err = t.end(rec.ID); err != nil {
@@ -472,16 +472,16 @@ func (t *terminalRun) report(end bool) error {
 
 // describe says where the session stands; the error says why a session
 // ended by its timeout, or whose teardown failed, is not fine.
-func describe(rec *blaise.SessionRecord, st blaise.Settings) error {
+func describe(rec *session.Record, st session.Settings) error {
 	switch rec.State {
-	case blaise.Paused:
+	case session.Paused:
 		fmt.Fprintf(os.Stderr, "session %s paused (%s); continue with: blaise-agent run --session %s\n", rec.ID, rec.Pause.Reason, rec.ID)
-	case blaise.Ended:
+	case session.Ended:
 		fmt.Fprintf(os.Stderr, "session %s ended (%s)\n", rec.ID, rec.EndReason)
 		switch rec.EndReason {
-		case builtins.ReasonTimeout:
+		case session.Timeout:
 			return fmt.Errorf("session %s: the run reached its timeout of %s (--timeout)", rec.ID, st.Timeout)
-		case builtins.ReasonCompleted:
+		case session.Completed:
 			fmt.Fprintf(os.Stderr, "it was idle, and its idle policy is end\n")
 		}
 	default:
@@ -493,7 +493,7 @@ func describe(rec *blaise.SessionRecord, st blaise.Settings) error {
 
 // end ends a session at rest: a teardown run. A signal leaves it to
 // finish on its own.
-func (t *terminalRun) end(id string) (*blaise.SessionRecord, error) {
+func (t *terminalRun) end(id string) (*session.Record, error) {
 	ctx, interrupted := untilSignal(t.sig)
 	rec, err := t.e.End(ctx, id)
 	if interrupted() {
@@ -552,7 +552,7 @@ func untilSignal(sig <-chan os.Signal) (context.Context, func() bool) {
 type attached struct {
 	term     *client.Terminal
 	live     *blaise.Live
-	settings blaise.Settings
+	settings session.Settings
 	conn     *client.Conn
 	acp      string // the agent's session id
 	stop     func()
@@ -563,6 +563,10 @@ type attached struct {
 // stopped (end: closed), or ended on its own and its record says why.
 func (t *terminalRun) attach(id string, end bool) error {
 	t.s = nil
+	// Busy before the run starts: the engine names the plugs attaching
+	// while Start and Resume wait for the run to load them.
+	t.term.Busy("attaching")
+	defer t.term.Idle()
 	var live *blaise.Live
 	var err error
 	if id == "" {
@@ -573,9 +577,7 @@ func (t *terminalRun) attach(id string, end bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "session %s (run %d)\n", live.ID, live.Run)
-	t.term.Busy("attaching")
-	defer t.term.Idle()
+	t.term.Log(fmt.Sprintf("session %s (run %d)", live.ID, live.Run))
 	connCtx, cancel := context.WithCancel(context.Background())
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, t.term)
@@ -696,9 +698,9 @@ func lastPaused(e *blaise.Engine, config string) (string, error) {
 	if broken := (*blaise.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return "", err
 	}
-	var last *blaise.SessionRecord
+	var last *session.Record
 	for _, r := range recs {
-		if r.State == blaise.Paused && r.Config == abs && (last == nil || r.PausedAt.After(last.PausedAt)) {
+		if r.State == session.Paused && r.Config == abs && (last == nil || r.PausedAt.After(last.PausedAt)) {
 			last = r
 		}
 	}

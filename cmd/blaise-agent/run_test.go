@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // terminal is `blaise-agent run` started on pipes, as from a terminal.
@@ -123,7 +123,7 @@ func (term *terminal) exit() int {
 // Issue 11, item 3 (L9): Ctrl-C cancels the turn; a second one leaves and
 // pauses the session, never ends it.
 func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	term := l.startRun()
 	// A turn waiting for a permission answer is a turn in flight for sure:
 	// the interrupts below cannot land between two turns.
@@ -143,7 +143,7 @@ func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
 	}
 	recs, _ := l.engine.Store.Sessions()
-	if len(recs) != 1 || recs[0].State != blaise.Paused || recs[0].Pause.Reason != "idle" || l.file("teardown") != "" {
+	if len(recs) != 1 || recs[0].State != session.Paused || recs[0].Pause.Reason != "idle" || l.file("teardown") != "" {
 		t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
 	}
 	term.waitFor("paused (idle); continue with", term.stderr.String)
@@ -155,7 +155,7 @@ func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 func TestIssue11_RunHonoursSignalsWhileAPlugAttaches(t *testing.T) {
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
-			l := newLab(t, blaise.Settings{}, map[string]string{
+			l := newLab(t, session.Settings{}, map[string]string{
 				"blaise.star": `setup(use("./slow.star"))`,
 				// It attaches until the test lets it go.
 				"slow.star": `plug(name = "slow")
@@ -181,7 +181,7 @@ def on_session(ctx, next):
 			}
 			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 				recs, _ := l.engine.Store.Sessions()
-				if len(recs) == 1 && recs[0].State == blaise.Paused && recs[0].Pause.Reason == "idle" {
+				if len(recs) == 1 && recs[0].State == session.Paused && recs[0].Pause.Reason == "idle" {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -196,7 +196,7 @@ def on_session(ctx, next):
 // an expired session, whose plug takes its time) does not make it deaf to
 // Ctrl-C.
 func TestIssue11_RunHonoursSignalsWhileItSettlesEarlierSessions(t *testing.T) {
-	l := newLab(t, blaise.Settings{PausedLifetime: time.Millisecond}, map[string]string{
+	l := newLab(t, session.Settings{PausedLifetime: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./slow.star"))`,
 		"slow.star": `plug(name = "slow")
 def on_session(ctx, next):
@@ -224,7 +224,7 @@ def on_teardown(ctx, next):
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		rec, _ := l.engine.Store.Session(live.ID)
-		if rec != nil && rec.State == blaise.Ended {
+		if rec != nil && rec.State == session.Ended {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // paused starts a session and pauses it (idle).
-func (l *lab) paused() *blaise.SessionRecord {
+func (l *lab) paused() *session.Record {
 	l.t.Helper()
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -31,7 +32,7 @@ func (l *lab) paused() *blaise.SessionRecord {
 // told the session is active and changes nothing, and the sweep never takes
 // the starting run for a dead one.
 func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	rec := l.paused()
 	for i := range 50 {
 		start := make(chan struct{})
@@ -62,12 +63,12 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 			t.Fatalf("round %d: no resume proceeded: %v", i, errs)
 		}
 		mid, err := l.engine.Store.Session(rec.ID)
-		if err != nil || mid.State != blaise.Active || mid.Runs != rec.Runs+1 || mid.Pause.Reason != "idle" {
+		if err != nil || mid.State != session.Active || mid.Runs != rec.Runs+1 || mid.Pause.Reason != "idle" {
 			t.Fatalf("round %d: while the run starts: %+v %v (pause %+v)", i, mid, err, mid.Pause)
 		}
 		_ = winner.StopIdle()
 		next := l.wait(winner)
-		if next.State != blaise.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" || next.Pause.Run != next.Runs {
+		if next.State != session.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" || next.Pause.Run != next.Runs {
 			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
 		}
 		rec = next
@@ -79,7 +80,7 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 // session holds it until its person leaves (the end of its input); the other
 // fails at once, saying the session is active.
 func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
-	l := counterLab(t, blaise.Settings{})
+	l := counterLab(t, session.Settings{})
 	rec := l.paused()
 	bin := self(t)
 	command := func(args ...string) (*exec.Cmd, *lockedBuilder) {
@@ -131,7 +132,7 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 			t.Fatalf("round %d: the run: %v\n%s", i, errs[1-loser], stderrs[1-loser])
 		}
 		next, _ := l.engine.Store.Session(rec.ID)
-		if next.State != blaise.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" {
+		if next.State != session.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" {
 			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
 		}
 		rec = next
@@ -142,7 +143,7 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 // retry of a teardown that failed) gives the plugs the failure that ended
 // the session in TeardownInfo.error.
 func TestC8_TeardownRetriedAfterAFailureSeesItsError(t *testing.T) {
-	l := newLab(t, blaise.Settings{IdlePolicy: blaise.PolicyEnd, TeardownBackoff: time.Millisecond}, map[string]string{
+	l := newLab(t, session.Settings{IdlePolicy: session.PolicyEnd, TeardownBackoff: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./outer.star"), use("./inner.star"))`,
 		"outer.star": `plug(name = "outer")
 def on_session(ctx, next):
@@ -164,10 +165,10 @@ def on_session(ctx, next):
 		t.Fatal(err)
 	}
 	rec := l.wait(live)
-	if rec.State != blaise.TearingDown || rec.Teardown.Attempts != 1 {
+	if rec.State != session.TearingDown || rec.Teardown.Attempts != 1 {
 		t.Fatalf("after run 1: %+v", rec)
 	}
-	for rec.State == blaise.TearingDown {
+	for rec.State == session.TearingDown {
 		if err := l.engine.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +181,7 @@ def on_session(ctx, next):
 			t.Fatalf("no %q…%q in the logs:\n%s", run, want, logs)
 		}
 	}
-	if rec.State != blaise.Ended {
+	if rec.State != session.Ended {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -189,7 +190,7 @@ def on_session(ctx, next):
 // (here a run that failed before any prompt) reaches no run: it is an error,
 // and the record keeps no stale, undelivered stop.
 func TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing(t *testing.T) {
-	l := newLab(t, blaise.Settings{}, map[string]string{
+	l := newLab(t, session.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./broken.star"))`,
 		"broken.star": `plug(name = "broken")
 def on_session(ctx, next):
@@ -215,14 +216,14 @@ def on_session(ctx, next):
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	if err := live.Stop("closed", false); !errors.Is(err, blaise.ErrNoRun) {
+	if err := live.Stop(session.Stop{Reason: session.Closed}); !errors.Is(err, blaise.ErrNoRun) {
 		t.Fatalf("stop after the pause: %v", err)
 	}
 	rec := l.wait(live)
-	if err := live.Stop("closed", false); !errors.Is(err, blaise.ErrNoRun) {
+	if err := live.Stop(session.Stop{Reason: session.Closed}); !errors.Is(err, blaise.ErrNoRun) {
 		t.Fatalf("stop after the run: %v", err)
 	}
-	if rec, _ = l.engine.Store.Session(rec.ID); rec.Stop != nil || rec.State != blaise.Paused || rec.Pause.Reason != "failed" {
+	if rec, _ = l.engine.Store.Session(rec.ID); rec.Stop != nil || rec.State != session.Paused || rec.Pause.Reason != "failed" {
 		t.Fatalf("record %+v stop %+v", rec, rec.Stop)
 	}
 }
@@ -257,7 +258,7 @@ func (l *lab) childGone() bool {
 // processes, and the outer plug's pause code runs: the run is not killed one
 // timeout after the stop.
 func TestL5_AShortTimeoutKeepsTheStopGraceAndLeavesNothingRunning(t *testing.T) {
-	l := newLab(t, blaise.Settings{Timeout: 200 * time.Millisecond}, map[string]string{
+	l := newLab(t, session.Settings{Timeout: 200 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./outer.star"), use("./slow.star"))`,
 		"outer.star": `plug(name = "outer")
 def on_session(ctx, next):
@@ -280,7 +281,7 @@ def on_session(ctx, next):
 	if got := l.file("paused"); got != "reason=failed" {
 		t.Fatalf("the outer pause code saw %q; record %+v pause %+v", got, rec, rec.Pause)
 	}
-	if rec.State != blaise.Ended || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "plug slow: on_session") {
+	if rec.State != session.Ended || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "plug slow: on_session") {
 		t.Fatalf("record %+v pause %+v", rec, rec.Pause)
 	}
 	if !l.childGone() {

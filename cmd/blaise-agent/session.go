@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // SessionProcessCmd is the hidden `blaise-agent session-process`: one run of
@@ -27,35 +23,13 @@ type SessionProcessCmd struct {
 
 // Run serves the run.
 func (c *SessionProcessCmd) Run(g *Globals) error {
-	logger := g.Logger().With("session", c.Session)
-	store, err := blaise.OpenStore(c.StateDir)
-	if err != nil {
-		return err
-	}
-	// The control channel and the run lock are the front end's and ours:
-	// the agent and the plugs' processes must not inherit them.
-	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(blaise.RunLockFD)
-	ctl := os.NewFile(3, "control")
-	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
-	signal.Ignore(os.Interrupt)
-	// Our log may go to a pipe of a front end that left (run passes it to
-	// the terminal): its lines are lost then, and the run goes on.
-	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	sp := &blaise.SessionProcess{
-		Store:     store,
+	return runner.ServeInherited(&runner.SessionProcess{
 		SessionID: c.Session,
-		Kind:      runner.Kind(c.Kind),
+		Kind:      session.Kind(c.Kind),
 		Run:       c.Number,
-		EndReason: c.EndReason,
-		ACPIn:     os.Stdin,
-		ACPOut:    os.Stdout,
-		Control:   blaise.NewControlConn(ctl, ctl),
-		Logger:    logger,
+		EndReason: session.Reason(c.EndReason),
+		Logger:    g.Logger().With("session", c.Session),
 		Agent:     c.Agent,
 		StopGrace: c.StopGrace,
-	}
-	return sp.Serve(ctx)
+	}, c.StateDir)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sessionview"
 )
 
@@ -83,9 +84,9 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		return err
 	}
 	if c.JSON {
-		shown := []*blaise.SessionRecord{}
+		shown := []*session.Record{}
 		for _, r := range recs {
-			if r.State != blaise.Ended || c.All {
+			if r.State != session.Ended || c.All {
 				shown = append(shown, r)
 			}
 		}
@@ -130,7 +131,7 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 }
 
 // session reads one session's record, without creating a state directory.
-func (f *StateFlags) session(g *Globals, id string) (*blaise.Store, *blaise.SessionRecord, error) {
+func (f *StateFlags) session(g *Globals, id string) (*blaise.Store, *session.Record, error) {
 	e, err := f.existingEngine(g)
 	if err != nil {
 		return nil, nil, err
@@ -162,7 +163,7 @@ func (c *SessionsLogCmd) Run(g *Globals) error {
 	if c.Follow {
 		live = func() (bool, error) {
 			rec, err := st.Session(rec.ID)
-			return err == nil && rec.State == blaise.Active, err
+			return err == nil && rec.State == session.Active, err
 		}
 	}
 	each := func(line []byte) { fmt.Printf("%s\n", line) }
@@ -204,20 +205,20 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 
 // listSessions writes the table of recs (ended ones only with all), then,
 // for each orphaned session, what it left and how to resolve it (L2).
-func listSessions(out io.Writer, st *blaise.Store, recs []*blaise.SessionRecord, now time.Time, all bool) error {
+func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now time.Time, all bool) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\tCONFIG")
-	var orphaned []*blaise.SessionRecord
+	var orphaned []*session.Record
 	for _, r := range recs {
-		if r.State == blaise.Ended && !all {
+		if r.State == session.Ended && !all {
 			continue
 		}
 		pause := "-"
 		if r.Pause != nil {
-			pause = r.Pause.Reason
+			pause = string(r.Pause.Reason)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, r.Config)
-		if r.State == blaise.Orphaned {
+		if r.State == session.Orphaned {
 			orphaned = append(orphaned, r)
 		}
 	}
@@ -307,8 +308,8 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 
 // printState says where a session stands; why a teardown failed is the
 // command's error.
-func printState(rec *blaise.SessionRecord) {
-	if rec.State == blaise.Ended {
+func printState(rec *session.Record) {
+	if rec.State == session.Ended {
 		fmt.Printf("session %s ended (%s)\n", rec.ID, rec.EndReason)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // TestIssue11_OrphanedListingSaysWhatToDo (issue 11, item 9; L2): the
@@ -25,13 +26,13 @@ func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
 	}
 	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	now := created.Add(26 * time.Hour)
-	for _, r := range []*blaise.SessionRecord{
-		{ID: "paused1", State: blaise.Paused, Runs: 2, Pause: &blaise.PauseRecord{Reason: "idle"}},
-		{ID: "orphan1", State: blaise.Orphaned, Runs: 7, Pause: &blaise.PauseRecord{Reason: "failed"},
-			Teardown: blaise.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"}},
-		{ID: "ended1", State: blaise.Ended, Runs: 1, EndReason: "closed"},
+	for _, r := range []*session.Record{
+		{ID: "paused1", State: session.Paused, Runs: 2, Pause: &session.PauseRecord{Reason: "idle"}},
+		{ID: "orphan1", State: session.Orphaned, Runs: 7, Pause: &session.PauseRecord{Reason: "failed"},
+			Teardown: session.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"}},
+		{ID: "ended1", State: session.Ended, Runs: 1, EndReason: "closed"},
 	} {
-		r.Config, r.Created, r.Settings = "/work/project/blaise.star", created, blaise.DefaultSettings()
+		r.Config, r.Created, r.Settings = "/work/project/blaise.star", created, session.DefaultSettings()
 		if err := st.CreateSession(r); err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
 // shows the turns of a run in progress as they are recorded, and exits on
 // its own once the run has paused.
 func TestIssue16_LogFollowsALiveRun(t *testing.T) {
-	l := newLab(t, blaise.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestIssue16_LogFollowsALiveRun(t *testing.T) {
 	if err := live.StopIdle(); err != nil {
 		t.Fatal(err)
 	}
-	if rec := l.wait(live); rec.State != blaise.Paused {
+	if rec := l.wait(live); rec.State != session.Paused {
 		t.Fatalf("after the stop: %s", rec.State)
 	}
 	for lines.Scan() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
 
@@ -52,7 +53,7 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
 		t.Fatalf("reading the closed stream: %v, want %v", err, io.ErrClosedPipe)
 	}
-	if err := live.Stop("closed", false); err != nil {
+	if err := live.Stop(session.Stop{Reason: session.Closed}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -61,7 +62,7 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the run did not end: %v", err)
 	}
-	if rec.State != blaise.TearingDown && rec.State != blaise.Ended {
+	if rec.State != session.TearingDown && rec.State != session.Ended {
 		t.Fatalf("the session is %s, want it ended (closed)", rec.State)
 	}
 }

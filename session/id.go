@@ -1,4 +1,4 @@
-package interp
+package session
 
 import (
 	"fmt"

@@ -1,12 +1,42 @@
-// Package blaise is the control plane: the lifecycle of sessions (settings,
-// states, stop directives, reports), the store that keeps them, and the
-// protocol between a front end and its session processes.
-package blaise
+// Package session holds the words of the lifecycle (§7): run kinds,
+// reasons, stops, pauses, teardowns, states, the session record, settings,
+// the control messages between a front end and a run, the clock, and the
+// interfaces of the control plane's store. It imports no Starlark and does
+// no I/O, so that the control plane and the chain runner share it without
+// sharing anything else.
+package session
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
+
+// Kind is the kind of a run (C7).
+type Kind string
+
+const (
+	StartRun    Kind = "start"
+	ResumeRun   Kind = "resume"
+	TeardownRun Kind = "teardown"
+)
+
+// Reason is why a run ended or a session is over (C3, C8).
+type Reason string
+
+const (
+	Idle      Reason = "idle"
+	Completed Reason = "completed"
+	Closed    Reason = "closed"
+	Cancelled Reason = "cancelled"
+	Timeout   Reason = "timeout"
+	Failed    Reason = "failed"
+	Expired   Reason = "expired" // teardown runs only
+)
+
+// StopReasons are the reasons a stop directive may carry: failed and
+// expired are never sent (L5).
+var StopReasons = []Reason{Idle, Completed, Closed, Cancelled, Timeout}
 
 // State is the state of a session's environment (L2).
 type State string
@@ -19,8 +49,29 @@ const (
 	Orphaned    State = "orphaned"     // teardown kept failing; a person must act
 )
 
-// SessionRecord is what the store keeps of a session.
-type SessionRecord struct {
+// Stop is a stop directive: why the run must end and whether the session
+// may resume later (L3).
+type Stop struct {
+	Reason    Reason `json:"reason"`
+	MayResume bool   `json:"may_resume"`
+}
+
+// Pause is how a run ended (C3): what next() returns to on_session and
+// what the run reports (L7). Err is set when Reason is failed.
+type Pause struct {
+	Reason    Reason
+	MayResume bool
+	Err       error
+}
+
+// Teardown is how a teardown ended (C8): its reason, and Err when it failed.
+type Teardown struct {
+	Reason Reason
+	Err    error
+}
+
+// Record is what the store keeps of a session.
+type Record struct {
 	ID     string `json:"id"`
 	Config string `json:"config"` // absolute path of the blaise.star
 	// Dir is the working directory of the session's first run: every run
@@ -31,7 +82,12 @@ type SessionRecord struct {
 	Created   time.Time `json:"created"`
 	Updated   time.Time `json:"updated"`
 	Runs      int       `json:"runs"` // runs started so far
-	Settings  Settings  `json:"settings"`
+	// Settings are in force; until the first run has loaded the
+	// configuration they are Asked's, normalized.
+	Settings Settings `json:"settings"`
+	// Asked are the settings the front end asked for (its flags): the
+	// first run lays them over the configuration's session(...).
+	Asked Settings `json:"asked,omitzero"`
 	// Resumable is what the last run reported: whether the chain can resume.
 	Resumable bool `json:"resumable"`
 	// ACPSessionID is the agent's session id, loaded again on resume.
@@ -44,7 +100,7 @@ type SessionRecord struct {
 	PausedAt  time.Time `json:"paused_at,omitzero"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// EndReason is why the session is over, once it is.
-	EndReason string `json:"end_reason,omitempty"`
+	EndReason Reason `json:"end_reason,omitempty"`
 	// Teardown counts failed teardowns and says when the next one is due.
 	Teardown TeardownRecord `json:"teardown,omitzero"`
 	// OrphanedState lists stored plug ids of no plug of the configuration (L7).
@@ -53,22 +109,30 @@ type SessionRecord struct {
 	PID int `json:"pid,omitempty"`
 }
 
-// StopRecord is a stop directive.
+// StopRecord is a stop directive as recorded.
 type StopRecord struct {
-	Reason    string    `json:"reason"`
-	MayResume bool      `json:"may_resume"`
+	Stop
 	At        time.Time `json:"at"`
 	Run       int       `json:"run"` // the run it was sent to
 	Delivered bool      `json:"delivered"`
 }
 
-// PauseRecord is a reported pause.
+// PauseRecord is a reported pause, as recorded and as reported.
 type PauseRecord struct {
-	Reason    string    `json:"reason"`
+	Reason    Reason    `json:"reason"`
 	MayResume bool      `json:"may_resume"`
 	Error     string    `json:"error,omitempty"`
 	At        time.Time `json:"at"`
 	Run       int       `json:"run"`
+}
+
+// Record is the record of p, the pause of run, at at.
+func (p Pause) Record(run int, at time.Time) PauseRecord {
+	r := PauseRecord{Reason: p.Reason, MayResume: p.MayResume, At: at, Run: run}
+	if p.Err != nil {
+		r.Error = p.Err.Error()
+	}
+	return r
 }
 
 // TeardownRecord tracks teardown attempts.
@@ -81,7 +145,7 @@ type TeardownRecord struct {
 // Unsettled explains a session whose teardown failed, and what comes next:
 // a retry by the next sweep, or, once orphaned, a person who cleans up what
 // its plugs left behind and resolves it (L2). It is nil for other states.
-func (r *SessionRecord) Unsettled() error {
+func (r *Record) Unsettled() error {
 	switch r.State {
 	case TearingDown:
 		return fmt.Errorf("teardown failed (attempt %d of %d): %s; `blaise-agent sessions sweep` retries it from %s",
@@ -91,4 +155,18 @@ func (r *SessionRecord) Unsettled() error {
 			r.Teardown.Attempts, r.Teardown.LastError, r.ID)
 	}
 	return nil
+}
+
+// StateError explains why a session in its state cannot do what was asked.
+func StateError(r *Record, want string) error {
+	return fmt.Errorf("session %s is %s; %s", r.ID, r.State, want)
+}
+
+// ReasonList is rs as "a, b, c", for messages that name the choices.
+func ReasonList(rs []Reason) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ", ")
 }

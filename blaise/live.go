@@ -1,0 +1,298 @@
+package blaise
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// Live is a session with a run in progress, held by its front end.
+type Live struct {
+	ID   string
+	Run  int
+	Kind session.Kind
+
+	e       *Engine
+	cmd     *exec.Cmd
+	rec     *session.Record
+	in      *acp.Writer
+	stdin   io.Closer
+	out     <-chan *acp.Message
+	ctl     *ControlConn
+	ctlFile *os.File
+	lock    *runLock // released once the run is settled
+	// reportsDone is closed when the control channel has been read to its end.
+	reportsDone chan struct{}
+	exited      chan struct{} // closed when the session process has exited
+	loaded      chan struct{} // closed at the run's first report
+	done        chan struct{}
+	final       *session.Record
+	err         error
+	// poke wakes the timers when a deadline may have moved closer.
+	poke chan struct{}
+
+	stopMu    sync.Mutex // one Stop at a time
+	mu        sync.Mutex
+	activity  time.Time       // the last message either way
+	turns     map[string]bool // client requests waiting for their answer, by id
+	started   time.Time
+	stopped   *session.StopRecord
+	stopping  bool // a stop is decided: Send refuses
+	settings  session.Settings
+	resumable bool
+	got       map[session.ControlKind]bool // report kinds received
+}
+
+// Send passes a message of the client to the session.
+func (l *Live) Send(m *acp.Message) error {
+	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		return ErrStopping
+	}
+	l.activity = l.e.now()
+	if m.Kind == acp.Request {
+		// A request waiting for its answer (a prompt's turn above all)
+		// keeps the session busy: inactivity does not count (L1).
+		l.turns[acp.IDKey(m.ID)] = true
+	}
+	l.mu.Unlock()
+	if m.Kind == acp.Request && (m.Method == "session/load" || m.Method == "session/resume") {
+		l.noteACPSession(m.Params)
+	}
+	return l.in.Write(m.Raw)
+}
+
+// ErrStopping is what Send returns once the run is being stopped: the
+// message was not sent, and goes to the next run.
+var ErrStopping = errors.New("the run is stopping; send the message again once it has ended")
+
+// Messages delivers the session's messages for the client; it is closed
+// when the run ends.
+func (l *Live) Messages() <-chan *acp.Message { return l.out }
+
+// track watches the session's messages for the end of turns and the ACP
+// session id.
+func (l *Live) track(in <-chan *acp.Message) <-chan *acp.Message {
+	out := make(chan *acp.Message, 64)
+	go func() {
+		defer close(out)
+		for m := range in {
+			l.mu.Lock()
+			l.activity = l.e.now()
+			newSession, idle := false, false
+			if m.Kind == acp.Response {
+				key := acp.IDKey(m.ID)
+				_, waited := l.turns[key]
+				delete(l.turns, key)
+				idle = waited && len(l.turns) == 0
+				newSession = strings.Contains(string(m.Result), `"sessionId"`)
+			}
+			l.mu.Unlock()
+			if idle {
+				l.wake() // inactivity counts from now
+			}
+			if newSession {
+				l.noteACPSession(m.Result)
+			}
+			out <- m
+		}
+	}()
+	return out
+}
+
+func (l *Live) wake() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Live) noteACPSession(params []byte) {
+	var v struct {
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(params, &v) != nil || v.SessionID == "" {
+		return
+	}
+	_, err := l.e.Store.UpdateSession(l.ID, func(r *session.Record) error {
+		r.ACPSessionID = v.SessionID
+		return nil
+	})
+	if err != nil {
+		l.e.logger().Warn("recording the ACP session id failed", "session", l.ID, "err", err)
+	}
+}
+
+// Stop sends a stop directive once it is recorded durably (L3). Only the
+// first stop that was recorded counts; failed and expired are never sent.
+// A stop no run receives (the run reported its pause, or is gone) is an
+// error wrapping ErrNoRun, and leaves the record as it was.
+func (l *Live) Stop(s session.Stop) error {
+	if !slices.Contains(session.StopReasons, s.Reason) {
+		return fmt.Errorf("%q is not a stop reason (want one of %s)", s.Reason, session.ReasonList(session.StopReasons))
+	}
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	if l.stopSent() {
+		return nil
+	}
+	noRun := fmt.Errorf("session %s: run %d: %w", l.ID, l.Run, ErrNoRun)
+	select {
+	case <-l.exited:
+		return noRun
+	default:
+	}
+	stop := &session.StopRecord{Stop: s, At: l.e.now(), Run: l.Run}
+	var before *session.StopRecord
+	if _, err := l.e.Store.UpdateSession(l.ID, func(r *session.Record) error {
+		if l.Kind != session.TeardownRun && r.Pause != nil && r.Pause.Run == l.Run {
+			return noRun // its pause is recorded: it takes no stop any more
+		}
+		before, r.Stop = r.Stop, stop
+		return nil
+	}); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.stopped, l.stopping = stop, true
+	l.mu.Unlock()
+	l.wake()
+	if err := l.ctl.Send(session.Control{Kind: session.ControlStop, Run: l.Run, Stop: &s}); err != nil {
+		// Not sent: no stale, undelivered stop is left behind.
+		_, uerr := l.e.Store.UpdateSession(l.ID, func(r *session.Record) error {
+			if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+				r.Stop = before
+			}
+			return nil
+		})
+		l.mu.Lock()
+		l.stopped, l.stopping = nil, false
+		l.mu.Unlock()
+		return errors.Join(fmt.Errorf("%w: %w", noRun, err), uerr)
+	}
+	_, err := l.e.Store.UpdateSession(l.ID, func(r *session.Record) error {
+		if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+			r.Stop.Delivered = true
+		}
+		return nil
+	})
+	return err
+}
+
+// ErrNoRun is what Stop returns when no run receives the stop.
+var ErrNoRun = errors.New("no run receives the stop")
+
+func (l *Live) stopSent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped != nil
+}
+
+// StopIdle stops the session as idle under its policy (L4, L9).
+func (l *Live) StopIdle() error {
+	l.mu.Lock()
+	s := l.settings.IdlePolicy.IdleStop(l.resumable)
+	l.mu.Unlock()
+	return l.Stop(s)
+}
+
+// Wait waits for the run to end and returns the session as it is then.
+func (l *Live) Wait(ctx context.Context) (*session.Record, error) {
+	select {
+	case <-l.done:
+		return l.final, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Done is closed when the run has ended.
+func (l *Live) Done() <-chan struct{} { return l.done }
+
+func (l *Live) readControl() {
+	defer close(l.reportsDone)
+	for {
+		c, err := l.ctl.Receive()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		first := !l.got[c.Kind]
+		l.got[c.Kind] = true
+		if c.Kind == session.ControlLoaded && c.Loaded != nil {
+			l.resumable, l.settings = c.Loaded.Resumable, c.Loaded.Settings
+			l.activity = l.e.now()
+		}
+		l.mu.Unlock()
+		if c.Kind == session.ControlLoaded && first {
+			close(l.loaded)
+			l.wake() // the settings may be shorter than the engine's
+		}
+		if c.Kind == session.ControlAttaching && l.e.OnAttach != nil {
+			l.e.OnAttach(l.ID, c.Plug)
+		}
+	}
+}
+
+// wait reaps the session process and settles what it left undone: a run
+// that ended without reporting its pause failed (L7), and one whose
+// teardown never reported counts as a failed teardown.
+func (l *Live) wait() {
+	err := l.cmd.Wait()
+	close(l.exited)
+	<-l.reportsDone
+	l.ctlFile.Close()
+	l.stdin.Close()
+	rec, rerr := l.e.Store.Session(l.ID)
+	status := exitStatus(err)
+	switch {
+	case rerr != nil:
+	case l.Kind != session.TeardownRun && !l.reported(session.ControlPause):
+		cause := fmt.Errorf("the session process ended without reporting its pause (%s)", status)
+		l.e.logger().Error("run failed", "session", l.ID, "err", cause)
+		if rec, rerr = l.e.settleCrash(rec, cause); rerr == nil && rec.State == session.TearingDown {
+			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *session.Record) error { r.Runs++; return nil })
+			if rerr == nil {
+				rec, rerr = l.e.teardownNow(context.Background(), rec, l.lock)
+			}
+		}
+	case rec.State == session.TearingDown && !l.reported(session.ControlTeardown):
+		rec, rerr = l.e.Store.TornDown(l.ID, fmt.Errorf("the teardown did not finish (%s)", status), l.e.now())
+	}
+	if rerr == nil {
+		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *session.Record) error { r.PID = 0; return nil })
+	}
+	l.lock.release()
+	l.final, l.err = rec, rerr
+	close(l.done)
+	if rerr == nil && l.e.Settled != nil {
+		l.e.Settled(rec)
+	}
+	l.e.wakeKeeper() // the session at rest may be due some day
+}
+
+// reported reports whether the run sent a report of kind k.
+func (l *Live) reported(k session.ControlKind) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[k]
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

@@ -1,0 +1,237 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/charmbracelet/log"
+)
+
+// SessionProcess is one run of a session, in a process of its own (C13):
+// the chain and its agent, with ACP on ACPIn/ACPOut and the front end on
+// Control. It records its reports in the store itself, so that a front end
+// that dies loses nothing; its first report, once the plugs are loaded,
+// carries what only the configuration knows (L7).
+type SessionProcess struct {
+	Store     *blaise.Store
+	SessionID string
+	Kind      session.Kind
+	Run       int            // the run's number
+	EndReason session.Reason // for teardown runs
+	ACPIn     io.Reader
+	ACPOut    io.Writer
+	Control   *blaise.ControlConn // nil: no front end
+	Logger    *log.Logger
+	MaxLine   int
+	// Agent, when set, replaces the command and arguments of the
+	// configuration's agent.
+	Agent []string
+	// StopGrace: Options.StopGrace.
+	StopGrace time.Duration
+}
+
+// Serve runs the run to its end.
+func (sp *SessionProcess) Serve(ctx context.Context) error {
+	if sp.Logger == nil {
+		sp.Logger = log.Default()
+	}
+	logger := sp.Logger
+	rec, err := sp.Store.Session(sp.SessionID)
+	if err != nil {
+		return err
+	}
+	cfg, err := LoadConfig(rec.Config, logger)
+	if err != nil {
+		return sp.broken(rec, err)
+	}
+	if len(sp.Agent) > 0 {
+		cfg.Agent.Command, cfg.Agent.Args = sp.Agent[0], sp.Agent[1:]
+	}
+	loaded, err := sp.loaded(rec, cfg)
+	if err != nil {
+		return sp.broken(rec, err)
+	}
+	if err := sp.Store.Loaded(sp.SessionID, loaded); err != nil {
+		return err
+	}
+	for _, id := range loaded.OrphanedState {
+		// Named by the plug that stored it, so a person knows what to clean.
+		name, _, _ := sp.Store.PersistedPlug(sp.SessionID, id)
+		logger.Warn("stored plug state belongs to no plug of the configuration", "session", sp.SessionID, "plug_id", id, "stored_by", name)
+	}
+	sp.send(session.Control{Kind: session.ControlLoaded, Run: sp.Run, Loaded: &loaded})
+	rec.Resumable, rec.Settings = loaded.Resumable, loaded.Settings // what a lost front end's stop is based on (L9)
+
+	w, err := sp.Store.Transcript(sp.SessionID)
+	if err != nil {
+		return err
+	}
+	transcript := acp.NewJSONLRecorder(w)
+	defer transcript.Close()
+	opts := Options{
+		Config:       cfg,
+		SessionID:    sp.SessionID,
+		ExecutionID:  fmt.Sprintf("%s.%d", sp.SessionID, sp.Run),
+		Kind:         sp.Kind,
+		Number:       sp.Run,
+		EndReason:    sp.EndReason,
+		Store:        sp.Store.Persisted(),
+		Logger:       logger,
+		IdlePolicy:   rec.Settings.IdlePolicy,
+		StartupLimit: rec.Settings.StartupLimit,
+		Recorder:     transcript,
+		MaxLine:      sp.MaxLine,
+		StopGrace:    sp.StopGrace,
+		OnPause: func(p builtins.PauseInfo) error {
+			return sp.report(p.Pause)
+		},
+		OnAttach: func(plug string) {
+			sp.send(session.Control{Kind: session.ControlAttaching, Run: sp.Run, Plug: plug})
+		},
+	}
+	if sp.Kind == session.TeardownRun && sp.EndReason == session.Failed && rec.Pause != nil && rec.Pause.Error != "" {
+		// A teardown after a failure, in a run of its own: the pause's error.
+		opts.EndError = errors.New(rec.Pause.Error)
+	}
+	if sp.Kind != session.TeardownRun {
+		opts.Client = &Client{In: sp.ACPIn, Out: sp.ACPOut}
+	}
+	r := New(opts)
+	go sp.listen(r, rec)
+	res := r.Run(ctx)
+
+	if res.Teardown == nil {
+		return res.ReportErr
+	}
+	return errors.Join(res.ReportErr, sp.tornDown(res.Teardown.Reason, res.TeardownErr))
+}
+
+// loaded is the run's first report: whether the chain can resume, the
+// settings in force (on a start run, the front end's over the
+// configuration's session(...)), and the orphaned plug state.
+func (sp *SessionProcess) loaded(rec *session.Record, cfg *interp.Config) (session.Loaded, error) {
+	l := session.Loaded{Resumable: cfg.Resumable(), Settings: rec.Settings}
+	if sp.Kind == session.StartRun {
+		c := cfg.Session
+		file := session.Settings{IdlePolicy: session.IdlePolicy(c.IdlePolicy), PausedLifetime: c.PausedLifetime, InactivityLimit: c.InactivityLimit, Timeout: c.Timeout}
+		settings, err := blaise.NormalizeSettings(rec.Asked.Over(file))
+		if err != nil {
+			return l, fmt.Errorf("%s: session(...): %w", rec.Config, err)
+		}
+		l.Settings = settings
+	}
+	var err error
+	l.OrphanedState, err = sp.orphans(cfg.Uses)
+	return l, err
+}
+
+// broken reports a run that breaks before its plugs are loaded (L7): a
+// teardown run failed; a resume run pauses as failed; a start run ends at
+// once, for no plug of it ran.
+func (sp *SessionProcess) broken(rec *session.Record, err error) error {
+	switch sp.Kind {
+	case session.TeardownRun:
+		return errors.Join(err, sp.tornDown("", err))
+	case session.StartRun:
+		return errors.Join(err, sp.report(session.Pause{Reason: session.Failed, Err: err}), sp.tornDown(session.Failed, nil))
+	}
+	_ = sp.report(session.Pause{Reason: session.Failed, MayResume: rec.Settings.IdlePolicy.MayResume(session.Failed, rec.Resumable, nil), Err: err})
+	return err
+}
+
+// tornDown records a teardown's outcome and tells the front end (L2).
+func (sp *SessionProcess) tornDown(reason session.Reason, failure error) error {
+	_, err := sp.Store.TornDown(sp.SessionID, failure, time.Now())
+	td := &session.TeardownReport{Reason: reason}
+	if failure != nil {
+		td.Error = failure.Error()
+	}
+	sp.send(session.Control{Kind: session.ControlTeardown, Run: sp.Run, Teardown: td})
+	return err
+}
+
+// report records a pause and tells the front end.
+func (sp *SessionProcess) report(p session.Pause) error {
+	rec := p.Record(sp.Run, time.Now())
+	_, err := sp.Store.Paused(sp.SessionID, rec)
+	sp.send(session.Control{Kind: session.ControlPause, Run: sp.Run, Pause: &rec})
+	return err
+}
+
+func (sp *SessionProcess) send(c session.Control) {
+	if sp.Control != nil {
+		if err := sp.Control.Send(c); err != nil {
+			sp.Logger.Debug("the front end is gone", "err", err)
+		}
+	}
+}
+
+// listen passes stop directives to the run. When the front end goes away,
+// the session stops as idle under its policy (L9).
+func (sp *SessionProcess) listen(r *Run, rec *session.Record) {
+	if sp.Control == nil {
+		return
+	}
+	for {
+		c, err := sp.Control.Receive()
+		if err != nil {
+			r.Stop(rec.Settings.IdlePolicy.IdleStop(rec.Resumable))
+			return
+		}
+		if c.Kind == session.ControlStop && c.Stop != nil {
+			r.Stop(*c.Stop)
+		}
+	}
+}
+
+// orphans lists the stored plug ids that no plug of the chain has (L7).
+func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
+	stored, err := sp.Store.PersistedIDs(sp.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range stored {
+		if !slices.ContainsFunc(uses, func(u *interp.Use) bool { return u.ID == id && u.Plug.Persisted != nil }) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// ServeInherited serves the run of a session process started by a front
+// end (blaise.Engine): the control channel is file descriptor 3 and the
+// session's run lock RunLockFD, held until the process exits. Store, ACP
+// and Control are set here.
+func ServeInherited(sp *SessionProcess, stateDir string) error {
+	store, err := blaise.OpenStore(stateDir)
+	if err != nil {
+		return err
+	}
+	// The control channel and the run lock are the front end's and ours:
+	// the agent and the plugs' processes must not inherit them.
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(blaise.RunLockFD)
+	ctl := os.NewFile(3, "control")
+	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
+	signal.Ignore(os.Interrupt)
+	// Our log may go to a pipe of a front end that left (run passes it to
+	// the terminal): its lines are lost then, and the run goes on.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	sp.Store, sp.ACPIn, sp.ACPOut, sp.Control = store, os.Stdin, os.Stdout, blaise.NewControlConn(ctl, ctl)
+	return sp.Serve(ctx)
+}

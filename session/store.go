@@ -1,0 +1,44 @@
+package session
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Sessions keeps session records.
+type Sessions interface {
+	// CreateSession stores a new session; it fails when the id is in use.
+	CreateSession(rec *Record) error
+	// Session returns a session's record.
+	Session(id string) (*Record, error)
+	// UpdateSession changes a record atomically: an error from f writes
+	// nothing.
+	UpdateSession(id string, f func(*Record) error) (*Record, error)
+	// Sessions returns every record.
+	Sessions() ([]*Record, error)
+}
+
+// Persisted keeps persisted plug state per (session, plug id) (C11). Set
+// returns once the write is durable.
+type Persisted interface {
+	Get(ctx context.Context, session, plugID string) (data []byte, ok bool, err error)
+	Set(ctx context.Context, session, plugID, plugName string, data []byte) error
+	Delete(ctx context.Context, session, plugID string) error
+}
+
+// Transcripts keeps the sessions' transcripts (M5).
+type Transcripts interface {
+	// Transcript opens a session's transcript for appending.
+	Transcript(session string) (io.WriteCloser, error)
+}
+
+// Reports records what runs report (L7), so that a front end that dies
+// loses nothing.
+type Reports interface {
+	Loaded(session string, l Loaded) error
+	Paused(session string, p PauseRecord) (*Record, error)
+	// TornDown records a teardown that failed with failure, or, nil,
+	// succeeded.
+	TornDown(session string, failure error, at time.Time) (*Record, error)
+}
