@@ -52,6 +52,13 @@ type Engine struct {
 	// when its agent starts (runner.Options.OnAttach), from a goroutine of
 	// the run's own.
 	OnAttach func(session, plug string)
+	// PlugTime, when not zero, gives the plugs of every run a clock that
+	// starts there, for tests (runner.SessionProcess.PlugTime).
+	PlugTime time.Time
+	// Created, when set, is called with the id of each session Start
+	// creates, before its first run: blaise-agent test stores the
+	// persisted state a test gives there. An error ends the start.
+	Created func(id string) error
 	// Clock is the engine's time; nil: the machine's.
 	Clock session.Clock
 	// Settled, when set, is called with the record of each run of this
@@ -112,6 +119,11 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 		return nil, err
 	}
 	defer lock.release() // the run holds a lock of its own
+	if e.Created != nil {
+		if err := e.Created(id); err != nil {
+			return nil, errors.Join(err, e.Store.Discard(id))
+		}
+	}
 	l, err := e.launch(rec, session.StartRun, "", lock)
 	if err != nil {
 		_, _ = e.settleCrash(rec, err)
@@ -390,6 +402,9 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 	}
 	if e.StopGrace != 0 {
 		args = append(args, "--stop-grace", e.StopGrace.String())
+	}
+	if !e.PlugTime.IsZero() {
+		args = append(args, "--plug-time", e.PlugTime.UTC().Format(time.RFC3339))
 	}
 	for _, a := range e.Agent {
 		args = append(args, "--agent="+a)

@@ -6,6 +6,7 @@ package plugtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,6 +43,10 @@ type File struct {
 	Runs   []*Run
 	Want   map[string][]byte // golden sections, by name
 	Masks  []Mask            // #mask directives, in order
+	// Persisted is the persisted state stored before run 1, by plug id,
+	// as the JSON of persisted/ID sections: what an older version of a
+	// plug stored, for its on_migrate.
+	Persisted map[string][]byte
 }
 
 // A Mask replaces every match of Re in what a test produced with $Name:
@@ -132,6 +137,8 @@ func Parse(path string) (*File, error) {
 		Inline:  map[string][]byte{},
 		Seed:    map[string][]byte{},
 		Want:    map[string][]byte{},
+
+		Persisted: map[string][]byte{},
 	}
 	errAt := func(line int, format string, args ...any) error {
 		return &ErrorAt{File: path, Line: line, Msg: fmt.Sprintf(format, args...)}
@@ -183,6 +190,15 @@ func Parse(path string) (*File, error) {
 			}
 		case name == "setup":
 			f.Setup = s.Data
+		case strings.HasPrefix(name, "persisted/"):
+			id := strings.TrimPrefix(name, "persisted/")
+			if err := session.CheckID("plug", id); err != nil {
+				return nil, errAt(line, "%s: %v", name, err)
+			}
+			if !json.Valid(s.Data) {
+				return nil, errAt(line, "%s: want the JSON value the plug stored, got %q", name, strings.TrimSpace(string(s.Data)))
+			}
+			f.Persisted[id] = bytes.TrimSpace(s.Data)
 		case strings.HasPrefix(name, "files/"):
 			rel, err := relPath(strings.TrimPrefix(name, "files/"))
 			if err != nil {
@@ -196,7 +212,7 @@ func Parse(path string) (*File, error) {
 			}
 			f.Inline[rel] = s.Data
 		default:
-			return nil, errAt(line, "unknown section %q (want env, setup, files/PATH, a .star file, runN or want/runN/KIND)", name)
+			return nil, errAt(line, "unknown section %q (want env, setup, files/PATH, persisted/ID, a .star file, runN or want/runN/KIND)", name)
 		}
 	}
 	for n := 1; n <= len(runs); n++ {

@@ -71,6 +71,8 @@ func TestParseErrors(t *testing.T) {
 		{"\n#mask: ID=a(\n-- run1 --\nprompt a\n", "t.blaisetest:2: #mask: ID: error parsing regexp: missing closing ): `a(`"},
 		{"-- run1 --\n#cofig: x.star\nprompt a\n", `t.blaisetest:2: unknown directive "#cofig: x.star" in a run (want #config: PATH)`},
 		{"-- run1 --\nprompt a\n#config: x.star\n", "t.blaisetest:3: #config comes before the run's actions: it is the configuration the run starts with"},
+		{"-- run1 --\nprompt a\n-- persisted/c --\n{\"n\": \n", `t.blaisetest:4: persisted/c: want the JSON value the plug stored, got "{\"n\":"`},
+		{"-- run1 --\nprompt a\n-- persisted/../x --\n1\n", `t.blaisetest:4: persisted/../x: invalid plug "../x": want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit`},
 		{"-- blaise.star --\n", "t.blaisetest:1: no run: add a run1 section"},
 		{"-- run1 --\nprompt a\n-- run3 --\nprompt b\n", "t.blaisetest:1: runs must be numbered run1, run2, … without gaps: run2 is missing"},
 		{"-- run1 --\n  /say hi\n", "t.blaisetest:2: an indented line is the agent's turn: it must follow a prompt"},
@@ -85,7 +87,7 @@ func TestParseErrors(t *testing.T) {
 		{"-- run1 --\nprompt a\n-- want/run1/logs --\n", `t.blaisetest:4: unknown golden section "want/run1/logs" (want want/runN/KIND, KIND one of client, transcript, log, host, outputs, pause, teardown, persisted)`},
 		{"-- run1 --\nprompt a\n-- want/run2/log --\n", "t.blaisetest:4: want/run2/log: the test has no run2"},
 		{"-- run1 --\nprompt a\n-- files/../x --\n", "t.blaisetest:4: files/../x: want a relative path inside the directory"},
-		{"-- run1 --\nprompt a\n-- notes --\n", `t.blaisetest:4: unknown section "notes" (want env, setup, files/PATH, a .star file, runN or want/runN/KIND)`},
+		{"-- run1 --\nprompt a\n-- notes --\n", `t.blaisetest:4: unknown section "notes" (want env, setup, files/PATH, persisted/ID, a .star file, runN or want/runN/KIND)`},
 		{"#config: blaise.star\n-- blaise.star --\n-- run1 --\nprompt a\n", "t.blaisetest:1: #config names a configuration, and the test has its own blaise.star: keep one"},
 	} {
 		_, err := Parse(writeTest(t, tc.content))

@@ -76,6 +76,8 @@ type workDir struct {
 	config string
 	env    []string
 	plugs  map[string]bool // plug names of the chain: their log lines count
+	// persistedBy names the plug of each id of run1's configuration.
+	persistedBy map[string]string
 	// timeout of each run: the configuration's, else Timeout.
 	timeout time.Duration
 }
@@ -117,6 +119,7 @@ func (w *workDir) prepare() error {
 	}
 	w.timeout = Timeout
 	w.plugs = map[string]bool{}
+	w.persistedBy = map[string]string{}
 	configs := []string{w.config}
 	for _, r := range w.file.Runs[1:] {
 		if r.Config != "" {
@@ -130,6 +133,16 @@ func (w *workDir) prepare() error {
 		}
 		if i == 0 {
 			w.timeout = cmp.Or(cfg.Session.Timeout, Timeout)
+			for _, u := range cfg.Uses {
+				if u.ID != "" {
+					w.persistedBy[u.ID] = u.Plug.Name
+				}
+			}
+			for id := range w.file.Persisted {
+				if _, ok := w.persistedBy[id]; !ok {
+					return &ErrorAt{w.file.Path, w.file.SectionLine("persisted/" + id), fmt.Sprintf("persisted/%s: the configuration of run1 has no plug with id %q", id, id)}
+				}
+			}
 		}
 		for _, u := range cfg.Uses {
 			w.plugs[u.Plug.Name] = true
@@ -220,6 +233,8 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		// A run that hangs ends as timed out; the test shows where.
 		Settings:     session.Settings{Timeout: w.timeout},
 		TimeoutGrace: TimeoutGrace,
+		PlugTime:     PlugTime,
+		Created:      func(id string) error { return w.seed(ctx, store, id) },
 	}
 	got := Got{}
 	var rec *session.Record
@@ -269,6 +284,21 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		got[k] = v
 	}
 	return got, nil
+}
+
+// PlugTime is where the plugs' time.now() starts in a test: run n at
+// PlugTime plus n-1 hours, one second more at each reading.
+var PlugTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// seed stores the persisted state of the test's persisted/ID sections in
+// the new session id, as the plug with that id stored it.
+func (w *workDir) seed(ctx context.Context, store *blaise.Store, id string) error {
+	for plugID, data := range w.file.Persisted {
+		if err := store.Persisted().Set(ctx, id, plugID, w.persistedBy[plugID], data); err != nil {
+			return &ErrorAt{w.file.Path, w.file.SectionLine("persisted/" + plugID), err.Error()}
+		}
+	}
+	return nil
 }
 
 // timestamp matches an RFC 3339 time, as logs write them.

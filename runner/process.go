@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"slices"
 	"syscall"
+	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -40,6 +41,23 @@ type SessionProcess struct {
 	Agent []string
 	// StopGrace: Options.StopGrace.
 	StopGrace time.Duration
+	// PlugTime, when not zero, makes time.now() of the plugs a clock of
+	// blaise-agent test: run n starts at PlugTime plus n-1 hours, and each
+	// reading is one second after the one before, the same every time.
+	PlugTime time.Time
+}
+
+// steppingClock starts at start and moves one second at each reading.
+func steppingClock(start time.Time) func() time.Time {
+	var mu sync.Mutex
+	next := start
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now := next
+		next = next.Add(time.Second)
+		return now
+	}
 }
 
 // Serve runs the run to its end.
@@ -107,6 +125,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	}
 	if sp.Kind != session.TeardownRun {
 		opts.Client = &Client{In: sp.ACPIn, Out: sp.ACPOut}
+	}
+	if !sp.PlugTime.IsZero() {
+		opts.PlugClock = steppingClock(sp.PlugTime.Add(time.Duration(sp.Run-1) * time.Hour))
 	}
 	r := New(opts)
 	go sp.listen(r, rec)

@@ -22,6 +22,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
+	startime "go.starlark.net/lib/time"
 	"go.starlark.net/starlark"
 )
 
@@ -34,6 +35,9 @@ type Options struct {
 	Number      int // the run's number in its session, from 1
 	// EndReason is why the session ended, for Teardown runs (closed, expired …).
 	EndReason session.Reason
+	// PlugClock, when set, is what time.now() of the plugs reads; nil: the
+	// machine's clock.
+	PlugClock func() time.Time
 	// EndError is the failure that ended the session, for Teardown runs
 	// with EndReason failed: TeardownInfo.error (C8).
 	EndError error
@@ -584,6 +588,9 @@ func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
 			},
 		}}
 		t.Print = func(_ *starlark.Thread, msg string) { t.logger.Info(msg) }
+		if now := r.opts.PlugClock; now != nil {
+			startime.SetNow(t.Thread, func() (time.Time, error) { return now(), nil })
+		}
 	}
 	t.logger = logger
 	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
