@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"syscall"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
