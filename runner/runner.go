@@ -865,9 +865,11 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 	}()
 
 	var pause builtins.PauseInfo
+	crashed := false // the agent ended on its own, and not well
 	r.unlocked(func() {
 		select {
 		case code := <-exited:
+			crashed = waitErr != nil || code != 0
 			if waitErr != nil {
 				// The host lost it: the stream to a far host broke.
 				pause = r.failed(fmt.Errorf("the agent's host failed: %w", waitErr))
@@ -896,8 +898,10 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 			<-attached
 		}
 	})
-	if p := r.stopPause(); p != nil && r.shutdown.Err() == nil {
-		// A stop that arrived while the agent was exiting still names the pause.
+	if p := r.stopPause(); p != nil && r.shutdown.Err() == nil && !crashed {
+		// A stop that arrived while the agent was exiting still names the
+		// pause; a crash before it stays a failure (C3), whatever the
+		// front end, which saw its turn fail, asked for next.
 		return *p
 	}
 	if pause.Err != nil && tail.String() != "" {
