@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -82,51 +83,26 @@ func DefaultSettings() Settings {
 	}
 }
 
-// Over returns s over c, the settings of a configuration's session(...):
-// what s sets wins (flags over the file), the rest comes from c.
+// Over returns s over c (the settings of a configuration's session(...),
+// or the defaults): what s sets wins (flags over the file), the rest comes
+// from c.
 func (s Settings) Over(c Settings) Settings {
-	if s.IdlePolicy == "" {
-		s.IdlePolicy = c.IdlePolicy
-	}
-	if s.PausedLifetime == 0 {
-		s.PausedLifetime = c.PausedLifetime
-	}
-	if s.InactivityLimit == 0 {
-		s.InactivityLimit = c.InactivityLimit
-	}
-	if s.Timeout == 0 {
-		s.Timeout = c.Timeout
-	}
+	s.IdlePolicy = cmp.Or(s.IdlePolicy, c.IdlePolicy)
+	s.PausedLifetime = cmp.Or(s.PausedLifetime, c.PausedLifetime)
+	s.InactivityLimit = cmp.Or(s.InactivityLimit, c.InactivityLimit)
+	s.Timeout = cmp.Or(s.Timeout, c.Timeout)
+	s.StartupLimit = cmp.Or(s.StartupLimit, c.StartupLimit)
+	s.TeardownBackoff = cmp.Or(s.TeardownBackoff, c.TeardownBackoff)
+	s.TeardownAttempts = cmp.Or(s.TeardownAttempts, c.TeardownAttempts)
 	return s
 }
 
 // Normalize fills in defaults, checks the values and caps the paused
 // lifetime at maxPaused (asking for more gets the cap).
 func (s Settings) Normalize(maxPaused time.Duration) (Settings, error) {
-	d := DefaultSettings()
-	if s.IdlePolicy == "" {
-		s.IdlePolicy = d.IdlePolicy
-	}
+	s = s.Over(DefaultSettings())
 	if s.IdlePolicy != PolicyPause && s.IdlePolicy != PolicyEnd {
 		return s, fmt.Errorf("idle policy: want pause or end, got %q", s.IdlePolicy)
-	}
-	if s.PausedLifetime == 0 {
-		s.PausedLifetime = d.PausedLifetime
-	}
-	if s.InactivityLimit == 0 {
-		s.InactivityLimit = d.InactivityLimit
-	}
-	if s.Timeout == 0 {
-		s.Timeout = d.Timeout
-	}
-	if s.StartupLimit == 0 {
-		s.StartupLimit = d.StartupLimit
-	}
-	if s.TeardownBackoff == 0 {
-		s.TeardownBackoff = d.TeardownBackoff
-	}
-	if s.TeardownAttempts == 0 {
-		s.TeardownAttempts = d.TeardownAttempts
 	}
 	for name, v := range map[string]time.Duration{"paused lifetime": s.PausedLifetime, "inactivity limit": s.InactivityLimit, "timeout": s.Timeout, "startup limit": s.StartupLimit} {
 		if v < 0 {
