@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"go.starlark.net/starlark"
 )
@@ -72,6 +73,37 @@ func (a *AgentDraft) Freeze() {
 	a.Env.Freeze()
 }
 
+// readOnly is the error of changing field name of a draft that cannot
+// change, or nil.
+func (a *AgentDraft) readOnly(name string) error {
+	if a.where != "" {
+		return fmt.Errorf("ctx.agent.%s is read-only in %s: shape the agent in on_session, before calling next()", name, a.where)
+	}
+	if a.frozen {
+		return fmt.Errorf("ctx.agent.%s cannot change after next(): plug %s already started the inner plugs and the agent; set ctx.agent before calling next()", name, a.owner)
+	}
+	return nil
+}
+
+// FrozenChange explains err, the error of a handler, when it is Starlark's
+// refusal to change a frozen list or dict and the draft is read-only: the
+// handler changed ctx.agent.args or ctx.agent.env (a plug's globals are
+// frozen too, so the line that failed must name ctx.agent). It returns ""
+// otherwise.
+func (a *AgentDraft) FrozenChange(err error, line string) string {
+	if a == nil || !a.frozen && a.where == "" || !strings.Contains(line, "agent") {
+		return ""
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "frozen hash table"):
+		return a.readOnly("env").Error()
+	case strings.Contains(msg, "frozen list"):
+		return a.readOnly("args").Error()
+	}
+	return ""
+}
+
 // Spec checks the draft and returns the process it describes.
 func (a *AgentDraft) Spec() (argv []string, env map[string]string, cwd string, err error) {
 	if a.Command == "" {
@@ -123,11 +155,8 @@ func (a *AgentDraft) Attr(name string) (starlark.Value, error) {
 }
 
 func (a *AgentDraft) SetField(name string, v starlark.Value) error {
-	if a.where != "" {
-		return fmt.Errorf("ctx.agent.%s is read-only in %s: shape the agent in on_session, before calling next()", name, a.where)
-	}
-	if a.frozen {
-		return fmt.Errorf("ctx.agent.%s cannot change after next(): plug %s already started the inner plugs and the agent; set ctx.agent before calling next()", name, a.owner)
+	if err := a.readOnly(name); err != nil {
+		return err
 	}
 	switch name {
 	case "command", "cwd":

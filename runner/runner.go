@@ -24,6 +24,7 @@ import (
 	"github.com/charmbracelet/log"
 	startime "go.starlark.net/lib/time"
 	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // Options configure one run.
@@ -546,12 +547,32 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 	v, err := starlark.Call(thread.Thread, fn, args, nil)
 	if err != nil {
 		werr := interp.WrapError(err, p.use.Plug.Name, handler)
+		if msg := c.Agent.FrozenChange(err, sourceLine(werr.Pos)); msg != "" {
+			werr.Msg = msg // ctx.agent.env["X"] = … after next(), not a bare "frozen hash table"
+		}
 		if !passedOn(err) {
 			r.log.Error("handler failed", "err", werr)
 		}
 		return nil, werr
 	}
 	return v, nil
+}
+
+// sourceLine returns the line of a plug file at pos, or "" when it cannot
+// be read (a plug of the standard library, say).
+func sourceLine(pos syntax.Position) string {
+	if !pos.IsValid() {
+		return ""
+	}
+	src, err := interp.ReadSource(pos.Filename())
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(src), "\n")
+	if n := int(pos.Line); n >= 1 && n <= len(lines) {
+		return lines[n-1]
+	}
+	return ""
 }
 
 // passedOn reports whether err is the failure of an inner handler that

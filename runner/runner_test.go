@@ -1009,3 +1009,28 @@ func TestIssue16_OnAttachNamesEachPlugThenTheAgent(t *testing.T) {
 		t.Fatalf("heard %q, want %q", heard, want)
 	}
 }
+
+// TestC5_AgentEnvAndArgsAfterNextSayWhy: changing ctx.agent.env or
+// ctx.agent.args after next() gets the message a field gets, not
+// Starlark's bare "frozen hash table"; a frozen global keeps Starlark's.
+func TestC5_AgentEnvAndArgsAfterNextSayWhy(t *testing.T) {
+	for _, tc := range []struct{ late, want string }{
+		{`ctx.agent.env["X"] = "1"`, `late.star:5:18: plug late: on_session: ctx.agent.env cannot change after next(): plug late already started the inner plugs and the agent; set ctx.agent before calling next()`},
+		{`ctx.agent.args.append("-v")`, `plug late: on_session: ctx.agent.args cannot change after next(): plug late already started`},
+		{`FLAGS.append("-v")`, `plug late: on_session: append: cannot append to frozen list`},
+	} {
+		c := newChain(t, map[string]string{
+			"blaise.star": agentStarted + `setup(use("./late.star"))`,
+			"late.star": `plug(name = "late")
+FLAGS = []
+def on_session(ctx, next):
+    next()
+    ` + tc.late + `
+`,
+		})
+		res := c.run(runner.Options{}, idle)
+		if res.Pause.Reason != "failed" || !strings.Contains(res.Pause.Err.Error(), tc.want) {
+			t.Errorf("%s: pause %+v, want an error holding %q", tc.late, res.Pause, tc.want)
+		}
+	}
+}
