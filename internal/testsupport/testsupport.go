@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,9 +27,15 @@ const poll = 5 * time.Millisecond
 // within Patience; what names the awaited event in the failure.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	if !within(Patience, cond) {
+	if !Wait(cond) {
 		t.Fatalf("timed out after %s waiting for %s", Patience, what)
 	}
+}
+
+// Wait waits until cond holds, for Patience at most, and reports whether
+// it held: for a test that says itself what it found instead.
+func Wait(cond func() bool) bool {
+	return within(Patience, cond)
 }
 
 // within reports whether cond holds before d has passed.
@@ -63,11 +70,17 @@ func Alive(pid int) bool {
 	return ok && (len(f) == 0 || (f[0] != "Z" && f[0] != "X"))
 }
 
+// Gone waits until pid is no longer Alive, for Patience at most, and
+// reports whether it is gone.
+func Gone(pid int) bool {
+	return Wait(func() bool { return !Alive(pid) })
+}
+
 // WaitGone waits until pid is no longer Alive and fails the test if it
 // still is after Patience; what names the process in the failure.
 func WaitGone(t testing.TB, pid int, what string) {
 	t.Helper()
-	if !within(Patience, func() bool { return !Alive(pid) }) {
+	if !Gone(pid) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		t.Fatalf("%s (process %d) is still running: %s", what, pid, b)
 	}
@@ -87,6 +100,22 @@ func Children(pid int) []int {
 		}
 	}
 	return out
+}
+
+// ReadPid waits until the file at path holds a whole line (a process
+// writes it when it starts) and returns the pid on it.
+func ReadPid(t testing.TB, path string) int {
+	t.Helper()
+	var b []byte
+	Eventually(t, "a pid in "+path, func() bool {
+		b, _ = os.ReadFile(path)
+		return bytes.HasSuffix(b, []byte("\n"))
+	})
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil {
+		t.Fatalf("pid file %s: %v", path, err)
+	}
+	return pid
 }
 
 // Buffer is a bytes.Buffer safe for concurrent use: a log or a transcript

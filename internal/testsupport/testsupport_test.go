@@ -23,11 +23,20 @@ func (r *recorder) Errorf(format string, args ...any) {
 	r.failed = fmt.Sprintf(format, args...)
 }
 func (r *recorder) Fatal(args ...any) { r.failed = fmt.Sprint(args...) }
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+}
 
 func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	var ready atomic.Bool
 	go ready.Store(true)
 	Eventually(t, "the goroutine", ready.Load)
+}
+
+func TestWaitReportsAConditionThatHolds(t *testing.T) {
+	if !Wait(func() bool { return true }) {
+		t.Fatal("a condition that holds did not")
+	}
 }
 
 func TestWithinGivesUpAfterItsTime(t *testing.T) {
@@ -69,8 +78,25 @@ func TestWaitGoneCountsAZombieAsGone(t *testing.T) {
 	// Not reaped yet: a zombie.
 	WaitGone(t, cmd.Process.Pid, "the killed sleeper")
 	_ = cmd.Wait()
-	if Alive(cmd.Process.Pid) {
+	if !Gone(cmd.Process.Pid) || Alive(cmd.Process.Pid) {
 		t.Fatal("a reaped process is alive")
+	}
+}
+
+func TestReadPidWaitsForAWholeLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pid")
+	go func() {
+		_ = os.WriteFile(path+".tmp", []byte("42\n"), 0o644)
+		_ = os.Rename(path+".tmp", path)
+	}()
+	if pid := ReadPid(t, path); pid != 42 {
+		t.Fatalf("read %d", pid)
+	}
+	_ = os.WriteFile(path, []byte("x\n"), 0o644)
+	r := &recorder{TB: t}
+	ReadPid(r, path)
+	if !strings.Contains(r.failed, path) {
+		t.Fatalf("a bad pid file reads %q", r.failed)
 	}
 }
 
