@@ -594,7 +594,14 @@ func TestM7_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
 	}, runner.Options{})
 	sid := s.Open(s.c.dir)
 	s.Prompt(3, sid, "/sleep 60000")
-	time.Sleep(50 * time.Millisecond)
+	testsupport.Eventually(t, "the prompt to reach the agent", func() bool {
+		for _, r := range acptest.Records(t, s.records.String()) {
+			if r.Direction == acp.ToAgent.Direction() && r.Method == "session/prompt" {
+				return true
+			}
+		}
+		return false
+	})
 	s.run.Stop(session.Stop{Reason: "idle", MayResume: true})
 	_, resp := s.Until(acptest.ResponseTo("3"))
 	if resp.Error == nil && !strings.Contains(string(resp.Result), "cancelled") {
