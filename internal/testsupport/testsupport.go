@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,6 +69,11 @@ func stat(pid int) ([]string, bool) {
 // its parent has not reaped it yet, so it counts as gone.
 func Alive(pid int) bool {
 	f, ok := stat(pid)
+	if !ok && runtime.GOOS != "linux" {
+		// No /proc: ask the kernel, for which a zombie is still alive.
+		p, err := os.FindProcess(pid)
+		return err == nil && p.Signal(syscall.Signal(0)) == nil
+	}
 	return ok && (len(f) == 0 || (f[0] != "Z" && f[0] != "X"))
 }
 
