@@ -11,6 +11,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	lifecycle "github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
@@ -255,7 +256,7 @@ func TestIdleSessionResumesTransparently(t *testing.T) {
 	if !run1.wait(10 * time.Second) {
 		t.Fatal("the run did not stop")
 	}
-	waitFor(t, func() bool { return f.record(a).State == lifecycle.Paused })
+	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(a).State == lifecycle.Paused })
 
 	msgs, resp := c.prompt(3, a, "second")
 	if got := acptest.Texts(t, a, msgs); got != "echo: second" {
@@ -348,7 +349,7 @@ func TestUnknownAndEndedSessionsAreNotFound(t *testing.T) {
 	a := c.newSession(2)
 	f.run(a).Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 	f.run(a).wait(10 * time.Second)
-	waitFor(t, func() bool { return f.record(a).State == lifecycle.Ended })
+	testsupport.Eventually(t, "the session to be ended", func() bool { return f.record(a).State == lifecycle.Ended })
 	_, resp = c.prompt(3, a, "hi")
 	if resp.Error == nil || !strings.Contains(string(resp.Error), "-32002") {
 		t.Fatalf("ended session: %s", resp.Raw)
@@ -462,17 +463,6 @@ func TestSessionListIsAnsweredFromTheStore(t *testing.T) {
 	_ = c.close()
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestPipelinedRequestsWaitForInitialize(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)
@@ -564,7 +554,7 @@ func TestCloseOfASessionPausesIt(t *testing.T) {
 	if !f.run(a).wait(10 * time.Second) {
 		t.Fatal("the run goes on after session/close")
 	}
-	waitFor(t, func() bool { return f.record(a).State == lifecycle.Paused })
+	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(a).State == lifecycle.Paused })
 	// Closing it again answers without a run.
 	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/close","params":{"sessionId":%q}}`, a)
 	if _, resp := c.await("3"); resp.Error != nil || f.run(a).num != 1 {
@@ -619,7 +609,7 @@ func TestCancelOfAPromptWaitingForItsRun(t *testing.T) {
 	a := c.newSession(1)
 	_ = f.run(a).StopIdle()
 	f.run(a).wait(10 * time.Second)
-	waitFor(t, func() bool { return f.record(a).State == lifecycle.Paused })
+	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(a).State == lifecycle.Paused })
 	// The prompt starts a resume run; the cancel comes before or after the
 	// run is ready: either way the prompt ends cancelled.
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"/sleep 5000\nlate"}]}}`, a)

@@ -24,6 +24,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
@@ -139,8 +140,8 @@ func newLab(t *testing.T, role string, settings session.Settings, files map[stri
 		Dir:      dir,
 		// Race builds sleep a second at exit unless told not to.
 		Env:     append(os.Environ(), roleEnv+"="+role, "GORACE=atexit_sleep_ms=0"),
-		Stderr:  &acptest.Buffer{},
-		Log:     log.New(&acptest.Buffer{}),
+		Stderr:  &testsupport.Buffer{},
+		Log:     log.New(&testsupport.Buffer{}),
 		Clock:   clock,
 		Settled: func(r *session.Record) { l.settled <- r },
 	}

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,32 +13,8 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/demoagent"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
-
-// A syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) WriteString(s string) {
-	b.Write([]byte(s))
-}
-
-// take returns the contents and empties the buffer.
-func (b *syncBuffer) take() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.b.String()
-	b.b.Reset()
-	return s
-}
 
 // A session is a Conn and a Terminal connected to a demo agent, with an
 // initialized session whose cwd is root.
@@ -48,7 +23,7 @@ type session struct {
 	ctx       context.Context
 	conn      *Conn
 	term      *Terminal
-	out, errs *syncBuffer
+	out, errs *testsupport.Buffer
 	root      string
 	id        string
 }
@@ -57,7 +32,7 @@ type session struct {
 // Terminal before the connection starts.
 func newSession(t *testing.T, setup func(s *session)) *session {
 	t.Helper()
-	s := &session{t: t, out: new(syncBuffer), errs: new(syncBuffer), root: t.TempDir()}
+	s := &session{t: t, out: new(testsupport.Buffer), errs: new(testsupport.Buffer), root: t.TempDir()}
 	s.term = &Terminal{Out: s.out, Err: s.errs, Root: s.root}
 	if setup != nil {
 		setup(s)
@@ -126,7 +101,7 @@ func (s *session) prompt(text string) (stopReason, out string) {
 	}
 	s.decode(raw, &res)
 	s.term.EndTurn(res.StopReason)
-	return res.StopReason, s.out.take()
+	return res.StopReason, s.out.Take()
 }
 
 // expect runs a prompt that must end the turn and checks the rendering.
@@ -175,7 +150,7 @@ func TestRenderPrompts(t *testing.T) {
 	for _, tt := range tests {
 		s.expect(tt.prompt, tt.want)
 	}
-	if got := s.errs.take(); got != "" {
+	if got := s.errs.Take(); got != "" {
 		t.Errorf("diagnostics: %q", got)
 	}
 }
@@ -195,7 +170,7 @@ func TestRenderLoadReplay(t *testing.T) {
 	s.term.EndTurn("")
 	want := "> hello\necho: hello\n" +
 		"> /tool grep\n> /think ok\n• grep [other] (pending)\n  ↳ completed\n    grep: done\nthinking: ok\n"
-	if got := s.out.take(); got != want {
+	if got := s.out.Take(); got != want {
 		t.Errorf("replay rendered\n%s\nwant\n%s", quoteLines(got), quoteLines(want))
 	}
 }
@@ -203,7 +178,7 @@ func TestRenderLoadReplay(t *testing.T) {
 // askWith returns an Ask that answers with the given lines in turn, echoing
 // the question and the answer to out as a terminal would, and io.EOF after
 // the last.
-func askWith(out *syncBuffer, answers ...string) func(context.Context, string) (string, error) {
+func askWith(out *testsupport.Buffer, answers ...string) func(context.Context, string) (string, error) {
 	var mu sync.Mutex
 	return func(_ context.Context, q string) (string, error) {
 		mu.Lock()
@@ -350,7 +325,7 @@ func TestFiles(t *testing.T) {
 		t.Errorf("written file: %q, %v", b, err)
 	}
 	s.expect("/read sub/out.txt", "read "+root+"/sub/out.txt: line one\nline two\n")
-	if got := s.errs.take(); got != "" {
+	if got := s.errs.Take(); got != "" {
 		t.Errorf("diagnostics: %q", got)
 	}
 
@@ -374,7 +349,7 @@ func TestFiles(t *testing.T) {
 		"client: refused fs/read_text_file " + viaLink + ": a symbolic link leads outside " + root + "\n" +
 		"client: refused fs/write_text_file " + evil + ": outside " + root + "\n" +
 		"client: refused fs/write_text_file " + viaLinkNew + ": a symbolic link leads outside " + root + "\n"
-	if got := s.errs.take(); got != wantErrs {
+	if got := s.errs.Take(); got != wantErrs {
 		t.Errorf("diagnostics\n%s\nwant\n%s", quoteLines(got), quoteLines(wantErrs))
 	}
 }
@@ -383,7 +358,7 @@ func TestFilesNoRoot(t *testing.T) {
 	s := newSession(t, func(s *session) { s.term.Root = "" })
 	p := filepath.Join(s.root, "x.txt")
 	s.expect("/read x.txt", "read "+p+`: error: path is outside the session root (-32602) {"path":"`+p+`","root":""}`+"\n")
-	if got, want := s.errs.take(), "client: refused fs/read_text_file "+p+": no session root\n"; got != want {
+	if got, want := s.errs.Take(), "client: refused fs/read_text_file "+p+": no session root\n"; got != want {
 		t.Errorf("diagnostics %q, want %q", got, want)
 	}
 }
@@ -469,7 +444,7 @@ func TestPermissionMenu(t *testing.T) {
 		{nil, "deny", "choose [1-3]: 3 (default)\n", `{"outcome":{"optionId":"r1","outcome":"selected"}}`},
 	}
 	for _, tt := range tests {
-		out := new(syncBuffer)
+		out := new(testsupport.Buffer)
 		term := &Terminal{Out: out, Ask: askWith(out, tt.answers...), Default: tt.def}
 		res, err := term.Request(context.Background(), "session/request_permission", params)
 		if err != nil {
@@ -478,37 +453,37 @@ func TestPermissionMenu(t *testing.T) {
 		if b, _ := json.Marshal(res); string(b) != tt.outcome {
 			t.Errorf("%v: outcome %s, want %s", tt.answers, b, tt.outcome)
 		}
-		if got := out.take(); got != header+tt.want {
+		if got := out.Take(); got != header+tt.want {
 			t.Errorf("%v: rendered\n%s\nwant\n%s", tt.answers, quoteLines(got), quoteLines(header+tt.want))
 		}
 	}
 
 	// Only allow options and --no: no option fits.
-	out := new(syncBuffer)
+	out := new(testsupport.Buffer)
 	term := &Terminal{Out: out, Default: "deny"}
 	res, err := term.Request(context.Background(), "session/request_permission", json.RawMessage(
 		`{"sessionId":"s","toolCall":{"toolCallId":"call-1"},"options":[{"kind":"allow_once","name":"Go","optionId":"go"}]}`))
 	if b, _ := json.Marshal(res); err != nil || string(b) != `{"outcome":{"outcome":"cancelled"}}` {
 		t.Errorf("outcome %s, %v", b, err)
 	}
-	if got, want := out.take(), "permission requested: call-1\n  [1] Go\nchoose [1-1]: cancelled (no deny option)\n"; got != want {
+	if got, want := out.Take(), "permission requested: call-1\n  [1] Go\nchoose [1-1]: cancelled (no deny option)\n"; got != want {
 		t.Errorf("rendered %q, want %q", got, want)
 	}
 
 	// No options at all.
-	out = new(syncBuffer)
+	out = new(testsupport.Buffer)
 	term = &Terminal{Out: out, Ask: askWith(out, "y")}
 	res, err = term.Request(context.Background(), "session/request_permission", json.RawMessage(
 		`{"sessionId":"s","toolCall":{"toolCallId":"call-1","title":"x"},"options":[]}`))
 	if b, _ := json.Marshal(res); err != nil || string(b) != `{"outcome":{"outcome":"cancelled"}}` {
 		t.Errorf("outcome %s, %v", b, err)
 	}
-	if got, want := out.take(), "permission requested: x\ncancelled (no options)\n"; got != want {
+	if got, want := out.Take(), "permission requested: x\ncancelled (no options)\n"; got != want {
 		t.Errorf("rendered %q, want %q", got, want)
 	}
 
 	// A request the agent cancels ($/cancel_request) while the person thinks.
-	out = new(syncBuffer)
+	out = new(testsupport.Buffer)
 	term = &Terminal{Out: out, Ask: func(ctx context.Context, q string) (string, error) {
 		out.WriteString(q)
 		<-ctx.Done()
@@ -520,7 +495,7 @@ func TestPermissionMenu(t *testing.T) {
 	if b, _ := json.Marshal(res); err != nil || string(b) != `{"outcome":{"outcome":"cancelled"}}` {
 		t.Errorf("outcome %s, %v", b, err)
 	}
-	if got, want := out.take(), header+"choose [1-3]: cancelled\n"; got != want {
+	if got, want := out.Take(), header+"choose [1-3]: cancelled\n"; got != want {
 		t.Errorf("rendered %q, want %q", got, want)
 	}
 }
@@ -573,16 +548,16 @@ func TestRenderUpdates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, errs := new(syncBuffer), new(syncBuffer)
+			out, errs := new(testsupport.Buffer), new(testsupport.Buffer)
 			term := &Terminal{Out: out, Err: errs}
 			for _, u := range tt.updates {
 				term.Notification("session/update", json.RawMessage(`{"sessionId":"s","update":`+u+`}`))
 			}
 			term.EndTurn("end_turn")
-			if got := out.take(); got != tt.want {
+			if got := out.Take(); got != tt.want {
 				t.Errorf("rendered\n%s\nwant\n%s", quoteLines(got), quoteLines(tt.want))
 			}
-			if got := errs.take(); got != "" {
+			if got := errs.Take(); got != "" {
 				t.Errorf("diagnostics: %q", got)
 			}
 		})
@@ -590,17 +565,17 @@ func TestRenderUpdates(t *testing.T) {
 }
 
 func TestRenderMalformed(t *testing.T) {
-	out, errs := new(syncBuffer), new(syncBuffer)
+	out, errs := new(testsupport.Buffer), new(testsupport.Buffer)
 	term := &Terminal{Out: out, Err: errs}
 	term.Notification("session/update", json.RawMessage(`{"sessionId":"s"}`))
 	term.Notification("session/update", json.RawMessage(`{"sessionId":"s","update":{"sessionUpdate":"plan","entries":7}}`))
 	term.Notification("_demo/ping", json.RawMessage(`{"text":"hi"}`))
 	term.Notice("interrupted")
 	term.EndTurn("cancelled")
-	if got, want := out.take(), "interrupted\n· stopped: cancelled\n"; got != want {
+	if got, want := out.Take(), "interrupted\n· stopped: cancelled\n"; got != want {
 		t.Errorf("rendered %q, want %q", got, want)
 	}
-	got := errs.take()
+	got := errs.Take()
 	if n := strings.Count(got, "client: malformed session/update"); n != 2 {
 		t.Errorf("diagnostics %q: want 2 malformed updates", got)
 	}

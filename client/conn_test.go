@@ -329,10 +329,11 @@ func TestConnIgnoresStrayResponsesAndBadLines(t *testing.T) {
 func TestConnCallContext(t *testing.T) {
 	c, p := newPeer(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
 	go func() {
 		m := p.next()
 		cancel()
-		time.Sleep(10 * time.Millisecond)
+		<-returned
 		p.send(string(acp.NewResponse(m.ID, []byte(`"late"`)))) // dropped
 		m = p.next()
 		p.send(string(acp.NewResponse(m.ID, []byte(`"next"`))))
@@ -340,6 +341,7 @@ func TestConnCallContext(t *testing.T) {
 	if _, err := c.Call(ctx, "slow", nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
+	close(returned)
 	if res, err := c.Call(context.Background(), "next", nil); err != nil || string(res) != `"next"` {
 		t.Errorf("result %s, %v", res, err)
 	}
@@ -347,19 +349,23 @@ func TestConnCallContext(t *testing.T) {
 
 func TestConnClose(t *testing.T) {
 	handlerDone := make(chan error, 1)
+	handling := make(chan struct{})
 	c, p := newPeer(t, handlerFuncs{request: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		close(handling)
 		<-ctx.Done()
 		handlerDone <- context.Cause(ctx)
 		return nil, ctx.Err()
 	}})
-	go func() { p.next() }() // the call, never answered
+	sent := make(chan struct{})
+	go func() { p.next(); close(sent) }() // the call, never answered
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"slow"}`)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Call(context.Background(), "session/prompt", nil)
 		errc <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	<-handling
+	<-sent
 	c.Close()
 	if err := <-errc; !errors.Is(err, ErrClosed) {
 		t.Errorf("pending call: %v, want ErrClosed", err)

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -212,7 +212,7 @@ type harness struct {
 	conn    *acp.ClientSideConnection
 	toAgent *io.PipeWriter
 	wire    *teeWriter
-	log     *acptest.Buffer
+	log     *testsupport.Buffer
 	done    chan struct{} // closed when Run has returned
 	runErr  error         // Run's result, once done is closed
 	cancel  context.CancelFunc
@@ -224,7 +224,7 @@ func start(t *testing.T, stateDir string, opts ...func(*Options, *testClient)) *
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
 	tc := newTestClient()
-	h := &harness{t: t, client: tc, toAgent: c2aW, wire: &teeWriter{w: a2cW}, log: &acptest.Buffer{}, done: make(chan struct{})}
+	h := &harness{t: t, client: tc, toAgent: c2aW, wire: &teeWriter{w: a2cW}, log: &testsupport.Buffer{}, done: make(chan struct{})}
 	o := Options{StateDir: stateDir, Log: h.log}
 	for _, f := range opts {
 		f(&o, tc)
@@ -307,17 +307,6 @@ func (h *harness) run(sid acp.SessionId, text string) (acp.StopReason, []string)
 		h.t.Fatalf("prompt %q: %v", text, err)
 	}
 	return resp.StopReason, h.client.described(from)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 func errCode(err error) int {
@@ -624,7 +613,7 @@ func TestCancel(t *testing.T) {
 			resp, err := h.prompt(sid, acp.TextBlock(prompt))
 			ch <- result{resp, err}
 		}()
-		waitFor(t, "turn in progress: "+prompt, ready)
+		testsupport.Eventually(t, "turn in progress: "+prompt, ready)
 		sent++
 		if err := h.conn.Cancel(ctxT(t), acp.CancelNotification{SessionId: sid}); err != nil {
 			t.Fatal(err)
@@ -633,7 +622,7 @@ func TestCancel(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("%q: prompt error after cancel: %v", prompt, r.err)
 		}
-		waitFor(t, "the agent handled the cancel of "+prompt, handled)
+		testsupport.Eventually(t, "the agent handled the cancel of "+prompt, handled)
 		return r.resp, h.client.described(from)
 	}
 
@@ -670,11 +659,9 @@ func TestCancel(t *testing.T) {
 	h.client.mu.Unlock()
 	go func(want int) {
 		// Answer only once the agent has handled this turn's session/cancel
-		// (or, should it never, after waitFor's bound: the checks below fail).
+		// (or, should it never, after Wait's bound: the checks below fail).
 		<-asked
-		for deadline := time.Now().Add(5 * time.Second); strings.Count(h.log.String(), "msg=cancel") < want && time.Now().Before(deadline); {
-			time.Sleep(2 * time.Millisecond)
-		}
+		testsupport.Wait(func() bool { return strings.Count(h.log.String(), "msg=cancel") >= want })
 		close(release)
 	}(sent + 1)
 	resp, got = cancelWhen("/permission\nafter", func() bool {
@@ -701,7 +688,7 @@ func TestCancel(t *testing.T) {
 	if resp.StopReason != acp.StopReasonCancelled || len(got) != 0 {
 		t.Errorf("cancel during terminal: %s, %q", resp.StopReason, got)
 	}
-	waitFor(t, "terminal kill and release", func() bool {
+	testsupport.Eventually(t, "terminal kill and release", func() bool {
 		calls := h.client.callLog()
 		return len(calls) == 4 && calls[2] == "kill term-1" && calls[3] == "release term-1"
 	})
@@ -819,7 +806,7 @@ func TestExit(t *testing.T) {
 	}
 	// The chunks were written before the crash; the client may still be
 	// processing them when its Prompt call fails.
-	waitFor(t, "both chunks", func() bool { return h.client.numUpdates() >= from+2 })
+	testsupport.Eventually(t, "both chunks", func() bool { return h.client.numUpdates() >= from+2 })
 	if got := h.client.described(from); !equal(got, []string{"agent: chunk 1", "agent: chunk 2"}) {
 		t.Errorf("updates: %q", got)
 	}
@@ -878,7 +865,7 @@ func TestRunStops(t *testing.T) {
 	h.initialize()
 	sid := h.newSession(t.TempDir())
 	go h.prompt(sid, acp.TextBlock("/sleep 60000"))
-	waitFor(t, "turn started", func() bool { return strings.Contains(h.log.String(), "turn started") })
+	testsupport.Eventually(t, "turn started", func() bool { return strings.Contains(h.log.String(), "turn started") })
 	h.cancel()
 	if err := h.wait(); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)

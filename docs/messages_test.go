@@ -33,6 +33,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
@@ -140,8 +141,8 @@ type proxySession struct {
 	dir     string // the example's directory, also the ACP session's cwd
 	run     *runner.Run
 	done    chan runner.Result
-	logs    *acptest.Buffer
-	records *acptest.Buffer
+	logs    *testsupport.Buffer
+	records *testsupport.Buffer
 	rec     *acp.JSONLRecorder
 }
 
@@ -183,7 +184,7 @@ func startChain(t *testing.T, files map[string]string) *proxySession {
 		}
 	}
 	config := filepath.Join(dir, "blaise.star")
-	logs := &acptest.Buffer{}
+	logs := &testsupport.Buffer{}
 	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
 	cfg, err := runner.LoadConfig(config, logger)
 	if err != nil {
@@ -191,7 +192,7 @@ func startChain(t *testing.T, files map[string]string) *proxySession {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &proxySession{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &acptest.Buffer{}}
+	s := &proxySession{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &testsupport.Buffer{}}
 	s.Client = &acptest.Client{
 		T:    t,
 		In:   acptest.Read(outR, func(err error) { t.Errorf("the client got a line that is not a message: %v", err) }),
@@ -239,12 +240,8 @@ func (s *proxySession) recorded() []acp.Record {
 // waitLog waits until the log holds want.
 func (s *proxySession) waitLog(want string) {
 	s.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(s.logs.String(), want) {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the log lacks %q:\n%s", want, s.logs)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsupport.Wait(func() bool { return strings.Contains(s.logs.String(), want) }) {
+		s.t.Fatalf("the log lacks %q:\n%s", want, s.logs)
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
 
 // newTestLocal returns a local host whose workspace is a fresh directory,
@@ -28,53 +30,6 @@ func newTestLocal(t *testing.T) (*Local, string) {
 	h := NewLocal(LocalOptions{Workspace: ws})
 	t.Cleanup(func() { h.Close() })
 	return h, ws
-}
-
-// alive reports whether pid is a live process (zombies count as dead).
-func alive(pid int) bool {
-	if runtime.GOOS == "linux" {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return false
-		}
-		// pid (comm) S ...: the state follows the last ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
-	}
-	return syscall.Kill(pid, 0) == nil
-}
-
-// waitGone fails the test unless pid disappears within a few seconds.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d is still alive", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// readPid waits for a file holding a pid and returns it.
-func readPid(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("pid file %s: %v", path, err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestInfo(t *testing.T) {
@@ -252,7 +207,7 @@ func TestExecTimeoutKillsGrandchildren(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("exec took %v", d)
 	}
-	waitGone(t, readPid(t, pidfile))
+	testsupport.WaitGone(t, testsupport.ReadPid(t, pidfile), "the command")
 }
 
 func TestExecGrandchildHoldingStdout(t *testing.T) {
@@ -274,7 +229,7 @@ func TestExecGrandchildHoldingStdout(t *testing.T) {
 	if d := time.Since(start); d > 300*time.Millisecond+execWaitDelay+2*time.Second {
 		t.Errorf("exec took %v", d)
 	}
-	pid := readPid(t, filepath.Join(ws, "pidfile"))
+	pid := testsupport.ReadPid(t, filepath.Join(ws, "pidfile"))
 	syscall.Kill(pid, syscall.SIGKILL)
 }
 
@@ -291,7 +246,7 @@ func TestExecKillsLeftoversOnExit(t *testing.T) {
 	if d := time.Since(start); d > execWaitDelay {
 		t.Errorf("exec took %v; a background process holding stdout delayed it", d)
 	}
-	waitGone(t, readPid(t, filepath.Join(ws, "pidfile")))
+	testsupport.WaitGone(t, testsupport.ReadPid(t, filepath.Join(ws, "pidfile")), "the command")
 }
 
 func TestExecContextCancel(t *testing.T) {
@@ -305,7 +260,7 @@ func TestExecContextCancel(t *testing.T) {
 	if res.Code != -1 {
 		t.Errorf("code = %d", res.Code)
 	}
-	waitGone(t, readPid(t, filepath.Join(ws, "pidfile")))
+	testsupport.WaitGone(t, testsupport.ReadPid(t, filepath.Join(ws, "pidfile")), "the command")
 }
 
 func TestSpawnPipesAndWait(t *testing.T) {
@@ -400,8 +355,8 @@ func TestSpawnKillKillsGroup(t *testing.T) {
 	if code, err := p.Wait(); code != -1 || err != nil {
 		t.Errorf("Wait = %d, %v", code, err)
 	}
-	waitGone(t, grandchild)
-	waitGone(t, p.Pid())
+	testsupport.WaitGone(t, grandchild, "the grandchild")
+	testsupport.WaitGone(t, p.Pid(), "the spawned process")
 }
 
 func TestSpawnSignal(t *testing.T) {
@@ -448,7 +403,7 @@ func TestCloseKillsEverything(t *testing.T) {
 		res, err := h.Exec(context.Background(), []string{"sh", "-c", "sleep 100 & echo $! > execpid; wait"}, ExecOptions{})
 		execDone <- result{res, err}
 	}()
-	pids := []int{readPid(t, filepath.Join(ws, "spawn0")), readPid(t, filepath.Join(ws, "spawn1")), readPid(t, filepath.Join(ws, "execpid"))}
+	pids := []int{testsupport.ReadPid(t, filepath.Join(ws, "spawn0")), testsupport.ReadPid(t, filepath.Join(ws, "spawn1")), testsupport.ReadPid(t, filepath.Join(ws, "execpid"))}
 
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
@@ -457,7 +412,7 @@ func TestCloseKillsEverything(t *testing.T) {
 		if code, _ := p.Wait(); code != -1 {
 			t.Errorf("spawned process: code %d, want -1", code)
 		}
-		if alive(p.Pid()) {
+		if testsupport.Alive(p.Pid()) {
 			t.Errorf("spawned process %d alive after Close", p.Pid())
 		}
 	}
@@ -470,7 +425,7 @@ func TestCloseKillsEverything(t *testing.T) {
 		t.Fatal("exec still running after Close")
 	}
 	for _, pid := range pids {
-		waitGone(t, pid)
+		testsupport.WaitGone(t, pid, "a process of the closed host")
 	}
 
 	// Everything fails afterwards.

@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/hosts/hostd"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
@@ -96,27 +96,6 @@ func pidFrom(t *testing.T, c *chain, marker string) int {
 	return pid
 }
 
-// waitGone waits until process pid no longer exists.
-func waitGone(t *testing.T, pid int, what string) {
-	t.Helper()
-	// A hostd cut off from the network notices by its keepalives, after
-	// at most 30 s.
-	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		// A zombie has ended; its parent has yet to reap it.
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if _, rest, _ := strings.Cut(string(b), ") "); strings.HasPrefix(rest, "Z") {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	t.Fatalf("%s (process %d) is still running: %s", what, pid, b)
-}
-
 func TestC6_HostdCommandRunsInnerPlugsAndTheAgentThere(t *testing.T) {
 	other := t.TempDir()
 	c := newChain(t, map[string]string{
@@ -156,7 +135,7 @@ def on_session(ctx, next):
 		t.Errorf("the file was not made on the host: %v", err)
 	}
 	// The agent ran there: it is the hostd's child, and it is gone with it.
-	waitGone(t, pidFrom(t, c, "HOSTD "), "the hostd after next() returned")
+	testsupport.WaitGone(t, pidFrom(t, c, "HOSTD "), "the hostd after next() returned")
 }
 
 // turn runs one session with the demo agent, the switch plug sw (none:
@@ -209,7 +188,7 @@ func TestC3_KillingTheHostdMidTurnPausesFailedWithTheCause(t *testing.T) {
 		!strings.Contains(res.Pause.Err.Error(), "connection to the host lost") {
 		t.Fatalf("pause %+v", res.Pause)
 	}
-	waitGone(t, agent, "the agent of the killed hostd")
+	testsupport.WaitGone(t, agent, "the agent of the killed hostd")
 }
 
 func TestC3_CuttingTheStreamPausesFailedAndEndsBothSides(t *testing.T) {
@@ -226,8 +205,8 @@ func TestC3_CuttingTheStreamPausesFailedAndEndsBothSides(t *testing.T) {
 	if res.Pause.Reason != "failed" || res.Pause.Err == nil || !strings.Contains(res.Pause.Err.Error(), "connection to the host lost") {
 		t.Fatalf("pause %+v", res.Pause)
 	}
-	waitGone(t, hostdPid, "the hostd whose stream was cut")
-	waitGone(t, agent, "the agent of the cut hostd")
+	testsupport.WaitGone(t, hostdPid, "the hostd whose stream was cut")
+	testsupport.WaitGone(t, agent, "the agent of the cut hostd")
 }
 
 // turnOnAFarHost starts a session whose agent runs on the host that expr
@@ -251,22 +230,12 @@ func turnOnAFarHost(t *testing.T, expr string) (s *proxySession, hostdPid, agent
 // childOf returns the pid of a child of pid.
 func childOf(t *testing.T, pid int) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-		for _, st := range stats {
-			b, _ := os.ReadFile(st)
-			// pid (comm) state ppid …; comm may hold spaces.
-			_, rest, ok := strings.Cut(string(b), ") ")
-			if f := strings.Fields(rest); ok && len(f) > 1 && f[1] == strconv.Itoa(pid) {
-				child, _ := strconv.Atoi(strings.Fields(string(b))[0])
-				return child
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %d has no child", pid)
-	return 0
+	var kids []int
+	testsupport.Eventually(t, fmt.Sprintf("a child of process %d", pid), func() bool {
+		kids = testsupport.Children(pid)
+		return len(kids) > 0
+	})
+	return kids[0]
 }
 
 func TestH2_HostFailuresAreClearErrorsInThePlug(t *testing.T) {
@@ -443,5 +412,5 @@ def on_session(ctx, next):
 	if got := pidFrom(t, c, "PPPID "); got != firstPid {
 		t.Errorf("the second hostd's parent is %d, not the first hostd %d", got, firstPid)
 	}
-	waitGone(t, firstPid, "the first hostd")
+	testsupport.WaitGone(t, firstPid, "the first hostd")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -74,7 +75,7 @@ func TestM1_InteropWithTheSDKExampleAgent(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin)
-	stderr := &acptest.Buffer{}
+	stderr := &testsupport.Buffer{}
 	cmd.Stderr = stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

@@ -13,6 +13,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -74,7 +75,7 @@ type proxySession struct {
 	c       *chain
 	run     *runner.Run
 	done    chan runner.Result
-	records *acptest.Buffer
+	records *testsupport.Buffer
 	rec     *acp.JSONLRecorder
 }
 
@@ -83,7 +84,7 @@ func startSession(t *testing.T, files map[string]string, opts runner.Options) *p
 	c := newChain(t, files)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &proxySession{t: t, c: c, done: make(chan runner.Result, 1), records: &acptest.Buffer{}}
+	s := &proxySession{t: t, c: c, done: make(chan runner.Result, 1), records: &testsupport.Buffer{}}
 	s.Client = &acptest.Client{
 		T:       t,
 		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),
@@ -593,7 +594,14 @@ func TestM7_PendingRequestsAnsweredWhenTheAgentStops(t *testing.T) {
 	}, runner.Options{})
 	sid := s.Open(s.c.dir)
 	s.Prompt(3, sid, "/sleep 60000")
-	time.Sleep(50 * time.Millisecond)
+	testsupport.Eventually(t, "the prompt to reach the agent", func() bool {
+		for _, r := range acptest.Records(t, s.records.String()) {
+			if r.Direction == acp.ToAgent.Direction() && r.Method == "session/prompt" {
+				return true
+			}
+		}
+		return false
+	})
 	s.run.Stop(session.Stop{Reason: "idle", MayResume: true})
 	_, resp := s.Until(acptest.ResponseTo("3"))
 	if resp.Error == nil && !strings.Contains(string(resp.Result), "cancelled") {
@@ -628,12 +636,8 @@ def on_message(ctx, message, next):
 	if !passed {
 		t.Fatal("the misfit message did not reach the agent as it came")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(s.c.logs.String(), "params do not fit the ACP schema") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no protocol warning in:\n%s", s.c.logs)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testsupport.Wait(func() bool { return strings.Contains(s.c.logs.String(), "params do not fit the ACP schema") }) {
+		t.Fatalf("no protocol warning in:\n%s", s.c.logs)
 	}
 }
 

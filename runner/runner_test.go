@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
@@ -25,7 +24,7 @@ type chain struct {
 	t     *testing.T
 	dir   string
 	cfg   *interp.Config
-	logs  *acptest.Buffer
+	logs  *testsupport.Buffer
 	log   *log.Logger
 	store *builtins.MemStore
 }
@@ -43,7 +42,7 @@ func newChain(t *testing.T, files map[string]string) *chain {
 			t.Fatal(err)
 		}
 	}
-	logs := &acptest.Buffer{}
+	logs := &testsupport.Buffer{}
 	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
 	cfg, err := runner.LoadConfig(filepath.Join(dir, "blaise.star"), logger)
 	if err != nil {
@@ -779,11 +778,10 @@ def on_session(ctx, next):
 	r := runner.New(runner.Options{Config: c.cfg, Logger: c.log, SessionID: "s", Kind: session.StartRun, AgentGrace: 200 * time.Millisecond})
 	done := make(chan runner.Result, 1)
 	go func() { done <- r.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(c.dir, "started")); err == nil {
-			break
-		}
-	}
+	testsupport.Eventually(t, "the agent to start", func() bool {
+		_, err := os.Stat(filepath.Join(c.dir, "started"))
+		return err == nil
+	})
 	cancel()
 	res := <-done
 	want := "before False None|after True the session is shutting down failed"
@@ -811,11 +809,8 @@ def on_session(ctx, next):
 	if pid <= 0 {
 		t.Fatalf("pid %q", b)
 	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if !strings.Contains(string(stat), ") Z ") {
-			t.Fatalf("process %d spawned by a plug outlived the run", pid)
-		}
+	if testsupport.Alive(pid) {
+		t.Fatalf("process %d spawned by a plug outlived the run", pid)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/sshtest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -76,8 +77,8 @@ func TestC3_SSHServerKilledOrCutMidTurnPausesFailed(t *testing.T) {
 				t.Fatalf("pause %+v", res.Pause)
 			}
 			// Nothing is left on the far side.
-			waitGone(t, hostdPid, "the hostd")
-			waitGone(t, agent, "the agent")
+			testsupport.WaitGone(t, hostdPid, "the hostd")
+			testsupport.WaitGone(t, agent, "the agent")
 		})
 	}
 }

@@ -10,27 +10,9 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
-
-// golden compares got with testdata/name (BLAISE_UPDATE_GOLDEN=1 rewrites
-// it).
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("got:\n%s\nwant (%s):\n%s", got, path, want)
-	}
-}
 
 // TestIssue16_LogRendersTheTranscript (issue 16, item 4; M5): a transcript
 // of real runs of the demo agent, and hand-made records of plugs that
@@ -44,7 +26,7 @@ func TestIssue16_LogRendersTheTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.Term.EndTurn("")
-	golden(t, "log.golden", out.Bytes())
+	testsupport.Golden(t, filepath.Join("testdata", "log.golden"), out.Bytes())
 	if want := "transcript line 63: not a record: invalid character 'o' in literal null (expecting 'u')\n"; errs.String() != want {
 		t.Errorf("diagnostics %q, want %q", errs.String(), want)
 	}
@@ -101,5 +83,5 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 		}
 		got.WriteString("\n")
 	}
-	golden(t, "show.golden", bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
+	testsupport.Golden(t, filepath.Join("testdata", "show.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
 }

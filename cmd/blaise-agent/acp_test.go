@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -75,17 +76,11 @@ func (l *acpLab) record(id string) *session.Record {
 // waitState waits until the session is in state.
 func (l *acpLab) waitState(id string, state session.State) *session.Record {
 	l.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rec := l.record(id)
-		if rec.State == state {
-			return rec
-		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("session %s is %s, want %s", id, rec.State, state)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var rec *session.Record
+	if !testsupport.Wait(func() bool { rec = l.record(id); return rec.State == state }) {
+		l.t.Fatalf("session %s is %s, want %s", id, rec.State, state)
 	}
+	return rec
 }
 
 // acpProc is `blaise-agent acp` in a process of its own, driven with raw
@@ -95,7 +90,7 @@ type acpProc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	in     io.WriteCloser
-	stderr *lockedBuilder
+	stderr *testsupport.Buffer
 	cwd    string
 }
 
@@ -104,7 +99,7 @@ func (l *acpLab) start(args ...string) *acpProc {
 	args = append([]string{"acp", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.state, "--log-level", "debug"}, args...)
 	cmd := exec.Command(l.bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(l.dir, "xdg"))
-	stderr := &lockedBuilder{b: &strings.Builder{}}
+	stderr := &testsupport.Buffer{}
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -129,9 +124,7 @@ func (l *acpLab) start(args ...string) *acpProc {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if l.t.Failed() {
-			logMu <- struct{}{}
-			l.t.Logf("acp stderr:\n%s", stderr.b.String())
-			<-logMu
+			l.t.Logf("acp stderr:\n%s", stderr)
 		}
 	})
 	return p
@@ -554,16 +547,12 @@ func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
 // waitFile waits until the file exists: the sign that a run got there.
 func (l *acpLab) waitFile(name string) string {
 	l.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(l.dir, name)); err == nil && len(b) > 0 {
-			return strings.TrimSpace(string(b))
-		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("%s never appeared", name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var b []byte
+	testsupport.Eventually(l.t, name, func() bool {
+		b, _ = os.ReadFile(filepath.Join(l.dir, name))
+		return len(b) > 0
+	})
+	return strings.TrimSpace(string(b))
 }
 
 // signalled sends sig to acp and waits for it to exit.
@@ -582,7 +571,7 @@ func (l *acpLab) gone(pidFile string) bool {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	return syscall.Kill(pid, 0) != nil
+	return !testsupport.Alive(pid)
 }
 
 // TestIssue11_AcpHonoursSignalsAtEveryMoment guards the acp side of issue

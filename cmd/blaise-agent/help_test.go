@@ -2,12 +2,12 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/alecthomas/kong"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
 
 // TestIssue16_HelpOfEveryCommand (issue 16, item 8): the --help of every
@@ -49,28 +49,7 @@ func TestIssue16_HelpOfEveryCommand(t *testing.T) {
 				}()
 				parser.Parse(append(append([]string(nil), path...), "--help"))
 			}()
-			golden(t, filepath.Join("testdata", "help", name+".txt"), out.Bytes())
+			testsupport.Golden(t, filepath.Join("testdata", "help", name+".txt"), out.Bytes())
 		})
-	}
-}
-
-// golden compares got with the file golden (BLAISE_UPDATE_GOLDEN=1 rewrites
-// it).
-func golden(t *testing.T, golden string, got []byte) {
-	t.Helper()
-	if os.Getenv("BLAISE_UPDATE_GOLDEN") == "1" {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("got:\n%s\nwant (%s):\n%s", got, golden, want)
 	}
 }

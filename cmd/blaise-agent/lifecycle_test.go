@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
@@ -41,7 +42,7 @@ type lab struct {
 	t      *testing.T
 	dir    string
 	engine *blaise.Engine
-	logs   *strings.Builder
+	logs   *testsupport.Buffer
 }
 
 func newLab(t *testing.T, settings session.Settings, files map[string]string) *lab {
@@ -61,36 +62,17 @@ func newLab(t *testing.T, settings session.Settings, files map[string]string) *l
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &strings.Builder{}
+	logs := &testsupport.Buffer{}
 	l := &lab{t: t, dir: dir, logs: logs, engine: &blaise.Engine{
 		Store:        store,
 		Command:      []string{bin, "session-process"},
 		Settings:     settings,
 		TimeoutGrace: 3 * time.Second,
-		Stderr:       &lockedBuilder{b: logs},
+		Stderr:       logs,
 		LogArgs:      []string{"--log-level", "debug"},
-		Log:          log.New(&lockedBuilder{b: logs}),
+		Log:          log.New(logs),
 	}}
 	return l
-}
-
-type lockedBuilder struct {
-	b *strings.Builder
-}
-
-var logMu = make(chan struct{}, 1)
-
-func (w *lockedBuilder) Write(p []byte) (int, error) {
-	logMu <- struct{}{}
-	defer func() { <-logMu }()
-	return w.b.Write(p)
-}
-
-// String returns what was written so far.
-func (w *lockedBuilder) String() string {
-	logMu <- struct{}{}
-	defer func() { <-logMu }()
-	return w.b.String()
 }
 
 // acpSession is a raw ACP client of a live session.
@@ -112,11 +94,7 @@ func (l *lab) open(live *blaise.Live, acpID string) *acpSession {
 			}
 			return live.Send(m)
 		},
-		Logs: func() string {
-			logMu <- struct{}{}
-			defer func() { <-logMu }()
-			return l.logs.String()
-		},
+		Logs: l.logs.String,
 	}}
 	s.Initialize(`{}`)
 	if acpID == "" {
@@ -409,32 +387,18 @@ func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
 	}
 }
 
-// children lists the child processes of pid.
-func children(pid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		var c int
-		if _, err := fmt.Sscan(e.Name(), &c); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces, so read after ")".
-		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(fields) > 1 && fields[1] == fmt.Sprint(pid) {
-			out = append(out, c)
-		}
+// soleSession waits until the store holds one session, in state, and
+// returns it.
+func (l *lab) soleSession(state session.State) *session.Record {
+	l.t.Helper()
+	var recs []*session.Record
+	if !testsupport.Wait(func() bool {
+		recs, _ = l.engine.Store.Sessions()
+		return len(recs) == 1 && recs[0].State == state
+	}) {
+		l.t.Fatalf("no sole %s session: %+v\nlogs:\n%s", state, recs, l.logs)
 	}
-	return out
-}
-
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	// A zombie has exited; only its parent has not reaped it yet.
-	return err == nil && !strings.Contains(string(b), ") Z ")
+	return recs[0]
 }
 
 // killMidTurn starts a session, begins a long turn, and kills its session
@@ -448,7 +412,7 @@ func killMidTurn(t *testing.T, l *lab) (*session.Record, int) {
 	s := l.open(live, "")
 	s.Prompt(3, s.sid, "/sleep 60000")
 	rec, _ := l.engine.Store.Session(live.ID)
-	agents := children(rec.PID)
+	agents := testsupport.Children(rec.PID)
 	if len(agents) != 1 {
 		t.Fatalf("session process %d has children %v", rec.PID, agents)
 	}
@@ -464,13 +428,7 @@ func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
 	if rec.State != session.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
 		t.Fatalf("record %+v pause %+v", rec, rec.Pause)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for alive(agent) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent %d outlived its session process", agent)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testsupport.WaitGone(t, agent, "the agent of the killed session process")
 	// Pause policy: the environment is kept, and the session resumes.
 	live, err := l.engine.Resume(rec.ID)
 	if err != nil {
@@ -498,7 +456,7 @@ func (l *lab) killFrontEndAfterATurn() {
 	cmd.Dir = l.dir
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = &lockedBuilder{b: l.logs}
+	cmd.Stderr = l.logs
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
 	}
@@ -517,18 +475,7 @@ func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
 	l.killFrontEndAfterATurn()
 	// The session process lost its front end: it stops as idle and pauses.
 	var rec *session.Record
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		recs, _ := l.engine.Store.Sessions()
-		if len(recs) == 1 && recs[0].State == session.Paused {
-			rec = recs[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no paused session: %+v\nlogs:\n%s", recs, l.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	rec = l.soleSession(session.Paused)
 	if rec.Pause.Reason != "idle" {
 		t.Fatalf("pause %+v", rec.Pause)
 	}
@@ -578,19 +525,8 @@ def on_teardown(ctx, next):
 `,
 	})
 	l.killFrontEndAfterATurn()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		recs, _ := l.engine.Store.Sessions()
-		if len(recs) == 1 && recs[0].State == session.Ended {
-			if recs[0].Pause.MayResume || l.file("teardown") != "reason=idle" {
-				t.Fatalf("pause %+v teardown %q", recs[0].Pause, l.file("teardown"))
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sessions %+v\nlogs:\n%s", recs, l.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if rec := l.soleSession(session.Ended); rec.Pause.MayResume || l.file("teardown") != "reason=idle" {
+		t.Fatalf("pause %+v teardown %q", rec.Pause, l.file("teardown"))
 	}
 }
 
@@ -615,7 +551,7 @@ func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
 	}
 	_ = live.StopIdle()
 	rec = l.wait(live)
-	if strings.Join(rec.OrphanedState, ",") != "c" || !strings.Contains((&lockedBuilder{b: l.logs}).String(), "stored plug state belongs to no plug of the configuration") {
+	if strings.Join(rec.OrphanedState, ",") != "c" || !strings.Contains(l.logs.String(), "stored plug state belongs to no plug of the configuration") {
 		t.Fatalf("orphaned state %v\n%s", rec.OrphanedState, l.logs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -22,7 +23,7 @@ type terminal struct {
 	stdin  io.WriteCloser
 	lines  chan string
 	out    strings.Builder
-	stderr lockedBuilder
+	stderr testsupport.Buffer
 	exited chan error
 }
 
@@ -31,7 +32,6 @@ func (l *lab) startRun(args ...string) *terminal {
 	l.t.Helper()
 	args = append([]string{"run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir()}, args...)
 	term := &terminal{t: l.t, cmd: exec.Command(self(l.t), args...), lines: make(chan string, 100), exited: make(chan error, 1)}
-	term.stderr.b = &strings.Builder{}
 	term.cmd.Dir = l.dir
 	// A pipe of our own: the session process inherits run's stderr and may
 	// outlive it, which Wait must not wait for.
@@ -78,10 +78,8 @@ func (term *terminal) stdout() string {
 // waitFor waits until in() contains what.
 func (term *terminal) waitFor(what string, in func() string) {
 	term.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(in(), what); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			term.t.Fatalf("no %q in:\n%s\nstderr:\n%s", what, in(), term.stderr.String())
-		}
+	if !testsupport.Wait(func() bool { return strings.Contains(in(), what) }) {
+		term.t.Fatalf("no %q in:\n%s\nstderr:\n%s", what, in(), term.stderr.String())
 	}
 }
 
@@ -179,14 +177,12 @@ def on_session(ctx, next):
 			if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				recs, _ := l.engine.Store.Sessions()
-				if len(recs) == 1 && recs[0].State == session.Paused && recs[0].Pause.Reason == "idle" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
-				}
+			var recs []*session.Record
+			if !testsupport.Wait(func() bool {
+				recs, _ = l.engine.Store.Sessions()
+				return len(recs) == 1 && recs[0].State == session.Paused && recs[0].Pause.Reason == "idle"
+			}) {
+				t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
 			}
 		})
 	}
@@ -222,13 +218,11 @@ def on_teardown(ctx, next):
 	if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		rec, _ := l.engine.Store.Session(live.ID)
-		if rec != nil && rec.State == session.Ended {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %+v\n%s", rec, term.stderr.String())
-		}
+	var rec *session.Record
+	if !testsupport.Wait(func() bool {
+		rec, _ = l.engine.Store.Session(live.ID)
+		return rec != nil && rec.State == session.Ended
+	}) {
+		t.Fatalf("session %+v\n%s", rec, term.stderr.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -83,16 +84,16 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 	l := counterLab(t, session.Settings{})
 	rec := l.paused()
 	bin := self(t)
-	command := func(args ...string) (*exec.Cmd, *lockedBuilder) {
+	command := func(args ...string) (*exec.Cmd, *testsupport.Buffer) {
 		cmd := exec.Command(bin, append(args, "--state-dir", l.engine.Store.Dir())...)
 		cmd.Dir = l.dir
-		stderr := &lockedBuilder{b: &strings.Builder{}}
+		stderr := &testsupport.Buffer{}
 		cmd.Stderr = stderr
 		return cmd, stderr
 	}
 	for i := range 10 {
 		var stdins [2]io.WriteCloser
-		var stderrs [2]*lockedBuilder
+		var stderrs [2]*testsupport.Buffer
 		exited := make(chan int, 2)
 		var errs [2]error
 		for j := range stdins {
@@ -245,12 +246,7 @@ func (l *lab) childGone() bool {
 	if err != nil {
 		l.t.Fatalf("no child pid: %v", err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
+	return testsupport.Gone(pid)
 }
 
 // Issue 11, item 12 (L5): a run timeout shorter than the stop grace. The

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -50,7 +51,7 @@ func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
 	if err := listSessions(&got, st, recs, now, false); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())
+	testsupport.Golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())
 }
 
 // TestIssue16_LogFollowsALiveRun (issue 16, item 4): `sessions log --follow`

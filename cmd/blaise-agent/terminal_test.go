@@ -350,19 +350,8 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 	}
 	<-p.exited
 	// The session process lost its front end: it stops as idle and pauses.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		recs, _ := l.engine.Store.Sessions()
-		if len(recs) == 1 && recs[0].State == session.Paused {
-			if recs[0].Pause.Reason != "idle" {
-				t.Fatalf("pause %+v", recs[0].Pause)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no paused session: %+v", recs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if rec := l.soleSession(session.Paused); rec.Pause.Reason != "idle" {
+		t.Fatalf("pause %+v", rec.Pause)
 	}
 }
 

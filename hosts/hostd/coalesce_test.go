@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
 
 // slowWriter records what it is given, a little at a time.
@@ -83,15 +85,11 @@ func TestCoalescingWriterReportsTheWritersError(t *testing.T) {
 	w := &slowWriter{fail: boom}
 	c := newCoalescingWriter(w)
 	c.Write([]byte("x"))
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := c.Write([]byte("y")); errors.Is(err, boom) {
-			if _, err := c.Write(make([]byte, directWrite)); !errors.Is(err, boom) {
-				t.Fatalf("large write after the failure: %v", err)
-			}
-			return
-		}
-		time.Sleep(time.Millisecond)
+	testsupport.Eventually(t, "the writer's error to be reported", func() bool {
+		_, err := c.Write([]byte("y"))
+		return errors.Is(err, boom)
+	})
+	if _, err := c.Write(make([]byte, directWrite)); !errors.Is(err, boom) {
+		t.Fatalf("large write after the failure: %v", err)
 	}
-	t.Fatal("the writer's error was not reported")
 }

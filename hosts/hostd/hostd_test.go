@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
 
 // pipeTransport is one end of a pair of OS pipes.
@@ -171,7 +172,7 @@ func TestH2_ProtocolCarriesExecAndInfo(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled exec: %v", err)
 	}
-	waitGone(t, pidIn(t, filepath.Join(ws, "pid")))
+	testsupport.WaitGone(t, testsupport.ReadPid(t, filepath.Join(ws, "pid")), "the command")
 }
 
 func TestH2_ProtocolCarriesSpawnStreamsSignalsAndExit(t *testing.T) {
@@ -245,7 +246,7 @@ func TestC6_ClosingTheClientEndsTheServerAndItsProcesses(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server did not end")
 	}
-	waitGone(t, p.Pid())
+	testsupport.WaitGone(t, p.Pid(), "the spawned process")
 	if code, err := p.Wait(); code != -1 || err == nil {
 		t.Fatalf("wait after close: %d %v", code, err)
 	}
@@ -279,7 +280,7 @@ func TestH2_AStreamThatBreaksFailsCallsAndWaits(t *testing.T) {
 	if _, err := c.Exec(ctx, []string{"true"}, hosts.ExecOptions{}); err == nil || err.Error() != "host test: connection to the host lost" {
 		t.Fatalf("exec: %v", err)
 	}
-	waitGone(t, p.Pid())
+	testsupport.WaitGone(t, p.Pid(), "the spawned process")
 }
 
 func TestH2_APeerOfAnotherVersionIsRefused(t *testing.T) {
@@ -359,33 +360,6 @@ func TestH2_ForwardReachesAPortOnTheHost(t *testing.T) {
 	}
 }
 
-// pidIn reads a pid a test command wrote.
-func pidIn(t *testing.T, path string) int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
-// waitGone waits until process pid no longer exists.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("process %d is still running", pid)
-}
-
 func TestH2_ACommandHostConnectsOnFirstUseAndRetriesAfterACancelledConnect(t *testing.T) {
 	ws := t.TempDir()
 	local := hosts.NewLocal(hosts.LocalOptions{Workspace: ws})
@@ -406,7 +380,7 @@ func TestH2_ACommandHostConnectsOnFirstUseAndRetriesAfterACancelledConnect(t *te
 		t.Fatal(err)
 	}
 	c.Close()
-	waitGone(t, hello.PID)
+	testsupport.WaitGone(t, hello.PID, "the hostd")
 }
 
 func TestH2_ACallWaitingOnAConnectCancelledByAnotherCallConnectsAgain(t *testing.T) {
@@ -514,9 +488,7 @@ func TestH2_ALostStreamIsDiagnosedOnceAndOutsideTheClientsLock(t *testing.T) {
 		_, err := c.Exec(context.Background(), []string{"true"}, hosts.ExecOptions{})
 		failed <- err
 	}()
-	for tr.calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testsupport.Eventually(t, "the diagnosis to start", func() bool { return tr.calls.Load() > 0 })
 	// Close takes the client's lock while the diagnosis is being made.
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()

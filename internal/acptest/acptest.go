@@ -10,14 +10,12 @@ package acptest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -324,24 +322,4 @@ func Records(t testing.TB, transcript string) []acp.Record {
 		out = append(out, r)
 	}
 	return out
-}
-
-// Buffer is a bytes.Buffer safe for concurrent use: a log or a transcript
-// that a test reads while the code under test writes it.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String returns what was written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

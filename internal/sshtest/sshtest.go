@@ -59,7 +59,7 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
 
 // A Server is a running sshd that accepts the client key KeyFile for User.
@@ -83,7 +83,7 @@ type state struct {
 	ssh    string
 	id     string // the value of envMarker in this server's sessions
 	veth   string // the runner's end of the veth pair, "" without a namespace
-	log    *acptest.Buffer
+	log    *testsupport.Buffer
 	exited chan struct{} // closed when sshd has exited and been reaped
 
 	started bool // Start returned; its failures show sshd's log themselves
@@ -174,7 +174,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		t:      t,
 		ssh:    sshPath,
 		id:     fmt.Sprintf("%d-%d", os.Getpid(), n),
-		log:    new(acptest.Buffer),
+		log:    new(testsupport.Buffer),
 		exited: make(chan struct{}),
 	}
 	s := &Server{
@@ -213,7 +213,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 			s.killAll()
 			<-st.exited
 			st.exited = make(chan struct{})
-			st.log = new(acptest.Buffer)
+			st.log = new(testsupport.Buffer)
 			continue
 		}
 		t.Fatalf("sshtest: %v\nsshd's log:\n%s", err, st.log.String())

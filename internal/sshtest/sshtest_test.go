@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/sshtest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
 
 const waitLimit = 30 * time.Second
@@ -51,27 +51,6 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
-}
-
-// alive reports whether pid is a running process (not gone, not a zombie).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
-	return !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("Z"))
-}
-
-// gone waits until pid is no longer alive and reports whether it is.
-func gone(pid int) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if !alive(pid) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestH2_SSHTestRunsCommand(t *testing.T) {
@@ -171,14 +150,14 @@ type session struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
-	stderr *acptest.Buffer
+	stderr *testsupport.Buffer
 	once   sync.Once
 	done   chan error // receives Wait's result once wait was called
 }
 
 func startSession(t testing.TB, argv []string) *session {
 	t.Helper()
-	s := &session{cmd: exec.Command(argv[0], argv[1:]...), stderr: new(acptest.Buffer), done: make(chan error, 1)}
+	s := &session{cmd: exec.Command(argv[0], argv[1:]...), stderr: new(testsupport.Buffer), done: make(chan error, 1)}
 	s.cmd.Stderr = s.stderr
 	var err error
 	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
@@ -268,7 +247,7 @@ func TestH2_SSHTestKill(t *testing.T) {
 	if err := s.wait(t); exitCode(err) != 255 {
 		t.Errorf("ssh after Kill: %v, want exit status 255; stderr: %s", err, s.stderr)
 	}
-	if alive(srv.Pid) {
+	if testsupport.Alive(srv.Pid) {
 		t.Errorf("sshd (pid %d) alive after Kill", srv.Pid)
 	}
 	_, stderr, err := run(t, srv.Argv("true"), "")
@@ -286,7 +265,7 @@ func TestH2_SSHTestCut(t *testing.T) {
 	if err := s.wait(t); exitCode(err) != 255 {
 		t.Errorf("ssh after Cut: %v, want exit status 255; stderr: %s", err, s.stderr)
 	}
-	if !alive(srv.Pid) {
+	if !testsupport.Alive(srv.Pid) {
 		t.Errorf("sshd (pid %d) died from Cut", srv.Pid)
 	}
 	if !srv.InNamespace {
@@ -316,17 +295,17 @@ func TestH2_SSHTestCleanup(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ssh: %v\n%s", err, stderr)
 			}
-			if sleepPid, err = strconv.Atoi(strings.TrimSpace(out)); err != nil || !alive(sleepPid) {
-				t.Fatalf("sleep's pid %q: %v, alive %v", out, err, alive(sleepPid))
+			if sleepPid, err = strconv.Atoi(strings.TrimSpace(out)); err != nil || !testsupport.Alive(sleepPid) {
+				t.Fatalf("sleep's pid %q: %v, alive %v", out, err, testsupport.Alive(sleepPid))
 			}
 		})
 		if srv == nil {
 			t.Fatal("no server")
 		}
-		if !gone(srv.Pid) {
+		if !testsupport.Gone(srv.Pid) {
 			t.Errorf("sshd (pid %d) alive after cleanup", srv.Pid)
 		}
-		if !gone(sleepPid) {
+		if !testsupport.Gone(sleepPid) {
 			t.Errorf("the session's sleep (pid %d) alive after cleanup", sleepPid)
 			syscall.Kill(sleepPid, syscall.SIGKILL)
 		}
@@ -480,10 +459,10 @@ func TestH2_SSHTestStaleRemoved(t *testing.T) {
 	if sleepPid == 0 {
 		t.Fatal("the helper did not say what it made")
 	}
-	if !gone(sshdPid) {
+	if !testsupport.Gone(sshdPid) {
 		t.Errorf("sshd (pid %d) outlived the test process", sshdPid)
 	}
-	if !alive(sleepPid) {
+	if !testsupport.Alive(sleepPid) {
 		t.Fatalf("the session's sleep (pid %d) is gone already: nothing to check", sleepPid)
 	}
 	if ns == "-" {
@@ -496,7 +475,7 @@ func TestH2_SSHTestStaleRemoved(t *testing.T) {
 	if out, err := helper("0").CombinedOutput(); err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
-	if !gone(sleepPid) {
+	if !testsupport.Gone(sleepPid) {
 		t.Errorf("the session's sleep (pid %d) alive after the next Start", sleepPid)
 		syscall.Kill(sleepPid, syscall.SIGKILL)
 	}
