@@ -45,6 +45,10 @@ type Proxy struct {
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
 	OnFailure func(error)
+	// OnAgentEnd, when set, is called when the agent's output ends, before
+	// the requests left unanswered get their errors: whoever hears of
+	// those errors hears of it after.
+	OnAgentEnd func()
 
 	checks chan *Message // typed messages waiting for CheckParams
 	// drained tells, by the side its messages go toward, whether a Reader
@@ -124,6 +128,9 @@ func (p *Proxy) Run(ctx context.Context) error {
 	var err error
 	select {
 	case err = <-agentDone:
+		if p.OnAgentEnd != nil {
+			p.OnAgentEnd()
+		}
 	case <-ctx.Done():
 		err = ctx.Err()
 	}

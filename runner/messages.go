@@ -57,6 +57,7 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost ho
 		Log:         r.log.WithPrefix("acp"),
 		CheckParams: true,
 		OnFailure:   r.fail,
+		OnAgentEnd:  func() { r.agentEnded.Store(true) },
 		Extensions:  len(extensions) > 0,
 	}
 	if len(typed) > 0 {

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -124,7 +125,10 @@ type Run struct {
 	stop    *session.Stop
 	stopErr error // why a failed stop failed
 	stopped chan struct{}
-	frames  []*pooledThread // threads of the handler calls executing, innermost last
+	// agentEnded is set when the agent's output ends (acp.Proxy.OnAgentEnd),
+	// which tells a crash from an exit a stop caused.
+	agentEnded atomic.Bool
+	frames     []*pooledThread // threads of the handler calls executing, innermost last
 	// agentStarted is set once the innermost next() was reached.
 	agentStarted bool
 
@@ -887,19 +891,21 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 
 	var pause builtins.PauseInfo
 	crashed := false // the agent ended on its own, and not well
+	// ended is the pause of an agent that ended on its own with code, and
+	// whether that was a crash.
+	ended := func(code int) (builtins.PauseInfo, bool) {
+		if waitErr != nil {
+			// The host lost it: the stream to a far host broke.
+			return r.failed(fmt.Errorf("the agent's host failed: %w", waitErr)), true
+		}
+		return r.failed(fmt.Errorf("the agent exited with code %d", code)), code != 0
+	}
 	r.unlocked(func() {
 		select {
 		case code := <-exited:
-			crashed = waitErr != nil || code != 0
-			if waitErr != nil {
-				// The host lost it: the stream to a far host broke.
-				pause = r.failed(fmt.Errorf("the agent's host failed: %w", waitErr))
-			} else {
-				pause = r.failed(fmt.Errorf("the agent exited with code %d", code))
-			}
+			pause, crashed = ended(code)
 		case <-r.stopped:
-			r.stopAgent(proc, exited)
-			pause = *r.stopPause()
+			pause, crashed = r.agentStopped(proc, exited, ended)
 		case <-r.shutdown.Done():
 			pause = r.failed(errors.New("the session shut down"))
 			r.stopAgent(proc, exited)
@@ -929,6 +935,25 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 		pause.Err = fmt.Errorf("%w%s", pause.Err, tail)
 	}
 	return pause
+}
+
+// agentStopped ends the agent of a run that was stopped, and returns the
+// pause. An agent whose output had ended before the stop came may have
+// caused it (the front end stops a run whose turn failed as the agent
+// went): if it then exits on its own, ended says what the run was.
+func (r *Run) agentStopped(proc hosts.Process, exited <-chan int, ended func(code int) (builtins.PauseInfo, bool)) (builtins.PauseInfo, bool) {
+	if r.agentEnded.Load() {
+		select {
+		case code := <-exited:
+			if p, crashed := ended(code); crashed {
+				return p, true
+			}
+			return *r.stopPause(), false
+		case <-time.After(r.opts.AgentGrace):
+		}
+	}
+	r.stopAgent(proc, exited)
+	return *r.stopPause(), false
 }
 
 // stopAgent ends the agent: its stdin closes, then SIGTERM, then SIGKILL,
