@@ -11,6 +11,7 @@ var (
 	_ session.Sessions    = (*Store)(nil)
 	_ session.Transcripts = (*Store)(nil)
 	_ session.Reports     = (*Store)(nil)
+	_ session.Store       = (*Store)(nil)
 )
 
 // Loaded records a run's first report (L7): whether its chain can resume,

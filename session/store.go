@@ -42,3 +42,25 @@ type Reports interface {
 	// succeeded.
 	TornDown(session string, failure error, at time.Time) (*Record, error)
 }
+
+// Store is everything the control plane keeps. The file store of one
+// machine (blaise.Store) and the server's SQL stores implement it, and the
+// lifecycle engine and the runs need nothing else.
+type Store interface {
+	Sessions
+	Reports
+	Transcripts
+	// NewSessionID returns an id that no session has.
+	NewSessionID() string
+	// Discard removes a session whose first run never loaded its
+	// configuration, with all it stored.
+	Discard(id string) error
+	// Persisted is the sessions' persisted plug state.
+	Persisted() Persisted
+	// PersistedIDs lists the plug ids a session has state of.
+	PersistedIDs(session string) ([]string, error)
+	// PersistedPlug names the plug that stored a plug id's state.
+	PersistedPlug(session, plugID string) (name string, ok bool, err error)
+	// DeletePersisted deletes a session's persisted state (once it ends).
+	DeletePersisted(session string) error
+}
