@@ -3,7 +3,6 @@ package acpfront
 import (
 	"bufio"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -80,7 +79,7 @@ func (s *Server) lastInitResult() []byte {
 		if r.Config != cfg {
 			continue
 		}
-		if res := initResult(s.Sessions.TranscriptPath(r.ID)); res != nil {
+		if res := initResult(s.Sessions, r.ID); res != nil {
 			return res
 		}
 		if tried++; tried == recentTranscripts {
@@ -92,11 +91,8 @@ func (s *Server) lastInitResult() []byte {
 
 // initResult reads the successful answer to the first initialize of a
 // transcript; it is among the first records.
-func initResult(name string) []byte {
-	if name == "" {
-		return nil
-	}
-	f, err := os.Open(name)
+func initResult(sessions Sessions, session string) []byte {
+	f, err := sessions.ReadTranscript(session)
 	if err != nil {
 		return nil
 	}

@@ -96,7 +96,9 @@ func (f *fakeSessions) List() ([]*lifecycle.Record, error) {
 	return out, nil
 }
 
-func (f *fakeSessions) TranscriptPath(id string) string { return "" }
+func (f *fakeSessions) ReadTranscript(id string) (io.ReadCloser, error) {
+	return nil, fmt.Errorf("session %s: no transcript", id)
+}
 
 func (f *fakeSessions) record(id string) lifecycle.Record {
 	r, err := f.Session(id)

@@ -551,11 +551,7 @@ func (c *conn) agentCan(path ...string) bool {
 // transcriptParams finds the cwd and mcpServers of the last session/new or
 // session/load the agent saw, in the session's transcript.
 func (c *conn) transcriptParams(id string) (cwd, mcp []byte) {
-	name := c.srv.Sessions.TranscriptPath(id)
-	if name == "" {
-		return nil, nil
-	}
-	f, err := os.Open(name)
+	f, err := c.srv.Sessions.ReadTranscript(id)
 	if err != nil {
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package acpfront
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
@@ -25,8 +26,8 @@ type Sessions interface {
 	Session(id string) (*lifecycle.Record, error)
 	// List returns every stored session.
 	List() ([]*lifecycle.Record, error)
-	// TranscriptPath is where the session's transcript is.
-	TranscriptPath(id string) string
+	// ReadTranscript opens the session's transcript.
+	ReadTranscript(id string) (io.ReadCloser, error)
 }
 
 // Run is a run in progress, in a session process of its own (see
@@ -91,7 +92,9 @@ func (s engineSessions) List() ([]*lifecycle.Record, error) {
 	return recs, err
 }
 
-func (s engineSessions) TranscriptPath(id string) string { return s.e.Store.TranscriptPath(id) }
+func (s engineSessions) ReadTranscript(id string) (io.ReadCloser, error) {
+	return s.e.Store.ReadTranscript(id)
+}
 
 type liveRun struct{ *blaise.Live }
 

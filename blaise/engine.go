@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -22,7 +20,13 @@ import (
 // resumes and ends sessions, each run in a session process of its own, and
 // keeps their settings, timers and stop directives (L1–L9).
 type Engine struct {
-	Store *Store
+	Store session.Store
+	// Locks give each session one run at a time; nil: the Store's, when it
+	// has them (the file store), else locks of this process.
+	Locks RunLocks
+	// Launcher starts the session processes of runs; nil: processes of
+	// this machine, started with Command on the file store (Local).
+	Launcher Launcher
 	// Command starts a session process; the run's flags are appended
 	// (default: this executable with "session-process").
 	Command []string
@@ -67,6 +71,19 @@ type Engine struct {
 
 	wakeOnce sync.Once
 	wakeCh   chan struct{} // see keeperWake
+	memOnce  sync.Once
+	mem      *MemLocks
+}
+
+func (e *Engine) locks() RunLocks {
+	if e.Locks != nil {
+		return e.Locks
+	}
+	if l, ok := e.Store.(RunLocks); ok {
+		return l
+	}
+	e.memOnce.Do(func() { e.mem = &MemLocks{} })
+	return e.mem
 }
 
 func (e *Engine) clock() session.Clock {
@@ -108,17 +125,17 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 	}
 	id := e.Store.NewSessionID()
 	// Locked before the record exists: no sweep ever sees it active and free.
-	lock, err := e.Store.tryRunLock(id, true)
+	lock, err := e.locks().RunLock(id, true, true)
 	if err != nil {
 		return nil, err
 	}
 	now := e.now()
 	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Runs: 1, Settings: settings, Asked: e.Settings, Resumable: true}
 	if err := e.Store.CreateSession(rec); err != nil {
-		lock.release()
+		lock.Release()
 		return nil, err
 	}
-	defer lock.release() // the run holds a lock of its own
+	defer lock.Release() // the run holds a lock of its own
 	if e.Created != nil {
 		if err := e.Created(id); err != nil {
 			return nil, errors.Join(err, e.Store.Discard(id))
@@ -159,14 +176,14 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 // resumes at once proceeds; the other gets "session ID is active" and
 // changes nothing (L2).
 func (e *Engine) Resume(id string) (*Live, error) {
-	lock, err := e.Store.tryRunLock(id, false)
-	if errors.Is(err, errRunHeld) {
+	lock, err := e.locks().RunLock(id, false, true)
+	if errors.Is(err, ErrRunHeld) {
 		return nil, activeError(id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer lock.release() // the run holds a lock of its own
+	defer lock.Release() // the run holds a lock of its own
 	rec, err := e.settleIfGone(id)
 	if err == nil {
 		rec, err = e.Store.UpdateSession(id, func(r *session.Record) error {
@@ -208,8 +225,8 @@ func (e *Engine) settleIfGone(id string) (*session.Record, error) {
 // through its Live; ending one that no front end holds fails and changes
 // nothing (L3).
 func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
-	lock, err := e.Store.tryRunLock(id, false)
-	if errors.Is(err, errRunHeld) {
+	lock, err := e.locks().RunLock(id, false, true)
+	if errors.Is(err, ErrRunHeld) {
 		if rec, rerr := e.Store.Session(id); rerr == nil && (rec.State == session.TearingDown || rec.State == session.Orphaned) {
 			return nil, fmt.Errorf("session %s is being torn down by another process", id)
 		}
@@ -218,7 +235,7 @@ func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer lock.release()
+	defer lock.Release()
 	rec, err := e.settleIfGone(id)
 	if err != nil {
 		return nil, err
@@ -243,14 +260,14 @@ func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
 // Resolve marks an orphaned session ended: a person cleaned up what its
 // plugs left behind (L2). Its persisted state is deleted.
 func (e *Engine) Resolve(id string) (*session.Record, error) {
-	lock, err := e.Store.tryRunLock(id, false)
-	if errors.Is(err, errRunHeld) {
+	lock, err := e.locks().RunLock(id, false, true)
+	if errors.Is(err, ErrRunHeld) {
 		return nil, fmt.Errorf("session %s is being torn down by another process", id)
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer lock.release()
+	defer lock.Release()
 	rec, err := e.Store.UpdateSession(id, func(r *session.Record) error {
 		if r.State != session.Orphaned {
 			return session.StateError(r, "only an orphaned session can be resolved")
@@ -266,7 +283,7 @@ func (e *Engine) Resolve(id string) (*session.Record, error) {
 
 // teardownNow runs a teardown run of rec, under its run lock, and waits for
 // it.
-func (e *Engine) teardownNow(ctx context.Context, rec *session.Record, lock *runLock) (*session.Record, error) {
+func (e *Engine) teardownNow(ctx context.Context, rec *session.Record, lock RunLock) (*session.Record, error) {
 	l, err := e.launch(rec, session.TeardownRun, rec.EndReason, lock)
 	if err != nil {
 		// A teardown that cannot start failed: retried, then orphaned (L2).
@@ -323,14 +340,14 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 // whether it ran a teardown. It does not wait for the lock: a session
 // whose lock is held only for a moment is swept next time.
 func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err error) {
-	lock, err := e.Store.lockRunOnce(id, false)
-	if errors.Is(err, errRunHeld) {
+	lock, err := e.locks().RunLock(id, false, false)
+	if errors.Is(err, ErrRunHeld) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	defer lock.release()
+	defer lock.Release()
 	if _, err := e.settleIfGone(id); err != nil {
 		return false, err
 	}
@@ -381,94 +398,47 @@ func (e *Engine) settleCrash(rec *session.Record, cause error) (*session.Record,
 }
 
 // launch starts a session process for the next run of rec, in the
-// session's directory, handing it the run lock the caller holds.
-func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason session.Reason, held *runLock) (*Live, error) {
-	dir, err := workDir(rec)
-	if err != nil {
-		return nil, err
-	}
-	command := e.Command
-	if len(command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		command = []string{exe, "session-process"}
-	}
-	args := append(append([]string(nil), command[1:]...), e.LogArgs...)
-	args = append(args, "--state-dir", e.Store.Dir(), "--session", rec.ID, "--kind", string(kind), "--run", strconv.Itoa(rec.Runs))
+// session's directory, handing it a holder of the run lock the caller
+// holds.
+func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason session.Reason, held RunLock) (*Live, error) {
+	flags := []string{"--session", rec.ID, "--kind", string(kind), "--run", strconv.Itoa(rec.Runs)}
 	if endReason != "" {
-		args = append(args, "--end-reason", string(endReason))
+		flags = append(flags, "--end-reason", string(endReason))
 	}
 	if e.StopGrace != 0 {
-		args = append(args, "--stop-grace", e.StopGrace.String())
+		flags = append(flags, "--stop-grace", e.StopGrace.String())
 	}
 	if !e.PlugTime.IsZero() {
-		args = append(args, "--plug-time", e.PlugTime.UTC().Format(time.RFC3339))
+		flags = append(flags, "--plug-time", e.PlugTime.UTC().Format(time.RFC3339))
 	}
 	for _, a := range e.Agent {
-		args = append(args, "--agent="+a)
-	}
-	var opened []*os.File // closed should the start fail
-	fail := func(err error) (*Live, error) {
-		for _, f := range opened {
-			f.Close()
-		}
-		return nil, err
+		flags = append(flags, "--agent="+a)
 	}
 	// The run's own holder of the lock, kept until the run is settled.
-	lock, err := held.dup()
+	lock, err := held.Dup()
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", rec.ID, err)
 	}
-	opened = append(opened, lock.f)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	launcher := e.Launcher
+	if launcher == nil {
+		launcher = Local{Engine: e}
+	}
+	proc, err := launcher.Launch(Launch{Record: rec, Kind: kind, EndReason: endReason, Lock: lock, Flags: flags})
 	if err != nil {
-		return fail(fmt.Errorf("control channel: %w", err))
+		lock.Release()
+		return nil, err
 	}
-	mine, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control")
-	opened = append(opened, mine, theirs)
-	// Pipes of our own: cmd.Wait must not close the session's output before
-	// the reader took its last messages.
-	stdinR, stdin, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	opened = append(opened, stdinR, stdin)
-	stdout, stdoutW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
-	}
-	opened = append(opened, stdout, stdoutW)
-	cmd := exec.Command(command[0], args...)
-	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
-	cmd.Dir, cmd.Env = dir, e.Env
-	cmd.ExtraFiles = []*os.File{theirs, lock.f} // fd 3, fd RunLockFD
-	cmd.Stderr = e.Stderr
-	if cmd.Stderr == nil {
-		cmd.Stderr = os.Stderr
-	}
-	// A group of its own: a Ctrl-C in the terminal is the front end's to
-	// handle (cancel the turn), not a signal that kills the run; and a run
-	// that must be killed is killed with its group.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fail(fmt.Errorf("session %s: starting the session process: %w", rec.ID, err))
-	}
-	theirs.Close()
-	stdinR.Close()
-	stdoutW.Close()
 	// For people and tests; whether the run is alive is its run lock's to say.
-	if _, err := e.Store.UpdateSession(rec.ID, func(r *session.Record) error { r.PID = cmd.Process.Pid; return nil }); err != nil {
-		e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
+	if pid := proc.PID(); pid != 0 {
+		if _, err := e.Store.UpdateSession(rec.ID, func(r *session.Record) error { r.PID = pid; return nil }); err != nil {
+			e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
+		}
 	}
 	now := e.now()
 	l := &Live{
-		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, cmd: cmd, rec: rec,
-		in:          acp.NewWriter(stdin),
-		stdin:       stdin,
-		ctl:         NewControlConn(mine, mine),
-		ctlFile:     mine,
+		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, proc: proc, rec: rec,
+		in:          acp.NewWriter(proc.Stdin()),
+		ctl:         NewControlConn(proc.Control(), proc.Control()),
 		lock:        lock,
 		done:        make(chan struct{}),
 		exited:      make(chan struct{}),
@@ -484,9 +454,9 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 		started:   now,
 	}
 	if kind != session.TeardownRun {
-		l.out = l.track(acp.ReadMessages(stdout, 0, e.logger()))
+		l.out = l.track(acp.ReadMessages(proc.Stdout(), 0, e.logger()))
 	} else {
-		go func() { _, _ = io.Copy(io.Discard, stdout); stdout.Close() }()
+		go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
 	}
 	go l.readControl()
 	go l.wait()

@@ -95,7 +95,7 @@ func serveSessionProcess(deaf bool) int {
 		EndReason: session.Reason(*endReason),
 		Logger:    log.New(os.Stderr),
 		StopGrace: *stopGrace,
-	}, *stateDir)
+	}, *stateDir, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

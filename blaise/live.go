@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -23,15 +20,13 @@ type Live struct {
 	Run  int
 	Kind session.Kind
 
-	e       *Engine
-	cmd     *exec.Cmd
-	rec     *session.Record
-	in      *acp.Writer
-	stdin   io.Closer
-	out     <-chan *acp.Message
-	ctl     *ControlConn
-	ctlFile *os.File
-	lock    *runLock // released once the run is settled
+	e    *Engine
+	proc Process
+	rec  *session.Record
+	in   *acp.Writer
+	out  <-chan *acp.Message
+	ctl  *ControlConn
+	lock RunLock // released once the run is settled
 	// reportsDone is closed when the control channel has been read to its end.
 	reportsDone chan struct{}
 	exited      chan struct{} // closed when the session process has exited
@@ -88,6 +83,7 @@ func (l *Live) track(in <-chan *acp.Message) <-chan *acp.Message {
 	out := make(chan *acp.Message, 64)
 	go func() {
 		defer close(out)
+		defer l.proc.Stdout().Close()
 		for m := range in {
 			l.mu.Lock()
 			l.activity = l.e.now()
@@ -250,11 +246,11 @@ func (l *Live) readControl() {
 // that ended without reporting its pause failed (L7), and one whose
 // teardown never reported counts as a failed teardown.
 func (l *Live) wait() {
-	err := l.cmd.Wait()
+	err := l.proc.Wait()
 	close(l.exited)
 	<-l.reportsDone
-	l.ctlFile.Close()
-	l.stdin.Close()
+	l.proc.Control().Close()
+	l.proc.Stdin().Close()
 	rec, rerr := l.e.Store.Session(l.ID)
 	status := exitStatus(err)
 	switch {
@@ -274,7 +270,7 @@ func (l *Live) wait() {
 	if rerr == nil {
 		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *session.Record) error { r.PID = 0; return nil })
 	}
-	l.lock.release()
+	l.lock.Release()
 	l.final, l.err = rec, rerr
 	close(l.done)
 	if rerr == nil && l.e.Settled != nil {

@@ -41,13 +41,13 @@ func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 // cutoff and no one holds its run lock.
 func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
 	l, err := s.lockRunOnce(id, false)
-	if errors.Is(err, errRunHeld) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrRunHeld) || errors.Is(err, ErrNotFound) {
 		return false, nil // in use, or pruned by someone else
 	}
 	if err != nil {
 		return false, err
 	}
-	defer l.release()
+	defer l.Release()
 	pruned := false
 	err = s.withLock(true, func() error {
 		rec, err := s.readSession(id)

@@ -29,7 +29,7 @@ func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.release()
+	defer held.Release()
 	cutoff := time.Now()
 	createSession(t, s, "late1")
 	if _, err := s.UpdateSession("late1", func(r *session.Record) error { r.State = session.Ended; return nil }); err != nil {

@@ -47,7 +47,7 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the copy was let go: %v", err)
 	}
-	l.release()
+	l.Release()
 	if tries != 1 {
 		t.Fatalf("%d tries found the lock held, want 1", tries)
 	}
@@ -55,11 +55,11 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 
 	release = holdRunLock(t, s, id)
 	defer release()
-	if _, err := s.tryRunLock(id, false); !errors.Is(err, errRunHeld) {
-		t.Fatalf("a lock held all along: %v, want errRunHeld", err)
+	if _, err := s.tryRunLock(id, false); !errors.Is(err, ErrRunHeld) {
+		t.Fatalf("a lock held all along: %v, want ErrRunHeld", err)
 	}
-	if _, err := s.lockRunOnce(id, false); !errors.Is(err, errRunHeld) {
-		t.Fatalf("lockRunOnce: %v, want errRunHeld at once", err)
+	if _, err := s.lockRunOnce(id, false); !errors.Is(err, ErrRunHeld) {
+		t.Fatalf("lockRunOnce: %v, want ErrRunHeld at once", err)
 	}
 }
 

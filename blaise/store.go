@@ -72,9 +72,8 @@ var persistedMagic = []byte("BLPS")
 
 const persistedVersion = 1
 
-// ErrNotFound is returned, wrapped with the session id, for a session the
-// store does not hold.
-var ErrNotFound = errors.New("no such session")
+// ErrNotFound is session.ErrNotFound.
+var ErrNotFound = session.ErrNotFound
 
 func checkSessionID(id string) error { return session.CheckID("session id", id) }
 
@@ -543,6 +542,18 @@ func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 		return nil, err
 	}
 	f, err := os.OpenFile(s.TranscriptPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
+	}
+	return f, nil
+}
+
+// ReadTranscript opens a session's transcript for reading.
+func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.TranscriptPath(id))
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
 	}

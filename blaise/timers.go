@@ -3,7 +3,6 @@ package blaise
 import (
 	"context"
 	"errors"
-	"syscall"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/session"
@@ -110,8 +109,7 @@ const KillGrace = 5 * time.Second
 // kill ends a run that ignored its stop: SIGTERM to its process group, then,
 // should it not exit in time, SIGKILL.
 func (l *Live) kill() {
-	pgid := l.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	l.proc.Signal(false)
 	bound := l.e.StopGrace
 	if bound == 0 {
 		bound = session.DefaultStopGrace
@@ -119,11 +117,11 @@ func (l *Live) kill() {
 	select {
 	case <-l.exited:
 	case <-l.e.clock().After(bound + KillGrace):
-		l.e.logger().Error("the session process outlived SIGTERM; killing it", "session", l.ID, "pid", pgid)
+		l.e.logger().Error("the session process outlived SIGTERM; killing it", "session", l.ID, "run", l.Run)
 	}
 	// What is left of its group too (the group cannot be reused while it
 	// has members).
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	l.proc.Signal(true)
 }
 
 // KeepRescan bounds how long Keep sleeps: sessions paused by other

@@ -423,7 +423,7 @@ func (c *testClient) Notification(method string, params json.RawMessage) {
 
 // open initializes the connection and opens the ACP session: a new one in
 // the first run, the stored one loaded again after.
-func (c *testClient) open(ctx context.Context, store *blaise.Store, prev *session.Record) error {
+func (c *testClient) open(ctx context.Context, store session.Store, prev *session.Record) error {
 	var load string
 	if prev != nil {
 		rec, err := store.Session(prev.ID)

@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
@@ -26,7 +27,7 @@ import (
 // that dies loses nothing; its first report, once the plugs are loaded,
 // carries what only the configuration knows (L7).
 type SessionProcess struct {
-	Store     *blaise.Store
+	Store     session.RunStore
 	SessionID string
 	Kind      session.Kind
 	Run       int            // the run's number
@@ -41,6 +42,9 @@ type SessionProcess struct {
 	Agent []string
 	// StopGrace: Options.StopGrace.
 	StopGrace time.Duration
+	// Config, when set, is the configuration to load instead of the
+	// record's: a runner's own blaise.star.
+	Config string
 	// PlugTime, when not zero, makes time.now() of the plugs a clock of
 	// blaise-agent test: run n starts at PlugTime plus n-1 hours, and each
 	// reading is one second after the one before, the same every time.
@@ -69,6 +73,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	rec, err := sp.Store.Session(sp.SessionID)
 	if err != nil {
 		return err
+	}
+	if sp.Config != "" {
+		rec.Config = sp.Config
 	}
 	cfg, err := LoadConfig(rec.Config, logger)
 	if err != nil {
@@ -233,18 +240,26 @@ func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
 }
 
 // ServeInherited serves the run of a session process started by a front
-// end (blaise.Engine): the control channel is file descriptor 3 and the
-// session's run lock RunLockFD, held until the process exits. Store, ACP
+// end (blaise.Engine) or a runner: the control channel is file descriptor
+// 3. With storeFD 0, the store is the file store in stateDir and the
+// session's run lock RunLockFD, held until the process exits; otherwise the
+// run's store is served on file descriptor storeFD (runstore). Store, ACP
 // and Control are set here.
-func ServeInherited(sp *SessionProcess, stateDir string) error {
-	store, err := blaise.OpenStore(stateDir)
-	if err != nil {
-		return err
-	}
-	// The control channel and the run lock are the front end's and ours:
-	// the agent and the plugs' processes must not inherit them.
+func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
+	// The control channel, the run lock and the store are the front end's
+	// and ours: the agent and the plugs' processes must not inherit them.
 	syscall.CloseOnExec(3)
-	syscall.CloseOnExec(blaise.RunLockFD)
+	if storeFD > 0 {
+		syscall.CloseOnExec(storeFD)
+		sp.Store = runstore.NewClient(os.NewFile(uintptr(storeFD), "store"))
+	} else {
+		store, err := blaise.OpenStore(stateDir)
+		if err != nil {
+			return err
+		}
+		syscall.CloseOnExec(blaise.RunLockFD)
+		sp.Store = store
+	}
 	ctl := os.NewFile(3, "control")
 	// Interrupts are the front end's to handle; SIGTERM shuts the session down.
 	signal.Ignore(os.Interrupt)
@@ -253,6 +268,6 @@ func ServeInherited(sp *SessionProcess, stateDir string) error {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	sp.Store, sp.ACPIn, sp.ACPOut, sp.Control = store, os.Stdin, os.Stdout, blaise.NewControlConn(ctl, ctl)
+	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, blaise.NewControlConn(ctl, ctl)
 	return sp.Serve(ctx)
 }

@@ -2,9 +2,14 @@ package session
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 )
+
+// ErrNotFound is returned, wrapped with the session id, for a session a
+// store does not hold.
+var ErrNotFound = errors.New("no such session")
 
 // Sessions keeps session records.
 type Sessions interface {
@@ -31,6 +36,8 @@ type Persisted interface {
 type Transcripts interface {
 	// Transcript opens a session's transcript for appending.
 	Transcript(session string) (io.WriteCloser, error)
+	// ReadTranscript opens a session's transcript for reading.
+	ReadTranscript(session string) (io.ReadCloser, error)
 }
 
 // Reports records what runs report (L7), so that a front end that dies
@@ -47,20 +54,30 @@ type Reports interface {
 // machine (blaise.Store) and the server's SQL stores implement it, and the
 // lifecycle engine and the runs need nothing else.
 type Store interface {
+	RunStore
 	Sessions
-	Reports
 	Transcripts
 	// NewSessionID returns an id that no session has.
 	NewSessionID() string
 	// Discard removes a session whose first run never loaded its
 	// configuration, with all it stored.
 	Discard(id string) error
+	// DeletePersisted deletes a session's persisted state (once it ends).
+	DeletePersisted(session string) error
+}
+
+// RunStore is what a run reads and records: its session, its reports, its
+// transcript and its plugs' persisted state. A run of this machine has the
+// file store; a run on a server's runner has it over its connection.
+type RunStore interface {
+	Session(id string) (*Record, error)
+	Reports
+	// Transcript opens a session's transcript for appending.
+	Transcript(session string) (io.WriteCloser, error)
 	// Persisted is the sessions' persisted plug state.
 	Persisted() Persisted
 	// PersistedIDs lists the plug ids a session has state of.
 	PersistedIDs(session string) ([]string, error)
 	// PersistedPlug names the plug that stored a plug id's state.
 	PersistedPlug(session, plugID string) (name string, ok bool, err error)
-	// DeletePersisted deletes a session's persisted state (once it ends).
-	DeletePersisted(session string) error
 }

@@ -75,6 +75,9 @@ func newLab(t *testing.T, settings session.Settings, files map[string]string) *l
 	return l
 }
 
+// stateDir is the lab's state directory.
+func (l *lab) stateDir() string { return filepath.Join(l.dir, "state") }
+
 // acpSession is a raw ACP client of a live session.
 type acpSession struct {
 	*acptest.Client
@@ -452,7 +455,7 @@ func TestL7_SessionProcessKilledUnderEndPolicyTearsDown(t *testing.T) {
 // answer one prompt, and kills it with SIGKILL while the session is live.
 func (l *lab) killFrontEndAfterATurn() {
 	l.t.Helper()
-	cmd := exec.Command(self(l.t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir())
+	cmd := exec.Command(self(l.t), "run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.stateDir())
 	cmd.Dir = l.dir
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()

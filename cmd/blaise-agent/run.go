@@ -111,7 +111,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		default:
 		}
 	}
-	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.Dir(), historyFile), interrupt)
+	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.(*blaise.Store).Dir(), historyFile), interrupt)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ type terminal struct {
 // startRun starts `run` of the lab's configuration with args.
 func (l *lab) startRun(args ...string) *terminal {
 	l.t.Helper()
-	args = append([]string{"run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir()}, args...)
+	args = append([]string{"run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.stateDir()}, args...)
 	term := &terminal{t: l.t, cmd: exec.Command(self(l.t), args...), lines: make(chan string, 100), exited: make(chan error, 1)}
 	term.cmd.Dir = l.dir
 	// A pipe of our own: the session process inherits run's stderr and may

@@ -85,7 +85,7 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 	rec := l.paused()
 	bin := self(t)
 	command := func(args ...string) (*exec.Cmd, *testsupport.Buffer) {
-		cmd := exec.Command(bin, append(args, "--state-dir", l.engine.Store.Dir())...)
+		cmd := exec.Command(bin, append(args, "--state-dir", l.stateDir())...)
 		cmd.Dir = l.dir
 		stderr := &testsupport.Buffer{}
 		cmd.Stderr = stderr

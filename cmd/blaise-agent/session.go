@@ -9,14 +9,17 @@ import (
 
 // SessionProcessCmd is the hidden `blaise-agent session-process`: one run of
 // one session, started by a front end, with ACP on stdin and stdout and the
-// control channel on file descriptor 3. It inherits the session's run lock
-// on file descriptor 4 and holds it until it exits.
+// control channel on file descriptor 3. On the file store it inherits the
+// session's run lock on file descriptor 4 and holds it until it exits; a
+// runner's session process has its store on --store-fd instead.
 type SessionProcessCmd struct {
-	StateDir  string        `required:"" help:"The state directory." type:"path"`
+	StateDir  string        `xor:"store" required:"" help:"The state directory." type:"path"`
+	StoreFD   int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
 	Session   string        `required:"" help:"The session id."`
 	Kind      string        `required:"" enum:"start,resume,teardown" help:"The kind of run."`
 	Number    int           `name:"run" required:"" help:"The run's number in the session."`
 	EndReason string        `help:"Why the session ended (teardown runs)."`
+	Config    string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
 	Agent     []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
 	StopGrace time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
 	PlugTime  time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
@@ -31,7 +34,8 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 		EndReason: session.Reason(c.EndReason),
 		Logger:    g.Logger().With("session", c.Session),
 		Agent:     c.Agent,
+		Config:    c.Config,
 		StopGrace: c.StopGrace,
 		PlugTime:  c.PlugTime,
-	}, c.StateDir)
+	}, c.StateDir, c.StoreFD)
 }

@@ -95,7 +95,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		}
 		return err
 	}
-	if lerr := listSessions(os.Stdout, e.Store, recs, time.Now(), c.All); lerr != nil {
+	if lerr := listSessions(os.Stdout, e.Store.(*blaise.Store), recs, time.Now(), c.All); lerr != nil {
 		return lerr
 	}
 	return err
@@ -140,7 +140,7 @@ func (f *StateFlags) session(g *Globals, id string) (*blaise.Store, *session.Rec
 		return nil, nil, f.noSession(id)
 	}
 	rec, err := e.Store.Session(id)
-	return e.Store, rec, err
+	return e.Store.(*blaise.Store), rec, err
 }
 
 // SessionsLogCmd shows a session's transcript.
@@ -196,7 +196,7 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 	if err != nil || e == nil {
 		return err // no state directory: nothing to prune
 	}
-	pruned, err := e.Store.Prune(time.Now().Add(-c.OlderThan))
+	pruned, err := e.Store.(*blaise.Store).Prune(time.Now().Add(-c.OlderThan))
 	for _, id := range pruned {
 		fmt.Printf("pruned session %s\n", id)
 	}

@@ -66,7 +66,7 @@ func TestIssue16_LogFollowsALiveRun(t *testing.T) {
 	s := l.open(live, "")
 	s.prompt(3, "first")
 
-	follow := exec.Command(l.engine.Command[0], "sessions", "log", "--follow", "--state-dir", l.engine.Store.Dir(), live.ID)
+	follow := exec.Command(l.engine.Command[0], "sessions", "log", "--follow", "--state-dir", l.stateDir(), live.ID)
 	stdout, err := follow.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

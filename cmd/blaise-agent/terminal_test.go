@@ -34,7 +34,7 @@ type ptyRun struct {
 // keeps styles out of what tests look for).
 func (l *lab) startPty(env []string, args ...string) *ptyRun {
 	l.t.Helper()
-	args = append([]string{"run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.engine.Store.Dir()}, args...)
+	args = append([]string{"run", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.stateDir()}, args...)
 	cmd := exec.Command(self(l.t), args...)
 	cmd.Dir = l.dir
 	cmd.Env = append(os.Environ(), "TERM=xterm", "NO_COLOR=1", "BLAISE_COLOR=")

@@ -1,0 +1,247 @@
+// Package listen is the runner of a Blaise server (`blaise-agent listen`):
+// it connects to the server, takes the runs of one agent and starts a
+// session process for each (C13), whose ACP, control channel and store it
+// carries over its connection (runnerproto). It reconnects with backoff
+// and, stopped, drains: it takes no more runs, the server stops its live
+// runs as idle, and it leaves once they have ended.
+package listen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/charmbracelet/log"
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+)
+
+// Runner takes runs of Agent from Server.
+type Runner struct {
+	Server     string // the server's URL (http:// or https://)
+	Credential string // the runner credential (blc_…)
+	Agent      string
+	Name       string // the runner's name, unique per server
+	// Config is the runner's blaise.star (absolute), loaded by each of its
+	// session processes.
+	Config *interp.Config
+	// ConfigPath is Config's file.
+	ConfigPath string
+	// Command starts a session process; the run's flags are appended.
+	Command []string
+	// Dir is where session processes run.
+	Dir string
+	// Env is the session processes' environment: never a Blaise token.
+	Env    []string
+	Stderr io.Writer
+	Log    *log.Logger
+	// HTTPClient dials the server (TLS settings); nil: http.DefaultClient.
+	HTTPClient *http.Client
+	// Backoff bounds the wait between two connection attempts (default
+	// 250 ms doubling to 30 s).
+	MinBackoff, MaxBackoff time.Duration
+	// Connected, when set, is called each time the runner is welcomed.
+	Connected func()
+
+	mu   sync.Mutex
+	runs map[runnerproto.RunRef]*run
+}
+
+// ErrRefused is wrapped by errors that no reconnection mends: a wrong or
+// revoked credential, an unknown agent, a protocol the server does not
+// speak, a configuration the agent's policy does not allow (L8).
+var ErrRefused = errors.New("refused")
+
+// Run serves until ctx is done, then drains. It returns an error wrapping
+// ErrRefused when the server refuses the runner.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.runs == nil {
+		r.runs = map[runnerproto.RunRef]*run{}
+	}
+	backoff := r.minBackoff()
+	for {
+		err := r.connect(ctx)
+		if errors.Is(err, ErrRefused) {
+			return err
+		}
+		if ctx.Err() != nil {
+			r.waitRuns()
+			return nil
+		}
+		if err != nil {
+			r.Log.Warn("connection to the server lost; reconnecting", "server", r.Server, "in", backoff, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			r.waitRuns()
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.maxBackoff())
+	}
+}
+
+func (r *Runner) minBackoff() time.Duration {
+	if r.MinBackoff > 0 {
+		return r.MinBackoff
+	}
+	return 250 * time.Millisecond
+}
+
+func (r *Runner) maxBackoff() time.Duration {
+	if r.MaxBackoff > 0 {
+		return r.MaxBackoff
+	}
+	return 30 * time.Second
+}
+
+// notResumable names the plugs that cannot resume (C12).
+func (r *Runner) notResumable() []string {
+	var out []string
+	for _, u := range r.Config.Uses {
+		if !u.Plug.Resumable {
+			out = append(out, u.Plug.Name)
+		}
+	}
+	return out
+}
+
+// connect serves one connection until it breaks or ctx is done (then it
+// drains on it).
+func (r *Runner) connect(ctx context.Context) error {
+	u := strings.Replace(strings.TrimRight(r.Server, "/"), "http", "ws", 1) + runnerproto.PathRunner + "?agent=" + r.Agent + "&runner=" + r.Name
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
+		HTTPClient:   r.HTTPClient,
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + r.Credential}},
+		Subprotocols: []string{runnerproto.Subprotocol},
+	})
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
+			return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, refusal(resp))
+		}
+		return err
+	}
+	ws.SetReadLimit(-1) // yamux frames its own streams
+	if ws.Subprotocol() != runnerproto.Subprotocol {
+		ws.Close(websocket.StatusProtocolError, "protocol version")
+		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, runnerproto.Subprotocol)
+	}
+	netConn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+	mux, err := yamux.Client(netConn, yamuxConfig())
+	if err != nil {
+		netConn.Close()
+		return err
+	}
+	defer mux.Close()
+	first, err := mux.OpenStream()
+	if err != nil {
+		return err
+	}
+	frames := runnerproto.NewConn(first)
+	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Resumable: r.Config.Resumable(), NotResumable: r.notResumable()}
+	if err := frames.Send(hello); err != nil {
+		return err
+	}
+	welcome, err := frames.Receive()
+	if err != nil {
+		return fmt.Errorf("waiting for the server's welcome: %w", err)
+	}
+	if welcome.Kind != runnerproto.KindWelcome || welcome.Error != "" || welcome.Settings == nil {
+		return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, welcome.Error)
+	}
+	// L8: under the pause policy every plug must be able to resume.
+	if welcome.Settings.IdlePolicy == session.PolicyPause && !r.Config.Resumable() {
+		return fmt.Errorf("%w: agent %s pauses idle sessions, but plugs of %s cannot resume: %s (set resumable = True in them, or the agent's idle policy to end)",
+			ErrRefused, r.Agent, r.ConfigPath, strings.Join(r.notResumable(), ", "))
+	}
+	r.Log.Info("connected", "server", r.Server, "agent", r.Agent, "runner", r.Name)
+	if r.Connected != nil {
+		r.Connected()
+	}
+	c := &conn{r: r, mux: mux, frames: frames}
+	received := make(chan error, 1)
+	go func() { received <- c.receive() }()
+	select {
+	case err := <-received:
+		r.stopAll() // no store: their reports cannot land; the server fails them after its lease
+		return err
+	case <-ctx.Done():
+	}
+	// Drain: the server stops our runs as idle; we leave once they ended.
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindDrain}); err != nil {
+		r.stopAll()
+		return err
+	}
+	r.Log.Info("draining: the server stops this runner's runs", "runs", r.count())
+	drained := make(chan struct{})
+	go func() { r.waitRuns(); close(drained) }()
+	select {
+	case <-drained:
+	case err := <-received:
+		r.stopAll()
+		return err
+	}
+	return nil
+}
+
+func refusal(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return s
+	}
+	return resp.Status
+}
+
+func yamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.KeepAliveInterval = 10 * time.Second
+	cfg.MaxStreamWindowSize = 1 << 20
+	return cfg
+}
+
+// YamuxConfig is the yamux configuration of both ends.
+func YamuxConfig() *yamux.Config { return yamuxConfig() }
+
+func (r *Runner) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs)
+}
+
+// stopAll sends SIGTERM to every run: with their connection gone they stop
+// as idle (L9).
+func (r *Runner) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rn := range r.runs {
+		rn.signal(false)
+	}
+}
+
+// waitRuns waits for every run to end.
+func (r *Runner) waitRuns() {
+	for {
+		r.mu.Lock()
+		var one *run
+		for _, rn := range r.runs {
+			one = rn
+			break
+		}
+		r.mu.Unlock()
+		if one == nil {
+			return
+		}
+		<-one.done
+	}
+}

@@ -1,0 +1,142 @@
+package runstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// pair returns a client of a server over store, for session id, whose
+// writes are refused once *failed is set.
+func pair(t *testing.T, store session.RunStore, id string, failed *error) *Client {
+	t.Helper()
+	a, b := net.Pipe()
+	srv := &Server{Store: store, Session: id, MayWrite: func() error { return *failed }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	t.Cleanup(func() {
+		a.Close()
+		if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return NewClient(a)
+}
+
+func newStore(t *testing.T) (*blaise.Store, string) {
+	t.Helper()
+	store, err := blaise.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewSessionID()
+	now := time.Now()
+	if err := store.CreateSession(&session.Record{ID: id, State: session.Active, Created: now, Updated: now, Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return store, id
+}
+
+// TestL7_RunStoreOverAConnection: a run's reports, transcript and
+// persisted state reach the store through the connection, and a set
+// returns once the store has it (C11).
+func TestL7_RunStoreOverAConnection(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	ctx := context.Background()
+	if err := c.Loaded(id, session.Loaded{Resumable: true, OrphanedState: []string{"old"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Persisted().Set(ctx, id, "p1", "counter", []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Committed: the store has it without the client.
+	if data, ok, err := store.Persisted().Get(ctx, id, "p1"); err != nil || !ok || string(data) != `{"n":1}` {
+		t.Fatalf("store has %q %v %v", data, ok, err)
+	}
+	if data, ok, err := c.Persisted().Get(ctx, id, "p1"); err != nil || !ok || string(data) != `{"n":1}` {
+		t.Fatalf("get %q %v %v", data, ok, err)
+	}
+	if _, ok, err := c.Persisted().Get(ctx, id, "none"); err != nil || ok {
+		t.Fatalf("get of nothing: %v %v", ok, err)
+	}
+	if name, ok, err := c.PersistedPlug(id, "p1"); err != nil || !ok || name != "counter" {
+		t.Fatalf("plug %q %v %v", name, ok, err)
+	}
+	if ids, err := c.PersistedIDs(id); err != nil || len(ids) != 1 || ids[0] != "p1" {
+		t.Fatalf("ids %v %v", ids, err)
+	}
+	w, _ := c.Transcript(id)
+	if _, err := io.WriteString(w, "{\"a\":1}\n"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1})
+	if err != nil || rec.State != session.Paused || !rec.Resumable {
+		t.Fatalf("paused: %+v %v", rec, err)
+	}
+	r, err := store.ReadTranscript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if string(got) != "{\"a\":1}\n" {
+		t.Fatalf("transcript %q", got)
+	}
+}
+
+// TestL3_FailedRunCannotWrite: once the control plane failed the run, its
+// writes are refused and change nothing; reads still answer.
+func TestL3_FailedRunCannotWrite(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	ctx := context.Background()
+	failed = errors.New("run 1 of the session was failed: its runner is gone")
+	if err := c.Persisted().Set(ctx, id, "p1", "counter", []byte("1")); err == nil || !strings.Contains(err.Error(), "was failed") {
+		t.Fatalf("set from a failed run: %v", err)
+	}
+	if _, ok, _ := store.Persisted().Get(ctx, id, "p1"); ok {
+		t.Fatal("a failed run's write landed")
+	}
+	if _, err := c.Session(id); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+}
+
+// TestRunStoreRefusesOtherSessions: a run reaches its own session only.
+func TestRunStoreRefusesOtherSessions(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	if _, err := c.Session("othersession1"); err == nil || !strings.Contains(err.Error(), "this run is of session "+id) {
+		t.Fatalf("other session: %v", err)
+	}
+	store2, _ := newStore(t)
+	c2 := pair(t, store2, "missing00001", &failed)
+	if _, err := c2.Session("missing00001"); !errors.Is(err, session.ErrNotFound) {
+		t.Fatalf("missing session: %v, want ErrNotFound", err)
+	}
+}
+
+// TestRunStoreBrokenConnection: a call on a connection that ended fails,
+// and so does every later one.
+func TestRunStoreBrokenConnection(t *testing.T) {
+	a, b := net.Pipe()
+	b.Close()
+	c := NewClient(a)
+	if _, err := c.Session("x"); err == nil {
+		t.Fatal("no error on a closed connection")
+	}
+	if err := c.Loaded("x", session.Loaded{}); err == nil {
+		t.Fatal("no error after the connection broke")
+	}
+}
