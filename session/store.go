@@ -2,9 +2,15 @@ package session
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 )
+
+// ErrNotFound is wrapped, with the session id, in the error of every store
+// for a session it does not hold, so that callers test it with errors.Is
+// whichever store they have.
+var ErrNotFound = errors.New("no such session")
 
 // Sessions keeps session records.
 type Sessions interface {
