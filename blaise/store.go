@@ -3,8 +3,6 @@ package blaise
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -21,6 +19,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/internal/sealed"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -40,12 +39,9 @@ import (
 // names that begin with a dot, and writers remove the ones a killed process
 // left behind.
 //
-// A persisted state file is
-//
-//	"BLPS" | version byte (1) | 12-byte nonce | AES-256-GCM ciphertext and tag
-//
-// with additional data header | "<session>/<plugid>", so a file copied to
-// another session or plug does not decrypt. The plaintext is the JSON object
+// A persisted state file is sealed (package sealed: AES-256-GCM, bound to
+// "<session>/<plugid>", so a file copied to another session or plug does
+// not decrypt). The plaintext is the JSON object
 // {"plug": <plug name>, "value": <the value's JSON>}.
 
 // StoreVersion is the format version of a state directory.
@@ -61,18 +57,13 @@ const (
 	persistedExt   = ".bin"
 	transcriptFile = "transcript.jsonl"
 
-	keySize = 32
+	keySize = sealed.KeySize
 	// lockRetry is how often a lock wait that honours a context tries again.
 	lockRetry = 5 * time.Millisecond
 )
 
-// persistedMagic begins every persisted state file; the byte after it is the
-// file format version.
-var persistedMagic = []byte("BLPS")
-
-const persistedVersion = 1
-
-// ErrNotFound is session.ErrNotFound.
+// ErrNotFound is returned, wrapped with the session id, for a session the
+// store does not hold: session.ErrNotFound, which every store returns.
 var ErrNotFound = session.ErrNotFound
 
 func checkSessionID(id string) error { return session.CheckID("session id", id) }
@@ -97,8 +88,8 @@ func DefaultStateDir() string {
 // state directory. Several goroutines and processes may use one directory at
 // once: each operation takes its own flock on the lock file.
 type Store struct {
-	dir  string
-	aead cipher.AEAD
+	dir string
+	box *sealed.Box
 	// Clock dates records; nil: the machine's.
 	Clock session.Clock
 }
@@ -155,7 +146,7 @@ func OpenStore(dir string) (*Store, error) {
 		} else if err != nil {
 			return err
 		}
-		if key, err = s.loadKey(); err != nil {
+		if key, err = LoadKeyFile(s.path(keyFile)); err != nil {
 			return err
 		}
 		return mkdirDurable(filepath.Join(dir, sessionsDir))
@@ -163,11 +154,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
-	}
-	if s.aead, err = cipher.NewGCM(block); err != nil {
+	if s.box, err = sealed.New(key); err != nil {
 		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
 	}
 	return s, nil
@@ -247,19 +234,19 @@ func (s *Store) checkEmpty() error {
 	return nil
 }
 
-// loadKey reads the key file, creating it if there is none. It runs under
-// the exclusive lock; the key is published with a hard link, which like
-// O_EXCL fails when the file exists, so two creators agree on one key even
-// without the lock, and a crash never leaves a short key file.
-func (s *Store) loadKey() ([]byte, error) {
-	name := s.path(keyFile)
+// LoadKeyFile reads the 32-byte AES-256 key file name (0600), creating it
+// with a random key if there is none. The key is published with a hard
+// link, which like O_EXCL fails when the file exists, so two creators agree
+// on one key even without a lock, and a crash never leaves a short key file.
+func LoadKeyFile(name string) ([]byte, error) {
 	key, err := readKey(name)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err
 	}
+	dir := filepath.Dir(name)
 	key = make([]byte, keySize)
 	rand.Read(key)
-	tmp, err := os.CreateTemp(s.dir, "."+keyFile+".tmp-*") // O_EXCL, 0600
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*") // O_EXCL, 0600
 	if err != nil {
 		return nil, fmt.Errorf("key file %s: %w", name, err)
 	}
@@ -298,7 +285,7 @@ func (s *Store) loadKey() ([]byte, error) {
 			return nil, fmt.Errorf("key file %s: %w", name, err)
 		}
 	}
-	if err := atomicfile.SyncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("key file %s: %w", name, err)
 	}
 	return key, nil
@@ -375,11 +362,8 @@ func (s *Store) locked(acquire func(*flock.Flock) error, f func() error) error {
 	return f()
 }
 
-// NewSessionID returns a fresh random session id: 12 lowercase base32
-// characters (60 bits).
-func (s *Store) NewSessionID() string {
-	return strings.ToLower(rand.Text()[:12])
-}
+// NewSessionID returns a fresh random session id (session.NewID).
+func (s *Store) NewSessionID() string { return session.NewID() }
 
 // CreateSession stores a new session. Created (and Updated) are set to now
 // when zero. It fails when the id is in use.
@@ -647,7 +631,7 @@ func (p persisted) Set(ctx context.Context, session, plugID, plugName string, da
 	plain.WriteString(`,"value":`)
 	plain.Write(data)
 	plain.WriteString("}")
-	file := p.s.seal(session, plugID, plain.Bytes())
+	file := p.s.box.Seal(session, plugID, plain.Bytes())
 
 	return p.s.withLockContext(ctx, true, func() error {
 		if _, err := os.Stat(p.s.sessionPath(session)); errors.Is(err, fs.ErrNotExist) {
@@ -770,22 +754,6 @@ type persistedState struct {
 	Value json.RawMessage `json:"value"`
 }
 
-func persistedHeader() []byte {
-	return append(append([]byte(nil), persistedMagic...), persistedVersion)
-}
-
-func additionalData(session, plugID string) []byte {
-	return append(persistedHeader(), session+"/"+plugID...)
-}
-
-// seal encrypts the plaintext of a persisted state file with a fresh nonce.
-func (s *Store) seal(session, plugID string, plain []byte) []byte {
-	nonce := make([]byte, s.aead.NonceSize())
-	rand.Read(nonce)
-	out := append(persistedHeader(), nonce...)
-	return s.aead.Seal(out, nonce, plain, additionalData(session, plugID))
-}
-
 // readPersisted reads and decrypts a persisted state file; it returns nil,
 // nil when there is none.
 func (s *Store) readPersisted(session, plugID string) (*persistedState, error) {
@@ -797,21 +765,15 @@ func (s *Store) readPersisted(session, plugID string) (*persistedState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persisted state of plug %s in session %s: %w", plugID, session, err)
 	}
-	header := persistedHeader()
-	if len(data) < len(header) || !bytes.Equal(data[:len(persistedMagic)], persistedMagic) {
+	plain, err := s.box.Open(session, plugID, data)
+	var verr *sealed.VersionError
+	switch {
+	case errors.Is(err, sealed.ErrForeign):
 		return nil, fmt.Errorf("persisted state of plug %s in session %s: %s is not a blaise-agent persisted state file", plugID, session, name)
-	}
-	if v := data[len(persistedMagic)]; v != persistedVersion {
-		return nil, fmt.Errorf("persisted state of plug %s in session %s: %s has format version %d; this blaise-agent reads version %d", plugID, session, name, v, persistedVersion)
-	}
-	rest := data[len(header):]
-	ns := s.aead.NonceSize()
-	var plain []byte
-	if len(rest) >= ns+s.aead.Overhead() {
-		plain, err = s.aead.Open(nil, rest[:ns], rest[ns:], additionalData(session, plugID))
-	}
-	if plain == nil || err != nil {
-		return nil, fmt.Errorf("persisted state of plug %s in session %s cannot be decrypted (written with another key, or corrupt): %s", plugID, session, name)
+	case errors.As(err, &verr):
+		return nil, fmt.Errorf("persisted state of plug %s in session %s: %s has %v", plugID, session, name, verr)
+	case err != nil:
+		return nil, fmt.Errorf("persisted state of plug %s in session %s %v: %s", plugID, session, err, name)
 	}
 	st := new(persistedState)
 	if err := json.Unmarshal(plain, st); err != nil || st.Value == nil {

@@ -1,8 +1,10 @@
 package session
 
 import (
+	"crypto/rand"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // validID is what plug ids (and the store's session ids) may look like:
@@ -16,4 +18,10 @@ func CheckID(what, id string) error {
 		return fmt.Errorf("invalid %s %q: want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", what, id)
 	}
 	return nil
+}
+
+// NewID returns a fresh random id: 12 lowercase base32 characters (60
+// bits), valid for CheckID.
+func NewID() string {
+	return strings.ToLower(rand.Text()[:12])
 }

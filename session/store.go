@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// ErrNotFound is returned, wrapped with the session id, for a session a
-// store does not hold.
+// ErrNotFound is wrapped, with the session id, in the error of every store
+// for a session it does not hold, so that callers test it with errors.Is
+// whichever store they have.
 var ErrNotFound = errors.New("no such session")
 
 // Sessions keeps session records.

@@ -1,0 +1,152 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+)
+
+// dialect is what differs between SQLite and PostgreSQL; every query is
+// written once, for SQLite, and rebound here.
+type dialect struct {
+	name string
+	// dollar: placeholders are $1, $2 … instead of ?.
+	dollar bool
+	// types fill the {{…}} of the migrations.
+	types *strings.Replacer
+	// forUpdate locks the rows a transaction reads; SQLite needs none,
+	// its transactions take the write lock when they begin.
+	forUpdate string
+	// lockSchema serialises servers that migrate one database at once.
+	lockSchema string
+}
+
+var (
+	sqliteDialect = &dialect{
+		name:  "sqlite",
+		types: strings.NewReplacer("{{bytes}}", "BLOB", "{{serial}}", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+	}
+	postgresDialect = &dialect{
+		name:       "postgres",
+		dollar:     true,
+		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+		forUpdate:  " FOR UPDATE",
+		lockSchema: "SELECT pg_advisory_xact_lock(4242134501)",
+	}
+)
+
+// rebind turns the ? placeholders of query into the dialect's.
+func (d *dialect) rebind(query string) string {
+	if !d.dollar {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// sqliteParams make every pooled connection wait for a lock rather than
+// fail (busy_timeout, for other processes on the file), log ahead (WAL:
+// readers do not wait for the writer), sync each commit (FULL: a commit
+// survives a power cut) and enforce the schema's foreign keys.
+const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
+
+// connect opens the database a DSN names: a PostgreSQL URL, or a SQLite
+// file (PATH or sqlite:PATH). It returns a pool for reads and one for
+// writes, which for SQLite is a single connection whose transactions begin
+// IMMEDIATE: writes queue in this process instead of failing with
+// SQLITE_BUSY. where names the database in errors, without a password.
+func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err error) {
+	switch {
+	case dsn == "":
+		return nil, nil, nil, "", errors.New("no database: want a file path, sqlite:PATH or postgres://…")
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, nil, nil, "", fmt.Errorf("database URL: %v", redactParseError(err))
+		}
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			return nil, nil, nil, "", fmt.Errorf("database %s: %w", u.Redacted(), err)
+		}
+		return db, db, postgresDialect, u.Redacted(), nil
+	}
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok && strings.Contains(dsn, "://") {
+		return nil, nil, nil, "", fmt.Errorf("database %q: want a file path, sqlite:PATH or postgres://…", dsn)
+	}
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, nil, nil, "", fmt.Errorf("database %q: want a SQLite file path without '?' or '#'", dsn)
+	}
+	where = "SQLite database " + path
+	write, err = sql.Open("sqlite", path+"?"+sqliteParams+"&_txlock=immediate")
+	if err != nil {
+		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
+	}
+	write.SetMaxOpenConns(1)
+	read, err = sql.Open("sqlite", path+"?"+sqliteParams)
+	if err != nil {
+		write.Close()
+		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
+	}
+	return read, write, sqliteDialect, where, nil
+}
+
+// redactParseError drops the URL from a url.Parse error: it may hold a
+// password.
+func redactParseError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// conn runs queries written for SQLite in the dialect of its database.
+type conn struct {
+	q querier
+	d *dialect
+}
+
+func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) rows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
+}
+
+func (c conn) row(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
+}
+
+// affected is the number of rows a statement changed.
+func affected(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,66 @@
+-- The first schema. {{bytes}} is BLOB on SQLite and BYTEA on PostgreSQL;
+-- {{serial}} an auto-numbered BIGINT primary key. Times are Unix
+-- nanoseconds, 0 for never. A session's record is its JSON; the other
+-- columns of sessions copy fields of it for queries.
+
+CREATE TABLE sessions (
+	id         TEXT PRIMARY KEY,
+	agent_name TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	runs       BIGINT NOT NULL,
+	created    BIGINT NOT NULL,
+	updated    BIGINT NOT NULL,
+	record     TEXT NOT NULL
+);
+CREATE INDEX sessions_created ON sessions (created, id);
+CREATE INDEX sessions_agent_state ON sessions (agent_name, state);
+
+CREATE TABLE persisted (
+	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	plug_id    TEXT NOT NULL,
+	plug_name  TEXT NOT NULL,
+	sealed     {{bytes}} NOT NULL,
+	PRIMARY KEY (session_id, plug_id)
+);
+
+CREATE TABLE transcript_lines (
+	seq        {{serial}},
+	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	line       {{bytes}} NOT NULL
+);
+CREATE INDEX transcript_lines_session ON transcript_lines (session_id, seq);
+
+CREATE TABLE agents (
+	name     TEXT PRIMARY KEY,
+	config   TEXT NOT NULL,
+	settings TEXT NOT NULL,
+	created  BIGINT NOT NULL,
+	updated  BIGINT NOT NULL
+);
+
+CREATE TABLE registration_tokens (
+	id        TEXT PRIMARY KEY,
+	hash      {{bytes}} NOT NULL UNIQUE,
+	created   BIGINT NOT NULL,
+	expires   BIGINT NOT NULL,
+	used      BIGINT NOT NULL DEFAULT 0,
+	runner_id TEXT NOT NULL DEFAULT ''
+);
+
+CREATE TABLE runners (
+	id        TEXT PRIMARY KEY,
+	name      TEXT NOT NULL,
+	cred_hash {{bytes}} NOT NULL UNIQUE,
+	created   BIGINT NOT NULL,
+	last_seen BIGINT NOT NULL,
+	revoked   BIGINT NOT NULL DEFAULT 0
+);
+
+CREATE TABLE api_tokens (
+	id        TEXT PRIMARY KEY,
+	name      TEXT NOT NULL,
+	hash      {{bytes}} NOT NULL UNIQUE,
+	created   BIGINT NOT NULL,
+	last_used BIGINT NOT NULL DEFAULT 0,
+	revoked   BIGINT NOT NULL DEFAULT 0
+);

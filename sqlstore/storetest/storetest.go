@@ -1,0 +1,456 @@
+// Package storetest is the behaviour suite of session.Store: the file
+// store of one machine and the server's SQL stores run it alike, which is
+// what says that they agree.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// Store is what the suite tests: a session.Store that reads its
+// transcripts back.
+type Store interface {
+	session.Store
+	ReadTranscript(id string) (io.ReadCloser, error)
+}
+
+// Run runs the suite; open returns a fresh, empty store for each subtest.
+func Run(t *testing.T, open func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		f    func(*testing.T, Store)
+	}{
+		{"RoundTrip", roundTrip},
+		{"UnknownSession", unknownSession},
+		{"InvalidIDs", invalidIDs},
+		{"UpdateIsAtomic", updateIsAtomic},
+		{"ConcurrentUpdatesAllCount", concurrentUpdates},
+		{"ListedByCreatedThenID", listing},
+		{"Persisted", persistedState},
+		{"Reports", reports},
+		{"TornDownDeletesPersistedState", tornDown},
+		{"Discard", discard},
+		{"Transcript", transcript},
+		{"NewSessionID", newSessionID},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })
+	}
+}
+
+func create(t *testing.T, s Store, id string) *session.Record {
+	t.Helper()
+	rec := &session.Record{ID: id, Config: "/w/blaise.star", AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}
+	if err := s.CreateSession(rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q does not contain %q", err, p)
+		}
+	}
+}
+
+func roundTrip(t *testing.T, s Store) {
+	now := time.Now().UTC().Truncate(time.Second)
+	rec := &session.Record{
+		ID: s.NewSessionID(), Config: "/w/blaise.star", Dir: "/w", AgentName: "claude", State: session.Paused,
+		Created: now, Updated: now, Runs: 2, Settings: session.DefaultSettings(), Resumable: true,
+		ACPSessionID: "acp-1",
+		Stop:         &session.StopRecord{Stop: session.Stop{Reason: session.Idle, MayResume: true}, At: now, Run: 2, Delivered: true},
+		Pause:        &session.PauseRecord{Reason: session.Idle, MayResume: true, At: now, Run: 2},
+		PausedAt:     now, ExpiresAt: now.Add(24 * time.Hour),
+		Teardown:      session.TeardownRecord{Attempts: 1, LastError: "boom", NextAt: now},
+		OrphanedState: []string{"old"},
+		PID:           42,
+	}
+	if err := s.CreateSession(rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Session(rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, rec) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, rec)
+	}
+	wantErr(t, s.CreateSession(&session.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
+	if got, _ := s.Session(rec.ID); !reflect.DeepEqual(got, rec) {
+		t.Errorf("a refused duplicate changed the record: %+v", got)
+	}
+
+	// Created and Updated default to now.
+	before := time.Now().UTC().Add(-time.Second)
+	fresh := create(t, s, "fresh")
+	if fresh.Created.Before(before) || !fresh.Updated.Equal(fresh.Created) {
+		t.Errorf("defaults: created %v, updated %v", fresh.Created, fresh.Updated)
+	}
+}
+
+func unknownSession(t *testing.T, s Store) {
+	ctx := context.Background()
+	_, err := s.Session("nope")
+	checks := map[string]error{"Session": err}
+	_, checks["UpdateSession"] = s.UpdateSession("nope", func(*session.Record) error { return nil })
+	checks["Persisted.Set"] = s.Persisted().Set(ctx, "nope", "wt", "blaise:worktree", []byte("1"))
+	checks["Loaded"] = s.Loaded("nope", session.Loaded{})
+	_, checks["Paused"] = s.Paused("nope", session.PauseRecord{Reason: session.Idle})
+	_, checks["TornDown"] = s.TornDown("nope", nil, time.Now())
+	for name, err := range checks {
+		if !errors.Is(err, session.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("%s of an unknown session = %v, want session.ErrNotFound naming it", name, err)
+		}
+	}
+	// Reading state of an unknown session finds none, as for a known one.
+	if _, ok, err := s.Persisted().Get(ctx, "nope", "wt"); ok || err != nil {
+		t.Errorf("Persisted.Get = %v, %v", ok, err)
+	}
+	if ids, err := s.PersistedIDs("nope"); len(ids) != 0 || err != nil {
+		t.Errorf("PersistedIDs = %v, %v", ids, err)
+	}
+	if err := s.DeletePersisted("nope"); err != nil {
+		t.Errorf("DeletePersisted = %v", err)
+	}
+}
+
+func invalidIDs(t *testing.T, s Store) {
+	create(t, s, "ok")
+	p := s.Persisted()
+	ctx := context.Background()
+	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
+		wantErr(t, s.CreateSession(&session.Record{ID: id}), "invalid session id")
+		_, err := s.Session(id)
+		wantErr(t, err, "invalid session id")
+		_, err = s.UpdateSession(id, func(*session.Record) error { return nil })
+		wantErr(t, err, "invalid session id")
+		wantErr(t, s.DeletePersisted(id), "invalid session id")
+		wantErr(t, s.Discard(id), "invalid session id")
+		_, err = s.Transcript(id)
+		wantErr(t, err, "invalid session id")
+		wantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
+		_, _, err = p.Get(ctx, "ok", id)
+		wantErr(t, err, "invalid plug id")
+		wantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
+		_, _, err = s.PersistedPlug("ok", id)
+		wantErr(t, err, "invalid plug id")
+	}
+}
+
+func updateIsAtomic(t *testing.T, s Store) {
+	rec := create(t, s, "s")
+	got, err := s.UpdateSession("s", func(r *session.Record) error { r.State = session.Paused; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != session.Paused || got.Updated.Before(rec.Updated) {
+		t.Errorf("after update: state %s, updated %v (was %v)", got.State, got.Updated, rec.Updated)
+	}
+	boom := errors.New("boom")
+	_, err = s.UpdateSession("s", func(r *session.Record) error { r.State = session.Ended; return boom })
+	if !errors.Is(err, boom) {
+		t.Fatalf("UpdateSession = %v, want boom", err)
+	}
+	if r, _ := s.Session("s"); r.State != session.Paused || !r.Updated.Equal(got.Updated) {
+		t.Errorf("an aborted update wrote: state %s", r.State)
+	}
+	_, err = s.UpdateSession("s", func(r *session.Record) error { r.ID = "t"; return nil })
+	wantErr(t, err, "may not change the id")
+	if _, err := s.Session("t"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("a refused id change made session t: %v", err)
+	}
+}
+
+func concurrentUpdates(t *testing.T, s Store) {
+	create(t, s, "counted")
+	const goroutines, each = 8, 20
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				if _, err := s.UpdateSession("counted", func(r *session.Record) error { r.Runs++; return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rec, err := s.Session("counted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Runs != goroutines*each {
+		t.Errorf("Runs = %d, want %d: updates were lost", rec.Runs, goroutines*each)
+	}
+}
+
+func listing(t *testing.T, s Store) {
+	if recs, err := s.Sessions(); len(recs) != 0 || err != nil {
+		t.Fatalf("an empty store lists %v, %v", recs, err)
+	}
+	now := time.Now().UTC()
+	for _, id := range []string{"c", "b", "a"} {
+		if err := s.CreateSession(&session.Record{ID: id, State: session.Active, Created: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CreateSession(&session.Record{ID: "z", State: session.Active, Created: now.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// An update that moves Created moves the session in the list.
+	if _, err := s.UpdateSession("b", func(r *session.Record) error { r.Created = now.Add(time.Hour); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := s.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{"z", "a", "c", "b"}; !slices.Equal(ids, want) {
+		t.Errorf("Sessions() = %v, want %v", ids, want)
+	}
+}
+
+func persistedState(t *testing.T, s Store) {
+	p := s.Persisted()
+	ctx := context.Background()
+	create(t, s, "s1")
+	create(t, s, "s2")
+	if _, ok, err := p.Get(ctx, "s1", "wt"); ok || err != nil {
+		t.Fatalf("Get before Set: ok %v, err %v", ok, err)
+	}
+	// Get returns the bytes Set was given, spacing and all.
+	value := []byte(`{ "branch": "secret-branch-name", "n": [1, 2] }`)
+	if err := p.Set(ctx, "s1", "wt", "blaise:worktree", value); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Set(ctx, "s1", "a.b-c_d", "other", []byte(`"x"`)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, p.Set(ctx, "s1", "bad", "x", []byte(`{`)), "not JSON")
+	if got, ok, err := p.Get(ctx, "s1", "wt"); err != nil || !ok || !bytes.Equal(got, value) {
+		t.Fatalf("Get = %s, %v, %v; want %s", got, ok, err, value)
+	}
+	if _, ok, _ := p.Get(ctx, "s2", "wt"); ok {
+		t.Error("state of s1 visible in s2")
+	}
+	if name, ok, err := s.PersistedPlug("s1", "wt"); name != "blaise:worktree" || !ok || err != nil {
+		t.Errorf("PersistedPlug = %q, %v, %v", name, ok, err)
+	}
+	if _, ok, err := s.PersistedPlug("s1", "none"); ok || err != nil {
+		t.Errorf("PersistedPlug of no state = %v, %v", ok, err)
+	}
+	if ids, err := s.PersistedIDs("s1"); err != nil || !slices.Equal(ids, []string{"a.b-c_d", "wt"}) {
+		t.Errorf("PersistedIDs = %v, %v", ids, err)
+	}
+	// Set again replaces, plug name included.
+	if err := p.Set(ctx, "s1", "wt", "blaise:worktree2", []byte(`2`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := p.Get(ctx, "s1", "wt"); string(got) != "2" {
+		t.Errorf("after a second Set: %s", got)
+	}
+	if name, _, _ := s.PersistedPlug("s1", "wt"); name != "blaise:worktree2" {
+		t.Errorf("after a second Set, the plug is %q", name)
+	}
+
+	if err := p.Delete(ctx, "s1", "a.b-c_d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, "s1", "a.b-c_d"); err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+	if _, ok, _ := p.Get(ctx, "s1", "a.b-c_d"); ok {
+		t.Error("deleted state is still there")
+	}
+	if err := p.Set(ctx, "s2", "wt", "x", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePersisted("s1"); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.PersistedIDs("s1"); len(ids) != 0 || err != nil {
+		t.Errorf("after DeletePersisted: %v, %v", ids, err)
+	}
+	if _, ok, _ := p.Get(ctx, "s2", "wt"); !ok {
+		t.Error("DeletePersisted of s1 took the state of s2")
+	}
+	if _, err := s.Session("s1"); err != nil {
+		t.Errorf("DeletePersisted took the session: %v", err)
+	}
+}
+
+func reports(t *testing.T, s Store) {
+	create(t, s, "s")
+	settings := session.DefaultSettings()
+	settings.PausedLifetime = time.Hour
+	if err := s.Loaded("s", session.Loaded{Resumable: true, Settings: settings, OrphanedState: []string{"gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	rec, err := s.Paused("s", session.PauseRecord{Reason: session.Idle, MayResume: true, At: at, Run: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != session.Paused || !rec.ExpiresAt.Equal(at.Add(time.Hour)) || !rec.Resumable || !slices.Equal(rec.OrphanedState, []string{"gone"}) {
+		t.Errorf("after Loaded and Paused: %+v", rec)
+	}
+	if got, _ := s.Session("s"); !reflect.DeepEqual(got, rec) {
+		t.Errorf("Paused returned %+v, stored %+v", rec, got)
+	}
+	rec, err = s.Paused("s", session.PauseRecord{Reason: session.Closed, At: at, Run: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != session.TearingDown || rec.EndReason != session.Closed {
+		t.Errorf("after a pause that ends it: state %s, end reason %s", rec.State, rec.EndReason)
+	}
+}
+
+func tornDown(t *testing.T, s Store) {
+	ctx := context.Background()
+	create(t, s, "s")
+	if _, err := s.Paused("s", session.PauseRecord{Reason: session.Closed, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.TornDown("s", errors.New("rm failed"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != session.TearingDown || rec.Teardown.Attempts != 1 {
+		t.Errorf("after a failed teardown: %+v", rec)
+	}
+	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); !ok {
+		t.Error("a failed teardown deleted the persisted state: the retry needs it")
+	}
+	if rec, err = s.TornDown("s", nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != session.Ended {
+		t.Errorf("after a teardown: state %s", rec.State)
+	}
+	if ids, err := s.PersistedIDs("s"); len(ids) != 0 || err != nil {
+		t.Errorf("an ended session keeps persisted state %v (%v) (L2)", ids, err)
+	}
+}
+
+func discard(t *testing.T, s Store) {
+	ctx := context.Background()
+	create(t, s, "s")
+	create(t, s, "other")
+	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Transcript("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{}\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard("s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Session("s"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("a discarded session is still there: %v", err)
+	}
+	if ids, _ := s.PersistedIDs("s"); len(ids) != 0 {
+		t.Errorf("a discarded session keeps persisted state %v", ids)
+	}
+	if _, err := s.Session("other"); err != nil {
+		t.Errorf("Discard took another session: %v", err)
+	}
+	// The id is free again, with nothing of the old session.
+	create(t, s, "s")
+	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); ok {
+		t.Error("a new session with a discarded one's id has its persisted state")
+	}
+	if got := readTranscript(t, s, "s"); got != "" {
+		t.Errorf("a new session with a discarded one's id has its transcript %q", got)
+	}
+}
+
+func readTranscript(t *testing.T, s Store, id string) string {
+	t.Helper()
+	r, err := s.ReadTranscript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func transcript(t *testing.T, s Store) {
+	create(t, s, "s")
+	create(t, s, "other")
+	w, err := s.Transcript("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Lines written in pieces, and several in one write.
+	for _, piece := range []string{`{"a":`, "1}\n", "{\"b\":2}\n{\"c\":3}\n", `{"d"`, ":4}\n"} {
+		if n, err := io.WriteString(w, piece); n != len(piece) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", piece, n, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer appends.
+	w, err = s.Transcript("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"e\":5}\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n{\"e\":5}\n"
+	if got := readTranscript(t, s, "s"); got != want {
+		t.Errorf("transcript:\n got %q\nwant %q", got, want)
+	}
+	if got := readTranscript(t, s, "other"); got != "" {
+		t.Errorf("another session's transcript: %q", got)
+	}
+}
+
+func newSessionID(t *testing.T, s Store) {
+	seen := map[string]bool{}
+	for range 100 {
+		id := s.NewSessionID()
+		if session.CheckID("session id", id) != nil || seen[id] {
+			t.Fatalf("bad or repeated id %q", id)
+		}
+		seen[id] = true
+	}
+}

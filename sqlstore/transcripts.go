@@ -1,0 +1,146 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Transcript opens a session's transcript for appending. Each line written
+// (JSONL) becomes a row once its newline is written; Close stores a last
+// line without one.
+func (s *Store) Transcript(id string) (io.WriteCloser, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	if err := s.exists(id); err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	return &transcript{s: s, id: id}, nil
+}
+
+// exists returns an error wrapping session.ErrNotFound for a session the
+// store does not hold.
+func (s *Store) exists(id string) error {
+	var one int
+	err := s.read.row(context.Background(), "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("session %s: %s: %w", id, s.where, err)
+	}
+	return nil
+}
+
+type transcript struct {
+	s      *Store
+	id     string
+	rest   []byte // a line not ended yet
+	closed bool
+}
+
+// Write stores the complete lines of p, in one transaction.
+func (t *transcript) Write(p []byte) (int, error) {
+	if t.closed {
+		return 0, fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
+	}
+	t.rest = append(t.rest, p...)
+	end := bytes.LastIndexByte(t.rest, '\n')
+	if end < 0 {
+		return len(p), nil
+	}
+	lines := bytes.SplitAfter(t.rest[:end+1], []byte("\n"))
+	if err := t.store(lines[:len(lines)-1]); err != nil {
+		t.rest = t.rest[:len(t.rest)-len(p)]
+		return 0, err
+	}
+	t.rest = append(t.rest[:0], t.rest[end+1:]...)
+	return len(p), nil
+}
+
+func (t *transcript) store(lines [][]byte) error {
+	ctx := context.Background()
+	err := t.s.inTx(ctx, func(c conn) error {
+		for _, l := range lines {
+			if _, err := c.exec(ctx, "INSERT INTO transcript_lines (session_id, line) VALUES (?, ?)", t.id, bytes.TrimSuffix(l, []byte("\n"))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("session %s: transcript: %w", t.id, err)
+	}
+	return nil
+}
+
+// Close stores what is left of a last line without a newline.
+func (t *transcript) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	if len(t.rest) == 0 {
+		return nil
+	}
+	err := t.store([][]byte{t.rest})
+	t.rest = nil
+	return err
+}
+
+// ReadTranscript returns a session's transcript: its lines in the order
+// they were written, each ended by a newline.
+func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	if err := s.exists(id); err != nil {
+		return nil, fmt.Errorf("transcript: %w", err)
+	}
+	rows, err := s.read.rows(context.Background(), "SELECT line FROM transcript_lines WHERE session_id = ? ORDER BY seq", id)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+	}
+	return &transcriptReader{id: id, rows: rows}, nil
+}
+
+// transcriptReader streams the rows, so that a long transcript is not
+// held in memory at once.
+type transcriptReader struct {
+	id   string
+	rows *sql.Rows
+	buf  []byte
+	err  error
+}
+
+func (r *transcriptReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 && r.err == nil {
+		if !r.rows.Next() {
+			r.err = r.rows.Err()
+			if r.err == nil {
+				r.err = io.EOF
+			} else {
+				r.err = fmt.Errorf("session %s: transcript: %w", r.id, r.err)
+			}
+			break
+		}
+		var line []byte
+		if err := r.rows.Scan(&line); err != nil {
+			r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
+			break
+		}
+		r.buf = append(line, '\n')
+	}
+	if len(r.buf) > 0 {
+		n := copy(p, r.buf)
+		r.buf = r.buf[n:]
+		return n, nil
+	}
+	return 0, r.err
+}
+
+func (r *transcriptReader) Close() error { return r.rows.Close() }
