@@ -3,7 +3,9 @@ package acpfront
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
@@ -49,12 +51,26 @@ type Run interface {
 }
 
 // FromEngine returns the sessions of a lifecycle engine.
-func FromEngine(e *blaise.Engine) Sessions { return engineSessions{e} }
+func FromEngine(e *blaise.Engine) Sessions { return engineSessions{e: e} }
 
-type engineSessions struct{ e *blaise.Engine }
+// ForAgent returns the sessions of a server's named agent: new ones get
+// its name and settings, and only its sessions are listed.
+func ForAgent(e *blaise.Engine, agent string, settings lifecycle.Settings) Sessions {
+	return engineSessions{e: e, agent: agent, settings: settings}
+}
+
+type engineSessions struct {
+	e        *blaise.Engine
+	agent    string // "": the sessions of this machine
+	settings lifecycle.Settings
+}
 
 func (s engineSessions) Start(config string) (Run, error) {
-	l, err := s.e.Start(config)
+	start := s.e.Start
+	if s.agent != "" {
+		start = func(config string) (*blaise.Live, error) { return s.e.StartAgent(config, s.agent, s.settings) }
+	}
+	l, err := start(config)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +78,9 @@ func (s engineSessions) Start(config string) (Run, error) {
 }
 
 func (s engineSessions) Resume(id string) (Run, error) {
+	if _, err := s.Session(id); err != nil {
+		return nil, err
+	}
 	l, err := s.e.Resume(id)
 	if err != nil {
 		return nil, err
@@ -70,18 +89,30 @@ func (s engineSessions) Resume(id string) (Run, error) {
 }
 
 func (s engineSessions) End(ctx context.Context, id string) error {
+	if _, err := s.Session(id); err != nil {
+		return err
+	}
 	_, err := s.e.End(ctx, id)
 	return err
 }
 
+// Session returns a session's record; a session of another agent is not
+// found.
 func (s engineSessions) Session(id string) (*lifecycle.Record, error) {
-	return s.e.Store.Session(id)
+	rec, err := s.e.Store.Session(id)
+	if err == nil && s.agent != "" && rec.AgentName != s.agent {
+		return nil, fmt.Errorf("session %s: %w", id, lifecycle.ErrNotFound)
+	}
+	return rec, err
 }
 
 // List returns the sessions whose records can be read: a broken record is
 // logged, and hides none of the others.
 func (s engineSessions) List() ([]*lifecycle.Record, error) {
 	recs, err := s.e.Store.Sessions()
+	if s.agent != "" {
+		recs = slices.DeleteFunc(recs, func(r *lifecycle.Record) bool { return r.AgentName != s.agent })
+	}
 	var broken *blaise.BrokenError
 	if errors.As(err, &broken) {
 		if s.e.Log != nil {

@@ -73,6 +73,31 @@ type Engine struct {
 	wakeCh   chan struct{} // see keeperWake
 	memOnce  sync.Once
 	mem      *MemLocks
+	livesMu  sync.Mutex
+	lives    map[string]*Live // runs in progress, by session
+}
+
+// Running returns the run in progress of a session, if this engine
+// started one.
+func (e *Engine) Running(id string) *Live {
+	e.livesMu.Lock()
+	defer e.livesMu.Unlock()
+	return e.lives[id]
+}
+
+func (e *Engine) track(l *Live, running bool) {
+	e.livesMu.Lock()
+	defer e.livesMu.Unlock()
+	if !running {
+		if e.lives[l.ID] == l {
+			delete(e.lives, l.ID)
+		}
+		return
+	}
+	if e.lives == nil {
+		e.lives = map[string]*Live{}
+	}
+	e.lives[l.ID] = l
 }
 
 func (e *Engine) locks() RunLocks {
@@ -109,11 +134,17 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(cfgPath string) (*Live, error) {
+	return e.StartAgent(cfgPath, "", e.Settings)
+}
+
+// StartAgent is Start for a session of a named agent (a server's), whose
+// settings are asked instead of the engine's.
+func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Live, error) {
 	abs, err := filepath.Abs(cfgPath)
 	if err != nil {
 		return nil, err
 	}
-	settings, err := NormalizeSettings(e.Settings)
+	settings, err := NormalizeSettings(asked)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +161,7 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 		return nil, err
 	}
 	now := e.now()
-	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Runs: 1, Settings: settings, Asked: e.Settings, Resumable: true}
+	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Runs: 1, Settings: settings, Asked: asked, Resumable: true, AgentName: agent}
 	if err := e.Store.CreateSession(rec); err != nil {
 		lock.Release()
 		return nil, err
@@ -458,6 +489,7 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 	} else {
 		go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
 	}
+	e.track(l, true)
 	go l.readControl()
 	go l.wait()
 	go l.timers()

@@ -271,6 +271,7 @@ func (l *Live) wait() {
 		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *session.Record) error { r.PID = 0; return nil })
 	}
 	l.lock.Release()
+	l.e.track(l, false)
 	l.final, l.err = rec, rerr
 	close(l.done)
 	if rerr == nil && l.e.Settled != nil {

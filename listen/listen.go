@@ -137,7 +137,7 @@ func (r *Runner) connect(ctx context.Context) error {
 		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, runnerproto.Subprotocol)
 	}
 	netConn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-	mux, err := yamux.Client(netConn, yamuxConfig())
+	mux, err := yamux.Client(netConn, runnerproto.YamuxConfig())
 	if err != nil {
 		netConn.Close()
 		return err
@@ -201,17 +201,6 @@ func refusal(resp *http.Response) string {
 	}
 	return resp.Status
 }
-
-func yamuxConfig() *yamux.Config {
-	cfg := yamux.DefaultConfig()
-	cfg.LogOutput = io.Discard
-	cfg.KeepAliveInterval = 10 * time.Second
-	cfg.MaxStreamWindowSize = 1 << 20
-	return cfg
-}
-
-// YamuxConfig is the yamux configuration of both ends.
-func YamuxConfig() *yamux.Config { return yamuxConfig() }
 
 func (r *Runner) count() int {
 	r.mu.Lock()

@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/hashicorp/yamux"
 )
 
 // Version is the protocol's version; a runner of another version is refused.
@@ -175,4 +177,14 @@ func ReadHeader(r io.Reader) (StreamHeader, error) {
 		line = append(line, b[0])
 	}
 	return StreamHeader{}, fmt.Errorf("runner protocol: stream header longer than 4096 bytes")
+}
+
+// YamuxConfig is the yamux configuration of both ends: keepalives find a
+// dead peer within KeepAliveInterval and its timeout.
+func YamuxConfig() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.KeepAliveInterval = 10 * time.Second
+	cfg.MaxStreamWindowSize = 1 << 20
+	return cfg
 }

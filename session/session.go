@@ -107,6 +107,9 @@ type Record struct {
 	OrphanedState []string `json:"orphaned_state,omitempty"`
 	// PID is the session process of the current run, while one runs.
 	PID int `json:"pid,omitempty"`
+	// Runner is the runner of the session's last run, on a server: the
+	// session resumes there when it can (§9).
+	Runner string `json:"runner,omitempty"`
 }
 
 // StopRecord is a stop directive as recorded.

@@ -10,6 +10,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acpfront"
 	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/serverclient"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -19,6 +20,8 @@ type AcpCmd struct {
 	ConfigFlag
 	ShutdownTimeout time.Duration `help:"How long to wait, once the client is gone, for its sessions to pause or end." default:"2m"`
 	SessionFlags
+	ServerFlags
+	Agent string `help:"With --server: the agent whose sessions to serve." placeholder:"NAME"`
 }
 
 // Run serves the client on stdin and stdout until it disconnects.
@@ -26,6 +29,9 @@ func (c *AcpCmd) Run(g *Globals) error {
 	// Signals are heard from the start: a sweep's teardowns can be slow.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.Server != "" {
+		return serverclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
+	}
 	logger := g.Logger().WithPrefix("acp")
 	// A configuration that does not load is the person's to fix now, not
 	// an error for the editor to show at its first session.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/alecthomas/kong"
 
@@ -14,9 +15,11 @@ type ConfigFlag struct {
 }
 
 // AfterApply finds the configuration -c and $BLAISE_CONFIG leave unnamed. A
-// command given --session needs none: the session names its own.
+// command given --session needs none: the session names its own; nor one
+// given --server, but listen: the server's runners have theirs.
 func (f *ConfigFlag) AfterApply(kctx *kong.Context) error {
-	if f.Config != "" || sessionNamed(kctx) {
+	remote := flagSet(kctx, "server") && !strings.HasPrefix(kctx.Command(), "listen")
+	if f.Config != "" || flagSet(kctx, "session") || remote {
 		return nil
 	}
 	wd, err := os.Getwd()
@@ -27,11 +30,10 @@ func (f *ConfigFlag) AfterApply(kctx *kong.Context) error {
 	return err
 }
 
-// sessionNamed reports whether the command line names a session with
-// --session.
-func sessionNamed(kctx *kong.Context) bool {
+// flagSet reports whether the command line gives the string flag name.
+func flagSet(kctx *kong.Context, name string) bool {
 	for _, fl := range kctx.Flags() {
-		if fl.Name == "session" {
+		if fl.Name == name {
 			s, _ := kctx.FlagValue(fl).(string)
 			return s != ""
 		}

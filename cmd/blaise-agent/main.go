@@ -29,6 +29,10 @@ type CLI struct {
 	Lsp        LspCmd        `cmd:"" help:"Serve the Language Server Protocol on stdio for .star files: completion, hover, diagnostics, go to definition."`
 	Fmt        FmtCmd        `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
 	Test       TestCmd       `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
+	Serve      ServeCmd      `cmd:"" help:"Serve Blaise: the control plane of named agents, their runners and their clients."`
+	Listen     ListenCmd     `cmd:"" help:"Take the runs of an agent of a Blaise server, on this machine."`
+	Agents     AgentsCmd     `cmd:"" help:"List, create, change and delete the agents of a Blaise server."`
+	Tokens     TokensCmd     `cmd:"" help:"Mint and revoke a Blaise server's runner registrations and API tokens (its admin, on its machine)."`
 	DemoAgent  DemoAgentCmd  `cmd:"" name:"demo-agent" help:"Serve the built-in deterministic ACP agent on stdio (for demos and tests)."`
 	Hostd      HostdCmd      `cmd:"" help:"Serve this machine to a runner over the hostd protocol on stdin and stdout (run through ssh, docker exec -i …)."`
 	Completion CompletionCmd `cmd:"" help:"Print the shell completion script for bash, zsh or fish: commands, flags, session ids and blaise: references."`

@@ -60,6 +60,8 @@ func (f *StateFlags) noSession(id string) error {
 // SessionsListCmd lists sessions.
 type SessionsListCmd struct {
 	StateFlags
+	ServerFlags
+	Agent string `help:"With --server: only the sessions of this agent." placeholder:"NAME"`
 	All  bool `help:"Include ended sessions."`
 	JSON bool `name:"json" help:"Print the sessions' records as a JSON array, for scripts."`
 }
@@ -68,6 +70,16 @@ type SessionsListCmd struct {
 // that cannot be read are named in its error, after the listing of the
 // others.
 func (c *SessionsListCmd) Run(g *Globals) error {
+	if c.Server != "" {
+		recs, err := c.client().Sessions(context.Background(), c.Agent)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(recs)
+		}
+		return listSessions(os.Stdout, nil, recs, time.Now(), c.All)
+	}
 	e, err := c.existingEngine(g)
 	if err != nil {
 		return err
@@ -204,10 +216,19 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 }
 
 // listSessions writes the table of recs (ended ones only with all), then,
-// for each orphaned session, what it left and how to resolve it (L2).
+// for each orphaned session, what it left and how to resolve it (L2); st
+// is nil for a server's sessions.
 func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now time.Time, all bool) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\tCONFIG")
+	// A server's sessions are an agent's; its runners have the configuration.
+	where := func(r *session.Record) string { return r.Config }
+	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
+	if st == nil {
+		where = func(r *session.Record) string { return r.AgentName }
+		fmt.Fprintln(w, "AGENT")
+	} else {
+		fmt.Fprintln(w, "CONFIG")
+	}
 	var orphaned []*session.Record
 	for _, r := range recs {
 		if r.State == session.Ended && !all {
@@ -217,7 +238,7 @@ func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now t
 		if r.Pause != nil {
 			pause = string(r.Pause.Reason)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, r.Config)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, where(r))
 		if r.State == session.Orphaned {
 			orphaned = append(orphaned, r)
 		}
@@ -230,9 +251,12 @@ func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now t
 		for line := range strings.SplitSeq(strings.TrimRight(r.Teardown.LastError, "\n"), "\n") {
 			fmt.Fprintf(out, "    %s\n", line)
 		}
-		named, err := sessionview.StoredPlugs(st, r.ID)
-		if err != nil {
-			return err
+		var named []string
+		if st != nil { // a server's store is the server's to read
+			var err error
+			if named, err = sessionview.StoredPlugs(st, r.ID); err != nil {
+				return err
+			}
 		}
 		if len(named) > 0 {
 			fmt.Fprintf(out, "  plugs with stored state: %s\n", strings.Join(named, ", "))
@@ -245,20 +269,14 @@ func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now t
 // SessionsEndCmd ends a session.
 type SessionsEndCmd struct {
 	StateFlags
+	ServerFlags
 	ID string `arg:"" help:"The session id." predictor:"session"`
 }
 
 // Run ends the session and reports its state; it fails when the teardown
 // failed.
 func (c *SessionsEndCmd) Run(g *Globals) error {
-	e, err := c.existingEngine(g)
-	if err != nil {
-		return err
-	}
-	if e == nil {
-		return c.noSession(c.ID)
-	}
-	rec, err := e.End(context.Background(), c.ID)
+	rec, err := c.end(g)
 	if err != nil {
 		return err
 	}
@@ -267,6 +285,20 @@ func (c *SessionsEndCmd) Run(g *Globals) error {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
 	}
 	return nil
+}
+
+func (c *SessionsEndCmd) end(g *Globals) (*session.Record, error) {
+	if c.Server != "" {
+		return c.client().End(context.Background(), c.ID)
+	}
+	e, err := c.existingEngine(g)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, c.noSession(c.ID)
+	}
+	return e.End(context.Background(), c.ID)
 }
 
 // SessionsSweepCmd settles sessions at rest.
@@ -286,11 +318,19 @@ func (c *SessionsSweepCmd) Run(g *Globals) error {
 // SessionsResolveCmd resolves an orphaned session.
 type SessionsResolveCmd struct {
 	StateFlags
+	ServerFlags
 	ID string `arg:"" help:"The session id." predictor:"session"`
 }
 
 // Run resolves the session.
 func (c *SessionsResolveCmd) Run(g *Globals) error {
+	if c.Server != "" {
+		rec, err := c.client().Resolve(context.Background(), c.ID)
+		if err == nil {
+			printState(rec)
+		}
+		return err
+	}
 	e, err := c.existingEngine(g)
 	if err != nil {
 		return err

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/serverclient"
+)
+
+// ServerFlags reach a Blaise server as a client.
+type ServerFlags struct {
+	Server string `help:"The Blaise server's URL." env:"BLAISE_SERVER" placeholder:"URL"`
+	Token  string `help:"An API token of the server (bla_…); better in $BLAISE_TOKEN than on the command line." env:"BLAISE_TOKEN" placeholder:"TOKEN"`
+}
+
+func (f ServerFlags) client() *serverclient.Client {
+	return &serverclient.Client{URL: f.Server, Token: f.Token}
+}
+
+// AgentsCmd is `blaise-agent agents`: a server's named agents.
+type AgentsCmd struct {
+	List   AgentsListCmd   `cmd:"" default:"withargs" help:"List the agents."`
+	Create AgentsCreateCmd `cmd:"" help:"Create an agent."`
+	Set    AgentsSetCmd    `cmd:"" help:"Change an agent's settings."`
+	Delete AgentsDeleteCmd `cmd:"" help:"Delete an agent."`
+}
+
+type AgentsListCmd struct {
+	ServerFlags
+	JSON bool `help:"Print JSON."`
+}
+
+func (c *AgentsListCmd) Run() error {
+	agents, err := c.client().Agents(context.Background())
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(agents)
+	}
+	return serverclient.PrintAgents(os.Stdout, agents)
+}
+
+// AgentSettingsFlags are an agent's settings (L1).
+type AgentSettingsFlags struct {
+	Config          string        `help:"Where the agent's blaise.star is, for people and runners."`
+	IdlePolicy      string        `help:"What an idle session does: pause or end." enum:",pause,end" default:""`
+	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
+	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle."`
+	Timeout         time.Duration `help:"The longest one run may take."`
+}
+
+func (f AgentSettingsFlags) agent(name string) server.AgentJSON {
+	a := server.AgentJSON{Name: name, Config: f.Config, IdlePolicy: f.IdlePolicy}
+	for _, d := range []struct {
+		in  time.Duration
+		out *string
+	}{{f.PausedLifetime, &a.PausedLifetime}, {f.InactivityLimit, &a.InactivityLimit}, {f.Timeout, &a.Timeout}} {
+		if d.in != 0 {
+			*d.out = d.in.String()
+		}
+	}
+	return a
+}
+
+type AgentsCreateCmd struct {
+	ServerFlags
+	Name string `arg:""`
+	AgentSettingsFlags
+}
+
+func (c *AgentsCreateCmd) Run() error {
+	a, err := c.client().CreateAgent(context.Background(), c.agent(c.Name))
+	if err != nil {
+		return err
+	}
+	return serverclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
+}
+
+type AgentsSetCmd struct {
+	ServerFlags
+	Name string `arg:""`
+	AgentSettingsFlags
+}
+
+func (c *AgentsSetCmd) Run() error {
+	a, err := c.client().UpdateAgent(context.Background(), c.agent(c.Name))
+	if err != nil {
+		return err
+	}
+	return serverclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
+}
+
+type AgentsDeleteCmd struct {
+	ServerFlags
+	Name string `arg:""`
+}
+
+func (c *AgentsDeleteCmd) Run() error {
+	return c.client().DeleteAgent(context.Background(), c.Name)
+}

@@ -1,0 +1,110 @@
+package listen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/serverclient"
+	"github.com/charmbracelet/log"
+)
+
+// Options are listen's flags.
+type Options struct {
+	Config     string // the blaise.star
+	Server     string
+	Agent      string
+	Name       string // "": the host name
+	Credential string // the credential file; "": DefaultCredential(Server, Name)
+	// RegisterToken, when set and there is no credential yet, registers
+	// the runner with it.
+	RegisterToken string
+	// Command starts session processes (default: this executable).
+	Command []string
+	LogArgs []string
+	HTTP    *http.Client
+	Stderr  io.Writer
+	Log     *log.Logger
+}
+
+// DefaultCredential is where a runner keeps its credential:
+// $XDG_CONFIG_HOME (or ~/.config)/blaise-agent/runners/NAME.credential.
+func DefaultCredential(name string) string {
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".config")
+	}
+	return filepath.Join(base, "blaise-agent", "runners", name+".credential")
+}
+
+// Main registers the runner if it must, loads the configuration and takes
+// runs until ctx is done.
+func Main(ctx context.Context, o Options) error {
+	if o.Name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("the runner's name: %w (give one with --name)", err)
+		}
+		o.Name = strings.ToLower(strings.SplitN(host, ".", 2)[0])
+	}
+	if o.Credential == "" {
+		o.Credential = DefaultCredential(o.Name)
+	}
+	cfgPath, err := filepath.Abs(o.Config)
+	if err != nil {
+		return err
+	}
+	cfg, err := runner.LoadConfig(cfgPath, o.Log)
+	if err != nil {
+		return err
+	}
+	cred, err := serverclient.ReadCredential(o.Credential)
+	if errors.Is(err, fs.ErrNotExist) && o.RegisterToken != "" {
+		cred, err = serverclient.Register(ctx, o.Server, o.HTTP, o.RegisterToken, o.Name, o.Credential)
+		if err == nil {
+			o.Log.Info("registered", "runner", o.Name, "credential", o.Credential)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	command := o.Command
+	if len(command) == 0 {
+		self, err := runner.Self()
+		if err != nil {
+			return err
+		}
+		command = []string{self, "session-process"}
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	r := &Runner{
+		Server: o.Server, Credential: cred, Agent: o.Agent, Name: o.Name,
+		Config: cfg, ConfigPath: cfgPath,
+		Command: append(append([]string(nil), command...), o.LogArgs...),
+		Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP,
+	}
+	return r.Run(ctx)
+}
+
+// sessionEnv is this process's environment without Blaise credentials:
+// no token reaches a session process, a plug or an agent (L8).
+func sessionEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !runner.IsBlaiseSecret(k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/sqlstore"
+)
+
+// The admin's commands work on the server's store directly: who may run
+// them is who may read the data directory (or the database).
+
+// MintRegistration mints a registration token and prints it, once.
+func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w io.Writer) error {
+	return withStore(ctx, o, func(s *sqlstore.Store) error {
+		r, err := s.MintRegistration(ttl)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", r.Token)
+		fmt.Fprintf(w, "# registers one runner, once, until %s; it is not shown again:\n#   blaise-agent listen --register-token %s …\n", r.Expires.Local().Format(time.DateTime), r.Token)
+		return nil
+	})
+}
+
+// MintAPIToken mints an API token for a client named name and prints it,
+// once.
+func MintAPIToken(ctx context.Context, o StoreOptions, name string, w io.Writer) error {
+	return withStore(ctx, o, func(s *sqlstore.Store) error {
+		tok, id, err := s.MintAPIToken(name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n# API token %s for %s; it is not shown again: export BLAISE_TOKEN=%s\n", tok, id, name, tok)
+		return nil
+	})
+}
+
+// ListCredentials prints the runners and the API tokens.
+func ListCredentials(ctx context.Context, o StoreOptions, w io.Writer) error {
+	return withStore(ctx, o, func(s *sqlstore.Store) error {
+		runners, err := s.Runners()
+		if err != nil {
+			return err
+		}
+		tokens, err := s.APITokens()
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tID\tNAME\tCREATED\tREVOKED")
+		for _, r := range runners {
+			fmt.Fprintf(tw, "runner\t%s\t%s\t%s\t%s\n", r.ID, r.Name, day(r.Created), day(r.Revoked))
+		}
+		for _, t := range tokens {
+			fmt.Fprintf(tw, "api\t%s\t%s\t%s\t%s\n", t.ID, t.Name, day(t.Created), day(t.Revoked))
+		}
+		return tw.Flush()
+	})
+}
+
+func day(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+// Revoke revokes a runner's credential or an API token, by id.
+func Revoke(ctx context.Context, o StoreOptions, id string, w io.Writer) error {
+	return withStore(ctx, o, func(s *sqlstore.Store) error {
+		err := s.RevokeRunner(id)
+		if errors.Is(err, sqlstore.ErrNotFound) {
+			err = s.RevokeAPIToken(id)
+		}
+		if errors.Is(err, sqlstore.ErrNotFound) {
+			return fmt.Errorf("no runner and no API token has id %s (see `blaise-agent tokens list`)", id)
+		}
+		if err == nil {
+			fmt.Fprintf(w, "revoked %s\n", id)
+		}
+		return err
+	})
+}
+
+func withStore(ctx context.Context, o StoreOptions, f func(*sqlstore.Store) error) error {
+	s, err := o.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return f(s)
+}

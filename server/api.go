@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/acpfront"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+)
+
+// MaxBody bounds a request's body.
+const MaxBody = 1 << 20
+
+// Paths of the client API (docs/protocol.md).
+const (
+	PathAgents   = "/v1/agents"
+	PathSessions = "/v1/sessions"
+	// ACPSubprotocol is the WebSocket subprotocol of a client's ACP
+	// connection: ACP messages, one per line, in binary messages.
+	ACPSubprotocol = "acp.v1"
+)
+
+// Handler is the server's HTTP API; ctx bounds its long connections.
+func (s *Server) Handler(ctx context.Context) http.Handler {
+	s.init()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+runnerproto.PathRegister, s.register)
+	mux.HandleFunc("GET "+runnerproto.PathRunner, func(w http.ResponseWriter, r *http.Request) { s.connectRunner(ctx, w, r) })
+	mux.HandleFunc("GET "+PathAgents, s.client(s.listAgents))
+	mux.HandleFunc("POST "+PathAgents, s.client(s.createAgent))
+	mux.HandleFunc("GET "+PathAgents+"/{name}", s.client(s.getAgent))
+	mux.HandleFunc("PATCH "+PathAgents+"/{name}", s.client(s.updateAgent))
+	mux.HandleFunc("DELETE "+PathAgents+"/{name}", s.client(s.deleteAgent))
+	mux.HandleFunc("GET "+PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.connectClient(ctx, w, r) }))
+	mux.HandleFunc("GET "+PathSessions, s.client(s.listSessions))
+	mux.HandleFunc("GET "+PathSessions+"/{id}", s.client(s.getSession))
+	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
+	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
+	return mux
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, apiError{Error: fmt.Sprintf(format, args...)})
+}
+
+// failErr answers err with the status it calls for.
+func failErr(w http.ResponseWriter, err error) {
+	status := http.StatusBadRequest
+	switch {
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, sqlstore.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, blaise.ErrNoRun), errors.Is(err, blaise.ErrRunHeld):
+		status = http.StatusConflict
+	}
+	fail(w, status, "%v", err)
+}
+
+// readJSON decodes a body of at most MaxBody bytes with no unknown fields.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(w, http.StatusRequestEntityTooLarge, "the body is larger than %d bytes", MaxBody)
+		} else {
+			fail(w, http.StatusBadRequest, "a bad body: %v", err)
+		}
+		return false
+	}
+	return true
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+// client lets through requests with a valid API token.
+func (s *Server) client(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok := bearer(r)
+		if tok == "" {
+			fail(w, http.StatusUnauthorized, "no API token: send Authorization: Bearer bla_…")
+			return
+		}
+		if _, err := s.Store.APIToken(tok); err != nil {
+			fail(w, http.StatusUnauthorized, "%v", err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// register exchanges a registration token for a runner credential.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Token string `json:"token"`
+		Name  string `json:"name"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	cred, id, err := s.Store.Register(req.Token, req.Name)
+	if errors.Is(err, sqlstore.ErrBadToken) {
+		fail(w, http.StatusUnauthorized, "%v", err)
+		return
+	}
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	s.log().Info("runner registered", "runner", req.Name, "id", id)
+	writeJSON(w, http.StatusOK, map[string]string{"credential": cred, "runner_id": id})
+}
+
+// connectRunner takes a runner's connection: WebSocket, then yamux.
+func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	runner, err := s.Store.RunnerByCredential(bearer(r))
+	if err != nil {
+		fail(w, http.StatusUnauthorized, "%v", err)
+		return
+	}
+	agent := r.URL.Query().Get("agent")
+	a, err := s.Store.Agent(agent)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	if !offers(r, runnerproto.Subprotocol) {
+		fail(w, http.StatusBadRequest, "wrong protocol version: this server speaks %s", runnerproto.Subprotocol)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{runnerproto.Subprotocol}})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(-1)
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	mux, err := yamux.Server(nc, runnerproto.YamuxConfig())
+	if err != nil {
+		nc.Close()
+		return
+	}
+	first, err := mux.AcceptStream()
+	if err != nil {
+		mux.Close()
+		return
+	}
+	frames := runnerproto.NewConn(first)
+	hello, err := frames.Receive()
+	if err != nil || hello.Kind != runnerproto.KindHello {
+		_ = frames.Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Error: "the first frame must be hello"})
+		mux.Close()
+		return
+	}
+	if hello.Version != runnerproto.Version {
+		_ = frames.Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Error: fmt.Sprintf("runner protocol version %d; this server speaks %d", hello.Version, runnerproto.Version)})
+		mux.Close()
+		return
+	}
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Settings: &a.Settings}); err != nil {
+		mux.Close()
+		return
+	}
+	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	s.addRunner(rc)
+	s.log().Info("runner connected", "agent", a.Name, "runner", runner.Name)
+	rc.serve(ctx)
+}
+
+func offers(r *http.Request, proto string) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if strings.TrimSpace(p) == proto {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// connectClient serves ACP to a client of an agent: the same front end as
+// `blaise-agent acp`, over a WebSocket.
+func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	a, err := s.Store.Agent(r.PathValue("name"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{ACPSubprotocol}})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(-1)
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	defer nc.Close()
+	config := a.Config
+	if config == "" {
+		config = "blaise.star" // each runner loads its own
+	}
+	front := &acpfront.Server{
+		Sessions: acpfront.ForAgent(s.engine, a.Name, a.Settings),
+		Config:   config,
+		In:       nc,
+		Out:      nc,
+		Log:      s.log().With("agent", a.Name),
+		Version:  s.Version,
+	}
+	if err := front.Run(ctx); err != nil {
+		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)
+	}
+}

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/charmbracelet/log"
+)
+
+// StoreOptions say where a server keeps its state.
+type StoreOptions struct {
+	// Data is the data directory: the SQLite database and the key file.
+	Data string
+	// DB is a SQLite file or postgres://…; "": Data/blaise.db.
+	DB string
+	// KeyFile holds the key of persisted plug state; "": Data/store.key.
+	// sqlstore.KeyEnv, when set, has the key instead.
+	KeyFile string
+}
+
+// DefaultData is the data directory of a server: $XDG_DATA_HOME or
+// ~/.local/share, then blaise-agent/server.
+func DefaultData() string {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "blaise-agent", "server")
+}
+
+// Open opens the server's store.
+func (o StoreOptions) Open(ctx context.Context) (*sqlstore.Store, error) {
+	data := o.Data
+	if data == "" {
+		data = DefaultData()
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	dsn, keyFile := o.DB, o.KeyFile
+	if dsn == "" {
+		dsn = filepath.Join(data, "blaise.db")
+	}
+	if keyFile == "" {
+		keyFile = filepath.Join(data, "store.key")
+	}
+	key, err := sqlstore.LoadKey(keyFile, sqlstore.KeyEnv)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.Open(ctx, dsn, key)
+}
+
+// Options are a server's flags.
+type Options struct {
+	StoreOptions
+	// Addr is where to listen; a host other than loopback must be asked for.
+	Addr            string
+	TLSCert, TLSKey string
+	Lease           time.Duration
+	Log             *log.Logger
+	Version         string
+	// Ready, when set, is told the address the server listens on.
+	Ready func(addr string)
+}
+
+// Run opens the store and serves until ctx is done.
+func Run(ctx context.Context, o Options) error {
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	store, err := o.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return err
+	}
+	scheme := "http"
+	if o.TLSCert != "" {
+		scheme = "https"
+	}
+	addr := ln.Addr().String()
+	if host, _, _ := net.SplitHostPort(addr); !net.ParseIP(host).IsLoopback() {
+		o.Log.Warn("listening beyond this machine", "addr", addr)
+		if o.TLSCert == "" {
+			o.Log.Warn("without TLS: tokens cross the network in clear; use --tls-cert and --tls-key")
+		}
+	}
+	o.Log.Info("serving", "url", scheme+"://"+addr, "store", store.String())
+	if o.Ready != nil {
+		o.Ready(scheme + "://" + addr)
+	}
+	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, Version: o.Version}
+	return s.Serve(ctx, ln, o.TLSCert, o.TLSKey)
+}

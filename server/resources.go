@@ -1,0 +1,182 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/sqlstore"
+)
+
+// AgentJSON is an agent in the API: durations as Go durations ("24h").
+type AgentJSON struct {
+	Name            string `json:"name"`
+	Config          string `json:"config,omitempty"`
+	IdlePolicy      string `json:"idle_policy,omitempty"`
+	PausedLifetime  string `json:"paused_lifetime,omitempty"`
+	InactivityLimit string `json:"inactivity_limit,omitempty"`
+	Timeout         string `json:"timeout,omitempty"`
+	Created         string `json:"created,omitempty"`
+	Updated         string `json:"updated,omitempty"`
+}
+
+func agentJSON(a *sqlstore.Agent) AgentJSON {
+	return AgentJSON{
+		Name: a.Name, Config: a.Config, IdlePolicy: string(a.Settings.IdlePolicy),
+		PausedLifetime: a.Settings.PausedLifetime.String(), InactivityLimit: a.Settings.InactivityLimit.String(), Timeout: a.Settings.Timeout.String(),
+		Created: a.Created.UTC().Format(time.RFC3339), Updated: a.Updated.UTC().Format(time.RFC3339),
+	}
+}
+
+// apply lays the fields j sets over a, naming a field that does not parse.
+func (j AgentJSON) apply(a *sqlstore.Agent) error {
+	if j.Config != "" {
+		a.Config = j.Config
+	}
+	if j.IdlePolicy != "" {
+		a.Settings.IdlePolicy = session.IdlePolicy(j.IdlePolicy)
+	}
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *time.Duration
+	}{{"paused_lifetime", j.PausedLifetime, &a.Settings.PausedLifetime}, {"inactivity_limit", j.InactivityLimit, &a.Settings.InactivityLimit}, {"timeout", j.Timeout, &a.Settings.Timeout}} {
+		if f.in == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.in)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a duration (want e.g. 30m or 24h)", f.name, f.in)
+		}
+		*f.out = d
+	}
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	as, err := s.Store.Agents()
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	out := []AgentJSON{}
+	for _, a := range as {
+		out = append(out, agentJSON(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
+	var j AgentJSON
+	if !readJSON(w, r, &j) {
+		return
+	}
+	a := sqlstore.Agent{Name: j.Name}
+	if err := j.apply(&a); err != nil {
+		failErr(w, err)
+		return
+	}
+	created, err := s.Store.CreateAgent(a)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, agentJSON(created))
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := s.Store.Agent(r.PathValue("name"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentJSON(a))
+}
+
+func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
+	var j AgentJSON
+	if !readJSON(w, r, &j) {
+		return
+	}
+	if j.Name != "" && j.Name != r.PathValue("name") {
+		fail(w, http.StatusBadRequest, "name: an agent cannot be renamed")
+		return
+	}
+	a, err := s.Store.UpdateAgent(r.PathValue("name"), j.apply)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentJSON(a))
+}
+
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := s.Store.DeleteAgent(r.PathValue("name")); err != nil {
+		failErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	recs, err := s.Store.Sessions()
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	agent := r.URL.Query().Get("agent")
+	out := []*session.Record{}
+	for _, rec := range recs {
+		if agent == "" || rec.AgentName == agent {
+			out = append(out, rec)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.Store.Session(r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// endSession ends a session: a live run gets a closed stop, recorded
+// before it is sent (L3); a paused one a teardown run. A session whose run
+// no runner receives is an error, and nothing changes.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.Store.Session(id); err != nil {
+		failErr(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
+	defer cancel()
+	var rec *session.Record
+	var err error
+	if l := s.engine.Running(id); l != nil {
+		if err = l.Stop(session.Stop{Reason: session.Closed}); err == nil {
+			rec, err = l.Wait(ctx)
+		}
+	} else {
+		rec, err = s.engine.End(ctx, id)
+	}
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.engine.Resolve(r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}

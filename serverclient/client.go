@@ -1,0 +1,256 @@
+// Package serverclient is the client side of a Blaise server: its JSON
+// API, the ACP connection of `acp --server`, and a runner's registration
+// and credential file.
+package serverclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/coder/websocket"
+)
+
+// Client calls a server with an API token.
+type Client struct {
+	URL   string
+	Token string
+	HTTP  *http.Client // nil: http.DefaultClient
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP == nil {
+		return http.DefaultClient
+	}
+	return c.HTTP
+}
+
+// call sends a request with body in (JSON, unless nil) and decodes the
+// answer into out (unless nil); an error answer becomes an error that
+// says what the server said.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, body)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", c.URL, err)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", c.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return &APIError{Status: resp.StatusCode, Message: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("server %s: a bad answer to %s %s: %w", c.URL, method, path, err)
+	}
+	return nil
+}
+
+// APIError is an error answer of the server.
+type APIError struct {
+	Status  int
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("server: %s (%d %s)", e.Message, e.Status, http.StatusText(e.Status))
+}
+
+// Agents lists the server's agents.
+func (c *Client) Agents(ctx context.Context) ([]server.AgentJSON, error) {
+	var out []server.AgentJSON
+	return out, c.call(ctx, http.MethodGet, server.PathAgents, nil, &out)
+}
+
+// Agent returns an agent.
+func (c *Client) Agent(ctx context.Context, name string) (*server.AgentJSON, error) {
+	var out server.AgentJSON
+	return &out, c.call(ctx, http.MethodGet, server.PathAgents+"/"+url.PathEscape(name), nil, &out)
+}
+
+// CreateAgent creates an agent.
+func (c *Client) CreateAgent(ctx context.Context, a server.AgentJSON) (*server.AgentJSON, error) {
+	var out server.AgentJSON
+	return &out, c.call(ctx, http.MethodPost, server.PathAgents, a, &out)
+}
+
+// UpdateAgent changes the fields a sets.
+func (c *Client) UpdateAgent(ctx context.Context, a server.AgentJSON) (*server.AgentJSON, error) {
+	var out server.AgentJSON
+	return &out, c.call(ctx, http.MethodPatch, server.PathAgents+"/"+url.PathEscape(a.Name), a, &out)
+}
+
+// DeleteAgent deletes an agent.
+func (c *Client) DeleteAgent(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, server.PathAgents+"/"+url.PathEscape(name), nil, nil)
+}
+
+// Sessions lists the sessions, of agent when it is not "".
+func (c *Client) Sessions(ctx context.Context, agent string) ([]*session.Record, error) {
+	path := server.PathSessions
+	if agent != "" {
+		path += "?agent=" + url.QueryEscape(agent)
+	}
+	var out []*session.Record
+	return out, c.call(ctx, http.MethodGet, path, nil, &out)
+}
+
+// End ends a session and returns it as it is then.
+func (c *Client) End(ctx context.Context, id string) (*session.Record, error) {
+	var out session.Record
+	return &out, c.call(ctx, http.MethodPost, server.PathSessions+"/"+url.PathEscape(id)+"/end", nil, &out)
+}
+
+// Resolve marks an orphaned session ended.
+func (c *Client) Resolve(ctx context.Context, id string) (*session.Record, error) {
+	var out session.Record
+	return &out, c.call(ctx, http.MethodPost, server.PathSessions+"/"+url.PathEscape(id)+"/resolve", nil, &out)
+}
+
+// DialACP connects to an agent's ACP endpoint: ACP messages, one per line,
+// both ways.
+func (c *Client) DialACP(ctx context.Context, agent string) (net.Conn, error) {
+	u := wsURL(c.URL) + server.PathAgents + "/" + url.PathEscape(agent) + "/acp"
+	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
+		HTTPClient:   c.HTTP,
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + c.Token}},
+		Subprotocols: []string{server.ACPSubprotocol},
+	})
+	if err != nil {
+		if resp != nil && resp.StatusCode >= 300 {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			var e struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(b, &e) == nil && e.Error != "" {
+				return nil, &APIError{Status: resp.StatusCode, Message: e.Error}
+			}
+		}
+		return nil, fmt.Errorf("server %s: %w", c.URL, err)
+	}
+	ws.SetReadLimit(-1)
+	return websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil
+}
+
+func wsURL(u string) string {
+	u = strings.TrimRight(u, "/")
+	if rest, ok := strings.CutPrefix(u, "https://"); ok {
+		return "wss://" + rest
+	}
+	if rest, ok := strings.CutPrefix(u, "http://"); ok {
+		return "ws://" + rest
+	}
+	return u
+}
+
+// Bridge copies between an ACP client on in and out (an editor on stdio)
+// and conn until either side ends.
+func Bridge(ctx context.Context, conn net.Conn, in io.Reader, out io.Writer) error {
+	errs := make(chan error, 2)
+	go func() {
+		_, err := io.Copy(conn, in)
+		errs <- err
+	}()
+	go func() {
+		_, err := io.Copy(out, conn)
+		errs <- err
+	}()
+	select {
+	case err := <-errs:
+		conn.Close()
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		conn.Close()
+		return nil
+	}
+}
+
+// Register exchanges a registration token for a runner credential and
+// keeps it in file, 0600.
+func Register(ctx context.Context, serverURL string, hc *http.Client, regToken, name, file string) (string, error) {
+	c := &Client{URL: serverURL, HTTP: hc}
+	var out struct {
+		Credential string `json:"credential"`
+	}
+	in := map[string]string{"token": regToken, "name": name}
+	if err := c.call(ctx, http.MethodPost, runnerproto.PathRegister, in, &out); err != nil {
+		return "", fmt.Errorf("registering runner %s: %w", name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", err
+	}
+	if err := atomicfile.Write(file, []byte(out.Credential+"\n"), 0o600, true); err != nil {
+		return "", fmt.Errorf("keeping the runner credential: %w", err)
+	}
+	return out.Credential, nil
+}
+
+// ReadCredential reads a runner credential file, which must be 0600.
+func ReadCredential(file string) (string, error) {
+	info, err := os.Stat(file)
+	if err != nil {
+		return "", fmt.Errorf("runner credential: %w (register the runner first with --register-token)", err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("runner credential %s: mode %s lets others read it; want 0600 (chmod 600 %s)", file, info.Mode().Perm(), file)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ServeACP is `acp --server`: the agent's sessions on the server, served
+// to the ACP client on in and out as a local `acp` serves its own.
+func ServeACP(ctx context.Context, c *Client, agent string, in io.Reader, out io.Writer) error {
+	if agent == "" {
+		return errors.New("--server needs --agent: the agent whose sessions to serve")
+	}
+	conn, err := c.DialACP(ctx, agent)
+	if err != nil {
+		return err
+	}
+	return Bridge(ctx, conn, in, out)
+}
