@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/pgtest"
 	"net"
 	"os"
 	"os/exec"
@@ -19,8 +20,13 @@ func TestMain(m *testing.M) {
 		acptest.Flood(os.Stdin, os.Stdout)
 		return
 	}
-	testscript.Main(m, map[string]func(){"blaise-agent": main})
+	testscript.Main(withPostgres{m}, map[string]func(){"blaise-agent": main})
 }
+
+// withPostgres stops the PostgreSQL server of the tests after them.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
 // TestScripts runs the end-to-end tests of the CLI in testscripts/.
 func TestScripts(t *testing.T) {

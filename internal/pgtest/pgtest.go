@@ -99,7 +99,11 @@ func DSN(t testing.TB) string {
 
 // Main runs the tests of a binary that uses DSN, then stops the server;
 // call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs the tests of m, then stops the server, and returns the exit
+// code: for a TestMain that hands m to another runner (testscript.Main).
+func Run(m interface{ Run() int }) int {
 	code := m.Run()
 	if running != nil {
 		if err := running.stop(); err != nil {
@@ -107,7 +111,7 @@ func Main(m *testing.M) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 func (s *server) dsn(db string) string {

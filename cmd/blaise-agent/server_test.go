@@ -1,0 +1,246 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/pgtest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// serverLab is a real `blaise-agent serve` on loopback with an API token
+// and an agent "demo" of the demo agent, and what tests start around it:
+// runners (`listen`) and clients (`acp --server`).
+type serverLab struct {
+	t     *testing.T
+	bin   string
+	dir   string
+	data  string
+	db    string // "": SQLite in data
+	url   string
+	token string
+	serve *exec.Cmd
+	logs  *testsupport.Buffer
+}
+
+// newServerLab starts a server on db ("" for SQLite) with a short lease,
+// and creates the agent demo with settings.
+func newServerLab(t *testing.T, db string, agentFlags ...string) *serverLab {
+	t.Helper()
+	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db}
+	l.data = filepath.Join(l.dir, "data")
+	l.startServer("127.0.0.1:0")
+	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
+	l.cli(append([]string{"agents", "create", "demo", "--server", l.url, "--token", l.token}, agentFlags...)...)
+	l.writeConfig("blaise.star", "")
+	return l
+}
+
+func (l *serverLab) storeFlags() []string {
+	f := []string{"--data", l.data}
+	if l.db != "" {
+		f = append(f, "--db", l.db)
+	}
+	return f
+}
+
+var servingURL = regexp.MustCompile(`url=(http://\S+)`)
+
+// startServer starts `serve` on addr and waits until it listens.
+func (l *serverLab) startServer(addr string) {
+	l.t.Helper()
+	l.logs = &testsupport.Buffer{}
+	args := append([]string{"serve", "--addr", addr, "--lease", "2s", "--log-level", "debug"}, l.storeFlags()...)
+	l.serve = exec.Command(l.bin, args...)
+	l.serve.Stderr = l.logs
+	if err := l.serve.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	serve := l.serve
+	l.t.Cleanup(func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+		if l.t.Failed() {
+			l.t.Logf("serve:\n%s", l.logs)
+		}
+	})
+	testsupport.Eventually(l.t, "the server listens", func() bool { return servingURL.MatchString(l.logs.String()) })
+	l.url = servingURL.FindStringSubmatch(l.logs.String())[1]
+}
+
+// cli runs a command to its end and returns its output; it must succeed.
+func (l *serverLab) cli(args ...string) string {
+	l.t.Helper()
+	out, err := exec.Command(l.bin, args...).CombinedOutput()
+	if err != nil {
+		l.t.Fatalf("blaise-agent %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// writeConfig writes a runner's configuration around the demo agent, with
+// more lines after it.
+func (l *serverLab) writeConfig(name, more string) string {
+	l.t.Helper()
+	path := filepath.Join(l.dir, name)
+	cfg := fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\n%s", l.bin, filepath.Join(l.dir, "demo"), more)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	return path
+}
+
+// labRunner is a `listen` process.
+type labRunner struct {
+	name string
+	cmd  *exec.Cmd
+	logs *testsupport.Buffer
+}
+
+// runner registers and starts a runner of demo with the configuration
+// config, and waits until the server has it.
+func (l *serverLab) runner(name, config string) *labRunner {
+	l.t.Helper()
+	r := l.startRunner(name, config)
+	testsupport.Eventually(l.t, "runner "+name+" connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	return r
+}
+
+func (l *serverLab) startRunner(name, config string) *labRunner {
+	l.t.Helper()
+	reg := strings.SplitN(l.cli(append([]string{"tokens", "registration"}, l.storeFlags()...)...), "\n", 2)[0]
+	r := &labRunner{name: name, logs: &testsupport.Buffer{}}
+	r.cmd = exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, config), "--server", l.url, "--agent", "demo", "--name", name,
+		"--credential", filepath.Join(l.dir, name+".credential"), "--register-token", reg, "--log-level", "debug")
+	r.cmd.Dir = l.dir
+	r.cmd.Stderr = r.logs
+	if err := r.cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+		if l.t.Failed() {
+			l.t.Logf("runner %s:\n%s", name, r.logs)
+		}
+	})
+	return r
+}
+
+// client starts `acp --server` and returns a raw ACP client of it.
+func (l *serverLab) client() *acpProc {
+	l.t.Helper()
+	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
+	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
+	stderr := &testsupport.Buffer{}
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	p := &acpProc{t: l.t, cmd: cmd, in: in, stderr: stderr, cwd: l.dir}
+	p.Client = &acptest.Client{
+		T:       l.t,
+		In:      acptest.Read(out, func(err error) { l.t.Errorf("stdout carries something that is not ACP: %v", err) }),
+		Out:     acptest.WriteLines(in),
+		Timeout: 60 * time.Second,
+		Logs:    func() string { return stderr.String() + "\nserver:\n" + l.logs.String() },
+	}
+	l.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+// sessions lists the server's sessions through `sessions --server --json`.
+func (l *serverLab) sessions() []*session.Record {
+	l.t.Helper()
+	var recs []*session.Record
+	out := l.cli("sessions", "--server", l.url, "--token", l.token, "--json", "--all")
+	if err := json.Unmarshal([]byte(out), &recs); err != nil {
+		l.t.Fatalf("sessions --json: %v\n%s", err, out)
+	}
+	return recs
+}
+
+func (l *serverLab) session(id string) *session.Record {
+	l.t.Helper()
+	for _, r := range l.sessions() {
+		if r.ID == id {
+			return r
+		}
+	}
+	l.t.Fatalf("no session %s on the server", id)
+	return nil
+}
+
+// endToEnd is the issue's end-to-end check on one store: a server, two
+// runners, a client through acp --server: start, prompt, idle pause,
+// resume on the next prompt, sessions end → teardown closed.
+func endToEnd(t *testing.T, db string) {
+	l := newServerLab(t, db, "--idle-policy", "pause", "--inactivity-limit", "1s")
+	l.runner("r1", "blaise.star")
+	l.runner("r2", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	ms, resp := c.Turn(2, sid, "hello")
+	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: hello") {
+		t.Fatalf("first turn: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
+	}
+	var id string
+	testsupport.Eventually(t, "the session pauses idle", func() bool {
+		recs := l.sessions()
+		if len(recs) != 1 {
+			return false
+		}
+		id = recs[0].ID
+		return recs[0].State == session.Paused
+	})
+	rec := l.session(id)
+	if rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume || rec.AgentName != "demo" || rec.Runner == "" {
+		t.Fatalf("paused session: %+v", rec)
+	}
+	first := rec.Runner
+	ms, resp = c.Turn(3, sid, "again")
+	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: again") {
+		t.Fatalf("turn after the pause: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
+	}
+	rec = l.session(id)
+	if rec.Runs != 2 || rec.Runner != first {
+		t.Fatalf("after the resume: runs %d on %s, want 2 on %s (the session resumes on its runner)", rec.Runs, rec.Runner, first)
+	}
+	testsupport.Eventually(t, "the session pauses again", func() bool { return l.session(id).State == session.Paused })
+	out := l.cli("sessions", "end", "--server", l.url, "--token", l.token, id)
+	if !strings.Contains(out, "ended (closed)") {
+		t.Fatalf("sessions end: %s", out)
+	}
+	if rec = l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
+		t.Fatalf("after sessions end: %+v", rec)
+	}
+}
+
+// TestIssue13_EndToEndOnSQLite: serve + two listen runners + acp --server,
+// on SQLite.
+func TestIssue13_EndToEndOnSQLite(t *testing.T) { endToEnd(t, "") }
+
+// TestIssue13_EndToEndOnPostgreSQL: the same on a real PostgreSQL.
+func TestIssue13_EndToEndOnPostgreSQL(t *testing.T) { endToEnd(t, pgtest.DSN(t)) }
