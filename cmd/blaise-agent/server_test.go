@@ -31,13 +31,14 @@ type serverLab struct {
 	token string
 	serve *exec.Cmd
 	logs  *testsupport.Buffer
+	lease time.Duration
 }
 
-// newServerLab starts a server on db ("" for SQLite) with a short lease,
-// and creates the agent demo with settings.
-func newServerLab(t *testing.T, db string, agentFlags ...string) *serverLab {
+// newServerLab starts a server on db ("" for SQLite) with the lease, and
+// creates the agent demo with settings.
+func newServerLab(t *testing.T, db string, lease time.Duration, agentFlags ...string) *serverLab {
 	t.Helper()
-	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db}
+	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease}
 	l.data = filepath.Join(l.dir, "data")
 	l.startServer("127.0.0.1:0")
 	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
@@ -60,7 +61,7 @@ var servingURL = regexp.MustCompile(`url=(http://\S+)`)
 func (l *serverLab) startServer(addr string) {
 	l.t.Helper()
 	l.logs = &testsupport.Buffer{}
-	args := append([]string{"serve", "--addr", addr, "--lease", "2s", "--log-level", "debug"}, l.storeFlags()...)
+	args := append([]string{"serve", "--addr", addr, "--lease", l.lease.String(), "--log-level", "debug"}, l.storeFlags()...)
 	l.serve = exec.Command(l.bin, args...)
 	l.serve.Stderr = l.logs
 	if err := l.serve.Start(); err != nil {
@@ -196,7 +197,7 @@ func (l *serverLab) session(id string) *session.Record {
 // runners, a client through acp --server: start, prompt, idle pause,
 // resume on the next prompt, sessions end → teardown closed.
 func endToEnd(t *testing.T, db string) {
-	l := newServerLab(t, db, "--idle-policy", "pause", "--inactivity-limit", "1s")
+	l := newServerLab(t, db, 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s")
 	l.runner("r1", "blaise.star")
 	l.runner("r2", "blaise.star")
 	c := l.client()
@@ -244,3 +245,134 @@ func TestIssue13_EndToEndOnSQLite(t *testing.T) { endToEnd(t, "") }
 
 // TestIssue13_EndToEndOnPostgreSQL: the same on a real PostgreSQL.
 func TestIssue13_EndToEndOnPostgreSQL(t *testing.T) { endToEnd(t, pgtest.DSN(t)) }
+
+// writeCounter writes a configuration with a plug that counts the runs
+// of its session in persisted state and logs the count.
+func (l *serverLab) writeCounter() {
+	l.t.Helper()
+	l.writeConfig("blaise.star", `setup(use("./counter.star", id = "c"))`+"\n")
+	plug := `plug(name = "counter", persisted = schema.object(n = schema.int()))
+
+def on_session(ctx, next):
+    v = ctx.persisted.value
+    n = (v.n if v else 0) + 1
+    ctx.persisted.set({"n": n})
+    ctx.log.info("counted run=%d kind=%s" % (n, ctx.run.kind))
+    next()
+`
+	if err := os.WriteFile(filepath.Join(l.dir, "counter.star"), []byte(plug), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// TestL5_RunnerKilledMidTurn: kill -9 of a runner mid-turn. A stop to the
+// session while no runner has its run is an error and changes nothing
+// (L3); the run fails after the lease (L5); nothing acknowledged is lost,
+// and the session resumes on a runner that is back.
+func TestL5_RunnerKilledMidTurn(t *testing.T) {
+	// A lease long enough for the stop below to come before it ends.
+	l := newServerLab(t, "", 10*time.Second, "--idle-policy", "pause")
+	l.writeCounter()
+	r1 := l.runner("r1", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	c.Prompt(2, sid, "/sleep 600000")
+	testsupport.Eventually(t, "the turn runs", func() bool { return strings.Contains(r1.logs.String(), "counted run=1") })
+	recs := l.sessions()
+	if len(recs) != 1 {
+		t.Fatalf("sessions: %d", len(recs))
+	}
+	id := recs[0].ID
+	if err := r1.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = r1.cmd.Wait()
+	before := l.session(id)
+	out, err := exec.Command(l.bin, "sessions", "end", "--server", l.url, "--token", l.token, id).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no run receives the stop") {
+		t.Fatalf("sessions end with the runner gone: %v %s", err, out)
+	}
+	if after := l.session(id); after.State != session.Active || after.Stop != nil || after.Runs != before.Runs {
+		t.Fatalf("a stop no runner received changed the session: %+v", after)
+	}
+	// The turn ends with the run; the session pauses as failed after the lease.
+	c.Until(acptest.ResponseTo("2"))
+	testsupport.Eventually(t, "the run fails after the lease", func() bool { return l.session(id).State == session.Paused })
+	rec := l.session(id)
+	if rec.Pause == nil || rec.Pause.Reason != session.Failed || !rec.Pause.MayResume || !strings.Contains(rec.Pause.Error, "runner r1 is gone") {
+		t.Fatalf("after the lease: %+v", rec.Pause)
+	}
+	r2 := l.runner("r2", "blaise.star")
+	ms, resp := c.Turn(3, sid, "back")
+	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: back") {
+		t.Fatalf("turn on the new runner: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
+	}
+	// The first run's acknowledged write was kept: this is its second run.
+	if !strings.Contains(r2.logs.String(), "counted run=2 kind=resume") {
+		t.Fatalf("runner r2 did not resume the session with its state:\n%s", r2.logs)
+	}
+	if rec = l.session(id); rec.Runner != "r2" {
+		t.Fatalf("resumed on %q, want r2", rec.Runner)
+	}
+}
+
+// TestL8_ListenRefusesAPlugThatCannotResume: under the pause policy, a
+// runner whose configuration has a plug that cannot resume refuses to
+// start, naming the plug.
+func TestL8_ListenRefusesAPlugThatCannotResume(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.writeConfig("fragile.star", `setup(use("./fragile_plug.star"))`+"\n")
+	if err := os.WriteFile(filepath.Join(l.dir, "fragile_plug.star"), []byte("plug(name = \"fragile\", resumable = False)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := l.startRunner("r1", "fragile.star")
+	err := r.cmd.Wait()
+	if err == nil || !strings.Contains(r.logs.String(), "cannot resume: fragile") {
+		t.Fatalf("listen: %v\n%s", err, r.logs)
+	}
+	// Under the end policy the same runner is welcome.
+	l.cli("agents", "set", "demo", "--server", l.url, "--token", l.token, "--idle-policy", "end")
+	l.runner("r2", "fragile.star")
+}
+
+// TestIssue13_WrongOrRevokedToken: a wrong API token, a revoked one and a
+// revoked runner credential are refused, and change nothing.
+func TestIssue13_WrongOrRevokedToken(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second)
+	out, err := exec.Command(l.bin, "sessions", "--server", l.url, "--token", "bla_wrong").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "401") {
+		t.Fatalf("a wrong token: %v %s", err, out)
+	}
+	other := strings.SplitN(l.cli(append([]string{"tokens", "api", "other"}, l.storeFlags()...)...), "\n", 2)[0]
+	l.cli("sessions", "--server", l.url, "--token", other)
+	list := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...)
+	m := regexp.MustCompile(`(?m)^api\s+(\S+)\s+other\s`).FindStringSubmatch(list)
+	if m == nil {
+		t.Fatalf("tokens list has no token of other:\n%s", list)
+	}
+	l.cli(append([]string{"tokens", "revoke", m[1]}, l.storeFlags()...)...)
+	out, err = exec.Command(l.bin, "agents", "create", "x", "--server", l.url, "--token", other).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "401") {
+		t.Fatalf("a revoked token: %v %s", err, out)
+	}
+	if agents := l.cli("agents", "--server", l.url, "--token", l.token); strings.Contains(agents, "x ") {
+		t.Fatalf("a revoked token created an agent:\n%s", agents)
+	}
+	// A revoked runner credential: the runner is refused and leaves.
+	r := l.runner("r1", "blaise.star")
+	list = l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...)
+	m = regexp.MustCompile(`(?m)^runner\s+(\S+)\s+r1\s`).FindStringSubmatch(list)
+	if m == nil {
+		t.Fatalf("tokens list has no runner r1:\n%s", list)
+	}
+	l.cli(append([]string{"tokens", "revoke", m[1]}, l.storeFlags()...)...)
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+	again := exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, "blaise.star"), "--server", l.url, "--agent", "demo", "--name", "r1",
+		"--credential", filepath.Join(l.dir, "r1.credential"))
+	out, err = again.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "refused") {
+		t.Fatalf("listen with a revoked credential: %v %s", err, out)
+	}
+}
