@@ -62,8 +62,8 @@ type SessionsListCmd struct {
 	StateFlags
 	ServerFlags
 	Agent string `help:"With --server: only the sessions of this agent." placeholder:"NAME"`
-	All  bool `help:"Include ended sessions."`
-	JSON bool `name:"json" help:"Print the sessions' records as a JSON array, for scripts."`
+	All   bool   `help:"Include ended sessions."`
+	JSON  bool   `name:"json" help:"Print the sessions' records as a JSON array, for scripts."`
 }
 
 // Run prints the table, then what to do about orphaned sessions. Records
