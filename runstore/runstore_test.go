@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -139,4 +140,65 @@ func TestRunStoreBrokenConnection(t *testing.T) {
 	if err := c.Loaded("x", session.Loaded{}); err == nil {
 		t.Fatal("no error after the connection broke")
 	}
+}
+
+// TestL7_DuplicateReportAppliedOnce: a report delivered twice (the same
+// call again) is answered as before and applied once: a failed teardown
+// counts one attempt, a transcript line is kept once.
+func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
+	store, id := newStore(t)
+	a, b := net.Pipe()
+	srv := &Server{Store: store, Session: id}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	defer func() {
+		a.Close()
+		<-done
+	}()
+	sc := bufio.NewScanner(a)
+	call := func(line string) string {
+		t.Helper()
+		if _, err := io.WriteString(a, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !sc.Scan() {
+			t.Fatalf("no answer to %s", line)
+		}
+		return sc.Text()
+	}
+	if _, err := store.UpdateSession(id, func(r *session.Record) error { r.State = session.TearingDown; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	torn := `{"id":1,"op":"torn_down","session":"` + id + `","failure":"rm: busy","at":"2026-01-01T00:00:00Z"}`
+	first := call(torn)
+	if again := call(torn); again != first {
+		t.Fatalf("the duplicate got another answer:\n%s\n%s", first, again)
+	}
+	line := `{"id":2,"op":"transcript_append","session":"` + id + `","data":"eyJhIjoxfQo="}`
+	call(line)
+	call(line)
+	rec, err := store.Session(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Teardown.Attempts != 1 {
+		t.Fatalf("teardown attempts %d, want 1", rec.Teardown.Attempts)
+	}
+	r, err := store.ReadTranscript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if string(got) != "{\"a\":1}\n" {
+		t.Fatalf("transcript %q, want the line once", got)
+	}
+	// A call older than the last one is out of order: the connection ends.
+	if _, err := io.WriteString(a, `{"id":1,"op":"session","session":"`+id+`"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "in order") {
+		t.Fatalf("serve: %v", err)
+	}
+	done <- nil
 }

@@ -27,6 +27,9 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	enc := json.NewEncoder(rw)
 	var transcript io.WriteCloser
+	// Calls are numbered: a call delivered again (the same number) gets the
+	// answer it got the first time and is not applied twice (L7).
+	var last response
 	defer func() {
 		if transcript != nil {
 			transcript.Close()
@@ -37,6 +40,15 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
 			return fmt.Errorf("store: a bad call: %w", err)
 		}
+		if req.ID != 0 && req.ID == last.ID {
+			if err := enc.Encode(last); err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			continue
+		}
+		if req.ID != 0 && req.ID < last.ID {
+			return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, last.ID)
+		}
 		resp := response{ID: req.ID}
 		err := s.answer(ctx, &req, &resp, &transcript)
 		if errors.Is(err, session.ErrNotFound) {
@@ -44,6 +56,7 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		} else if err != nil {
 			resp.Error = err.Error()
 		}
+		last = resp
 		if err := enc.Encode(resp); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
