@@ -376,3 +376,70 @@ func TestIssue13_WrongOrRevokedToken(t *testing.T) {
 		t.Fatalf("listen with a revoked credential: %v %s", err, out)
 	}
 }
+
+// TestIssue13_ListenDrainsOnSIGTERM: a runner told to stop takes no more
+// runs, the server stops its live runs as idle (they pause), then it
+// exits.
+func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	r := l.runner("r1", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	id := l.sessions()[0].ID
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+	rec := l.session(id)
+	if rec.State != session.Paused || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
+		t.Fatalf("after the drain: %s %+v", rec.State, rec.Pause)
+	}
+	if !strings.Contains(r.logs.String(), "draining") {
+		t.Fatalf("listen did not drain:\n%s", r.logs)
+	}
+}
+
+// TestIssue13_ServerRestartedMidSession: the server is killed while a
+// session runs and started again; the runner reconnects, no acknowledged
+// persisted write is lost, and the session goes on with the next prompt.
+func TestIssue13_ServerRestartedMidSession(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.writeCounter()
+	r := l.runner("r1", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	id := l.sessions()[0].ID
+	addr := strings.TrimPrefix(l.url, "http://")
+	if err := l.serve.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.serve.Wait()
+	_ = c.cmd.Wait() // acp --server ends with its connection
+	reconnects := strings.Count(r.logs.String(), "connected server=")
+	l.startServer(addr)
+	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
+	c = l.client()
+	c.Initialize(`{}`)
+	c.LoadSession(3, sid, l.dir)
+	c.Until(acptest.ResponseTo("3"))
+	ms, resp := c.Turn(4, sid, "again")
+	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: again") {
+		t.Fatalf("turn after the restart: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
+	}
+	if !strings.Contains(r.logs.String(), "counted run=2 kind=resume") {
+		t.Fatalf("the session did not resume with its state:\n%s", r.logs)
+	}
+	if rec := l.session(id); rec.Runs != 2 {
+		t.Fatalf("runs %d, want 2", rec.Runs)
+	}
+}
