@@ -18,6 +18,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/serverclient"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/mattn/go-isatty"
 )
@@ -33,6 +34,8 @@ type RunCmd struct {
 	Raw      bool     `help:"Show the agent's messages as they come, without rendering their Markdown (as when stdout is not a terminal)."`
 	End      bool     `help:"End the session (reason closed) when done, instead of stopping it as idle; also a session whose run failed. At the interactive prompt, /end does the same."`
 	SessionFlags
+	ServerFlags
+	Agent string `help:"With --server: the agent whose session to run." placeholder:"NAME"`
 }
 
 // StateFlags locate the sessions.
@@ -86,15 +89,18 @@ func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
 
 // Run runs the session.
 func (c *RunCmd) Run(g *Globals) error {
-	e, err := c.engine(g)
-	if err != nil {
-		return err
-	}
 	// Signals are watched from here to the end: no moment of the run is
 	// deaf to Ctrl-C or SIGTERM.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	if c.Server != "" {
+		return c.runRemote(g, sig)
+	}
+	e, err := c.engine(g)
+	if err != nil {
+		return err
+	}
 	ctx, interrupted := untilSignal(sig)
 	err = e.Sweep(ctx)
 	if interrupted() {
@@ -162,6 +168,36 @@ func (c *RunCmd) Run(g *Globals) error {
 	t := &terminalRun{cmd: c, e: e, term: term, sig: sig, in: in}
 	defer t.close()
 	return t.run(id, interactive)
+}
+
+// runRemote is run --server: a session of a server's agent.
+func (c *RunCmd) runRemote(g *Globals, sig chan os.Signal) error {
+	interrupt := func() {
+		select {
+		case sig <- os.Interrupt:
+		default:
+		}
+	}
+	in, err := client.NewInput(os.Stdin, os.Stderr, "", interrupt)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	term := newTerminal(g.color(), c.Raw, in)
+	switch {
+	case c.Yes:
+		term.Default = "allow"
+	case c.No:
+		term.Default = "deny"
+	}
+	t := &serverclient.Terminal{
+		Client: c.client(), Agent: c.Agent, Term: term, Session: c.Session, Prompts: c.Prompt, Sig: sig, End: c.End,
+		Read: func() (string, bool) {
+			line, err := in.ReadLine(context.Background(), "> ")
+			return line, err == nil
+		},
+	}
+	return t.Run(context.Background())
 }
 
 // historyFile, in the state directory, keeps the prompts typed at the
@@ -521,7 +557,7 @@ func (t *terminalRun) close() {
 	}
 }
 
-var errEnded = errors.New("the session ended")
+var errEnded = client.ErrRunEnded
 
 // errInterrupted is the status of a run left by a signal before it was done.
 var errInterrupted = &exitError{130, errors.New("interrupted")}
@@ -634,45 +670,7 @@ func (s *attached) announceTimeout() {
 // prompt runs one turn. The first Ctrl-C cancels the turn; a second one,
 // or SIGTERM, leaves: the caller stops the run.
 func (s *attached) prompt(text string, sig <-chan os.Signal) (left bool, err error) {
-	type result struct {
-		stopReason string
-		err        error
-	}
-	done := make(chan result, 1)
-	s.term.Busy("waiting for the agent")
-	defer s.term.Idle()
-	go func() {
-		stop, err := s.conn.Prompt(context.Background(), s.acp, text)
-		done <- result{stop, err}
-	}()
-	cancelled := false
-	for {
-		select {
-		case r := <-done:
-			if r.err != nil {
-				if errors.Is(r.err, client.ErrClosed) {
-					<-s.live.Done()
-				}
-				if s.ended() {
-					return false, errEnded
-				}
-				return false, r.err
-			}
-			s.term.EndTurn(r.stopReason)
-			return false, nil
-		case got := <-sig:
-			if cancelled || got == syscall.SIGTERM {
-				s.term.Notice("leaving")
-				return true, nil
-			}
-			cancelled = true
-			s.term.Notice("cancelling the turn (Ctrl-C again leaves; the session pauses)")
-			_ = s.conn.Notify("session/cancel", map[string]any{"sessionId": s.acp})
-			s.term.CancelPrompts()
-		case <-s.live.Done():
-			return false, errEnded
-		}
-	}
+	return s.term.Turn(s.conn, s.acp, text, sig, s.live.Done())
 }
 
 func (s *attached) ended() bool {

@@ -443,3 +443,27 @@ func TestIssue13_ServerRestartedMidSession(t *testing.T) {
 		t.Fatalf("runs %d, want 2", rec.Runs)
 	}
 }
+
+// TestIssue13_RunThroughTheServer: run --server starts a session of the
+// agent on a runner and leaves it paused; run --session continues it and,
+// with --end, ends it.
+func TestIssue13_RunThroughTheServer(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there")
+	if !strings.Contains(out, "echo: hello there") {
+		t.Fatalf("run --server:\n%s", out)
+	}
+	recs := l.sessions()
+	if len(recs) != 1 || recs[0].State != session.Paused {
+		t.Fatalf("after run --server: %+v", recs)
+	}
+	id := recs[0].ID
+	out = l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "--end", "more")
+	if !strings.Contains(out, "echo: more") || !strings.Contains(out, "ended (closed)") {
+		t.Fatalf("run --server --session --end:\n%s", out)
+	}
+	if rec := l.session(id); rec.State != session.Ended || rec.Runs != 2 {
+		t.Fatalf("after --end: %s, %d runs", rec.State, rec.Runs)
+	}
+}
