@@ -1,8 +1,16 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +40,8 @@ type serverLab struct {
 	serve *exec.Cmd
 	logs  *testsupport.Buffer
 	lease time.Duration
+	// serveArgs are more flags of serve.
+	serveArgs []string
 }
 
 // newServerLab starts a server on db ("" for SQLite) with the lease, and
@@ -55,13 +65,14 @@ func (l *serverLab) storeFlags() []string {
 	return f
 }
 
-var servingURL = regexp.MustCompile(`url=(http://\S+)`)
+var servingURL = regexp.MustCompile(`url=(https?://\S+)`)
 
 // startServer starts `serve` on addr and waits until it listens.
 func (l *serverLab) startServer(addr string) {
 	l.t.Helper()
 	l.logs = &testsupport.Buffer{}
 	args := append([]string{"serve", "--addr", addr, "--lease", l.lease.String(), "--log-level", "debug"}, l.storeFlags()...)
+	args = append(args, l.serveArgs...)
 	l.serve = exec.Command(l.bin, args...)
 	l.serve.Stderr = l.logs
 	if err := l.serve.Start(); err != nil {
@@ -466,4 +477,120 @@ func TestIssue13_RunThroughTheServer(t *testing.T) {
 	if rec := l.session(id); rec.State != session.Ended || rec.Runs != 2 {
 		t.Fatalf("after --end: %s, %d runs", rec.State, rec.Runs)
 	}
+}
+
+// TestIssue13_TLS: with --tls-cert and --tls-key the server serves TLS; a
+// client trusts its certificate through SSL_CERT_FILE, and refuses it
+// otherwise.
+func TestIssue13_TLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, cert, key)
+	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), lease: time.Minute, serveArgs: []string{"--tls-cert", cert, "--tls-key", key}}
+	l.data = filepath.Join(l.dir, "data")
+	l.startServer("127.0.0.1:0")
+	if !strings.HasPrefix(l.url, "https://") {
+		t.Fatalf("url %s, want https", l.url)
+	}
+	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
+	agents := exec.Command(l.bin, "agents", "create", "demo", "--server", l.url, "--token", l.token)
+	agents.Env = append(os.Environ(), "SSL_CERT_FILE="+cert)
+	if out, err := agents.CombinedOutput(); err != nil {
+		t.Fatalf("agents create over TLS: %v\n%s", err, out)
+	}
+	untrusted := exec.Command(l.bin, "agents", "--server", l.url, "--token", l.token)
+	untrusted.Env = append(os.Environ(), "SSL_CERT_FILE="+filepath.Join(dir, "none.pem"))
+	if out, err := untrusted.CombinedOutput(); err == nil || !strings.Contains(string(out), "certificate") {
+		t.Fatalf("a client that does not trust the certificate: %v %s", err, out)
+	}
+}
+
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1.
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "blaise test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestL8_NoTokenReachesARun: a runner given its registration token and an
+// API token in its environment passes neither, nor its credential, to the
+// session process, its plugs' processes or the agent: not in their
+// environment, not on their command line.
+func TestL8_NoTokenReachesARun(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	reg := strings.SplitN(l.cli(append([]string{"tokens", "registration"}, l.storeFlags()...)...), "\n", 2)[0]
+	r := &labRunner{name: "r1", logs: &testsupport.Buffer{}}
+	r.cmd = exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, "blaise.star"), "--server", l.url, "--agent", "demo", "--name", "r1",
+		"--credential", filepath.Join(l.dir, "r1.credential"))
+	r.cmd.Env = append(os.Environ(), "BLAISE_REGISTER_TOKEN="+reg, "BLAISE_TOKEN="+l.token)
+	r.cmd.Dir, r.cmd.Stderr = l.dir, r.logs
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.cmd.Process.Kill(); _ = r.cmd.Wait() })
+	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	cred, err := os.ReadFile(filepath.Join(l.dir, "r1.credential"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	c.Prompt(2, sid, "/sleep 600000")
+	var procs []int
+	testsupport.Eventually(t, "the session process and its agent run", func() bool {
+		procs = descendants(r.cmd.Process.Pid)
+		return len(procs) >= 2
+	})
+	secrets := []string{reg, l.token, strings.TrimSpace(string(cred))}
+	for _, pid := range procs {
+		for _, f := range []string{"environ", "cmdline"} {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
+			if err != nil {
+				continue // gone meanwhile
+			}
+			for _, s := range secrets {
+				if strings.Contains(string(b), s) {
+					t.Errorf("process %d (%s) has a token in its %s", pid, strings.ReplaceAll(string(b[:min(len(b), 80)]), "\x00", " "), f)
+				}
+			}
+		}
+	}
+}
+
+// descendants lists the processes below pid.
+func descendants(pid int) []int {
+	var out []int
+	for _, c := range testsupport.Children(pid) {
+		out = append(out, c)
+		out = append(out, descendants(c)...)
+	}
+	return out
 }
