@@ -87,7 +87,7 @@ func (l *acpLab) waitState(id string, state session.State) *session.Record {
 // JSON-RPC lines.
 type acpProc struct {
 	*acptest.Client
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	stderr *testsupport.Buffer

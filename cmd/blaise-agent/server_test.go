@@ -30,7 +30,7 @@ import (
 // and an agent "demo" of the demo agent, and what tests start around it:
 // runners (`listen`) and clients (`acp --server`).
 type serverLab struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	dir   string
 	data  string
@@ -46,7 +46,7 @@ type serverLab struct {
 
 // newServerLab starts a server on db ("" for SQLite) with the lease, and
 // creates the agent demo with settings.
-func newServerLab(t *testing.T, db string, lease time.Duration, agentFlags ...string) *serverLab {
+func newServerLab(t testing.TB, db string, lease time.Duration, agentFlags ...string) *serverLab {
 	t.Helper()
 	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease}
 	l.data = filepath.Join(l.dir, "data")

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/serverclient"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// throughServer starts a server, a runner of the flood agent and `acp
+// --server` with a client on its stdio.
+func throughServer(b *testing.B) *benchClient {
+	l := newServerLab(b, "", time.Minute)
+	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
+	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	l.runner("r1", "flood.star")
+	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
+	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
+	return startProcess(b, cmd)
+}
+
+// BenchmarkServer measures a client of a server's agent (`acp --server`,
+// the server, its runner, the session process) against a client of local
+// `blaise-agent acp`, in the same run, as BenchmarkACPFrontEnd does:
+// throughput of 1 KiB session/updates and the median round trip of a
+// prompt answered at once.
+func BenchmarkServer(b *testing.B) {
+	peers := []struct {
+		name  string
+		start func(b *testing.B) *benchClient
+	}{
+		{"acp", throughACP},
+		{"server", throughServer},
+	}
+	for _, p := range peers {
+		b.Run("throughput/"+p.name, func(b *testing.B) {
+			c := p.start(b)
+			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
+			b.ResetTimer()
+			c.prompt(b, b.N)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+		b.Run("latency/"+p.name, func(b *testing.B) {
+			c := p.start(b)
+			samples := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				c.prompt(b, 0)
+				samples = append(samples, time.Since(t0))
+			}
+			sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
+			b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, "µs/roundtrip-median")
+		})
+	}
+}
+
+// BenchmarkServerPausedSessions: a server whose store has 1,000 paused
+// sessions, with a runner connected. Each iteration lists them through
+// the API, as `sessions --server` does; it reports the runner's
+// processes (none: a paused session costs no process) and the server's
+// resident memory once they were listed.
+func BenchmarkServerPausedSessions(b *testing.B) {
+	l := newServerLab(b, "", time.Minute)
+	r := l.runner("r1", "blaise.star")
+	store, err := server.StoreOptions{Data: l.data}.Open(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for i := 0; i < 1000; i++ {
+		rec := &session.Record{ID: store.NewSessionID(), AgentName: "demo", State: session.Paused, Created: now, Updated: now, Runs: 1,
+			Settings: session.DefaultSettings(), Resumable: true, PausedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+			Pause: &session.PauseRecord{Reason: session.Idle, MayResume: true, At: now, Run: 1}}
+		if err := store.CreateSession(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	store.Close()
+	c := &serverclient.Client{URL: l.url, Token: l.token}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		recs, err := c.Sessions(context.Background(), "")
+		if err != nil || len(recs) != 1000 {
+			b.Fatalf("%d sessions: %v", len(recs), err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/list")
+	b.ReportMetric(float64(len(descendants(r.cmd.Process.Pid))), "runner-processes")
+	b.ReportMetric(rssMiB(b, l.serve.Process.Pid), "server-rss-MiB")
+}
+
+// rssMiB is a process's resident memory.
+func rssMiB(b *testing.B, pid int) float64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Skip("no /proc: ", err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
