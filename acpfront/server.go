@@ -159,10 +159,12 @@ const (
 
 // session is a blaise session as this connection knows it.
 type session struct {
-	id    string // blaise session id; "" until its first run is launched
-	acpID string // the agent's ACP session id; "" until session/new answers
-	run   Run
-	phase phase
+	id string // blaise session id; "" until its first run is launched
+	// quotedID is id as a JSON string, once a message needed it.
+	quotedID []byte
+	acpID    string // the agent's ACP session id; "" until session/new answers
+	run      Run
+	phase    phase
 	// over: the session ended; messages to it get ResourceNotFound.
 	over bool
 	// cwd and mcpServers of the last session/new or session/load, for
@@ -204,7 +206,7 @@ type frontReq struct {
 type eventKind uint8
 
 const (
-	runMessage eventKind = iota
+	runMessages eventKind = iota
 	runDone
 	launched
 	ended
@@ -214,7 +216,7 @@ type event struct {
 	kind eventKind
 	sess *session
 	run  Run
-	msg  *acp.Message
+	msgs []*acp.Message // of runMessages, in the order the run sent them
 	err  error
 }
 
@@ -771,8 +773,10 @@ func (c *conn) handle(ev event) {
 	switch ev.kind {
 	case launched:
 		c.launched(ev.sess, ev.run, ev.err)
-	case runMessage:
-		c.fromRun(ev.sess, ev.run, ev.msg)
+	case runMessages:
+		for _, m := range ev.msgs {
+			c.fromRun(ev.sess, ev.run, m)
+		}
 	case runDone:
 		c.runEnded(ev.sess, ev.run)
 	case ended:
@@ -810,13 +814,38 @@ func (c *conn) launched(sess *session, r Run, err error) {
 	}
 	c.log.Info("session run started", "session", sess.id, "run", r.Number())
 	go func() {
-		for m := range r.Messages() {
-			c.post(event{kind: runMessage, sess: sess, run: r, msg: m})
+		msgs := r.Messages()
+		for m := range msgs {
+			// What has arrived meanwhile goes with it: one event, not one
+			// each, while the run streams.
+			batch := append(make([]*acp.Message, 0, 16), m)
+			batch = appendReady(batch, msgs, maxBatch)
+			c.post(event{kind: runMessages, sess: sess, run: r, msgs: batch})
 		}
 		<-r.Done()
 		c.post(event{kind: runDone, sess: sess, run: r})
 	}()
 	c.nextStep(sess)
+}
+
+// maxBatch bounds the messages of a run handled as one event.
+const maxBatch = 256
+
+// appendReady appends to batch the messages ch holds already, up to max in
+// all.
+func appendReady(batch []*acp.Message, ch <-chan *acp.Message, max int) []*acp.Message {
+	for len(batch) < max {
+		select {
+		case m, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // nextStep sends the next of the front end's requests, or, when there is
@@ -918,6 +947,9 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 		sess.agentReq[acp.IDKey(m.ID)] = front
 		c.forward(c.withSession(sess, m).WithID(front))
 	case acp.Notification:
+		// Nothing of a notification is kept: its block may be read into
+		// again once it is written.
+		defer m.Release()
 		if sess.swallow && m.Method == "session/update" {
 			return
 		}
@@ -926,8 +958,23 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 				m = m.WithParams(withMember(m.Params, "requestId", front))
 			}
 		}
-		c.forward(c.withSession(sess, m))
+		c.forwardWithSession(sess, m)
 	}
+}
+
+// forwardWithSession writes a message of a run to the client with the
+// blaise session id in its params: of a line as the run's output was read,
+// only the id is copied.
+func (c *conn) forwardWithSession(sess *session, m *acp.Message) {
+	start, end, ok := stringToReplace(m.Params, "sessionId", sess.id)
+	if !ok {
+		c.forward(m)
+		return
+	}
+	if sess.quotedID == nil {
+		sess.quotedID = quote(sess.id)
+	}
+	c.wrote(c.out.WriteReplacing(m, m.Params[start:end], sess.quotedID, true))
 }
 
 // agentStoppedMessage is how a session process answers the requests its

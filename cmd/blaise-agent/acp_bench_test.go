@@ -18,6 +18,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
@@ -26,11 +27,12 @@ import (
 // (the baseline), through `blaise-agent acp`, or through an engine in the
 // benchmark's process.
 type benchClient struct {
-	in  io.Writer
-	out *bufio.Reader
-	pid int // of the process the client talks to; 0: this one
-	sid string
-	id  int
+	in   io.Writer
+	out  *bufio.Reader
+	pid  int   // of the process the client talks to; 0: this one
+	also []int // other processes of the path: the agent before a pipe hop
+	sid  string
+	id   int
 }
 
 // startProcess starts cmd with a client reading its stdout and writing to
@@ -109,22 +111,36 @@ func (c *benchClient) prompt(b *testing.B, n int) {
 	}
 }
 
-// cpu returns the user and system CPU time the process the client talks to
-// has used (the agent, or blaise-agent acp without its session process).
+// cpu returns the user and system CPU time that the processes of the path
+// have used: the process the client talks to, its descendants (the session
+// process and the agent), and the processes in c.also.
 func (c *benchClient) cpu(b *testing.B) time.Duration {
 	if c.pid == 0 {
 		return 0
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid))
-	if err != nil {
-		b.Skip("no /proc: ", err)
+	var total time.Duration
+	for _, pid := range append(descendants(c.pid), c.also...) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Skip("no /proc: ", err)
+		}
+		// The fields after the command's name, which ends in ")": utime
+		// and stime are the 12th and 13th, in clock ticks of 10 ms.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
-	// The fields after the command's name, which ends in ")": utime and
-	// stime are the 12th and 13th, in clock ticks of 10 ms.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return total
+}
+
+// descendants returns pid and the processes below it.
+func descendants(pid int) []int {
+	all := []int{pid}
+	for _, child := range testsupport.Children(pid) {
+		all = append(all, descendants(child)...)
+	}
+	return all
 }
 
 // pipeHop starts the flood agent with its output through cat (agent |
@@ -151,7 +167,9 @@ func pipeHop(b *testing.B) *benchClient {
 	b.Cleanup(func() { _ = agent.Wait() })
 	cat := exec.Command("cat")
 	cat.Stdin = hop
-	return startProcess(b, cat, func() (io.WriteCloser, error) { return in, nil })
+	c := startProcess(b, cat, func() (io.WriteCloser, error) { return in, nil })
+	c.also = []int{agent.Process.Pid}
+	return c
 }
 
 // floodConfig writes a configuration of plugs no-op on_message plugs around
@@ -217,7 +235,9 @@ func throughEngine(b *testing.B) *benchClient {
 // no-op on_message plugs, against the same agent behind a plain pipe hop
 // (agent | cat), in the same run. Throughput: one prompt, answered with b.N
 // 1 KiB session/updates, which the client reads (MB/s, msgs/s, and x-pipe:
-// the rate as a share of the pipe hop's). Latency: prompts answered at
+// the rate as a share of the pipe hop's; path-cpu: the CPU time of the
+// processes between the client and the agent, and of the agent, per
+// message). Latency: prompts answered at
 // once, one at a time (median µs per round trip).
 func BenchmarkACPFrontEnd(b *testing.B) {
 	peers := []struct {
@@ -245,7 +265,7 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 				b.ReportMetric(rate/pipeRate, "x-pipe")
 			}
 			if c.pid != 0 {
-				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "peer-cpu-ns/msg")
+				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "path-cpu-ns/msg")
 			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) {
