@@ -36,7 +36,6 @@
 package acpfront
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -167,9 +166,6 @@ type session struct {
 	phase    phase
 	// over: the session ended; messages to it get ResourceNotFound.
 	over bool
-	// cwd and mcpServers of the last session/new or session/load, for
-	// session/load on transparent resume.
-	cwd, mcp []byte
 
 	setup    []step // the front end's requests still to send
 	waiting  string // IDKey of the front end's request in flight
@@ -373,7 +369,7 @@ func (c *conn) handshake() []step {
 // newSession starts a session for the client's session/new: its first run
 // gets the handshake, then the request.
 func (c *conn) newSession(m *acp.Message) {
-	sess := &session{setup: c.handshake(), cwd: memberValue(m.Params, "cwd"), mcp: memberValue(m.Params, "mcpServers")}
+	sess := &session{setup: c.handshake()}
 	c.opening = append(c.opening, sess)
 	c.last = sess
 	c.launch(sess, false)
@@ -396,17 +392,11 @@ func (c *conn) loadSession(m *acp.Message) {
 		return
 	}
 	c.last = sess
-	if cwd := memberValue(m.Params, "cwd"); cwd != nil {
-		sess.cwd = cwd
-	}
-	if mcp := memberValue(m.Params, "mcpServers"); mcp != nil {
-		sess.mcp = mcp
-	}
 	if sess.phase == noRun {
 		// The client's load is what opens the ACP session: the client
 		// sees the replay.
 		sess.queue = append(sess.queue, m)
-		if !c.canResume(sess) {
+		if c.canResume(sess) == nil {
 			return
 		}
 		sess.setup = c.handshake()
@@ -478,16 +468,18 @@ func (c *conn) resume(sess *session) {
 		c.failQueue(sess, ResourceNotFound, "Resource not found", "the session has no ACP session to load")
 		return
 	}
-	if !c.canResume(sess) {
+	rec := c.canResume(sess)
+	if rec == nil {
 		return
 	}
-	sess.setup = append(c.handshake(), c.loadStep(sess))
+	sess.setup = append(c.handshake(), c.loadStep(sess, rec))
 	c.launch(sess, true)
 }
 
-// canResume checks the stored session before a resume run; when it cannot
-// resume, the session is over and its queued requests are answered.
-func (c *conn) canResume(sess *session) bool {
+// canResume checks the stored session before a resume run and returns its
+// record; when it cannot resume, the session is over, its queued requests
+// are answered, and canResume returns nil.
+func (c *conn) canResume(sess *session) *lifecycle.Record {
 	rec, err := c.srv.Sessions.Session(sess.id)
 	reason := ""
 	switch {
@@ -501,33 +493,32 @@ func (c *conn) canResume(sess *session) bool {
 		}
 	}
 	if reason == "" {
-		return true
+		return rec
 	}
 	if err == nil && rec.State == lifecycle.Active {
 		// Not ours to touch: another front end runs it.
 		c.failQueue(sess, acp.InternalError, "Internal error", "the session has a run in progress in another front end")
-		return false
+		return nil
 	}
 	sess.over = true
 	c.failQueue(sess, ResourceNotFound, "Resource not found", reason)
-	return false
+	return nil
 }
 
-// loadStep is the session/load of a transparent resume.
-func (c *conn) loadStep(sess *session) step {
-	cwd, mcp := sess.cwd, sess.mcp
-	if cwd == nil {
-		cwd, mcp = c.transcriptParams(sess.id)
+// loadStep is the session/load of a transparent resume, with the cwd and
+// mcpServers the session was last opened with (its record keeps them).
+func (c *conn) loadStep(sess *session, rec *lifecycle.Record) step {
+	cwd := rec.CWD
+	if cwd == "" {
+		cwd, _ = os.Getwd()
 	}
-	if cwd == nil {
-		wd, _ := os.Getwd()
-		cwd = quote(wd)
+	// On one line: the store may keep it indented.
+	var mcp bytes.Buffer
+	if json.Compact(&mcp, rec.MCPServers) != nil || mcp.Len() == 0 {
+		mcp.Reset()
+		mcp.WriteString("[]")
 	}
-	if mcp == nil {
-		mcp = []byte("[]")
-	}
-	sess.cwd, sess.mcp = cwd, mcp
-	params := []byte(`{"sessionId":` + string(quote(sess.acpID)) + `,"cwd":` + string(cwd) + `,"mcpServers":` + string(mcp) + `}`)
+	params := []byte(`{"sessionId":` + string(quote(sess.acpID)) + `,"cwd":` + string(quote(cwd)) + `,"mcpServers":` + mcp.String() + `}`)
 	method := "session/load"
 	if !c.agentCan("loadSession") && c.agentCan("sessionCapabilities", "resume") {
 		method = "session/resume"
@@ -548,45 +539,6 @@ func (c *conn) agentCan(path ...string) bool {
 		v = memberValue(v, k)
 	}
 	return len(v) > 0 && (string(v) == "true" || v[0] == '{')
-}
-
-// transcriptParams finds the cwd and mcpServers of the last session/new or
-// session/load the agent saw, in the session's transcript.
-func (c *conn) transcriptParams(id string) (cwd, mcp []byte) {
-	name := c.srv.Sessions.TranscriptPath(id)
-	if name == "" {
-		return nil, nil
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, nil
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := r.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A long line (a big message): not a session/new; skip it.
-			for err == bufio.ErrBufferFull {
-				_, err = r.ReadSlice('\n')
-			}
-			continue
-		}
-		if len(line) > 0 && bytes.Contains(line, []byte(`"to_agent"`)) &&
-			(bytes.Contains(line, []byte(`"session/new"`)) || bytes.Contains(line, []byte(`"session/load"`))) {
-			var rec acp.Record
-			if json.Unmarshal(line, &rec) == nil && rec.Direction == "to_agent" && (rec.Method == "session/new" || rec.Method == "session/load") {
-				if m, perr := acp.Parse(rec.Message); perr == nil {
-					if v := memberValue(m.Params, "cwd"); v != nil {
-						cwd, mcp = bytes.Clone(v), bytes.Clone(memberValue(m.Params, "mcpServers"))
-					}
-				}
-			}
-		}
-		if err != nil {
-			return cwd, mcp
-		}
-	}
 }
 
 // cancelRequest passes the client's $/cancel_request to the run its request
