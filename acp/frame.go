@@ -104,12 +104,12 @@ type Message struct {
 	line []byte
 }
 
-// release drops m's hold on its Reader's block, which is read into again,
+// Release drops m's hold on its Reader's block, which is read into again,
 // and its Messages reused, once no message holds it: neither m nor
-// anything taken from it may be used afterwards. A message never released is left to the garbage
-// collector, so only its last user releases it, and only when no one else
-// can have kept it.
-func (m *Message) release() {
+// anything taken from it may be used afterwards. A message never released
+// is left to the garbage collector, so only its last user releases it, and
+// only when no one else can have kept it.
+func (m *Message) Release() {
 	if m.blk != nil {
 		m.blk.release(1)
 	}

@@ -209,7 +209,7 @@ func FuzzReader(f *testing.F) {
 			// Every other message is released at once, so that its block
 			// may be read into again; the others are kept.
 			if lineNo%2 == 0 {
-				m.release()
+				m.Release()
 			} else {
 				kept = append(kept, m)
 				keptRaw = append(keptRaw, string(body))

@@ -203,7 +203,7 @@ func (p *Proxy) receive(side Side, m *Message) {
 	p.mu.Unlock()
 	if closed {
 		p.Log.Debug("dropped a message that arrived after the run ended", "method", m.Method, "toward", side)
-		m.release()
+		m.Release()
 		return
 	}
 	if m.Kind == Response {
@@ -236,7 +236,7 @@ func (p *Proxy) answer(side Side, m *Message) {
 	p.mu.Unlock()
 	if !ok {
 		p.Log.Warn("dropped a response to an unknown request", "id", string(m.ID), "toward", side) // M7
-		m.release()
+		m.Release()
 		return
 	}
 	c.resp <- m
@@ -267,10 +267,10 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	} else {
 		// No plug saw m or its answer, so no one kept them: once sent,
 		// their buffers may be reused.
-		defer m.release()
+		defer m.Release()
 		resp = forward(m)
 		if resp != nil {
-			defer resp.release()
+			defer resp.Release()
 		}
 	}
 	if m.Kind == Request && resp != nil {

@@ -66,7 +66,7 @@ func TestReaderReusesReleasedBlocks(t *testing.T) {
 		if m.blk != kept.blk {
 			released[m.blk] = true
 		}
-		m.release()
+		m.Release()
 	})
 	if string(kept.Raw) != keptRaw {
 		t.Fatalf("a held message changed: %q, was %q", kept.Raw, keptRaw)
@@ -171,8 +171,8 @@ func TestACopyOfAMessageKeepsItsBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.WithParams(nil) // no params to remove: a copy
-	m.release()
-	each(t, r, (*Message).release)
+	m.Release()
+	each(t, r, (*Message).Release)
 	if string(c.Raw) != `{"method":"m0"}` || c.Method != "m0" {
 		t.Fatalf("the copy changed to %q", c.Raw)
 	}

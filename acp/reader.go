@@ -33,7 +33,7 @@ func (e *LineError) Error() string {
 // a line is copied only when it spans the end of a block. A message keeps
 // its block alive, so what is kept long (an id waiting for its answer) is
 // better copied. A block that every message read from it has released
-// (see [Message.release]) is read into again.
+// (see [Message.Release]) is read into again.
 type Reader struct {
 	rd      io.Reader
 	maxLine int

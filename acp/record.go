@@ -1,8 +1,8 @@
 package acp
 
 import (
-	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,19 +44,38 @@ func (s Side) Direction() string {
 }
 
 // JSONLRecorder writes records as JSON lines. It is safe for concurrent use.
+//
+// The records of requests and responses are written before Record returns,
+// with those before them: a transcript stays current at each turn. Those of
+// notifications (the bulk of a stream) gather in a buffer that is written
+// in the background once it is large, so that the writes to the file keep
+// the stream waiting only when they fall behind.
 type JSONLRecorder struct {
-	mu  sync.Mutex
-	w   *bufio.Writer
-	c   io.Closer
-	seq uint64
-	err error
-	now func() time.Time
+	mu      sync.Mutex
+	cond    sync.Cond // signalled when a background write ends
+	w       io.Writer
+	c       io.Closer
+	buf     []byte // records not handed to a write yet
+	spare   []byte // the buffer of the last background write, for reuse
+	writing bool   // a background write is under way
+	seq     uint64
+	err     error
+	now     func() time.Time
 }
 
-// NewJSONLRecorder records to w; Close flushes and closes w when it is an
-// io.Closer.
+// recordBatch is how many bytes of records a background write takes: a
+// file takes large writes for half the CPU time per byte of 64 KiB ones.
+// Past maxRecordBacklog, Record waits for the write under way.
+const (
+	recordBatch      = 1 << 20
+	maxRecordBacklog = 8 << 20
+)
+
+// NewJSONLRecorder records to w; Close writes what is left and closes w
+// when it is an io.Closer.
 func NewJSONLRecorder(w io.Writer) *JSONLRecorder {
-	r := &JSONLRecorder{w: bufio.NewWriterSize(w, 64<<10), now: time.Now}
+	r := &JSONLRecorder{w: w, now: time.Now, buf: make([]byte, 0, recordBatch+4<<10)}
+	r.cond.L = &r.mu
 	if c, ok := w.(io.Closer); ok {
 		r.c = c
 	}
@@ -80,28 +99,59 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 		return
 	}
 	r.seq++
-	// Encoded into the writer's free space: no copy when it fits.
-	_, err := r.w.Write(appendRecord(r.w.AvailableBuffer(), r.seq, r.now(), side, m, by))
-	if err == nil && m.Kind != Notification {
-		// Flush at each request and response: a transcript stays current
-		// without a write per streamed chunk.
-		err = r.w.Flush()
+	r.buf = appendRecord(r.buf, r.seq, r.now(), side, m, by)
+	switch {
+	case m.Kind != Notification:
+		r.writeNow()
+	case len(r.buf) >= recordBatch && !r.writing:
+		batch := r.buf
+		r.buf, r.spare, r.writing = r.spare[:0], nil, true
+		go r.writeBehind(batch)
+	case len(r.buf) >= maxRecordBacklog:
+		r.writeNow()
 	}
-	r.err = err
 }
 
-// Close flushes the records and closes the underlying writer.
+// writeNow writes the buffer after the background write under way, with
+// r.mu held.
+func (r *JSONLRecorder) writeNow() {
+	for r.writing {
+		r.cond.Wait()
+	}
+	if r.err == nil && len(r.buf) > 0 {
+		_, r.err = r.w.Write(r.buf)
+	}
+	r.buf = r.buf[:0]
+}
+
+// writeBehind writes a batch of records, without r.mu.
+func (r *JSONLRecorder) writeBehind(batch []byte) {
+	_, err := r.w.Write(batch)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.spare, r.writing = batch[:0], false
+	r.cond.Broadcast()
+}
+
+// Close writes the records left and closes the underlying writer.
 func (r *JSONLRecorder) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.w.Flush()
+	err := r.err
+	r.writeNow()
+	if err == nil {
+		err = r.err
+	}
 	if r.c != nil {
 		if cerr := r.c.Close(); err == nil {
 			err = cerr
 		}
 	}
-	if err == nil {
-		err = r.err
+	if r.err == nil {
+		r.err = errors.New("acp: transcript closed")
 	}
 	return err
 }
@@ -111,9 +161,10 @@ func (r *JSONLRecorder) Close() error {
 func appendRecord(b []byte, seq uint64, t time.Time, side Side, m *Message, by string) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
-	b = append(b, `,"time":`...)
-	b = strconv.AppendQuote(b, t.UTC().Format(time.RFC3339Nano))
-	b = append(b, `,"direction":"`...)
+	b = append(b, `,"time":"`...)
+	// An RFC 3339 time needs no escaping.
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","direction":"`...)
 	b = append(b, side.Direction()...)
 	b = append(b, `","kind":"`...)
 	b = append(b, m.Kind.String()...)

@@ -62,7 +62,7 @@ func (w *Writer) Write(raw []byte) error {
 	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 		return fmt.Errorf("acp: message contains a line break at offset %d", i)
 	}
-	return w.add(nil, nil, raw, true)
+	return w.add(nil, true, part{raw, false}, part{newline, false})
 }
 
 // WriteMessage queues m, without copying it when it is the line a Reader
@@ -71,14 +71,43 @@ func (w *Writer) Write(raw []byte) error {
 // way, m is written at once on the caller's goroutine.
 func (w *Writer) WriteMessage(m *Message, more bool) error {
 	if m.line != nil {
-		return w.add(m.blk, m.line, nil, more)
+		return w.add(m.blk, more, part{m.line, true})
 	}
-	return w.add(nil, nil, m.Raw, more)
+	return w.add(nil, more, part{m.Raw, false}, part{newline, false})
 }
 
-// add queues line, which lies in blk, or a copy of raw and a newline, and
-// writes or has a flusher write the queue.
-func (w *Writer) add(blk *block, line, raw []byte, more bool) error {
+// WriteReplacing is WriteMessage of m with old, a part of m.Raw (such as a
+// member's value), replaced by val: what comes before and after old is not
+// copied when m is the line a Reader read, only val is. It panics when old
+// does not lie in m.Raw.
+func (w *Writer) WriteReplacing(m *Message, old, val []byte, more bool) error {
+	// old is a slice of Raw: its offset is told by their capacities.
+	off := cap(m.Raw) - cap(old)
+	if off < 0 || off+len(old) > len(m.Raw) || (len(old) > 0 && &m.Raw[off] != &old[0]) {
+		panic("acp: WriteReplacing: old does not lie in the message")
+	}
+	if bytes.IndexByte(val, '\n') >= 0 || bytes.IndexByte(val, '\r') >= 0 {
+		val = oneLine(val)
+	}
+	end := off + len(old)
+	if m.line != nil {
+		return w.add(m.blk, more, part{m.line[:off], true}, part{val, false}, part{m.line[end:], true})
+	}
+	return w.add(nil, more, part{m.Raw[:off], false}, part{val, false}, part{m.Raw[end:], false}, part{newline, false})
+}
+
+var newline = []byte{'\n'}
+
+// A part is a piece of a line to queue: a slice of the block given to add
+// (held), or bytes to copy.
+type part struct {
+	b    []byte
+	held bool
+}
+
+// add queues the parts of a line, and writes or has a flusher write the
+// queue.
+func (w *Writer) add(blk *block, more bool, parts ...part) error {
 	w.mu.Lock()
 	for w.err == nil && w.queued > maxPending {
 		w.cond.Wait()
@@ -87,17 +116,20 @@ func (w *Writer) add(blk *block, line, raw []byte, more bool) error {
 		w.mu.Unlock()
 		return err
 	}
-	if line == nil {
-		if w.copies == nil {
-			w.copies = make([]byte, 0, 4<<10)
+	for _, p := range parts {
+		switch {
+		case p.held:
+			w.hold(blk)
+			w.enqueue(p.b)
+		case len(p.b) > 0:
+			if w.copies == nil {
+				w.copies = make([]byte, 0, 4<<10)
+			}
+			start := len(w.copies)
+			w.copies = append(w.copies, p.b...)
+			w.enqueue(w.copies[start:])
 		}
-		start := len(w.copies)
-		w.copies = append(append(w.copies, raw...), '\n')
-		line = w.copies[start:]
-	} else {
-		w.hold(blk)
 	}
-	w.enqueue(line)
 	if w.flushing {
 		w.mu.Unlock()
 		return nil

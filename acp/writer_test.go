@@ -148,7 +148,7 @@ func TestWriterQueuesConsecutiveLinesAsOnePiece(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.line == nil {
-			w.add(nil, nil, m.Raw, true)
+			w.add(nil, true, part{m.Raw, false}, part{newline, false})
 		} else {
 			w.enqueue(m.line)
 		}
@@ -175,8 +175,8 @@ func TestWriterQueuesConsecutiveLinesAsOnePiece(t *testing.T) {
 	}
 
 	c := &Writer{flushing: true}
-	c.add(nil, nil, []byte(`{"method":"x"}`), true)
-	c.add(nil, nil, []byte(`{"method":"y"}`), true)
+	c.add(nil, true, part{[]byte(`{"method":"x"}`), false}, part{newline, false})
+	c.add(nil, true, part{[]byte(`{"method":"y"}`), false}, part{newline, false})
 	if len(c.queue) != 1 || string(c.queue[0]) != "{\"method\":\"x\"}\n{\"method\":\"y\"}\n" {
 		t.Errorf("copies queued as %q", c.queue)
 	}
@@ -354,7 +354,7 @@ func TestWriterWritevManyPieces(t *testing.T) {
 						queued <- err
 						return
 					}
-					m.release()
+					m.Release()
 					w.mu.Lock()
 					most = max(most, len(w.queue))
 					w.mu.Unlock()
@@ -390,4 +390,45 @@ func TestWriterWritevManyPieces(t *testing.T) {
 			}
 		})
 	}
+}
+
+// WriteReplacing writes a message with one part replaced, for a line a
+// Reader read (queued as slices of its block around the new part, its holds
+// dropped once written) and for a built message; a part that is not the
+// message's is refused.
+func TestWriterWriteReplacingCopiesOnlyTheNewPart(t *testing.T) {
+	r := NewReader(strings.NewReader(`{"method":"session/update","params":{"sessionId":"agent-1","update":{}}}`+"\n"), 0)
+	read, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	built, err := Parse([]byte(`{"id":1,"method":"session/prompt","params":{"sessionId":"agent-1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	for _, m := range []*Message{read, built} {
+		old := m.Params[bytes.Index(m.Params, []byte(`"agent-1"`)):][:len(`"agent-1"`)]
+		if err := w.WriteReplacing(m, old, []byte(`"blaise-42"`), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"method":"session/update","params":{"sessionId":"blaise-42","update":{}}}` + "\n" +
+		`{"id":1,"method":"session/prompt","params":{"sessionId":"blaise-42"}}` + "\n"
+	if buf.String() != want {
+		t.Errorf("wrote %q, want %q", buf.String(), want)
+	}
+	if read.blk.holds.Load() != 2 { // the Reader's and the message's
+		t.Errorf("the read block has %d holds once written, want 2", read.blk.holds.Load())
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic for a part of another message")
+		}
+	}()
+	_ = w.WriteReplacing(read, []byte(`"agent-1"`), nil, false)
 }

@@ -148,18 +148,10 @@ func (c *conn) listSessions(m *acp.Message) {
 		if _, due := lifecycle.Due(r, now); due {
 			continue
 		}
-		var cwd string
-		raw := []byte(nil)
-		if sess, ok := c.sessions[r.ID]; ok {
-			raw = sess.cwd
-		}
-		if raw == nil {
-			raw, _ = c.transcriptParams(r.ID)
-		}
-		if json.Unmarshal(raw, &cwd) != nil || cwd == "" || (p.Cwd != nil && *p.Cwd != cwd) {
+		if r.CWD == "" || (p.Cwd != nil && *p.Cwd != r.CWD) {
 			continue
 		}
-		list = append(list, info{SessionID: r.ID, Cwd: cwd, UpdatedAt: r.Updated.UTC().Format(time.RFC3339)})
+		list = append(list, info{SessionID: r.ID, Cwd: r.CWD, UpdatedAt: r.Updated.UTC().Format(time.RFC3339)})
 	}
 	out, _ := json.Marshal(map[string]any{"sessions": list})
 	c.reply(m.ID, out)

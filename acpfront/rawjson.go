@@ -95,24 +95,34 @@ func stringMember(obj []byte, key string) (string, bool) {
 // string s, when the member is a string other than s; otherwise obj and
 // false.
 func withString(obj []byte, key, s string) ([]byte, bool) {
-	start, end, ok := member(obj, key)
-	if !ok || obj[start] != '"' {
+	start, end, ok := stringToReplace(obj, key, s)
+	if !ok {
 		return obj, false
+	}
+	q := quote(s)
+	out := make([]byte, 0, len(obj)-(end-start)+len(q))
+	out = append(out, obj[:start]...)
+	out = append(out, q...)
+	return append(out, obj[end:]...), true
+}
+
+// stringToReplace returns where the value of the top-level member key of
+// obj is, obj[start:end], when it is a string other than s.
+func stringToReplace(obj []byte, key, s string) (start, end int, ok bool) {
+	start, end, ok = member(obj, key)
+	if !ok || obj[start] != '"' {
+		return 0, 0, false
 	}
 	v := obj[start:end]
 	if bytes.IndexByte(v, '\\') < 0 {
 		// Checked JSON: the bytes between the quotes are the string.
 		if string(v[1:len(v)-1]) == s {
-			return obj, false
+			return 0, 0, false
 		}
 	} else if old, ok := stringMember(obj, key); !ok || old == s {
-		return obj, false
+		return 0, 0, false
 	}
-	q := quote(s)
-	out := make([]byte, 0, len(obj)-len(v)+len(q))
-	out = append(out, obj[:start]...)
-	out = append(out, q...)
-	return append(out, obj[end:]...), true
+	return start, end, true
 }
 
 // withMember returns a copy of the object obj whose top-level member key has

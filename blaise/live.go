@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/session"
+	sdk "github.com/coder/acp-go-sdk"
 )
 
 // Live is a session with a run in progress, held by its front end.
@@ -63,8 +64,11 @@ func (l *Live) Send(m *acp.Message) error {
 		l.turns[acp.IDKey(m.ID)] = true
 	}
 	l.mu.Unlock()
-	if m.Kind == acp.Request && (m.Method == "session/load" || m.Method == "session/resume") {
-		l.noteACPSession(m.Params)
+	if m.Kind == acp.Request {
+		switch m.Method {
+		case sdk.AgentMethodSessionNew, sdk.AgentMethodSessionLoad, sdk.AgentMethodSessionResume:
+			l.noteACPSession(m.Params, true)
+		}
 	}
 	return l.in.Write(m.Raw)
 }
@@ -100,7 +104,7 @@ func (l *Live) track(in <-chan *acp.Message) <-chan *acp.Message {
 				l.wake() // inactivity counts from now
 			}
 			if newSession {
-				l.noteACPSession(m.Result)
+				l.noteACPSession(m.Result, false)
 			}
 			out <- m
 		}
@@ -115,19 +119,29 @@ func (l *Live) wake() {
 	}
 }
 
-func (l *Live) noteACPSession(params []byte) {
+// noteACPSession records the agent's session id that raw holds, and when
+// opened (raw is the params of the client's session/new, session/load or
+// session/resume) the cwd and mcpServers that a resume loads it with.
+func (l *Live) noteACPSession(raw []byte, opened bool) {
 	var v struct {
-		SessionID string `json:"sessionId"`
+		SessionID  string          `json:"sessionId"`
+		CWD        string          `json:"cwd"`
+		MCPServers json.RawMessage `json:"mcpServers"`
 	}
-	if json.Unmarshal(params, &v) != nil || v.SessionID == "" {
+	if json.Unmarshal(raw, &v) != nil || v.SessionID == "" && !opened {
 		return
 	}
 	_, err := l.e.Store.UpdateSession(l.ID, func(r *session.Record) error {
-		r.ACPSessionID = v.SessionID
+		if v.SessionID != "" {
+			r.ACPSessionID = v.SessionID
+		}
+		if opened {
+			r.CWD, r.MCPServers = v.CWD, v.MCPServers
+		}
 		return nil
 	})
 	if err != nil {
-		l.e.logger().Warn("recording the ACP session id failed", "session", l.ID, "err", err)
+		l.e.logger().Warn("recording the ACP session failed", "session", l.ID, "err", err)
 	}
 }
 

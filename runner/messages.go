@@ -26,7 +26,7 @@ type Client struct {
 // pipeline passes messages through the plugs' on_message handlers (M3, M4).
 type pipeline struct {
 	r                *Run
-	host, runnerHost hosts.Host
+	host hosts.Host
 	// orders are the plugs a message meets, by the side it goes toward
 	// (M3: toward the client, the last plug first), for typed methods
 	// (every on_message) and for extension methods (plug(extensions =
@@ -35,8 +35,8 @@ type pipeline struct {
 }
 
 // proxy connects the agent's stdio to the client through the plugs.
-func (r *Run) proxy(ctx context.Context, proc hosts.Process, host, runnerHost hosts.Host) error {
-	pl := &pipeline{r: r, host: host, runnerHost: runnerHost}
+func (r *Run) proxy(ctx context.Context, proc hosts.Process, host hosts.Host) error {
+	pl := &pipeline{r: r, host: host}
 	var typed, extensions []*plugRun
 	for _, p := range r.plugs {
 		if p.use.Plug.OnMessage != nil {
@@ -109,7 +109,7 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 	p := order[k]
 	fn := p.use.Plug.OnMessage
 	h := &hop{pl: pl, order: order, k: k, forward: forward}
-	r.initCtx(&h.ctx, p, "on_message", pl.host, pl.runnerHost)
+	r.initCtx(&h.ctx, p, "on_message", pl.host)
 	h.args = [3]starlark.Value{&h.ctx, msg, h}
 	ret, err := r.call(p, "on_message", fn, &h.ctx, h.args[:])
 	if err != nil {

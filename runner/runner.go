@@ -135,7 +135,7 @@ type Run struct {
 	plugs        []*plugRun
 	threads      []*pooledThread // idle threads; guarded by lock
 	hostValues   map[hosts.Host]starlark.Value
-	runnerHost   hosts.Host // set when the run starts
+	runnerHost   hosts.Host // set once, when the run starts; every step reads it here
 	runnerEnv    *starlark.Dict
 	sessionValue starlark.Value // ctx.session
 	runValue     starlark.Value // ctx.run
@@ -331,7 +331,7 @@ func (r *Run) Run(ctx context.Context) Result {
 	if r.opts.Kind != session.TeardownRun {
 		a := r.opts.Config.Agent
 		draft := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd)
-		pause := r.session(0, draft, host, runnerHost)
+		pause := r.session(0, draft, host)
 		if pause.Reason != session.Failed && pause.MayResume && !res.Resumable {
 			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 		}
@@ -352,7 +352,7 @@ func (r *Run) Run(ctx context.Context) Result {
 	if endReason == "" {
 		endReason = session.Closed
 	}
-	td := r.teardown(r.teardownOrder(), 0, endReason, cause, host, runnerHost)
+	td := r.teardown(r.teardownOrder(), 0, endReason, cause, host)
 	res.Teardown, res.TeardownErr = &td, r.tdErr
 	return res
 }
@@ -377,29 +377,29 @@ func (r *Run) failed(err error) builtins.PauseInfo {
 }
 
 // session runs on_session of plug i and everything inside it (C1–C5).
-func (r *Run) session(i int, draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
+func (r *Run) session(i int, draft *builtins.AgentDraft, host hosts.Host) builtins.PauseInfo {
 	if i == len(r.plugs) {
 		r.attaching("")
-		return r.runAgent(draft, host, runnerHost)
+		return r.runAgent(draft, host)
 	}
 	p := r.plugs[i]
 	r.attaching(p.use.Plug.Name)
-	if err := r.load(p, host, runnerHost); err != nil {
+	if err := r.load(p, host); err != nil {
 		return r.failed(err)
 	}
 	fn := p.use.Plug.OnSession
 	if fn == nil {
-		return r.session(i+1, draft, host, runnerHost)
+		return r.session(i+1, draft, host)
 	}
 	mine := draft.For(p.use.Plug.Name)
 	var inner builtins.PauseInfo
 	calls := 0
-	next := r.nextBuiltin(p, &calls, host, runnerHost, func(h hosts.Host) starlark.Value {
+	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
 		mine.Freeze()
-		inner = r.session(i+1, mine, h, runnerHost)
+		inner = r.session(i+1, mine, h)
 		return &inner
 	})
-	c := r.newCtx(p, "on_session", host, runnerHost)
+	c := r.newCtx(p, "on_session", host)
 	c.Agent = mine
 	if _, err := r.call(p, "on_session", fn, c, starlark.Tuple{c, next}); err != nil {
 		return r.failed(err)
@@ -419,7 +419,7 @@ func (r *Run) attaching(plug string) {
 
 // teardown runs on_teardown of the k-th plug of order and everything
 // inside it (C8).
-func (r *Run) teardown(order []int, k int, reason session.Reason, cause error, host, runnerHost hosts.Host) builtins.PauseInfo {
+func (r *Run) teardown(order []int, k int, reason session.Reason, cause error, host hosts.Host) builtins.PauseInfo {
 	if k == len(order) {
 		info := builtins.PauseInfo{Teardown: true, Pause: session.Pause{Reason: reason, Err: cause}}
 		return info
@@ -431,17 +431,17 @@ func (r *Run) teardown(order []int, k int, reason session.Reason, cause error, h
 		}
 		return builtins.PauseInfo{Teardown: true, Pause: session.Pause{Reason: session.Failed, Err: err}}
 	}
-	if err := r.load(p, host, runnerHost); err != nil {
+	if err := r.load(p, host); err != nil {
 		return fail(err)
 	}
 	fn := p.use.Plug.OnTeardown
 	var inner builtins.PauseInfo
 	calls := 0
-	next := r.nextBuiltin(p, &calls, host, runnerHost, func(h hosts.Host) starlark.Value {
-		inner = r.teardown(order, k+1, reason, cause, h, runnerHost)
+	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
+		inner = r.teardown(order, k+1, reason, cause, h)
 		return &inner
 	})
-	c := r.newCtx(p, "on_teardown", host, runnerHost)
+	c := r.newCtx(p, "on_teardown", host)
 	if _, err := r.call(p, "on_teardown", fn, c, starlark.Tuple{c, next}); err != nil {
 		return fail(err)
 	}
@@ -464,7 +464,7 @@ func (r *Run) teardownOrder() []int {
 
 // nextBuiltin makes the next(host = None) of one handler call. inner runs
 // everything inside the plug on the given host.
-func (r *Run) nextBuiltin(p *plugRun, calls *int, host, runnerHost hosts.Host, inner func(hosts.Host) starlark.Value) *starlark.Builtin {
+func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(hosts.Host) starlark.Value) *starlark.Builtin {
 	return starlark.NewBuiltin("next", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		var hv starlark.Value = starlark.None
 		if err := starlark.UnpackArgs("next", args, kwargs, "host?", &hv); err != nil {
@@ -483,7 +483,7 @@ func (r *Run) nextBuiltin(p *plugRun, calls *int, host, runnerHost hosts.Host, i
 		}
 		// Only a host this next() introduces is closed with it: the
 		// current host and the runner's own stay open.
-		switched := h != host && h != runnerHost
+		switched := h != host && h != r.runnerHost
 		if switched {
 			// Inner plugs see the value the plug made as ctx.host.
 			r.hostValues[h] = hv
@@ -634,20 +634,20 @@ func (r *Run) release(t *pooledThread) {
 
 // load evaluates and validates the plug's inputs (C14), migrates its
 // persisted value (C9) and runs on_load, once per run.
-func (r *Run) load(p *plugRun, host, runnerHost hosts.Host) error {
+func (r *Run) load(p *plugRun, host hosts.Host) error {
 	if p.loaded {
 		return p.loadErr
 	}
 	p.loaded = true
-	p.loadErr = r.loadPlug(p, host, runnerHost)
+	p.loadErr = r.loadPlug(p, host)
 	return p.loadErr
 }
 
-func (r *Run) loadPlug(p *plugRun, host, runnerHost hosts.Host) error {
+func (r *Run) loadPlug(p *plugRun, host hosts.Host) error {
 	u := p.use
 	inputs := u.Inputs
 	if !u.Static {
-		v, err := r.evalInputs(p, inputs, host, runnerHost)
+		v, err := r.evalInputs(p, inputs, host)
 		if err != nil {
 			return err
 		}
@@ -661,12 +661,12 @@ func (r *Run) loadPlug(p *plugRun, host, runnerHost hosts.Host) error {
 
 	if schema := u.Plug.Persisted; schema != nil {
 		p.persisted = &builtins.Persisted{Store: r.opts.Store, Session: r.opts.SessionID, PlugID: u.ID, Plug: u.Plug.Name, Schema: schema}
-		if err := r.loadPersisted(p, host, runnerHost); err != nil {
+		if err := r.loadPersisted(p, host); err != nil {
 			return err
 		}
 	}
 	if fn := u.Plug.OnLoad; fn != nil {
-		c := r.newCtx(p, "on_load", host, runnerHost)
+		c := r.newCtx(p, "on_load", host)
 		v, err := r.call(p, "on_load", fn, c, starlark.Tuple{c})
 		if err != nil {
 			return err
@@ -680,7 +680,7 @@ func (r *Run) loadPlug(p *plugRun, host, runnerHost hosts.Host) error {
 
 // loadPersisted reads the stored value and migrates it when it no longer
 // validates (C9).
-func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
+func (r *Run) loadPersisted(p *plugRun, host hosts.Host) error {
 	u := p.use
 	var data []byte
 	var ok bool
@@ -705,7 +705,7 @@ func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
 	if fn == nil {
 		return &interp.Error{Pos: u.Plug.Pos, Plug: u.Plug.Name, Msg: fmt.Sprintf("the stored persisted value no longer validates, and the plug has no on_migrate(ctx, stored):\n%v", verr)}
 	}
-	c := r.newCtx(p, "on_migrate", host, runnerHost)
+	c := r.newCtx(p, "on_migrate", host)
 	migrated, err := r.call(p, "on_migrate", fn, c, starlark.Tuple{c, stored})
 	if err != nil {
 		return err
@@ -728,11 +728,11 @@ func (r *Run) loadPersisted(p *plugRun, host, runnerHost hosts.Host) error {
 
 // evalInputs calls every function in v with a ctx of the plug: the view of
 // the run that inputs are functions of (C14).
-func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Host) (starlark.Value, error) {
+func (r *Run) evalInputs(p *plugRun, v starlark.Value, host hosts.Host) (starlark.Value, error) {
 	each := func(elems []starlark.Value) ([]starlark.Value, error) {
 		out := make([]starlark.Value, len(elems))
 		for i, e := range elems {
-			x, err := r.evalInputs(p, e, host, runnerHost)
+			x, err := r.evalInputs(p, e, host)
 			if err != nil {
 				return nil, err
 			}
@@ -742,12 +742,12 @@ func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Ho
 	}
 	switch v := v.(type) {
 	case starlark.Callable:
-		c := r.newCtx(p, "inputs", host, runnerHost)
+		c := r.newCtx(p, "inputs", host)
 		return r.call(p, "inputs", v, c, starlark.Tuple{c})
 	case *starlark.Dict:
 		out := starlark.NewDict(v.Len())
 		for _, item := range v.Items() {
-			x, err := r.evalInputs(p, item[1], host, runnerHost)
+			x, err := r.evalInputs(p, item[1], host)
 			if err != nil {
 				return nil, err
 			}
@@ -769,14 +769,14 @@ func (r *Run) evalInputs(p *plugRun, v starlark.Value, host, runnerHost hosts.Ho
 }
 
 // newCtx makes the ctx of one handler call.
-func (r *Run) newCtx(p *plugRun, handler string, host, runnerHost hosts.Host) *builtins.Ctx {
+func (r *Run) newCtx(p *plugRun, handler string, host hosts.Host) *builtins.Ctx {
 	c := new(builtins.Ctx)
-	r.initCtx(c, p, handler, host, runnerHost)
+	r.initCtx(c, p, handler, host)
 	return c
 }
 
 // initCtx makes c the ctx of a call of the plug's handler.
-func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host, runnerHost hosts.Host) {
+func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host hosts.Host) {
 	if p.base == nil {
 		p.base = &builtins.CtxBase{
 			PlugName:  p.use.Plug.Name,
@@ -790,7 +790,7 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host, runnerH
 			RunnerEnv:         r.runnerEnv,
 			Logger:            r.log.WithPrefix(p.use.Plug.Name),
 			Signal:            &r.signal,
-			Runner:            r.hostValue(runnerHost),
+			Runner:            r.hostValue(r.runnerHost),
 			SetOutput:         p.setOutput,
 		}
 		p.readOnly = map[string]*builtins.AgentDraft{}
@@ -858,7 +858,7 @@ func (r *Run) outputs(id string) *interp.Record {
 
 // runAgent starts the agent from draft on host and waits until the run is
 // stopped or the agent exits; it is the innermost next() (C3).
-func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) builtins.PauseInfo {
+func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.PauseInfo {
 	r.mu.Lock()
 	r.agentStarted = true
 	r.mu.Unlock()
@@ -880,7 +880,7 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host, runnerHost hosts.Host) 
 
 	attached := make(chan error, 1)
 	tail := &stderrTail{}
-	go func() { attached <- r.attach(agentCtx, proc, host, runnerHost, tail) }()
+	go func() { attached <- r.attach(agentCtx, proc, host, tail) }()
 	exited := make(chan int, 1)
 	var waitErr error // set before exited is sent
 	go func() {
@@ -979,7 +979,7 @@ func (r *Run) stopAgent(proc hosts.Process, exited <-chan int) {
 
 // attach connects the agent's streams; stderr goes to the log, and its
 // last lines to tail.
-func (r *Run) attach(ctx context.Context, proc hosts.Process, host, runnerHost hosts.Host, tail *stderrTail) error {
+func (r *Run) attach(ctx context.Context, proc hosts.Process, host hosts.Host, tail *stderrTail) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -987,7 +987,7 @@ func (r *Run) attach(ctx context.Context, proc hosts.Process, host, runnerHost h
 	}()
 	var err error
 	if r.opts.Client != nil {
-		err = r.proxy(ctx, proc, host, runnerHost)
+		err = r.proxy(ctx, proc, host)
 	} else {
 		_, err = io.Copy(io.Discard, proc.Stdout())
 	}

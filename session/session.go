@@ -7,6 +7,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -92,6 +93,11 @@ type Record struct {
 	Resumable bool `json:"resumable"`
 	// ACPSessionID is the agent's session id, loaded again on resume.
 	ACPSessionID string `json:"acp_session_id,omitempty"`
+	// CWD and MCPServers (raw JSON) are the params of the client's last
+	// session/new or session/load: a resume loads the agent's session with
+	// them.
+	CWD        string          `json:"cwd,omitempty"`
+	MCPServers json.RawMessage `json:"mcp_servers,omitempty"`
 	// Stop is the last stop directive, recorded before it is sent (L3).
 	Stop *StopRecord `json:"stop,omitempty"`
 	// Pause is the pause the last run reported.

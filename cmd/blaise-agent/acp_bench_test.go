@@ -18,6 +18,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 )
@@ -26,18 +27,30 @@ import (
 // (the baseline), through `blaise-agent acp`, or through an engine in the
 // benchmark's process.
 type benchClient struct {
-	in  io.Writer
-	out *bufio.Reader
-	pid int // of the process the client talks to; 0: this one
-	sid string
-	id  int
+	in   io.Writer
+	out  *bufio.Reader
+	pid  int   // of the process the client talks to; 0: this one
+	also []int // other processes of the path: the agent before a pipe hop
+	sid  string
+	id   int
 }
 
-// startProcess starts cmd with a client on its stdio.
-func startProcess(b *testing.B, cmd *exec.Cmd) *benchClient {
+// startProcess starts cmd with a client reading its stdout and writing to
+// the pipe that stdin returns (cmd's, or that of the process before it).
+func startProcess(b *testing.B, cmd *exec.Cmd, stdin func() (io.WriteCloser, error)) *benchClient {
 	b.Helper()
 	cmd.Stderr = io.Discard
-	in, out := startPiped(b, cmd)
+	in, err := stdin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
 	c := &benchClient{in: in, out: bufio.NewReaderSize(out, 1<<20), pid: cmd.Process.Pid}
 	b.Cleanup(func() {
 		in.Close()
@@ -98,60 +111,105 @@ func (c *benchClient) prompt(b *testing.B, n int) {
 	}
 }
 
-// cpu returns the user and system CPU time the process the client talks to
-// has used (the agent, or blaise-agent acp without its session process).
+// cpu returns the user and system CPU time that the processes of the path
+// have used: the process the client talks to, its descendants (the session
+// process and the agent), and the processes in c.also.
 func (c *benchClient) cpu(b *testing.B) time.Duration {
 	if c.pid == 0 {
 		return 0
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.pid))
-	if err != nil {
-		b.Skip("no /proc: ", err)
+	var total time.Duration
+	for _, pid := range append(descendants(c.pid), c.also...) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			b.Skip("no /proc: ", err)
+		}
+		// The fields after the command's name, which ends in ")": utime
+		// and stime are the 12th and 13th, in clock ticks of 10 ms.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
-	// The fields after the command's name, which ends in ")": utime and
-	// stime are the 12th and 13th, in clock ticks of 10 ms.
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return total
 }
 
-// directAgent starts the flood agent with the client on its stdio.
-func directAgent(b *testing.B) *benchClient {
+// descendants returns pid and the processes below it.
+func descendants(pid int) []int {
+	all := []int{pid}
+	for _, child := range testsupport.Children(pid) {
+		all = append(all, descendants(child)...)
+	}
+	return all
+}
+
+// pipeHop starts the flood agent with its output through cat (agent |
+// cat): the cost of one plain pipe hop, the baseline of the others.
+func pipeHop(b *testing.B) *benchClient {
 	exe, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
-	return startProcess(b, cmd)
+	agent := exec.Command(exe)
+	agent.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
+	agent.Stderr = io.Discard
+	in, err := agent.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	hop, err := agent.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = agent.Wait() })
+	cat := exec.Command("cat")
+	cat.Stdin = hop
+	c := startProcess(b, cat, func() (io.WriteCloser, error) { return in, nil })
+	c.also = []int{agent.Process.Pid}
+	return c
 }
 
-// floodConfig writes a configuration of no plugs around the flood agent.
-func floodConfig(b testing.TB, bin string) (dir, path string) {
+// floodConfig writes a configuration of plugs no-op on_message plugs around
+// the flood agent.
+func floodConfig(b testing.TB, bin string, plugs int) (dir, path string) {
 	dir = b.TempDir()
 	path = filepath.Join(dir, "blaise.star")
-	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", bin)
+	var uses []string
+	for i := 0; i < plugs; i++ {
+		name := fmt.Sprintf("noop%d.star", i)
+		src := fmt.Sprintf("plug(name = \"noop%d\")\ndef on_message(ctx, message, next):\n    return next(message)\n", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		uses = append(uses, fmt.Sprintf("use(%q)", "./"+name))
+	}
+	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\nsetup(%s)\n", bin, strings.Join(uses, ", "))
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	return dir, path
 }
 
-// throughACP starts `blaise-agent acp` with a client on its stdio.
-func throughACP(b *testing.B) *benchClient {
-	bin := self(b)
-	dir, cfg := floodConfig(b, bin)
-	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
-	return startProcess(b, cmd)
+// throughACP returns a start of `blaise-agent acp`, with a client on its
+// stdio, for a configuration of plugs no-op on_message plugs.
+func throughACP(plugs int) func(b *testing.B) *benchClient {
+	return func(b *testing.B) *benchClient {
+		bin := self(b)
+		dir, cfg := floodConfig(b, bin, plugs)
+		cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
+		return startProcess(b, cmd, cmd.StdinPipe)
+	}
 }
 
 // throughEngine starts a run with an engine of this process, the client on
 // Live.Stream, as `blaise-agent run` has it.
 func throughEngine(b *testing.B) *benchClient {
 	bin := self(b)
-	dir, cfg := floodConfig(b, bin)
+	dir, cfg := floodConfig(b, bin, 0)
 	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		b.Fatal(err)
@@ -172,21 +230,26 @@ func throughEngine(b *testing.B) *benchClient {
 	return c
 }
 
-// BenchmarkACPFrontEnd measures a client of `blaise-agent acp` (a
-// configuration with no plugs: the front end, then the session process and
-// its proxy) against the same agent on the client's own pipes, in the same
-// run. Throughput: one prompt, answered with b.N 1 KiB session/updates,
-// which the client reads (MB/s, msgs/s). Latency: prompts answered at once,
-// one at a time (median µs per round trip).
+// BenchmarkACPFrontEnd measures a client of `blaise-agent acp` (the front
+// end, then the session process and its proxy) with no plugs and with 5
+// no-op on_message plugs, against the same agent behind a plain pipe hop
+// (agent | cat), in the same run. Throughput: one prompt, answered with b.N
+// 1 KiB session/updates, which the client reads (MB/s, msgs/s, and x-pipe:
+// the rate as a share of the pipe hop's; path-cpu: the CPU time of the
+// processes between the client and the agent, and of the agent, per
+// message). Latency: prompts answered at
+// once, one at a time (median µs per round trip).
 func BenchmarkACPFrontEnd(b *testing.B) {
 	peers := []struct {
 		name  string
 		start func(b *testing.B) *benchClient
 	}{
-		{"direct", directAgent},
+		{"pipe", pipeHop},
 		{"engine", throughEngine},
-		{"acp", throughACP},
+		{"acp", throughACP(0)},
+		{"acp-5plugs", throughACP(5)},
 	}
+	var pipeRate float64 // msgs/s of the pipe hop's last round
 	for _, p := range peers {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
@@ -194,9 +257,15 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 			cpu0 := c.cpu(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			rate := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "msgs/s")
+			if p.name == "pipe" {
+				pipeRate = rate
+			} else if pipeRate > 0 {
+				b.ReportMetric(rate/pipeRate, "x-pipe")
+			}
 			if c.pid != 0 {
-				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "peer-cpu-ns/msg")
+				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "path-cpu-ns/msg")
 			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) {

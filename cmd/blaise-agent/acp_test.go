@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -740,4 +741,92 @@ def on_teardown(ctx, next):
 	if got := l.file("teardown"); got != "expired" {
 		t.Fatalf("teardown saw %q", got)
 	}
+}
+
+// TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord guards issue 12,
+// item 4: the session's record keeps the cwd and mcpServers of the client's
+// session/new, and a later front end's transparent resume loads the
+// agent's session with them, transcript or not.
+func TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
+	l := newAcpLab(t)
+	mcp := `[{"name":"tools","command":"/bin/true","args":[],"env":[]}]`
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":%q,"mcpServers":%s}}`, l.dir, mcp)
+	_, resp := p.await("1")
+	sid, _ := acpResultSessionID(resp)
+	if sid == "" {
+		t.Fatalf("session/new: %s", resp.Raw)
+	}
+	if got := p.prompt(2, sid, "first"); got != "echo: first" {
+		t.Fatalf("first prompt: %q", got)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	rec := l.waitState(sid, session.Paused)
+	if rec.CWD != l.dir || compact(t, rec.MCPServers) != mcp {
+		t.Fatalf("the record keeps cwd %q and mcpServers %s, want %q and %s", rec.CWD, rec.MCPServers, l.dir, mcp)
+	}
+	// Nothing else to learn them from.
+	store, err := blaise.OpenStore(l.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(store.TranscriptPath(sid)); err != nil {
+		t.Fatal(err)
+	}
+
+	p = l.start() // in the test's directory, not the session's
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	if got := p.prompt(1, sid, "again"); got != "echo: again" {
+		t.Fatalf("prompt after the resume: %q", got)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	transcript, err := os.ReadFile(store.TranscriptPath(sid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range acptest.Records(t, string(transcript)) {
+		if r.Direction != acp.ToAgent.Direction() || r.Method != "session/load" {
+			continue
+		}
+		m, err := acp.Parse(r.Message)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var params struct {
+			Cwd        string          `json:"cwd"`
+			MCPServers json.RawMessage `json:"mcpServers"`
+		}
+		if err := json.Unmarshal(m.Params, &params); err != nil {
+			t.Fatal(err)
+		}
+		if params.Cwd != l.dir || compact(t, params.MCPServers) != mcp {
+			t.Fatalf("the resume loaded the session with cwd %q and mcpServers %s, want %q and %s", params.Cwd, params.MCPServers, l.dir, mcp)
+		}
+		return
+	}
+	t.Fatalf("no session/load reached the agent:\n%s", transcript)
+}
+
+func compact(t *testing.T, raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	return b.String()
+}
+
+// acpResultSessionID reads the sessionId of a result.
+func acpResultSessionID(resp *acp.Message) (string, error) {
+	var r struct {
+		SessionID string `json:"sessionId"`
+	}
+	err := json.Unmarshal(resp.Result, &r)
+	return r.SessionID, err
 }

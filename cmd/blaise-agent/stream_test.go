@@ -21,7 +21,7 @@ import (
 // and settles as asked.
 func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	bin := self(t)
-	dir, cfg := floodConfig(t, bin)
+	dir, cfg := floodConfig(t, bin, 0)
 	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
