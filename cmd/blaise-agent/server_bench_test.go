@@ -29,7 +29,7 @@ func throughServer(b *testing.B) *benchClient {
 	l.runner("r1", "flood.star")
 	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
 	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
-	return startProcess(b, cmd)
+	return startProcess(b, cmd, cmd.StdinPipe)
 }
 
 // BenchmarkServer measures a client of a server's agent (`acp --server`,
@@ -42,7 +42,7 @@ func BenchmarkServer(b *testing.B) {
 		name  string
 		start func(b *testing.B) *benchClient
 	}{
-		{"acp", throughACP},
+		{"acp", throughACP(0)},
 		{"server", throughServer},
 	}
 	for _, p := range peers {
@@ -100,7 +100,7 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/list")
-	b.ReportMetric(float64(len(descendants(r.cmd.Process.Pid))), "runner-processes")
+	b.ReportMetric(float64(len(descendants(r.cmd.Process.Pid))-1), "runner-processes")
 	b.ReportMetric(rssMiB(b, l.serve.Process.Pid), "server-rss-MiB")
 }
 

@@ -566,7 +566,7 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 	c.Prompt(2, sid, "/sleep 600000")
 	var procs []int
 	testsupport.Eventually(t, "the session process and its agent run", func() bool {
-		procs = descendants(r.cmd.Process.Pid)
+		procs = descendants(r.cmd.Process.Pid)[1:] // below the runner
 		return len(procs) >= 2
 	})
 	secrets := []string{reg, l.token, strings.TrimSpace(string(cred))}
@@ -583,14 +583,4 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 			}
 		}
 	}
-}
-
-// descendants lists the processes below pid.
-func descendants(pid int) []int {
-	var out []int
-	for _, c := range testsupport.Children(pid) {
-		out = append(out, c)
-		out = append(out, descendants(c)...)
-	}
-	return out
 }
