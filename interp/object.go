@@ -18,7 +18,7 @@ import (
 // name hides a method: params.update is the member), dict(o) and
 // json.encode work as on a dict. Objects are equal (== and !=) to
 // objects with equal members; an object is never equal to a dict, whose
-// type differs: compare dict(o) with the dict.
+// type differs: compare members, or the json.encode of both.
 //
 // It has a type of its own because Starlark lets the left operand of ==
 // compare when the type names agree, and a dict's comparison cannot take
@@ -42,10 +42,6 @@ var (
 func DecodeObjects(data []byte, path string) (starlark.Value, error) {
 	return fromJSON(data, &path)
 }
-
-// Dict returns the dict that holds o's members: changing one changes
-// the other.
-func (o *Object) Dict() *starlark.Dict { return o.dict }
 
 func (o *Object) String() string        { return o.dict.String() }
 func (o *Object) Type() string          { return "object" }
