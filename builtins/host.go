@@ -535,9 +535,14 @@ func (f *hostFS) mkdtemp(thread *starlark.Thread, fn string, args starlark.Tuple
 	if err != nil {
 		return nil, err
 	}
+	counted := thread.Local(countTempNamesKey) != nil
 	var path string
 	err = f.do(thread, fn, func(ctx context.Context, hfs hosts.FS) (err error) {
-		path, err = hfs.MkdirTemp(ctx, dir, prefix)
+		if counted {
+			path, err = countedTemp(ctx, hfs, dir, prefix)
+		} else {
+			path, err = hfs.MkdirTemp(ctx, dir, prefix)
+		}
 		return err
 	})
 	if err != nil {

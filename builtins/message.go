@@ -1,7 +1,9 @@
 package builtins
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/interp"
@@ -26,7 +28,11 @@ type Message struct {
 	replaced bool           // body was given by replace()
 }
 
-var _ starlark.HasAttrs = (*Message)(nil)
+var (
+	_ starlark.HasAttrs = (*Message)(nil)
+	_ starlark.Mapping  = (*Message)(nil)
+	_ json.Marshaler    = (*Message)(nil)
+)
 
 // NewMessage wraps m for plugs.
 func NewMessage(direction string, m *acp.Message) *Message {
@@ -47,6 +53,27 @@ func (m *Message) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: mes
 var messageAttrs = []string{"direction", "error", "id", "kind", "method", "params", "replace", "result"}
 
 func (m *Message) AttrNames() []string { return messageAttrs }
+
+// Get makes message["params"] the same as message.params, for every
+// member of the message (not the method replace).
+func (m *Message) Get(k starlark.Value) (starlark.Value, bool, error) {
+	name, ok := k.(starlark.String)
+	if !ok || name == "replace" || !slices.Contains(messageAttrs, string(name)) {
+		return nil, false, nil
+	}
+	v, err := m.Attr(string(name))
+	return v, err == nil, err
+}
+
+// MarshalJSON is json.encode(message): the message as it would leave the
+// plug now.
+func (m *Message) MarshalJSON() ([]byte, error) {
+	out, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return out.Raw, nil
+}
 
 // raw returns the JSON of the message's body member: params, or result.
 func (m *Message) raw() []byte {
@@ -78,7 +105,7 @@ func (m *Message) Attr(name string) (starlark.Value, error) {
 		if m.Msg.Error == nil {
 			return starlark.None, nil
 		}
-		return interp.FromJSON(m.Msg.Error)
+		return interp.DecodeObjects(m.Msg.Error, "message.error")
 	case "replace":
 		return starlark.NewBuiltin("replace", m.replace), nil
 	}
@@ -94,7 +121,7 @@ func (m *Message) decodedBody() (starlark.Value, error) {
 		m.body = starlark.None
 		return m.body, nil
 	}
-	v, err := interp.FromJSON(raw)
+	v, err := interp.DecodeObjects(raw, "message."+m.member())
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +129,35 @@ func (m *Message) decodedBody() (starlark.Value, error) {
 	return v, nil
 }
 
-func (m *Message) replace(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	member := "params"
+// member names the body's member: params, or result.
+func (m *Message) member() string {
 	if m.Msg.Kind == acp.Response {
-		member = "result"
+		return "result"
 	}
+	return "params"
+}
+
+func (m *Message) replace(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var v starlark.Value
-	if err := starlark.UnpackArgs("replace", args, kwargs, member, &v); err != nil {
+	if err := starlark.UnpackArgs("replace", args, kwargs, m.member(), &v); err != nil {
 		return nil, err
 	}
 	return &Message{Direction: m.Direction, Msg: m.Msg, body: v, replaced: true}, nil
+}
+
+// Passed returns m as the plug it is passed to gets it: as it would come
+// off the wire, so that every JSON object in it, one a plug wrote as a
+// dict too, is an object again. A body that is not JSON fails here, at the
+// plug that passed it.
+func (m *Message) Passed() (*Message, error) {
+	if m.body == nil {
+		return m, nil
+	}
+	out, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return NewMessage(m.Direction, out), nil
 }
 
 // Encode returns the message as it leaves the plug: the original when its
@@ -122,10 +168,7 @@ func (m *Message) Encode() (*acp.Message, error) {
 		// Not read, or read where there was nothing: unchanged.
 		return m.Msg, nil
 	}
-	what := "params"
-	if m.Msg.Kind == acp.Response {
-		what = "result"
-	}
+	what := m.member()
 	orig := m.raw()
 	var data []byte
 	var changed bool

@@ -3,13 +3,9 @@ package interp
 import "go.starlark.net/syntax"
 
 // fallThrough finds the places where the body of the top-level function
-// name in src can end without a return: the statement each such path ends
+// name in f can end without a return: the statement each such path ends
 // with. A path ends for good with a return or a call of fail().
-func fallThrough(file string, src []byte, name string) []syntax.Position {
-	f, err := FileOptions.Parse(file, src, 0)
-	if err != nil {
-		return nil
-	}
+func fallThrough(f *syntax.File, name string) []syntax.Position {
 	for _, stmt := range f.Stmts {
 		if def, ok := stmt.(*syntax.DefStmt); ok && def.Name.Name == name {
 			if ends, exits := endsBlock(def.Body); !ends {
@@ -60,13 +56,21 @@ func endsStmt(s syntax.Stmt) (bool, []syntax.Position) {
 }
 
 // checkFlow warns of an on_message that can end without a return: a
-// request that gets there is answered with an error at run time.
+// request that gets there is answered with an error at run time; and of
+// tests for a dict that a message's objects never pass.
 func checkFlow(p *Plug, file string, src []byte) {
 	if p.OnMessage == nil {
 		return
 	}
-	p.OnMessageFallsThrough = fallThrough(file, src, "on_message")
+	f, err := FileOptions.Parse(file, src, 0)
+	if err != nil {
+		return
+	}
+	p.OnMessageFallsThrough = fallThrough(f, "on_message")
 	for _, pos := range p.OnMessageFallsThrough {
 		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: "on_message can reach its end from here without a return: a request that does is answered with an error; end the path with return next(message) (notifications need no return)"})
+	}
+	for _, pos := range dictTests(f) {
+		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: `a message's JSON objects have type "object", so this test for "dict" never holds for them; test for "object", or type(x) in ("object", "dict")`})
 	}
 }

@@ -23,8 +23,12 @@ func TestM4_OnMessageFallThroughFound(t *testing.T) {
 		{"    x = 1\n", "2:5"},
 	} {
 		src := "def on_message(ctx, message, next):\n" + tc.body
+		f, err := FileOptions.Parse("p.star", src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var got []string
-		for _, pos := range fallThrough("p.star", []byte(src), "on_message") {
+		for _, pos := range fallThrough(f, "on_message") {
 			got = append(got, fmt.Sprintf("%d:%d", pos.Line, pos.Col))
 		}
 		if strings.Join(got, " ") != tc.want {

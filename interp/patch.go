@@ -15,6 +15,9 @@ import (
 // does not, out is orig itself.
 func PatchJSON(orig []byte, v starlark.Value, path string) (out []byte, changed bool, err error) {
 	trimmed := bytes.TrimSpace(orig)
+	if o, ok := v.(*Object); ok {
+		v = o.dict
+	}
 	switch v := v.(type) {
 	case *starlark.Dict:
 		if len(trimmed) > 0 && trimmed[0] == '{' {

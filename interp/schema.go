@@ -258,11 +258,11 @@ func (e *ValidationError) Error() string {
 // (such as "inputs"). A nil v means absent: it validates to the default,
 // if any.
 //
-// The result is frozen. Objects (given as dict, record or struct) become
-// *Record with the fields in declaration order and defaults filled in;
-// unless path is "", a record is named by its path in error messages
-// (`inputs has no field "x"`). Lists (or tuples) become new
-// *starlark.List; dicts (or records) become new *starlark.Dict; a float
+// The result is frozen. Objects (given as dict, object, record or
+// struct) become *Record with the fields in declaration order and
+// defaults filled in; unless path is "", a record is named by its path in
+// error messages (`inputs has no field "x"`). Lists (or tuples) become new
+// *starlark.List; dicts (or objects, records) become new *starlark.Dict; a float
 // schema turns ints into floats. The value of an any schema is copied in
 // the same way.
 func (s *Schema) Validate(v starlark.Value, path string) (starlark.Value, error) {
@@ -335,7 +335,7 @@ func (s *Schema) accepts(v starlark.Value) bool {
 		ok = s.kind == KindBool
 	case *starlark.List, starlark.Tuple:
 		ok = s.kind == KindList
-	case *starlark.Dict, *Record, *starlarkstruct.Struct:
+	case *starlark.Dict, *Object, *Record, *starlarkstruct.Struct:
 		ok = s.kind == KindDict || s.kind == KindObject
 	}
 	return ok
@@ -482,6 +482,9 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 // struct v, which is given for schema s. It adds a problem for each key
 // that is not a string.
 func (vr *validator) members(s *Schema, v starlark.Value, path string) (keys []string, values []starlark.Value) {
+	if o, ok := v.(*Object); ok {
+		v = o.dict
+	}
 	switch v := v.(type) {
 	case *starlark.Dict:
 		for k, x := range v.Entries() {
@@ -513,10 +516,13 @@ func (vr *validator) members(s *Schema, v starlark.Value, path string) (keys []s
 
 // copyData returns a frozen copy of JSON-like data v for an any schema:
 // None, bool, int, finite float, string, list or tuple (copied as a
-// list), dict with string keys (copied), record, or struct (copied as a
-// record).
+// list), dict or object with string keys (copied as a dict), record, or
+// struct (copied as a record).
 func (vr *validator) copyData(v starlark.Value, path string) starlark.Value {
 	n := len(vr.problems)
+	if o, ok := v.(*Object); ok {
+		v = o.dict
+	}
 	switch v := v.(type) {
 	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.String:
 		return v

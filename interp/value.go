@@ -26,6 +26,12 @@ import (
 // Errors give the byte offset in data. Data after the value, other than
 // white space, is an error, and so is a number too large for a float.
 func FromJSON(data []byte) (starlark.Value, error) {
+	return fromJSON(data, nil)
+}
+
+// fromJSON decodes data; with a path, objects become *Object named by
+// their place under it.
+func fromJSON(data []byte, path *string) (starlark.Value, error) {
 	if !json.Valid(data) {
 		err := json.Unmarshal(data, new(any))
 		var serr *json.SyntaxError
@@ -36,11 +42,12 @@ func FromJSON(data []byte) (starlark.Value, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	return decodeJSON(dec)
+	return decodeJSON(dec, path)
 }
 
-// decodeJSON decodes the next value from dec, which holds valid JSON.
-func decodeJSON(dec *json.Decoder) (starlark.Value, error) {
+// decodeJSON decodes the next value from dec, which holds valid JSON;
+// with a path, the value's place, objects become *Object.
+func decodeJSON(dec *json.Decoder, path *string) (starlark.Value, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, fmt.Errorf("decoding JSON at offset %d: %v", dec.InputOffset(), err)
@@ -55,18 +62,21 @@ func decodeJSON(dec *json.Decoder) (starlark.Value, error) {
 				if err != nil {
 					return nil, fmt.Errorf("decoding JSON at offset %d: %v", dec.InputOffset(), err)
 				}
-				v, err := decodeJSON(dec)
+				v, err := decodeJSON(dec, under(path, fieldPath, k.(string)))
 				if err != nil {
 					return nil, err
 				}
 				d.SetKey(starlark.String(k.(string)), v) // can't fail: unfrozen, string key
 			}
 			_, err = dec.Token() // '}'
+			if path != nil {
+				return &Object{dict: d, path: *path}, err
+			}
 			return d, err
 		case '[':
 			var elems []starlark.Value
 			for dec.More() {
-				v, err := decodeJSON(dec)
+				v, err := decodeJSON(dec, under(path, indexPath, len(elems)))
 				if err != nil {
 					return nil, err
 				}
@@ -89,6 +99,15 @@ func decodeJSON(dec *json.Decoder) (starlark.Value, error) {
 		return starlark.None, nil
 	}
 	return nil, fmt.Errorf("decoding JSON at offset %d: unexpected %v", dec.InputOffset(), tok)
+}
+
+// under returns the path of member k of the value at path, if any.
+func under[K any](path *string, join func(string, K) string, k K) *string {
+	if path == nil {
+		return nil
+	}
+	p := join(*path, k)
+	return &p
 }
 
 // jsonNumber converts a valid JSON number to an Int or a Float.
@@ -117,9 +136,9 @@ func ToJSON(v starlark.Value) ([]byte, error) {
 // AppendJSON appends the compact JSON encoding of v to buf.
 //
 // It encodes None, bool, int (of any size), float (finite only), string,
-// list and tuple (as arrays), dict with string keys, record and struct
-// (as objects). Dicts and records keep the order of their keys; structs
-// are in key order. Strings are not HTML-escaped; invalid UTF-8 becomes
+// list and tuple (as arrays), dict and object with string keys, record
+// and struct (as objects). Dicts, objects and records keep the order of
+// their keys; structs are in key order. Strings are not HTML-escaped; invalid UTF-8 becomes
 // U+FFFD. A float always has a '.' or an exponent, so that it decodes as
 // a float again.
 //
@@ -139,6 +158,9 @@ type jsonEncoder struct {
 }
 
 func (e *jsonEncoder) encode(v starlark.Value, path string) error {
+	if o, ok := v.(*Object); ok {
+		v = o.dict
+	}
 	switch v := v.(type) {
 	case starlark.NoneType:
 		e.buf = append(e.buf, "null"...)

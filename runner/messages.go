@@ -169,6 +169,10 @@ func (h *hop) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []sta
 	if h.calls++; h.calls > 1 {
 		return nil, fmt.Errorf("next() called twice for one message; call it at most once")
 	}
+	passed, err := passed.Passed()
+	if err != nil {
+		return nil, err
+	}
 	inner, by, err := h.pl.step(h.order, h.k+1, passed, h.forward)
 	if err != nil {
 		return nil, err
@@ -177,7 +181,7 @@ func (h *hop) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []sta
 	if inner == nil {
 		return starlark.None, nil
 	}
-	return inner, nil
+	return inner.Passed()
 }
 
 // response turns what on_message returned for a request into the response.

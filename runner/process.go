@@ -48,6 +48,7 @@ type SessionProcess struct {
 	// PlugTime, when not zero, makes time.now() of the plugs a clock of
 	// blaise-agent test: run n starts at PlugTime plus n-1 hours, and each
 	// reading is one second after the one before, the same every time.
+	// The names of host.fs.mkdtemp count then too (Options.CountTempNames).
 	PlugTime time.Time
 }
 
@@ -135,6 +136,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	}
 	if !sp.PlugTime.IsZero() {
 		opts.PlugClock = steppingClock(sp.PlugTime.Add(time.Duration(sp.Run-1) * time.Hour))
+		opts.CountTempNames = true
 	}
 	r := New(opts)
 	go sp.listen(r, rec)

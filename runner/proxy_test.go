@@ -666,7 +666,7 @@ func TestM7_AReusedPendingRequestIDIsRefused(t *testing.T) {
 func TestM4_NextMisuseInOnMessageFailsClearly(t *testing.T) {
 	for _, tt := range []struct{ name, body, want string }{
 		{"twice", "next(message)\n    return next(message)", "next() called twice for one message; call it at most once"},
-		{"not a message", "return next(message.params)", "next: want the message (or message.replace(...)), got dict"},
+		{"not a message", "return next(message.params)", "next: want the message (or message.replace(...)), got object"},
 		{"keyword", "return next(message = message)", "next: unexpected keyword arguments"},
 		{"no message", "return next()", "next: got 0 arguments, want 1: the message"},
 	} {

@@ -40,6 +40,9 @@ type Options struct {
 	// PlugClock, when set, is what time.now() of the plugs reads; nil: the
 	// machine's clock.
 	PlugClock func() time.Time
+	// CountTempNames makes host.fs.mkdtemp of the plugs name directories
+	// PREFIX1, PREFIX2 … rather than at random (blaise-agent test).
+	CountTempNames bool
 	// EndError is the failure that ended the session, for Teardown runs
 	// with EndReason failed: TeardownInfo.error (C8).
 	EndError error
@@ -615,6 +618,9 @@ func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
 		t.Print = func(_ *starlark.Thread, msg string) { t.logger.Info(msg) }
 		if now := r.opts.PlugClock; now != nil {
 			startime.SetNow(t.Thread, func() (time.Time, error) { return now(), nil })
+		}
+		if r.opts.CountTempNames {
+			builtins.CountTempNames(t.Thread)
 		}
 	}
 	t.logger = logger

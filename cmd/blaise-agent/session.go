@@ -22,7 +22,7 @@ type SessionProcessCmd struct {
 	Config    string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
 	Agent     []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
 	StopGrace time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
-	PlugTime  time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
+	PlugTime  time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
 }
 
 // Run serves the run.
