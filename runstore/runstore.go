@@ -32,7 +32,7 @@ const (
 	OpDelete   Op = "persisted_delete"
 	OpIDs      Op = "persisted_ids"
 	OpPlug     Op = "persisted_plug"
-	maxLine       = 64 << 20 // a persisted value may be large
+	maxData       = 64 << 20 // a persisted value may be large
 )
 
 // request is one call, one JSON object per line.
@@ -42,7 +42,8 @@ type request struct {
 	Session  string               `json:"session"`
 	PlugID   string               `json:"plug_id,omitempty"`
 	PlugName string               `json:"plug_name,omitempty"`
-	Data     []byte               `json:"data,omitempty"`
+	Size     int                  `json:"size,omitempty"` // of Data, which follows the line
+	Data     []byte               `json:"-"`
 	Loaded   *session.Loaded      `json:"loaded,omitempty"`
 	Pause    *session.PauseRecord `json:"pause,omitempty"`
 	Failure  string               `json:"failure,omitempty"`
@@ -55,7 +56,8 @@ type response struct {
 	Error    string          `json:"error,omitempty"`
 	NotFound bool            `json:"not_found,omitempty"`
 	Record   *session.Record `json:"record,omitempty"`
-	Data     []byte          `json:"data,omitempty"`
+	Size     int             `json:"size,omitempty"` // of Data, which follows the line
+	Data     []byte          `json:"-"`
 	OK       bool            `json:"ok,omitempty"`
 	IDs      []string        `json:"ids,omitempty"`
 	Name     string          `json:"name,omitempty"`
@@ -65,9 +67,8 @@ type response struct {
 // writes little, and in order.
 type Client struct {
 	mu   sync.Mutex
-	w    io.Writer
-	enc  *json.Encoder
-	sc   *bufio.Scanner
+	w    *bufio.Writer
+	r    *bufio.Reader
 	next uint64
 	err  error // the connection broke: every later call fails
 }
@@ -76,9 +77,50 @@ var _ session.RunStore = (*Client)(nil)
 
 // NewClient returns a client over rw.
 func NewClient(rw io.ReadWriter) *Client {
-	sc := bufio.NewScanner(rw)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	return &Client{w: rw, enc: json.NewEncoder(rw), sc: sc}
+	return &Client{w: bufio.NewWriterSize(rw, 64<<10), r: bufio.NewReaderSize(rw, 64<<10)}
+}
+
+// writeFrame writes v as a line, then data, raw: a transcript's bytes or a
+// plug's state cost no JSON encoding.
+func writeFrame(w *bufio.Writer, v any, data []byte) error {
+	line, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Write(line)
+	w.WriteByte('\n')
+	w.Write(data)
+	return w.Flush()
+}
+
+// readFrame reads a line into v, and the size bytes that follow it, which
+// size returns once v is read.
+func readFrame(r *bufio.Reader, v any, size func() int) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, fmt.Errorf("a line longer than %d bytes", r.Size())
+	}
+	if err != nil {
+		if err == io.EOF && len(line) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		return nil, fmt.Errorf("a bad line %.200q: %w", line, err)
+	}
+	n := size()
+	if n < 0 || n > maxData {
+		return nil, fmt.Errorf("data of %d bytes (at most %d)", n, maxData)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	return data, nil
 }
 
 func (c *Client) call(req request) (response, error) {
@@ -88,23 +130,25 @@ func (c *Client) call(req request) (response, error) {
 		return response{}, c.err
 	}
 	c.next++
-	req.ID = c.next
-	if err := c.enc.Encode(req); err != nil {
+	req.ID, req.Size = c.next, len(req.Data)
+	if err := writeFrame(c.w, req, req.Data); err != nil {
 		c.err = fmt.Errorf("store: %w", err)
 		return response{}, c.err
 	}
-	if !c.sc.Scan() {
-		c.err = errors.New("store: the connection ended")
-		if err := c.sc.Err(); err != nil {
-			c.err = fmt.Errorf("store: %w", err)
-		}
-		return response{}, c.err
-	}
 	var resp response
-	if err := json.Unmarshal(c.sc.Bytes(), &resp); err != nil || resp.ID != req.ID {
-		c.err = fmt.Errorf("store: a bad answer to %s: %q", req.Op, c.sc.Bytes())
+	data, err := readFrame(c.r, &resp, func() int { return resp.Size })
+	switch {
+	case err == io.EOF:
+		c.err = errors.New("store: the connection ended")
+	case err != nil:
+		c.err = fmt.Errorf("store: the answer to %s: %w", req.Op, err)
+	case resp.ID != req.ID:
+		c.err = fmt.Errorf("store: the answer to call %d came for call %d", req.ID, resp.ID)
+	}
+	if c.err != nil {
 		return response{}, c.err
 	}
+	resp.Data = data
 	switch {
 	case resp.NotFound:
 		return resp, fmt.Errorf("session %s: %w", req.Session, session.ErrNotFound)

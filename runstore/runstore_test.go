@@ -174,7 +174,7 @@ func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
 	if again := call(torn); again != first {
 		t.Fatalf("the duplicate got another answer:\n%s\n%s", first, again)
 	}
-	line := `{"id":2,"op":"transcript_append","session":"` + id + `","data":"eyJhIjoxfQo="}`
+	line := `{"id":2,"op":"transcript_append","session":"` + id + `","size":8}` + "\n" + `{"a":1}`
 	call(line)
 	call(line)
 	rec, err := store.Session(id)

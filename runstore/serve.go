@@ -3,7 +3,6 @@ package runstore
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,9 +22,7 @@ type Server struct {
 // Serve answers calls on rw until it ends; its error is nil when the run
 // closed it.
 func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
-	sc := bufio.NewScanner(rw)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	enc := json.NewEncoder(rw)
+	r, w := bufio.NewReaderSize(rw, 64<<10), bufio.NewWriterSize(rw, 64<<10)
 	var transcript io.WriteCloser
 	// Calls are numbered: a call delivered again (the same number) gets the
 	// answer it got the first time and is not applied twice (L7).
@@ -35,13 +32,18 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 			transcript.Close()
 		}
 	}()
-	for sc.Scan() {
+	for {
 		var req request
-		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+		data, err := readFrame(r, &req, func() int { return req.Size })
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("store: a bad call: %w", err)
 		}
+		req.Data = data
 		if req.ID != 0 && req.ID == last.ID {
-			if err := enc.Encode(last); err != nil {
+			if err := writeFrame(w, last, last.Data); err != nil {
 				return fmt.Errorf("store: %w", err)
 			}
 			continue
@@ -50,18 +52,18 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 			return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, last.ID)
 		}
 		resp := response{ID: req.ID}
-		err := s.answer(ctx, &req, &resp, &transcript)
+		err = s.answer(ctx, &req, &resp, &transcript)
 		if errors.Is(err, session.ErrNotFound) {
 			resp.NotFound = true
 		} else if err != nil {
 			resp.Error = err.Error()
 		}
+		resp.Size = len(resp.Data)
 		last = resp
-		if err := enc.Encode(resp); err != nil {
+		if err := writeFrame(w, resp, resp.Data); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
 	}
-	return sc.Err()
 }
 
 func (s *Server) answer(ctx context.Context, req *request, resp *response, transcript *io.WriteCloser) error {
