@@ -157,6 +157,9 @@ func (c *conn) carry(rn *run, streams map[runnerproto.Channel]net.Conn, stdin, s
 	go func() {
 		_, _ = io.Copy(streams[runnerproto.ChannelStdout], stdout)
 		streams[runnerproto.ChannelStdout].Close()
+		// The stream is gone: what the process still writes is drained, so
+		// that it never blocks on a full pipe and can end.
+		_, _ = io.Copy(io.Discard, stdout)
 		close(outDone)
 	}()
 	for _, p := range []struct {

@@ -584,3 +584,31 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 		}
 	}
 }
+
+// TestIssue13_ServerGoneLeavesNoProcess: when the server goes away while a
+// run streams, the runner stops the run, and neither the session process
+// nor the agent is left behind, blocked on output no one reads.
+func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
+	l := newServerLab(t, "", time.Minute)
+	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
+	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := l.runner("r1", "flood.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	c.Prompt(2, sid, "100000000") // far more than the pipes hold: the run blocks on its output
+	c.Next()                      // the stream has begun
+	var procs []int
+	testsupport.Eventually(t, "the session process and its agent run", func() bool {
+		procs = descendants(r.cmd.Process.Pid)[1:]
+		return len(procs) >= 2
+	})
+	if err := l.serve.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range procs {
+		testsupport.WaitGone(t, pid, fmt.Sprintf("process %d of the run", pid))
+	}
+}
