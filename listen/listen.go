@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,8 +52,37 @@ type Runner struct {
 	// Connected, when set, is called each time the runner is welcomed.
 	Connected func()
 
-	mu   sync.Mutex
-	runs map[runnerproto.RunRef]*run
+	mu     sync.Mutex
+	runs   map[runnerproto.RunRef]*run
+	leaseD time.Duration // the server's, from its welcome
+}
+
+// lease is how long a run waits to be taken back after its connection
+// broke: the server's lease, after which it fails the run anyway.
+func (r *Runner) lease() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leaseD <= 0 {
+		return time.Minute
+	}
+	return r.leaseD
+}
+
+// alive lists the runs not given up, which a new connection offers the
+// server to take back.
+func (r *Runner) alive() []*run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*run
+	for _, rn := range r.runs {
+		rn.mu.Lock()
+		given := rn.given
+		rn.mu.Unlock()
+		if !given {
+			out = append(out, rn)
+		}
+	}
+	return out
 }
 
 // ErrRefused is wrapped by errors that no reconnection mends: a wrong or
@@ -148,7 +178,11 @@ func (r *Runner) connect(ctx context.Context) error {
 		return err
 	}
 	frames := runnerproto.NewConn(first)
+	alive := r.alive()
 	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Resumable: r.Config.Resumable(), NotResumable: r.notResumable()}
+	for _, rn := range alive {
+		hello.Runs = append(hello.Runs, rn.ref)
+	}
 	if err := frames.Send(hello); err != nil {
 		return err
 	}
@@ -164,22 +198,38 @@ func (r *Runner) connect(ctx context.Context) error {
 		return fmt.Errorf("%w: agent %s pauses idle sessions, but plugs of %s cannot resume: %s (set resumable = True in them, or the agent's idle policy to end)",
 			ErrRefused, r.Agent, r.ConfigPath, strings.Join(r.notResumable(), ", "))
 	}
+	r.mu.Lock()
+	r.leaseD = time.Duration(welcome.LeaseMS) * time.Millisecond
+	r.mu.Unlock()
+	c := &conn{r: r, mux: mux, frames: frames}
+	// The runs the server took back are attached to this connection; it
+	// has forgotten the others, which stop.
+	for _, rn := range alive {
+		if slices.Contains(welcome.Runs, rn.ref) {
+			if err := rn.attach(c); err != nil {
+				return err
+			}
+			r.Log.Info("run re-attached", "session", rn.ref.Session, "run", rn.ref.Run)
+		} else {
+			r.Log.Warn("the server does not have the run any more: stopping it", "session", rn.ref.Session, "run", rn.ref.Run)
+			rn.giveUp()
+		}
+	}
 	r.Log.Info("connected", "server", r.Server, "agent", r.Agent, "runner", r.Name)
 	if r.Connected != nil {
 		r.Connected()
 	}
-	c := &conn{r: r, mux: mux, frames: frames}
 	received := make(chan error, 1)
 	go func() { received <- c.receive() }()
+	// A broken connection leaves the runs waiting for the next one.
+	defer r.detachAll(c)
 	select {
 	case err := <-received:
-		r.stopAll() // no store: their reports cannot land; the server fails them after its lease
 		return err
 	case <-ctx.Done():
 	}
 	// Drain: the server stops our runs as idle; we leave once they ended.
 	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindDrain}); err != nil {
-		r.stopAll()
 		return err
 	}
 	r.Log.Info("draining: the server stops this runner's runs", "runs", r.count())
@@ -188,7 +238,6 @@ func (r *Runner) connect(ctx context.Context) error {
 	select {
 	case <-drained:
 	case err := <-received:
-		r.stopAll()
 		return err
 	}
 	return nil
@@ -208,13 +257,16 @@ func (r *Runner) count() int {
 	return len(r.runs)
 }
 
-// stopAll sends SIGTERM to every run: with their connection gone they stop
-// as idle (L9).
-func (r *Runner) stopAll() {
+// detachAll detaches the runs attached to c, whose connection ended.
+func (r *Runner) detachAll(c *conn) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	runs := make([]*run, 0, len(r.runs))
 	for _, rn := range r.runs {
-		rn.signal(false)
+		runs = append(runs, rn)
+	}
+	r.mu.Unlock()
+	for _, rn := range runs {
+		rn.detach(c)
 	}
 }
 

@@ -79,15 +79,20 @@ type Frame struct {
 	Runner  string `json:"runner,omitempty"` // the runner's name
 	// Resumable, in hello: whether the runner's chain can resume; with
 	// NotResumable the plugs that cannot.
-	Resumable    bool              `json:"resumable,omitempty"`
-	NotResumable []string          `json:"not_resumable,omitempty"`
-	Runs         []RunRef          `json:"runs,omitempty"` // hello: runs still alive
-	Settings     *session.Settings `json:"settings,omitempty"`
-	Launch       *Launch           `json:"launch,omitempty"`
-	Run          *RunRef           `json:"run,omitempty"`
-	Kill         bool              `json:"kill,omitempty"`
-	Status       string            `json:"status,omitempty"`
-	Error        string            `json:"error,omitempty"`
+	Resumable    bool     `json:"resumable,omitempty"`
+	NotResumable []string `json:"not_resumable,omitempty"`
+	// Runs, in hello: the runs the runner still has; in welcome: those the
+	// server takes back (the runner stops the others).
+	Runs []RunRef `json:"runs,omitempty"`
+	// LeaseMS, in welcome: the server's lease, in milliseconds: how long
+	// it waits for a runner that is gone before it fails its runs.
+	LeaseMS  int64             `json:"lease_ms,omitempty"`
+	Settings *session.Settings `json:"settings,omitempty"`
+	Launch   *Launch           `json:"launch,omitempty"`
+	Run      *RunRef           `json:"run,omitempty"`
+	Kill     bool              `json:"kill,omitempty"`
+	Status   string            `json:"status,omitempty"`
+	Error    string            `json:"error,omitempty"`
 }
 
 // RunRef names a run: its session and its number.

@@ -183,11 +183,21 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		mux.Close()
 		return
 	}
-	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Settings: &a.Settings}); err != nil {
+	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	// The runs the runner still has, the server takes back; the runner
+	// stops the others.
+	var kept []runnerproto.RunRef
+	for _, ref := range hello.Runs {
+		if rc.reattach(ref) {
+			kept = append(kept, ref)
+		}
+	}
+	welcome := runnerproto.Frame{Kind: runnerproto.KindWelcome, Settings: &a.Settings, Runs: kept, LeaseMS: s.lease().Milliseconds()}
+	if err := frames.Send(welcome); err != nil {
 		mux.Close()
+		close(rc.gone)
 		return
 	}
-	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	s.addRunner(rc)
 	s.log().Info("runner connected", "agent", a.Name, "runner", runner.Name)
 	rc.serve(ctx)

@@ -207,4 +207,3 @@ func (l *lab) connected() int {
 	defer l.s.mu.Unlock()
 	return len(l.s.runners["demo"])
 }
-

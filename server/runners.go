@@ -2,15 +2,11 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"sync"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
-	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/hashicorp/yamux"
 )
@@ -86,7 +82,7 @@ func (rc *runnerConn) acceptStreams() {
 				return
 			}
 			p := rc.proc(&h.RunRef)
-			if p == nil || !p.attach(h.Channel, st) {
+			if p == nil || !p.attach(rc, h.Channel, st) {
 				st.Close()
 			}
 		}()
@@ -123,174 +119,6 @@ func (rc *runnerConn) takesRuns() bool {
 	default:
 	}
 	return !rc.draining
-}
-
-// launch starts a run on the runner and waits for its streams.
-func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
-	ref := runnerproto.RunRef{Session: run.Record.ID, Run: run.Record.Runs}
-	p := &remoteProcess{
-		rc: rc, ref: ref,
-		streams:  map[runnerproto.Channel]net.Conn{},
-		ready:    make(chan struct{}),
-		launched: make(chan error, 1),
-		exited:   make(chan struct{}),
-	}
-	rc.mu.Lock()
-	rc.procs[ref] = p
-	rc.mu.Unlock()
-	forget := func(err error) (*remoteProcess, error) {
-		rc.mu.Lock()
-		delete(rc.procs, ref)
-		rc.mu.Unlock()
-		p.closeStreams()
-		return nil, err
-	}
-	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags}}); err != nil {
-		return forget(fmt.Errorf("runner %s: %w", rc.name, err))
-	}
-	timeout := rc.s.clock().After(rc.s.lease())
-	select {
-	case err := <-p.launched:
-		if err != nil {
-			return forget(err)
-		}
-	case <-rc.gone:
-		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
-	case <-timeout:
-		return forget(fmt.Errorf("runner %s did not start the run within %s", rc.name, rc.s.lease()))
-	}
-	select {
-	case <-p.ready:
-	case <-rc.gone:
-		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
-	case <-timeout:
-		return forget(fmt.Errorf("runner %s did not open the run's streams within %s", rc.name, rc.s.lease()))
-	}
-	store := &runstore.Server{Store: rc.s.Store, Session: ref.Session, MayWrite: p.mayWrite}
-	go func() {
-		if err := store.Serve(context.Background(), p.streams[runnerproto.ChannelStore]); err != nil {
-			rc.s.log().Debug("a run's store connection ended", "session", ref.Session, "err", err)
-		}
-	}()
-	return p, nil
-}
-
-// remoteProcess is a session process on a runner, as the engine sees it.
-type remoteProcess struct {
-	rc       *runnerConn
-	ref      runnerproto.RunRef
-	launched chan error
-	ready    chan struct{} // every stream attached
-	exited   chan struct{}
-
-	mu      sync.Mutex
-	streams map[runnerproto.Channel]net.Conn
-	status  string
-	failed  error // the run was failed: it may not write any more
-}
-
-func (p *remoteProcess) attach(ch runnerproto.Channel, st net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, dup := p.streams[ch]; dup || p.failed != nil {
-		return false
-	}
-	p.streams[ch] = st
-	if len(p.streams) == len(runnerproto.Channels) {
-		close(p.ready)
-	}
-	return true
-}
-
-func (p *remoteProcess) closeStreams() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, st := range p.streams {
-		st.Close()
-	}
-}
-
-func (p *remoteProcess) exit(status string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.exited:
-	default:
-		p.status = status
-		close(p.exited)
-	}
-}
-
-func (p *remoteProcess) stream(ch runnerproto.Channel) net.Conn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.streams[ch]
-}
-
-func (p *remoteProcess) Stdin() io.WriteCloser       { return p.stream(runnerproto.ChannelStdin) }
-func (p *remoteProcess) Stdout() io.ReadCloser       { return p.stream(runnerproto.ChannelStdout) }
-func (p *remoteProcess) Control() io.ReadWriteCloser { return p.stream(runnerproto.ChannelControl) }
-func (p *remoteProcess) PID() int                    { return 0 }
-
-// Wait waits for the runner to report the process's end. A runner that is
-// gone has the lease to come back; then the run is failed, and may no
-// longer write (L5).
-func (p *remoteProcess) Wait() error {
-	defer p.forget()
-	select {
-	case <-p.exited:
-		return p.exitErr()
-	case <-p.rc.gone:
-	}
-	select {
-	case <-p.exited:
-		return p.exitErr()
-	case <-p.rc.s.clock().After(p.rc.s.lease()):
-	}
-	err := fmt.Errorf("runner %s is gone and did not come back within %s", p.rc.name, p.rc.s.lease())
-	p.mu.Lock()
-	p.failed = err
-	p.mu.Unlock()
-	p.closeStreams()
-	return err
-}
-
-func (p *remoteProcess) exitErr() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.status == "" || p.status == "exit status 0" {
-		return nil
-	}
-	return errors.New(p.status)
-}
-
-func (p *remoteProcess) forget() {
-	p.rc.mu.Lock()
-	defer p.rc.mu.Unlock()
-	delete(p.rc.procs, p.ref)
-}
-
-// mayWrite refuses the writes of a run the server has failed.
-func (p *remoteProcess) mayWrite() error {
-	p.mu.Lock()
-	failed := p.failed
-	p.mu.Unlock()
-	if failed != nil {
-		return fmt.Errorf("session %s: run %d was failed (%v): its writes are refused", p.ref.Session, p.ref.Run, failed)
-	}
-	run, _, err := p.rc.s.currentRun(p.ref.Session)
-	if err != nil {
-		return err
-	}
-	if run != p.ref.Run {
-		return fmt.Errorf("session %s: run %d is over (the session is at run %d): its writes are refused", p.ref.Session, p.ref.Run, run)
-	}
-	return nil
-}
-
-// Signal asks the runner to signal the run's processes.
-func (p *remoteProcess) Signal(kill bool) {
-	_ = p.rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindSignal, Run: &p.ref, Kill: kill})
 }
 
 // Launch starts a run on a runner of the session's agent: the runner of

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/runnerproto"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
 	"github.com/charmbracelet/log"
@@ -37,11 +38,13 @@ type Server struct {
 	engine   *blaise.Engine // the lifecycle of every session
 	mu       sync.Mutex
 	runners  map[string]map[*runnerConn]bool // by agent
+	procs    map[runnerproto.RunRef]*remoteProcess
 }
 
 func (s *Server) init() {
 	s.initOnce.Do(func() {
 		s.runners = map[string]map[*runnerConn]bool{}
+		s.procs = map[runnerproto.RunRef]*remoteProcess{}
 		s.engine = &blaise.Engine{
 			Store:        s.Store,
 			Locks:        &blaise.MemLocks{},

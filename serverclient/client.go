@@ -182,7 +182,8 @@ func wsURL(u string) string {
 }
 
 // Bridge copies between an ACP client on in and out (an editor on stdio)
-// and conn until either side ends.
+// and conn until either side ends. The client gets whole lines only: the
+// part of a message that a broken connection cut is dropped.
 func Bridge(ctx context.Context, conn net.Conn, in io.Reader, out io.Writer) error {
 	errs := make(chan error, 2)
 	go func() {
@@ -190,7 +191,7 @@ func Bridge(ctx context.Context, conn net.Conn, in io.Reader, out io.Writer) err
 		errs <- err
 	}()
 	go func() {
-		_, err := io.Copy(out, conn)
+		_, err := io.Copy(&wholeLines{w: out}, conn)
 		errs <- err
 	}()
 	select {
@@ -253,4 +254,29 @@ func ServeACP(ctx context.Context, c *Client, agent string, in io.Reader, out io
 		return err
 	}
 	return Bridge(ctx, conn, in, out)
+}
+
+// wholeLines writes to w the lines written to it once they are whole.
+type wholeLines struct {
+	w    io.Writer
+	part []byte // a line not ended yet
+}
+
+func (l *wholeLines) Write(p []byte) (int, error) {
+	end := bytes.LastIndexByte(p, '\n')
+	if end < 0 {
+		l.part = append(l.part, p...)
+		return len(p), nil
+	}
+	if len(l.part) > 0 {
+		l.part = append(l.part, p[:end+1]...)
+		if _, err := l.w.Write(l.part); err != nil {
+			return 0, err
+		}
+		l.part = l.part[:0]
+	} else if _, err := l.w.Write(p[:end+1]); err != nil {
+		return 0, err
+	}
+	l.part = append(l.part, p[end+1:]...)
+	return len(p), nil
 }

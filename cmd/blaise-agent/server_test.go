@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -130,9 +132,15 @@ func (l *serverLab) runner(name, config string) *labRunner {
 
 func (l *serverLab) startRunner(name, config string) *labRunner {
 	l.t.Helper()
+	return l.startRunnerVia(name, config, l.url)
+}
+
+// startRunnerVia starts a runner that reaches the server at url.
+func (l *serverLab) startRunnerVia(name, config, url string) *labRunner {
+	l.t.Helper()
 	reg := strings.SplitN(l.cli(append([]string{"tokens", "registration"}, l.storeFlags()...)...), "\n", 2)[0]
 	r := &labRunner{name: name, logs: &testsupport.Buffer{}}
-	r.cmd = exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, config), "--server", l.url, "--agent", "demo", "--name", name,
+	r.cmd = exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, config), "--server", url, "--agent", "demo", "--name", name,
 		"--credential", filepath.Join(l.dir, name+".credential"), "--register-token", reg, "--log-level", "debug")
 	r.cmd.Dir = l.dir
 	r.cmd.Stderr = r.logs
@@ -586,10 +594,11 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 }
 
 // TestIssue13_ServerGoneLeavesNoProcess: when the server goes away while a
-// run streams, the runner stops the run, and neither the session process
-// nor the agent is left behind, blocked on output no one reads.
+// run streams and does not take the run back within the lease, the runner
+// stops the run, and neither the session process nor the agent is left
+// behind, blocked on output no one reads.
 func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
-	l := newServerLab(t, "", time.Minute)
+	l := newServerLab(t, "", 2*time.Second)
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -610,5 +619,84 @@ func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
 	}
 	for _, pid := range procs {
 		testsupport.WaitGone(t, pid, fmt.Sprintf("process %d of the run", pid))
+	}
+}
+
+// cutter is a TCP proxy to the server whose connections a test cuts, as a
+// network would.
+type cutter struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{ln: ln}
+	t.Cleanup(func() { ln.Close(); c.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c.mu.Lock()
+			c.conns = append(c.conns, in, out)
+			c.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return c
+}
+
+func (c *cutter) url() string { return "http://" + c.ln.Addr().String() }
+
+// cut closes every connection through the proxy.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.conns = nil
+}
+
+// TestIssue13_RunnerReconnectsAndKeepsItsRuns: a runner whose connection
+// breaks reconnects, and the server takes its live run back: the session
+// goes on in the same run, neither lost nor started twice.
+func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	l.writeCounter()
+	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
+	r := l.startRunnerVia("r1", "blaise.star", proxy.url())
+	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	if _, resp := c.Turn(2, sid, "before"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	proxy.cut()
+	testsupport.Eventually(t, "the run is re-attached", func() bool { return strings.Contains(r.logs.String(), "run re-attached") })
+	ms, resp := c.Turn(3, sid, "after")
+	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: after") {
+		t.Fatalf("turn after the reconnection: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
+	}
+	rec := l.sessions()[0]
+	if rec.State != session.Active || rec.Runs != 1 || rec.Pause != nil {
+		t.Fatalf("after the reconnection: %s, %d runs, pause %+v; want the same run going on", rec.State, rec.Runs, rec.Pause)
+	}
+	if n := strings.Count(r.logs.String(), "counted run="); n != 1 {
+		t.Fatalf("the plugs attached %d times, want once:\n%s", n, r.logs)
 	}
 }

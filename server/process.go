@@ -1,0 +1,398 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/runstore"
+)
+
+// remoteProcess is a session process on a runner, as the engine sees it.
+// Its streams come with an attachment to a runner's connection; when the
+// connection breaks, the run waits for the runner to come back with it
+// (a new attachment) for the lease, and is failed after that (L5).
+type remoteProcess struct {
+	s        *Server
+	ref      runnerproto.RunRef
+	launched chan error
+	exited   chan struct{}
+
+	mu      sync.Mutex
+	att     *attachment   // the complete attachment in use; nil until the first
+	pending *attachment   // one whose streams are arriving
+	changed chan struct{} // closed, and replaced, when att or failed changes
+	status  string
+	failed  error // the run was failed: it may not write any more
+}
+
+// attachment is a run's four streams on one connection of its runner.
+type attachment struct {
+	rc      *runnerConn
+	streams map[runnerproto.Channel]net.Conn
+	ready   chan struct{} // every stream is there
+}
+
+func newAttachment(rc *runnerConn) *attachment {
+	return &attachment{rc: rc, streams: map[runnerproto.Channel]net.Conn{}, ready: make(chan struct{})}
+}
+
+func (a *attachment) gone() bool {
+	select {
+	case <-a.rc.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+func (a *attachment) close() {
+	for _, st := range a.streams {
+		st.Close()
+	}
+}
+
+// launch starts a run on the runner and waits for its streams.
+func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
+	ref := runnerproto.RunRef{Session: run.Record.ID, Run: run.Record.Runs}
+	p := &remoteProcess{s: rc.s, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
+	p.pending = newAttachment(rc)
+	rc.adopt(p)
+	forget := func(err error) (*remoteProcess, error) {
+		rc.mu.Lock()
+		delete(rc.procs, ref)
+		rc.mu.Unlock()
+		p.fail(err)
+		return nil, err
+	}
+	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags}}); err != nil {
+		return forget(fmt.Errorf("runner %s: %w", rc.name, err))
+	}
+	timeout := rc.s.clock().After(rc.s.lease())
+	select {
+	case err := <-p.launched:
+		if err != nil {
+			return forget(err)
+		}
+	case <-rc.gone:
+		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
+	case <-timeout:
+		return forget(fmt.Errorf("runner %s did not start the run within %s", rc.name, rc.s.lease()))
+	}
+	select {
+	case <-p.pending.ready:
+	case <-rc.gone:
+		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
+	case <-timeout:
+		return forget(fmt.Errorf("runner %s did not open the run's streams within %s", rc.name, rc.s.lease()))
+	}
+	// One store server for the whole run: a call sent again after a
+	// reconnection is answered, not applied twice.
+	store := &runstore.Server{Store: rc.s.Store, Session: ref.Session, MayWrite: p.mayWrite}
+	go func() {
+		if err := store.Serve(context.Background(), p.relay(runnerproto.ChannelStore)); err != nil {
+			rc.s.log().Debug("a run's store connection ended", "session", ref.Session, "err", err)
+		}
+	}()
+	return p, nil
+}
+
+// adopt makes p a run of rc, whose streams are to come.
+func (rc *runnerConn) adopt(p *remoteProcess) {
+	rc.s.mu.Lock()
+	rc.s.procs[p.ref] = p
+	rc.s.mu.Unlock()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.procs[p.ref] = p
+}
+
+// detached returns the run ref of the runner named runner, if the server
+// has it and its connection is gone.
+func (s *Server) detached(ref runnerproto.RunRef, runner string) *remoteProcess {
+	s.mu.Lock()
+	p := s.procs[ref]
+	s.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.att == nil || !p.att.gone() || p.att.rc.name != runner {
+		return nil
+	}
+	return p
+}
+
+// reattach takes back the run ref on rc, a new connection of its runner:
+// it reports whether the server still has the run.
+func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
+	p := rc.s.detached(ref, rc.name)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	if p.failed != nil {
+		p.mu.Unlock()
+		return false
+	}
+	p.pending = newAttachment(rc)
+	p.mu.Unlock()
+	rc.adopt(p)
+	rc.s.log().Info("run re-attached", "session", ref.Session, "run", ref.Run, "runner", rc.name)
+	return true
+}
+
+// attach adds a stream of rc to the run; the attachment is complete with
+// the fourth.
+func (p *remoteProcess) attach(rc *runnerConn, ch runnerproto.Channel, st net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a := p.pending
+	if a == nil || a.rc != rc || p.failed != nil {
+		return false
+	}
+	if _, dup := a.streams[ch]; dup {
+		return false
+	}
+	a.streams[ch] = st
+	if len(a.streams) == len(runnerproto.Channels) {
+		close(a.ready)
+		if p.att != nil {
+			p.att.close()
+		}
+		p.att, p.pending = a, nil
+		p.signal()
+	}
+	return true
+}
+
+// signal tells the waiters that the attachment or the failure changed;
+// p.mu is held.
+func (p *remoteProcess) signal() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// current returns the attachment in use, waiting while the run is
+// detached; its error says the run was failed.
+func (p *remoteProcess) current() (*attachment, error) {
+	for {
+		p.mu.Lock()
+		a, failed, changed := p.att, p.failed, p.changed
+		p.mu.Unlock()
+		if failed != nil {
+			return nil, failed
+		}
+		if a != nil && !a.gone() {
+			return a, nil
+		}
+		if a == nil {
+			<-changed
+			continue
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			return nil, io.EOF
+		}
+	}
+}
+
+func (p *remoteProcess) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil {
+		return
+	}
+	p.failed = err
+	for _, a := range []*attachment{p.att, p.pending} {
+		if a != nil {
+			a.close()
+		}
+	}
+	p.signal()
+}
+
+func (p *remoteProcess) exit(status string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.exited:
+	default:
+		p.status = status
+		close(p.exited)
+	}
+}
+
+func (p *remoteProcess) Stdin() io.WriteCloser       { return p.relay(runnerproto.ChannelStdin) }
+func (p *remoteProcess) Stdout() io.ReadCloser       { return p.relay(runnerproto.ChannelStdout) }
+func (p *remoteProcess) Control() io.ReadWriteCloser { return p.relay(runnerproto.ChannelControl) }
+func (p *remoteProcess) PID() int                    { return 0 }
+
+// Wait waits for the runner to report the process's end. While the run is
+// detached from its runner, it waits the lease for the runner to come back
+// with it; then the run is failed, and may no longer write (L5).
+func (p *remoteProcess) Wait() error {
+	defer p.forget()
+	for {
+		a, err := p.current()
+		if errors.Is(err, io.EOF) {
+			return p.exitErr()
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-p.exited:
+			return p.exitErr()
+		case <-a.rc.gone:
+		}
+		p.mu.Lock()
+		reattached, changed := p.att != a, p.changed
+		p.mu.Unlock()
+		if reattached {
+			continue
+		}
+		select {
+		case <-p.exited:
+			return p.exitErr()
+		case <-changed: // re-attached, or failed
+		case <-p.s.clock().After(p.s.lease()):
+			err := fmt.Errorf("runner %s is gone and did not come back within %s", a.rc.name, p.s.lease())
+			p.fail(err)
+			return err
+		}
+	}
+}
+
+func (p *remoteProcess) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status == "" || p.status == "exit status 0" {
+		return nil
+	}
+	return errors.New(p.status)
+}
+
+// forget drops the run from the server and from the connection it is
+// attached to.
+func (p *remoteProcess) forget() {
+	p.s.mu.Lock()
+	if p.s.procs[p.ref] == p {
+		delete(p.s.procs, p.ref)
+	}
+	p.s.mu.Unlock()
+	p.mu.Lock()
+	a := p.att
+	p.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.rc.mu.Lock()
+	defer a.rc.mu.Unlock()
+	if a.rc.procs[p.ref] == p {
+		delete(a.rc.procs, p.ref)
+	}
+}
+
+// mayWrite refuses the writes of a run the server has failed.
+func (p *remoteProcess) mayWrite() error {
+	p.mu.Lock()
+	failed := p.failed
+	p.mu.Unlock()
+	if failed != nil {
+		return fmt.Errorf("session %s: run %d was failed (%v): its writes are refused", p.ref.Session, p.ref.Run, failed)
+	}
+	run, _, err := p.s.currentRun(p.ref.Session)
+	if err != nil {
+		return err
+	}
+	if run != p.ref.Run {
+		return fmt.Errorf("session %s: run %d is over (the session is at run %d): its writes are refused", p.ref.Session, p.ref.Run, run)
+	}
+	return nil
+}
+
+// Signal asks the runner to signal the run's processes.
+func (p *remoteProcess) Signal(kill bool) {
+	if a, err := p.current(); err == nil {
+		_ = a.rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindSignal, Run: &p.ref, Kill: kill})
+	}
+}
+
+// relay is a channel of the run across its attachments: a read or a write
+// cut by a broken connection goes on with the next attachment.
+type relay struct {
+	p  *remoteProcess
+	ch runnerproto.Channel
+}
+
+func (p *remoteProcess) relay(ch runnerproto.Channel) relay { return relay{p, ch} }
+
+func (r relay) Read(b []byte) (int, error) {
+	for {
+		a, err := r.p.current()
+		if err != nil {
+			return 0, err
+		}
+		n, err := a.streams[r.ch].Read(b)
+		if n > 0 || err == nil {
+			return n, nil
+		}
+		// The runner ends a stream when the process has ended, and then
+		// says so; a stream cut with its connection goes on with the next
+		// attachment.
+		r.p.mu.Lock()
+		changed := r.p.changed
+		r.p.mu.Unlock()
+		select {
+		case <-r.p.exited:
+			return 0, err
+		case <-a.rc.gone:
+		case <-changed:
+		}
+	}
+}
+
+func (r relay) Write(b []byte) (int, error) {
+	written := 0
+	for written < len(b) {
+		if r.ch == runnerproto.ChannelControl {
+			// A stop goes only to a connected runner (L3): it is not held
+			// for one that may come back.
+			r.p.mu.Lock()
+			a := r.p.att
+			r.p.mu.Unlock()
+			if a == nil || a.gone() {
+				return written, errors.New("its runner is not connected")
+			}
+		}
+		a, err := r.p.current()
+		if err != nil {
+			return written, err
+		}
+		n, err := a.streams[r.ch].Write(b[written:])
+		written += n
+		if err != nil && !a.gone() {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// Close closes the channel's stream of the attachment in use.
+func (r relay) Close() error {
+	r.p.mu.Lock()
+	a := r.p.att
+	r.p.mu.Unlock()
+	if a == nil {
+		return nil
+	}
+	return a.streams[r.ch].Close()
+}
