@@ -25,7 +25,7 @@ type Client struct {
 
 // pipeline passes messages through the plugs' on_message handlers (M3, M4).
 type pipeline struct {
-	r                *Run
+	r    *Run
 	host hosts.Host
 	// orders are the plugs a message meets, by the side it goes toward
 	// (M3: toward the client, the last plug first), for typed methods
