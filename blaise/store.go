@@ -520,12 +520,17 @@ func (s *Store) TranscriptPath(id string) string {
 }
 
 // Transcript opens a session's transcript for appending (0600: transcripts
-// may hold what the agent saw).
+// may hold what the agent saw). An unknown session is an error wrapping
+// ErrNotFound.
 func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(s.TranscriptPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No session directory: no such session, as the SQL stores say.
+		return nil, fmt.Errorf("transcript: session %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
 	}

@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"ConcurrentUpdatesAllCount", concurrentUpdates},
 		{"ListedByCreatedThenID", listing},
 		{"Persisted", persistedState},
+		{"SetHonoursItsContext", setHonoursContext},
 		{"Reports", reports},
 		{"TornDownDeletesPersistedState", tornDown},
 		{"Discard", discard},
@@ -115,6 +116,7 @@ func unknownSession(t *testing.T, s Store) {
 	checks["Loaded"] = s.Loaded("nope", session.Loaded{})
 	_, checks["Paused"] = s.Paused("nope", session.PauseRecord{Reason: session.Idle})
 	_, checks["TornDown"] = s.TornDown("nope", nil, time.Now())
+	_, checks["Transcript"] = s.Transcript("nope")
 	for name, err := range checks {
 		if !errors.Is(err, session.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("%s of an unknown session = %v, want session.ErrNotFound naming it", name, err)
@@ -299,6 +301,38 @@ func persistedState(t *testing.T, s Store) {
 	}
 	if _, err := s.Session("s1"); err != nil {
 		t.Errorf("DeletePersisted took the session: %v", err)
+	}
+}
+
+// setHonoursContext: a Set that waits for a write in progress gives up
+// when its context ends, and writes nothing.
+func setHonoursContext(t *testing.T, s Store) {
+	create(t, s, "s")
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := s.UpdateSession("s", func(*session.Record) error {
+			close(held)
+			<-release
+			return nil
+		})
+		done <- err
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Set while a write holds the session = %v, want a deadline error", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Persisted().Get(context.Background(), "s", "wt"); ok {
+		t.Error("a Set that gave up wrote its value")
+	}
+	if err := s.Persisted().Set(context.Background(), "s", "wt", "x", []byte(`1`)); err != nil {
+		t.Fatal(err)
 	}
 }
 
