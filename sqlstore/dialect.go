@@ -31,12 +31,12 @@ type dialect struct {
 var (
 	sqliteDialect = &dialect{
 		name:  "sqlite",
-		types: strings.NewReplacer("{{bytes}}", "BLOB", "{{serial}}", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+		types: strings.NewReplacer("{{bytes}}", "BLOB", "{{serial}}", "INTEGER PRIMARY KEY AUTOINCREMENT", "{{name}}", "TEXT"),
 	}
 	postgresDialect = &dialect{
 		name:       "postgres",
 		dollar:     true,
-		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "{{name}}", `TEXT COLLATE "C"`),
 		forUpdate:  " FOR UPDATE",
 		lockSchema: "SELECT pg_advisory_xact_lock(4242134501)",
 	}

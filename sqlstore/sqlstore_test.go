@@ -473,6 +473,11 @@ func TestIssue13_RegistrationTokenExchangedOnce(t *testing.T) {
 		if _, err := s.MintRegistration(0); err == nil {
 			t.Error("a token of no lifetime was minted")
 		}
+		regs, err := s.Registrations()
+		if err != nil || len(regs) != 2 || regs[0].ID != reg.ID || regs[0].RunnerID != r.ID || regs[0].Used.IsZero() ||
+			!regs[1].Used.IsZero() || regs[1].Token != "" {
+			t.Errorf("Registrations = %+v, %v", regs, err)
+		}
 	})
 }
 
