@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -38,7 +40,7 @@ var (
 		dollar:     true,
 		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "{{name}}", `TEXT COLLATE "C"`),
 		forUpdate:  " FOR UPDATE",
-		lockSchema: "SELECT pg_advisory_xact_lock(4242134501)",
+		lockSchema: "SELECT pg_advisory_xact_lock(4242134501)", // any number of our own
 	}
 )
 
@@ -81,11 +83,12 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 		if err != nil {
 			return nil, nil, nil, "", fmt.Errorf("database URL: %v", redactParseError(err))
 		}
+		where = "database " + u.Redacted()
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
-			return nil, nil, nil, "", fmt.Errorf("database %s: %w", u.Redacted(), err)
+			return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
 		}
-		return db, db, postgresDialect, u.Redacted(), nil
+		return db, db, postgresDialect, where, nil
 	}
 	path, ok := strings.CutPrefix(dsn, "sqlite:")
 	if !ok && strings.Contains(dsn, "://") {
@@ -95,6 +98,11 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 		return nil, nil, nil, "", fmt.Errorf("database %q: want a SQLite file path without '?' or '#'", dsn)
 	}
 	where = "SQLite database " + path
+	// SQLite's own error for a missing directory says only that it is
+	// "unable to open database file".
+	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
+	}
 	write, err = sql.Open("sqlite", path+"?"+sqliteParams+"&_txlock=immediate")
 	if err != nil {
 		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)

@@ -254,7 +254,16 @@ func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 			t.Errorf("the error shows the password: %v", err)
 		}
 	}
-	_, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"))
+	// A server that is not there: named, without the password.
+	_, err := Open(ctx, "postgres://u:secret-pw@/db?host="+t.TempDir(), newKey())
+	wantErr(t, err, "database postgres://u:xxxxx@/db")
+	if strings.Contains(err.Error(), "secret-pw") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err = Open(ctx, filepath.Join(missing, "x.db"), newKey())
+	wantErr(t, err, "SQLite database "+missing, "stat "+missing+": no such file or directory")
+	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"))
 	wantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
 
