@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
 )
 
 // The test binary doubles as a child process: with storeChildEnv set, TestMain
@@ -614,17 +615,7 @@ func TestPersistedContext(t *testing.T) {
 	p := s.Persisted()
 
 	// Hold the exclusive lock from another UpdateSession.
-	held, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error)
-	go func() {
-		_, err := s.UpdateSession("s", func(*session.Record) error {
-			close(held)
-			<-release
-			return nil
-		})
-		done <- err
-	}()
-	<-held
+	release := storetest.HoldUpdate(t, s, "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	err := p.Set(ctx, "s", "wt", "x", []byte(`1`))
@@ -635,10 +626,7 @@ func TestPersistedContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Get while locked = %v, want a deadline error", err)
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := p.Set(context.Background(), "s", "wt", "x", []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}

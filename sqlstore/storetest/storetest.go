@@ -305,33 +305,50 @@ func persistedState(t *testing.T, s Store) {
 	}
 }
 
-// setHonoursContext: a Set that waits for a write in progress gives up
-// when its context ends, and writes nothing.
-func setHonoursContext(t *testing.T, s Store) {
-	create(t, s, "s")
-	held, release := make(chan struct{}), make(chan struct{})
+// HoldUpdate starts an UpdateSession of session id that waits inside its
+// f, and returns once it does; release lets it finish and waits for it.
+// Meanwhile the store is busy writing that session: its lock (the file
+// store), its one writing connection (SQLite) or its row (PostgreSQL) is
+// held.
+func HoldUpdate(t testing.TB, s session.Sessions, id string) (release func()) {
+	t.Helper()
+	held, released := make(chan struct{}), make(chan struct{})
 	done := make(chan error)
 	go func() {
-		_, err := s.UpdateSession("s", func(*session.Record) error {
+		_, err := s.UpdateSession(id, func(*session.Record) error {
 			close(held)
-			<-release
+			<-released
 			return nil
 		})
 		done <- err
 	}()
-	<-held
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("holding an update of session %s: %v", id, err)
+	}
+	return func() {
+		t.Helper()
+		close(released)
+		if err := <-done; err != nil {
+			t.Fatalf("the held update of session %s: %v", id, err)
+		}
+	}
+}
+
+// setHonoursContext: a Set that waits for a write in progress gives up
+// when its context ends, and writes nothing, then or later.
+func setHonoursContext(t *testing.T, s Store) {
+	create(t, s, "s")
+	release := HoldUpdate(t, s, "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`"abandoned"`)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Set while a write holds the session = %v, want a deadline error", err)
 	}
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	// The abandoned Set may not write, now or later: on PostgreSQL its
-	// statement may still be queued for the lock, and this update queues
-	// behind it.
+	release()
+	// On PostgreSQL the abandoned statement may still be waiting for the
+	// row, and run once it is free: it must not commit.
 	if _, err := s.UpdateSession("s", func(*session.Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
