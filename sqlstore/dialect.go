@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -101,6 +102,14 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 	// SQLite's own error for a missing directory says only that it is
 	// "unable to open database file".
 	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
+	}
+	// A new database is made 0600 (an empty file is an empty database):
+	// it holds transcripts, and SQLite gives its -wal and -shm files the
+	// database's mode.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
 	}
 	write, err = sql.Open("sqlite", path+"?"+sqliteParams+"&_txlock=immediate")

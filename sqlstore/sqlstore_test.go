@@ -238,6 +238,19 @@ func TestIssue13_SQLiteWritesNeverBusy(t *testing.T) {
 	}
 }
 
+// Issue 13, items 1 and 5: a new SQLite database and its log are the
+// server's user's only: they hold transcripts.
+func TestIssue13_SQLiteFilesPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "blaise.db")
+	s := open(t, path, newKey())
+	createSession(t, s, "s")
+	for _, name := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", name, fi, err)
+		}
+	}
+}
+
 // Issue 13, item 1: bad input to Open says what was expected and where.
 func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
