@@ -245,8 +245,12 @@ func TestIssue13_SQLiteFilesPrivate(t *testing.T) {
 	s := open(t, path, newKey())
 	createSession(t, s, "s")
 	for _, name := range []string{path, path + "-wal"} {
-		if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != 0o600 {
-			t.Errorf("%s: %v, %v; want mode 0600", name, fi, err)
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", name, perm)
 		}
 	}
 }
