@@ -19,7 +19,6 @@ import (
 // dialect is what differs between SQLite and PostgreSQL; every query is
 // written once, for SQLite, and rebound here.
 type dialect struct {
-	name string
 	// dollar: placeholders are $1, $2 … instead of ?.
 	dollar bool
 	// types fill the {{…}} of the migrations.
@@ -33,11 +32,9 @@ type dialect struct {
 
 var (
 	sqliteDialect = &dialect{
-		name:  "sqlite",
 		types: strings.NewReplacer("{{bytes}}", "BLOB", "{{serial}}", "INTEGER PRIMARY KEY AUTOINCREMENT", "{{name}}", "TEXT"),
 	}
 	postgresDialect = &dialect{
-		name:       "postgres",
 		dollar:     true,
 		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "{{name}}", `TEXT COLLATE "C"`),
 		forUpdate:  " FOR UPDATE",

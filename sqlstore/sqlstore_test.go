@@ -280,6 +280,10 @@ func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
 	_, err = Open(ctx, filepath.Join(missing, "x.db"), newKey())
 	wantErr(t, err, "SQLite database "+missing, "stat "+missing+": no such file or directory")
+	path := filepath.Join(t.TempDir(), "x.db")
+	if s := open(t, "sqlite:"+path, newKey()); s.String() != "SQLite database "+path {
+		t.Errorf("String() = %q", s)
+	}
 	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"))
 	wantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
