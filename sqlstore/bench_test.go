@@ -11,7 +11,8 @@ import (
 )
 
 // BenchmarkStores compares the file store and SQLite, both durable (fsync
-// per write), in one run: `go test ./sqlstore -bench . -run '^$'`;
+// per write), creating and updating a session, listing 1,000 and setting
+// persisted state, in one run: `go test ./sqlstore -bench . -run '^$'`;
 // docs/server.md reports the ratios.
 func BenchmarkStores(b *testing.B) {
 	stores := []struct {
@@ -39,6 +40,19 @@ func BenchmarkStores(b *testing.B) {
 				}
 				if _, err := s.UpdateSession(id, func(r *session.Record) error { r.Runs++; return nil }); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("List1000/"+st.name, func(b *testing.B) {
+			s := st.open(b)
+			for i := range 1000 {
+				if err := s.CreateSession(&session.Record{ID: "s" + strconv.Itoa(i), State: session.Paused, Settings: session.DefaultSettings()}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if recs, err := s.Sessions(); err != nil || len(recs) != 1000 {
+					b.Fatalf("Sessions: %d, %v", len(recs), err)
 				}
 			}
 		})
