@@ -423,13 +423,9 @@ func (s *Store) UpdateSession(id string, f func(*session.Record) error) (*sessio
 		if rec, err = s.readSession(id); err != nil {
 			return err
 		}
-		if err := f(rec); err != nil {
+		if err := session.ApplyUpdate(rec, f, s.now()); err != nil {
 			return err
 		}
-		if rec.ID != id {
-			return fmt.Errorf("session %s: an update may not change the id (to %q)", id, rec.ID)
-		}
-		rec.Updated = s.now()
 		return s.writeSession(rec)
 	})
 	if err != nil {

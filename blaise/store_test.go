@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
 )
@@ -95,23 +96,12 @@ func openTestStore(t *testing.T) *Store {
 
 func createSession(t *testing.T, s *Store, id string) *session.Record {
 	t.Helper()
-	rec := &session.Record{ID: id, Config: "/w/blaise.star", AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}
-	if err := s.CreateSession(rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return storetest.Create(t, s, id)
 }
 
 func wantErr(t *testing.T, err error, parts ...string) {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Fatalf("error %q does not contain %q", err, p)
-		}
-	}
+	testsupport.WantErr(t, err, parts...)
 }
 
 func TestOpenStoreLayout(t *testing.T) {

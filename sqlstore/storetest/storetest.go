@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -50,25 +51,14 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 	}
 }
 
-func create(t *testing.T, s Store, id string) *session.Record {
+// Create stores a new active session id with the default settings.
+func Create(t testing.TB, s session.Sessions, id string) *session.Record {
 	t.Helper()
 	rec := &session.Record{ID: id, Config: "/w/blaise.star", AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}
 	if err := s.CreateSession(rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec
-}
-
-func wantErr(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Fatalf("error %q does not contain %q", err, p)
-		}
-	}
 }
 
 func roundTrip(t *testing.T, s Store) {
@@ -94,14 +84,14 @@ func roundTrip(t *testing.T, s Store) {
 	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, rec)
 	}
-	wantErr(t, s.CreateSession(&session.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
+	testsupport.WantErr(t, s.CreateSession(&session.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
 	if got, _ := s.Session(rec.ID); !reflect.DeepEqual(got, rec) {
 		t.Errorf("a refused duplicate changed the record: %+v", got)
 	}
 
 	// Created and Updated default to now.
 	before := time.Now().UTC().Add(-time.Second)
-	fresh := create(t, s, "fresh")
+	fresh := Create(t, s, "fresh")
 	if fresh.Created.Before(before) || !fresh.Updated.Equal(fresh.Created) {
 		t.Errorf("defaults: created %v, updated %v", fresh.Created, fresh.Updated)
 	}
@@ -135,30 +125,30 @@ func unknownSession(t *testing.T, s Store) {
 }
 
 func invalidIDs(t *testing.T, s Store) {
-	create(t, s, "ok")
+	Create(t, s, "ok")
 	p := s.Persisted()
 	ctx := context.Background()
 	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
-		wantErr(t, s.CreateSession(&session.Record{ID: id}), "invalid session id")
+		testsupport.WantErr(t, s.CreateSession(&session.Record{ID: id}), "invalid session id")
 		_, err := s.Session(id)
-		wantErr(t, err, "invalid session id")
+		testsupport.WantErr(t, err, "invalid session id")
 		_, err = s.UpdateSession(id, func(*session.Record) error { return nil })
-		wantErr(t, err, "invalid session id")
-		wantErr(t, s.DeletePersisted(id), "invalid session id")
-		wantErr(t, s.Discard(id), "invalid session id")
+		testsupport.WantErr(t, err, "invalid session id")
+		testsupport.WantErr(t, s.DeletePersisted(id), "invalid session id")
+		testsupport.WantErr(t, s.Discard(id), "invalid session id")
 		_, err = s.Transcript(id)
-		wantErr(t, err, "invalid session id")
-		wantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
+		testsupport.WantErr(t, err, "invalid session id")
+		testsupport.WantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
 		_, _, err = p.Get(ctx, "ok", id)
-		wantErr(t, err, "invalid plug id")
-		wantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
+		testsupport.WantErr(t, err, "invalid plug id")
+		testsupport.WantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
 		_, _, err = s.PersistedPlug("ok", id)
-		wantErr(t, err, "invalid plug id")
+		testsupport.WantErr(t, err, "invalid plug id")
 	}
 }
 
 func updateIsAtomic(t *testing.T, s Store) {
-	rec := create(t, s, "s")
+	rec := Create(t, s, "s")
 	got, err := s.UpdateSession("s", func(r *session.Record) error { r.State = session.Paused; return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -175,14 +165,14 @@ func updateIsAtomic(t *testing.T, s Store) {
 		t.Errorf("an aborted update wrote: state %s", r.State)
 	}
 	_, err = s.UpdateSession("s", func(r *session.Record) error { r.ID = "t"; return nil })
-	wantErr(t, err, "may not change the id")
+	testsupport.WantErr(t, err, "may not change the id")
 	if _, err := s.Session("t"); !errors.Is(err, session.ErrNotFound) {
 		t.Errorf("a refused id change made session t: %v", err)
 	}
 }
 
 func concurrentUpdates(t *testing.T, s Store) {
-	create(t, s, "counted")
+	Create(t, s, "counted")
 	const goroutines, each = 8, 20
 	var wg sync.WaitGroup
 	for range goroutines {
@@ -239,8 +229,8 @@ func listing(t *testing.T, s Store) {
 func persistedState(t *testing.T, s Store) {
 	p := s.Persisted()
 	ctx := context.Background()
-	create(t, s, "s1")
-	create(t, s, "s2")
+	Create(t, s, "s1")
+	Create(t, s, "s2")
 	if _, ok, err := p.Get(ctx, "s1", "wt"); ok || err != nil {
 		t.Fatalf("Get before Set: ok %v, err %v", ok, err)
 	}
@@ -252,7 +242,7 @@ func persistedState(t *testing.T, s Store) {
 	if err := p.Set(ctx, "s1", "a.b-c_d", "other", []byte(`"x"`)); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, p.Set(ctx, "s1", "bad", "x", []byte(`{`)), "not JSON")
+	testsupport.WantErr(t, p.Set(ctx, "s1", "bad", "x", []byte(`{`)), "not JSON")
 	if got, ok, err := p.Get(ctx, "s1", "wt"); err != nil || !ok || !bytes.Equal(got, value) {
 		t.Fatalf("Get = %s, %v, %v; want %s", got, ok, err, value)
 	}
@@ -339,7 +329,7 @@ func HoldUpdate(t testing.TB, s session.Sessions, id string) (release func()) {
 // setHonoursContext: a Set that waits for a write in progress gives up
 // when its context ends, and writes nothing, then or later.
 func setHonoursContext(t *testing.T, s Store) {
-	create(t, s, "s")
+	Create(t, s, "s")
 	release := HoldUpdate(t, s, "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -361,7 +351,7 @@ func setHonoursContext(t *testing.T, s Store) {
 }
 
 func reports(t *testing.T, s Store) {
-	create(t, s, "s")
+	Create(t, s, "s")
 	settings := session.DefaultSettings()
 	settings.PausedLifetime = time.Hour
 	if err := s.Loaded("s", session.Loaded{Resumable: true, Settings: settings, OrphanedState: []string{"gone"}}); err != nil {
@@ -389,7 +379,7 @@ func reports(t *testing.T, s Store) {
 
 func tornDown(t *testing.T, s Store) {
 	ctx := context.Background()
-	create(t, s, "s")
+	Create(t, s, "s")
 	if _, err := s.Paused("s", session.PauseRecord{Reason: session.Closed, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -419,8 +409,8 @@ func tornDown(t *testing.T, s Store) {
 
 func discard(t *testing.T, s Store) {
 	ctx := context.Background()
-	create(t, s, "s")
-	create(t, s, "other")
+	Create(t, s, "s")
+	Create(t, s, "other")
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +435,7 @@ func discard(t *testing.T, s Store) {
 		t.Errorf("Discard took another session: %v", err)
 	}
 	// The id is free again, with nothing of the old session.
-	create(t, s, "s")
+	Create(t, s, "s")
 	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); ok {
 		t.Error("a new session with a discarded one's id has its persisted state")
 	}
@@ -469,8 +459,8 @@ func readTranscript(t *testing.T, s Store, id string) string {
 }
 
 func transcript(t *testing.T, s Store) {
-	create(t, s, "s")
-	create(t, s, "other")
+	Create(t, s, "s")
+	Create(t, s, "other")
 	w, err := s.Transcript("s")
 	if err != nil {
 		t.Fatal(err)
