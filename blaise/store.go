@@ -533,6 +533,18 @@ func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 	return f, nil
 }
 
+// ReadTranscript opens a session's transcript for reading.
+func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.TranscriptPath(id))
+	if err != nil {
+		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
+	}
+	return f, nil
+}
+
 func (s *Store) readSession(id string) (*session.Record, error) {
 	name := s.sessionPath(id)
 	data, err := os.ReadFile(name)

@@ -173,12 +173,23 @@ func updateIsAtomic(t *testing.T, s Store) {
 
 func concurrentUpdates(t *testing.T, s Store) {
 	Create(t, s, "counted")
-	const goroutines, each = 8, 20
+	Increments(t, "counted", 20, s, s, s, s, s, s, s, s)
+}
+
+// Increments has one goroutine per store in stores increment the Runs of
+// session id each times at once, and fails t unless every increment
+// counted: updates are atomic, and none fails for contention.
+func Increments(t testing.TB, id string, each int, stores ...session.Sessions) {
+	t.Helper()
+	before, err := stores[0].Session(id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
-	for range goroutines {
+	for _, s := range stores {
 		wg.Go(func() {
 			for range each {
-				if _, err := s.UpdateSession("counted", func(r *session.Record) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession(id, func(r *session.Record) error { r.Runs++; return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -186,12 +197,12 @@ func concurrentUpdates(t *testing.T, s Store) {
 		})
 	}
 	wg.Wait()
-	rec, err := s.Session("counted")
+	rec, err := stores[0].Session(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Runs != goroutines*each {
-		t.Errorf("Runs = %d, want %d: updates were lost", rec.Runs, goroutines*each)
+	if want := before.Runs + len(stores)*each; rec.Runs != want {
+		t.Errorf("Runs = %d, want %d: updates were lost", rec.Runs, want)
 	}
 }
 
@@ -439,8 +450,16 @@ func discard(t *testing.T, s Store) {
 	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); ok {
 		t.Error("a new session with a discarded one's id has its persisted state")
 	}
-	if got := readTranscript(t, s, "s"); got != "" {
-		t.Errorf("a new session with a discarded one's id has its transcript %q", got)
+	w, err = s.Transcript("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"new\":1}\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTranscript(t, s, "s"); got != "{\"new\":1}\n" {
+		t.Errorf("a new session with a discarded one's id has the transcript %q", got)
 	}
 }
 
@@ -461,7 +480,13 @@ func readTranscript(t *testing.T, s Store, id string) string {
 func transcript(t *testing.T, s Store) {
 	Create(t, s, "s")
 	Create(t, s, "other")
-	w, err := s.Transcript("s")
+	w, err := s.Transcript("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"other\":1}\n")
+	w.Close()
+	w, err = s.Transcript("s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +512,7 @@ func transcript(t *testing.T, s Store) {
 	if got := readTranscript(t, s, "s"); got != want {
 		t.Errorf("transcript:\n got %q\nwant %q", got, want)
 	}
-	if got := readTranscript(t, s, "other"); got != "" {
+	if got := readTranscript(t, s, "other"); got != "{\"other\":1}\n" {
 		t.Errorf("another session's transcript: %q", got)
 	}
 }
