@@ -14,22 +14,12 @@ var (
 	_ session.Store       = (*Store)(nil)
 )
 
-// Loaded records a run's first report (L7): whether its chain can resume,
-// the settings in force and the orphaned plug state.
-func (s *Store) Loaded(id string, l session.Loaded) error {
-	_, err := s.UpdateSession(id, func(r *session.Record) error {
-		r.Resumable, r.Settings, r.OrphanedState = l.Resumable, l.Settings, l.OrphanedState
-		return nil
-	})
-	return err
-}
+// Loaded records a run's first report (session.RecordLoaded).
+func (s *Store) Loaded(id string, l session.Loaded) error { return session.RecordLoaded(s, id, l) }
 
-// Paused records a reported pause (L6, L7).
+// Paused records a reported pause (session.RecordPaused).
 func (s *Store) Paused(id string, p session.PauseRecord) (*session.Record, error) {
-	return s.UpdateSession(id, func(r *session.Record) error {
-		session.ApplyPause(r, p)
-		return nil
-	})
+	return session.RecordPaused(s, id, p)
 }
 
 // TornDown records a teardown's outcome: the session ends and its

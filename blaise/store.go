@@ -423,13 +423,9 @@ func (s *Store) UpdateSession(id string, f func(*session.Record) error) (*sessio
 		if rec, err = s.readSession(id); err != nil {
 			return err
 		}
-		if err := f(rec); err != nil {
+		if err := session.ApplyUpdate(rec, f, s.now()); err != nil {
 			return err
 		}
-		if rec.ID != id {
-			return fmt.Errorf("session %s: an update may not change the id (to %q)", id, rec.ID)
-		}
-		rec.Updated = s.now()
 		return s.writeSession(rec)
 	})
 	if err != nil {
@@ -520,12 +516,17 @@ func (s *Store) TranscriptPath(id string) string {
 }
 
 // Transcript opens a session's transcript for appending (0600: transcripts
-// may hold what the agent saw).
+// may hold what the agent saw). An unknown session is an error wrapping
+// ErrNotFound.
 func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(s.TranscriptPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// No session directory: no such session, as the SQL stores say.
+		return nil, fmt.Errorf("transcript: session %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
 	}

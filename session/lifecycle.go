@@ -1,6 +1,41 @@
 package session
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
+
+// ApplyUpdate is the step every store's UpdateSession takes on the record
+// it read: f changes it, which may not change its id, and Updated is now.
+func ApplyUpdate(rec *Record, f func(*Record) error, now time.Time) error {
+	id := rec.ID
+	if err := f(rec); err != nil {
+		return err
+	}
+	if rec.ID != id {
+		return fmt.Errorf("session %s: an update may not change the id (to %q)", id, rec.ID)
+	}
+	rec.Updated = now
+	return nil
+}
+
+// RecordLoaded records in s a run's first report (L7): whether its chain
+// can resume, the settings in force and the orphaned plug state.
+func RecordLoaded(s Sessions, id string, l Loaded) error {
+	_, err := s.UpdateSession(id, func(r *Record) error {
+		r.Resumable, r.Settings, r.OrphanedState = l.Resumable, l.Settings, l.OrphanedState
+		return nil
+	})
+	return err
+}
+
+// RecordPaused records in s a reported pause (L6, L7).
+func RecordPaused(s Sessions, id string, p PauseRecord) (*Record, error) {
+	return s.UpdateSession(id, func(r *Record) error {
+		ApplyPause(r, p)
+		return nil
+	})
+}
 
 // ApplyPause records a reported pause: the session is paused until its
 // paused lifetime runs out (L6), or it is over and must be torn down.

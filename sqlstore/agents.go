@@ -177,11 +177,3 @@ func fromNanos(n int64) time.Time {
 	}
 	return time.Unix(0, n).UTC()
 }
-
-// nanos is t in Unix nanoseconds; the zero time is 0.
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -16,7 +19,6 @@ import (
 // dialect is what differs between SQLite and PostgreSQL; every query is
 // written once, for SQLite, and rebound here.
 type dialect struct {
-	name string
 	// dollar: placeholders are $1, $2 … instead of ?.
 	dollar bool
 	// types fill the {{…}} of the migrations.
@@ -30,15 +32,13 @@ type dialect struct {
 
 var (
 	sqliteDialect = &dialect{
-		name:  "sqlite",
-		types: strings.NewReplacer("{{bytes}}", "BLOB", "{{serial}}", "INTEGER PRIMARY KEY AUTOINCREMENT"),
+		types: strings.NewReplacer("{{bytes}}", "BLOB", "{{serial}}", "INTEGER PRIMARY KEY AUTOINCREMENT", "{{name}}", "TEXT"),
 	}
 	postgresDialect = &dialect{
-		name:       "postgres",
 		dollar:     true,
-		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+		types:      strings.NewReplacer("{{bytes}}", "BYTEA", "{{serial}}", "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "{{name}}", `TEXT COLLATE "C"`),
 		forUpdate:  " FOR UPDATE",
-		lockSchema: "SELECT pg_advisory_xact_lock(4242134501)",
+		lockSchema: "SELECT pg_advisory_xact_lock(4242134501)", // any number of our own
 	}
 )
 
@@ -81,11 +81,12 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 		if err != nil {
 			return nil, nil, nil, "", fmt.Errorf("database URL: %v", redactParseError(err))
 		}
+		where = "database " + u.Redacted()
 		db, err := sql.Open("pgx", dsn)
 		if err != nil {
-			return nil, nil, nil, "", fmt.Errorf("database %s: %w", u.Redacted(), err)
+			return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
 		}
-		return db, db, postgresDialect, u.Redacted(), nil
+		return db, db, postgresDialect, where, nil
 	}
 	path, ok := strings.CutPrefix(dsn, "sqlite:")
 	if !ok && strings.Contains(dsn, "://") {
@@ -95,6 +96,19 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 		return nil, nil, nil, "", fmt.Errorf("database %q: want a SQLite file path without '?' or '#'", dsn)
 	}
 	where = "SQLite database " + path
+	// SQLite's own error for a missing directory says only that it is
+	// "unable to open database file".
+	if _, err := os.Stat(filepath.Dir(path)); err != nil {
+		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
+	}
+	// A new database is made 0600 (an empty file is an empty database):
+	// it holds transcripts, and SQLite gives its -wal and -shm files the
+	// database's mode.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
+	}
 	write, err = sql.Open("sqlite", path+"?"+sqliteParams+"&_txlock=immediate")
 	if err != nil {
 		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)

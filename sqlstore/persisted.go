@@ -57,19 +57,23 @@ func (p persisted) Set(ctx context.Context, sessionID, plugID, plugName string, 
 		return fmt.Errorf("persisted state of plug %s in session %s: the value is not JSON", plugID, sessionID)
 	}
 	sealed := p.s.box.Seal(sessionID, plugID, data)
-	// One statement, so that the session's existence and the write are
-	// one atomic step; SQLite needs the WHERE to parse the upsert.
-	n, err := affected(p.s.writer().exec(ctx, `INSERT INTO persisted (session_id, plug_id, plug_name, sealed)
-		SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)
-		ON CONFLICT (session_id, plug_id) DO UPDATE SET plug_name = excluded.plug_name, sealed = excluded.sealed`,
-		sessionID, plugID, plugName, sealed, sessionID))
-	if err != nil {
-		return fmt.Errorf("persisted state of plug %s in session %s: %s: %w", plugID, sessionID, p.s.where, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("persisted state of plug %s: %w", plugID, notFound(sessionID))
-	}
-	return nil
+	// In a transaction, never alone: a statement that waits for a lock
+	// when ctx ends would still run once it gets it, after Set has said
+	// it failed; a transaction whose client is gone never commits.
+	return p.s.inTx(ctx, func(c conn) error {
+		// SQLite needs the WHERE to parse the upsert.
+		n, err := affected(c.exec(ctx, `INSERT INTO persisted (session_id, plug_id, plug_name, sealed)
+			SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)
+			ON CONFLICT (session_id, plug_id) DO UPDATE SET plug_name = excluded.plug_name, sealed = excluded.sealed`,
+			sessionID, plugID, plugName, sealed, sessionID))
+		if err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %s: %w", plugID, sessionID, p.s.where, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("persisted state of plug %s: %w", plugID, notFound(sessionID))
+		}
+		return nil
+	})
 }
 
 // Delete removes a plug's persisted state; there being none is no error.
@@ -77,10 +81,13 @@ func (p persisted) Delete(ctx context.Context, sessionID, plugID string) error {
 	if err := checkIDs(sessionID, plugID); err != nil {
 		return err
 	}
-	if _, err := p.s.writer().exec(ctx, "DELETE FROM persisted WHERE session_id = ? AND plug_id = ?", sessionID, plugID); err != nil {
-		return fmt.Errorf("persisted state of plug %s in session %s: %s: %w", plugID, sessionID, p.s.where, err)
-	}
-	return nil
+	// In a transaction, as Set.
+	return p.s.inTx(ctx, func(c conn) error {
+		if _, err := c.exec(ctx, "DELETE FROM persisted WHERE session_id = ? AND plug_id = ?", sessionID, plugID); err != nil {
+			return fmt.Errorf("persisted state of plug %s in session %s: %s: %w", plugID, sessionID, p.s.where, err)
+		}
+		return nil
+	})
 }
 
 // PersistedIDs returns the ids of the plugs with persisted state in a

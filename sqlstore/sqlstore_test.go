@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/pgtest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
 )
@@ -55,49 +55,9 @@ func open(t testing.TB, dsn string, key []byte) *Store {
 	return s
 }
 
-func wantErr(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Fatalf("error %q does not contain %q", err, p)
-		}
-	}
-}
-
-func createSession(t *testing.T, s *Store, id string) {
-	t.Helper()
-	if err := s.CreateSession(&session.Record{ID: id, AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// fileStore is the file store, reading its transcripts back from their
-// files.
-type fileStore struct{ *blaise.Store }
-
-func (f fileStore) ReadTranscript(id string) (io.ReadCloser, error) {
-	r, err := os.Open(f.TranscriptPath(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		return io.NopCloser(strings.NewReader("")), nil
-	}
-	return r, err
-}
-
-// Issue 13, item 1: one behaviour suite, run against the file store of
-// one machine, SQLite and PostgreSQL, says that the three stores agree.
-func TestIssue13_StoresAgree(t *testing.T) {
-	t.Run("file", func(t *testing.T) {
-		storetest.Run(t, func(t *testing.T) storetest.Store {
-			s, err := blaise.OpenStore(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return fileStore{s}
-		})
-	})
+// Issue 13, item 1: SQLite and PostgreSQL pass the behaviour suite of
+// every store, as the file store does (blaise's tests): the three agree.
+func TestIssue13_SQLStoresPassTheStoreSuite(t *testing.T) {
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Store { return open(t, db.dsn(t), newKey()) })
@@ -113,8 +73,8 @@ func TestIssue13_PersistedStateEncryptedAtRest(t *testing.T) {
 		ctx := context.Background()
 		key := newKey()
 		s := open(t, dsn, key)
-		createSession(t, s, "s1")
-		createSession(t, s, "s2")
+		storetest.Create(t, s, "s1")
+		storetest.Create(t, s, "s2")
 		secret := []byte(`{"token":"very-secret-value"}`)
 		if err := s.Persisted().Set(ctx, "s1", "wt", "blaise:worktree", secret); err != nil {
 			t.Fatal(err)
@@ -132,14 +92,14 @@ func TestIssue13_PersistedStateEncryptedAtRest(t *testing.T) {
 
 		other := open(t, dsn, newKey())
 		_, _, err := other.Persisted().Get(ctx, "s1", "wt")
-		wantErr(t, err, "plug wt", "session s1", "cannot be decrypted (written with another key, or corrupt)")
+		testsupport.WantErr(t, err, "plug wt", "session s1", "cannot be decrypted (written with another key, or corrupt)")
 
 		// s1's row copied over s2's.
 		if _, err := s.writer().exec(ctx, "UPDATE persisted SET sealed = ? WHERE session_id = ?", raw, "s2"); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err = s.Persisted().Get(ctx, "s2", "wt")
-		wantErr(t, err, "plug wt", "session s2", "cannot be decrypted")
+		testsupport.WantErr(t, err, "plug wt", "session s2", "cannot be decrypted")
 		if got, _, err := s.Persisted().Get(ctx, "s1", "wt"); err != nil || !bytes.Equal(got, secret) {
 			t.Errorf("Get = %s, %v", got, err)
 		}
@@ -151,26 +111,26 @@ func TestIssue13_PersistedStateEncryptedAtRest(t *testing.T) {
 func TestIssue13_CorruptRecordNamesTheSession(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
-		createSession(t, s, "good")
-		createSession(t, s, "bad")
-		createSession(t, s, "moved")
+		storetest.Create(t, s, "good")
+		storetest.Create(t, s, "bad")
+		storetest.Create(t, s, "moved")
 		ctx := context.Background()
 		s.writer().exec(ctx, "UPDATE sessions SET record = ? WHERE id = ?", `{"id": "bad", "runs": `, "bad")
 		s.writer().exec(ctx, "UPDATE sessions SET record = ? WHERE id = ?", `{"id": "good"}`, "moved")
 
 		_, err := s.Session("bad")
-		wantErr(t, err, "session bad: its stored record is corrupt: unexpected end of JSON input")
+		testsupport.WantErr(t, err, "session bad: its stored record is corrupt: unexpected end of JSON input")
 		_, err = s.UpdateSession("bad", func(*session.Record) error { return nil })
-		wantErr(t, err, "session bad", "corrupt")
+		testsupport.WantErr(t, err, "session bad", "corrupt")
 		_, err = s.Session("moved")
-		wantErr(t, err, "session moved", `record of session "good"`)
+		testsupport.WantErr(t, err, "session moved", `record of session "good"`)
 
 		recs, err := s.Sessions()
 		var broken *blaise.BrokenError
 		if !errors.As(err, &broken) || len(broken.Records) != 2 {
 			t.Fatalf("Sessions: %v, want a *blaise.BrokenError naming 2 records", err)
 		}
-		wantErr(t, err, "session bad", "session moved")
+		testsupport.WantErr(t, err, "session bad", "session moved")
 		if len(recs) != 1 || recs[0].ID != "good" {
 			t.Errorf("Sessions listed %v, want the healthy one", recs)
 		}
@@ -194,7 +154,7 @@ func TestIssue13_MigrationsForwardOnly(t *testing.T) {
 		if n != len(ms) || max != len(ms) {
 			t.Errorf("schema_version has %d rows up to %d, want %d", n, max, len(ms))
 		}
-		createSession(t, s, "kept")
+		storetest.Create(t, s, "kept")
 		again := open(t, dsn, newKey()) // applies nothing twice
 		if _, err := again.Session("kept"); err != nil {
 			t.Fatal(err)
@@ -204,7 +164,7 @@ func TestIssue13_MigrationsForwardOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Open(ctx, dsn, newKey())
-		wantErr(t, err, "has schema version", "newer than this blaise-agent's")
+		testsupport.WantErr(t, err, "has schema version", "newer than this blaise-agent's")
 	})
 }
 
@@ -214,7 +174,7 @@ func TestIssue13_MigrationsForwardOnly(t *testing.T) {
 func TestIssue13_SQLiteWritesNeverBusy(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "blaise.db")
 	a, b := open(t, path, newKey()), open(t, path, newKey())
-	createSession(t, a, "counted")
+	storetest.Create(t, a, "counted")
 	const goroutines, each = 6, 15
 	var wg sync.WaitGroup
 	for i := range goroutines {
@@ -238,6 +198,23 @@ func TestIssue13_SQLiteWritesNeverBusy(t *testing.T) {
 	}
 }
 
+// Issue 13, items 1 and 5: a new SQLite database and its log are the
+// server's user's only: they hold transcripts.
+func TestIssue13_SQLiteFilesPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "blaise.db")
+	s := open(t, path, newKey())
+	storetest.Create(t, s, "s")
+	for _, name := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", name, perm)
+		}
+	}
+}
+
 // Issue 13, item 1: bad input to Open says what was expected and where.
 func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
@@ -249,13 +226,26 @@ func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 		"postgres://u:pw@%zz": "database URL",
 	} {
 		_, err := Open(ctx, dsn, newKey())
-		wantErr(t, err, want)
+		testsupport.WantErr(t, err, want)
 		if strings.Contains(err.Error(), "pw") {
 			t.Errorf("the error shows the password: %v", err)
 		}
 	}
-	_, err := Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"))
-	wantErr(t, err, "store key", "holds 5 bytes, want 32")
+	// A server that is not there: named, without the password.
+	_, err := Open(ctx, "postgres://u:secret-pw@/db?host="+t.TempDir(), newKey())
+	testsupport.WantErr(t, err, "database postgres://u:xxxxx@/db")
+	if strings.Contains(err.Error(), "secret-pw") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	_, err = Open(ctx, filepath.Join(missing, "x.db"), newKey())
+	testsupport.WantErr(t, err, "SQLite database "+missing, "stat "+missing+": no such file or directory")
+	path := filepath.Join(t.TempDir(), "x.db")
+	if s := open(t, "sqlite:"+path, newKey()); s.String() != "SQLite database "+path {
+		t.Errorf("String() = %q", s)
+	}
+	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"))
+	testsupport.WantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
 
 // Issue 13, item 1: the server fences a run's writes by the session's run
@@ -263,7 +253,7 @@ func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 func TestIssue13_CurrentRun(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
-		createSession(t, s, "s")
+		storetest.Create(t, s, "s")
 		if _, err := s.UpdateSession("s", func(r *session.Record) error { r.Runs = 3; r.State = session.Paused; return nil }); err != nil {
 			t.Fatal(err)
 		}
@@ -296,10 +286,10 @@ func TestIssue13_LoadKey(t *testing.T) {
 	}
 	t.Setenv(env, "not base64!")
 	_, err := LoadKey(file, env)
-	wantErr(t, err, "$"+env, "base64")
+	testsupport.WantErr(t, err, "$"+env, "base64")
 	t.Setenv(env, base64.StdEncoding.EncodeToString([]byte("short")))
 	_, err = LoadKey(file, env)
-	wantErr(t, err, "$"+env, "holds 5 bytes, want 32")
+	testsupport.WantErr(t, err, "$"+env, "holds 5 bytes, want 32")
 
 	t.Setenv(env, "")
 	made, err := LoadKey(file, env)
@@ -314,9 +304,9 @@ func TestIssue13_LoadKey(t *testing.T) {
 	}
 	os.Chmod(file, 0o640)
 	_, err = LoadKey(file, env)
-	wantErr(t, err, file, "0640", "broader than 0600")
+	testsupport.WantErr(t, err, file, "0640", "broader than 0600")
 	_, err = LoadKey("", env)
-	wantErr(t, err, "no store key", "$"+env)
+	testsupport.WantErr(t, err, "no store key", "$"+env)
 }
 
 // L1, issue 13 item 1: an agent's settings are validated and normalized:
@@ -347,16 +337,16 @@ func TestL1_AgentSettingsNormalized(t *testing.T) {
 		}
 		for _, name := range []string{"", "Claude", "-x", "a_b", strings.Repeat("a", 64)} {
 			_, err := s.CreateAgent(Agent{Name: name})
-			wantErr(t, err, "invalid agent name")
+			testsupport.WantErr(t, err, "invalid agent name")
 		}
 		_, err = s.CreateAgent(Agent{Name: "bad", Settings: session.Settings{IdlePolicy: "sleep"}})
-		wantErr(t, err, "agent bad", "idle policy: want pause or end")
+		testsupport.WantErr(t, err, "agent bad", "idle policy: want pause or end")
 		if _, err := s.Agent("bad"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("a refused agent was stored: %v", err)
 		}
 
 		_, err = s.UpdateAgent("claude", func(a *Agent) error { a.Settings.IdlePolicy = "sleep"; return nil })
-		wantErr(t, err, "idle policy")
+		testsupport.WantErr(t, err, "idle policy")
 		u, err := s.UpdateAgent("claude", func(a *Agent) error { a.Settings.IdlePolicy = session.PolicyEnd; return nil })
 		if err != nil || u.Settings.IdlePolicy != session.PolicyEnd {
 			t.Fatalf("UpdateAgent = %+v, %v", u, err)
@@ -365,7 +355,7 @@ func TestL1_AgentSettingsNormalized(t *testing.T) {
 			t.Errorf("after updates: %+v", got.Settings)
 		}
 		_, err = s.UpdateAgent("claude", func(a *Agent) error { a.Name = "other"; return nil })
-		wantErr(t, err, "may not change the name")
+		testsupport.WantErr(t, err, "may not change the name")
 
 		if _, err := s.CreateAgent(Agent{Name: "b-2"}); err != nil {
 			t.Fatal(err)
@@ -430,7 +420,7 @@ func TestIssue13_RegistrationTokenExchangedOnce(t *testing.T) {
 			t.Fatalf("credential %q", cred)
 		}
 		_, _, err = s.Register(reg.Token, "runner-2")
-		wantErr(t, err, "already used", "runner")
+		testsupport.WantErr(t, err, "already used", "runner")
 
 		clock.Advance(time.Minute)
 		r, err := s.RunnerByCredential(cred)
@@ -450,7 +440,7 @@ func TestIssue13_RegistrationTokenExchangedOnce(t *testing.T) {
 			t.Errorf("revoking again: %v", err)
 		}
 		_, err = s.RunnerByCredential(cred)
-		wantErr(t, err, "unknown or revoked")
+		testsupport.WantErr(t, err, "unknown or revoked")
 		if err := s.RevokeRunner("nope"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("revoking an unknown runner: %v", err)
 		}
@@ -465,13 +455,18 @@ func TestIssue13_RegistrationTokenExchangedOnce(t *testing.T) {
 		}
 		clock.Advance(time.Hour)
 		_, _, err = s.Register(late.Token, "runner-3")
-		wantErr(t, err, "expired at", "mint another")
+		testsupport.WantErr(t, err, "expired at", "mint another")
 		_, _, err = s.Register(RegistrationPrefix+strings.Repeat("A", 43), "runner-3")
-		wantErr(t, err, "no such token")
+		testsupport.WantErr(t, err, "no such token")
 		_, _, err = s.Register(late.Token, "Runner 3")
-		wantErr(t, err, "invalid runner name")
+		testsupport.WantErr(t, err, "invalid runner name")
 		if _, err := s.MintRegistration(0); err == nil {
 			t.Error("a token of no lifetime was minted")
+		}
+		regs, err := s.Registrations()
+		if err != nil || len(regs) != 2 || regs[0].ID != reg.ID || regs[0].RunnerID != r.ID || regs[0].Used.IsZero() ||
+			!regs[1].Used.IsZero() || regs[1].Token != "" {
+			t.Errorf("Registrations = %+v, %v", regs, err)
 		}
 	})
 }

@@ -36,7 +36,10 @@ var (
 
 // Store keeps the server's state in a SQL database.
 type Store struct {
+	// read and write are one pool on PostgreSQL; on SQLite, write is the
+	// one writing connection.
 	read  conn
+	db    *sql.DB // read's
 	write *sql.DB
 	d     *dialect
 	where string
@@ -60,7 +63,7 @@ func Open(ctx context.Context, dsn string, key []byte) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{read: conn{read, d}, write: write, d: d, where: where, box: box}
+	s := &Store{read: conn{read, d}, db: read, write: write, d: d, where: where, box: box}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -71,8 +74,8 @@ func Open(ctx context.Context, dsn string, key []byte) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error {
 	err := s.write.Close()
-	if db := s.read.q.(*sql.DB); db != s.write {
-		err = errors.Join(err, db.Close())
+	if s.db != s.write {
+		err = errors.Join(err, s.db.Close())
 	}
 	return err
 }

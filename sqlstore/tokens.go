@@ -53,12 +53,15 @@ func checkToken(what, prefix, tok string) error {
 	return nil
 }
 
-// Registration is a minted registration token; Token is shown once, here,
-// and never stored.
+// Registration is a registration token. Token is set only when it is
+// minted: it is shown once, then, and never stored.
 type Registration struct {
-	ID      string
-	Token   string
-	Expires time.Time
+	ID       string
+	Token    string
+	Created  time.Time
+	Expires  time.Time
+	Used     time.Time // zero until a runner registers with it
+	RunnerID string    // the runner that did
 }
 
 // MintRegistration mints a registration token that one runner may
@@ -68,12 +71,27 @@ func (s *Store) MintRegistration(ttl time.Duration) (*Registration, error) {
 		return nil, fmt.Errorf("registration token: want a positive lifetime, got %s", ttl)
 	}
 	now := s.now()
-	r := &Registration{ID: session.NewID(), Token: newToken(RegistrationPrefix), Expires: now.Add(ttl)}
+	r := &Registration{ID: session.NewID(), Token: newToken(RegistrationPrefix), Created: now, Expires: now.Add(ttl)}
 	if _, err := s.writer().exec(context.Background(), "INSERT INTO registration_tokens (id, hash, created, expires) VALUES (?, ?, ?, ?)",
 		r.ID, hashToken(r.Token), now.UnixNano(), r.Expires.UnixNano()); err != nil {
 		return nil, fmt.Errorf("registration token: %s: %w", s.where, err)
 	}
 	return r, nil
+}
+
+// Registrations returns every registration token, used and expired ones
+// included, oldest first.
+func (s *Store) Registrations() ([]*Registration, error) {
+	return list(s, "registration tokens", "SELECT id, created, expires, used, runner_id FROM registration_tokens ORDER BY created, id",
+		func(row interface{ Scan(...any) error }) (*Registration, error) {
+			var r Registration
+			var created, expires, used int64
+			if err := row.Scan(&r.ID, &created, &expires, &used, &r.RunnerID); err != nil {
+				return nil, err
+			}
+			r.Created, r.Expires, r.Used = fromNanos(created), fromNanos(expires), fromNanos(used)
+			return &r, nil
+		})
 }
 
 // Runner is a registered runner.

@@ -86,7 +86,9 @@ func DSN(t testing.TB) string {
 	name := fmt.Sprintf("t%d", s.n)
 	s.mu.Unlock()
 	admin := s.dsn("postgres")
-	if err := s.exec(admin, "CREATE DATABASE "+name); err != nil {
+	// A collation other than C, as deployments have, so that tests catch
+	// queries that assume byte order.
+	if err := s.exec(admin, "CREATE DATABASE "+name+" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"); err != nil {
 		t.Fatalf("PostgreSQL: %v\n%s", err, s.logText())
 	}
 	t.Cleanup(func() {

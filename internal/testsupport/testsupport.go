@@ -159,6 +159,20 @@ func (b *Buffer) Take() string {
 	return s
 }
 
+// WantErr fails the test unless err is an error whose message holds every
+// one of parts.
+func WantErr(t testing.TB, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("error %q does not contain %q", err, p)
+		}
+	}
+}
+
 // UpdateGolden is the environment variable that, set to 1, makes Golden
 // rewrite the files instead of comparing with them.
 const UpdateGolden = "BLAISE_UPDATE_GOLDEN"

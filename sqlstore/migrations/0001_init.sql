@@ -1,10 +1,12 @@
 -- The first schema. {{bytes}} is BLOB on SQLite and BYTEA on PostgreSQL;
--- {{serial}} an auto-numbered BIGINT primary key. Times are Unix
+-- {{serial}} an auto-numbered BIGINT primary key; {{name}} text compared
+-- and sorted byte by byte, as Go and the file store sort, whatever the
+-- database's collation. Times are Unix
 -- nanoseconds, 0 for never. A session's record is its JSON; the other
 -- columns of sessions copy fields of it for queries.
 
 CREATE TABLE sessions (
-	id         TEXT PRIMARY KEY,
+	id         {{name}} PRIMARY KEY,
 	agent_name TEXT NOT NULL,
 	state      TEXT NOT NULL,
 	runs       BIGINT NOT NULL,
@@ -16,8 +18,8 @@ CREATE INDEX sessions_created ON sessions (created, id);
 CREATE INDEX sessions_agent_state ON sessions (agent_name, state);
 
 CREATE TABLE persisted (
-	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-	plug_id    TEXT NOT NULL,
+	session_id {{name}} NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	plug_id    {{name}} NOT NULL,
 	plug_name  TEXT NOT NULL,
 	sealed     {{bytes}} NOT NULL,
 	PRIMARY KEY (session_id, plug_id)
@@ -25,13 +27,13 @@ CREATE TABLE persisted (
 
 CREATE TABLE transcript_lines (
 	seq        {{serial}},
-	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	session_id {{name}} NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
 	line       {{bytes}} NOT NULL
 );
 CREATE INDEX transcript_lines_session ON transcript_lines (session_id, seq);
 
 CREATE TABLE agents (
-	name     TEXT PRIMARY KEY,
+	name     {{name}} PRIMARY KEY,
 	config   TEXT NOT NULL,
 	settings TEXT NOT NULL,
 	created  BIGINT NOT NULL,
@@ -39,7 +41,7 @@ CREATE TABLE agents (
 );
 
 CREATE TABLE registration_tokens (
-	id        TEXT PRIMARY KEY,
+	id        {{name}} PRIMARY KEY,
 	hash      {{bytes}} NOT NULL UNIQUE,
 	created   BIGINT NOT NULL,
 	expires   BIGINT NOT NULL,
@@ -48,8 +50,8 @@ CREATE TABLE registration_tokens (
 );
 
 CREATE TABLE runners (
-	id        TEXT PRIMARY KEY,
-	name      TEXT NOT NULL,
+	id        {{name}} PRIMARY KEY,
+	name      {{name}} NOT NULL,
 	cred_hash {{bytes}} NOT NULL UNIQUE,
 	created   BIGINT NOT NULL,
 	last_seen BIGINT NOT NULL,
@@ -57,8 +59,8 @@ CREATE TABLE runners (
 );
 
 CREATE TABLE api_tokens (
-	id        TEXT PRIMARY KEY,
-	name      TEXT NOT NULL,
+	id        {{name}} PRIMARY KEY,
+	name      {{name}} NOT NULL,
 	hash      {{bytes}} NOT NULL UNIQUE,
 	created   BIGINT NOT NULL,
 	last_used BIGINT NOT NULL DEFAULT 0,

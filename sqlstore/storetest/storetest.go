@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -38,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"ConcurrentUpdatesAllCount", concurrentUpdates},
 		{"ListedByCreatedThenID", listing},
 		{"Persisted", persistedState},
+		{"SetHonoursItsContext", setHonoursContext},
 		{"Reports", reports},
 		{"TornDownDeletesPersistedState", tornDown},
 		{"Discard", discard},
@@ -49,25 +51,14 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 	}
 }
 
-func create(t *testing.T, s Store, id string) *session.Record {
+// Create stores a new active session id with the default settings.
+func Create(t testing.TB, s session.Sessions, id string) *session.Record {
 	t.Helper()
 	rec := &session.Record{ID: id, Config: "/w/blaise.star", AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}
 	if err := s.CreateSession(rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec
-}
-
-func wantErr(t *testing.T, err error, parts ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", parts)
-	}
-	for _, p := range parts {
-		if !strings.Contains(err.Error(), p) {
-			t.Fatalf("error %q does not contain %q", err, p)
-		}
-	}
 }
 
 func roundTrip(t *testing.T, s Store) {
@@ -93,14 +84,14 @@ func roundTrip(t *testing.T, s Store) {
 	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, rec)
 	}
-	wantErr(t, s.CreateSession(&session.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
+	testsupport.WantErr(t, s.CreateSession(&session.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
 	if got, _ := s.Session(rec.ID); !reflect.DeepEqual(got, rec) {
 		t.Errorf("a refused duplicate changed the record: %+v", got)
 	}
 
 	// Created and Updated default to now.
 	before := time.Now().UTC().Add(-time.Second)
-	fresh := create(t, s, "fresh")
+	fresh := Create(t, s, "fresh")
 	if fresh.Created.Before(before) || !fresh.Updated.Equal(fresh.Created) {
 		t.Errorf("defaults: created %v, updated %v", fresh.Created, fresh.Updated)
 	}
@@ -115,6 +106,7 @@ func unknownSession(t *testing.T, s Store) {
 	checks["Loaded"] = s.Loaded("nope", session.Loaded{})
 	_, checks["Paused"] = s.Paused("nope", session.PauseRecord{Reason: session.Idle})
 	_, checks["TornDown"] = s.TornDown("nope", nil, time.Now())
+	_, checks["Transcript"] = s.Transcript("nope")
 	for name, err := range checks {
 		if !errors.Is(err, session.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("%s of an unknown session = %v, want session.ErrNotFound naming it", name, err)
@@ -133,30 +125,30 @@ func unknownSession(t *testing.T, s Store) {
 }
 
 func invalidIDs(t *testing.T, s Store) {
-	create(t, s, "ok")
+	Create(t, s, "ok")
 	p := s.Persisted()
 	ctx := context.Background()
 	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
-		wantErr(t, s.CreateSession(&session.Record{ID: id}), "invalid session id")
+		testsupport.WantErr(t, s.CreateSession(&session.Record{ID: id}), "invalid session id")
 		_, err := s.Session(id)
-		wantErr(t, err, "invalid session id")
+		testsupport.WantErr(t, err, "invalid session id")
 		_, err = s.UpdateSession(id, func(*session.Record) error { return nil })
-		wantErr(t, err, "invalid session id")
-		wantErr(t, s.DeletePersisted(id), "invalid session id")
-		wantErr(t, s.Discard(id), "invalid session id")
+		testsupport.WantErr(t, err, "invalid session id")
+		testsupport.WantErr(t, s.DeletePersisted(id), "invalid session id")
+		testsupport.WantErr(t, s.Discard(id), "invalid session id")
 		_, err = s.Transcript(id)
-		wantErr(t, err, "invalid session id")
-		wantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
+		testsupport.WantErr(t, err, "invalid session id")
+		testsupport.WantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
 		_, _, err = p.Get(ctx, "ok", id)
-		wantErr(t, err, "invalid plug id")
-		wantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
+		testsupport.WantErr(t, err, "invalid plug id")
+		testsupport.WantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
 		_, _, err = s.PersistedPlug("ok", id)
-		wantErr(t, err, "invalid plug id")
+		testsupport.WantErr(t, err, "invalid plug id")
 	}
 }
 
 func updateIsAtomic(t *testing.T, s Store) {
-	rec := create(t, s, "s")
+	rec := Create(t, s, "s")
 	got, err := s.UpdateSession("s", func(r *session.Record) error { r.State = session.Paused; return nil })
 	if err != nil {
 		t.Fatal(err)
@@ -173,20 +165,31 @@ func updateIsAtomic(t *testing.T, s Store) {
 		t.Errorf("an aborted update wrote: state %s", r.State)
 	}
 	_, err = s.UpdateSession("s", func(r *session.Record) error { r.ID = "t"; return nil })
-	wantErr(t, err, "may not change the id")
+	testsupport.WantErr(t, err, "may not change the id")
 	if _, err := s.Session("t"); !errors.Is(err, session.ErrNotFound) {
 		t.Errorf("a refused id change made session t: %v", err)
 	}
 }
 
 func concurrentUpdates(t *testing.T, s Store) {
-	create(t, s, "counted")
-	const goroutines, each = 8, 20
+	Create(t, s, "counted")
+	Increments(t, "counted", 20, s, s, s, s, s, s, s, s)
+}
+
+// Increments has one goroutine per store in stores increment the Runs of
+// session id each times at once, and fails t unless every increment
+// counted: updates are atomic, and none fails for contention.
+func Increments(t testing.TB, id string, each int, stores ...session.Sessions) {
+	t.Helper()
+	before, err := stores[0].Session(id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
-	for range goroutines {
+	for _, s := range stores {
 		wg.Go(func() {
 			for range each {
-				if _, err := s.UpdateSession("counted", func(r *session.Record) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession(id, func(r *session.Record) error { r.Runs++; return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -194,12 +197,12 @@ func concurrentUpdates(t *testing.T, s Store) {
 		})
 	}
 	wg.Wait()
-	rec, err := s.Session("counted")
+	rec, err := stores[0].Session(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Runs != goroutines*each {
-		t.Errorf("Runs = %d, want %d: updates were lost", rec.Runs, goroutines*each)
+	if want := before.Runs + len(stores)*each; rec.Runs != want {
+		t.Errorf("Runs = %d, want %d: updates were lost", rec.Runs, want)
 	}
 }
 
@@ -208,7 +211,8 @@ func listing(t *testing.T, s Store) {
 		t.Fatalf("an empty store lists %v, %v", recs, err)
 	}
 	now := time.Now().UTC()
-	for _, id := range []string{"c", "b", "a"} {
+	// Byte order, whatever the database's collation: "B" before "a".
+	for _, id := range []string{"c", "b", "a", "B"} {
 		if err := s.CreateSession(&session.Record{ID: id, State: session.Active, Created: now}); err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +232,7 @@ func listing(t *testing.T, s Store) {
 	for _, r := range recs {
 		ids = append(ids, r.ID)
 	}
-	if want := []string{"z", "a", "c", "b"}; !slices.Equal(ids, want) {
+	if want := []string{"z", "B", "a", "c", "b"}; !slices.Equal(ids, want) {
 		t.Errorf("Sessions() = %v, want %v", ids, want)
 	}
 }
@@ -236,8 +240,8 @@ func listing(t *testing.T, s Store) {
 func persistedState(t *testing.T, s Store) {
 	p := s.Persisted()
 	ctx := context.Background()
-	create(t, s, "s1")
-	create(t, s, "s2")
+	Create(t, s, "s1")
+	Create(t, s, "s2")
 	if _, ok, err := p.Get(ctx, "s1", "wt"); ok || err != nil {
 		t.Fatalf("Get before Set: ok %v, err %v", ok, err)
 	}
@@ -249,7 +253,7 @@ func persistedState(t *testing.T, s Store) {
 	if err := p.Set(ctx, "s1", "a.b-c_d", "other", []byte(`"x"`)); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, p.Set(ctx, "s1", "bad", "x", []byte(`{`)), "not JSON")
+	testsupport.WantErr(t, p.Set(ctx, "s1", "bad", "x", []byte(`{`)), "not JSON")
 	if got, ok, err := p.Get(ctx, "s1", "wt"); err != nil || !ok || !bytes.Equal(got, value) {
 		t.Fatalf("Get = %s, %v, %v; want %s", got, ok, err, value)
 	}
@@ -302,8 +306,63 @@ func persistedState(t *testing.T, s Store) {
 	}
 }
 
+// HoldUpdate starts an UpdateSession of session id that waits inside its
+// f, and returns once it does; release lets it finish and waits for it.
+// Meanwhile the store is busy writing that session: its lock (the file
+// store), its one writing connection (SQLite) or its row (PostgreSQL) is
+// held.
+func HoldUpdate(t testing.TB, s session.Sessions, id string) (release func()) {
+	t.Helper()
+	held, released := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := s.UpdateSession(id, func(*session.Record) error {
+			close(held)
+			<-released
+			return nil
+		})
+		done <- err
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("holding an update of session %s: %v", id, err)
+	}
+	return func() {
+		t.Helper()
+		close(released)
+		if err := <-done; err != nil {
+			t.Fatalf("the held update of session %s: %v", id, err)
+		}
+	}
+}
+
+// setHonoursContext: a Set that waits for a write in progress gives up
+// when its context ends, and writes nothing, then or later.
+func setHonoursContext(t *testing.T, s Store) {
+	Create(t, s, "s")
+	release := HoldUpdate(t, s, "s")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`"abandoned"`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Set while a write holds the session = %v, want a deadline error", err)
+	}
+	release()
+	// On PostgreSQL the abandoned statement may still be waiting for the
+	// row, and run once it is free: it must not commit.
+	if _, err := s.UpdateSession("s", func(*session.Record) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, _ := s.Persisted().Get(context.Background(), "s", "wt"); ok {
+		t.Errorf("a Set that gave up wrote %s", v)
+	}
+	if err := s.Persisted().Set(context.Background(), "s", "wt", "x", []byte(`"kept"`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func reports(t *testing.T, s Store) {
-	create(t, s, "s")
+	Create(t, s, "s")
 	settings := session.DefaultSettings()
 	settings.PausedLifetime = time.Hour
 	if err := s.Loaded("s", session.Loaded{Resumable: true, Settings: settings, OrphanedState: []string{"gone"}}); err != nil {
@@ -331,7 +390,7 @@ func reports(t *testing.T, s Store) {
 
 func tornDown(t *testing.T, s Store) {
 	ctx := context.Background()
-	create(t, s, "s")
+	Create(t, s, "s")
 	if _, err := s.Paused("s", session.PauseRecord{Reason: session.Closed, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -361,8 +420,8 @@ func tornDown(t *testing.T, s Store) {
 
 func discard(t *testing.T, s Store) {
 	ctx := context.Background()
-	create(t, s, "s")
-	create(t, s, "other")
+	Create(t, s, "s")
+	Create(t, s, "other")
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
@@ -387,12 +446,20 @@ func discard(t *testing.T, s Store) {
 		t.Errorf("Discard took another session: %v", err)
 	}
 	// The id is free again, with nothing of the old session.
-	create(t, s, "s")
+	Create(t, s, "s")
 	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); ok {
 		t.Error("a new session with a discarded one's id has its persisted state")
 	}
-	if got := readTranscript(t, s, "s"); got != "" {
-		t.Errorf("a new session with a discarded one's id has its transcript %q", got)
+	w, err = s.Transcript("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"new\":1}\n")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readTranscript(t, s, "s"); got != "{\"new\":1}\n" {
+		t.Errorf("a new session with a discarded one's id has the transcript %q", got)
 	}
 }
 
@@ -411,9 +478,15 @@ func readTranscript(t *testing.T, s Store, id string) string {
 }
 
 func transcript(t *testing.T, s Store) {
-	create(t, s, "s")
-	create(t, s, "other")
-	w, err := s.Transcript("s")
+	Create(t, s, "s")
+	Create(t, s, "other")
+	w, err := s.Transcript("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"other\":1}\n")
+	w.Close()
+	w, err = s.Transcript("s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +512,7 @@ func transcript(t *testing.T, s Store) {
 	if got := readTranscript(t, s, "s"); got != want {
 		t.Errorf("transcript:\n got %q\nwant %q", got, want)
 	}
-	if got := readTranscript(t, s, "other"); got != "" {
+	if got := readTranscript(t, s, "other"); got != "{\"other\":1}\n" {
 		t.Errorf("another session's transcript: %q", got)
 	}
 }

@@ -1,0 +1,72 @@
+package sqlstore
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// BenchmarkStores compares the file store and SQLite, both durable (fsync
+// per write), creating and updating a session, listing 1,000 and setting
+// persisted state, in one run: `go test ./sqlstore -bench . -run '^$'`;
+// docs/server.md reports the ratios.
+func BenchmarkStores(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) session.Store
+	}{
+		{"file", func(b *testing.B) session.Store {
+			s, err := blaise.OpenStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+		{"sqlite", func(b *testing.B) session.Store { return open(b, filepath.Join(b.TempDir(), "blaise.db"), newKey()) }},
+	}
+	for _, st := range stores {
+		b.Run("CreateUpdate/"+st.name, func(b *testing.B) {
+			s := st.open(b)
+			i := 0
+			for b.Loop() {
+				id := "s" + strconv.Itoa(i)
+				i++
+				if err := s.CreateSession(&session.Record{ID: id, State: session.Active, Settings: session.DefaultSettings()}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.UpdateSession(id, func(r *session.Record) error { r.Runs++; return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("List1000/"+st.name, func(b *testing.B) {
+			s := st.open(b)
+			for i := range 1000 {
+				if err := s.CreateSession(&session.Record{ID: "s" + strconv.Itoa(i), State: session.Paused, Settings: session.DefaultSettings()}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if recs, err := s.Sessions(); err != nil || len(recs) != 1000 {
+					b.Fatalf("Sessions: %d, %v", len(recs), err)
+				}
+			}
+		})
+		b.Run("PersistedSet/"+st.name, func(b *testing.B) {
+			s := st.open(b)
+			if err := s.CreateSession(&session.Record{ID: "s", State: session.Active}); err != nil {
+				b.Fatal(err)
+			}
+			p, value := s.Persisted(), []byte(`{"branch":"blaise/s","path":"/work/trees/s"}`)
+			for b.Loop() {
+				if err := p.Set(context.Background(), "s", "wt", "blaise:worktree", value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
