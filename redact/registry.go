@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -25,8 +26,10 @@ func (g *Registry) Register(secrets []Secret) error {
 	defer g.mu.Unlock()
 	all := slices.Clone(g.secrets)
 	for _, s := range secrets {
-		if !slices.Contains(all, s) {
-			all = append(all, s)
+		for _, part := range lines(s) {
+			if !slices.Contains(all, part) {
+				all = append(all, part)
+			}
 		}
 	}
 	if len(all) == len(g.secrets) {
@@ -39,6 +42,23 @@ func (g *Registry) Register(secrets []Secret) error {
 	g.secrets = all
 	g.r.Store(r)
 	return nil
+}
+
+// lines is s, and, for a value of several lines, each line long enough to
+// redact: a log's text format writes the lines of a field apart, each
+// behind a margin.
+func lines(s Secret) []Secret {
+	out := []Secret{s}
+	if !strings.Contains(s.Value, "\n") {
+		return out
+	}
+	for line := range strings.Lines(s.Value) {
+		line = strings.TrimRight(line, "\r\n")
+		if len(strings.TrimSpace(line)) >= MinLength {
+			out = append(out, Secret{Name: s.Name, Value: line})
+		}
+	}
+	return out
 }
 
 // Redactor is the redactor of the secrets registered so far: nil, which

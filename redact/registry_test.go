@@ -52,3 +52,21 @@ func TestIssue15_RegistryRedactsWhatIsRegisteredLater(t *testing.T) {
 		t.Errorf("a nil registry changed %q", got)
 	}
 }
+
+// TestIssue15_RegistryRedactsEachLineOfAValue: a value of several lines is
+// redacted whole, and line by line where a log writes its lines apart;
+// blank and short lines are left alone.
+func TestIssue15_RegistryRedactsEachLineOfAValue(t *testing.T) {
+	var g Registry
+	if err := g.Register([]Secret{{Name: "key", Value: "-----BEGIN-----\r\nKEYBODY0123\n\n  \nab\n-----END-----\n"}}); err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		"k=-----BEGIN-----\r\nKEYBODY0123\n\n  \nab\n-----END-----\n.": "k=[REDACTED:key].",
+		"k=\n  │ KEYBODY0123\n  │ ab\n  │   \n":                        "k=\n  │ [REDACTED:key]\n  │ ab\n  │   \n",
+	} {
+		if got := g.String(in); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+}
