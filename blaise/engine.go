@@ -161,7 +161,8 @@ func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Liv
 		return nil, err
 	}
 	now := e.now()
-	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Runs: 1, Settings: settings, Asked: asked, Resumable: true, AgentName: agent}
+	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent}
+	session.BeginRun(rec, session.StartRun, now)
 	if err := e.Store.CreateSession(rec); err != nil {
 		lock.Release()
 		return nil, err
@@ -222,7 +223,7 @@ func (e *Engine) Resume(id string) (*Live, error) {
 				return session.StateError(r, "only a paused session can resume")
 			}
 			r.State, r.Stop, r.PausedAt, r.ExpiresAt = session.Active, nil, time.Time{}, time.Time{}
-			r.Runs++
+			session.BeginRun(r, session.ResumeRun, e.now())
 			return nil
 		})
 	}
@@ -233,7 +234,7 @@ func (e *Engine) Resume(id string) (*Live, error) {
 	if err != nil {
 		_, _ = e.Store.UpdateSession(id, func(r *session.Record) error {
 			r.State, r.PausedAt, r.ExpiresAt = session.Paused, rec.Pause.At, rec.Pause.At.Add(r.Settings.PausedLifetime)
-			r.Runs--
+			session.ForgetRun(r)
 			return nil
 		})
 	}
@@ -279,7 +280,7 @@ func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
 			r.EndReason = session.Closed
 		}
 		r.State = session.TearingDown
-		r.Runs++
+		session.BeginRun(r, session.TeardownRun, e.now())
 		return nil
 	})
 	if err != nil {
@@ -388,7 +389,7 @@ func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err err
 			return errNotDue
 		}
 		r.State, r.EndReason = session.TearingDown, reason
-		r.Runs++
+		session.BeginRun(r, session.TeardownRun, e.now())
 		return nil
 	})
 	if errors.Is(err, errNotDue) {

@@ -273,7 +273,7 @@ func (l *Live) wait() {
 		cause := fmt.Errorf("the session process ended without reporting its pause (%s)", status)
 		l.e.logger().Error("run failed", "session", l.ID, "err", cause)
 		if rec, rerr = l.e.settleCrash(rec, cause); rerr == nil && rec.State == session.TearingDown {
-			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *session.Record) error { r.Runs++; return nil })
+			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *session.Record) error { session.BeginRun(r, session.TeardownRun, l.e.now()); return nil })
 			if rerr == nil {
 				rec, rerr = l.e.teardownNow(context.Background(), rec, l.lock)
 			}

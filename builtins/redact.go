@@ -38,7 +38,17 @@ func (a *secretsArg) Unpack(v starlark.Value) error {
 	return nil
 }
 
-func redactSecrets(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+// redactionsKey is the thread local holding the run's *redact.Registry.
+const redactionsKey = "blaise.redactions"
+
+// SetRedactions makes redact.secrets, called on thread, register its values
+// in g: the run then redacts them from all it lets out, logs and errors
+// included, which no plug's redactor reaches.
+func SetRedactions(thread *starlark.Thread, g *redact.Registry) {
+	thread.SetLocal(redactionsKey, g)
+}
+
+func redactSecrets(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var s secretsArg
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "secrets", &s); err != nil {
 		return nil, err
@@ -46,6 +56,11 @@ func redactSecrets(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	r, err := redact.New(s.secrets)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", b.Name(), err)
+	}
+	if g, ok := thread.Local(redactionsKey).(*redact.Registry); ok && g != nil {
+		if err := g.Register(s.secrets); err != nil {
+			return nil, fmt.Errorf("%s: %w", b.Name(), err)
+		}
 	}
 	return &Redactor{r: r, n: len(s.secrets)}, nil
 }

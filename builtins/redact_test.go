@@ -6,6 +6,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/redact"
 	"go.starlark.net/starlark"
 )
 
@@ -80,4 +81,19 @@ func TestRedactErrors(t *testing.T) {
 		{`redact.secrets(["a"])`, "redact.secrets: for parameter secrets: want a dict of secret values by name, got list"},
 		{`redact.secrets({"a": 1})`, "want string names and values, got string: int"},
 	})
+}
+
+// TestIssue15_RedactSecretsRegistersWithTheRun (issue 15, item 4): the
+// values a plug gives redact.secrets reach the run's registry, which
+// redacts what no plug's redactor sees (logs, errors).
+func TestIssue15_RedactSecretsRegistersWithTheRun(t *testing.T) {
+	thread := &starlark.Thread{Name: "test"}
+	var run redact.Registry
+	SetRedactions(thread, &run)
+	if _, err := starlark.EvalOptions(interp.FileOptions, thread, "test.star", `redact.secrets({"t": "ghp_abcdef"})`, Predeclared); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run.String("log: ghp_abcdef"), "log: [REDACTED:t]"; got != want {
+		t.Errorf("the run redacts %q, want %q", got, want)
+	}
 }

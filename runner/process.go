@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/redact"
 	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
@@ -36,7 +37,11 @@ type SessionProcess struct {
 	ACPOut    io.Writer
 	Control   *blaise.ControlConn // nil: no front end
 	Logger    *log.Logger
-	MaxLine   int
+	// Redactions receives the secrets the plugs register; the transcript,
+	// the reports and the error of the run are redacted with them, and
+	// Logger should write through Redactions.Writer. Nil: none.
+	Redactions *redact.Registry
+	MaxLine    int
 	// Agent, when set, replaces the command and arguments of the
 	// configuration's agent.
 	Agent []string
@@ -104,7 +109,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	transcript := acp.NewJSONLRecorder(w)
+	transcript := acp.NewJSONLRecorder(sp.Redactions.Writer(w))
 	defer transcript.Close()
 	opts := Options{
 		Config:       cfg,
@@ -118,6 +123,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		IdlePolicy:   rec.Settings.IdlePolicy,
 		StartupLimit: rec.Settings.StartupLimit,
 		Recorder:     transcript,
+		Redactions:   sp.Redactions,
 		MaxLine:      sp.MaxLine,
 		StopGrace:    sp.StopGrace,
 		OnPause: func(p builtins.PauseInfo) error {
@@ -183,6 +189,7 @@ func (sp *SessionProcess) broken(rec *session.Record, err error) error {
 
 // tornDown records a teardown's outcome and tells the front end (L2).
 func (sp *SessionProcess) tornDown(reason session.Reason, failure error) error {
+	failure = sp.Redactions.Error(failure)
 	_, err := sp.Store.TornDown(sp.SessionID, failure, time.Now())
 	td := &session.TeardownReport{Reason: reason}
 	if failure != nil {
@@ -195,6 +202,7 @@ func (sp *SessionProcess) tornDown(reason session.Reason, failure error) error {
 // report records a pause and tells the front end.
 func (sp *SessionProcess) report(p session.Pause) error {
 	rec := p.Record(sp.Run, time.Now())
+	rec.Error = sp.Redactions.String(rec.Error)
 	_, err := sp.Store.Paused(sp.SessionID, rec)
 	sp.send(session.Control{Kind: session.ControlPause, Run: sp.Run, Pause: &rec})
 	return err
@@ -271,5 +279,5 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, blaise.NewControlConn(ctl, ctl)
-	return sp.Serve(ctx)
+	return sp.Redactions.Error(sp.Serve(ctx))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/redact"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 	startime "go.starlark.net/lib/time"
@@ -80,6 +81,9 @@ type Options struct {
 	// teardown (L7). An error is logged; the teardown still happens, and
 	// Result.ReportErr holds it.
 	OnPause func(builtins.PauseInfo) error
+	// Redactions, when set, receives the values plugs give redact.secrets,
+	// for what lets the run's output out to redact them (blaise:secrets).
+	Redactions *redact.Registry
 	// OnAttach is told, as a start or resume run attaches, the name of
 	// the plug whose handlers run now, and "" when the agent starts: the
 	// progress a front end shows.
@@ -616,6 +620,7 @@ func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
 			},
 		}}
 		t.Print = func(_ *starlark.Thread, msg string) { t.logger.Info(msg) }
+		builtins.SetRedactions(t.Thread, r.opts.Redactions)
 		if now := r.opts.PlugClock; now != nil {
 			startime.SetNow(t.Thread, func() (time.Time, error) { return now(), nil })
 		}

@@ -37,10 +37,12 @@ func RecordPaused(s Sessions, id string, p PauseRecord) (*Record, error) {
 	})
 }
 
-// ApplyPause records a reported pause: the session is paused until its
-// paused lifetime runs out (L6), or it is over and must be torn down.
+// ApplyPause records a reported pause, in the history too: the session is
+// paused until its paused lifetime runs out (L6), or it is over and must be
+// torn down.
 func ApplyPause(rec *Record, p PauseRecord) {
 	rec.Pause = &p
+	rec.ended(p.Run, p.At).Pause = &RunPause{Reason: p.Reason, MayResume: p.MayResume, Error: p.Error}
 	if p.MayResume {
 		rec.State = Paused
 		rec.PausedAt = p.At
@@ -53,10 +55,17 @@ func ApplyPause(rec *Record, p PauseRecord) {
 	rec.Teardown.NextAt = p.At
 }
 
-// ApplyTeardown records the outcome of a teardown: ended, or a retry after
-// a backoff that doubles from the settings' TeardownBackoff, or orphaned
-// once TeardownAttempts are used up (L2).
+// ApplyTeardown records the outcome of a teardown, in the last run's
+// history too: ended, or a retry after a backoff that doubles from the
+// settings' TeardownBackoff, or orphaned once TeardownAttempts are used up
+// (L2).
 func ApplyTeardown(rec *Record, err error, now time.Time) {
+	td := &RunTeardown{Reason: rec.EndReason}
+	if err != nil {
+		td.Error = err.Error()
+	}
+	rec.ended(rec.Runs, now).Teardown = td
+	rec.PausedAt, rec.ExpiresAt = time.Time{}, time.Time{} // over: it expires no more
 	if err == nil {
 		rec.State = Ended
 		rec.Teardown.NextAt = time.Time{}

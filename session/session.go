@@ -116,6 +116,9 @@ type Record struct {
 	// Runner is the runner of the session's last run, on a server: the
 	// session resumes there when it can (§9).
 	Runner string `json:"runner,omitempty"`
+	// History is the last MaxHistory runs, oldest first (BeginRun,
+	// ApplyPause, ApplyTeardown).
+	History []RunRecord `json:"history,omitempty"`
 }
 
 // StopRecord is a stop directive as recorded.

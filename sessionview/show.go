@@ -14,7 +14,8 @@ import (
 )
 
 // Show writes what the store keeps of a session, for a person: where it was
-// created, its state, its runs with the last stop, pause and teardown, when
+// created, its state, a table of its runs (the last session.MaxHistory)
+// with their stops, pauses and teardowns, the last stop, pause and teardown, when
 // it expires, its settings, its plugs' stored state (orphaned state named as
 // such) and its transcript. Times are shown in now's location.
 func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) error {
@@ -50,6 +51,7 @@ func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) e
 		resume = "the chain cannot resume"
 	}
 	row("runs", "%d (%s)", rec.Runs, resume)
+	history(w, rec, now)
 	if rec.PID != 0 {
 		row("process", "%d", rec.PID)
 	}
@@ -127,6 +129,58 @@ func StoredPlugs(st *blaise.Store, session string) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// history writes the runs the record keeps as a table below the runs row,
+// then the errors of their pauses and teardowns.
+func history(w io.Writer, rec *session.Record, now time.Time) {
+	if len(rec.History) == 0 {
+		return
+	}
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.In(now.Location()).Format(time.DateTime)
+	}
+	if first := rec.History[0].Run; first > 1 {
+		fmt.Fprintf(w, "\tthe last %d runs (from run %d)\n", len(rec.History), first)
+	}
+	fmt.Fprintln(w, "\tRUN\tKIND\tSTARTED\tENDED\tSTOP\tPAUSE\tTEARDOWN")
+	for _, h := range rec.History {
+		kind, stop, pause, teardown := "-", "-", "-", "-"
+		if h.Kind != "" {
+			kind = string(h.Kind)
+		}
+		if s := h.Stop; s != nil {
+			stop = string(s.Reason)
+		} else if s := rec.Stop; s != nil && s.Run == h.Run {
+			stop = string(s.Reason) // sent to a run that has not ended
+		}
+		if p := h.Pause; p != nil {
+			pause = fmt.Sprintf("%s, %s", p.Reason, mayResume(p.MayResume))
+		}
+		if t := h.Teardown; t != nil {
+			teardown = "ok"
+			if t.Error != "" {
+				teardown = "error"
+			}
+			if t.Reason != "" {
+				teardown = string(t.Reason) + ", " + teardown
+			}
+		}
+		fmt.Fprintf(w, "\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Run, kind, when(h.Started), when(h.Ended), stop, pause, teardown)
+	}
+	for _, h := range rec.History {
+		if h.Pause != nil && h.Pause.Error != "" {
+			fmt.Fprintf(w, "\trun %d, pause:\n", h.Run)
+			indented(w, h.Pause.Error)
+		}
+		if h.Teardown != nil && h.Teardown.Error != "" {
+			fmt.Fprintf(w, "\trun %d, teardown:\n", h.Run)
+			indented(w, h.Teardown.Error)
+		}
+	}
 }
 
 // indented writes an error's lines below a row, indented.

@@ -3,6 +3,7 @@ package sessionview
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,4 +85,38 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 		got.WriteString("\n")
 	}
 	testsupport.Golden(t, filepath.Join("testdata", "show.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
+}
+
+// TestIssue16_ShowTablesEveryRun (issue 16, item 4): show lists the runs
+// the record keeps, each with its kind, times, stop, pause and teardown,
+// then their errors; it says when earlier runs are no longer kept.
+func TestIssue16_ShowTablesEveryRun(t *testing.T) {
+	st, err := blaise.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return created.Add(time.Duration(m) * time.Minute) }
+	rec := &session.Record{ID: "runs1", Config: "/work/project/blaise.star", Dir: "/work/project", Settings: session.DefaultSettings(), Created: created, Updated: at(60)}
+	for i := range 3 {
+		session.BeginRun(rec, session.ResumeRun, at(2*i))
+		rec.Stop = &session.StopRecord{Stop: session.Stop{Reason: session.Idle, MayResume: true}, At: at(2*i + 1), Run: rec.Runs}
+		session.ApplyPause(rec, session.PauseRecord{Reason: session.Idle, MayResume: true, At: at(2*i + 1), Run: rec.Runs})
+	}
+	rec.History = rec.History[1:] // as if it had gone past session.MaxHistory
+	rec.Stop = nil
+	session.BeginRun(rec, session.ResumeRun, at(10))
+	session.ApplyPause(rec, session.PauseRecord{Reason: session.Failed, Error: "plugs/db.star:4:9: plug acme/db: on_session: boom\nTraceback (most recent call last):\n  plugs/db.star:4:9: in on_session", At: at(11), Run: rec.Runs})
+	session.BeginRun(rec, session.TeardownRun, at(20))
+	session.ApplyTeardown(rec, errors.New("plugs/db.star:9:5: plug acme/db: on_teardown: exit status 1"), at(21))
+	rec.Stop = &session.StopRecord{Stop: session.Stop{Reason: session.Timeout}, At: at(31), Run: rec.Runs + 1}
+	session.BeginRun(rec, session.TeardownRun, at(30)) // still running
+	if err := st.CreateSession(rec); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := Show(&got, st, rec, at(60)); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Golden(t, filepath.Join("testdata", "history.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
 }

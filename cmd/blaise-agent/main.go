@@ -54,9 +54,14 @@ const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
 // Logger returns the logger the flags describe, writing to stderr.
 func (g *Globals) Logger() *log.Logger {
 	// A writer that is not the terminal itself: the logger would ask the
-	// terminal for its colours and wait for an answer. Styles are ours to
-	// choose.
-	l := log.NewWithOptions(struct{ io.Writer }{os.Stderr}, log.Options{ReportTimestamp: g.LogFormat != "text", TimeFormat: logTimeFormat})
+	// terminal for its colours and wait for an answer.
+	return g.LoggerTo(struct{ io.Writer }{os.Stderr})
+}
+
+// LoggerTo is Logger writing to w, which ends on stderr. Styles are ours
+// to choose, for stderr.
+func (g *Globals) LoggerTo(w io.Writer) *log.Logger {
+	l := log.NewWithOptions(w, log.Options{ReportTimestamp: g.LogFormat != "text", TimeFormat: logTimeFormat})
 	l.SetColorProfile(termenv.Ascii)
 	if g.color().Styled(os.Stderr) {
 		l.SetColorProfile(termenv.ANSI256)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"os"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/redact"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -27,15 +29,18 @@ type SessionProcessCmd struct {
 
 // Run serves the run.
 func (c *SessionProcessCmd) Run(g *Globals) error {
+	// The log passes through the run's redaction (blaise:secrets).
+	redactions := new(redact.Registry)
 	return runner.ServeInherited(&runner.SessionProcess{
-		SessionID: c.Session,
-		Kind:      session.Kind(c.Kind),
-		Run:       c.Number,
-		EndReason: session.Reason(c.EndReason),
-		Logger:    g.Logger().With("session", c.Session),
-		Agent:     c.Agent,
-		Config:    c.Config,
-		StopGrace: c.StopGrace,
-		PlugTime:  c.PlugTime,
+		SessionID:  c.Session,
+		Kind:       session.Kind(c.Kind),
+		Run:        c.Number,
+		EndReason:  session.Reason(c.EndReason),
+		Logger:     g.LoggerTo(redactions.Writer(os.Stderr)).With("session", c.Session),
+		Redactions: redactions,
+		Agent:      c.Agent,
+		Config:     c.Config,
+		StopGrace:  c.StopGrace,
+		PlugTime:   c.PlugTime,
 	}, c.StateDir, c.StoreFD)
 }

@@ -24,7 +24,7 @@ import (
 // SessionsCmd is `blaise-agent sessions`.
 type SessionsCmd struct {
 	List    SessionsListCmd    `cmd:"" default:"withargs" help:"List sessions with their state and age."`
-	Show    SessionsShowCmd    `cmd:"" help:"Show a session: where it was created, its state, settings, runs with the last stop, pause and teardown, expiry, stored and orphaned state."`
+	Show    SessionsShowCmd    `cmd:"" help:"Show a session: where it was created, its state, settings, each of its runs with its stop, pause and teardown, expiry, stored and orphaned state."`
 	Log     SessionsLogCmd     `cmd:"" help:"Show a session's transcript as run shows a session: prompts, answers, tool calls, permission decisions and the plugs that answered."`
 	Prune   SessionsPruneCmd   `cmd:"" help:"Remove the records (and transcripts) of ended sessions; never a live, paused or unsettled one."`
 	End     SessionsEndCmd     `cmd:"" help:"End a paused session now: its plugs tear down (reason closed)."`
