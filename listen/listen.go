@@ -167,7 +167,7 @@ func (r *Runner) connect(ctx context.Context) error {
 		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, runnerproto.Subprotocol)
 	}
 	netConn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-	mux, err := yamux.Client(netConn, runnerproto.YamuxConfig())
+	mux, err := yamux.Client(runnerproto.Coalesce(netConn), runnerproto.YamuxConfig())
 	if err != nil {
 		netConn.Close()
 		return err

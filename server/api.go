@@ -161,7 +161,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	ws.SetReadLimit(-1)
 	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
-	mux, err := yamux.Server(nc, runnerproto.YamuxConfig())
+	mux, err := yamux.Server(runnerproto.Coalesce(nc), runnerproto.YamuxConfig())
 	if err != nil {
 		nc.Close()
 		return
@@ -227,7 +227,7 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	ws.SetReadLimit(-1)
-	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary))
 	defer nc.Close()
 	config := a.Config
 	if config == "" {

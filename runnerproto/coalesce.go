@@ -1,0 +1,84 @@
+package runnerproto
+
+import (
+	"net"
+	"sync"
+)
+
+// Coalesce returns conn with its writes gathered: what is written while
+// an earlier write is still going out leaves with the next one, in one
+// write. Over a WebSocket each write of conn is a message of its own, and
+// yamux writes a frame's header and its body apart; gathered, a burst of
+// small frames costs one message. A write returns once its bytes are
+// queued (at most maxQueued: a slow peer slows its writers down); an error
+// of the connection is returned by the writes after it.
+func Coalesce(conn net.Conn) net.Conn {
+	c := &coalesced{Conn: conn}
+	c.cond = sync.NewCond(&c.mu)
+	go c.flush()
+	return c
+}
+
+const maxQueued = 1 << 20
+
+type coalesced struct {
+	net.Conn
+	mu     sync.Mutex
+	cond   *sync.Cond // queued, err or closed changed
+	queued []byte
+	spare  []byte // the buffer last written, reused
+	err    error
+	closed bool
+}
+
+func (c *coalesced) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queued) >= maxQueued && c.err == nil && !c.closed {
+		c.cond.Wait()
+	}
+	switch {
+	case c.err != nil:
+		return 0, c.err
+	case c.closed:
+		return 0, net.ErrClosed
+	}
+	c.queued = append(c.queued, p...)
+	c.cond.Broadcast()
+	return len(p), nil
+}
+
+// flush writes what is queued, all of it at once, until the connection
+// fails or is closed.
+func (c *coalesced) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		for len(c.queued) == 0 && !c.closed {
+			c.cond.Wait()
+		}
+		if len(c.queued) == 0 {
+			return // closed
+		}
+		out := c.queued
+		c.queued, c.spare = c.spare[:0], nil
+		c.cond.Broadcast()
+		c.mu.Unlock()
+		_, err := c.Conn.Write(out)
+		c.mu.Lock()
+		c.spare = out
+		if err != nil {
+			c.err = err
+			c.cond.Broadcast()
+			return
+		}
+	}
+}
+
+func (c *coalesced) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	return c.Conn.Close()
+}
