@@ -3,6 +3,7 @@ package runnerproto
 import (
 	"net"
 	"sync"
+	"time"
 )
 
 // Coalesce returns conn with its writes gathered: what is written while
@@ -62,23 +63,30 @@ func (c *coalesced) flush() {
 		}
 		out := c.queued
 		c.queued, c.spare = c.spare[:0], nil
-		c.cond.Broadcast()
 		c.mu.Unlock()
 		_, err := c.Conn.Write(out)
 		c.mu.Lock()
 		c.spare = out
+		c.cond.Broadcast() // room for writers; and Close waits for an empty queue
 		if err != nil {
 			c.err = err
-			c.cond.Broadcast()
 			return
 		}
 	}
 }
 
+// closeGrace bounds how long Close waits for what is queued to go out.
+const closeGrace = 5 * time.Second
+
+// Close sends what is queued (a last frame, a refusal), then closes.
 func (c *coalesced) Close() error {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
 	c.mu.Lock()
 	c.closed = true
 	c.cond.Broadcast()
+	for len(c.queued) > 0 && c.err == nil {
+		c.cond.Wait()
+	}
 	c.mu.Unlock()
 	return c.Conn.Close()
 }

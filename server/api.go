@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/acpfront"
 	"github.com/blaiseagent/blaise-agent/blaise"
@@ -174,13 +176,11 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	frames := runnerproto.NewConn(first)
 	hello, err := frames.Receive()
 	if err != nil || hello.Kind != runnerproto.KindHello {
-		_ = frames.Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Error: "the first frame must be hello"})
-		mux.Close()
+		refuse(mux, first, "the first frame must be hello")
 		return
 	}
 	if hello.Version != runnerproto.Version {
-		_ = frames.Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Error: fmt.Sprintf("runner protocol version %d; this server speaks %d", hello.Version, runnerproto.Version)})
-		mux.Close()
+		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this server speaks %d", hello.Version, runnerproto.Version))
 		return
 	}
 	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
@@ -201,6 +201,19 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	s.addRunner(rc)
 	s.log().Info("runner connected", "agent", a.Name, "runner", runner.Name)
 	rc.serve(ctx)
+}
+
+// refuse answers a runner's hello with why it is refused, and closes the
+// connection once the runner has read it (it closes its side), or after a
+// moment: yamux does not send what is queued when its session closes.
+func refuse(mux *yamux.Session, first *yamux.Stream, why string) {
+	defer mux.Close()
+	if err := runnerproto.NewConn(first).Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Error: why}); err != nil {
+		return
+	}
+	first.Close()
+	_ = first.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.Copy(io.Discard, first)
 }
 
 func offers(r *http.Request, proto string) bool {

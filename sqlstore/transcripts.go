@@ -43,7 +43,9 @@ type transcript struct {
 	closed bool
 }
 
-// Write stores the complete lines of p, in one transaction.
+// Write stores the complete lines of p as one row: a transcript is
+// written in batches of lines (acp.JSONLRecorder), and a row per line
+// would cost the server a statement per message.
 func (t *transcript) Write(p []byte) (int, error) {
 	if t.closed {
 		return 0, fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
@@ -53,8 +55,7 @@ func (t *transcript) Write(p []byte) (int, error) {
 	if end < 0 {
 		return len(p), nil
 	}
-	lines := bytes.SplitAfter(t.rest[:end+1], []byte("\n"))
-	if err := t.store(lines[:len(lines)-1]); err != nil {
+	if err := t.store(t.rest[:end+1]); err != nil {
 		t.rest = t.rest[:len(t.rest)-len(p)]
 		return 0, err
 	}
@@ -62,16 +63,9 @@ func (t *transcript) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *transcript) store(lines [][]byte) error {
-	ctx := context.Background()
-	err := t.s.inTx(ctx, func(c conn) error {
-		for _, l := range lines {
-			if _, err := c.exec(ctx, "INSERT INTO transcript_lines (session_id, line) VALUES (?, ?)", t.id, bytes.TrimSuffix(l, []byte("\n"))); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// store appends lines, each ended by a newline.
+func (t *transcript) store(lines []byte) error {
+	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, lines)
 	if err != nil {
 		return fmt.Errorf("session %s: transcript: %w", t.id, err)
 	}
@@ -87,7 +81,7 @@ func (t *transcript) Close() error {
 	if len(t.rest) == 0 {
 		return nil
 	}
-	err := t.store([][]byte{t.rest})
+	err := t.store(append(t.rest, '\n'))
 	t.rest = nil
 	return err
 }
@@ -101,7 +95,7 @@ func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
 	if err := s.exists(id); err != nil {
 		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	rows, err := s.read.rows(context.Background(), "SELECT line FROM transcript_lines WHERE session_id = ? ORDER BY seq", id)
+	rows, err := s.read.rows(context.Background(), "SELECT lines FROM transcript_chunks WHERE session_id = ? ORDER BY seq", id)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
 	}
@@ -128,12 +122,10 @@ func (r *transcriptReader) Read(p []byte) (int, error) {
 			}
 			break
 		}
-		var line []byte
-		if err := r.rows.Scan(&line); err != nil {
+		if err := r.rows.Scan(&r.buf); err != nil {
 			r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
 			break
 		}
-		r.buf = append(line, '\n')
 	}
 	if len(r.buf) > 0 {
 		n := copy(p, r.buf)

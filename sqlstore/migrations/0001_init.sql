@@ -25,12 +25,12 @@ CREATE TABLE persisted (
 	PRIMARY KEY (session_id, plug_id)
 );
 
-CREATE TABLE transcript_lines (
+CREATE TABLE transcript_chunks (
 	seq        {{serial}},
 	session_id {{name}} NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-	line       {{bytes}} NOT NULL
+	lines      {{bytes}} NOT NULL
 );
-CREATE INDEX transcript_lines_session ON transcript_lines (session_id, seq);
+CREATE INDEX transcript_chunks_session ON transcript_chunks (session_id, seq);
 
 CREATE TABLE agents (
 	name     {{name}} PRIMARY KEY,
