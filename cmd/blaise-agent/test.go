@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/blaiseagent/blaise-agent/internal/exitcode"
 	"github.com/blaiseagent/blaise-agent/plugtest"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
@@ -25,20 +26,11 @@ type TestCmd struct {
 	Jobs    int      `short:"j" help:"How many tests run at once (default: one per CPU)." default:"0"`
 }
 
-// exitError ends the program with its code.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) ExitCode() int { return e.code }
-
 // Run runs the tests: exit status 0 when all pass, 1 when one fails (or,
 // under CI, none matched), 2 for a usage error or a test whose
 // configuration or plugs do not load.
 func (c *TestCmd) Run(g *Globals) error {
-	usage := func(err error) error { return &exitError{2, err} }
+	usage := func(err error) error { return &exitcode.Error{Code: 2, Err: err} }
 	var filter *regexp.Regexp
 	if c.Filter != "" {
 		var err error
@@ -100,12 +92,12 @@ func (c *TestCmd) Run(g *Globals) error {
 	}
 	switch {
 	case broken:
-		return &exitError{2, errors.New("a test could not run")}
+		return &exitcode.Error{Code: 2, Err: errors.New("a test could not run")}
 	case report.Failed() > 0:
-		return &exitError{1, fmt.Errorf("%d of %d tests failed", report.Failed(), len(report.Outcomes))}
+		return &exitcode.Error{Code: 1, Err: fmt.Errorf("%d of %d tests failed", report.Failed(), len(report.Outcomes))}
 	case len(report.Outcomes) == 0 && opts.CI:
 		// Under CI a path or --run that selects nothing is a mistake.
-		return &exitError{1, errors.New("no test matched (CI=true)")}
+		return &exitcode.Error{Code: 1, Err: errors.New("no test matched (CI=true)")}
 	case len(report.Outcomes) == 0:
 		fmt.Fprintln(os.Stderr, "blaise-agent test: no test matched")
 	}
