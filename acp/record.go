@@ -74,7 +74,7 @@ const (
 // NewJSONLRecorder records to w; Close writes what is left and closes w
 // when it is an io.Closer.
 func NewJSONLRecorder(w io.Writer) *JSONLRecorder {
-	r := &JSONLRecorder{w: w, now: time.Now, buf: make([]byte, 0, recordBatch+4<<10)}
+	r := &JSONLRecorder{w: w, now: time.Now}
 	r.cond.L = &r.mu
 	if c, ok := w.(io.Closer); ok {
 		r.c = c

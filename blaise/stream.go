@@ -23,6 +23,9 @@ func (l *Live) Stream() (r io.ReadCloser, w io.Writer) {
 			if !failed {
 				failed = out.WriteMessage(m, true) != nil
 			}
+			// Nothing keeps it: its block may be read into again once
+			// written.
+			m.Release()
 		}
 		_ = out.Flush()
 		pw.Close()

@@ -5,10 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // followPoll is how often a followed transcript is read again: the file is
@@ -75,4 +80,40 @@ func Lines(ctx context.Context, path string, live func() (bool, error), each fun
 		case <-time.After(followPoll):
 		}
 	}
+}
+
+// LogOptions say which transcript WriteLog writes, where and how.
+type LogOptions struct {
+	Out, Err io.Writer
+	Color    bool // styles in Out
+	Store    *blaise.Store
+	ID       string // the session's
+	// Follow reads on while a run of the session is in progress, until it
+	// ends.
+	Follow bool
+	// Records writes the records as stored, one JSON object a line, rather
+	// than rendered as run renders a session.
+	Records bool
+}
+
+// WriteLog writes a session's transcript (`blaise-agent sessions log`).
+func WriteLog(ctx context.Context, o LogOptions) error {
+	var live func() (bool, error)
+	if o.Follow {
+		live = func() (bool, error) {
+			rec, err := o.Store.Session(o.ID)
+			return err == nil && rec.State == session.Active, err
+		}
+	}
+	each := func(line []byte) { fmt.Fprintf(o.Out, "%s\n", line) }
+	if !o.Records {
+		term := &client.Terminal{Out: o.Out, Err: o.Err, Color: o.Color}
+		l := &Log{Term: term, Err: o.Err}
+		each = l.Record
+		defer term.EndTurn("")
+	}
+	if err := Lines(ctx, o.Store.TranscriptPath(o.ID), live, each); err != nil {
+		return fmt.Errorf("session %s: transcript: %w", o.ID, err)
+	}
+	return nil
 }

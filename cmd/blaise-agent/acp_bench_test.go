@@ -235,10 +235,10 @@ func throughEngine(b *testing.B) *benchClient {
 // no-op on_message plugs, against the same agent behind a plain pipe hop
 // (agent | cat), in the same run. Throughput: one prompt, answered with b.N
 // 1 KiB session/updates, which the client reads (MB/s, msgs/s, and x-pipe:
-// the rate as a share of the pipe hop's; path-cpu: the CPU time of the
-// processes between the client and the agent, and of the agent, per
-// message). Latency: prompts answered at
-// once, one at a time (median µs per round trip).
+// the rate as a share of the pipe hop's last round; path-cpu: the CPU time
+// of the processes between the client and the agent, and of the agent, per
+// message). Latency: prompts answered at once, one at a time (median µs per
+// round trip).
 func BenchmarkACPFrontEnd(b *testing.B) {
 	peers := []struct {
 		name  string

@@ -5,18 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"github.com/mattn/go-isatty"
-
 	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sessionview"
 )
@@ -78,7 +72,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		if c.JSON {
 			return printJSON(recs)
 		}
-		return listSessions(os.Stdout, nil, recs, time.Now(), c.All)
+		return sessionview.List(os.Stdout, nil, recs, time.Now(), c.All)
 	}
 	e, err := c.existingEngine(g)
 	if err != nil {
@@ -107,7 +101,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		}
 		return err
 	}
-	if lerr := listSessions(os.Stdout, e.Store.(*blaise.Store), recs, time.Now(), c.All); lerr != nil {
+	if lerr := sessionview.List(os.Stdout, e.Store.(*blaise.Store), recs, time.Now(), c.All); lerr != nil {
 		return lerr
 	}
 	return err
@@ -171,29 +165,10 @@ func (c *SessionsLogCmd) Run(g *Globals) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var live func() (bool, error)
-	if c.Follow {
-		live = func() (bool, error) {
-			rec, err := st.Session(rec.ID)
-			return err == nil && rec.State == session.Active, err
-		}
-	}
-	each := func(line []byte) { fmt.Printf("%s\n", line) }
-	if !c.JSON {
-		term := &client.Terminal{Out: os.Stdout, Err: os.Stderr, Color: colorful(os.Stdout)}
-		l := &sessionview.Log{Term: term, Err: os.Stderr}
-		each = l.Record
-		defer term.EndTurn("")
-	}
-	if err := sessionview.Lines(ctx, st.TranscriptPath(rec.ID), live, each); err != nil {
-		return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
-	}
-	return nil
-}
-
-// colorful reports whether f is a terminal that takes colours.
-func colorful(f *os.File) bool {
-	return isatty.IsTerminal(f.Fd()) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+	return sessionview.WriteLog(ctx, sessionview.LogOptions{
+		Out: os.Stdout, Err: os.Stderr, Color: g.color().Styled(os.Stdout),
+		Store: st, ID: rec.ID, Follow: c.Follow, Records: c.JSON,
+	})
 }
 
 // SessionsPruneCmd removes ended sessions.
@@ -213,57 +188,6 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 		fmt.Printf("pruned session %s\n", id)
 	}
 	return err
-}
-
-// listSessions writes the table of recs (ended ones only with all), then,
-// for each orphaned session, what it left and how to resolve it (L2); st
-// is nil for a server's sessions.
-func listSessions(out io.Writer, st *blaise.Store, recs []*session.Record, now time.Time, all bool) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	// A server's sessions are an agent's; its runners have the configuration.
-	where := func(r *session.Record) string { return r.Config }
-	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
-	if st == nil {
-		where = func(r *session.Record) string { return r.AgentName }
-		fmt.Fprintln(w, "AGENT")
-	} else {
-		fmt.Fprintln(w, "CONFIG")
-	}
-	var orphaned []*session.Record
-	for _, r := range recs {
-		if r.State == session.Ended && !all {
-			continue
-		}
-		pause := "-"
-		if r.Pause != nil {
-			pause = string(r.Pause.Reason)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, where(r))
-		if r.State == session.Orphaned {
-			orphaned = append(orphaned, r)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	for _, r := range orphaned {
-		fmt.Fprintf(out, "\nsession %s is orphaned: its teardown failed %d times; the last error:\n", r.ID, r.Teardown.Attempts)
-		for line := range strings.SplitSeq(strings.TrimRight(r.Teardown.LastError, "\n"), "\n") {
-			fmt.Fprintf(out, "    %s\n", line)
-		}
-		var named []string
-		if st != nil { // a server's store is the server's to read
-			var err error
-			if named, err = sessionview.StoredPlugs(st, r.ID); err != nil {
-				return err
-			}
-		}
-		if len(named) > 0 {
-			fmt.Fprintf(out, "  plugs with stored state: %s\n", strings.Join(named, ", "))
-		}
-		fmt.Fprintf(out, "  clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", r.ID)
-	}
-	return nil
 }
 
 // SessionsEndCmd ends a session.

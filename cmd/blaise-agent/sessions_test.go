@@ -2,57 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
-
-// TestIssue11_OrphanedListingSaysWhatToDo (issue 11, item 9; L2): the
-// listing names, for each orphaned session, the teardown's last error and
-// the plugs with stored state, and the command that resolves it once they
-// are cleaned up. The output is compared with
-// testdata/orphaned_listing.golden (BLAISE_UPDATE_GOLDEN=1 rewrites it).
-func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
-	st, err := blaise.OpenStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
-	now := created.Add(26 * time.Hour)
-	for _, r := range []*session.Record{
-		{ID: "paused1", State: session.Paused, Runs: 2, Pause: &session.PauseRecord{Reason: "idle"}},
-		{ID: "orphan1", State: session.Orphaned, Runs: 7, Pause: &session.PauseRecord{Reason: "failed"},
-			Teardown: session.TeardownRecord{Attempts: 5, LastError: "plugs/db.star:9:5: plug acme/db: on_teardown: docker compose down -v: exit status 1\nTraceback (most recent call last):\n  plugs/db.star:9:5: in on_teardown"}},
-		{ID: "ended1", State: session.Ended, Runs: 1, EndReason: "closed"},
-	} {
-		r.Config, r.Created, r.Settings = "/work/project/blaise.star", created, session.DefaultSettings()
-		if err := st.CreateSession(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range []struct{ id, plug string }{{"wt", "blaise/worktree"}, {"db", "acme/db"}} {
-		if err := st.Persisted().Set(context.Background(), "orphan1", p.id, p.plug, []byte(`{"path": "/tmp/x"}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	recs, err := st.Sessions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if err := listSessions(&got, st, recs, now, false); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())
-}
 
 // TestIssue16_LogFollowsALiveRun (issue 16, item 4): `sessions log --follow`
 // shows the turns of a run in progress as they are recorded, and exits on
