@@ -18,14 +18,19 @@ type AgentJSON struct {
 	PausedLifetime  string `json:"paused_lifetime,omitempty"`
 	InactivityLimit string `json:"inactivity_limit,omitempty"`
 	Timeout         string `json:"timeout,omitempty"`
-	Created         string `json:"created,omitempty"`
-	Updated         string `json:"updated,omitempty"`
+	// A failed teardown is tried again after TeardownBackoff, doubling,
+	// TeardownAttempts times in all (L2).
+	TeardownBackoff  string `json:"teardown_backoff,omitempty"`
+	TeardownAttempts int    `json:"teardown_attempts,omitempty"`
+	Created          string `json:"created,omitempty"`
+	Updated          string `json:"updated,omitempty"`
 }
 
 func agentJSON(a *sqlstore.Agent) AgentJSON {
 	return AgentJSON{
 		Name: a.Name, Config: a.Config, IdlePolicy: string(a.Settings.IdlePolicy),
 		PausedLifetime: a.Settings.PausedLifetime.String(), InactivityLimit: a.Settings.InactivityLimit.String(), Timeout: a.Settings.Timeout.String(),
+		TeardownBackoff: a.Settings.TeardownBackoff.String(), TeardownAttempts: a.Settings.TeardownAttempts,
 		Created: a.Created.UTC().Format(time.RFC3339), Updated: a.Updated.UTC().Format(time.RFC3339),
 	}
 }
@@ -38,11 +43,14 @@ func (j AgentJSON) apply(a *sqlstore.Agent) error {
 	if j.IdlePolicy != "" {
 		a.Settings.IdlePolicy = session.IdlePolicy(j.IdlePolicy)
 	}
+	if j.TeardownAttempts != 0 {
+		a.Settings.TeardownAttempts = j.TeardownAttempts
+	}
 	for _, f := range []struct {
 		name string
 		in   string
 		out  *time.Duration
-	}{{"paused_lifetime", j.PausedLifetime, &a.Settings.PausedLifetime}, {"inactivity_limit", j.InactivityLimit, &a.Settings.InactivityLimit}, {"timeout", j.Timeout, &a.Settings.Timeout}} {
+	}{{"paused_lifetime", j.PausedLifetime, &a.Settings.PausedLifetime}, {"inactivity_limit", j.InactivityLimit, &a.Settings.InactivityLimit}, {"timeout", j.Timeout, &a.Settings.Timeout}, {"teardown_backoff", j.TeardownBackoff, &a.Settings.TeardownBackoff}} {
 		if f.in == "" {
 			continue
 		}

@@ -45,19 +45,21 @@ func (c *AgentsListCmd) Run() error {
 
 // AgentSettingsFlags are an agent's settings (L1).
 type AgentSettingsFlags struct {
-	Config          string        `help:"Where the agent's blaise.star is, for people and runners."`
-	IdlePolicy      string        `help:"What an idle session does: pause or end." enum:",pause,end" default:""`
-	PausedLifetime  time.Duration `help:"How long a paused session waits before it is torn down (capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
-	InactivityLimit time.Duration `help:"How long a session may go without a message before it is idle."`
-	Timeout         time.Duration `help:"The longest one run may take."`
+	Config           string        `help:"Where the agent's blaise.star is, for people and runners."`
+	IdlePolicy       string        `help:"What an idle session does: pause or end." enum:",pause,end" default:""`
+	PausedLifetime   time.Duration `help:"How long a paused session waits before it is torn down (capped by SESSION_MAX_PAUSED_LIFETIME_MS)."`
+	InactivityLimit  time.Duration `help:"How long a session may go without a message before it is idle."`
+	Timeout          time.Duration `help:"The longest one run may take."`
+	TeardownBackoff  time.Duration `help:"How long after a failed teardown it is tried again, doubling each time."`
+	TeardownAttempts int           `help:"How many times a teardown is tried before the session is orphaned."`
 }
 
 func (f AgentSettingsFlags) agent(name string) server.AgentJSON {
-	a := server.AgentJSON{Name: name, Config: f.Config, IdlePolicy: f.IdlePolicy}
+	a := server.AgentJSON{Name: name, Config: f.Config, IdlePolicy: f.IdlePolicy, TeardownAttempts: f.TeardownAttempts}
 	for _, d := range []struct {
 		in  time.Duration
 		out *string
-	}{{f.PausedLifetime, &a.PausedLifetime}, {f.InactivityLimit, &a.InactivityLimit}, {f.Timeout, &a.Timeout}} {
+	}{{f.PausedLifetime, &a.PausedLifetime}, {f.InactivityLimit, &a.InactivityLimit}, {f.Timeout, &a.Timeout}, {f.TeardownBackoff, &a.TeardownBackoff}} {
 		if d.in != 0 {
 			*d.out = d.in.String()
 		}

@@ -700,3 +700,65 @@ func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 		t.Fatalf("the plugs attached %d times, want once:\n%s", n, r.logs)
 	}
 }
+
+// TestL6_TheServerTearsDownAnExpiredSession: a paused session whose
+// lifetime passed gets a teardown run with reason expired from the
+// server's own timers, on a runner, with no sweep.
+func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s", "--paused-lifetime", "2s")
+	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
+	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := l.runner("r1", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	id := l.sessions()[0].ID
+	testsupport.Eventually(t, "the session expires and ends", func() bool { return l.session(id).State == session.Ended })
+	if rec := l.session(id); rec.EndReason != session.Expired {
+		t.Fatalf("ended with %s, want expired", rec.EndReason)
+	}
+	if !strings.Contains(r.logs.String(), "torn down reason=expired") {
+		t.Fatalf("the teardown did not run on the runner:\n%s", r.logs)
+	}
+}
+
+// TestL2_TheServerRetriesAFailedTeardownThenOrphans: a teardown that keeps
+// failing on the runner is retried by the server's timers, then the
+// session is orphaned; resolving it ends it.
+func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--teardown-backoff", "100ms", "--teardown-attempts", "3")
+	l.writeConfig("blaise.star", `setup(use("./stuck.star"))`+"\n")
+	plug := "plug(name = \"stuck\")\n\ndef on_teardown(ctx, next):\n    next()\n    fail(\"the volume is busy\")\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "stuck.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.runner("r1", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	sid := c.NewSession(l.dir)
+	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	id := l.sessions()[0].ID
+	// The first teardown fails: sessions end says so, and the server
+	// retries it.
+	out, err := exec.Command(l.bin, "sessions", "end", "--server", l.url, "--token", l.token, id).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tearing_down") {
+		t.Fatalf("sessions end: %v %s", err, out)
+	}
+	testsupport.Eventually(t, "the session is orphaned", func() bool { return l.session(id).State == session.Orphaned })
+	rec := l.session(id)
+	if rec.Teardown.Attempts != rec.Settings.TeardownAttempts || !strings.Contains(rec.Teardown.LastError, "the volume is busy") {
+		t.Fatalf("orphaned after %d of %d attempts: %q", rec.Teardown.Attempts, rec.Settings.TeardownAttempts, rec.Teardown.LastError)
+	}
+	l.cli("sessions", "resolve", "--server", l.url, "--token", l.token, id)
+	if rec = l.session(id); rec.State != session.Ended {
+		t.Fatalf("after resolve: %s", rec.State)
+	}
+}
