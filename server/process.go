@@ -61,7 +61,8 @@ func (a *attachment) close() {
 func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 	ref := runnerproto.RunRef{Session: run.Record.ID, Run: run.Record.Runs}
 	p := &remoteProcess{s: rc.s, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
-	p.pending = newAttachment(rc)
+	first := newAttachment(rc)
+	p.pending = first
 	rc.adopt(p)
 	forget := func(err error) (*remoteProcess, error) {
 		rc.mu.Lock()
@@ -85,7 +86,7 @@ func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 		return forget(fmt.Errorf("runner %s did not start the run within %s", rc.name, rc.s.lease()))
 	}
 	select {
-	case <-p.pending.ready:
+	case <-first.ready:
 	case <-rc.gone:
 		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
 	case <-timeout:
