@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"database/sql"
 	"errors"
@@ -37,10 +38,12 @@ func (s *Store) exists(id string) error {
 }
 
 type transcript struct {
-	s      *Store
-	id     string
-	rest   []byte // a line not ended yet
-	closed bool
+	s       *Store
+	id      string
+	rest    []byte // a line not ended yet
+	closed  bool
+	deflate *flate.Writer
+	packed  bytes.Buffer
 }
 
 // Write stores the complete lines of p as one row: a transcript is
@@ -63,9 +66,23 @@ func (t *transcript) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// store appends lines, each ended by a newline.
+// store appends lines, each ended by a newline, deflated: JSON lines
+// shrink several times, and what the database writes (and syncs) is what
+// a transcript costs the server.
 func (t *transcript) store(lines []byte) error {
-	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, lines)
+	t.packed.Reset()
+	if t.deflate == nil {
+		t.deflate, _ = flate.NewWriter(&t.packed, flate.BestSpeed)
+	} else {
+		t.deflate.Reset(&t.packed)
+	}
+	if _, err := t.deflate.Write(lines); err != nil {
+		return err
+	}
+	if err := t.deflate.Close(); err != nil {
+		return err
+	}
+	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, t.packed.Bytes())
 	if err != nil {
 		return fmt.Errorf("session %s: transcript: %w", t.id, err)
 	}
@@ -122,9 +139,13 @@ func (r *transcriptReader) Read(p []byte) (int, error) {
 			}
 			break
 		}
-		if err := r.rows.Scan(&r.buf); err != nil {
+		var packed []byte
+		if err := r.rows.Scan(&packed); err != nil {
 			r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
 			break
+		}
+		if r.buf, r.err = io.ReadAll(flate.NewReader(bytes.NewReader(packed))); r.err != nil {
+			r.err = fmt.Errorf("session %s: transcript: a chunk does not inflate: %w", r.id, r.err)
 		}
 	}
 	if len(r.buf) > 0 {

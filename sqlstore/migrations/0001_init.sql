@@ -28,7 +28,7 @@ CREATE TABLE persisted (
 CREATE TABLE transcript_chunks (
 	seq        {{serial}},
 	session_id {{name}} NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-	lines      {{bytes}} NOT NULL
+	lines      {{bytes}} NOT NULL -- deflated (RFC 1951)
 );
 CREATE INDEX transcript_chunks_session ON transcript_chunks (session_id, seq);
 
