@@ -100,32 +100,44 @@ func (l *acpLab) start(args ...string) *acpProc {
 	args = append([]string{"acp", "-c", filepath.Join(l.dir, "blaise.star"), "--state-dir", l.state, "--log-level", "debug"}, args...)
 	cmd := exec.Command(l.bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(l.dir, "xdg"))
+	return startACP(l.t, cmd, l.dir, nil)
+}
+
+// startACP starts cmd, an ACP agent on stdio (acp, acp --server), with a
+// raw client on its pipes; the client's failures show its stderr and, when
+// it is given, more.
+func startACP(t testing.TB, cmd *exec.Cmd, cwd string, more func() string) *acpProc {
+	t.Helper()
 	stderr := &testsupport.Buffer{}
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		l.t.Fatal(err)
+		t.Fatal(err)
 	}
-	p := &acpProc{t: l.t, cmd: cmd, in: in, stderr: stderr, cwd: l.dir}
+	logs := stderr.String
+	if more != nil {
+		logs = func() string { return stderr.String() + "\n" + more() }
+	}
+	p := &acpProc{t: t, cmd: cmd, in: in, stderr: stderr, cwd: cwd}
 	p.Client = &acptest.Client{
-		T:       l.t,
-		In:      acptest.Read(out, func(err error) { l.t.Errorf("stdout carries something that is not ACP: %v", err) }),
+		T:       t,
+		In:      acptest.Read(out, func(err error) { t.Errorf("stdout carries something that is not ACP: %v", err) }),
 		Out:     acptest.WriteLines(in),
 		Timeout: 60 * time.Second,
-		Logs:    stderr.String,
+		Logs:    logs,
 	}
-	l.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		if l.t.Failed() {
-			l.t.Logf("acp stderr:\n%s", stderr)
+		if t.Failed() {
+			t.Logf("acp stderr:\n%s", stderr)
 		}
 	})
 	return p

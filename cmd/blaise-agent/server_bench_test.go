@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,18 +52,7 @@ func BenchmarkServer(b *testing.B) {
 			c.prompt(b, b.N)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
-		b.Run("latency/"+p.name, func(b *testing.B) {
-			c := p.start(b)
-			samples := make([]time.Duration, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
-				c.prompt(b, 0)
-				samples = append(samples, time.Since(t0))
-			}
-			sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
-			b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, "µs/roundtrip-median")
-		})
+		b.Run("latency/"+p.name, func(b *testing.B) { roundTrips(b, p.start(b)) })
 	}
 }
 

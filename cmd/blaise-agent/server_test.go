@@ -162,32 +162,7 @@ func (l *serverLab) client() *acpProc {
 	l.t.Helper()
 	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
 	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
-	stderr := &testsupport.Buffer{}
-	cmd.Stderr = stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		l.t.Fatal(err)
-	}
-	p := &acpProc{t: l.t, cmd: cmd, in: in, stderr: stderr, cwd: l.dir}
-	p.Client = &acptest.Client{
-		T:       l.t,
-		In:      acptest.Read(out, func(err error) { l.t.Errorf("stdout carries something that is not ACP: %v", err) }),
-		Out:     acptest.WriteLines(in),
-		Timeout: 60 * time.Second,
-		Logs:    func() string { return stderr.String() + "\nserver:\n" + l.logs.String() },
-	}
-	l.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return p
+	return startACP(l.t, cmd, l.dir, func() string { return "server:\n" + l.logs.String() })
 }
 
 // sessions lists the server's sessions through `sessions --server --json`.
