@@ -264,6 +264,9 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 
 func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 	l := counterLab(t, session.Settings{PausedLifetime: 100 * time.Millisecond})
+	// The engine's time, moved past the lifetime once the session paused.
+	clock := session.NewFakeClock(time.Now())
+	l.engine.Clock = clock
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +274,7 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 	l.open(live, "").prompt(3, "hi")
 	_ = live.StopIdle()
 	rec := l.wait(live)
-	time.Sleep(150 * time.Millisecond)
+	clock.Advance(time.Hour)
 	if err := l.engine.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +324,7 @@ def on_session(ctx, next):
 }
 
 func TestL2_TeardownFailingUntilOrphanedThenResolved(t *testing.T) {
-	l := newLab(t, session.Settings{TeardownBackoff: time.Millisecond, TeardownAttempts: 3}, map[string]string{
+	l := newLab(t, session.Settings{TeardownBackoff: time.Minute, TeardownAttempts: 3}, map[string]string{
 		"blaise.star": `setup(use("./stuck.star"))`,
 		"stuck.star": `plug(name = "stuck")
 def on_teardown(ctx, next):
@@ -329,6 +332,9 @@ def on_teardown(ctx, next):
     fail("cannot remove the worktree")
 `,
 	})
+	// The engine's time, moved past each retry's backoff.
+	clock := session.NewFakeClock(time.Now())
+	l.engine.Clock = clock
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +343,7 @@ def on_teardown(ctx, next):
 	_ = live.Stop(session.Stop{Reason: session.Closed})
 	rec := l.wait(live)
 	for i := 0; i < 5 && rec.State == session.TearingDown; i++ {
-		time.Sleep(5 * time.Millisecond)
+		clock.Advance(time.Hour)
 		_ = l.engine.Sweep(context.Background())
 		rec, _ = l.engine.Store.Session(rec.ID)
 	}
