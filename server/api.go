@@ -45,6 +45,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.connectClient(ctx, w, r) }))
 	mux.HandleFunc("GET "+PathSessions, s.client(s.listSessions))
 	mux.HandleFunc("GET "+PathSessions+"/{id}", s.client(s.getSession))
+	mux.HandleFunc("GET "+PathSessions+"/{id}/transcript", s.client(s.getTranscript))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
 	return mux

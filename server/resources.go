@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -151,6 +152,21 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// getTranscript streams a session's transcript: its records, one JSON
+// object a line (docs/messages.md).
+func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
+	rd, err := s.Store.ReadTranscript(r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	defer rd.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	if _, err := io.Copy(w, rd); err != nil {
+		s.log().Debug("sending a transcript", "session", r.PathValue("id"), "err", err)
+	}
 }
 
 // endSession ends a session: a live run gets a closed stop, recorded

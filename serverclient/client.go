@@ -39,8 +39,8 @@ func (c *Client) http() *http.Client {
 }
 
 // call sends a request with body in (JSON, unless nil) and decodes the
-// answer into out (unless nil); an error answer becomes an error that
-// says what the server said.
+// answer into out (unless nil; an io.Writer gets the body as it is); an
+// error answer becomes an error that says what the server said.
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
@@ -77,6 +77,10 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	}
 	if out == nil {
 		return nil
+	}
+	if w, ok := out.(io.Writer); ok { // a body that is not JSON
+		_, err := io.Copy(w, resp.Body)
+		return err
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("server %s: a bad answer to %s %s: %w", c.URL, method, path, err)
@@ -137,6 +141,19 @@ func (c *Client) Sessions(ctx context.Context, agent string) ([]*session.Record,
 func (c *Client) End(ctx context.Context, id string) (*session.Record, error) {
 	var out session.Record
 	return &out, c.call(ctx, http.MethodPost, server.PathSessions+"/"+url.PathEscape(id)+"/end", nil, &out)
+}
+
+// Session returns a session's record.
+func (c *Client) Session(ctx context.Context, id string) (*session.Record, error) {
+	var out session.Record
+	return &out, c.call(ctx, http.MethodGet, server.PathSessions+"/"+url.PathEscape(id), nil, &out)
+}
+
+// Transcript returns a session's transcript, its records one a line.
+func (c *Client) Transcript(ctx context.Context, id string) ([]byte, error) {
+	var out bytes.Buffer
+	err := c.call(ctx, http.MethodGet, server.PathSessions+"/"+url.PathEscape(id)+"/transcript", nil, &out)
+	return out.Bytes(), err
 }
 
 // Resolve marks an orphaned session ended.

@@ -87,7 +87,10 @@ type LogOptions struct {
 	Out, Err io.Writer
 	Color    bool // styles in Out
 	Store    *blaise.Store
-	ID       string // the session's
+	// Transcript, when Store is nil, is the transcript to write (a
+	// server's); Follow is not for it.
+	Transcript io.Reader
+	ID         string // the session's
 	// Follow reads on while a run of the session is in progress, until it
 	// ends.
 	Follow bool
@@ -111,6 +114,17 @@ func WriteLog(ctx context.Context, o LogOptions) error {
 		l := &Log{Term: term, Err: o.Err}
 		each = l.Record
 		defer term.EndTurn("")
+	}
+	if o.Store == nil {
+		sc := bufio.NewScanner(o.Transcript)
+		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		for sc.Scan() {
+			each(sc.Bytes())
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("session %s: transcript: %w", o.ID, err)
+		}
+		return nil
 	}
 	if err := Lines(ctx, o.Store.TranscriptPath(o.ID), live, each); err != nil {
 		return fmt.Errorf("session %s: transcript: %w", o.ID, err)

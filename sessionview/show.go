@@ -17,7 +17,9 @@ import (
 // created, its state, a table of its runs (the last session.MaxHistory)
 // with their stops, pauses and teardowns, the last stop, pause and teardown, when
 // it expires, its settings, its plugs' stored state (orphaned state named as
-// such) and its transcript. Times are shown in now's location.
+// such) and its transcript. Times are shown in now's location. A server's
+// session (st nil) shows what its record says: its stored state and its
+// transcript are the server's.
 func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	at := func(t time.Time) string {
@@ -85,14 +87,20 @@ func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) e
 	s := rec.Settings
 	row("settings", "idle policy %s, paused lifetime %s, inactivity limit %s, timeout %s, startup limit %s",
 		s.IdlePolicy, s.PausedLifetime, s.InactivityLimit, s.Timeout, s.StartupLimit)
-	if err := stored(w, st, rec); err != nil {
-		return err
+	if st == nil {
+		if rec.Runner != "" {
+			row("runner", "%s", rec.Runner)
+		}
+	} else {
+		if err := stored(w, st, rec); err != nil {
+			return err
+		}
+		runs, records, err := transcriptSize(st.TranscriptPath(rec.ID))
+		if err != nil {
+			return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
+		}
+		row("transcript", "%s (%d records, %d runs)", st.TranscriptPath(rec.ID), records, runs)
 	}
-	runs, records, err := transcriptSize(st.TranscriptPath(rec.ID))
-	if err != nil {
-		return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
-	}
-	row("transcript", "%s (%d records, %d runs)", st.TranscriptPath(rec.ID), records, runs)
 	if rec.State == session.Orphaned {
 		fmt.Fprintf(w, "clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", rec.ID)
 	}

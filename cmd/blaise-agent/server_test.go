@@ -737,3 +737,27 @@ func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
 		t.Fatalf("after resolve: %s", rec.State)
 	}
 }
+
+// TestIssue13_ShowAndLogAServersSession: sessions show and log with
+// --server show a server's session: its record, its runs and its
+// transcript as run renders it.
+func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there")
+	id := l.sessions()[0].ID
+	show := l.cli("sessions", "show", id, "--server", l.url, "--token", l.token)
+	for _, want := range []string{"session " + id, "paused", "runner:", "r1", "demo"} {
+		if !strings.Contains(show, want) {
+			t.Fatalf("sessions show --server lacks %q:\n%s", want, show)
+		}
+	}
+	log := l.cli("sessions", "log", id, "--server", l.url, "--token", l.token)
+	if !strings.Contains(log, "hello there") || !strings.Contains(log, "echo: hello there") {
+		t.Fatalf("sessions log --server:\n%s", log)
+	}
+	records := l.cli("sessions", "log", id, "--json", "--server", l.url, "--token", l.token)
+	if n := strings.Count(records, "\n"); n < 4 || !strings.Contains(records, `"session/prompt"`) {
+		t.Fatalf("sessions log --json --server: %d records\n%s", n, records)
+	}
+}

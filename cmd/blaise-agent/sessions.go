@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,13 +121,14 @@ func printJSON(v any) error {
 // SessionsShowCmd shows one session.
 type SessionsShowCmd struct {
 	StateFlags
+	ServerFlags
 	ID   string `arg:"" help:"The session id." predictor:"session"`
 	JSON bool   `name:"json" help:"Print the session's record as the store keeps it, as JSON."`
 }
 
 // Run shows the session.
 func (c *SessionsShowCmd) Run(g *Globals) error {
-	st, rec, err := c.session(g, c.ID)
+	st, rec, err := c.session(g, c.ID, c.ServerFlags)
 	if err != nil {
 		return err
 	}
@@ -136,8 +138,13 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 	return sessionview.Show(os.Stdout, st, rec, time.Now())
 }
 
-// session reads one session's record, without creating a state directory.
-func (f *StateFlags) session(g *Globals, id string) (*blaise.Store, *session.Record, error) {
+// session reads one session's record, without creating a state directory;
+// with a server, the server's (the store is nil).
+func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*blaise.Store, *session.Record, error) {
+	if sf.Server != "" {
+		rec, err := sf.client().Session(context.Background(), id)
+		return nil, rec, err
+	}
 	e, err := f.existingEngine(g)
 	if err != nil {
 		return nil, nil, err
@@ -152,6 +159,7 @@ func (f *StateFlags) session(g *Globals, id string) (*blaise.Store, *session.Rec
 // SessionsLogCmd shows a session's transcript.
 type SessionsLogCmd struct {
 	StateFlags
+	ServerFlags
 	ID     string `arg:"" help:"The session id." predictor:"session"`
 	Follow bool   `short:"f" help:"While a run of the session is in progress, keep showing its messages as they are recorded, until it ends."`
 	JSON   bool   `name:"json" help:"Print the transcript's records as they are stored: one JSON object per line (see docs/messages.md)."`
@@ -159,16 +167,27 @@ type SessionsLogCmd struct {
 
 // Run prints the transcript.
 func (c *SessionsLogCmd) Run(g *Globals) error {
-	st, rec, err := c.session(g, c.ID)
+	st, rec, err := c.session(g, c.ID, c.ServerFlags)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return sessionview.WriteLog(ctx, sessionview.LogOptions{
+	o := sessionview.LogOptions{
 		Out: os.Stdout, Err: os.Stderr, Color: g.color().Styled(os.Stdout),
 		Store: st, ID: rec.ID, Follow: c.Follow, Records: c.JSON,
-	})
+	}
+	if st == nil {
+		if c.Follow {
+			return errors.New("--follow does not work with --server yet: run sessions log again")
+		}
+		b, err := c.client().Transcript(ctx, rec.ID)
+		if err != nil {
+			return err
+		}
+		o.Transcript = bytes.NewReader(b)
+	}
+	return sessionview.WriteLog(ctx, o)
 }
 
 // SessionsPruneCmd removes ended sessions.
