@@ -761,3 +761,29 @@ func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
 		t.Fatalf("sessions log --json --server: %d records\n%s", n, records)
 	}
 }
+
+// TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds
+// it past its timeout stop is killed on its runner after the lease and
+// failed; a timeout ends the session (L4).
+func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
+	l := newServerLab(t, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
+	l.writeConfig("blaise.star", `setup(use("./stubborn.star"))`+"\n")
+	plug := "plug(name = \"stubborn\")\n\ndef on_session(ctx, next):\n    next()\n    ctx.runner.exec([\"sleep\", \"600\"])\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "stubborn.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := l.runner("r1", "blaise.star")
+	c := l.client()
+	c.Initialize(`{}`)
+	c.NewSession(l.dir)
+	id := l.sessions()[0].ID
+	testsupport.Eventually(t, "the run is failed and the session over", func() bool {
+		rec := l.session(id)
+		return rec.State == session.Ended || rec.State == session.Orphaned
+	})
+	rec := l.session(id)
+	if rec.Stop == nil || rec.Stop.Reason != session.Timeout || rec.Pause == nil || rec.Pause.Reason != session.Failed {
+		t.Fatalf("stop %+v pause %+v, want a timeout stop and a failed run", rec.Stop, rec.Pause)
+	}
+	testsupport.Eventually(t, "the runner has no process of the run", func() bool { return len(descendants(r.cmd.Process.Pid)) == 1 })
+}
