@@ -165,6 +165,14 @@ func (l *serverLab) client() *acpProc {
 	return startACP(l.t, cmd, l.dir, func() string { return "server:\n" + l.logs.String() })
 }
 
+// open starts a client and opens an ACP session of the agent.
+func (l *serverLab) open() (*acpProc, string) {
+	l.t.Helper()
+	c := l.client()
+	c.Initialize(`{}`)
+	return c, c.NewSession(l.dir)
+}
+
 // sessions lists the server's sessions through `sessions --server --json`.
 func (l *serverLab) sessions() []*session.Record {
 	l.t.Helper()
@@ -194,9 +202,7 @@ func endToEnd(t *testing.T, db string) {
 	l := newServerLab(t, db, 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s")
 	l.runner("r1", "blaise.star")
 	l.runner("r2", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	ms, resp := c.Turn(2, sid, "hello")
 	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: hello") {
 		t.Fatalf("first turn: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
@@ -268,9 +274,7 @@ func TestL5_RunnerKilledMidTurn(t *testing.T) {
 	l := newServerLab(t, "", 10*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
 	r1 := l.runner("r1", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	c.Prompt(2, sid, "/sleep 600000")
 	testsupport.Eventually(t, "the turn runs", func() bool { return strings.Contains(r1.logs.String(), "counted run=1") })
 	recs := l.sessions()
@@ -377,9 +381,7 @@ func TestIssue13_WrongOrRevokedToken(t *testing.T) {
 func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	r := l.runner("r1", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
@@ -406,9 +408,7 @@ func TestIssue13_ServerRestartedMidSession(t *testing.T) {
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
 	r := l.runner("r1", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
@@ -543,9 +543,7 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	c.Prompt(2, sid, "/sleep 600000")
 	var procs []int
 	testsupport.Eventually(t, "the session process and its agent run", func() bool {
@@ -579,9 +577,7 @@ func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := l.runner("r1", "flood.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	c.Prompt(2, sid, "100000000") // far more than the pipes hold: the run blocks on its output
 	c.Next()                      // the stream has begun
 	var procs []int
@@ -655,9 +651,7 @@ func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
 	r := l.startRunnerVia("r1", "blaise.star", proxy.url())
 	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "before"); resp.Error != nil {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
@@ -687,9 +681,7 @@ func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := l.runner("r1", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
@@ -714,9 +706,7 @@ func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.runner("r1", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	sid := c.NewSession(l.dir)
+	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
@@ -773,9 +763,7 @@ func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := l.runner("r1", "blaise.star")
-	c := l.client()
-	c.Initialize(`{}`)
-	c.NewSession(l.dir)
+	l.open()
 	id := l.sessions()[0].ID
 	testsupport.Eventually(t, "the run is failed and the session over", func() bool {
 		rec := l.session(id)
