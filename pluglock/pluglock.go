@@ -133,7 +133,7 @@ func (r *Resolver) Pin(dir string, ref plugref.Ref) (string, error) {
 	move := r.Mode == Update && (len(r.Only) == 0 || r.Only[key])
 	if !locked || move {
 		if r.Mode == Locked {
-			return "", fmt.Errorf("%s is not in %s: run `blaise-agent plugs lock` to pin it", key, filepath.Join(dir, FileName))
+			return "", fmt.Errorf("not in %s: run `blaise-agent plugs lock` to pin it", filepath.Join(dir, FileName))
 		}
 		if err := r.fetch(c, ref.Repo); err != nil {
 			return "", err
@@ -147,14 +147,14 @@ func (r *Resolver) Pin(dir string, ref plugref.Ref) (string, error) {
 	}
 	if !c.Has(ref.Repo, e.Commit) {
 		if err := r.fetch(c, ref.Repo); err != nil {
-			return "", fmt.Errorf("%s pinned to commit %s: %w", key, e.Commit, err)
+			return "", fmt.Errorf("pinned to commit %s: %w", e.Commit, err)
 		}
 		// A tag names one commit for good: one that moved is refused.
 		if commit, tag, err := c.Resolve(ref.Repo, ref.Rev); err == nil && tag && commit != e.Commit {
-			return "", fmt.Errorf("%s: tag %s moved from commit %s (in %s) to %s: refused; run `blaise-agent plugs update %s` to accept it", key, ref.Rev, e.Commit, FileName, commit, key)
+			return "", fmt.Errorf("tag %s moved from commit %s (in %s) to %s: refused; run `blaise-agent plugs update %s` to accept it", ref.Rev, e.Commit, FileName, commit, key)
 		}
 		if !c.Has(ref.Repo, e.Commit) {
-			return "", fmt.Errorf("%s: commit %s of %s is not in the repository", key, e.Commit, FileName)
+			return "", fmt.Errorf("commit %s of %s is not in the repository", e.Commit, FileName)
 		}
 	}
 	st.now.Plugs[key] = Entry{Commit: e.Commit}
@@ -179,7 +179,7 @@ func (r *Resolver) Check(dir string, ref plugref.Ref, commit, hash string) error
 	}
 	key := ref.String()
 	if e, ok := st.old.Plugs[key]; ok && e.Commit == commit && e.Hash != hash {
-		return fmt.Errorf("%s: content hash mismatch at commit %s: %s holds %s, the repository has %s: refused", key, commit, FileName, e.Hash, hash)
+		return fmt.Errorf("content hash mismatch at commit %s: %s holds %s, the repository has %s: refused", commit, FileName, e.Hash, hash)
 	}
 	st.now.Plugs[key] = Entry{Commit: commit, Hash: hash}
 	return nil
@@ -208,6 +208,11 @@ func (r *Resolver) Write(dir string) ([]Change, error) {
 	st, err := r.lock(dir)
 	if err != nil {
 		return nil, err
+	}
+	for ref := range r.Only {
+		if _, ok := st.now.Plugs[ref]; !ok {
+			return nil, fmt.Errorf("%s is not a git+ reference of the configuration in %s", ref, dir)
+		}
 	}
 	var changes []Change
 	for ref, e := range st.now.Plugs {

@@ -80,7 +80,7 @@ func (f fixture) readLock(t *testing.T) pluglock.File {
 func TestIssue18_LockThenRunUsesThePinnedCommit(t *testing.T) {
 	f := newFixture(t, "v1")
 	_, _, err := f.load(pluglock.Locked)
-	testsupport.WantErr(t, err, "blaise.star:3:8", f.ref, "is not in", "blaise-agent plugs lock")
+	testsupport.WantErr(t, err, "blaise.star:3:8", f.ref, ": not in", "blaise-agent plugs lock")
 
 	changes := f.lock(t, pluglock.Lock)
 	head := testsupport.Git(t, f.repo, "rev-parse", "HEAD")
