@@ -123,13 +123,14 @@ func (c *Cache) Resolve(url, rev string) (commit string, tag bool, err error) {
 // directories, links and files larger than limit bytes.
 func (c *Cache) ReadFile(url, commit, path string, limit int64) ([]byte, error) {
 	dir := c.repoDir(url)
-	out, err := git(dir, "ls-tree", "-l", commit, "--", path)
+	out, err := git(dir, "ls-tree", "-z", "-l", commit, "--", path)
 	if err != nil {
 		return nil, fmt.Errorf("commit %s of %s: %w", commit, url, err)
 	}
-	// mode type object size\tpath
-	fields := strings.Fields(string(out))
-	if len(fields) < 4 || strings.TrimSpace(strings.SplitN(string(out), "\t", 2)[1]) != path {
+	// mode type object size\tpath\0
+	info, name, _ := strings.Cut(strings.TrimSuffix(string(out), "\x00"), "\t")
+	fields := strings.Fields(info)
+	if len(fields) != 4 || name != path {
 		return nil, fmt.Errorf("path %s not in the repository %s at commit %s", path, url, commit)
 	}
 	if fields[1] != "blob" || fields[0] == "120000" {
@@ -153,14 +154,23 @@ func git(dir string, args ...string) ([]byte, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-			msg = msg[i+1:]
-		}
+		msg := gitSaid(stderr.String())
 		if msg == "" {
 			return nil, fmt.Errorf("git %s: %w", args[len(args)-1], err)
 		}
 		return nil, fmt.Errorf("%s", msg)
 	}
 	return out, nil
+}
+
+// gitSaid picks the line of git's stderr that says what failed: its first
+// fatal or error line, else its last line.
+func gitSaid(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "fatal: ") || strings.HasPrefix(l, "error: ") {
+			return l
+		}
+	}
+	return lines[len(lines)-1]
 }
