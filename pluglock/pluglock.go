@@ -60,6 +60,7 @@ type Resolver struct {
 // state is a lock file as read, and the lock being made.
 type state struct {
 	old, now File
+	exists   bool // the file was there
 }
 
 // NewResolver returns a resolver in mode over the user's cache.
@@ -91,6 +92,7 @@ func (r *Resolver) lock(dir string) (*state, error) {
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	default:
+		st.exists = true
 		if err := json.Unmarshal(data, &st.old); err != nil {
 			return nil, fmt.Errorf("%s: not a lock file: %w", name, err)
 		}
@@ -226,6 +228,9 @@ func (r *Resolver) Write(dir string) ([]Change, error) {
 		}
 	}
 	sort.Slice(changes, func(i, j int) bool { return changes[i].Ref < changes[j].Ref })
+	if !st.exists && len(st.now.Plugs) == 0 {
+		return nil, nil // nothing to pin: no file to keep
+	}
 	data, err := json.MarshalIndent(st.now, "", "  ")
 	if err != nil {
 		return nil, err

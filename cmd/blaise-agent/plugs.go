@@ -50,7 +50,7 @@ func lockPlugs(config string, g *Globals, res *pluglock.Resolver) error {
 		fmt.Fprintln(os.Stdout, ch)
 	}
 	if len(changes) == 0 {
-		fmt.Fprintln(os.Stdout, "blaise.lock is up to date")
+		fmt.Fprintf(os.Stdout, "%s is up to date\n", pluglock.FileName)
 	}
 	return nil
 }
