@@ -30,6 +30,15 @@ func GitCommit(t testing.TB, dir string, files map[string]string) string {
 	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
 		Git(t, "", "init", "--quiet", "--initial-branch=main", dir)
 	}
+	WriteFiles(t, dir, files)
+	Git(t, dir, "add", "-A")
+	Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "change")
+	return Git(t, dir, "rev-parse", "HEAD")
+}
+
+// WriteFiles writes files (path → content) below dir, making folders.
+func WriteFiles(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -39,7 +48,4 @@ func GitCommit(t testing.TB, dir string, files map[string]string) string {
 			t.Fatal(err)
 		}
 	}
-	Git(t, dir, "add", "-A")
-	Git(t, dir, "commit", "--quiet", "--allow-empty", "-m", "change")
-	return Git(t, dir, "rev-parse", "HEAD")
 }
