@@ -166,6 +166,27 @@ func TestIssue18_UpdateMovesPinsForward(t *testing.T) {
 	}
 }
 
+// TestIssue18_LoadOfAGitReferenceIsLockedToo: load("git+…") in a
+// configuration is pinned and checked like use().
+func TestIssue18_LoadOfAGitReferenceIsLockedToo(t *testing.T) {
+	f := newFixture(t, "v1")
+	mod := "git+file://" + f.repo + "//team/lib/common.star@v1"
+	cfg := "load(\"" + mod + "\", \"WHO\")\nagent(command = WHO)\n"
+	if err := os.WriteFile(filepath.Join(f.dir, "blaise.star"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := f.load(pluglock.Locked)
+	testsupport.WantErr(t, err, "blaise.star:1:1", mod, ": not in")
+	f.lock(t, pluglock.Lock)
+	if e := f.readLock(t).Plugs[mod]; !strings.HasPrefix(e.Hash, "sha256:") {
+		t.Fatalf("lock entry of %s = %+v", mod, e)
+	}
+	loaded, _, err := f.load(pluglock.Locked)
+	if err != nil || loaded.Agent.Command != "v1" {
+		t.Fatalf("config = %+v, %v", loaded, err)
+	}
+}
+
 // TestIssue18_ErrorsNameTheReferenceAndWhatFailed: unknown ref, path not
 // in the repository, unreachable repository, a load() leaving it.
 func TestIssue18_ErrorsNameTheReferenceAndWhatFailed(t *testing.T) {
