@@ -187,6 +187,16 @@ func TestIssue18_LoadOfAGitReferenceIsLockedToo(t *testing.T) {
 	}
 }
 
+// TestIssue18_MistakeInARemotePlugNamesItsFileAtTheCommit: a plug of a
+// repository that fails to load is named with its path and commit.
+func TestIssue18_MistakeInARemotePlugNamesItsFileAtTheCommit(t *testing.T) {
+	f := newFixture(t, "main")
+	commit := testsupport.GitCommit(t, f.repo, map[string]string{"team/greeter.star": "plug(name = 1)\n"})
+	_, _, err := f.load(pluglock.Lock)
+	short := "git+file://" + f.repo + "//team/greeter.star@" + commit[:12] + ":1:5"
+	testsupport.WantErr(t, err, "blaise.star:3:8", short)
+}
+
 // TestIssue18_ErrorsNameTheReferenceAndWhatFailed: unknown ref, path not
 // in the repository, unreachable repository, a load() leaving it.
 func TestIssue18_ErrorsNameTheReferenceAndWhatFailed(t *testing.T) {
