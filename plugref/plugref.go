@@ -1,6 +1,6 @@
 // Package plugref parses references to plugs in git repositories:
 // git+SCHEME://HOST/REPO//PATH/IN/REPO.star@REV, where SCHEME is https,
-// ssh or file and REV a tag, a branch or a commit.
+// ssh, git (git daemon) or file and REV a tag, a branch or a commit.
 package plugref
 
 import (
@@ -13,7 +13,7 @@ import (
 const Prefix = "git+"
 
 // Schemes are the URL schemes a reference may use.
-var Schemes = []string{"https", "ssh", "file"}
+var Schemes = []string{"https", "ssh", "git", "file"}
 
 // Ref is a parsed reference.
 type Ref struct {

@@ -36,7 +36,7 @@ func TestIssue18_ReferencesParse(t *testing.T) {
 func TestIssue18_BadReferencesSayWhichPart(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://host/p//x.star@v1":       `want it to start with "git+"`,
-		"git+ftp://host/p//x.star@v1":     "want a URL scheme https, ssh, file",
+		"git+ftp://host/p//x.star@v1":     "want a URL scheme https, ssh, git, file",
 		"git+https://host/p/x.star@v1":    "want //PATH/IN/REPO.star@REV",
 		"git+https://host":                "want //PATH/IN/REPO.star@REV",
 		"git+https://host/p//x.star":      "want @REV",
