@@ -104,16 +104,13 @@ func (c *Cache) Has(url, commit string) bool {
 // rev is a tag (tags do not move; branches do).
 func (c *Cache) Resolve(url, rev string) (commit string, tag bool, err error) {
 	dir := c.repoDir(url)
-	for _, try := range []struct {
-		name string
-		tag  bool
-	}{{"refs/tags/" + rev, true}, {"refs/heads/" + rev, false}, {rev, false}} {
-		if try.name == rev && !plugref.IsCommit(rev) {
-			break
-		}
-		out, err := git(dir, "rev-parse", "--verify", "--quiet", try.name+"^{commit}")
-		if err == nil {
-			return strings.TrimSpace(string(out)), try.tag, nil
+	names := []string{"refs/tags/" + rev, "refs/heads/" + rev}
+	if plugref.IsCommit(rev) {
+		names = append(names, rev)
+	}
+	for i, name := range names {
+		if out, err := git(dir, "rev-parse", "--verify", "--quiet", name+"^{commit}"); err == nil {
+			return strings.TrimSpace(string(out)), i == 0, nil
 		}
 	}
 	return "", false, fmt.Errorf("unknown ref: no tag, branch or commit %q in %s", rev, url)
