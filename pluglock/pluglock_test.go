@@ -215,3 +215,17 @@ func TestIssue18_ErrorsNameTheReferenceAndWhatFailed(t *testing.T) {
 		testsupport.WantErr(t, err, "blaise.star:3:8", want)
 	}
 }
+
+// TestIssue18_CommitReferencePinsThatCommit: @COMMIT names that commit,
+// even after the branch has moved on.
+func TestIssue18_CommitReferencePinsThatCommit(t *testing.T) {
+	f := newFixture(t, "v1")
+	first := testsupport.Git(t, f.repo, "rev-parse", "HEAD")
+	testsupport.GitCommit(t, f.repo, map[string]string{"team/lib/common.star": "WHO = \"v2\"\n"})
+	ref := "git+file://" + f.repo + "//team/greeter.star@" + first
+	f.writeConfig(t, ref)
+	f.lock(t, pluglock.Lock)
+	if e := f.readLock(t).Plugs[ref]; e.Commit != first {
+		t.Fatalf("lock of %s = %+v", ref, e)
+	}
+}
