@@ -43,6 +43,7 @@ type Agent struct {
 // Use is one entry of setup(): a plug with its id and inputs.
 type Use struct {
 	Ref    string // as written
+	Key    string // what it resolved to: a path, blaise:NAME, or a git+ reference at a commit
 	ID     string // empty when not given
 	Index  int    // position in setup, from 0
 	Plug   *Plug
@@ -86,6 +87,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		return nil, err
 	}
 	cfg := &Config{File: displayName(abs), Dir: filepath.Dir(abs)}
+	l.lockDir = cfg.Dir
 	var agentSet, setupSet bool
 	ids := map[string]*Use{}
 
@@ -129,9 +131,13 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 			return nil, fmt.Errorf("use %q: %v", u.Ref, err)
 		}
 		u.Plug, err = l.loadPlug(key)
+		if err == nil {
+			err = l.checkRemote(u.Ref, key)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("use %q: %w", u.Ref, err)
 		}
+		u.Key = key
 		if inputs == nil {
 			inputs = new(starlark.Dict)
 		}

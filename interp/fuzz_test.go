@@ -24,6 +24,8 @@ func FuzzLoadConfig(f *testing.F) {
 		`agent(command = "a"); setup(use("/dev/zero"))`,
 		`agent(command = "a"); setup(use("./p.star", id = "../x"))`,
 		`load("/dev/zero", "x")`,
+		`agent(command = "a"); setup(use("git+file:///r//p.star@v1"))`,
+		`load("git+https://h/r//p.star@", "x")`,
 	} {
 		f.Add(seed)
 	}

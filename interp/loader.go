@@ -4,6 +4,7 @@
 package interp
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,8 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
+
+	"github.com/blaiseagent/blaise-agent/plugref"
 )
 
 // StdlibPrefix marks references to plugs and modules embedded in the binary.
@@ -46,7 +49,10 @@ type Loader struct {
 	// Overlay holds sources by absolute path that replace the files on
 	// disk: the unsaved documents of an editor.
 	Overlay map[string][]byte
+	// Remote resolves git+ references; nil refuses them.
+	Remote Remote
 
+	lockDir string // where the lock of git+ references is: the configuration's
 	modules map[string]*module
 	stack   []string // keys being loaded, for cycle reports
 }
@@ -64,6 +70,8 @@ type module struct {
 	globals starlark.StringDict
 	plug    *Plug
 	err     error
+	sum     [32]byte // of the source, for the lock of git+ references
+	deps    []string // keys it loads
 }
 
 // resolve turns ref, written in the file with key from, into a key: an
@@ -72,6 +80,8 @@ func (l *Loader) resolve(ref, from string) (string, error) {
 	switch {
 	case ref == "":
 		return "", fmt.Errorf("empty reference")
+	case plugref.IsRemote(ref):
+		return l.resolveRemote(ref)
 	case strings.HasPrefix(ref, StdlibPrefix):
 		name := strings.TrimPrefix(ref, StdlibPrefix)
 		if !strings.HasSuffix(name, ".star") {
@@ -81,6 +91,12 @@ func (l *Loader) resolve(ref, from string) (string, error) {
 			return "", fmt.Errorf("invalid reference %q", ref)
 		}
 		return StdlibPrefix + name, nil
+	case plugref.IsRemote(from):
+		r, err := plugref.Parse(from)
+		if err != nil {
+			return "", err
+		}
+		return resolveInRemote(ref, r)
 	case strings.HasPrefix(from, StdlibPrefix):
 		if path.IsAbs(ref) {
 			return "", fmt.Errorf("%s cannot reference the file %q", from, ref)
@@ -108,6 +124,13 @@ func (l *Loader) read(key string) ([]byte, error) {
 			return nil, fmt.Errorf("no plug or module %s in the standard library", displayName(key))
 		}
 		return data, nil
+	}
+	if plugref.IsRemote(key) {
+		r, err := plugref.Parse(key)
+		if err != nil {
+			return nil, err
+		}
+		return l.Remote.Read(r, MaxFileSize)
 	}
 	if src, ok := l.Overlay[key]; ok {
 		return src, nil
@@ -175,6 +198,9 @@ func displayName(key string) string {
 	if strings.HasPrefix(key, StdlibPrefix) {
 		return strings.TrimSuffix(key, ".star")
 	}
+	if plugref.IsRemote(key) {
+		return remoteDisplay(key)
+	}
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, key); err == nil && !strings.HasPrefix(rel, "..") {
 			return rel
@@ -211,7 +237,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	l.stack = append(l.stack, key)
 	defer func() { l.stack = l.stack[:len(l.stack)-1] }()
 
-	m := &module{kind: kind}
+	m := &module{kind: kind, sum: sha256.Sum256(src)}
 	thread := &starlark.Thread{
 		Name: displayName(key),
 		Load: func(_ *starlark.Thread, ref string) (starlark.StringDict, error) {
@@ -219,8 +245,12 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 			if err != nil {
 				return nil, err
 			}
+			m.deps = append(m.deps, target)
 			dep, err := l.load(target, helperFile, l.withPlug(), nil)
 			if err != nil {
+				return nil, err
+			}
+			if err := l.checkRemote(ref, target); err != nil {
 				return nil, err
 			}
 			return dep.globals, nil

@@ -1,12 +1,11 @@
 package interp_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
@@ -15,15 +14,7 @@ import (
 func load(t *testing.T, files map[string]string) (*interp.Config, error) {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testsupport.WriteFiles(t, dir, files)
 	t.Chdir(dir)
 	l := &interp.Loader{Stdlib: fstest.MapFS{
 		"greet.star": {Data: []byte(`plug(name = "blaise/greet", inputs = schema.object(who = schema.string(default = "world")))

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"os"
 	"path/filepath"
 
 	"go.starlark.net/starlark"
@@ -11,6 +12,11 @@ import (
 func (l *Loader) LoadModule(path string) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
+		return err
+	}
+	// Checked alone, a module pins git+ references by the working
+	// directory's lock, as a plug does in LoadPlug.
+	if l.lockDir, err = os.Getwd(); err != nil {
 		return err
 	}
 	_, err = l.load(abs, helperFile, l.withPlug(), nil)

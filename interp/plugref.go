@@ -17,9 +17,14 @@ func (l *Loader) LoadPlug(ref string) (*Plug, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.lockDir = wd
 	key, err := l.resolve(ref, filepath.Join(wd, "blaise.star"))
 	if err != nil {
 		return nil, err
 	}
-	return l.loadPlug(key)
+	p, err := l.loadPlug(key)
+	if err == nil {
+		err = l.checkRemote(ref, key)
+	}
+	return p, err
 }

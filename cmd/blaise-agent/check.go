@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/plugref"
 	"github.com/blaiseagent/blaise-agent/runner"
 )
 
@@ -32,6 +33,9 @@ func (c *CheckCmd) Run(g *Globals) error {
 			resumable = "not resumable"
 		}
 		fmt.Fprintf(out, "  %d. %-24s id=%-10s %s (%s; %s)\n", u.Index+1, u.Plug.Name, id, u.Ref, resumable, strings.Join(u.Plug.Handlers(), ", "))
+		if r, err := plugref.Parse(u.Key); err == nil {
+			fmt.Fprintf(out, "     pinned to commit %s\n", r.Rev)
+		}
 	}
 	if cfg.Resumable() {
 		fmt.Fprintln(out, "the chain can resume")

@@ -6,18 +6,24 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/blaiseagent/blaise-agent/gitcache"
 	"github.com/blaiseagent/blaise-agent/internal/findconfig"
 )
 
 // ConfigFlag is -c of the commands that run a configuration.
 type ConfigFlag struct {
-	Config string `short:"c" help:"The configuration file (default: the nearest blaise.star in the working directory or a parent)." type:"path" env:"BLAISE_CONFIG" predictor:"star" placeholder:"FILE"`
+	Config  string `short:"c" help:"The configuration file (default: the nearest blaise.star in the working directory or a parent)." type:"path" env:"BLAISE_CONFIG" predictor:"star" placeholder:"FILE"`
+	Offline bool   `help:"Never fetch plugs of git repositories: use only blaise.lock and the cache, and fail when they lack something." env:"BLAISE_OFFLINE"`
 }
 
 // AfterApply finds the configuration -c and $BLAISE_CONFIG leave unnamed. A
 // command given --session needs none: the session names its own; nor one
 // given --server, but listen: the server's runners have theirs.
 func (f *ConfigFlag) AfterApply(kctx *kong.Context) error {
+	if f.Offline {
+		// In the environment, session processes started later see it too.
+		os.Setenv(gitcache.EnvOffline, "1")
+	}
 	remote := flagSet(kctx, "server") && !strings.HasPrefix(kctx.Command(), "listen")
 	if f.Config != "" || flagSet(kctx, "session") || remote {
 		return nil

@@ -28,6 +28,7 @@ type CLI struct {
 	Init       InitCmd       `cmd:"" help:"Start a project: a blaise.star, a plug, and a test of it that passes."`
 	Lsp        LspCmd        `cmd:"" help:"Serve the Language Server Protocol on stdio for .star files: completion, hover, diagnostics, go to definition."`
 	Fmt        FmtCmd        `cmd:"" help:"Format .star files (plugs, configurations, modules) in the one accepted style."`
+	Plugs      PlugsCmd      `cmd:"" help:"Pin the plugs of git repositories that a configuration uses, in blaise.lock beside it."`
 	Test       TestCmd       `cmd:"" help:"Run golden-file tests of plugs (*.blaisetest): a scripted client and agent through the real chain."`
 	Serve      ServeCmd      `cmd:"" help:"Serve Blaise: the control plane of named agents, their runners and their clients."`
 	Listen     ListenCmd     `cmd:"" help:"Take the runs of an agent of a Blaise server, on this machine."`
