@@ -1,0 +1,246 @@
+package dashboard_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/dashboard"
+	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/sqlstore"
+)
+
+const password = "correct horse battery"
+
+// site is a real server (SQLite store, the API and the dashboard) behind
+// an HTTP listener, with an agent "demo" and an admin "ada".
+type site struct {
+	t     *testing.T
+	store *sqlstore.Store
+	srv   *httptest.Server
+}
+
+func newSite(t *testing.T, tls bool) *site {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := (&server.Server{Store: store}).Handler(ctx)
+	srv := httptest.NewUnstartedServer(h)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	if _, err := store.CreateAgent(sqlstore.Agent{Name: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := store.MintSetupToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateFirstAdmin(tok, "ada", password); err != nil {
+		t.Fatal(err)
+	}
+	return &site{t: t, store: store, srv: srv}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+func (s *site) browser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	c := s.srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+func (s *site) do(c *http.Client, method, path string, form url.Values, header ...string) (*http.Response, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// signIn signs c in and returns the form token of its pages.
+func (s *site) signIn(c *http.Client) string {
+	s.t.Helper()
+	resp, _ := s.do(c, http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {password}})
+	if resp.StatusCode != http.StatusSeeOther {
+		s.t.Fatalf("sign-in: %s", resp.Status)
+	}
+	_, body := s.do(c, http.MethodGet, "/agents/demo", nil)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no form token in the settings page:\n%s", body)
+	}
+	return m[1]
+}
+
+func (s *site) lifetime() time.Duration {
+	s.t.Helper()
+	a, err := s.store.Agent("demo")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return a.Settings.PausedLifetime
+}
+
+func want(t *testing.T, resp *http.Response, body string, status int, parts ...string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %s, want %d; body:\n%s", resp.Status, status, body)
+	}
+	for _, p := range parts {
+		if !strings.Contains(body, p) {
+			t.Fatalf("the page lacks %q:\n%s", p, body)
+		}
+	}
+}
+
+// Issue 14, item 1: a signed-out browser sees no page and changes nothing;
+// a signed-out or expired cookie is no better than none.
+func TestIssue14_SignedOutRequestIsRefused(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	resp, _ := s.do(c, http.MethodGet, "/sessions", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Fatalf("a signed-out GET: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"idle_policy": {"end"}, "paused_lifetime": {"1h"}})
+	want(t, resp, body, http.StatusUnauthorized, "Sign in to see this page", "Nothing was changed")
+
+	csrf := s.signIn(c)
+	resp, _ = s.do(c, http.MethodPost, "/signout", url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out: %s", resp.Status)
+	}
+	// The old cookie, sent again as a copied one would be.
+	u, _ := url.Parse(s.srv.URL)
+	old := c.Jar.Cookies(u)
+	if len(old) != 0 {
+		t.Fatalf("the cookie outlived the sign-out: %v", old)
+	}
+	resp, body = s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"end"}, "paused_lifetime": {"1h"}})
+	want(t, resp, body, http.StatusUnauthorized)
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after refused posts, want 24h", got)
+	}
+}
+
+// Issue 14, item 1: every form needs this page's token and this site's
+// origin; without either, nothing changes.
+func TestIssue14_CSRFLessPostIsRefused(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	csrf := s.signIn(c)
+	form := url.Values{"idle_policy": {"end"}, "paused_lifetime": {"1h"}}
+	resp, body := s.do(c, http.MethodPost, "/agents/demo", form)
+	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong", "Nothing was changed")
+	form.Set("csrf", csrf)
+	resp, body = s.do(c, http.MethodPost, "/agents/demo", form, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+	want(t, resp, body, http.StatusForbidden)
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after refused posts, want 24h", got)
+	}
+	resp, _ = s.do(c, http.MethodPost, "/agents/demo", form)
+	if resp.StatusCode != http.StatusSeeOther || s.lifetime() != time.Hour {
+		t.Fatalf("a good post: %s, lifetime %s", resp.Status, s.lifetime())
+	}
+}
+
+// Issue 14, item 2: a paused lifetime outside 1 hour to 7 days, or above
+// the operator's maximum, gets a clear message and changes nothing.
+func TestIssue14_PausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	csrf := s.signIn(c)
+	for _, bad := range []string{"192h", "30m", "soon"} {
+		resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"pause"}, "paused_lifetime": {bad}})
+		want(t, resp, body, http.StatusBadRequest, "Not saved: paused lifetime &#34;"+bad+"&#34;: choose one of 1 hour,", "7 days (the operator&#39;s maximum is 7 days)")
+	}
+	t.Setenv("SESSION_MAX_PAUSED_LIFETIME_MS", "172800000") // 2 days
+	resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"pause"}, "paused_lifetime": {"72h"}})
+	want(t, resp, body, http.StatusBadRequest, "2 days (the operator&#39;s maximum is 2 days)")
+	if strings.Contains(body, `value="72h0m0s"`) {
+		t.Fatalf("the page offers more than the operator's maximum:\n%s", body)
+	}
+	resp, body = s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"never"}, "paused_lifetime": {"1h"}})
+	want(t, resp, body, http.StatusBadRequest, "idle policy &#34;never&#34;: choose pause or end")
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after bad input, want 24h", got)
+	}
+}
+
+// Issue 14, item 1: the sign-in cookie is HttpOnly and SameSite=Lax, and
+// Secure under TLS.
+func TestIssue14_SignInCookieFlags(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		s := newSite(t, tls)
+		resp, _ := s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {password}})
+		cs := resp.Cookies()
+		if len(cs) != 1 || cs[0].Name != dashboard.CookieName || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteLaxMode || cs[0].Secure != tls {
+			t.Fatalf("TLS %v: cookies %+v", tls, cs)
+		}
+	}
+}
+
+// Issue 14, item 1: the setup token creates the first admin, once; then
+// the setup page is gone and a wrong password is refused.
+func TestIssue14_SetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
+	ctx := t.Context()
+	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := httptest.NewServer((&server.Server{Store: store}).Handler(ctx))
+	defer srv.Close()
+	s := &site{t: t, store: store, srv: srv}
+	c := s.browser()
+	resp, _ := s.do(c, http.MethodGet, "/signin", nil)
+	if resp.Header.Get("Location") != "/setup" {
+		t.Fatalf("sign-in with no user: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	tok, err := store.MintSetupToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := s.do(c, http.MethodPost, "/setup", url.Values{"token": {tok}, "name": {"ada"}, "password": {"short"}})
+	want(t, resp, body, http.StatusBadRequest, "the password has 5 characters; want at least 12")
+	resp, body = s.do(c, http.MethodPost, "/setup", url.Values{"token": {tok}, "name": {"ada"}, "password": {password}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("setup: %s\n%s", resp.Status, body)
+	}
+	resp, body = s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK, "Sign out")
+	resp, body = s.do(s.browser(), http.MethodPost, "/setup", url.Values{"token": {tok}, "name": {"eve"}, "password": {password}})
+	want(t, resp, body, http.StatusBadRequest, "already used")
+	resp, body = s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {"not the password"}})
+	want(t, resp, body, http.StatusUnauthorized, "Wrong user name or password.")
+}
