@@ -63,7 +63,7 @@ func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
 	}
 	notice := ""
 	if r.URL.Query().Get("saved") != "" {
-		notice = "Saved. New sessions get these settings; a runner's `listen` reads them at its next start."
+		notice = "Saved. New sessions get these settings; a runner's listen reads them at its next start."
 	}
 	d.agentPage(w, u, http.StatusOK, a, "", notice)
 }
