@@ -48,7 +48,11 @@ func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/setup", http.StatusSeeOther)
 		return
 	}
-	d.render(w, http.StatusOK, "signin.html", page{Title: "Sign in"})
+	p := page{Title: "Sign in"}
+	if r.URL.Query().Get("expired") != "" {
+		p.Error = "Your sign-in has expired or ended: sign in again."
+	}
+	d.render(w, http.StatusOK, "signin.html", p)
 }
 
 func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {

@@ -147,7 +147,11 @@ func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, user)) h
 				why = "Your sign-in has expired or ended: sign in again."
 			}
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/signin", http.StatusSeeOther)
+				to := "/signin"
+				if c != nil {
+					to += "?expired=1"
+				}
+				http.Redirect(w, r, to, http.StatusSeeOther)
 				return
 			}
 			d.render(w, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Error: why + " Nothing was changed."})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/dashboard"
 	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
 )
 
@@ -243,4 +244,59 @@ func TestIssue14_SetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	want(t, resp, body, http.StatusBadRequest, "already used")
 	resp, body = s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {"not the password"}})
 	want(t, resp, body, http.StatusUnauthorized, "Wrong user name or password.")
+}
+
+// Issue 14, item 4: an orphaned session says what its teardown left
+// behind and is resolved from the page; resolving any other session, or
+// ending an unknown one, says why and changes nothing.
+func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
+	s := newSite(t, false)
+	for _, rec := range []*session.Record{
+		{ID: "orphan1", AgentName: "demo", State: session.Orphaned, Settings: session.DefaultSettings(),
+			Teardown: session.TeardownRecord{Attempts: 3, LastError: "worktree /w/x: device busy"}, OrphanedState: []string{"gone-plug"}},
+		{ID: "live1", AgentName: "demo", State: session.Active, Settings: session.DefaultSettings()},
+	} {
+		if err := s.store.CreateSession(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions?state=orphaned", nil)
+	want(t, resp, body, http.StatusOK, "teardown failed 3 times: worktree /w/x: device busy", "<code>gone-plug</code>", `action="/sessions/orphan1/resolve"`)
+	if strings.Contains(body, "live1") {
+		t.Fatalf("the orphaned filter shows an active session:\n%s", body)
+	}
+
+	resp, body = s.do(c, http.MethodPost, "/sessions/live1/resolve", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusConflict, "Nothing was changed: session live1 is active; only an orphaned session can be resolved")
+	resp, body = s.do(c, http.MethodPost, "/sessions/"+session.NewID()+"/end", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusNotFound, "does not exist: nothing was changed")
+
+	resp, _ = s.do(c, http.MethodPost, "/sessions/orphan1/resolve", url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resolve: %s", resp.Status)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(t, resp, body, http.StatusOK, "Session orphan1 resolved: it is ended.")
+	for id, st := range map[string]session.State{"orphan1": session.Ended, "live1": session.Active} {
+		if rec, err := s.store.Session(id); err != nil || rec.State != st {
+			t.Fatalf("session %s: %v, %v; want %s", id, rec, err, st)
+		}
+	}
+}
+
+// Issue 14: an expired sign-in is sent to sign in again, and told why.
+func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
+	s := newSite(t, false)
+	tok, _, err := s.store.SignIn("ada", password, -time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := s.do(s.browser(), http.MethodGet, "/agents", nil, "Cookie", dashboard.CookieName+"="+tok)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?expired=1" {
+		t.Fatalf("an expired sign-in: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, body := s.do(s.browser(), http.MethodGet, resp.Header.Get("Location"), nil)
+	want(t, resp, body, http.StatusOK, "Your sign-in has expired or ended: sign in again.")
 }

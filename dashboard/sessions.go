@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -64,8 +65,13 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, u user, name 
 	id := r.PathValue("id")
 	if _, err := do(id); err != nil {
 		p := d.pageFor(u, "Not done")
-		p.Error = "Session " + id + ": " + err.Error()
-		d.render(w, http.StatusConflict, "error.html", p)
+		p.Error = "Nothing was changed: " + err.Error()
+		status := http.StatusConflict
+		if errors.Is(err, session.ErrNotFound) {
+			p.Error = "Session " + id + " does not exist: nothing was changed."
+			status = http.StatusNotFound
+		}
+		d.render(w, status, "error.html", p)
 		return
 	}
 	d.log().Info("dashboard: session "+name, "session", id, "user", u.Name)
