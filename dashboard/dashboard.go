@@ -1,5 +1,6 @@
 // Package dashboard is the Blaise server's web page (`serve` at /):
-// sign-in, agents and their settings, sessions and their actions. Pages
+// sign-in, agents and their settings, runners and their tokens, sessions
+// and their actions. Pages
 // are rendered on the server from embedded templates; forms post plainly,
 // with no script, and the page makes no request beyond this server.
 package dashboard
@@ -46,6 +47,7 @@ type Sessions interface {
 type Dashboard struct {
 	Store    *sqlstore.Store
 	Sessions Sessions
+	Runners  Runners
 	Log      *log.Logger
 	// SignInTTL: see DefaultSignInTTL; 0 means it.
 	SignInTTL time.Duration
@@ -76,6 +78,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /agents", d.signedIn(d.agents))
 	mux.HandleFunc("GET /agents/{name}", d.signedIn(d.agent))
 	mux.HandleFunc("POST /agents/{name}", d.signedIn(d.saveAgent))
+	mux.HandleFunc("GET /runners", d.signedIn(d.runners))
+	mux.HandleFunc("POST /runners/tokens", d.signedIn(d.mintRegistration))
+	mux.HandleFunc("POST /runners/{id}/revoke", d.signedIn(d.revokeRunner))
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))

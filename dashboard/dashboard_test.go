@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -299,4 +300,46 @@ func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
 	}
 	resp, body := s.do(s.browser(), http.MethodGet, resp.Header.Get("Location"), nil)
 	want(t, resp, body, http.StatusOK, "Your sign-in has expired or ended: sign in again.")
+}
+
+// Issue 14, item 3: a registration token minted on the runners page is
+// shown once and registers a runner; a runner revoked there cannot
+// connect; a bad lifetime or an unknown runner says why and changes
+// nothing.
+func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"720h"}})
+	want(t, resp, body, http.StatusBadRequest, "No token minted: lifetime 720h is not one of 1 hour, 1 day or 7 days.")
+	if regs, _ := s.store.Registrations(); len(regs) != 0 {
+		t.Fatalf("a refused mint stored %d tokens", len(regs))
+	}
+	resp, body = s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"1h0m0s"}})
+	want(t, resp, body, http.StatusOK, "it is not shown again")
+	m := regexp.MustCompile(`id="minted-token" readonly value="(blr_[^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no token on the page:\n%s", body)
+	}
+	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m[1]) {
+		t.Fatal("the token is shown again")
+	}
+	cred, id, err := s.store.Register(m[1], "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body = s.do(c, http.MethodGet, "/runners", nil)
+	want(t, resp, body, http.StatusOK, "r1", "not connected", `action="/runners/`+id+`/revoke"`)
+
+	resp, body = s.do(c, http.MethodPost, "/runners/nosuchrunner/revoke", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusNotFound, "Nothing was revoked:", "not found")
+	resp, _ = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %s", resp.Status)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(t, resp, body, http.StatusOK, "Runner "+id+" revoked: it cannot connect again.", "revoked 20")
+	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
+		t.Fatalf("a revoked runner's credential: %v", err)
+	}
 }

@@ -48,7 +48,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+PathSessions+"/{id}", s.client(s.getSession))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
-	mux.Handle("/", (&dashboard.Dashboard{Store: s.Store, Sessions: s, Log: s.log()}).Handler())
+	mux.Handle("/", (&dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log()}).Handler())
 	return mux
 }
 

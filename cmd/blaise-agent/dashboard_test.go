@@ -49,8 +49,10 @@ func shoot(t *testing.T, tab context.Context, name string) {
 // Issue 14: in a real browser, against a real `serve`, runner and demo
 // agent: the first admin is created with the setup token serve printed,
 // signs out and in again; a paused lifetime changed on the page is stored
-// (the API reads it back); a post without the form's token and a
-// signed-out request are refused; a session is ended from the page.
+// (the API reads it back); the runners page shows the connected runner
+// and mints a token; a post without the form's token and a signed-out
+// request are refused; a session is ended and a runner revoked from the
+// page.
 func TestIssue14_DashboardInABrowser(t *testing.T) {
 	tab := browsertest.New(t)
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
@@ -107,10 +109,26 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 		t.Fatalf("after a refused post the API reads %+v", agent)
 	}
 
+	do("the runners page", chromedp.Navigate(l.url+"/runners"), chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)))
+	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main table"))); err != nil || !strings.Contains(text, "connected: agent demo, 0 live runs") {
+		t.Fatalf("the runners page says %q (%v)", text, err)
+	}
+	do("minting a registration token", chromedp.Click(chromedp.CSS(`form[action="/runners/tokens"] button`)), chromedp.WaitVisible(chromedp.ID("minted-token")))
+	if tok, err := chromedp.Run(tab, chromedp.Value(chromedp.ID("minted-token"))); err != nil || !strings.HasPrefix(tok, "blr_") {
+		t.Fatalf("the minted token: %q (%v)", tok, err)
+	}
+	shoot(t, tab, "runners")
+
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
 		t.Fatalf("after End: %s (%s)", rec.State, rec.EndReason)
+	}
+
+	do("revoking a runner", chromedp.Navigate(l.url+"/runners"), chromedp.Click(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	if out := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...); !regexp.MustCompile(`runner .* r1 .* 20\d\d-`).MatchString(out) {
+		t.Fatalf("after revoking r1, tokens list says:\n%s", out)
 	}
 
 	do("signing out again", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.ID("password")),
