@@ -82,6 +82,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /runners/tokens", d.signedIn(d.mintRegistration))
 	mux.HandleFunc("POST /runners/{id}/revoke", d.signedIn(d.revokeRunner))
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
+	mux.HandleFunc("GET /sessions/{id}", d.signedIn(d.sessionDetail))
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
 	return http.NewCrossOriginProtection().Handler(secureHeaders(mux))

@@ -343,3 +343,13 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 		t.Fatalf("a revoked runner's credential: %v", err)
 	}
 }
+
+// Issue 14, item 4: an unknown session's page says so.
+func TestIssue14_UnknownSessionPage(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	s.signIn(c)
+	id := session.NewID()
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist.")
+}

@@ -119,6 +119,12 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 	}
 	shoot(t, tab, "runners")
 
+	do("a session's page", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS(`a[href="/sessions/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
+	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("pre.transcript"))); err != nil || !strings.Contains(text, "hello there") || !strings.Contains(text, "echo: hello there") {
+		t.Fatalf("the transcript on the page: %q (%v)", text, err)
+	}
+	shoot(t, tab, "session")
+
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
