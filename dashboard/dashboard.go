@@ -1,8 +1,9 @@
 // Package dashboard is the Blaise server's web page (`serve` at /):
 // sign-in, agents and their settings, runners and their tokens, sessions
-// and their actions. Pages
-// are rendered on the server from embedded templates; forms post plainly,
-// with no script, and the page makes no request beyond this server.
+// and their actions. Pages are rendered on the server from embedded
+// templates and forms post plainly; a session's page follows its
+// transcript with one small script. No page requests anything beyond this
+// server.
 package dashboard
 
 import (
@@ -83,6 +84,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /runners/{id}/revoke", d.signedIn(d.revokeRunner))
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
 	mux.HandleFunc("GET /sessions/{id}", d.signedIn(d.sessionDetail))
+	mux.HandleFunc("GET /sessions/{id}/events", d.signedIn(d.follow))
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
 	return http.NewCrossOriginProtection().Handler(secureHeaders(mux))

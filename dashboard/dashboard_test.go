@@ -1,8 +1,11 @@
 package dashboard_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -352,4 +355,64 @@ func TestIssue14_UnknownSessionPage(t *testing.T) {
 	id := session.NewID()
 	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
 	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist.")
+}
+
+// Issue 14, item 4: a session's transcript is followed as server-sent
+// events: what it holds, then each line as it is written.
+func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&session.Record{ID: "live1", AgentName: "demo", State: session.Active, Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	tw, err := s.store.Transcript("live1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	notice := func(seq int, text string) string {
+		return fmt.Sprintf(`{"seq":%d,"time":"2026-01-01T00:00:00Z","dir":"to_client","kind":"notification","method":"session/update","message":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}}`+"\n", seq, text)
+	}
+	io.WriteString(tw, notice(1, "first words"))
+	c := s.browser()
+	s.signIn(c)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/live1/events", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	events := bufio.NewReader(resp.Body)
+	next := func() (string, string) {
+		t.Helper()
+		var name, data string
+		for {
+			line, err := events.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended: %v", err)
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "":
+				var text string
+				if err := json.Unmarshal([]byte(data), &text); err != nil {
+					t.Fatalf("event %s: data %q: %v", name, data, err)
+				}
+				return name, text
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}
+	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
+		t.Fatalf("first event %s %q", name, text)
+	}
+	io.WriteString(tw, notice(2, "then more"))
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, "then more") || strings.Contains(text, "first words") {
+		t.Fatalf("next event %s %q", name, text)
+	}
 }

@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"errors"
+	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,33 @@ func TestIssue14_SetupTokenSignInAndOut(t *testing.T) {
 		}
 		_, err = s.WebSession(short)
 		testsupport.WantErr(t, err, "sign-in", "expired")
+	})
+}
+
+// Issue 14, item 4: a reader following a transcript gets what was written
+// since it last asked, and nothing twice.
+func TestIssue14_TranscriptAfterReadsWhatIsNew(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s1")
+		w, err := s.Transcript("s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		io.WriteString(w, "one\ntwo\n")
+		got, last, err := s.TranscriptAfter("s1", 0)
+		if err != nil || string(got) != "one\ntwo\n" {
+			t.Fatalf("from the start: %q, %v", got, err)
+		}
+		if more, again, err := s.TranscriptAfter("s1", last); err != nil || len(more) != 0 || again != last {
+			t.Fatalf("nothing new: %q, %d, %v", more, again, err)
+		}
+		io.WriteString(w, "three\n")
+		if more, _, err := s.TranscriptAfter("s1", last); err != nil || string(more) != "three\n" {
+			t.Fatalf("what is new: %q, %v", more, err)
+		}
+		_, _, err = s.TranscriptAfter("nosuchsession", 0)
+		testsupport.WantErr(t, err, "no such session")
 	})
 }

@@ -124,6 +124,17 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 		t.Fatalf("the transcript on the page: %q (%v)", text, err)
 	}
 	shoot(t, tab, "session")
+	// The page follows the transcript: a turn added now appears without a
+	// reload.
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("pre.transcript").dataset.live === "1"`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the transcript does not go live: %v", err)
+	}
+	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "and more"); !strings.Contains(out, "echo: and more") {
+		t.Fatalf("run --server --session:\n%s", out)
+	}
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("pre.transcript").textContent.includes("echo: and more")`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the second turn never appeared on the page: %v", err)
+	}
 
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
