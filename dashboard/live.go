@@ -1,14 +1,10 @@
 package dashboard
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/blaiseagent/blaise-agent/client"
-	"github.com/blaiseagent/blaise-agent/sessionview"
 )
 
 // followInterval is how often a followed transcript is read again: the
@@ -31,11 +27,8 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	var out bytes.Buffer
-	term := &client.Terminal{Out: &out, Err: &out}
-	l := &sessionview.Log{Term: term, Err: &out}
+	render := newRenderer()
 	var last int64
-	var partial []byte
 	event := EventReset
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
@@ -46,22 +39,10 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 			return
 		}
 		last = next
-		partial = append(partial, lines...)
-		for {
-			line, rest, ok := bytes.Cut(partial, []byte("\n"))
-			if !ok {
-				break
-			}
-			if len(bytes.TrimSpace(line)) > 0 {
-				l.Record(line)
-			}
-			partial = rest
-		}
-		if out.Len() > 0 || event == EventReset {
-			if err := send(w, rc, event, out.String()); err != nil {
+		if text := render.feed(lines); text != "" || event == EventReset {
+			if err := send(w, rc, event, text); err != nil {
 				return
 			}
-			out.Reset()
 			event = EventAppend
 		}
 		select {

@@ -1,22 +1,16 @@
 package dashboard
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
-	"fmt"
 	"net/http"
 
-	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/session"
-	"github.com/blaiseagent/blaise-agent/sessionview"
 )
 
 // sessionPage is what a session's page shows.
 type sessionPage struct {
 	Record     *session.Record
 	Transcript string
-	Problems   string // lines of the transcript that could not be read
 }
 
 // sessionDetail shows a session's record and its transcript, rendered as
@@ -35,39 +29,22 @@ func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user
 		d.serverError(w, u, "reading the session", err)
 		return
 	}
-	text, problems, err := d.transcript(id)
+	text, err := d.transcript(id)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return
 	}
 	p := d.pageFor(u, "Session "+id)
-	p.Data = sessionPage{Record: rec, Transcript: text, Problems: problems}
+	p.Data = sessionPage{Record: rec, Transcript: text}
 	d.render(w, http.StatusOK, "session.html", p)
 }
 
 // transcript renders a session's transcript as plain text.
-func (d *Dashboard) transcript(id string) (text, problems string, err error) {
-	rc, err := d.Store.ReadTranscript(id)
+func (d *Dashboard) transcript(id string) (string, error) {
+	lines, _, err := d.Store.TranscriptAfter(id, 0)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	defer rc.Close()
-	var out, errs bytes.Buffer
-	term := &client.Terminal{Out: &out, Err: &errs}
-	l := &sessionview.Log{Term: term, Err: &errs}
-	br := bufio.NewReader(rc)
-	for {
-		line, rerr := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			l.Record(bytes.TrimSuffix(line, []byte("\n")))
-		}
-		if rerr != nil {
-			break
-		}
-	}
-	term.EndTurn("")
-	if err := rc.Close(); err != nil {
-		return "", "", fmt.Errorf("transcript: %w", err)
-	}
-	return out.String(), errs.String(), nil
+	r := newRenderer()
+	return r.feed(lines) + r.end(), nil
 }
