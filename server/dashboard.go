@@ -1,6 +1,39 @@
 package server
 
-import "github.com/blaiseagent/blaise-agent/dashboard"
+import (
+	"context"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/dashboard"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// EndSession ends a session (POST /v1/sessions/ID/end, the dashboard's
+// End): a live run gets a closed stop, recorded before it is sent (L3); a
+// paused one a teardown run. A session whose run no runner receives is an
+// error, and nothing changes.
+func (s *Server) EndSession(ctx context.Context, id string) (*session.Record, error) {
+	s.init()
+	if _, err := s.Store.Session(id); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if l := s.engine.Running(id); l != nil {
+		if err := l.Stop(session.Stop{Reason: session.Closed}); err != nil {
+			return nil, err
+		}
+		return l.Wait(ctx)
+	}
+	return s.engine.End(ctx, id)
+}
+
+// ResolveSession ends an orphaned session once a person has cleaned up
+// after it (L2).
+func (s *Server) ResolveSession(id string) (*session.Record, error) {
+	s.init()
+	return s.engine.Resolve(id)
+}
 
 // LiveRunners are the connected runners, by name, for the dashboard.
 func (s *Server) LiveRunners() map[string]dashboard.LiveRunner {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -145,33 +144,17 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-// endSession ends a session (EndSession).
+// endSession ends a session: a live run gets a closed stop, recorded
+// before it is sent (L3); a paused one a teardown run. A session whose run
+// no runner receives is an error, and nothing changes.
 func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.EndSession(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	rec, err := s.EndSession(r.Context(), id)
 	if err != nil {
 		failErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
-}
-
-// EndSession ends a session: a live run gets a closed stop, recorded
-// before it is sent (L3); a paused one a teardown run. A session whose run
-// no runner receives is an error, and nothing changes.
-func (s *Server) EndSession(ctx context.Context, id string) (*session.Record, error) {
-	s.init()
-	if _, err := s.Store.Session(id); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	if l := s.engine.Running(id); l != nil {
-		if err := l.Stop(session.Stop{Reason: session.Closed}); err != nil {
-			return nil, err
-		}
-		return l.Wait(ctx)
-	}
-	return s.engine.End(ctx, id)
 }
 
 func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
@@ -181,11 +164,4 @@ func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
-}
-
-// ResolveSession ends an orphaned session once a person has cleaned up
-// after it (L2).
-func (s *Server) ResolveSession(id string) (*session.Record, error) {
-	s.init()
-	return s.engine.Resolve(id)
 }
