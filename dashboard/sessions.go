@@ -53,6 +53,13 @@ func (d *Dashboard) sessions(w http.ResponseWriter, r *http.Request, u user) {
 	for action, text := range notices {
 		if id := q.Get(action); id != "" {
 			p.Notice = fmt.Sprintf(text, id)
+			// What the action left, if it is not over: a failed teardown.
+			if rec, err := d.Store.Session(id); err == nil && rec.State != session.Ended {
+				p.Notice = fmt.Sprintf("Session %s is %s.", id, rec.State)
+				if why := rec.Unsettled(); why != nil {
+					p.Notice = fmt.Sprintf("Session %s is %s: %v", id, rec.State, why)
+				}
+			}
 		}
 	}
 	p.Data = l

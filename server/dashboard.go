@@ -10,8 +10,9 @@ import (
 
 // EndSession ends a session (POST /v1/sessions/ID/end, the dashboard's
 // End): a live run gets a closed stop, recorded before it is sent (L3); a
-// paused one a teardown run. A session whose run no runner receives is an
-// error, and nothing changes.
+// paused one a teardown run, as does a live one that paused on an earlier
+// stop. A session whose run no runner receives is an error, and nothing
+// changes.
 func (s *Server) EndSession(ctx context.Context, id string) (*session.Record, error) {
 	s.init()
 	if _, err := s.Store.Session(id); err != nil {
@@ -23,7 +24,12 @@ func (s *Server) EndSession(ctx context.Context, id string) (*session.Record, er
 		if err := l.Stop(session.Stop{Reason: session.Closed}); err != nil {
 			return nil, err
 		}
-		return l.Wait(ctx)
+		rec, err := l.Wait(ctx)
+		// A stop sent before ours (idle, when its client left) pauses the
+		// run; the session is ended all the same.
+		if err != nil || rec.State != session.Paused {
+			return rec, err
+		}
 	}
 	return s.engine.End(ctx, id)
 }
