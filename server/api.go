@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/acpfront"
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/dashboard"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
@@ -48,6 +49,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+PathSessions+"/{id}/transcript", s.client(s.getTranscript))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
+	mux.Handle("/", (&dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log()}).Handler())
 	return mux
 }
 

@@ -99,6 +99,21 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(scheme + "://" + addr)
 	}
+	if err := announceSetup(store, o.Log, scheme+"://"+addr); err != nil {
+		return err
+	}
 	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, Version: o.Version}
 	return s.Serve(ctx, ln, o.TLSCert, o.TLSKey)
+}
+
+// announceSetup prints, while no one can sign in to the dashboard, a new
+// setup token that creates its first admin. It is printed once: the store
+// keeps only its hash, and a later start replaces it.
+func announceSetup(store *sqlstore.Store, l *log.Logger, url string) error {
+	tok, err := store.MintSetupToken()
+	if err != nil || tok == "" {
+		return err
+	}
+	l.Info("no dashboard user yet: create the first admin at "+url+"/setup with this setup token (shown once)", "token", tok)
+	return nil
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -174,21 +173,7 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
 // no runner receives is an error, and nothing changes.
 func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.Store.Session(id); err != nil {
-		failErr(w, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Minute)
-	defer cancel()
-	var rec *session.Record
-	var err error
-	if l := s.engine.Running(id); l != nil {
-		if err = l.Stop(session.Stop{Reason: session.Closed}); err == nil {
-			rec, err = l.Wait(ctx)
-		}
-	} else {
-		rec, err = s.engine.End(ctx, id)
-	}
+	rec, err := s.EndSession(r.Context(), id)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -197,7 +182,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.engine.Resolve(r.PathValue("id"))
+	rec, err := s.ResolveSession(r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return

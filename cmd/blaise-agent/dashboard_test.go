@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/browsertest"
+	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/chromedp/chromedp"
+)
+
+var setupToken = regexp.MustCompile(`token=(bls_\S+)`)
+
+// screenshots is where the browser test leaves a picture of each page, at
+// a laptop's and a phone's width, for reviewers (README.md names it).
+const screenshots = "../../docs/screenshots"
+
+var viewports = []struct{ w, h int64 }{{1280, 800}, {390, 844}}
+
+// shoot writes the page the browser shows as NAME-WxH.png at each width.
+func shoot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	for _, v := range viewports {
+		if err := chromedp.Do(tab, chromedp.EmulateViewport(v.w, v.h)); err != nil {
+			t.Fatal(err)
+		}
+		png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(screenshots, fmt.Sprintf("%s-%dx%d.png", name, v.w, v.h)), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 14: in a real browser, against a real `serve`, runner and demo
+// agent: the first admin is created with the setup token serve printed,
+// signs out and in again; a paused lifetime changed on the page is stored
+// (the API reads it back); the runners page shows the connected runner
+// and mints a token; a post without the form's token and a signed-out
+// request are refused; a session is ended and a runner revoked from the
+// page.
+func TestIssue14_DashboardInABrowser(t *testing.T) {
+	tab := browsertest.New(t)
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	m := setupToken.FindStringSubmatch(l.logs.String())
+	if m == nil {
+		t.Fatalf("serve printed no setup token:\n%s", l.logs)
+	}
+	l.runner("r1", "blaise.star")
+	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there"); !strings.Contains(out, "echo: hello there") {
+		t.Fatalf("run --server:\n%s", out)
+	}
+	id := l.sessions()[0].ID
+	if err := os.MkdirAll(screenshots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(tab, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	do("the setup page", chromedp.Navigate(l.url+"/setup"), chromedp.WaitVisible(chromedp.ID("token")))
+	shoot(t, tab, "setup")
+	do("creating the first admin",
+		chromedp.SendKeys(chromedp.ID("token"), m[1]), chromedp.SendKeys(chromedp.ID("name"), "ada"),
+		chromedp.SendKeys(chromedp.ID("password"), "correct horse battery"),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("form.signout")))
+	do("signing out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.ID("password")))
+	shoot(t, tab, "signin")
+	do("signing in", chromedp.SendKeys(chromedp.ID("name"), "ada"), chromedp.SendKeys(chromedp.ID("password"), "correct horse battery"),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("#s-"+id)))
+	shoot(t, tab, "sessions")
+
+	do("the agents page", chromedp.Navigate(l.url+"/agents"), chromedp.WaitVisible(chromedp.CSS(`a[href="/agents/demo"]`)))
+	shoot(t, tab, "agents")
+	do("changing the paused lifetime", chromedp.Click(chromedp.CSS(`a[href="/agents/demo"]`)), chromedp.WaitVisible(chromedp.ID("paused_lifetime")),
+		chromedp.SetValue(chromedp.ID("paused_lifetime"), (48*time.Hour).String()),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	shoot(t, tab, "agent")
+	var agent server.AgentJSON
+	getJSON(t, l, server.PathAgents+"/demo", &agent)
+	if agent.PausedLifetime != "48h0m0s" {
+		t.Fatalf("the API reads paused lifetime %q, want 48h0m0s", agent.PausedLifetime)
+	}
+
+	status, err := chromedp.Run(tab, chromedp.Evaluate[int](`fetch("/agents/demo", {method: "POST",
+		body: new URLSearchParams({idle_policy: "end", paused_lifetime: "1h0m0s"})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != http.StatusForbidden {
+		t.Fatalf("a post without the form token: %d, %v", status, err)
+	}
+	getJSON(t, l, server.PathAgents+"/demo", &agent)
+	if agent.PausedLifetime != "48h0m0s" || agent.IdlePolicy != string(session.PolicyPause) {
+		t.Fatalf("after a refused post the API reads %+v", agent)
+	}
+
+	do("the runners page", chromedp.Navigate(l.url+"/runners"), chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)))
+	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main table"))); err != nil || !strings.Contains(text, "connected: agent demo, 0 live runs") {
+		t.Fatalf("the runners page says %q (%v)", text, err)
+	}
+	do("minting a registration token", chromedp.Click(chromedp.CSS(`form[action="/runners/tokens"] button`)), chromedp.WaitVisible(chromedp.ID("minted-token")))
+	if tok, err := chromedp.Run(tab, chromedp.Value(chromedp.ID("minted-token"))); err != nil || !strings.HasPrefix(tok, "blr_") {
+		t.Fatalf("the minted token: %q (%v)", tok, err)
+	}
+	shoot(t, tab, "runners")
+
+	do("a session's page", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS(`a[href="/sessions/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
+	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("pre.transcript"))); err != nil || !strings.Contains(text, "hello there") || !strings.Contains(text, "echo: hello there") {
+		t.Fatalf("the transcript on the page: %q (%v)", text, err)
+	}
+	shoot(t, tab, "session")
+	// The page follows the transcript: a turn added now appears without a
+	// reload.
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("pre.transcript").dataset.live === "1"`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the transcript does not go live: %v", err)
+	}
+	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "and more"); !strings.Contains(out, "echo: and more") {
+		t.Fatalf("run --server --session:\n%s", out)
+	}
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("pre.transcript").textContent.includes("echo: and more")`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the second turn never appeared on the page: %v", err)
+	}
+
+	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
+		t.Fatalf("after End: %s (%s)", rec.State, rec.EndReason)
+	}
+
+	do("revoking a runner", chromedp.Navigate(l.url+"/runners"), chromedp.Click(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	if out := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...); !regexp.MustCompile(`runner .* r1 .* 20\d\d-`).MatchString(out) {
+		t.Fatalf("after revoking r1, tokens list says:\n%s", out)
+	}
+
+	do("signing out again", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.ID("password")),
+		chromedp.Navigate(l.url+"/agents"), chromedp.WaitVisible(chromedp.ID("password")))
+	loc, err := chromedp.Run(tab, chromedp.Location())
+	if err != nil || !strings.HasSuffix(loc, "/signin") {
+		t.Fatalf("a signed-out browser asking for /agents is at %q (%v)", loc, err)
+	}
+}
+
+// getJSON reads path of the API with the lab's token.
+func getJSON(t *testing.T, l *serverLab, path string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, l.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+l.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+}

@@ -1,0 +1,48 @@
+package dashboard
+
+import (
+	"fmt"
+	"html/template"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+var funcs = template.FuncMap{
+	"human":    human,
+	"policy":   func(p session.IdlePolicy) string { return policyText[p] },
+	"endable":  func(r *session.Record) bool { return r.State == session.Active || r.State == session.Paused },
+	"orphaned": func(r *session.Record) bool { return r.State == session.Orphaned },
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+}
+
+// human says a duration the way the settings page offers it.
+func human(d time.Duration) string {
+	switch {
+	case d >= 24*time.Hour && d%(24*time.Hour) == 0:
+		return plural(int(d/(24*time.Hour)), "day")
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int(d/time.Minute), "minute")
+	}
+	return d.String()
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+// policyText explains each idle policy on the settings page.
+var policyText = map[session.IdlePolicy]string{
+	session.PolicyPause: "pause it: it resumes on the next prompt",
+	session.PolicyEnd:   "end it",
+}

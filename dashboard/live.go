@@ -1,0 +1,63 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// followInterval is how often a followed transcript is read again: the
+// store tells no one when a transcript grows.
+const followInterval = 250 * time.Millisecond
+
+// Events of a followed transcript; each carries rendered text as a JSON
+// string.
+const (
+	EventReset   = "reset"   // the transcript so far: replaces what the page shows
+	EventAppend  = "append"  // text to add
+	EventProblem = "problem" // the transcript cannot be read; the stream ends
+)
+
+// follow streams a session's transcript, rendered as its page renders it,
+// as server-sent events: the whole of it, then what is added, until the
+// browser leaves or the server stops.
+func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
+	id := r.PathValue("id")
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	render := newRenderer()
+	var last int64
+	event := EventReset
+	tick := time.NewTicker(followInterval)
+	defer tick.Stop()
+	for {
+		lines, next, err := d.Store.TranscriptAfter(id, last)
+		if err != nil {
+			send(w, rc, EventProblem, err.Error())
+			return
+		}
+		last = next
+		if text := render.feed(lines); text != "" || event == EventReset {
+			if err := send(w, rc, event, text); err != nil {
+				return
+			}
+			event = EventAppend
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// send writes one server-sent event and flushes it.
+func send(w http.ResponseWriter, rc *http.ResponseController, event, text string) error {
+	data, _ := json.Marshal(text)
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	return rc.Flush()
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/dashboard"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// EndSession ends a session (POST /v1/sessions/ID/end, the dashboard's
+// End): a live run gets a closed stop, recorded before it is sent (L3); a
+// paused one a teardown run, as does a live one that paused on an earlier
+// stop. A session whose run no runner receives is an error, and nothing
+// changes.
+func (s *Server) EndSession(ctx context.Context, id string) (*session.Record, error) {
+	s.init()
+	if _, err := s.Store.Session(id); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if l := s.engine.Running(id); l != nil {
+		if err := l.Stop(session.Stop{Reason: session.Closed}); err != nil {
+			return nil, err
+		}
+		rec, err := l.Wait(ctx)
+		// A stop sent before ours (idle, when its client left) pauses the
+		// run; the session is ended all the same.
+		if err != nil || rec.State != session.Paused {
+			return rec, err
+		}
+	}
+	return s.engine.End(ctx, id)
+}
+
+// ResolveSession ends an orphaned session once a person has cleaned up
+// after it (L2).
+func (s *Server) ResolveSession(id string) (*session.Record, error) {
+	s.init()
+	return s.engine.Resolve(id)
+}
+
+// LiveRunners are the connected runners, by name, for the dashboard.
+func (s *Server) LiveRunners() map[string]dashboard.LiveRunner {
+	s.init()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]dashboard.LiveRunner{}
+	for agent, conns := range s.runners {
+		for rc := range conns {
+			rc.mu.Lock()
+			out[rc.name] = dashboard.LiveRunner{Agent: agent, Runs: out[rc.name].Runs + len(rc.procs)}
+			rc.mu.Unlock()
+		}
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// TranscriptAfter returns the lines of a session's transcript written after
+// the chunk numbered after (0: from the start), each ended by a newline,
+// and the number of the last chunk read, to pass again: a reader that
+// follows a transcript as it grows asks for what is new. One run writes a
+// session's transcript at a time, one chunk after the other, so no chunk
+// numbered below the last one read commits later.
+func (s *Store) TranscriptAfter(id string, after int64) (lines []byte, last int64, err error) {
+	if err := checkSessionID(id); err != nil {
+		return nil, after, err
+	}
+	if err := s.exists(id); err != nil {
+		return nil, after, fmt.Errorf("transcript: %w", err)
+	}
+	ctx := context.Background()
+	if err := s.read.row(ctx, "SELECT COALESCE(MAX(seq), ?) FROM transcript_chunks WHERE session_id = ?", after, id).Scan(&last); err != nil {
+		return nil, after, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+	}
+	if last == after {
+		return nil, after, nil
+	}
+	// The chunks are read as ReadTranscript reads them, however they are
+	// stored.
+	rows, err := s.read.rows(ctx, "SELECT lines FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, last)
+	if err != nil {
+		return nil, after, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+	}
+	r := &transcriptReader{id: id, rows: rows}
+	defer r.Close()
+	if lines, err = io.ReadAll(r); err != nil {
+		return nil, after, err
+	}
+	return lines, last, nil
+}
