@@ -12,8 +12,9 @@ import (
 
 // LiveRunner is a runner connected now.
 type LiveRunner struct {
-	Agent string
-	Runs  int // live runs
+	Agent   string
+	Version string // its blaise-agent's
+	Runs    int    // live runs
 }
 
 // Runners tell which runners are connected, by name.

@@ -31,6 +31,7 @@ type Runner struct {
 	Credential string // the runner credential (blc_…)
 	Agent      string
 	Name       string // the runner's name, unique per server
+	Version    string // blaise-agent's, told to the server
 	// Config is the runner's blaise.star (absolute), loaded by each of its
 	// session processes.
 	Config *interp.Config
@@ -179,7 +180,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	frames := runnerproto.NewConn(first)
 	alive := r.alive()
-	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Resumable: r.Config.Resumable(), NotResumable: r.notResumable()}
+	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable()}
 	for _, rn := range alive {
 		hello.Runs = append(hello.Runs, rn.ref)
 	}

@@ -22,6 +22,7 @@ type Options struct {
 	Server     string
 	Agent      string
 	Name       string // "": the host name
+	Version    string // blaise-agent's
 	Credential string // the credential file; "": DefaultCredential(Server, Name)
 	// RegisterToken, when set and there is no credential yet, registers
 	// the runner with it.
@@ -89,7 +90,7 @@ func Main(ctx context.Context, o Options) error {
 		return err
 	}
 	r := &Runner{
-		Server: o.Server, Credential: cred, Agent: o.Agent, Name: o.Name,
+		Server: o.Server, Credential: cred, Agent: o.Agent, Name: o.Name, Version: o.Version,
 		Config: cfg, ConfigPath: cfgPath,
 		Command: append(append([]string(nil), command...), o.LogArgs...),
 		Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP,

@@ -77,6 +77,8 @@ type Frame struct {
 	Kind    Kind   `json:"type"`
 	Version int    `json:"version,omitempty"`
 	Runner  string `json:"runner,omitempty"` // the runner's name
+	// Build, in hello: the runner's blaise-agent version.
+	Build string `json:"build,omitempty"`
 	// Resumable, in hello: whether the runner's chain can resume; with
 	// NotResumable the plugs that cannot.
 	Resumable    bool     `json:"resumable,omitempty"`

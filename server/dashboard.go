@@ -50,7 +50,7 @@ func (s *Server) LiveRunners() map[string]dashboard.LiveRunner {
 	for agent, conns := range s.runners {
 		for rc := range conns {
 			rc.mu.Lock()
-			out[rc.name] = dashboard.LiveRunner{Agent: agent, Runs: out[rc.name].Runs + len(rc.procs)}
+			out[rc.name] = dashboard.LiveRunner{Agent: agent, Version: rc.build, Runs: out[rc.name].Runs + len(rc.procs)}
 			rc.mu.Unlock()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 	"github.com/blaiseagent/blaise-agent/listen"
 )
 
@@ -26,6 +27,6 @@ func (c *ListenCmd) Run(g *Globals) error {
 	return listen.Main(ctx, listen.Options{
 		Config: c.Config, Server: c.Server, Agent: c.Agent, Name: c.Name, Credential: c.Credential, RegisterToken: c.RegisterToken,
 		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat, "--color", "never"},
-		Stderr:  os.Stderr, Log: g.Logger().WithPrefix("listen"),
+		Stderr:  os.Stderr, Log: g.Logger().WithPrefix("listen"), Version: buildinfo.Version(),
 	})
 }
