@@ -101,6 +101,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	for {
 		err := r.connect(ctx)
 		if errors.Is(err, ErrRefused) {
+			// No connection will take the runs back: they stop, and none
+			// outlives the runner.
+			for _, rn := range r.alive() {
+				rn.giveUp()
+			}
+			r.waitRuns()
 			return err
 		}
 		if ctx.Err() != nil {

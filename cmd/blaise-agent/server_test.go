@@ -775,3 +775,34 @@ func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 	}
 	testsupport.Eventually(t, "the runner has no process of the run", func() bool { return len(descendants(r.cmd.Process.Pid)) == 1 })
 }
+
+// TestIssue13_ARefusedRunnerLeavesNoProcess: a runner whose credential was
+// revoked while it had a live run is refused when it reconnects; it stops
+// the run and exits, and no process of the run outlives it.
+func TestIssue13_ARefusedRunnerLeavesNoProcess(t *testing.T) {
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
+	r := l.startRunnerVia("r1", "blaise.star", proxy.url())
+	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	c, sid := l.open()
+	c.Prompt(2, sid, "/sleep 600000")
+	var procs []int
+	testsupport.Eventually(t, "the run's processes", func() bool {
+		procs = descendants(r.cmd.Process.Pid)[1:]
+		return len(procs) >= 2
+	})
+	list := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...)
+	m := regexp.MustCompile(`(?m)^runner\s+(\S+)\s+r1\s`).FindStringSubmatch(list)
+	if m == nil {
+		t.Fatalf("no runner r1 in:\n%s", list)
+	}
+	l.cli(append([]string{"tokens", "revoke", m[1]}, l.storeFlags()...)...)
+	proxy.cut()
+	err := r.cmd.Wait()
+	if err == nil || !strings.Contains(r.logs.String(), "refused") {
+		t.Fatalf("listen after its credential was revoked: %v\n%s", err, r.logs)
+	}
+	for _, pid := range procs {
+		testsupport.WaitGone(t, pid, fmt.Sprintf("process %d of the run", pid))
+	}
+}
