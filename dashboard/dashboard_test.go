@@ -341,7 +341,7 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 		t.Fatalf("revoke: %s", resp.Status)
 	}
 	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
-	want(t, resp, body, http.StatusOK, "Runner "+id+" revoked: it cannot connect again.", "revoked 20")
+	want(t, resp, body, http.StatusOK, "Runner "+id+" revoked: its connection is cut, and it cannot connect again.", "revoked 20")
 	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
 		t.Fatalf("a revoked runner's credential: %v", err)
 	}

@@ -17,9 +17,12 @@ type LiveRunner struct {
 	Runs    int    // live runs
 }
 
-// Runners tell which runners are connected, by name.
+// Runners tell which runners are connected, by name, and cut a runner's
+// connection.
 type Runners interface {
 	LiveRunners() map[string]LiveRunner
+	// Disconnect ends the connections of the runner with the id.
+	Disconnect(id string)
 }
 
 // tokenLifetimes are the lifetimes a registration token may be minted with.
@@ -57,7 +60,7 @@ func (d *Dashboard) runnersPage(w http.ResponseWriter, r *http.Request, u user, 
 	p := d.pageFor(u, "Runners")
 	p.Error, p.Data = problem, l
 	if id := r.URL.Query().Get("revoked"); id != "" {
-		p.Notice = "Runner " + id + " revoked: it cannot connect again."
+		p.Notice = "Runner " + id + " revoked: its connection is cut, and it cannot connect again."
 	}
 	d.render(w, status, "runners.html", p)
 }
@@ -92,6 +95,8 @@ func (d *Dashboard) revokeRunner(w http.ResponseWriter, r *http.Request, u user)
 		d.runnersPage(w, r, u, status, nil, "Nothing was revoked: "+err.Error())
 		return
 	}
+	// Revoked, it is cut off now: its reconnection is refused.
+	d.Runners.Disconnect(id)
 	d.log().Info("dashboard: runner revoked", "id", id, "user", u.Name)
 	http.Redirect(w, r, "/runners?"+url.Values{"revoked": {id}}.Encode(), http.StatusSeeOther)
 }

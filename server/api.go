@@ -186,7 +186,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this server speaks %d", hello.Version, runnerproto.Version))
 		return
 	}
-	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, build: hello.Build, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	// The runs the runner still has, the server takes back; the runner
 	// stops the others.
 	var kept []runnerproto.RunRef

@@ -41,6 +41,24 @@ func (s *Server) ResolveSession(id string) (*session.Record, error) {
 	return s.engine.Resolve(id)
 }
 
+// Disconnect ends the connections of the runner with the id (revoked).
+func (s *Server) Disconnect(id string) {
+	s.init()
+	s.mu.Lock()
+	var cut []*runnerConn
+	for _, conns := range s.runners {
+		for rc := range conns {
+			if rc.id == id {
+				cut = append(cut, rc)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, rc := range cut {
+		rc.mux.Close()
+	}
+}
+
 // LiveRunners are the connected runners, by name, for the dashboard.
 func (s *Server) LiveRunners() map[string]dashboard.LiveRunner {
 	s.init()

@@ -16,6 +16,7 @@ type runnerConn struct {
 	s      *Server
 	agent  string
 	name   string
+	id     string // its credential's
 	build  string // the runner's blaise-agent version
 	mux    *yamux.Session
 	frames *runnerproto.Conn

@@ -60,7 +60,7 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 	if m == nil {
 		t.Fatalf("serve printed no setup token:\n%s", l.logs)
 	}
-	l.runner("r1", "blaise.star")
+	r1 := l.runner("r1", "blaise.star")
 	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there"); !strings.Contains(out, "echo: hello there") {
 		t.Fatalf("run --server:\n%s", out)
 	}
@@ -146,6 +146,10 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	if out := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...); !regexp.MustCompile(`runner .* r1 .* 20\d\d-`).MatchString(out) {
 		t.Fatalf("after revoking r1, tokens list says:\n%s", out)
+	}
+	// Revoked from the page, its connection is cut: it is refused and exits.
+	if err := r1.cmd.Wait(); err == nil || !strings.Contains(r1.logs.String(), "refused") {
+		t.Fatalf("runner r1 after its revocation: %v\n%s", err, r1.logs)
 	}
 
 	do("signing out again", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.ID("password")),
