@@ -455,7 +455,7 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(Launch{Record: rec, Kind: kind, EndReason: endReason, Lock: lock, Flags: flags})
+	proc, err := launcher.Launch(Launch{Record: rec, Lock: lock, Flags: flags})
 	if err != nil {
 		lock.Release()
 		return nil, err

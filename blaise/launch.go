@@ -18,9 +18,7 @@ type Launcher interface {
 
 // Launch is a run to start.
 type Launch struct {
-	Record    *session.Record
-	Kind      session.Kind
-	EndReason session.Reason
+	Record *session.Record
 	// Lock is the run's holder of its run lock, released by the engine
 	// once the run is settled.
 	Lock RunLock

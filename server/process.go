@@ -69,6 +69,7 @@ func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 		delete(rc.procs, ref)
 		rc.mu.Unlock()
 		p.fail(err)
+		p.forget() // out of the server's runs too
 		return nil, err
 	}
 	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags}}); err != nil {
@@ -310,7 +311,7 @@ func (p *remoteProcess) mayWrite() error {
 	if failed != nil {
 		return fmt.Errorf("session %s: run %d was failed (%v): its writes are refused", p.ref.Session, p.ref.Run, failed)
 	}
-	run, _, err := p.s.currentRun(p.ref.Session)
+	run, _, err := p.s.Store.CurrentRun(p.ref.Session)
 	if err != nil {
 		return err
 	}

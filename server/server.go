@@ -80,10 +80,6 @@ func (s *Server) lease() time.Duration {
 	return DefaultLease
 }
 
-func (s *Server) currentRun(id string) (int, session.State, error) {
-	return s.Store.CurrentRun(id)
-}
-
 func (s *Server) addRunner(rc *runnerConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
