@@ -49,11 +49,14 @@ type Dashboard struct {
 	Store    *sqlstore.Store
 	Sessions Sessions
 	Runners  Runners
-	Log      *log.Logger
+	// ACP connects the dashboard's client to an agent's front end.
+	ACP ACP
+	Log *log.Logger
 	// SignInTTL: see DefaultSignInTTL; 0 means it.
 	SignInTTL time.Duration
 
-	pages map[string]*template.Template
+	pages  map[string]*template.Template
+	client *acpClient
 }
 
 // Handler serves the dashboard. Every state-changing request must come
@@ -61,6 +64,7 @@ type Dashboard struct {
 // form's token.
 func (d *Dashboard) Handler() http.Handler {
 	d.pages = map[string]*template.Template{}
+	d.client = newACPClient(d.ACP, d.log())
 	names, _ := fs.Glob(templates, "templates/*.html")
 	for _, n := range names {
 		if n != "templates/layout.html" {
@@ -87,6 +91,8 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /sessions/{id}/events", d.signedIn(d.follow))
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
+	mux.HandleFunc("POST /sessions/{id}/prompt", d.signedIn(d.promptSession))
+	mux.HandleFunc("POST /sessions/{id}/permissions/{req}", d.signedIn(d.answerPermission))
 	return http.NewCrossOriginProtection().Handler(secureHeaders(mux))
 }
 

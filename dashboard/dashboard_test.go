@@ -416,3 +416,74 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 		t.Fatalf("next event %s %q", name, text)
 	}
 }
+
+// Issue 14, item 5: a prompt from the page to a session another client is
+// running (an editor through `acp --server`) says so and changes nothing:
+// the engine lets one front end at a time run a session.
+func TestIssue14_PromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	live := &session.Record{ID: "live1", AgentName: "demo", State: session.Active, Runs: 1, ACPSessionID: "a1", Settings: session.DefaultSettings()}
+	if err := s.store.CreateSession(live); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/live1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end.", ">hello</textarea>")
+	if rec, err := s.store.Session("live1"); err != nil || rec.State != session.Active || rec.Runs != 1 {
+		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
+	}
+}
+
+// Issue 14, item 5: a prompt to a paused session that no runner can
+// resume says why; the session stays paused.
+func TestIssue14_PromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	paused := &session.Record{ID: "p1", AgentName: "demo", State: session.Paused, Runs: 1, ACPSessionID: "a1", Settings: session.DefaultSettings(),
+		Pause: &session.PauseRecord{Run: 1, Reason: session.Idle, At: time.Now()}}
+	if err := s.store.CreateSession(paused); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/p1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: session p1: no runner of agent demo is connected")
+	if rec, err := s.store.Session("p1"); err != nil || rec.State != session.Paused || rec.Runs != 1 {
+		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
+	}
+}
+
+// Issue 14, item 5: a prompt that is empty, to an ended session, to an
+// unknown one, or without the form's token says why and sends nothing.
+func TestIssue14_BadPromptsAreRefused(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&session.Record{ID: "done1", AgentName: "demo", State: session.Ended, EndReason: session.Closed, Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/done1/prompt", url.Values{"csrf": {csrf}, "text": {"  "}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: the prompt is empty.")
+	resp, body = s.do(c, http.MethodPost, "/sessions/done1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: session done1 is ended; only a paused or active session takes a prompt.")
+	id := session.NewID()
+	resp, body = s.do(c, http.MethodPost, "/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist. Nothing was changed.")
+	resp, body = s.do(c, http.MethodPost, "/sessions/done1/prompt", url.Values{"text": {"hello"}})
+	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
+}
+
+// Issue 14, item 5: answering a permission request that no longer waits
+// (answered, its turn over, or never asked) says so and changes nothing.
+func TestIssue14_StalePermissionAnswerChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&session.Record{ID: "live1", AgentName: "demo", State: session.Active, Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/live1/permissions/p0", url.Values{"csrf": {csrf}, "option": {"allow_once"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was answered: permission request p0 of session live1: it no longer waits for an answer (it was answered, or its turn ended).")
+	resp, body = s.do(c, http.MethodPost, "/sessions/live1/permissions/p0", url.Values{"option": {"allow_once"}})
+	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
+}

@@ -17,11 +17,16 @@ const (
 	EventReset   = "reset"   // the transcript so far: replaces what the page shows
 	EventAppend  = "append"  // text to add
 	EventProblem = "problem" // the transcript cannot be read; the stream ends
+	// EventActivity replaces the page's part that shows what the
+	// dashboard's client does in the session: its prompt and the agent's
+	// permission requests.
+	EventActivity = "activity"
 )
 
 // follow streams a session's transcript, rendered as its page renders it,
 // as server-sent events: the whole of it, then what is added, until the
-// browser leaves or the server stops.
+// browser leaves or the server stops; and the session's activity each
+// time it changes.
 func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	rc := http.NewResponseController(w)
@@ -29,6 +34,7 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 	w.Header().Set("Cache-Control", "no-store")
 	render := newRenderer()
 	var last int64
+	shown := 0 // the activity's version the page shows: none at first
 	event := EventReset
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
@@ -44,6 +50,17 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 				return
 			}
 			event = EventAppend
+		}
+		if v := d.client.snapshot(id).version; v != shown {
+			html, err := d.renderActivity(u, id)
+			if err != nil {
+				send(w, rc, EventProblem, err.Error())
+				return
+			}
+			if err := send(w, rc, EventActivity, html); err != nil {
+				return
+			}
+			shown = v
 		}
 		select {
 		case <-r.Context().Done():

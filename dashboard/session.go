@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 
@@ -11,17 +12,48 @@ import (
 type sessionPage struct {
 	Record     *session.Record
 	Transcript string
+	Activity   activityPart
+	Prompt     string // the prompt box's text, kept when it was not sent
 }
 
-// sessionDetail shows a session's record and its transcript, rendered as
-// `sessions log` renders it: what the client received, redacted as it
-// was.
+// activityPart is the part of a session's page that shows what the
+// dashboard's client does in it; it is also sent alone to a page that
+// follows the session.
+type activityPart struct {
+	ID   string // the session's
+	CSRF string
+	activity
+}
+
+// pageNotices are the messages of a redirect to a session's page.
+var pageNotices = map[string]string{
+	"prompted": "Prompt sent: the agent's answer appears in the transcript as it streams.",
+	"answered": "Permission request answered.",
+}
+
+// sessionDetail shows a session's record, what the dashboard's client
+// does in it, and its transcript, rendered as `sessions log` renders it:
+// what the client received, redacted as it was.
 func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user) {
-	id := r.PathValue("id")
+	notice := ""
+	for q, text := range pageNotices {
+		if r.URL.Query().Get(q) != "" {
+			notice = text
+		}
+	}
+	d.sessionView(w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
+}
+
+// sessionView renders a session's page with a problem or a notice, and
+// the prompt box's text.
+func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
 	rec, err := d.Store.Session(id)
 	if errors.Is(err, session.ErrNotFound) {
 		p := d.pageFor(u, "No such session")
 		p.Error = "Session " + id + " does not exist."
+		if problem != "" {
+			p.Error += " Nothing was changed."
+		}
 		d.render(w, http.StatusNotFound, "error.html", p)
 		return
 	}
@@ -35,8 +67,20 @@ func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user
 		return
 	}
 	p := d.pageFor(u, "Session "+id)
-	p.Data = sessionPage{Record: rec, Transcript: text}
-	d.render(w, http.StatusOK, "session.html", p)
+	p.Error, p.Notice = problem, notice
+	p.Data = sessionPage{Record: rec, Transcript: text, Activity: d.activityPart(u, id), Prompt: prompt}
+	d.render(w, status, "session.html", p)
+}
+
+func (d *Dashboard) activityPart(u user, id string) activityPart {
+	return activityPart{ID: id, CSRF: csrfToken(u.token), activity: d.client.snapshot(id)}
+}
+
+// renderActivity renders the activity part of a session's page alone.
+func (d *Dashboard) renderActivity(u user, id string) (string, error) {
+	var b bytes.Buffer
+	err := d.pages["session.html"].ExecuteTemplate(&b, "activity", d.activityPart(u, id))
+	return b.String(), err
 }
 
 // transcript renders a session's transcript as plain text.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acpfront"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/dashboard"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
@@ -49,7 +48,9 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+PathSessions+"/{id}/transcript", s.client(s.getTranscript))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
-	mux.Handle("/", (&dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log()}).Handler())
+	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(),
+		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.openACP(ctx, agent) }}
+	mux.Handle("/", dash.Handler())
 	return mux
 }
 
@@ -245,19 +246,7 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 	ws.SetReadLimit(-1)
 	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary))
 	defer nc.Close()
-	config := a.Config
-	if config == "" {
-		config = "blaise.star" // each runner loads its own
-	}
-	front := &acpfront.Server{
-		Sessions: acpfront.ForAgent(s.engine, a.Name, a.Settings),
-		Config:   config,
-		In:       nc,
-		Out:      nc,
-		Log:      s.log().With("agent", a.Name),
-		Version:  s.Version,
-	}
-	if err := front.Run(ctx); err != nil {
+	if err := s.serveACP(ctx, a, nc, nc); err != nil {
 		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/browsertest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/server"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/chromedp/chromedp"
@@ -136,6 +137,34 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 		t.Fatalf("the second turn never appeared on the page: %v", err)
 	}
 
+	// A prompt from the page resumes the paused session (L6); the answer
+	// streams into the transcript.
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	runs := l.session(id).Runs
+	do("a prompt from the page", chromedp.SetValue(chromedp.ID("prompt"), "hello from the page"),
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "pre.transcript", "echo: hello from the page")
+	waitText(t, tab, "#activity", "The turn ended: end_turn.")
+	if got := l.session(id).Runs; got != runs+1 {
+		t.Fatalf("after a prompt to the paused session: %d runs, want %d", got, runs+1)
+	}
+	// The agent asks permission: the page shows the request, a person
+	// answers it with the keyboard, and the turn ends with that option.
+	do("a prompt that asks permission", chromedp.SetValue(chromedp.ID("prompt"), "/say before asking\n/permission Run the tests"),
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS(`#activity button[value="allow_once"]`)))
+	waitText(t, tab, "#activity", "The agent asks permission: Run the tests")
+	waitText(t, tab, "pre.transcript", "before asking")
+	shoot(t, tab, "session-permission")
+	do("answering with the keyboard", chromedp.Focus(chromedp.CSS(`#activity button[value="allow_once"]`)), chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "pre.transcript", "permission: allow_once")
+	waitText(t, tab, "#activity", "The turn ended: end_turn.")
+	// The dashboard's connection held the session between the prompts: it
+	// did not stop as idle when the first turn ended (L9).
+	if rec := l.session(id); rec.Runs != runs+1 || rec.State != session.Active {
+		t.Fatalf("after the second prompt: %s, %d runs; want active, %d runs", rec.State, rec.Runs, runs+1)
+	}
+
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
@@ -157,6 +186,16 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 	loc, err := chromedp.Run(tab, chromedp.Location())
 	if err != nil || !strings.HasSuffix(loc, "/signin") {
 		t.Fatalf("a signed-out browser asking for /agents is at %q (%v)", loc, err)
+	}
+}
+
+// waitText waits until the element sel of the page shows text.
+func waitText(t *testing.T, tab context.Context, sel, text string) {
+	t.Helper()
+	js := fmt.Sprintf(`document.querySelector(%q)?.textContent.includes(%q)`, sel, text)
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
+		got, _ := chromedp.Run(tab, chromedp.Text(chromedp.CSS(sel)))
+		t.Fatalf("%s never showed %q: %v; it shows:\n%s", sel, text, err, got)
 	}
 }
 

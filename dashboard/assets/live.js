@@ -1,6 +1,7 @@
-// Follows a session's transcript as it grows: server-sent events from
-// /sessions/ID/events (dashboard/live.go). Without script, the page shows
-// the transcript as it was when loaded.
+// Follows a session's transcript as it grows, and the agent's permission
+// requests: server-sent events from /sessions/ID/events
+// (dashboard/live.go). Without script, the page shows both as they were
+// when loaded.
 (() => {
   const pre = document.querySelector("pre.transcript[data-follow]");
   if (!pre || !window.EventSource) return;
@@ -15,6 +16,10 @@
     const end = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     pre.textContent += JSON.parse(e.data);
     if (end) pre.scrollTop = pre.scrollHeight;
+  });
+  const activity = document.getElementById("activity");
+  source.addEventListener("activity", (e) => {
+    if (activity) activity.innerHTML = JSON.parse(e.data);
   });
   source.addEventListener("problem", (e) => {
     source.close();
