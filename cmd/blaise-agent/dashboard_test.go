@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -211,5 +214,89 @@ func getJSON(t *testing.T, l *serverLab, path string, v any) {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
+	}
+}
+
+// signedIn creates the dashboard's first admin with the setup token serve
+// printed, and returns a browser signed in as them (one that follows no
+// redirect) and the form token of its pages.
+func (l *serverLab) signedIn(t *testing.T) (*http.Client, string) {
+	t.Helper()
+	m := setupToken.FindStringSubmatch(l.logs.String())
+	if m == nil {
+		t.Fatalf("serve printed no setup token:\n%s", l.logs)
+	}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, _ := post(t, c, l.url+"/setup", url.Values{"token": {m[1]}, "name": {"ada"}, "password": {"correct horse battery"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("creating the first admin: %s", resp.Status)
+	}
+	_, page := get(t, c, l.url+"/agents/demo")
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no form token on the page:\n%s", page)
+	}
+	return c, csrf[1]
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)"`)
+
+// Issue 14, item 5: a permission request waits on the session's page while
+// no one answers it; when its turn ends (the session is ended), it is
+// gone from the page, and an answer to it says it no longer waits and
+// changes nothing.
+func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello"); !strings.Contains(out, "echo: hello") {
+		t.Fatalf("run --server:\n%s", out)
+	}
+	id := l.sessions()[0].ID
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	c, csrf := l.signedIn(t)
+	resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"/permission Delete the branch"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the prompt: %s\n%s", resp.Status, page)
+	}
+	_, page = get(t, c, l.url+"/sessions/"+id)
+	m := permissionForm.FindStringSubmatch(page)
+	if m == nil || !strings.Contains(page, "The agent asks permission: Delete the branch") {
+		t.Fatalf("no permission request on the page:\n%s", page)
+	}
+	if resp, page := post(t, c, l.url+"/sessions/"+id+"/end", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("ending the session: %s\n%s", resp.Status, page)
+	}
+	testsupport.Eventually(t, "the request leaves the page", func() bool {
+		_, page := get(t, c, l.url+"/sessions/"+id)
+		return !permissionForm.MatchString(page)
+	})
+	resp, page = post(t, c, l.url+"/sessions/"+id+"/permissions/"+m[1], url.Values{"csrf": {csrf}, "option": {"allow_once"}})
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "it no longer waits for an answer") {
+		t.Fatalf("answering after the turn ended: %s\n%s", resp.Status, page)
+	}
+	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
+		t.Fatalf("the session: %s (%s)", rec.State, rec.EndReason)
 	}
 }
