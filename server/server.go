@@ -97,12 +97,13 @@ func (s *Server) removeRunner(rc *runnerConn) {
 
 // Serve serves on ln until ctx is done; with cert and key, over TLS. The
 // lifecycle engine's timers run meanwhile: expiry and teardown retries
-// (L2, L6).
+// (L2, L6), and the cutting of revoked runners' connections.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) error {
 	s.init()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.engine.Keep(ctx)
+	go s.cutRevoked(ctx)
 	hs := &http.Server{Handler: s.Handler(ctx), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan error, 1)
 	go func() {
