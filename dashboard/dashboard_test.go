@@ -290,7 +290,8 @@ func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	}
 }
 
-// Issue 14: an expired sign-in is sent to sign in again, and told why.
+// Issue 14, bad input: an expired sign-in is sent to sign in again, and
+// told why; what it posts changes nothing.
 func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
 	s := newSite(t, false)
 	tok, _, err := s.store.SignIn("ada", password, -time.Second)
@@ -303,12 +304,19 @@ func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
 	}
 	resp, body := s.do(s.browser(), http.MethodGet, resp.Header.Get("Location"), nil)
 	want(t, resp, body, http.StatusOK, "Your sign-in has expired or ended: sign in again.")
+	// A form posted with it changes nothing, and says why.
+	resp, body = s.do(s.browser(), http.MethodPost, "/agents/demo", url.Values{"csrf": {"any"}, "idle_policy": {"end"}, "paused_lifetime": {"1h0m0s"}},
+		"Cookie", dashboard.CookieName+"="+tok)
+	want(t, resp, body, http.StatusUnauthorized, "Your sign-in has expired or ended: sign in again. Nothing was changed.")
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after a post of an expired sign-in, want 24h", got)
+	}
 }
 
 // Issue 14, item 3: a registration token minted on the runners page is
 // shown once and registers a runner; a runner revoked there cannot
-// connect; a bad lifetime or an unknown runner says why and changes
-// nothing.
+// connect; a bad lifetime, an unknown runner or one revoked already (the
+// issue's "a revoked token") says why and changes nothing.
 func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
@@ -342,6 +350,13 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 	}
 	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
 	want(t, resp, body, http.StatusOK, "Runner "+id+" revoked: its connection is cut, and it cannot connect again.", "revoked 20")
+	// Revoked again from a stale page: said so, and nothing changes.
+	before, _ := s.store.Runners()
+	resp, body = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusConflict, "Nothing was changed: runner r1 ("+id+") was revoked already, at 20")
+	if after, _ := s.store.Runners(); !after[0].Revoked.Equal(before[0].Revoked) {
+		t.Fatalf("revoked again: %s, then %s", before[0].Revoked, after[0].Revoked)
+	}
 	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
 		t.Fatalf("a revoked runner's credential: %v", err)
 	}

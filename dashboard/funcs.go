@@ -13,12 +13,15 @@ var funcs = template.FuncMap{
 	"policy":   func(p session.IdlePolicy) string { return policyText[p] },
 	"endable":  func(r *session.Record) bool { return r.State == session.Active || r.State == session.Paused },
 	"orphaned": func(r *session.Record) bool { return r.State == session.Orphaned },
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Format("2006-01-02 15:04 UTC")
-	},
+	"when":     when,
+}
+
+// when says a time as the pages show it; "" for none.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
 }
 
 // human says a duration the way the settings page offers it.

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -87,6 +88,17 @@ func (d *Dashboard) mintRegistration(w http.ResponseWriter, r *http.Request, u u
 
 func (d *Dashboard) revokeRunner(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
+	// The store takes a second revocation as none; the page of a person
+	// who revokes twice (a stale page) says so.
+	rs, err := d.Store.Runners()
+	if err != nil {
+		d.serverError(w, u, "listing runners", err)
+		return
+	}
+	if i := slices.IndexFunc(rs, func(rn *sqlstore.Runner) bool { return rn.ID == id && !rn.Revoked.IsZero() }); i >= 0 {
+		d.runnersPage(w, r, u, http.StatusConflict, nil, fmt.Sprintf("Nothing was changed: runner %s (%s) was revoked already, at %s.", rs[i].Name, id, when(rs[i].Revoked)))
+		return
+	}
 	if err := d.Store.RevokeRunner(id); err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, sqlstore.ErrNotFound) {
