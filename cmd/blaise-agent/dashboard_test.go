@@ -264,7 +264,8 @@ func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
 var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)"`)
 
 // Issue 14, item 5: a permission request waits on the session's page while
-// no one answers it; when its turn ends (the session is ended), it is
+// no one answers it, and the session takes no other prompt meanwhile; when
+// its turn ends (the session is ended), it is
 // gone from the page, and an answer to it says it no longer waits and
 // changes nothing.
 func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
@@ -284,6 +285,11 @@ func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
 	m := permissionForm.FindStringSubmatch(page)
 	if m == nil || !strings.Contains(page, "The agent asks permission: Delete the branch") {
 		t.Fatalf("no permission request on the page:\n%s", page)
+	}
+	// A session takes one prompt at a time.
+	if resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"meanwhile"}}); resp.StatusCode != http.StatusConflict ||
+		!strings.Contains(page, "Nothing was sent: a prompt sent from this dashboard is still running in the session") {
+		t.Fatalf("a second prompt during the turn: %s\n%s", resp.Status, page)
 	}
 	if resp, page := post(t, c, l.url+"/sessions/"+id+"/end", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("ending the session: %s\n%s", resp.Status, page)
