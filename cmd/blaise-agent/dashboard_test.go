@@ -144,7 +144,7 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 	// streams into the transcript.
 	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
 	runs := l.session(id).Runs
-	do("a prompt from the page", chromedp.SetValue(chromedp.ID("prompt"), "hello from the page"),
+	do("a prompt from the page", chromedp.SetValue(chromedp.ID("prompt"), "hello from the page"), dropNotices,
 		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "pre.transcript", "echo: hello from the page")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
@@ -153,12 +153,13 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 	}
 	// The agent asks permission: the page shows the request, a person
 	// answers it with the keyboard, and the turn ends with that option.
-	do("a prompt that asks permission", chromedp.SetValue(chromedp.ID("prompt"), "/say before asking\n/permission Run the tests"),
-		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS(`#activity button[value="allow_once"]`)))
+	do("a prompt that asks permission", chromedp.SetValue(chromedp.ID("prompt"), "/say before asking\n/permission Run the tests"), dropNotices,
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")),
+		chromedp.WaitVisible(chromedp.CSS(`#activity button[value="allow_once"]`)))
 	waitText(t, tab, "#activity", "The agent asks permission: Run the tests")
 	waitText(t, tab, "pre.transcript", "before asking")
 	shoot(t, tab, "session-permission")
-	do("answering with the keyboard", chromedp.Focus(chromedp.CSS(`#activity button[value="allow_once"]`)), chromedp.KeyEvent("\r"),
+	do("answering with the keyboard", dropNotices, chromedp.Focus(chromedp.CSS(`#activity button[value="allow_once"]`)), chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "pre.transcript", "permission: allow_once")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
@@ -191,6 +192,10 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 		t.Fatalf("a signed-out browser asking for /agents is at %q (%v)", loc, err)
 	}
 }
+
+// dropNotices removes the page's notices: a form posted after it has
+// landed on its next page once that page's notice is visible.
+var dropNotices = chromedp.Evaluate[chromedp.Void](`(document.querySelectorAll("p.notice").forEach(n => n.remove()), {})`)
 
 // waitText waits until the element sel of the page shows text.
 func waitText(t *testing.T, tab context.Context, sel, text string) {
