@@ -63,8 +63,8 @@ type response struct {
 	Name     string          `json:"name,omitempty"`
 }
 
-// Client is a session.RunStore over a connection. Calls take turns: a run
-// writes little, and in order. Transcript appends do not wait for their
+// Client is a session.RunStore over a connection. Calls are sent one at a
+// time and answered in order. Transcript appends do not wait for their
 // answers (see Transcript); every other call waits for its own, which
 // comes after those of the appends before it.
 type Client struct {
@@ -148,8 +148,8 @@ func readFrame(r *bufio.Reader, v any, size func() int) ([]byte, error) {
 	return data, nil
 }
 
-// send writes req as the next call and returns its place among the
-// waiting; c.mu is held.
+// send writes req as the next call, whose answer done gets (nil: an
+// append); c.mu is held.
 func (c *Client) send(req request, done chan answer) error {
 	if c.err != nil {
 		return c.err
