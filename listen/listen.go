@@ -157,8 +157,9 @@ func (r *Runner) connect(ctx context.Context) error {
 	u := strings.Replace(strings.TrimRight(r.Server, "/"), "http", "ws", 1) + runnerproto.PathRunner + "?agent=" + r.Agent + "&runner=" + r.Name
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	hc, dialed := runnerproto.CorkingClient(r.HTTPClient)
 	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
-		HTTPClient:   r.HTTPClient,
+		HTTPClient:   hc,
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + r.Credential}},
 		Subprotocols: []string{runnerproto.Subprotocol},
 	})
@@ -174,7 +175,7 @@ func (r *Runner) connect(ctx context.Context) error {
 		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, runnerproto.Subprotocol)
 	}
 	netConn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
-	mux, err := yamux.Client(runnerproto.Coalesce(netConn), runnerproto.YamuxConfig())
+	mux, err := yamux.Client(runnerproto.Coalesce(netConn, dialed()), runnerproto.YamuxConfig())
 	if err != nil {
 		netConn.Close()
 		return err

@@ -12,9 +12,11 @@ import (
 // yamux writes a frame's header and its body apart; gathered, a burst of
 // small frames costs one message. A write returns once its bytes are
 // queued (at most maxQueued: a slow peer slows its writers down); an error
-// of the connection is returned by the writes after it.
-func Coalesce(conn net.Conn) net.Conn {
-	c := &coalesced{Conn: conn}
+// of the connection is returned by the writes after it. With raw, the
+// connection under conn, each gathered write leaves raw corked: in one
+// system call.
+func Coalesce(conn net.Conn, raw *Corked) net.Conn {
+	c := &coalesced{Conn: conn, raw: raw}
 	c.cond = sync.NewCond(&c.mu)
 	go c.flush()
 	return c
@@ -24,6 +26,7 @@ const maxQueued = 1 << 20
 
 type coalesced struct {
 	net.Conn
+	raw    *Corked
 	mu     sync.Mutex
 	cond   *sync.Cond // queued, err or closed changed
 	queued []byte
@@ -64,7 +67,7 @@ func (c *coalesced) flush() {
 		out := c.queued
 		c.queued, c.spare = c.spare[:0], nil
 		c.mu.Unlock()
-		_, err := c.Conn.Write(out)
+		err := c.write(out)
 		c.mu.Lock()
 		c.spare = out
 		c.cond.Broadcast() // room for writers; and Close waits for an empty queue
@@ -73,6 +76,19 @@ func (c *coalesced) flush() {
 			return
 		}
 	}
+}
+
+func (c *coalesced) write(out []byte) error {
+	if c.raw == nil {
+		_, err := c.Conn.Write(out)
+		return err
+	}
+	c.raw.Cork()
+	_, err := c.Conn.Write(out)
+	if uerr := c.raw.Uncork(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 // closeGrace bounds how long Close waits for what is queued to go out.

@@ -2,11 +2,18 @@ package runnerproto
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // countingConn records each write it gets, and blocks them until released.
@@ -32,7 +39,7 @@ func (c *countingConn) SetWriteDeadline(time.Time) error { return nil }
 // out leave together, in order; Close sends what is still queued.
 func TestCoalesceGathersWritesInOrder(t *testing.T) {
 	under := &countingConn{gate: make(chan struct{})}
-	c := Coalesce(under)
+	c := Coalesce(under, nil)
 	if _, err := io.WriteString(c, "a"); err != nil { // taken by the flusher, held at the gate
 		t.Fatal(err)
 	}
@@ -66,7 +73,7 @@ func TestCoalesceGathersWritesInOrder(t *testing.T) {
 // fails, the writes after it fail too.
 func TestCoalesceReportsAFailedConnection(t *testing.T) {
 	a, b := net.Pipe()
-	c := Coalesce(a)
+	c := Coalesce(a, nil)
 	b.Close()
 	if _, err := io.WriteString(c, "x"); err != nil {
 		t.Fatalf("the first write is queued: %v", err)
@@ -80,4 +87,58 @@ func TestCoalesceReportsAFailedConnection(t *testing.T) {
 		}
 	}
 	c.Close()
+}
+
+// writeCounter counts the writes of the connection it wraps.
+type writeCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (w writeCounter) Write(p []byte) (int, error) {
+	w.n.Add(1)
+	return w.Conn.Write(p)
+}
+
+// TestIssue13_ARunnersMessageLeavesInOneWrite: a WebSocket client masks a
+// message in 4 KiB pieces and writes each apart; through a corked
+// connection, a runner's 64 KiB message leaves in one write.
+func TestIssue13_ARunnersMessageLeavesInOneWrite(t *testing.T) {
+	got := make(chan []byte, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		ws.SetReadLimit(-1)
+		_, data, err := ws.Read(r.Context())
+		if err == nil {
+			got <- data
+		}
+		ws.Close(websocket.StatusNormalClosure, "")
+	}))
+	defer srv.Close()
+	var writes atomic.Int64
+	base := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		return writeCounter{c, &writes}, err
+	}}
+	hc, dialed := CorkingClient(&http.Client{Transport: base})
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(srv.URL, "http"), &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	c := Coalesce(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), dialed())
+	msg := bytes.Repeat([]byte("x"), 64<<10)
+	before := writes.Load()
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	if data := <-got; !bytes.Equal(data, msg) {
+		t.Fatalf("the server got %d bytes, want the %d written", len(data), len(msg))
+	}
+	if n := writes.Load() - before; n != 1 {
+		t.Fatalf("the message left in %d writes, want 1", n)
+	}
 }

@@ -63,21 +63,46 @@ type response struct {
 	Name     string          `json:"name,omitempty"`
 }
 
-// Client is a session.RunStore over a connection. Calls take turns: a run
-// writes little, and in order.
+// Client is a session.RunStore over a connection. Calls are sent one at a
+// time and answered in order. Transcript appends do not wait for their
+// answers (see Transcript); every other call waits for its own, which
+// comes after those of the appends before it.
 type Client struct {
-	mu   sync.Mutex
-	w    *bufio.Writer
-	r    *bufio.Reader
-	next uint64
-	err  error // the connection broke: every later call fails
+	w *bufio.Writer
+
+	mu       sync.Mutex
+	answered sync.Cond // an append was answered, or the connection broke
+	next     uint64
+	err      error      // the connection broke: every later call fails
+	waiting  []*pending // the calls sent and not answered yet, in order
+	appends  int        // of them, the appends
+	failed   error      // of an append, for the transcript's next Write or Close
 }
+
+// pending is a call sent: done gets its answer, or is nil for an append.
+type pending struct {
+	req  request
+	done chan answer
+}
+
+type answer struct {
+	resp response
+	err  error
+}
+
+// maxUnanswered bounds the appends in flight: past it, an append waits for
+// the answer of the oldest, so that a store that falls behind slows the
+// run down instead of queueing without end.
+const maxUnanswered = 64
 
 var _ session.RunStore = (*Client)(nil)
 
-// NewClient returns a client over rw.
+// NewClient returns a client over rw; it reads the answers until rw ends.
 func NewClient(rw io.ReadWriter) *Client {
-	return &Client{w: bufio.NewWriterSize(rw, 64<<10), r: bufio.NewReaderSize(rw, 64<<10)}
+	c := &Client{w: bufio.NewWriterSize(rw, 64<<10)}
+	c.answered.L = &c.mu
+	go c.receive(bufio.NewReaderSize(rw, 64<<10))
+	return c
 }
 
 // writeFrame writes v as a line, then data, raw: a transcript's bytes or a
@@ -89,8 +114,8 @@ func writeFrame(w *bufio.Writer, v any, data []byte) error {
 	}
 	w.Write(line)
 	w.WriteByte('\n')
-	w.Write(data)
-	return w.Flush()
+	_, err = w.Write(data)
+	return err
 }
 
 // readFrame reads a line into v, and the size bytes that follow it, which
@@ -123,39 +148,132 @@ func readFrame(r *bufio.Reader, v any, size func() int) ([]byte, error) {
 	return data, nil
 }
 
-func (c *Client) call(req request) (response, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// send writes req as the next call, whose answer done gets (nil: an
+// append); c.mu is held.
+func (c *Client) send(req request, done chan answer) error {
 	if c.err != nil {
-		return response{}, c.err
+		return c.err
 	}
 	c.next++
 	req.ID, req.Size = c.next, len(req.Data)
-	if err := writeFrame(c.w, req, req.Data); err != nil {
-		c.err = fmt.Errorf("store: %w", err)
-		return response{}, c.err
+	err := writeFrame(c.w, req, req.Data)
+	if err == nil {
+		err = c.w.Flush()
 	}
-	var resp response
-	data, err := readFrame(c.r, &resp, func() int { return resp.Size })
-	switch {
-	case err == io.EOF:
-		c.err = errors.New("store: the connection ended")
-	case err != nil:
-		c.err = fmt.Errorf("store: the answer to %s: %w", req.Op, err)
-	case resp.ID != req.ID:
-		c.err = fmt.Errorf("store: the answer to call %d came for call %d", req.ID, resp.ID)
+	if err != nil {
+		c.fail(fmt.Errorf("store: %w", err))
+		return c.err
 	}
-	if c.err != nil {
-		return response{}, c.err
+	req.Data = nil // sent: the caller may reuse it
+	c.waiting = append(c.waiting, &pending{req, done})
+	if done == nil {
+		c.appends++
 	}
-	resp.Data = data
+	return nil
+}
+
+// fail breaks the connection: the calls waiting and every later one get
+// err; c.mu is held.
+func (c *Client) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+	if c.appends > 0 && c.failed == nil {
+		c.failed = fmt.Errorf("store: transcript: %w", c.err)
+	}
+	for _, p := range c.waiting {
+		if p.done != nil {
+			p.done <- answer{err: c.err}
+		}
+	}
+	c.waiting, c.appends = nil, 0
+	c.answered.Broadcast()
+}
+
+// receive reads the answers, in the order of the calls, until the
+// connection ends.
+func (c *Client) receive(r *bufio.Reader) {
+	for {
+		var resp response
+		data, err := readFrame(r, &resp, func() int { return resp.Size })
+		c.mu.Lock()
+		if err == nil && len(c.waiting) == 0 {
+			err = fmt.Errorf("an answer to call %d, which is not waiting", resp.ID)
+		}
+		if err != nil {
+			if err == io.EOF {
+				c.fail(errors.New("store: the connection ended"))
+			} else {
+				c.fail(fmt.Errorf("store: an answer: %w", err))
+			}
+			c.mu.Unlock()
+			return
+		}
+		p := c.waiting[0]
+		if resp.ID != p.req.ID {
+			c.fail(fmt.Errorf("store: the answer to call %d came for call %d", p.req.ID, resp.ID))
+			c.mu.Unlock()
+			return
+		}
+		c.waiting = c.waiting[1:]
+		resp.Data = data
+		err = resp.err(p.req)
+		if p.done != nil {
+			p.done <- answer{resp, err}
+		} else {
+			c.appends--
+			if err != nil && c.failed == nil {
+				c.failed = fmt.Errorf("store: transcript: %w", err)
+			}
+			c.answered.Broadcast()
+		}
+		c.mu.Unlock()
+	}
+}
+
+// err is the error the store answered to req.
+func (resp response) err(req request) error {
 	switch {
 	case resp.NotFound:
-		return resp, fmt.Errorf("session %s: %w", req.Session, session.ErrNotFound)
+		return fmt.Errorf("session %s: %w", req.Session, session.ErrNotFound)
 	case resp.Error != "":
-		return resp, errors.New(resp.Error)
+		return errors.New(resp.Error)
 	}
-	return resp, nil
+	return nil
+}
+
+func (c *Client) call(req request) (response, error) {
+	done := make(chan answer, 1)
+	c.mu.Lock()
+	err := c.send(req, done)
+	c.mu.Unlock()
+	if err != nil {
+		return response{}, err
+	}
+	a := <-done
+	return a.resp, a.err
+}
+
+// appendLines sends a transcript append without waiting for its answer;
+// it returns the failure of an earlier append, once.
+func (c *Client) appendLines(req request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.appends >= maxUnanswered && c.err == nil {
+		c.answered.Wait()
+	}
+	if err := c.takeFailed(); err != nil {
+		return err
+	}
+	return c.send(req, nil)
+}
+
+// takeFailed returns the failure of an append not reported yet; c.mu is
+// held.
+func (c *Client) takeFailed() error {
+	err := c.failed
+	c.failed = nil
+	return err
 }
 
 func (c *Client) Session(id string) (*session.Record, error) {
@@ -185,8 +303,12 @@ func (c *Client) TornDown(id string, failure error, at time.Time) (*session.Reco
 	return resp.Record, err
 }
 
-// Transcript appends what is written to the session's transcript; each
-// Write returns once the store has it.
+// Transcript appends what is written to the session's transcript. A
+// Write returns once its lines are sent: the store commits them, and
+// answers, while the run goes on. The store takes calls in order, so every
+// line written before a report or a persisted write is committed before
+// that call is applied. Close waits for the answers of every append; the
+// failure of an append is returned by the next Write, or by Close.
 func (c *Client) Transcript(id string) (io.WriteCloser, error) {
 	return transcript{c, id}, nil
 }
@@ -197,13 +319,21 @@ type transcript struct {
 }
 
 func (t transcript) Write(p []byte) (int, error) {
-	if _, err := t.c.call(request{Op: OpAppend, Session: t.id, Data: p}); err != nil {
+	if err := t.c.appendLines(request{Op: OpAppend, Session: t.id, Data: p}); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-func (t transcript) Close() error { return nil }
+func (t transcript) Close() error {
+	c := t.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.appends > 0 {
+		c.answered.Wait()
+	}
+	return c.takeFailed()
+}
 
 func (c *Client) Persisted() session.Persisted { return persisted{c} }
 

@@ -6,11 +6,16 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -201,4 +206,173 @@ func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 	done <- nil
+}
+
+// gatedStore holds each transcript write until the test lets it go, and
+// logs the writes and reports in the order the store applies them.
+type gatedStore struct {
+	session.RunStore
+	entered chan struct{} // a transcript write began
+	gate    chan struct{} // closed: writes go on
+	log     chan string
+	refuse  atomic.Bool
+}
+
+func newGatedStore(t *testing.T) (*gatedStore, string) {
+	store, id := newStore(t)
+	return &gatedStore{RunStore: store, entered: make(chan struct{}, 16), gate: make(chan struct{}), log: make(chan string, 16)}, id
+}
+
+func (g *gatedStore) Transcript(id string) (io.WriteCloser, error) {
+	w, err := g.RunStore.Transcript(id)
+	return gatedWriter{w, g}, err
+}
+
+func (g *gatedStore) Paused(id string, p session.PauseRecord) (*session.Record, error) {
+	g.log <- "paused"
+	return g.RunStore.Paused(id, p)
+}
+
+type gatedWriter struct {
+	io.WriteCloser
+	g *gatedStore
+}
+
+func (w gatedWriter) Write(p []byte) (int, error) {
+	w.g.entered <- struct{}{}
+	<-w.g.gate
+	w.g.log <- "transcript " + string(p)
+	return w.WriteCloser.Write(p)
+}
+
+// socketPair is a connection with the kernel's buffers between its ends,
+// as a run's store has between the session process and its runner.
+func socketPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "store")
+		if conns[i], err = net.FileConn(f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	return conns[0], conns[1]
+}
+
+// gatedPair serves store to a client over a socket pair; the run's writes
+// are refused once store.refuse is set.
+func gatedPair(t *testing.T, store *gatedStore, id string) *Client {
+	t.Helper()
+	a, b := socketPair(t)
+	srv := &Server{Store: store, Session: id, MayWrite: func() error {
+		if store.refuse.Load() {
+			return errors.New("run 1 of the session was failed: its runner is gone")
+		}
+		return nil
+	}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	t.Cleanup(func() {
+		close(store.gate)
+		a.Close()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return NewClient(a)
+}
+
+// within waits for ch, failing the test after testsupport.Patience.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(testsupport.Patience):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// sent writes line to w and returns the write's error; it fails the test
+// if the write waits for the store, which holds it.
+func sent(t *testing.T, w io.Writer, line string) error {
+	t.Helper()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(w, line)
+		wrote <- err
+	}()
+	return within(t, wrote, "the write of "+line+" to return while the store holds the ones before")
+}
+
+// TestIssue13_TranscriptWritesDoNotWaitForTheCommit: a run's transcript
+// write returns once sent, while the server's commit is under way, so a
+// turn does not wait for the server's disk; Close waits for every commit.
+func TestIssue13_TranscriptWritesDoNotWaitForTheCommit(t *testing.T) {
+	store, id := newGatedStore(t)
+	c := gatedPair(t, store, id)
+	w, _ := c.Transcript(id)
+	if err := sent(t, w, "{\"a\":1}\n"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, store.entered, "the store to get the write")
+	go func() { store.gate <- struct{}{} }()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-store.log:
+		if got != "transcript {\"a\":1}\n" {
+			t.Fatalf("the store got %q", got)
+		}
+	default:
+		t.Fatal("Close returned before the store had the lines")
+	}
+}
+
+// TestIssue13_QueuedAppendsAreCommittedTogether: the appends that arrive
+// while the server commits one are committed together, in one write; a
+// report after them is applied once they are committed (L7); and the
+// failure of an append reaches the transcript's next write.
+func TestIssue13_QueuedAppendsAreCommittedTogether(t *testing.T) {
+	store, id := newGatedStore(t)
+	c := gatedPair(t, store, id)
+	w, _ := c.Transcript(id)
+	for _, line := range []string{"1", "2", "3", "4"} {
+		if err := sent(t, w, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if line == "1" {
+			within(t, store.entered, "the store to get the first write")
+		}
+	}
+	paused := make(chan error, 1)
+	go func() {
+		_, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1})
+		paused <- err
+	}()
+	go func() { store.gate <- struct{}{}; store.gate <- struct{}{} }()
+	var got []string
+	for range 3 {
+		got = append(got, within(t, store.log, "the store's writes and the report"))
+	}
+	if want := []string{"transcript 1\n", "transcript 2\n3\n4\n", "paused"}; !slices.Equal(got, want) {
+		t.Fatalf("the store applied %q, want %q", got, want)
+	}
+	if err := within(t, paused, "the pause's answer"); err != nil {
+		t.Fatal(err)
+	}
+	store.refuse.Store(true)
+	if err := sent(t, w, "5\n"); err != nil {
+		t.Fatalf("a write is sent without waiting for its answer: %v", err)
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "was failed") {
+		t.Fatalf("close after a refused append: %v", err)
+	}
 }

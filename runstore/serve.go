@@ -19,6 +19,9 @@ type Server struct {
 	MayWrite func() error
 }
 
+// maxBatch bounds the bytes of the appends committed together.
+const maxBatch = 4 << 20
+
 // Serve answers calls on rw until it ends; its error is nil when the run
 // closed it.
 func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
@@ -32,38 +35,151 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 			transcript.Close()
 		}
 	}()
+	var held *request // read while gathering appends, not answered yet
 	for {
-		var req request
-		data, err := readFrame(r, &req, func() int { return req.Size })
-		if err == io.EOF {
-			return nil
+		req := held
+		held = nil
+		if req == nil {
+			var err error
+			if req, err = readCall(r); err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("store: a bad call: %w", err)
-		}
-		req.Data = data
 		if req.ID != 0 && req.ID == last.ID {
-			if err := writeFrame(w, last, last.Data); err != nil {
-				return fmt.Errorf("store: %w", err)
+			if err := writeAnswer(w, last); err != nil {
+				return err
 			}
 			continue
 		}
 		if req.ID != 0 && req.ID < last.ID {
 			return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, last.ID)
 		}
-		resp := response{ID: req.ID}
-		err = s.answer(ctx, &req, &resp, &transcript)
-		if errors.Is(err, session.ErrNotFound) {
-			resp.NotFound = true
-		} else if err != nil {
-			resp.Error = err.Error()
+		batch := []*request{req}
+		var readErr error
+		if req.Op == OpAppend && req.Session == s.Session {
+			// The appends that came while the last commit was under way
+			// (the run does not wait for their answers) are here already:
+			// they are committed together, with one write.
+			held, readErr = gather(r, &batch)
 		}
-		resp.Size = len(resp.Data)
-		last = resp
-		if err := writeFrame(w, resp, resp.Data); err != nil {
+		var resps []response
+		if len(batch) > 1 {
+			resps = s.appendBatch(batch, &transcript)
+		} else {
+			resps = []response{s.apply(ctx, req, &transcript)}
+		}
+		for _, resp := range resps {
+			writeFrame(w, resp, resp.Data)
+		}
+		last = resps[len(resps)-1]
+		if err := w.Flush(); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
+		if readErr != nil {
+			return readErr
+		}
 	}
+}
+
+// readCall reads the next call; io.EOF when the run closed the connection.
+func readCall(r *bufio.Reader) (*request, error) {
+	var req request
+	data, err := readFrame(r, &req, func() int { return req.Size })
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: a bad call: %w", err)
+	}
+	req.Data = data
+	return &req, nil
+}
+
+// gather adds to batch the appends of the same session that follow it and
+// are read already, in order and up to maxBatch bytes. It returns the call
+// after them, if it read one, and an error of the connection, which ends it
+// once the batch is answered.
+func gather(r *bufio.Reader, batch *[]*request) (*request, error) {
+	first := (*batch)[0]
+	size := len(first.Data)
+	for r.Buffered() > 0 && size < maxBatch {
+		next, err := readCall(r)
+		if err != nil {
+			return nil, err
+		}
+		prev := (*batch)[len(*batch)-1]
+		if next.Op != OpAppend || next.Session != first.Session || next.ID <= prev.ID {
+			return next, nil
+		}
+		*batch = append(*batch, next)
+		size += len(next.Data)
+	}
+	return nil, nil
+}
+
+// writeAnswer writes an answer and sends it.
+func writeAnswer(w *bufio.Writer, resp response) error {
+	writeFrame(w, resp, resp.Data)
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// apply applies one call and returns its answer.
+func (s *Server) apply(ctx context.Context, req *request, transcript *io.WriteCloser) response {
+	resp := response{ID: req.ID}
+	setError(&resp, s.answer(ctx, req, &resp, transcript))
+	resp.Size = len(resp.Data)
+	return resp
+}
+
+func setError(resp *response, err error) {
+	if errors.Is(err, session.ErrNotFound) {
+		resp.NotFound = true
+	} else if err != nil {
+		resp.Error = err.Error()
+	}
+}
+
+// appendBatch appends the lines of several appends of the run's session in
+// one write, committed at once: each gets the same answer.
+func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []response {
+	var err error
+	if s.MayWrite != nil {
+		err = s.MayWrite()
+	}
+	if err == nil {
+		err = s.openTranscript(transcript)
+	}
+	if err == nil {
+		var size int
+		for _, req := range batch {
+			size += len(req.Data)
+		}
+		lines := make([]byte, 0, size)
+		for _, req := range batch {
+			lines = append(lines, req.Data...)
+		}
+		_, err = (*transcript).Write(lines)
+	}
+	resps := make([]response, len(batch))
+	for i, req := range batch {
+		resps[i].ID = req.ID
+		setError(&resps[i], err)
+	}
+	return resps
+}
+
+func (s *Server) openTranscript(transcript *io.WriteCloser) error {
+	if *transcript != nil {
+		return nil
+	}
+	var err error
+	*transcript, err = s.Store.Transcript(s.Session)
+	return err
 }
 
 func (s *Server) answer(ctx context.Context, req *request, resp *response, transcript *io.WriteCloser) error {
@@ -96,12 +212,9 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response, trans
 		}
 		resp.Record, err = s.Store.TornDown(s.Session, failure, req.At)
 	case OpAppend:
-		if *transcript == nil {
-			if *transcript, err = s.Store.Transcript(s.Session); err != nil {
-				return err
-			}
+		if err = s.openTranscript(transcript); err == nil {
+			_, err = (*transcript).Write(req.Data)
 		}
-		_, err = (*transcript).Write(req.Data)
 	case OpGet:
 		resp.Data, resp.OK, err = s.Store.Persisted().Get(ctx, s.Session, req.PlugID)
 	case OpSet:

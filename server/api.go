@@ -167,7 +167,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	ws.SetReadLimit(-1)
 	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
-	mux, err := yamux.Server(runnerproto.Coalesce(nc), runnerproto.YamuxConfig())
+	mux, err := yamux.Server(runnerproto.Coalesce(nc, nil), runnerproto.YamuxConfig())
 	if err != nil {
 		nc.Close()
 		return
@@ -244,7 +244,7 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	ws.SetReadLimit(-1)
-	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary))
+	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary), nil)
 	defer nc.Close()
 	if err := s.serveACP(ctx, a, nc, nc); err != nil {
 		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)

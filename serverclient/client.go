@@ -184,7 +184,7 @@ func (c *Client) DialACP(ctx context.Context, agent string) (net.Conn, error) {
 		return nil, fmt.Errorf("server %s: %w", c.URL, err)
 	}
 	ws.SetReadLimit(-1)
-	return runnerproto.Coalesce(websocket.NetConn(context.Background(), ws, websocket.MessageBinary)), nil
+	return runnerproto.Coalesce(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), nil), nil
 }
 
 func wsURL(u string) string {

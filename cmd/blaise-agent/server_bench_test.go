@@ -18,24 +18,30 @@ import (
 )
 
 // throughServer starts a server, a runner of the flood agent and `acp
-// --server` with a client on its stdio.
+// --server` with a client on its stdio. The other processes of its path
+// are the server (first) and the runner with its session process and
+// agent.
 func throughServer(b *testing.B) *benchClient {
 	l := newServerLab(b, "", time.Minute)
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	l.runner("r1", "flood.star")
+	r := l.runner("r1", "flood.star")
 	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
 	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
-	return startProcess(b, cmd, cmd.StdinPipe)
+	c := startProcess(b, cmd, cmd.StdinPipe)
+	c.also = append([]int{l.serve.Process.Pid}, descendants(r.cmd.Process.Pid)...)
+	return c
 }
 
 // BenchmarkServer measures a client of a server's agent (`acp --server`,
 // the server, its runner, the session process) against a client of local
 // `blaise-agent acp`, in the same run, as BenchmarkACPFrontEnd does:
 // throughput of 1 KiB session/updates and the median round trip of a
-// prompt answered at once.
+// prompt answered at once. path-cpu is the CPU time per message of every
+// process between the client and the agent, and of the agent;
+// server-cpu, of the server alone.
 func BenchmarkServer(b *testing.B) {
 	peers := []struct {
 		name  string
@@ -48,9 +54,18 @@ func BenchmarkServer(b *testing.B) {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
 			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
+			server := &benchClient{}
+			if len(c.also) > 0 {
+				server.pid = c.also[0]
+			}
+			cpu0, server0 := c.cpu(b), server.cpu(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "path-cpu-ns/msg")
+			if server.pid != 0 {
+				b.ReportMetric(float64(server.cpu(b)-server0)/float64(b.N), "server-cpu-ns/msg")
+			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) { roundTrips(b, p.start(b)) })
 	}
