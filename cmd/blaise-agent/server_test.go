@@ -50,7 +50,13 @@ type serverLab struct {
 // creates the agent demo with settings.
 func newServerLab(t testing.TB, db string, lease time.Duration, agentFlags ...string) *serverLab {
 	t.Helper()
-	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease}
+	return newServerLabWith(t, nil, db, lease, agentFlags...)
+}
+
+// newServerLabWith is newServerLab with more flags of serve.
+func newServerLabWith(t testing.TB, serveArgs []string, db string, lease time.Duration, agentFlags ...string) *serverLab {
+	t.Helper()
+	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease, serveArgs: serveArgs}
 	l.data = filepath.Join(l.dir, "data")
 	l.startServer("127.0.0.1:0")
 	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
@@ -754,9 +760,10 @@ func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
 
 // TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds
 // it past its timeout stop is killed on its runner after the lease and
-// failed; a timeout ends the session (L4).
+// failed; a timeout ends the session (L4). The stop grace of serve bounds
+// how long the killed run takes to go (issue 13).
 func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
-	l := newServerLab(t, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
+	l := newServerLabWith(t, []string{"--stop-grace", "1s"}, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
 	l.writeConfig("blaise.star", `setup(use("./stubborn.star"))`+"\n")
 	plug := "plug(name = \"stubborn\")\n\ndef on_session(ctx, next):\n    next()\n    ctx.runner.exec([\"sleep\", \"600\"])\n"
 	if err := os.WriteFile(filepath.Join(l.dir, "stubborn.star"), []byte(plug), 0o644); err != nil {
