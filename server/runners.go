@@ -161,3 +161,36 @@ func (s *Server) pickRunner(agent, prefer string) *runnerConn {
 	}
 	return best
 }
+
+// takeBack takes over a run the runner still has that the server does not
+// know: one that began before the server restarted (Engine.Adopt). Its
+// session must be of the runner's agent, its last run on this runner, and
+// its record must show the run in progress; it reports whether the server
+// took the run (the runner stops the others).
+func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
+	rec, err := rc.s.Store.Session(ref.Session)
+	if err == nil && (rec.AgentName != rc.agent || rec.Runner != rc.name) {
+		err = fmt.Errorf("the session is of agent %s on runner %s", rec.AgentName, rec.Runner)
+	}
+	if err != nil {
+		rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "session", ref.Session, "run", ref.Run, "err", err)
+		return false
+	}
+	p, first := rc.newProcess(ref)
+	if _, err := rc.s.engine.Adopt(ref.Session, ref.Run, p); err != nil {
+		rc.drop(p, err)
+		rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "err", err)
+		return false
+	}
+	// Its streams come once the runner has the welcome; a run without them
+	// fails, and the engine settles it.
+	go func() {
+		if err := rc.streams(first, rc.s.clock().After(rc.s.lease())); err != nil {
+			p.fail(err)
+			return
+		}
+		p.serveStore()
+	}()
+	rc.s.log().Info("run taken back after a restart", "session", ref.Session, "run", ref.Run, "runner", rc.name)
+	return true
+}

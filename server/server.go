@@ -54,9 +54,11 @@ func (s *Server) init() {
 			Locks:        &blaise.MemLocks{},
 			Launcher:     s,
 			TimeoutGrace: s.lease(),
-			StopGrace:    s.StopGrace,
-			Clock:        s.Clock,
-			Log:          s.log(),
+			// Runners come back within the lease with the runs they have.
+			AdoptUntil: s.clock().Now().Add(s.lease()),
+			StopGrace:  s.StopGrace,
+			Clock:      s.Clock,
+			Log:        s.log(),
 			Settled: func(r *session.Record) {
 				s.log().Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
 			},
