@@ -14,19 +14,19 @@ import (
 // this engine may hold the session; otherwise the run is not the
 // session's any more, and its error says why. The run goes on as if this
 // engine had started it; its messages wait for a front end to Claim it.
+// proc must be connected: a stop recorded and never sent is sent now (L3).
 func (e *Engine) Adopt(id string, run int, proc Process) (*Live, error) {
 	lock, err := e.locks().RunLock(id, false, false)
+	if errors.Is(err, ErrRunHeld) {
+		err = activeError(id)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("session %s: run %d: %w", id, run, err)
+		return nil, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, err)
 	}
-	rec, err := e.Store.Session(id)
-	var h session.RunRecord
-	if err == nil {
-		h, err = inProgress(rec, run)
-	}
+	rec, h, err := e.inProgress(id, run)
 	if err != nil {
 		lock.Release()
-		return nil, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, err)
+		return nil, err
 	}
 	l := e.newLive(rec, h.Kind, proc, lock)
 	// Its plugs are loaded: inactivity counts from now; its timeout from
@@ -58,9 +58,34 @@ func (e *Engine) Adopt(id string, run int, proc Process) (*Live, error) {
 	return l, nil
 }
 
-// inProgress returns the history of run n of rec when the record shows it
-// in progress.
-func inProgress(rec *session.Record, n int) (session.RunRecord, error) {
+// Adoptable says why Adopt would not take run number run of a session, or
+// nil when it would, as things are now.
+func (e *Engine) Adoptable(id string, run int) error {
+	if e.Running(id) != nil {
+		return fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, activeError(id))
+	}
+	_, _, err := e.inProgress(id, run)
+	return err
+}
+
+// inProgress returns the record of a session, and the history of its run
+// n, when the record shows that run in progress.
+func (e *Engine) inProgress(id string, n int) (*session.Record, session.RunRecord, error) {
+	rec, err := e.Store.Session(id)
+	var h session.RunRecord
+	if err == nil {
+		h, err = runInProgress(rec, n)
+	}
+	if err != nil {
+		return nil, h, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, n, err)
+	}
+	return rec, h, nil
+}
+
+// runInProgress returns the history of run n of rec when the record shows
+// it in progress: the session active or tearing down, at that run, which
+// has not ended.
+func runInProgress(rec *session.Record, n int) (session.RunRecord, error) {
 	if rec.State != session.Active && rec.State != session.TearingDown {
 		return session.RunRecord{}, session.StateError(rec, "its run is not in progress")
 	}
@@ -101,6 +126,6 @@ func (e *Engine) adopting(rec *session.Record) bool {
 	if !e.now().Before(e.AdoptUntil) {
 		return false
 	}
-	_, err := inProgress(rec, rec.Runs)
+	_, err := runInProgress(rec, rec.Runs)
 	return err == nil
 }
