@@ -1,15 +1,12 @@
 package server
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/runnerproto"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
-	"github.com/coder/websocket"
-	"github.com/hashicorp/yamux"
 )
 
 // TestIssue13_RunsTheServerCannotTakeBackAreStopped: after a restart, a
@@ -53,20 +50,7 @@ func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 		}
 		before[ref.Session] = rec.Updated
 	}
-	ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(-1)
-	mux, err := yamux.Client(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), runnerproto.YamuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	st, err := mux.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := l.runnerStream()
 	frames := runnerproto.NewConn(st)
 	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1", Runs: refs}); err != nil {
 		t.Fatal(err)
