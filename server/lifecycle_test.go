@@ -97,8 +97,13 @@ func serverEngine(t *testing.T, s enginetest.Setup, dsn string) (*blaise.Engine,
 	go func() { ran <- r.Run(runCtx) }()
 	t.Cleanup(func() {
 		stop()
-		if err := <-ran; err != nil {
-			t.Errorf("the runner: %v", err)
+		select {
+		case err := <-ran:
+			if err != nil {
+				t.Errorf("the runner: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("the runner did not drain: a run of it is still going\n%s", logs)
 		}
 	})
 	select {

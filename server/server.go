@@ -66,13 +66,6 @@ func (s *Server) init() {
 	})
 }
 
-// Engine is the lifecycle engine of the server's sessions: its Store, Locks
-// and Launcher are the server's.
-func (s *Server) Engine() *blaise.Engine {
-	s.init()
-	return s.engine
-}
-
 func (s *Server) log() *log.Logger {
 	if s.Log == nil {
 		return log.Default()

@@ -321,13 +321,19 @@ func ignoredTimeoutFails(t *testing.T, open Open) {
 	l.engine.TimeoutGrace = time.Minute
 	live := l.start()
 	l.clock.Advance(30 * time.Minute)
-	for {
-		if rec, _ := l.engine.Store.Session(live.ID); rec.Stop != nil {
-			break
+	// Then a minute passes each time someone waits on the clock, until the
+	// run is over: past the grace of its stop, then of its kill, whenever
+	// the timers come to wait for them.
+	go func() {
+		for {
+			select {
+			case <-live.Done():
+				return
+			case <-l.clock.Waiting():
+				l.clock.Advance(time.Minute)
+			}
 		}
-		l.waitClock() // the timers went to sleep again
-	}
-	l.clock.Advance(time.Minute)
+	}()
 	rec := l.wait(live)
 	if rec.Pause == nil || rec.Pause.Reason != session.Failed || !strings.Contains(rec.Pause.Error, "without reporting its pause") || rec.Stop.Reason != session.Timeout {
 		t.Fatalf("record %+v", rec)
