@@ -96,6 +96,12 @@ func newLab(t *testing.T, open Open, role string, settings session.Settings, fil
 	}
 	clock := session.NewFakeClock(time.Now())
 	l := &lab{t: t, dir: dir, clock: clock, settled: make(chan *session.Record, 16)}
+	stderr, logs := &testsupport.Buffer{}, &testsupport.Buffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("engine:\n%s\nsession processes:\n%s", logs, stderr)
+		}
+	})
 	l.engine, l.agent = open(t, Setup{
 		Dir:      dir,
 		Clock:    clock,
@@ -103,11 +109,11 @@ func newLab(t *testing.T, open Open, role string, settings session.Settings, fil
 		Command:  []string{exe},
 		// Race builds sleep a second at exit unless told not to.
 		Env:    append(append(os.Environ(), RoleEnv+"="+role, "GORACE=atexit_sleep_ms=0"), env...),
-		Stderr: &testsupport.Buffer{},
+		Stderr: stderr,
 	})
 	e := l.engine
 	e.Settings, e.Clock, e.Dir = settings, clock, dir
-	e.Log = log.New(&testsupport.Buffer{})
+	e.Log = log.New(logs)
 	e.Settled = func(r *session.Record) { l.settled <- r }
 	return l
 }
