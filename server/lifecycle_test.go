@@ -102,7 +102,7 @@ func serverEngine(t *testing.T, s enginetest.Setup, dsn string) (*blaise.Engine,
 			if err != nil {
 				t.Errorf("the runner: %v", err)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(enginetest.Patience):
 			t.Errorf("the runner did not drain: a run of it is still going\n%s", logs)
 		}
 	})
@@ -115,7 +115,7 @@ func serverEngine(t *testing.T, s enginetest.Setup, dsn string) (*blaise.Engine,
 			t.Skipf("the runner refuses the configuration under the agent's settings: %v", err)
 		}
 		t.Fatalf("the runner ended: %v\n%s", err, logs)
-	case <-time.After(20 * time.Second):
+	case <-time.After(enginetest.Patience):
 		t.Fatalf("the runner did not connect:\n%s", logs)
 	}
 	return srv.Engine(), agent

@@ -27,6 +27,11 @@ import (
 	"github.com/charmbracelet/log"
 )
 
+// Patience is how long a test waits for an event (a run settled, a wait
+// on the clock) before it fails: far beyond what it takes, even on a busy
+// machine.
+const Patience = time.Minute
+
 // Setup is what a test asks of the engine it runs on.
 type Setup struct {
 	// Dir holds the test's blaise.star; its sessions run there.
@@ -148,7 +153,7 @@ func (l *lab) open(live *blaise.Live) (*acptest.Client, string) {
 // wait waits for the run to be settled.
 func (l *lab) wait(live *blaise.Live) *session.Record {
 	l.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), Patience)
 	defer cancel()
 	rec, err := live.Wait(ctx)
 	if err != nil {
@@ -160,7 +165,7 @@ func (l *lab) wait(live *blaise.Live) *session.Record {
 // until waits for a settled run whose record satisfies ok.
 func (l *lab) until(ok func(*session.Record) bool) *session.Record {
 	l.t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(Patience)
 	for {
 		select {
 		case rec := <-l.settled:
@@ -179,7 +184,7 @@ func (l *lab) waitClock() {
 	l.t.Helper()
 	select {
 	case <-l.clock.Waiting():
-	case <-time.After(20 * time.Second):
+	case <-time.After(Patience):
 		l.t.Fatal("nothing waits on the clock")
 	}
 }
