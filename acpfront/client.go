@@ -235,6 +235,15 @@ func (c *conn) lookup(id string) (*session, string) {
 	switch rec.State {
 	case lifecycle.Paused:
 	case lifecycle.Active:
+		if r := c.srv.Sessions.Claim(id); r != nil {
+			// A run no front end holds goes on with this client.
+			sess := &session{id: id, acpID: rec.ACPSessionID}
+			c.sessions[id] = sess
+			sess.phase = launching
+			c.active++
+			c.launched(sess, r, nil)
+			return sess, ""
+		}
 		return nil, "the session has a run in progress in another front end"
 	default:
 		return nil, "the session is " + string(rec.State)

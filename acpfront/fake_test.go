@@ -45,6 +45,9 @@ func (f *fakeSessions) Start(config string) (Run, error) {
 	return f.launch(id, 1), nil
 }
 
+// Claim: no fake run is ever taken back after a restart.
+func (f *fakeSessions) Claim(string) Run { return nil }
+
 func (f *fakeSessions) Resume(id string) (Run, error) {
 	f.mu.Lock()
 	rec, ok := f.recs[id]

@@ -23,11 +23,13 @@
 // the next message to it starts a resume run transparently: initialize
 // again, session/load of the agent's session (its replayed history
 // swallowed), then the message. A session/load from the client of a paused
-// session resumes it too, and the client sees the replay. When the client
-// disconnects, what it asked is still answered, the agents' requests it can
-// no longer answer are answered for it, and every session stops as idle
-// under its idle policy (L9); the front end returns once the runs have
-// ended.
+// session resumes it too, and the client sees the replay. A session whose
+// run no front end holds (a server took it back after a restart) goes on
+// in that run with the client that loads it or sends it a message. When
+// the client disconnects, what it asked is still answered, the agents'
+// requests it can no longer answer are answered for it, and every session
+// stops as idle under its idle policy (L9); the front end returns once the
+// runs have ended.
 //
 // Failures. A run that ends (a crash, a stop) with client requests in flight
 // answers them with an error that says why (the run's failure as recorded);

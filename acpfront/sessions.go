@@ -20,6 +20,10 @@ type Sessions interface {
 	Start(config string) (Run, error)
 	// Resume starts a resume run of a paused session.
 	Resume(id string) (Run, error)
+	// Claim returns the run in progress of a session that no front end
+	// holds (a server took it back after a restart), once; nil when there
+	// is none.
+	Claim(id string) Run
 	// End ends a session that has no run in progress (reason closed) and
 	// waits for its teardown.
 	End(ctx context.Context, id string) error
@@ -86,6 +90,16 @@ func (s engineSessions) Resume(id string) (Run, error) {
 		return nil, err
 	}
 	return liveRun{l}, nil
+}
+
+func (s engineSessions) Claim(id string) Run {
+	if _, err := s.Session(id); err != nil {
+		return nil
+	}
+	if l := s.e.Claim(id); l != nil {
+		return liveRun{l}
+	}
+	return nil
 }
 
 func (s engineSessions) End(ctx context.Context, id string) error {

@@ -65,6 +65,11 @@ type Engine struct {
 	Created func(id string) error
 	// Clock is the engine's time; nil: the machine's.
 	Clock session.Clock
+	// AdoptUntil is until when runs in progress that no process of this
+	// engine holds may be handed back to it (Adopt): a server that
+	// restarted gives its runners that long to come back with their runs.
+	// Meanwhile no one settles them as failed.
+	AdoptUntil time.Time
 	// Settled, when set, is called with the record of each run of this
 	// engine once the run is settled (Keep's teardowns included).
 	Settled func(*session.Record)
@@ -243,9 +248,13 @@ func (e *Engine) Resume(id string) (*Live, error) {
 
 // settleIfGone returns the record of a session whose run lock this process
 // holds, after settling a run that died without a word (L7): marked active,
-// but no process holds its lock.
+// but no process holds its lock. A run that may still be handed back
+// (AdoptUntil) is left as it is, and the session is active.
 func (e *Engine) settleIfGone(id string) (*session.Record, error) {
 	rec, err := e.Store.Session(id)
+	if err == nil && e.adopting(rec) {
+		return nil, fmt.Errorf("%w, on a runner that may still hand it back", activeError(id))
+	}
 	if err != nil || rec.State != session.Active {
 		return rec, err
 	}
@@ -351,6 +360,12 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 	}
 	now := e.now()
 	for _, rec := range recs {
+		if e.adopting(rec) {
+			if next.IsZero() || e.AdoptUntil.Before(next) {
+				next = e.AdoptUntil
+			}
+			continue
+		}
 		if _, due := session.Due(rec, now); !due && rec.State != session.Active {
 			if at, ok := session.DueAt(rec); ok && (next.IsZero() || at.Before(next)) {
 				next = at
@@ -466,6 +481,13 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 			e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
 		}
 	}
+	l := e.newLive(rec, kind, proc, lock)
+	e.run(l)
+	return l, nil
+}
+
+// newLive is the Live of run rec.Runs, of kind, in proc, which holds lock.
+func (e *Engine) newLive(rec *session.Record, kind session.Kind, proc Process, lock RunLock) *Live {
 	now := e.now()
 	l := &Live{
 		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, proc: proc, rec: rec,
@@ -485,14 +507,18 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 		activity:  now,
 		started:   now,
 	}
-	if kind != session.TeardownRun {
-		l.out = l.track(acp.ReadMessages(proc.Stdout(), 0, e.logger()))
+	return l
+}
+
+// run follows l's session process: its messages, reports, end and timers.
+func (e *Engine) run(l *Live) {
+	if l.Kind != session.TeardownRun {
+		l.out = l.track(acp.ReadMessages(l.proc.Stdout(), 0, e.logger()))
 	} else {
-		go func() { _, _ = io.Copy(io.Discard, proc.Stdout()) }()
+		go func() { _, _ = io.Copy(io.Discard, l.proc.Stdout()) }()
 	}
 	e.track(l, true)
 	go l.readControl()
 	go l.wait()
 	go l.timers()
-	return l, nil
 }

@@ -48,6 +48,7 @@ type Live struct {
 	settings  session.Settings
 	resumable bool
 	got       map[session.ControlKind]bool // report kinds received
+	unclaimed bool                         // adopted, and no front end took its messages (Claim)
 }
 
 // Send passes a message of the client to the session.

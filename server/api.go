@@ -188,11 +188,12 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
-	// The runs the runner still has, the server takes back; the runner
-	// stops the others.
+	// The runs the runner still has, the server takes back, those of its
+	// connection that broke and those it had before it restarted; the
+	// runner stops the others.
 	var kept []runnerproto.RunRef
 	for _, ref := range hello.Runs {
-		if rc.reattach(ref) {
+		if rc.reattach(ref) || rc.takeBack(ref) {
 			kept = append(kept, ref)
 		}
 	}

@@ -129,6 +129,27 @@ func (l *lab) dialRunner(cred string, protos ...string) (*websocket.Conn, *http.
 	})
 }
 
+// runnerStream opens a runner connection with the credential and returns
+// its first stream, where frames go; the connection ends with the test.
+func (l *lab) runnerStream() *yamux.Stream {
+	l.t.Helper()
+	ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	ws.SetReadLimit(-1)
+	mux, err := yamux.Client(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), runnerproto.YamuxConfig())
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { mux.Close() })
+	st, err := mux.OpenStream()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return st
+}
+
 // TestIssue13_RunnerProtocolRefusals: a wrong credential, another protocol
 // version, a first frame that is not hello and a malformed frame are
 // refused, and the server keeps no runner of them.
@@ -173,20 +194,7 @@ func TestIssue13_RunnerProtocolRefusals(t *testing.T) {
 		t.Fatalf("%d runners kept of refused connections", n)
 	}
 	// A runner welcomed, then sending a malformed frame, is dropped.
-	ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws.SetReadLimit(-1)
-	mux, err := yamux.Client(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), runnerproto.YamuxConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mux.Close()
-	st, err := mux.OpenStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := l.runnerStream()
 	frames := runnerproto.NewConn(st)
 	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1"}); err != nil {
 		t.Fatal(err)

@@ -64,6 +64,7 @@ type Options struct {
 	Addr            string
 	TLSCert, TLSKey string
 	Lease           time.Duration
+	StopGrace       time.Duration // Server.StopGrace
 	Log             *log.Logger
 	Version         string
 	// Ready, when set, is told the address the server listens on.
@@ -102,7 +103,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := announceSetup(store, o.Log, scheme+"://"+addr); err != nil {
 		return err
 	}
-	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, Version: o.Version}
+	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version}
 	return s.Serve(ctx, ln, o.TLSCert, o.TLSKey)
 }
 

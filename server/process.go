@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
@@ -60,16 +61,9 @@ func (a *attachment) close() {
 // launch starts a run on the runner and waits for its streams.
 func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 	ref := runnerproto.RunRef{Session: run.Record.ID, Run: run.Record.Runs}
-	p := &remoteProcess{s: rc.s, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
-	first := newAttachment(rc)
-	p.pending = first
-	rc.adopt(p)
+	p, first := rc.newProcess(ref)
 	forget := func(err error) (*remoteProcess, error) {
-		rc.mu.Lock()
-		delete(rc.procs, ref)
-		rc.mu.Unlock()
-		p.fail(err)
-		p.forget() // out of the server's runs too
+		rc.drop(p, err)
 		return nil, err
 	}
 	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags}}); err != nil {
@@ -86,22 +80,55 @@ func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 	case <-timeout:
 		return forget(fmt.Errorf("runner %s did not start the run within %s", rc.name, rc.s.lease()))
 	}
-	select {
-	case <-first.ready:
-	case <-rc.gone:
-		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
-	case <-timeout:
-		return forget(fmt.Errorf("runner %s did not open the run's streams within %s", rc.name, rc.s.lease()))
+	if err := rc.streams(first, timeout); err != nil {
+		return forget(err)
 	}
-	// One store server for the whole run: a call sent again after a
-	// reconnection is answered, not applied twice.
-	store := &runstore.Server{Store: rc.s.Store, Session: ref.Session, MayWrite: p.mayWrite}
+	p.serveStore()
+	return p, nil
+}
+
+// newProcess makes the run ref a run of rc, whose streams are to come on
+// the attachment it returns.
+func (rc *runnerConn) newProcess(ref runnerproto.RunRef) (*remoteProcess, *attachment) {
+	p := &remoteProcess{s: rc.s, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
+	first := newAttachment(rc)
+	p.pending = first
+	rc.adopt(p)
+	return p, first
+}
+
+// drop fails p, which never got going on rc, and forgets it.
+func (rc *runnerConn) drop(p *remoteProcess, err error) {
+	rc.mu.Lock()
+	delete(rc.procs, p.ref)
+	rc.mu.Unlock()
+	p.fail(err)
+	p.forget() // out of the server's runs too
+}
+
+// streams waits until the runner has opened every stream of a, or until
+// timeout.
+func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
+	select {
+	case <-a.ready:
+		return nil
+	case <-rc.gone:
+		return fmt.Errorf("runner %s left before it opened the run's streams", rc.name)
+	case <-timeout:
+		return fmt.Errorf("runner %s did not open the run's streams within %s", rc.name, rc.s.lease())
+	}
+}
+
+// serveStore answers the run's store calls. One store server for the
+// whole run: a call sent again after a reconnection is answered, not
+// applied twice.
+func (p *remoteProcess) serveStore() {
+	store := &runstore.Server{Store: p.s.Store, Session: p.ref.Session, MayWrite: p.mayWrite}
 	go func() {
 		if err := store.Serve(context.Background(), p.relay(runnerproto.ChannelStore)); err != nil {
-			rc.s.log().Debug("a run's store connection ended", "session", ref.Session, "err", err)
+			p.s.log().Debug("a run's store connection ended", "session", p.ref.Session, "err", err)
 		}
 	}()
-	return p, nil
 }
 
 // adopt makes p a run of rc, whose streams are to come.

@@ -161,3 +161,39 @@ func (s *Server) pickRunner(agent, prefer string) *runnerConn {
 	}
 	return best
 }
+
+// takeBack takes over a run the runner still has that the server does not
+// know: one that began before the server restarted (Engine.Adopt). Its
+// session must be of the runner's agent, its last run on this runner, and
+// its record must show the run in progress; it reports whether the server
+// takes the run (the runner stops the others). The engine adopts the run
+// once its streams are there; should it no longer be the session's then,
+// the server lets it go, and the runner stops it after the lease.
+func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
+	rec, err := rc.s.Store.Session(ref.Session)
+	if err == nil && (rec.AgentName != rc.agent || rec.Runner != rc.name) {
+		err = fmt.Errorf("session %s is of agent %s on runner %s", ref.Session, rec.AgentName, rec.Runner)
+	}
+	if err == nil {
+		err = rc.s.engine.Adoptable(ref.Session, ref.Run)
+	}
+	if err != nil {
+		rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
+		return false
+	}
+	p, first := rc.newProcess(ref)
+	go func() {
+		err := rc.streams(first, rc.s.clock().After(rc.s.lease()))
+		if err == nil {
+			p.serveStore()
+			_, err = rc.s.engine.Adopt(ref.Session, ref.Run, p)
+		}
+		if err != nil {
+			rc.drop(p, err)
+			rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
+			return
+		}
+		rc.s.log().Info("run taken back after a restart", "session", ref.Session, "run", ref.Run, "runner", rc.name)
+	}()
+	return true
+}

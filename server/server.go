@@ -30,7 +30,11 @@ type Server struct {
 	Log   *log.Logger
 	// Lease: see DefaultLease; 0 means it.
 	Lease time.Duration
-	Clock session.Clock
+	// StopGrace is how long a handler still attaching when its run is
+	// stopped may take to reach next() (Engine.StopGrace); 0:
+	// session.DefaultStopGrace.
+	StopGrace time.Duration
+	Clock     session.Clock
 	// Version is blaise-agent's.
 	Version string
 
@@ -50,8 +54,11 @@ func (s *Server) init() {
 			Locks:        &blaise.MemLocks{},
 			Launcher:     s,
 			TimeoutGrace: s.lease(),
-			Clock:        s.Clock,
-			Log:          s.log(),
+			// Runners come back within the lease with the runs they have.
+			AdoptUntil: s.clock().Now().Add(s.lease()),
+			StopGrace:  s.StopGrace,
+			Clock:      s.Clock,
+			Log:        s.log(),
 			Settled: func(r *session.Record) {
 				s.log().Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
 			},

@@ -25,10 +25,11 @@ func (f StoreFlags) options() server.StoreOptions {
 // ServeCmd is `blaise-agent serve`.
 type ServeCmd struct {
 	StoreFlags
-	Addr    string        `help:"Where to listen (host:port); a host other than loopback serves other machines." default:"127.0.0.1:7420"`
-	TLSCert string        `name:"tls-cert" help:"Serve TLS with this certificate (PEM)." type:"path"`
-	TLSKey  string        `name:"tls-key" help:"The TLS certificate's private key (PEM)." type:"path"`
-	Lease   time.Duration `help:"How long a run whose runner is gone, or that ignores a timeout stop, has before it is failed." default:"1m"`
+	Addr      string        `help:"Where to listen (host:port); a host other than loopback serves other machines." default:"127.0.0.1:7420"`
+	TLSCert   string        `name:"tls-cert" help:"Serve TLS with this certificate (PEM)." type:"path"`
+	TLSKey    string        `name:"tls-key" help:"The TLS certificate's private key (PEM)." type:"path"`
+	Lease     time.Duration `help:"How long a run whose runner is gone, or that ignores a timeout stop, has before it is failed." default:"1m"`
+	StopGrace time.Duration `help:"How long a handler still attaching when its run is stopped may take to reach next() (default 10s); a run killed for ignoring its stop has this and 5s more between SIGTERM and SIGKILL."`
 }
 
 // Run serves until SIGINT or SIGTERM.
@@ -36,7 +37,7 @@ func (c *ServeCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return server.Run(ctx, server.Options{
-		StoreOptions: c.options(), Addr: c.Addr, TLSCert: c.TLSCert, TLSKey: c.TLSKey, Lease: c.Lease,
+		StoreOptions: c.options(), Addr: c.Addr, TLSCert: c.TLSCert, TLSKey: c.TLSKey, Lease: c.Lease, StopGrace: c.StopGrace,
 		Log: g.Logger().WithPrefix("serve"), Version: buildinfo.Version(),
 	})
 }

@@ -50,7 +50,13 @@ type serverLab struct {
 // creates the agent demo with settings.
 func newServerLab(t testing.TB, db string, lease time.Duration, agentFlags ...string) *serverLab {
 	t.Helper()
-	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease}
+	return newServerLabWith(t, nil, db, lease, agentFlags...)
+}
+
+// newServerLabWith is newServerLab with more flags of serve.
+func newServerLabWith(t testing.TB, serveArgs []string, db string, lease time.Duration, agentFlags ...string) *serverLab {
+	t.Helper()
+	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease, serveArgs: serveArgs}
 	l.data = filepath.Join(l.dir, "data")
 	l.startServer("127.0.0.1:0")
 	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
@@ -401,11 +407,15 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 	}
 }
 
-// TestIssue13_ServerRestartedMidSession: the server is killed while a
-// session runs and started again; the runner reconnects, no acknowledged
-// persisted write is lost, and the session goes on with the next prompt.
-func TestIssue13_ServerRestartedMidSession(t *testing.T) {
-	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+// TestIssue13_ServerRestartAdoptsRuns: the server is killed while a
+// session runs and started again; its runner reconnects and hands the run
+// back, and the server takes it over: the session goes on in the same run
+// (no second run), with the client that loads it again. No acknowledged
+// persisted write is lost: once the run has paused, the next one counts on
+// from it.
+func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
+	// A lease the runner's reconnection fits in, under the race detector.
+	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
 	r := l.runner("r1", "blaise.star")
 	c, sid := l.open()
@@ -422,6 +432,10 @@ func TestIssue13_ServerRestartedMidSession(t *testing.T) {
 	reconnects := strings.Count(r.logs.String(), "connected server=")
 	l.startServer(addr)
 	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
+	if strings.Contains(r.logs.String(), "does not have the run any more") {
+		t.Fatalf("the run was not taken back:\nserve:\n%s\nrunner:\n%s", l.logs, r.logs)
+	}
+	testsupport.Eventually(t, "the server takes the run back", func() bool { return strings.Contains(l.logs.String(), "run taken back after a restart") })
 	c = l.client()
 	c.Initialize(`{}`)
 	c.LoadSession(3, sid, l.dir)
@@ -430,11 +444,22 @@ func TestIssue13_ServerRestartedMidSession(t *testing.T) {
 	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: again") {
 		t.Fatalf("turn after the restart: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
 	}
+	if rec := l.session(id); rec.State != session.Active || rec.Runs != 1 {
+		t.Fatalf("after the restart: %s with %d runs, want active in run 1", rec.State, rec.Runs)
+	}
+	// The client leaves: the run pauses as idle (L9), its own pause.
+	c.in.Close()
+	_ = c.cmd.Wait()
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	if rec := l.session(id); rec.Runs != 1 || rec.Pause.Reason != session.Idle {
+		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
+	}
+	c = l.client()
+	c.Initialize(`{}`)
+	c.LoadSession(5, sid, l.dir)
+	c.Until(acptest.ResponseTo("5"))
 	if !strings.Contains(r.logs.String(), "counted run=2 kind=resume") {
 		t.Fatalf("the session did not resume with its state:\n%s", r.logs)
-	}
-	if rec := l.session(id); rec.Runs != 2 {
-		t.Fatalf("runs %d, want 2", rec.Runs)
 	}
 }
 
@@ -754,9 +779,10 @@ func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
 
 // TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds
 // it past its timeout stop is killed on its runner after the lease and
-// failed; a timeout ends the session (L4).
+// failed; a timeout ends the session (L4). The stop grace of serve bounds
+// how long the killed run takes to go (issue 13).
 func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
-	l := newServerLab(t, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
+	l := newServerLabWith(t, []string{"--stop-grace", "1s"}, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
 	l.writeConfig("blaise.star", `setup(use("./stubborn.star"))`+"\n")
 	plug := "plug(name = \"stubborn\")\n\ndef on_session(ctx, next):\n    next()\n    ctx.runner.exec([\"sleep\", \"600\"])\n"
 	if err := os.WriteFile(filepath.Join(l.dir, "stubborn.star"), []byte(plug), 0o644); err != nil {
