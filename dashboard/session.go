@@ -25,10 +25,11 @@ type activityPart struct {
 	activity
 }
 
-// pageNotices are the messages of a redirect to a session's page.
-var pageNotices = map[string]string{
-	"prompted": "Prompt sent: the agent's answer appears in the transcript as it streams.",
-	"answered": "Permission request answered.",
+// pageNotices are the messages of a redirect to a session's page, by
+// query parameter; the first one present is shown.
+var pageNotices = []struct{ query, text string }{
+	{"prompted", "Prompt sent: the agent's answer appears in the transcript as it streams."},
+	{"answered", "Permission request answered."},
 }
 
 // sessionDetail shows a session's record, what the dashboard's client
@@ -36,9 +37,10 @@ var pageNotices = map[string]string{
 // what the client received, redacted as it was.
 func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user) {
 	notice := ""
-	for q, text := range pageNotices {
-		if r.URL.Query().Get(q) != "" {
-			notice = text
+	for _, n := range pageNotices {
+		if r.URL.Query().Get(n.query) != "" {
+			notice = n.text
+			break
 		}
 	}
 	d.sessionView(w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
