@@ -208,13 +208,48 @@ func checkConsistent(t testing.TB, m *Message) {
 		t.Fatalf("Parse(%s): %v", m.Raw, err)
 	}
 	if p.Kind != m.Kind || p.Method != m.Method || !bytesEqual(p.ID, m.ID) || !bytesEqual(p.Params, m.Params) ||
-		!bytesEqual(p.Result, m.Result) || !bytesEqual(p.Error, m.Error) || p.spans != m.spans || p.end != m.end {
+		!bytesEqual(p.Result, m.Result) || !bytesEqual(p.Error, m.Error) || p.spans != m.spans || p.end != m.end ||
+		!bytesEqual(p.SessionID(), m.SessionID()) {
 		t.Fatalf("message of %s:\n got %+v\nwant %+v", m.Raw, *m, *p)
 	}
 }
 
 // bytesEqual is bytes.Equal that tells nil from empty.
 func bytesEqual(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
+
+// TestIssue12_SessionIDFoundWhileParsing checks that a message tells where
+// its params' sessionId is, as parsing found it, so that the front end
+// rewrites it without reading params again (issue 12, item 4).
+func TestIssue12_SessionIDFoundWhileParsing(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionId":"inner"}}}`, `"s1"`},
+		{`{"id":1,"method":"m","params":{"update":{"sessionId":"inner"}, "sessionId" : "s2" }}`, `"s2"`},
+		{`{"method":"m","params":{"sessionId":"s3"},"id":"x"}`, `"s3"`},
+		{`{"method":"m","params":{"sessionId":"a","sessionId":"b"}}`, `"b"`},
+		{`{"method":"m","params":{"session\u0049d":"esc"}}`, `"esc"`},
+		{`{"method":"m","params":{"sessionId":7}}`, `7`},
+		{`{"method":"m","params":{"sessionid":"case"}}`, ``},
+		{`{"method":"m","params":["sessionId","x"]}`, ``},
+		{`{"method":"m","params":{}}`, ``},
+		{`{"method":"m"}`, ``},
+		{`{"id":1,"result":{"sessionId":"r"}}`, ``},
+	} {
+		m := parseLine(t, tc.line)
+		if got := string(m.SessionID()); got != tc.want {
+			t.Errorf("SessionID of %s = %s, want %s", tc.line, got, tc.want)
+		}
+		// Where it is moves with the members around it, and is found
+		// again in params that replace the message's.
+		if m.ID != nil {
+			checkConsistent(t, m.WithID([]byte(`"a-longer-id"`)))
+			checkConsistent(t, m.WithParams([]byte(`{"x":1,"sessionId":"new"}`)).WithID([]byte(`12`)))
+		}
+		if m.Kind != Response {
+			checkConsistent(t, m.WithParams([]byte(`{"x":1,"sessionId":"new"}`)))
+			checkConsistent(t, m.WithParams(nil))
+		}
+	}
+}
 
 func TestWithParams(t *testing.T) {
 	line := `{"jsonrpc":"2.0", "_meta":{"trace":"t1"},"id":3,"method":"session/prompt","params":{"_meta":{"k":[1,2]},"sessionId":"s","prompt":[]} ,"zz":{"u":1}}`

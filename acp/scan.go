@@ -319,6 +319,62 @@ func (s *scanner) value(depth int) error {
 	}
 }
 
+// object moves past the object that starts at s.pos (at its opening brace),
+// checking its syntax as value does, and returns where the value of its
+// member key is (of duplicates, the last): s.data[start:end], with end 0
+// when it has none. depth is the nesting depth of the object's container.
+func (s *scanner) object(depth int, key string) (start, end int, err error) {
+	if depth+1 > maxDepth {
+		return 0, 0, fmt.Errorf("invalid JSON: exceeded max depth at offset %d", s.pos)
+	}
+	s.pos++
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		return 0, 0, nil
+	}
+	for {
+		keyStart := s.pos
+		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			return 0, 0, s.syntaxError("looking for beginning of object key string")
+		}
+		escaped, err := s.string()
+		if err != nil {
+			return 0, 0, err
+		}
+		lit := s.data[keyStart:s.pos]
+		match := string(lit[1:len(lit)-1]) == key
+		if escaped {
+			match = unquote(lit) == key
+		}
+		if err := s.expect(':', "after object key"); err != nil {
+			return 0, 0, err
+		}
+		s.skipSpace()
+		vs := s.pos
+		if err := s.value(depth + 1); err != nil {
+			return 0, 0, err
+		}
+		if match {
+			start, end = vs, s.pos
+		}
+		s.skipSpace()
+		if s.pos < len(s.data) && s.data[s.pos] == ',' {
+			s.pos++
+			s.skipSpace()
+			continue
+		}
+		if s.pos >= len(s.data) {
+			return 0, 0, s.syntaxError("after value")
+		}
+		if s.data[s.pos] != '}' {
+			return 0, 0, s.syntaxError("after object key:value pair")
+		}
+		s.pos++
+		return start, end, nil
+	}
+}
+
 // key moves past an object key at s.pos and the colon after it.
 func (s *scanner) key() error {
 	if s.pos >= len(s.data) || s.data[s.pos] != '"' {
