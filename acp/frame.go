@@ -151,13 +151,15 @@ const (
 // caller must not modify it afterwards.
 func Parse(line []byte) (*Message, error) {
 	m := &Message{Raw: line}
-	if err := m.parse(); err != nil {
+	if err := m.parse(""); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *Message) parse() error {
+// parse parses m.Raw. last is the method of the message read before it, if
+// any: a stream repeats its methods, whose strings are then shared.
+func (m *Message) parse(last string) error {
 	s := scanner{data: m.Raw}
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] != '{' {
@@ -278,8 +280,10 @@ func (m *Message) parse() error {
 		}
 		if bytes.IndexByte(methodRaw, '\\') >= 0 || !utf8.Valid(methodRaw) {
 			m.Method = unquote(methodRaw)
+		} else if name := methodRaw[1 : len(methodRaw)-1]; string(name) == last {
+			m.Method = last
 		} else {
-			m.Method = internMethod(methodRaw[1 : len(methodRaw)-1])
+			m.Method = internMethod(name)
 		}
 	case seen&seenID == 0:
 		return errNotJSONRPC("has no method and no id")

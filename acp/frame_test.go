@@ -592,3 +592,50 @@ func BenchmarkWithParams1KiB(b *testing.B) {
 		m.WithParams(params)
 	}
 }
+
+// TestPlainRunEndsAtTheFirstSpecialByte checks the word-at-a-time search of
+// string content against a byte-by-byte one: for runs of every length up to
+// past the vectorised threshold, plain bytes (ASCII and UTF-8 alike) then a
+// quote, a backslash or a control character at every offset.
+func TestPlainRunEndsAtTheFirstSpecialByte(t *testing.T) {
+	naive := func(d []byte, i int) int {
+		for i < len(d) && !special[d[i]] {
+			i++
+		}
+		return i
+	}
+	for _, fill := range []byte{'x', 0x7f, 0x80, 0xa0, 0xe9, 0xff, ' '} {
+		for n := 0; n < 80; n++ {
+			for _, c := range []byte{'"', '\\', 0, '\n', 0x1f} {
+				for at := 0; at <= n; at++ {
+					d := bytes.Repeat([]byte{fill}, n)
+					if at < n {
+						d[at] = c
+					}
+					for start := 0; start <= min(n, 9); start++ {
+						quote := -1
+						if got, want := plainRun(d, start, &quote), naive(d, start); got != want {
+							t.Fatalf("plainRun(%q, %d) = %d, want %d", d, start, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A stream that repeats a method not in the SDK's tables (an extension's,
+// say) shares one string for it: reading its messages allocates nothing
+// (issue 12).
+func TestIssue12_ReaderSharesARepeatedMethod(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","method":"_vendor/progress","params":{"sessionId":"s","n":1}}` + "\n")
+	r := NewReader(&loopReader{data: bytes.Repeat(line, 64)}, 0)
+	if allocs := testing.AllocsPerRun(1000, func() {
+		m, err := r.Next()
+		if err != nil || m.Method != "_vendor/progress" {
+			t.Fatalf("Next: %v, %v", m, err)
+		}
+	}); allocs != 0 {
+		t.Errorf("reading a message allocates %v times", allocs)
+	}
+}
