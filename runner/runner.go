@@ -160,8 +160,13 @@ type plugRun struct {
 	persisted *builtins.Persisted
 	outputs   map[string]starlark.Value
 	order     []string
-	base      *builtins.CtxBase               // what the plug's ctx values share
-	readOnly  map[string]*builtins.AgentDraft // ctx.agent outside on_session, by handler
+	base      *builtins.CtxBase // what the plug's ctx values share
+	readOnly  []readOnlyAgent   // ctx.agent outside on_session, by handler
+}
+
+type readOnlyAgent struct {
+	handler string
+	agent   *builtins.AgentDraft
 }
 
 // New prepares a run.
@@ -814,18 +819,26 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 			Runner:            r.hostValue(r.runnerHost),
 			SetOutput:         p.setOutput,
 		}
-		p.readOnly = map[string]*builtins.AgentDraft{}
 	}
 	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted
-	// ctx.agent is writable only in on_session before next(), where
-	// session() replaces this read-only copy with the plug's draft.
-	agent, ok := p.readOnly[handler]
-	if !ok {
-		a := r.opts.Config.Agent
-		agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
-		p.readOnly[handler] = agent
+	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: r.readOnlyAgent(p, handler)}
+}
+
+// readOnlyAgent returns the plug's ctx.agent in handler, which cannot
+// change it: ctx.agent is writable only in on_session before next(), where
+// session() replaces this read-only copy with the plug's draft.
+func (r *Run) readOnlyAgent(p *plugRun, handler string) *builtins.AgentDraft {
+	// A few handlers, looked for at every on_message: a slice is quicker
+	// than a map.
+	for _, ro := range p.readOnly {
+		if ro.handler == handler {
+			return ro.agent
+		}
 	}
-	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: agent}
+	a := r.opts.Config.Agent
+	agent := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
+	p.readOnly = append(p.readOnly, readOnlyAgent{handler, agent})
+	return agent
 }
 
 // setOutput publishes an output of the plug for later plugs (C10).
