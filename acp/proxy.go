@@ -59,6 +59,9 @@ type Proxy struct {
 	closed  bool                // Run has ended
 	pending [2]map[string]*call // by Side of the request, then IDKey
 	loading map[string]int      // sessions being loaded, whose replay is not recorded
+	// forwardNotification is the Forward of a notification going toward a
+	// side: made once, rather than a closure for each message.
+	forwardNotification [2]Forward
 }
 
 // call is a request forwarded and not answered yet.
@@ -107,12 +110,7 @@ func (s Side) other() Side {
 // then answers the requests still waiting with errors, so no one waits for
 // an agent that is gone.
 func (p *Proxy) Run(ctx context.Context) error {
-	if p.Log == nil {
-		p.Log = log.Default()
-	}
-	p.pending = [2]map[string]*call{{}, {}}
-	p.loading = map[string]int{}
-
+	p.init()
 	if p.CheckParams {
 		p.checks = make(chan *Message, checkQueue)
 		go p.checker(p.checks)
@@ -147,6 +145,18 @@ func (p *Proxy) Run(ctx context.Context) error {
 		p.Log.Debug("the client stream failed", "err", ferr)
 	}
 	return err
+}
+
+// init prepares the state of a run.
+func (p *Proxy) init() {
+	if p.Log == nil {
+		p.Log = log.Default()
+	}
+	p.pending = [2]map[string]*call{{}, {}}
+	p.loading = map[string]int{}
+	for _, side := range []Side{ToAgent, ToClient} {
+		p.forwardNotification[side] = func(out *Message) *Message { return p.forward(side, out, nil) }
+	}
 }
 
 // read reads the messages going toward side until r ends; it returns nil
@@ -249,7 +259,10 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	if c != nil {
 		defer c.finish()
 	}
-	forward := func(out *Message) *Message { return p.forward(side, out, c) }
+	forward := p.forwardNotification[side]
+	if c != nil {
+		forward = func(out *Message) *Message { return p.forward(side, out, c) }
+	}
 	var resp *Message
 	var by string
 	if p.Pipeline != nil && p.seen(side, m) {

@@ -220,3 +220,17 @@ func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, 
 	<-h.ended
 	return forward(m), "", nil
 }
+
+// A notification that no plug sees passes through the proxy without an
+// allocation: its Forward is made once per side (issue 12).
+func TestIssue12_ProxyForwardsANotificationWithoutAllocating(t *testing.T) {
+	p := &Proxy{ToClient: NewWriter(io.Discard), ToAgent: NewWriter(io.Discard)}
+	p.init()
+	m, err := Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { p.handle(ToClient, m, nil) }); allocs != 0 {
+		t.Errorf("a notification allocates %v times on its way", allocs)
+	}
+}
