@@ -164,14 +164,17 @@ func (p *Proxy) init() {
 func (p *Proxy) read(side Side, r *Reader) error {
 	for {
 		m, err := r.Next()
-		var lineErr *LineError
-		switch {
-		case errors.As(err, &lineErr):
-			p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
-			continue
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
+		if err != nil {
+			// Declared here, where errors.As makes it escape: not once
+			// per message.
+			var lineErr *LineError
+			switch {
+			case errors.As(err, &lineErr):
+				p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
+				continue
+			case errors.Is(err, io.EOF):
+				return nil
+			}
 			return err
 		}
 		p.drained[side].Store(!r.Buffered())
@@ -188,12 +191,14 @@ func ReadMessages(r io.Reader, maxLine int, logger *log.Logger) <-chan *Message 
 		rd := NewReader(r, maxLine)
 		for {
 			m, err := rd.Next()
-			var lineErr *LineError
-			if errors.As(err, &lineErr) {
-				logger.Warn("skipped a bad line", "err", lineErr)
-				continue
-			}
 			if err != nil {
+				// Declared here, where errors.As makes it escape: not once
+				// per message.
+				var lineErr *LineError
+				if errors.As(err, &lineErr) {
+					logger.Warn("skipped a bad line", "err", lineErr)
+					continue
+				}
 				if !errors.Is(err, io.EOF) {
 					logger.Warn("reading messages failed", "err", err)
 				}
