@@ -94,6 +94,12 @@ type Message struct {
 
 	spans [numMembers]span // where the members above are in Raw
 	end   int              // offset just after the last member's value
+	// session is where the value of params.sessionId is in Raw (its key
+	// is not kept): found while params is checked, so that a front end
+	// rewrites it without reading params again. Zero: params has none;
+	// sessionStale: params was replaced, and is read when asked.
+	session      span
+	sessionStale bool
 
 	// blk is the block of the Reader that read the message, on which the
 	// message has a hold; nil for other messages.
@@ -145,13 +151,15 @@ const (
 // caller must not modify it afterwards.
 func Parse(line []byte) (*Message, error) {
 	m := &Message{Raw: line}
-	if err := m.parse(); err != nil {
+	if err := m.parse(""); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *Message) parse() error {
+// parse parses m.Raw. last is the method of the message read before it, if
+// any: a stream repeats its methods, whose strings are then shared.
+func (m *Message) parse(last string) error {
 	s := scanner{data: m.Raw}
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] != '{' {
@@ -195,13 +203,21 @@ func (m *Message) parse() error {
 			}
 			s.skipSpace()
 			start := s.pos
-			if err := s.value(1); err != nil {
+			name, bit, member := memberOf(key)
+			if member == memberParams && s.pos < len(s.data) && s.data[s.pos] == '{' {
+				// Checked as any value would be, and where its sessionId
+				// is noted on the way.
+				vs, ve, err := s.object(1, "sessionId")
+				if err != nil {
+					return err
+				}
+				m.session = span{start: vs, end: ve}
+			} else if err := s.value(1); err != nil {
 				return err
 			}
 			end := s.pos
 			m.end = end
 
-			name, bit, member := memberOf(key)
 			if seen&bit != 0 && semantic == nil {
 				semantic = errNotJSONRPC("duplicate member %q", name)
 			}
@@ -264,8 +280,10 @@ func (m *Message) parse() error {
 		}
 		if bytes.IndexByte(methodRaw, '\\') >= 0 || !utf8.Valid(methodRaw) {
 			m.Method = unquote(methodRaw)
+		} else if name := methodRaw[1 : len(methodRaw)-1]; string(name) == last {
+			m.Method = last
 		} else {
-			m.Method = internMethod(methodRaw[1 : len(methodRaw)-1])
+			m.Method = internMethod(name)
 		}
 	case seen&seenID == 0:
 		return errNotJSONRPC("has no method and no id")
@@ -424,7 +442,38 @@ func (m *Message) with(member int, v []byte) *Message {
 	if sp.key == 0 {
 		c.end = nsp.end
 	}
+	switch {
+	case member == memberParams:
+		c.sessionStale = true
+	case m.session.end > 0:
+		c.session = span{start: shift(m.session.start), end: shift(m.session.end)}
+	}
+	c.sessionStale = c.sessionStale || m.sessionStale
 	return c
+}
+
+// SessionID returns the raw JSON value of the member sessionId of m's
+// params (of duplicates, the last), a slice of Raw; nil when params is not
+// an object or has no sessionId.
+func (m *Message) SessionID() []byte {
+	if !m.sessionStale {
+		if m.session.end == 0 {
+			return nil
+		}
+		return m.Raw[m.session.start:m.session.end]
+	}
+	sp := m.spans[memberParams]
+	if sp.key == 0 || m.Raw[sp.start] != '{' {
+		return nil
+	}
+	// Params that WithParams put in are not checked: a value that is not
+	// JSON has no sessionId.
+	s := scanner{data: m.Raw[:sp.end], pos: sp.start}
+	start, end, err := s.object(1, "sessionId")
+	if err != nil || end == 0 {
+		return nil
+	}
+	return m.Raw[start:end]
 }
 
 // oneLine returns v without line breaks: compacted when it is valid JSON,

@@ -208,13 +208,48 @@ func checkConsistent(t testing.TB, m *Message) {
 		t.Fatalf("Parse(%s): %v", m.Raw, err)
 	}
 	if p.Kind != m.Kind || p.Method != m.Method || !bytesEqual(p.ID, m.ID) || !bytesEqual(p.Params, m.Params) ||
-		!bytesEqual(p.Result, m.Result) || !bytesEqual(p.Error, m.Error) || p.spans != m.spans || p.end != m.end {
+		!bytesEqual(p.Result, m.Result) || !bytesEqual(p.Error, m.Error) || p.spans != m.spans || p.end != m.end ||
+		!bytesEqual(p.SessionID(), m.SessionID()) {
 		t.Fatalf("message of %s:\n got %+v\nwant %+v", m.Raw, *m, *p)
 	}
 }
 
 // bytesEqual is bytes.Equal that tells nil from empty.
 func bytesEqual(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
+
+// TestIssue12_SessionIDFoundWhileParsing checks that a message tells where
+// its params' sessionId is, as parsing found it, so that the front end
+// rewrites it without reading params again (issue 12, item 4).
+func TestIssue12_SessionIDFoundWhileParsing(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionId":"inner"}}}`, `"s1"`},
+		{`{"id":1,"method":"m","params":{"update":{"sessionId":"inner"}, "sessionId" : "s2" }}`, `"s2"`},
+		{`{"method":"m","params":{"sessionId":"s3"},"id":"x"}`, `"s3"`},
+		{`{"method":"m","params":{"sessionId":"a","sessionId":"b"}}`, `"b"`},
+		{`{"method":"m","params":{"session\u0049d":"esc"}}`, `"esc"`},
+		{`{"method":"m","params":{"sessionId":7}}`, `7`},
+		{`{"method":"m","params":{"sessionid":"case"}}`, ``},
+		{`{"method":"m","params":["sessionId","x"]}`, ``},
+		{`{"method":"m","params":{}}`, ``},
+		{`{"method":"m"}`, ``},
+		{`{"id":1,"result":{"sessionId":"r"}}`, ``},
+	} {
+		m := parseLine(t, tc.line)
+		if got := string(m.SessionID()); got != tc.want {
+			t.Errorf("SessionID of %s = %s, want %s", tc.line, got, tc.want)
+		}
+		// Where it is moves with the members around it, and is found
+		// again in params that replace the message's.
+		if m.ID != nil {
+			checkConsistent(t, m.WithID([]byte(`"a-longer-id"`)))
+			checkConsistent(t, m.WithParams([]byte(`{"x":1,"sessionId":"new"}`)).WithID([]byte(`12`)))
+		}
+		if m.Kind != Response {
+			checkConsistent(t, m.WithParams([]byte(`{"x":1,"sessionId":"new"}`)))
+			checkConsistent(t, m.WithParams(nil))
+		}
+	}
+}
 
 func TestWithParams(t *testing.T) {
 	line := `{"jsonrpc":"2.0", "_meta":{"trace":"t1"},"id":3,"method":"session/prompt","params":{"_meta":{"k":[1,2]},"sessionId":"s","prompt":[]} ,"zz":{"u":1}}`
@@ -555,5 +590,52 @@ func BenchmarkWithParams1KiB(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.WithParams(params)
+	}
+}
+
+// TestPlainRunEndsAtTheFirstSpecialByte checks the word-at-a-time search of
+// string content against a byte-by-byte one: for runs of every length up to
+// past the vectorised threshold, plain bytes (ASCII and UTF-8 alike) then a
+// quote, a backslash or a control character at every offset.
+func TestPlainRunEndsAtTheFirstSpecialByte(t *testing.T) {
+	naive := func(d []byte, i int) int {
+		for i < len(d) && !special[d[i]] {
+			i++
+		}
+		return i
+	}
+	for _, fill := range []byte{'x', 0x7f, 0x80, 0xa0, 0xe9, 0xff, ' '} {
+		for n := 0; n < 80; n++ {
+			for _, c := range []byte{'"', '\\', 0, '\n', 0x1f} {
+				for at := 0; at <= n; at++ {
+					d := bytes.Repeat([]byte{fill}, n)
+					if at < n {
+						d[at] = c
+					}
+					for start := 0; start <= min(n, 9); start++ {
+						quote := -1
+						if got, want := plainRun(d, start, &quote), naive(d, start); got != want {
+							t.Fatalf("plainRun(%q, %d) = %d, want %d", d, start, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A stream that repeats a method not in the SDK's tables (an extension's,
+// say) shares one string for it: reading its messages allocates nothing
+// (issue 12).
+func TestIssue12_ReaderSharesARepeatedMethod(t *testing.T) {
+	line := []byte(`{"jsonrpc":"2.0","method":"_vendor/progress","params":{"sessionId":"s","n":1}}` + "\n")
+	r := NewReader(&loopReader{data: bytes.Repeat(line, 64)}, 0)
+	if allocs := testing.AllocsPerRun(1000, func() {
+		m, err := r.Next()
+		if err != nil || m.Method != "_vendor/progress" {
+			t.Fatalf("Next: %v, %v", m, err)
+		}
+	}); allocs != 0 {
+		t.Errorf("reading a message allocates %v times", allocs)
 	}
 }

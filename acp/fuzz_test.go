@@ -114,6 +114,14 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 
+		var params map[string]json.RawMessage
+		if json.Unmarshal(members["params"], &params) != nil {
+			params = nil
+		}
+		if got, want := m.SessionID(), params["sessionId"]; !bytes.Equal(got, want) {
+			t.Fatalf("Parse(%q): params.sessionId = %q, encoding/json %q", orig, got, want)
+		}
+
 		// Putting a member back as it was changes nothing (but for line
 		// breaks, which With… removes).
 		for _, n := range []*Message{m.WithParams(m.Params), m.WithResult(m.Result), m.WithError(m.Error), m.WithID(m.ID)} {

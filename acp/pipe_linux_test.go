@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"io"
 	"os"
 	"testing"
 
@@ -26,5 +27,31 @@ func TestPipesAreEnlarged(t *testing.T) {
 		}
 		r.Close()
 		w.Close()
+	}
+}
+
+// A batch written with writev allocates nothing: the iovecs of the last
+// batch are used again (issue 12, the front end's writes).
+func TestIssue12_WritevAllocatesNothing(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	vec := writev(w)
+	bufs := make([][]byte, 300)
+	for i := range bufs {
+		bufs[i] = []byte("piece\n")
+	}
+	batch := make([][]byte, len(bufs))
+	if allocs := testing.AllocsPerRun(50, func() {
+		copy(batch, bufs)
+		if err := vec(batch); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("a writev of %d pieces allocates %v times", len(bufs), allocs)
 	}
 }

@@ -59,6 +59,9 @@ type Proxy struct {
 	closed  bool                // Run has ended
 	pending [2]map[string]*call // by Side of the request, then IDKey
 	loading map[string]int      // sessions being loaded, whose replay is not recorded
+	// forwardNotification is the Forward of a notification going toward a
+	// side: made once, rather than a closure for each message.
+	forwardNotification [2]Forward
 }
 
 // call is a request forwarded and not answered yet.
@@ -107,12 +110,7 @@ func (s Side) other() Side {
 // then answers the requests still waiting with errors, so no one waits for
 // an agent that is gone.
 func (p *Proxy) Run(ctx context.Context) error {
-	if p.Log == nil {
-		p.Log = log.Default()
-	}
-	p.pending = [2]map[string]*call{{}, {}}
-	p.loading = map[string]int{}
-
+	p.init()
 	if p.CheckParams {
 		p.checks = make(chan *Message, checkQueue)
 		go p.checker(p.checks)
@@ -149,19 +147,34 @@ func (p *Proxy) Run(ctx context.Context) error {
 	return err
 }
 
+// init prepares the state of a run.
+func (p *Proxy) init() {
+	if p.Log == nil {
+		p.Log = log.Default()
+	}
+	p.pending = [2]map[string]*call{{}, {}}
+	p.loading = map[string]int{}
+	for _, side := range []Side{ToAgent, ToClient} {
+		p.forwardNotification[side] = func(out *Message) *Message { return p.forward(side, out, nil) }
+	}
+}
+
 // read reads the messages going toward side until r ends; it returns nil
 // at the end of the stream.
 func (p *Proxy) read(side Side, r *Reader) error {
 	for {
 		m, err := r.Next()
-		var lineErr *LineError
-		switch {
-		case errors.As(err, &lineErr):
-			p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
-			continue
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
+		if err != nil {
+			// Declared here, where errors.As makes it escape: not once
+			// per message.
+			var lineErr *LineError
+			switch {
+			case errors.As(err, &lineErr):
+				p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
+				continue
+			case errors.Is(err, io.EOF):
+				return nil
+			}
 			return err
 		}
 		p.drained[side].Store(!r.Buffered())
@@ -178,12 +191,14 @@ func ReadMessages(r io.Reader, maxLine int, logger *log.Logger) <-chan *Message 
 		rd := NewReader(r, maxLine)
 		for {
 			m, err := rd.Next()
-			var lineErr *LineError
-			if errors.As(err, &lineErr) {
-				logger.Warn("skipped a bad line", "err", lineErr)
-				continue
-			}
 			if err != nil {
+				// Declared here, where errors.As makes it escape: not once
+				// per message.
+				var lineErr *LineError
+				if errors.As(err, &lineErr) {
+					logger.Warn("skipped a bad line", "err", lineErr)
+					continue
+				}
 				if !errors.Is(err, io.EOF) {
 					logger.Warn("reading messages failed", "err", err)
 				}
@@ -249,7 +264,10 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	if c != nil {
 		defer c.finish()
 	}
-	forward := func(out *Message) *Message { return p.forward(side, out, c) }
+	forward := p.forwardNotification[side]
+	if c != nil {
+		forward = func(out *Message) *Message { return p.forward(side, out, c) }
+	}
 	var resp *Message
 	var by string
 	if p.Pipeline != nil && p.seen(side, m) {

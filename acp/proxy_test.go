@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/charmbracelet/log"
 )
@@ -219,4 +221,50 @@ func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, 
 	close(h.held)
 	<-h.ended
 	return forward(m), "", nil
+}
+
+// A notification that no plug sees passes through the proxy without an
+// allocation: its Forward is made once per side (issue 12).
+func TestIssue12_ProxyForwardsANotificationWithoutAllocating(t *testing.T) {
+	p := &Proxy{ToClient: NewWriter(io.Discard), ToAgent: NewWriter(io.Discard)}
+	p.init()
+	m, err := Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { p.handle(ToClient, m, nil) }); allocs != 0 {
+		t.Errorf("a notification allocates %v times on its way", allocs)
+	}
+}
+
+// Reading a stream allocates nothing per message, in the proxy and in
+// ReadMessages: only the Reader's blocks, now and then (issue 12). The
+// stream comes a line at a time, so that the proxy writes each message on
+// its own goroutine, without a flusher's.
+func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
+	const n = 2000
+	stream := bytes.Repeat(append(bytes.Clone(update1KiB), '\n'), n)
+	perMessage := func(read func()) float64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		read()
+		runtime.ReadMemStats(&after)
+		return float64(after.Mallocs-before.Mallocs) / n
+	}
+	p := &Proxy{ToClient: NewWriter(io.Discard), ToAgent: NewWriter(io.Discard), Log: log.New(io.Discard)}
+	p.init()
+	if allocs := perMessage(func() {
+		if err := p.read(ToClient, NewReader(iotest.OneByteReader(bytes.NewReader(stream)), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 0.1 {
+		t.Errorf("the proxy allocates %.2f times per message it reads", allocs)
+	}
+	if allocs := perMessage(func() {
+		for m := range ReadMessages(bytes.NewReader(stream), 0, log.New(io.Discard)) {
+			m.Release()
+		}
+	}); allocs > 0.1 {
+		t.Errorf("ReadMessages allocates %.2f times per message", allocs)
+	}
 }

@@ -46,6 +46,7 @@ type Reader struct {
 	last    []byte      // the last line read, with its terminator, when it had one
 	free    chan *block // released blocks of the usual size
 	line    int         // number of the last line read
+	method  string      // the method of the last request or notification read
 	err     error       // io.EOF or the I/O error that ended the stream
 }
 
@@ -130,8 +131,11 @@ func (r *Reader) Next() (*Message, error) {
 		}
 		m := r.blk.message()
 		*m = Message{Raw: line}
-		if err := m.parse(); err != nil {
+		if err := m.parse(r.method); err != nil {
 			return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
+		}
+		if m.Method != "" {
+			r.method = m.Method
 		}
 		m.blk = r.blk
 		m.blk.retain()

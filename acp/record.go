@@ -61,6 +61,7 @@ type JSONLRecorder struct {
 	seq     uint64
 	err     error
 	now     func() time.Time
+	stamp   stamp
 }
 
 // recordBatch is how many bytes of records a background write takes: a
@@ -99,7 +100,7 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 		return
 	}
 	r.seq++
-	r.buf = appendRecord(r.buf, r.seq, r.now(), side, m, by)
+	r.buf = appendRecord(r.buf, r.seq, &r.stamp, r.now(), side, m, by)
 	switch {
 	case m.Kind != Notification:
 		r.writeNow()
@@ -158,12 +159,12 @@ func (r *JSONLRecorder) Close() error {
 
 // appendRecord encodes a Record by hand so that the message's bytes appear
 // exactly as they were sent (encoding/json would re-escape them).
-func appendRecord(b []byte, seq uint64, t time.Time, side Side, m *Message, by string) []byte {
+func appendRecord(b []byte, seq uint64, st *stamp, t time.Time, side Side, m *Message, by string) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"time":"`...)
 	// An RFC 3339 time needs no escaping.
-	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = st.append(b, t)
 	b = append(b, `","direction":"`...)
 	b = append(b, side.Direction()...)
 	b = append(b, `","kind":"`...)
@@ -184,4 +185,34 @@ func appendRecord(b []byte, seq uint64, t time.Time, side Side, m *Message, by s
 	b = append(b, `,"message":`...)
 	b = append(b, m.Raw...)
 	return append(b, "}\n"...)
+}
+
+// stamp writes times as time.RFC3339Nano does in UTC, formatting each
+// second once: a stream records many messages a second.
+type stamp struct {
+	sec    int64
+	prefix []byte // sec as "2006-01-02T15:04:05"; nil before the first time
+}
+
+func (s *stamp) append(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	if sec := t.Unix(); s.prefix == nil || sec != s.sec {
+		s.sec, s.prefix = sec, t.AppendFormat(s.prefix[:0], "2006-01-02T15:04:05")
+	}
+	b = append(b, s.prefix...)
+	if ns := t.Nanosecond(); ns != 0 {
+		// The nanoseconds without their trailing zeros, as .999999999 has.
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := len(frac)
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	return append(b, 'Z')
 }

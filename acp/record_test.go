@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 )
@@ -77,5 +78,26 @@ func TestM5_StreamedRecordsDoNotWaitForTheFile(t *testing.T) {
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Record times are written as time.RFC3339Nano writes them in UTC, from a
+// second formatted once (issue 12): whole seconds, trailing zeros, times
+// before 1970 and far ahead, and seconds that follow each other.
+func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
+	var st stamp
+	base := time.Date(2026, 12, 1, 23, 59, 58, 0, time.FixedZone("x", 3600))
+	var times []time.Time
+	for _, ns := range []int{0, 1, 10, 100_000, 120_000_000, 999_999_999, 500_000_000, 123_456_789} {
+		for _, sec := range []int64{0, 1, 2, 3, 86400} {
+			times = append(times, base.Add(time.Duration(sec)*time.Second+time.Duration(ns)))
+		}
+	}
+	times = append(times, time.Unix(-1, 5), time.Unix(0, 0), time.Date(9999, 12, 31, 23, 59, 59, 999_999_990, time.UTC))
+	for _, tm := range times {
+		want := tm.UTC().Format(time.RFC3339Nano)
+		if got := string(st.append(nil, tm)); got != want {
+			t.Errorf("%v: got %s, want %s", tm, got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // maxDepth is the deepest nesting of arrays and objects that a message may
@@ -45,7 +46,8 @@ func (s *scanner) skipSpace() {
 }
 
 func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+	// One comparison for the bytes that are not space: most of them.
+	return c <= ' ' && (c == ' ' || c == '\t' || c == '\n' || c == '\r')
 }
 
 // expect consumes c, after optional whitespace.
@@ -81,9 +83,11 @@ func below20(x uint64) uint64 { return (x - lsb*0x20) &^ x & msb }
 func control(b []byte) int {
 	i := 0
 	// 32 bytes at a time, then eight, while none is a control character.
+	// The words are read from an array, which needs no bounds checks.
 	for ; i+32 <= len(b); i += 32 {
-		if below20(binary.LittleEndian.Uint64(b[i:]))|below20(binary.LittleEndian.Uint64(b[i+8:]))|
-			below20(binary.LittleEndian.Uint64(b[i+16:]))|below20(binary.LittleEndian.Uint64(b[i+24:])) != 0 {
+		w := (*[32]byte)(b[i : i+32])
+		if below20(binary.LittleEndian.Uint64(w[0:8]))|below20(binary.LittleEndian.Uint64(w[8:16]))|
+			below20(binary.LittleEndian.Uint64(w[16:24]))|below20(binary.LittleEndian.Uint64(w[24:32])) != 0 {
 			break
 		}
 	}
@@ -98,37 +102,55 @@ func control(b []byte) int {
 	return i
 }
 
+// special8 sets the high bit of the first byte of x (read little-endian)
+// that ends a run of plain string content: a quote, a backslash or a
+// control character. Bits above it may be set too; none below it is.
+func special8(x uint64) uint64 {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return ((q-lsb)&^q | (b-lsb)&^b | (x-lsb*0x20)&^x) & msb
+}
+
+// plainRun returns the offset of the first byte at or after i in d that ends
+// a run of plain string content, or len(d). Short runs, such as keys, end
+// within a few words, read eight bytes at a time; in a long one, the quotes
+// and backslashes are found with bytes.IndexByte, which is vectorised, and
+// the bytes between them are only checked for control characters. *quote
+// remembers the next quote found (-1: look again), so that a string with
+// many escapes is still scanned once.
+func plainRun(d []byte, i int, quote *int) int {
+	for short := min(i+32, len(d)); i+8 <= short; i += 8 {
+		if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	if len(d)-i < 8 {
+		for i < len(d) && !special[d[i]] {
+			i++
+		}
+		return i
+	}
+	if *quote < i {
+		*quote = len(d)
+		if q := bytes.IndexByte(d[i:], '"'); q >= 0 {
+			*quote = i + q
+		}
+	}
+	run := d[i:*quote]
+	if b := bytes.IndexByte(run, '\\'); b >= 0 {
+		run = run[:b]
+	}
+	return i + control(run)
+}
+
 // string moves past the string that starts at s.pos (at its opening quote)
 // and reports whether it contains escapes.
-//
-// The quotes and backslashes are found with bytes.IndexByte, which is
-// vectorised; the run between them is only checked for control characters.
-// quote remembers the next quote found, so that a string with many escapes
-// is still scanned once.
 func (s *scanner) string() (escaped bool, err error) {
 	d := s.data
 	i := s.pos + 1
-	quote := -1 // offset of a quote at or after i, or -1 to look again
+	quote := -1
 	for {
-		// Short runs, such as keys, end before a vectorised search would
-		// pay off.
-		n := min(i+16, len(d))
-		for i < n && !special[d[i]] {
-			i++
-		}
-		if i == n && n < len(d) {
-			if quote < i {
-				quote = len(d)
-				if q := bytes.IndexByte(d[i:], '"'); q >= 0 {
-					quote = i + q
-				}
-			}
-			run := d[i:quote]
-			if b := bytes.IndexByte(run, '\\'); b >= 0 {
-				run = run[:b]
-			}
-			i += control(run)
-		}
+		i = plainRun(d, i, &quote)
 		if i >= len(d) {
 			s.pos = i
 			return escaped, s.syntaxError("in string literal")
@@ -316,6 +338,62 @@ func (s *scanner) value(depth int) error {
 			}
 			return s.syntaxError("after array element")
 		}
+	}
+}
+
+// object moves past the object that starts at s.pos (at its opening brace),
+// checking its syntax as value does, and returns where the value of its
+// member key is (of duplicates, the last): s.data[start:end], with end 0
+// when it has none. depth is the nesting depth of the object's container.
+func (s *scanner) object(depth int, key string) (start, end int, err error) {
+	if depth+1 > maxDepth {
+		return 0, 0, fmt.Errorf("invalid JSON: exceeded max depth at offset %d", s.pos)
+	}
+	s.pos++
+	s.skipSpace()
+	if s.pos < len(s.data) && s.data[s.pos] == '}' {
+		s.pos++
+		return 0, 0, nil
+	}
+	for {
+		keyStart := s.pos
+		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
+			return 0, 0, s.syntaxError("looking for beginning of object key string")
+		}
+		escaped, err := s.string()
+		if err != nil {
+			return 0, 0, err
+		}
+		lit := s.data[keyStart:s.pos]
+		match := string(lit[1:len(lit)-1]) == key
+		if escaped {
+			match = unquote(lit) == key
+		}
+		if err := s.expect(':', "after object key"); err != nil {
+			return 0, 0, err
+		}
+		s.skipSpace()
+		vs := s.pos
+		if err := s.value(depth + 1); err != nil {
+			return 0, 0, err
+		}
+		if match {
+			start, end = vs, s.pos
+		}
+		s.skipSpace()
+		if s.pos < len(s.data) && s.data[s.pos] == ',' {
+			s.pos++
+			s.skipSpace()
+			continue
+		}
+		if s.pos >= len(s.data) {
+			return 0, 0, s.syntaxError("after value")
+		}
+		if s.data[s.pos] != '}' {
+			return 0, 0, s.syntaxError("after object key:value pair")
+		}
+		s.pos++
+		return start, end, nil
 	}
 }
 

@@ -125,15 +125,16 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 // blaise session id in its params: of a line as the run's output was read,
 // only the id is copied.
 func (c *conn) forwardWithSession(sess *session, m *acp.Message) {
-	start, end, ok := stringToReplace(m.Params, "sessionId", sess.id)
-	if !ok {
+	// Where the id is, the run's reader found while it checked the line.
+	old := m.SessionID()
+	if !otherString(old, sess.id) {
 		c.forward(m)
 		return
 	}
 	if sess.quotedID == nil {
 		sess.quotedID = quote(sess.id)
 	}
-	c.wrote(c.out.WriteReplacing(m, m.Params[start:end], sess.quotedID, true))
+	c.wrote(c.out.WriteReplacing(m, old, sess.quotedID, true))
 }
 
 // agentStoppedMessage is how a session process answers the requests its

@@ -110,19 +110,24 @@ func withString(obj []byte, key, s string) ([]byte, bool) {
 // obj is, obj[start:end], when it is a string other than s.
 func stringToReplace(obj []byte, key, s string) (start, end int, ok bool) {
 	start, end, ok = member(obj, key)
-	if !ok || obj[start] != '"' {
-		return 0, 0, false
-	}
-	v := obj[start:end]
-	if bytes.IndexByte(v, '\\') < 0 {
-		// Checked JSON: the bytes between the quotes are the string.
-		if string(v[1:len(v)-1]) == s {
-			return 0, 0, false
-		}
-	} else if old, ok := stringMember(obj, key); !ok || old == s {
+	if !ok || !otherString(obj[start:end], s) {
 		return 0, 0, false
 	}
 	return start, end, true
+}
+
+// otherString reports whether the checked JSON value v is a string other
+// than s.
+func otherString(v []byte, s string) bool {
+	if len(v) == 0 || v[0] != '"' {
+		return false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		// The bytes between the quotes are the string.
+		return string(v[1:len(v)-1]) != s
+	}
+	var old string
+	return json.Unmarshal(v, &old) == nil && old != s
 }
 
 // withMember returns a copy of the object obj whose top-level member key has

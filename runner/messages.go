@@ -25,8 +25,9 @@ type Client struct {
 
 // pipeline passes messages through the plugs' on_message handlers (M3, M4).
 type pipeline struct {
-	r    *Run
-	host hosts.Host
+	r         *Run
+	host      hosts.Host
+	hostValue starlark.Value // ctx.host of the handlers, made at the first message
 	// orders are the plugs a message meets, by the side it goes toward
 	// (M3: toward the client, the last plug first), for typed methods
 	// (every on_message) and for extension methods (plug(extensions =
@@ -36,6 +37,27 @@ type pipeline struct {
 
 // proxy connects the agent's stdio to the client through the plugs.
 func (r *Run) proxy(ctx context.Context, proc hosts.Process, host hosts.Host) error {
+	pl := r.pipeline(host)
+	px := &acp.Proxy{
+		FromClient:  acp.NewReader(r.opts.Client.In, r.opts.MaxLine),
+		ToClient:    acp.NewWriter(r.opts.Client.Out),
+		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
+		ToAgent:     acp.NewWriter(proc.Stdin()),
+		Recorder:    r.watchStartup(ctx),
+		Log:         r.log.WithPrefix("acp"),
+		CheckParams: true,
+		OnFailure:   r.fail,
+		OnAgentEnd:  func() { r.agentEnded.Store(true) },
+		Extensions:  len(pl.extensions[acp.ToAgent]) > 0,
+	}
+	if len(pl.typed[acp.ToAgent]) > 0 {
+		px.Pipeline = pl
+	}
+	return px.Run(ctx)
+}
+
+// pipeline returns the plugs' pipeline of messages for the agent on host.
+func (r *Run) pipeline(host hosts.Host) *pipeline {
 	pl := &pipeline{r: r, host: host}
 	var typed, extensions []*plugRun
 	for _, p := range r.plugs {
@@ -48,22 +70,7 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host hosts.Host) er
 	}
 	pl.typed = [2][]*plugRun{acp.ToAgent: typed, acp.ToClient: reversed(typed)}
 	pl.extensions = [2][]*plugRun{acp.ToAgent: extensions, acp.ToClient: reversed(extensions)}
-	px := &acp.Proxy{
-		FromClient:  acp.NewReader(r.opts.Client.In, r.opts.MaxLine),
-		ToClient:    acp.NewWriter(r.opts.Client.Out),
-		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
-		ToAgent:     acp.NewWriter(proc.Stdin()),
-		Recorder:    r.watchStartup(ctx),
-		Log:         r.log.WithPrefix("acp"),
-		CheckParams: true,
-		OnFailure:   r.fail,
-		OnAgentEnd:  func() { r.agentEnded.Store(true) },
-		Extensions:  len(extensions) > 0,
-	}
-	if len(typed) > 0 {
-		px.Pipeline = pl
-	}
-	return px.Run(ctx)
+	return pl
 }
 
 func reversed(plugs []*plugRun) []*plugRun {
@@ -82,8 +89,14 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	}
 	pl.r.lock.Acquire()
 	defer pl.r.lock.Release()
+	if pl.hostValue == nil {
+		pl.hostValue = pl.r.hostValue(pl.host)
+	}
+	// The steps of one message are allocated together: one allocation
+	// per message rather than one per plug.
+	hops := make([]hop, len(order))
 	msg := builtins.NewMessage(side.Direction(), m)
-	resp, by, err := pl.step(order, 0, msg, forward)
+	resp, by, err := pl.step(order, hops, 0, msg, forward)
 	if err != nil || resp == nil {
 		return nil, by, err
 	}
@@ -91,8 +104,9 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	return out, by, err
 }
 
-// step runs the handler of order[k]; past the last plug it forwards.
-func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward acp.Forward) (*builtins.Message, string, error) {
+// step runs the handler of order[k] in hops[k]; past the last plug it
+// forwards.
+func (pl *pipeline) step(order []*plugRun, hops []hop, k int, msg *builtins.Message, forward acp.Forward) (*builtins.Message, string, error) {
 	r := pl.r
 	if k == len(order) {
 		out, err := msg.Encode()
@@ -106,10 +120,11 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 		}
 		return builtins.NewMessage(msg.Direction, resp), "", nil
 	}
+	h := &hops[k]
+	h.pl, h.order, h.hops, h.k, h.forward = pl, order, hops, k, forward
 	p := order[k]
 	fn := p.use.Plug.OnMessage
-	h := &hop{pl: pl, order: order, k: k, forward: forward}
-	r.initCtx(&h.ctx, p, "on_message", pl.host)
+	r.initCtx(&h.ctx, p, "on_message", pl.hostValue)
 	h.args = [3]starlark.Value{&h.ctx, msg, h}
 	ret, err := r.call(p, "on_message", fn, &h.ctx, h.args[:])
 	if err != nil {
@@ -133,10 +148,11 @@ func (pl *pipeline) step(order []*plugRun, k int, msg *builtins.Message, forward
 
 // hop is one plug's step of a message. It is the next() of that step,
 // which runs the rest, and holds the ctx and the arguments of the handler's
-// call, so that a step costs one allocation rather than four.
+// call, so that a step costs no allocation of its own.
 type hop struct {
 	pl      *pipeline
 	order   []*plugRun
+	hops    []hop // the message's steps, this one included
 	k       int
 	forward acp.Forward
 	calls   int
@@ -173,7 +189,7 @@ func (h *hop) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []sta
 	if err != nil {
 		return nil, err
 	}
-	inner, by, err := h.pl.step(h.order, h.k+1, passed, h.forward)
+	inner, by, err := h.pl.step(h.order, h.hops, h.k+1, passed, h.forward)
 	if err != nil {
 		return nil, err
 	}

@@ -51,14 +51,7 @@ func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 		}
 		uses = append(uses, fmt.Sprintf("use(%q)", "./"+name))
 	}
-	for i := 0; i < plugs; i++ {
-		name := fmt.Sprintf("noop%d.star", i)
-		src := fmt.Sprintf("plug(name = \"noop%d\")\ndef on_message(ctx, message, next):\n    return next(message)\n", i)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		uses = append(uses, fmt.Sprintf("use(%q)", "./"+name))
-	}
+	uses = append(uses, acptest.NoopPlugs(b, dir, plugs)...)
 	cfgText := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": %q})\nsetup(%s)\n", os.Args[0], mode, strings.Join(uses, ", "))
 	path := filepath.Join(dir, "blaise.star")
 	if err := os.WriteFile(path, []byte(cfgText), 0o644); err != nil {

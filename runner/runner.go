@@ -160,8 +160,13 @@ type plugRun struct {
 	persisted *builtins.Persisted
 	outputs   map[string]starlark.Value
 	order     []string
-	base      *builtins.CtxBase               // what the plug's ctx values share
-	readOnly  map[string]*builtins.AgentDraft // ctx.agent outside on_session, by handler
+	base      *builtins.CtxBase // what the plug's ctx values share
+	readOnly  []readOnlyAgent   // ctx.agent outside on_session, by handler
+}
+
+type readOnlyAgent struct {
+	handler string
+	agent   *builtins.AgentDraft
 }
 
 // New prepares a run.
@@ -531,7 +536,10 @@ func (r *Run) push(t *pooledThread) {
 func (r *Run) pop(t *pooledThread) {
 	// on_message calls interleave: remove t itself, not the last frame.
 	r.mu.Lock()
-	if i := slices.Index(r.frames, t); i >= 0 {
+	if n := len(r.frames); n > 0 && r.frames[n-1] == t {
+		r.frames[n-1] = nil
+		r.frames = r.frames[:n-1]
+	} else if i := slices.Index(r.frames, t); i >= 0 {
 		r.frames = slices.Delete(r.frames, i, i+1)
 	}
 	r.mu.Unlock()
@@ -603,6 +611,7 @@ type pooledThread struct {
 	*starlark.Thread
 	logger *log.Logger
 	cancel context.CancelFunc
+	bound  context.Context // the context BindThread gave the thread last
 }
 
 // thread returns a thread for one handler call, with a budget of
@@ -630,7 +639,12 @@ func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
 	}
 	t.logger = logger
 	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
-	builtins.BindThread(t.Thread, &r.lock, ctx, r.runnerHost)
+	// The lock and the runner's host are the run's: only ctx may differ
+	// from the thread's last call (on_message calls all share r.ctx).
+	if t.bound != ctx {
+		builtins.BindThread(t.Thread, &r.lock, ctx, r.runnerHost)
+		t.bound = ctx
+	}
 	return t
 }
 
@@ -782,12 +796,13 @@ func (r *Run) evalInputs(p *plugRun, v starlark.Value, host hosts.Host) (starlar
 // newCtx makes the ctx of one handler call.
 func (r *Run) newCtx(p *plugRun, handler string, host hosts.Host) *builtins.Ctx {
 	c := new(builtins.Ctx)
-	r.initCtx(c, p, handler, host)
+	r.initCtx(c, p, handler, r.hostValue(host))
 	return c
 }
 
-// initCtx makes c the ctx of a call of the plug's handler.
-func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host hosts.Host) {
+// initCtx makes c the ctx of a call of the plug's handler, on the host
+// whose value is host.
+func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark.Value) {
 	if p.base == nil {
 		p.base = &builtins.CtxBase{
 			PlugName:  p.use.Plug.Name,
@@ -804,18 +819,26 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host hosts.Ho
 			Runner:            r.hostValue(r.runnerHost),
 			SetOutput:         p.setOutput,
 		}
-		p.readOnly = map[string]*builtins.AgentDraft{}
 	}
 	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted
-	// ctx.agent is writable only in on_session before next(), where
-	// session() replaces this read-only copy with the plug's draft.
-	agent, ok := p.readOnly[handler]
-	if !ok {
-		a := r.opts.Config.Agent
-		agent = builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
-		p.readOnly[handler] = agent
+	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: r.readOnlyAgent(p, handler)}
+}
+
+// readOnlyAgent returns the plug's ctx.agent in handler, which cannot
+// change it: ctx.agent is writable only in on_session before next(), where
+// session() replaces this read-only copy with the plug's draft.
+func (r *Run) readOnlyAgent(p *plugRun, handler string) *builtins.AgentDraft {
+	// A few handlers, looked for at every on_message: a slice is quicker
+	// than a map.
+	for _, ro := range p.readOnly {
+		if ro.handler == handler {
+			return ro.agent
+		}
 	}
-	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: r.hostValue(host), Agent: agent}
+	a := r.opts.Config.Agent
+	agent := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
+	p.readOnly = append(p.readOnly, readOnlyAgent{handler, agent})
+	return agent
 }
 
 // setOutput publishes an output of the plug for later plugs (C10).

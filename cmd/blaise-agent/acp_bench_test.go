@@ -177,15 +177,7 @@ func pipeHop(b *testing.B) *benchClient {
 func floodConfig(b testing.TB, bin string, plugs int) (dir, path string) {
 	dir = b.TempDir()
 	path = filepath.Join(dir, "blaise.star")
-	var uses []string
-	for i := 0; i < plugs; i++ {
-		name := fmt.Sprintf("noop%d.star", i)
-		src := fmt.Sprintf("plug(name = \"noop%d\")\ndef on_message(ctx, message, next):\n    return next(message)\n", i)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		uses = append(uses, fmt.Sprintf("use(%q)", "./"+name))
-	}
+	uses := acptest.NoopPlugs(b, dir, plugs)
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\nsetup(%s)\n", bin, strings.Join(uses, ", "))
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,25 @@ func TestMain(m *testing.M) {
 		acptest.Flood(os.Stdin, os.Stdout)
 		return
 	}
-	testscript.Main(withPostgres{m}, map[string]func(){"blaise-agent": main})
+	testscript.Main(withPostgres{m}, map[string]func(){"blaise-agent": profiled(main)})
+}
+
+// profiled is main, writing a CPU profile of the process to
+// $BLAISE_TEST_CPUPROFILE/COMMAND-PID.pprof when that is set: the processes
+// a benchmark starts (acp, session-process) are profiled where they run.
+func profiled(main func()) func() {
+	dir := os.Getenv("BLAISE_TEST_CPUPROFILE")
+	if dir == "" || len(os.Args) < 2 {
+		return main
+	}
+	return func() {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", os.Args[1], os.Getpid())))
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer f.Close()
+			defer pprof.StopCPUProfile()
+		}
+		main()
+	}
 }
 
 // withPostgres stops the PostgreSQL server of the tests after them.

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -322,4 +324,21 @@ func Records(t testing.TB, transcript string) []acp.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// NoopPlugs writes n plugs into dir whose on_message passes every message
+// on unchanged, for benchmarks of the pipeline, and returns their use(...)
+// calls for a configuration in dir.
+func NoopPlugs(tb testing.TB, dir string, n int) []string {
+	tb.Helper()
+	uses := make([]string, n)
+	for i := range uses {
+		name := fmt.Sprintf("noop%d.star", i)
+		src := fmt.Sprintf("plug(name = \"noop%d\")\ndef on_message(ctx, message, next):\n    return next(message)\n", i)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		uses[i] = fmt.Sprintf("use(%q)", "./"+name)
+	}
+	return uses
 }
