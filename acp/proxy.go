@@ -383,8 +383,9 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if side == ToClient {
 		w = p.ToClient
 	}
-	// Recorded first: the message has left the chain, and a peer that
-	// sees it can already find it in the transcript.
+	// Recorded first: the message has left the chain. A peer that sees it
+	// finds it in a local transcript; a server's commits it a moment later
+	// (docs/server.md, Transcripts).
 	if p.Recorder != nil && !p.replayed(side, m) {
 		p.Recorder.Record(side, m, by)
 	}
