@@ -58,6 +58,7 @@ func shoot(t *testing.T, tab context.Context, name string) {
 // request are refused; a session is ended and a runner revoked from the
 // page.
 func TestIssue14_DashboardInABrowser(t *testing.T) {
+	t.Parallel()
 	tab := browsertest.New(t)
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	m := setupToken.FindStringSubmatch(l.logs.String())
@@ -274,6 +275,7 @@ var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)
 // gone from the page, and an answer to it says it no longer waits and
 // changes nothing.
 func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")
 	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello"); !strings.Contains(out, "echo: hello") {

@@ -20,7 +20,16 @@ func TestMain(m *testing.M) {
 		acptest.Flood(os.Stdin, os.Stdout)
 		return
 	}
+	noRaceExitSleep()
 	testscript.Main(withPostgres{m}, map[string]func(){"blaise-agent": main})
+}
+
+// noRaceExitSleep spares every process the tests start (commands, session
+// processes, agents, which inherit the environment) the race detector's
+// second of sleep at exit. It is set once here, not with t.Setenv, which
+// would keep the tests from running in parallel.
+func noRaceExitSleep() {
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 }
 
 // withPostgres stops the PostgreSQL server of the tests after them.
@@ -30,6 +39,7 @@ func (w withPostgres) Run() int { return pgtest.Run(w.m) }
 
 // TestScripts runs the end-to-end tests of the CLI in testscripts/.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir: "../../testscripts",
 		Setup: func(env *testscript.Env) error {
