@@ -61,29 +61,32 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 		"../../plugtest/testdata/scripted.blaisetest":        10,
 		"../../plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
 	} {
-		f, err := plugtest.Parse(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var first []byte
-		for i := range times {
-			got, err := plugtest.Execute(context.Background(), f, bin)
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			t.Parallel()
+			f, err := plugtest.Parse(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b bytes.Buffer
-			for _, name := range slices.Sorted(maps.Keys(got)) {
-				b.WriteString("-- " + name + " --\n")
-				b.Write(got[name])
+			var first []byte
+			for i := range times {
+				got, err := plugtest.Execute(context.Background(), f, bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b bytes.Buffer
+				for _, name := range slices.Sorted(maps.Keys(got)) {
+					b.WriteString("-- " + name + " --\n")
+					b.Write(got[name])
+				}
+				if i == 0 {
+					first = b.Bytes()
+					continue
+				}
+				if !bytes.Equal(first, b.Bytes()) {
+					t.Fatalf("%s: run %d differs from run 1:\n%s", p, i+1, diff.Diff("run 1", first, fmt.Sprintf("run %d", i+1), b.Bytes()))
+				}
 			}
-			if i == 0 {
-				first = b.Bytes()
-				continue
-			}
-			if !bytes.Equal(first, b.Bytes()) {
-				t.Fatalf("%s: run %d differs from run 1:\n%s", p, i+1, diff.Diff("run 1", first, fmt.Sprintf("run %d", i+1), b.Bytes()))
-			}
-		}
+		})
 	}
 }
 
