@@ -58,7 +58,6 @@ func shoot(t *testing.T, tab context.Context, name string) {
 // request are refused; a session is ended and a runner revoked from the
 // page.
 func TestIssue14_DashboardInABrowser(t *testing.T) {
-	t.Parallel()
 	tab := browsertest.New(t)
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	m := setupToken.FindStringSubmatch(l.logs.String())
