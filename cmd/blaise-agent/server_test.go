@@ -769,7 +769,6 @@ func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
 // it past its timeout stop is killed on its runner after the lease and
 // failed; a timeout ends the session (L4).
 func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
-	t.Parallel()
 	l := newServerLab(t, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
 	l.writeConfig("blaise.star", `setup(use("./stubborn.star"))`+"\n")
 	plug := "plug(name = \"stubborn\")\n\ndef on_session(ctx, next):\n    next()\n    ctx.runner.exec([\"sleep\", \"600\"])\n"
