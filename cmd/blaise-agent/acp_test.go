@@ -231,6 +231,7 @@ func (p *acpProc) exit(after string) error {
 // prompt resumes it, and a session/load of a paused session replays its
 // history (L6); and when the client leaves, the sessions stop as idle (L9).
 func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	p := l.start("--inactivity-limit", "500ms")
 
@@ -435,6 +436,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 // disconnects, and loads the paused session from a second connection. It
 // needs node and `npm ci --prefix testdata/ts-client`.
 func TestAcp_TypeScriptSDKClient(t *testing.T) {
+	t.Parallel()
 	client, err := filepath.Abs("../../testdata/ts-client")
 	if err != nil {
 		t.Fatal(err)
@@ -491,6 +493,7 @@ func (l *acpLab) sessionDirs() []string {
 // session and runs no plug (the plug writes a file when it attaches);
 // session/new then starts exactly one.
 func TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	p := l.start()
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
@@ -534,6 +537,7 @@ func TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 // cannot start fails session/new with the command and the OS error, not
 // a bare "connection closed"; the session it made is ended.
 func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte("agent(command = \"/nonexistent/agent\")\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -595,6 +599,7 @@ func (l *acpLab) gone(pidFile string) bool {
 // runner's stop grace (runner.DefaultStopGrace), within acp's default
 // shutdown timeout.
 func TestIssue11_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
+	t.Parallel()
 	const slowAttach = `plug(name = "slow")
 
 def on_session(ctx, next):
@@ -615,6 +620,7 @@ def on_session(ctx, next):
 		{"during a turn", demo, "", "agent.pid", syscall.SIGTERM, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			l := newAcpLab(t)
 			files := map[string]string{"blaise.star": c.config, "slow.star": c.plug}
 			for name, content := range files {
@@ -667,6 +673,7 @@ def on_session(ctx, next):
 // session can no longer start, the prompt that resumes it gets the agent's
 // exit code and stderr, and the front end does not try again by itself.
 func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	config := fmt.Sprintf("agent(command = \"sh\", args = [\"-c\", \"if [ -e %s/broken ]; then echo no such model >&2; exit 4; fi; exec %s demo-agent\"])\n", l.dir, l.bin)
 	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte(config), 0o644); err != nil {
@@ -698,6 +705,7 @@ func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
 // TestIssue11_AcpListsPastABrokenRecord: one corrupt session.json does not
 // hide the other sessions from session/list (item 13).
 func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	p := l.start()
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
@@ -730,6 +738,7 @@ func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
 // down a session whose paused lifetime passed, with reason expired, by
 // itself: no `sessions sweep`, no new command (issue 12, item 3).
 func TestL6_ExpiredSessionTornDownByAcpWithoutSweep(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	td := `
 def on_teardown(ctx, next):
@@ -760,6 +769,7 @@ def on_teardown(ctx, next):
 // session/new, and a later front end's transparent resume loads the
 // agent's session with them, transcript or not.
 func TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
+	t.Parallel()
 	l := newAcpLab(t)
 	mcp := `[{"name":"tools","command":"/bin/true","args":[],"env":[]}]`
 	p := l.start()

@@ -20,7 +20,7 @@ import (
 // loaded, Tab after `sessions show ` inserts the id of the paused session,
 // and Tab after `doc blaise:sa` the whole reference, once.
 func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +42,7 @@ func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
 	}
 	for _, shell := range []struct{ name, arg string }{{"bash", "--norc"}, {"zsh", "-f"}} {
 		t.Run(shell.name, func(t *testing.T) {
+			t.Parallel()
 			if _, err := exec.LookPath(shell.name); err != nil {
 				if os.Getenv("CI") == "true" {
 					t.Fatalf("%s is not installed (.ci/run installs it)", shell.name)

@@ -274,6 +274,7 @@ var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)
 // gone from the page, and an answer to it says it no longer waits and
 // changes nothing.
 func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")
 	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello"); !strings.Contains(out, "echo: hello") {

@@ -15,6 +15,7 @@ import (
 // files), so a change of a flag or its text shows in review beside the docs
 // it must agree with.
 func TestIssue16_HelpOfEveryCommand(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	type exited struct{}
 	parser, err := kong.New(&CLI{}, append(options(), kong.Writers(&out, &out), kong.Exit(func(int) { panic(exited{}) }))...)

@@ -47,9 +47,6 @@ type lab struct {
 
 func newLab(t *testing.T, settings session.Settings, files map[string]string) *lab {
 	t.Helper()
-	// Race builds sleep a second at exit unless told not to: every session
-	// process would.
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	bin := self(t)
 	dir := t.TempDir()
 	files["blaise.star"] = fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\n", bin, filepath.Join(dir, "demo")) + files["blaise.star"]
@@ -156,6 +153,7 @@ func (l *lab) file(name string) string {
 }
 
 func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{InactivityLimit: 300 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -193,6 +191,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 }
 
 func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -210,6 +209,7 @@ func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
 }
 
 func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{IdlePolicy: session.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -229,6 +229,7 @@ func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 }
 
 func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -263,6 +264,7 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 }
 
 func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{PausedLifetime: 100 * time.Millisecond})
 	// The engine's time, moved past the lifetime once the session paused.
 	clock := session.NewFakeClock(time.Now())
@@ -285,6 +287,7 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 }
 
 func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{Timeout: 3 * time.Second})
 	l.engine.TimeoutGrace = time.Minute // this run obeys its stop
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
@@ -324,6 +327,7 @@ def on_session(ctx, next):
 }
 
 func TestL2_TeardownFailingUntilOrphanedThenResolved(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{TeardownBackoff: time.Minute, TeardownAttempts: 3}, map[string]string{
 		"blaise.star": `setup(use("./stuck.star"))`,
 		"stuck.star": `plug(name = "stuck")
@@ -356,6 +360,7 @@ def on_teardown(ctx, next):
 }
 
 func TestL7_UnresumableChainIsNeverPaused(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./once.star"))`,
 		"once.star": `plug(name = "once", resumable = False)
@@ -375,6 +380,7 @@ def on_session(ctx, next):
 }
 
 func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -432,6 +438,7 @@ func killMidTurn(t *testing.T, l *lab) (*session.Record, int) {
 }
 
 func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	rec, agent := killMidTurn(t, l)
 	if rec.State != session.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
@@ -450,6 +457,7 @@ func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
 }
 
 func TestL7_SessionProcessKilledUnderEndPolicyTearsDown(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{IdlePolicy: session.PolicyEnd})
 	rec, _ := killMidTurn(t, l)
 	if rec.State != session.Ended || rec.EndReason != "failed" || l.file("teardown") != "reason=failed" {
@@ -480,6 +488,7 @@ func (l *lab) killFrontEndAfterATurn() {
 }
 
 func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	l.killFrontEndAfterATurn()
 	// The session process lost its front end: it stops as idle and pauses.
@@ -523,6 +532,7 @@ func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 }
 
 func TestL9_LostFrontEndEndsAChainThatCannotResume(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./once.star"))`,
 		"once.star": `plug(name = "once", resumable = False)
@@ -540,6 +550,7 @@ def on_teardown(ctx, next):
 }
 
 func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	cfg := filepath.Join(l.dir, "blaise.star")
 	live, err := l.engine.Start(cfg)

@@ -267,6 +267,7 @@ setup(use("./deploy.star", id = "d", inputs = {"repo": "acme/app"}))
 // names and of the attributes of ctx, message, hosts, fs, processes,
 // PauseInfo and TeardownInfo, with the text of docs/plugs.md.
 func TestIssue17_LspCompletesNamesWithTheirDocs(t *testing.T) {
+	t.Parallel()
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
 	if d := c.open("deploy.star"); len(d) != 0 {
 		t.Fatalf("diagnostics of a good plug: %+v", d)
@@ -337,6 +338,7 @@ func TestIssue17_LspCompletesNamesWithTheirDocs(t *testing.T) {
 // fields of the plug's inputs schema, ctx.persisted.value. those of its
 // persisted schema, with their doc.
 func TestIssue17_LspCompletesTheFieldsOfTheSchemas(t *testing.T) {
+	t.Parallel()
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug})
 	c.open("deploy.star")
 	for _, tc := range []struct{ line, mark, want, doc string }{
@@ -357,6 +359,7 @@ func TestIssue17_LspCompletesTheFieldsOfTheSchemas(t *testing.T) {
 // attributes and schema fields shows their documentation; over the
 // reference of a use(), the plug's inputs.
 func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
+	t.Parallel()
 	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = ctx.host\n    r = ctx.inputs.repo\n    x = request_error(1, \"no\")\n", 1)
 	c := startLSP(t, map[string]string{"deploy.star": text, "blaise.star": lspConfig})
 	c.open("deploy.star")
@@ -385,6 +388,7 @@ func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
 // same files on disk, at the mistake's line; mistakes only a run would meet
 // (unknown attributes) say what the run would: the interpreter's message.
 func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
+	t.Parallel()
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
 	if d := c.open("blaise.star"); len(d) != 0 {
 		t.Fatalf("diagnostics of a good configuration: %+v", d)
@@ -447,6 +451,7 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 // TestIssue17_LspDiagnosesModules: a module for load() is checked on its
 // own, with check's messages, and helpers that take a ctx too.
 func TestIssue17_LspDiagnosesModules(t *testing.T) {
+	t.Parallel()
 	lib := "def greet(ctx, name):\n    ctx.log.info(name)\n    return name\n"
 	config := "load(\"./lib.star\", \"greet\")\n\nagent(command = \"demo\")\n"
 	c := startLSP(t, map[string]string{"lib.star": lib, "blaise.star": config})
@@ -472,6 +477,7 @@ func TestIssue17_LspDiagnosesModules(t *testing.T) {
 // characters as LSP does by default, in UTF-16 units, whatever comes before
 // them on the line.
 func TestIssue17_LspCountsColumnsInUTF16(t *testing.T) {
+	t.Parallel()
 	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = \"é😀\" + ctx.host\n    x = \"é😀\" + ctx.inptus\n", 1)
 	c := startLSP(t, map[string]string{"deploy.star": text})
 	d := c.open("deploy.star")
@@ -501,6 +507,7 @@ func (c *lspClient) check(files map[string]string) (string, error) {
 // TestIssue17_LspGoesToDefinitionThroughLoadAndUse: definition on a name
 // load() binds, on load()'s module and on use()'s reference.
 func TestIssue17_LspGoesToDefinitionThroughLoadAndUse(t *testing.T) {
+	t.Parallel()
 	lib := "# helpers\n\ndef greet(name):\n    return \"hi \" + name\n"
 	plug := "load(\"../lib/common.star\", \"greet\")\n\nplug(name = \"greeter\")\n\ndef on_session(ctx, next):\n    ctx.log.info(greet(\"x\"))\n    next()\n"
 	config := "agent(command = \"demo\")\nsetup(use(\"./plugs/greeter.star\"))\n"
@@ -571,6 +578,7 @@ def step_%d(ctx, files):
 // server with status 1 and what was wrong on stderr; a closed stdin ends it
 // quietly.
 func TestIssue17_LspBadStreamFailsClearly(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ in, stderr string }{
 		{"garbage\r\n\r\n", `blaise-agent: lsp: invalid header line "garbage"`},
 		{"", ""},

@@ -121,6 +121,7 @@ func (term *terminal) exit() int {
 // Issue 11, item 3 (L9): Ctrl-C cancels the turn; a second one leaves and
 // pauses the session, never ends it.
 func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	term := l.startRun()
 	// A turn waiting for a permission answer is a turn in flight for sure:
@@ -151,8 +152,10 @@ func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 // initialize), Ctrl-C and SIGTERM stop the run, and a second signal leaves
 // at once; the session pauses on its own, with nothing left running.
 func TestIssue11_RunHonoursSignalsWhileAPlugAttaches(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
 			l := newLab(t, session.Settings{}, map[string]string{
 				"blaise.star": `setup(use("./slow.star"))`,
 				// It attaches until the test lets it go.
@@ -192,6 +195,7 @@ def on_session(ctx, next):
 // an expired session, whose plug takes its time) does not make it deaf to
 // Ctrl-C.
 func TestIssue11_RunHonoursSignalsWhileItSettlesEarlierSessions(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{PausedLifetime: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./slow.star"))`,
 		"slow.star": `plug(name = "slow")

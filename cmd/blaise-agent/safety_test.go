@@ -33,6 +33,7 @@ func (l *lab) paused() *session.Record {
 // told the session is active and changes nothing, and the sweep never takes
 // the starting run for a dead one.
 func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	rec := l.paused()
 	for i := range 50 {
@@ -81,6 +82,7 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 // session holds it until its person leaves (the end of its input); the other
 // fails at once, saying the session is active.
 func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
+	t.Parallel()
 	l := counterLab(t, session.Settings{})
 	rec := l.paused()
 	bin := self(t)
@@ -144,6 +146,7 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 // retry of a teardown that failed) gives the plugs the failure that ended
 // the session in TeardownInfo.error.
 func TestC8_TeardownRetriedAfterAFailureSeesItsError(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{IdlePolicy: session.PolicyEnd, TeardownBackoff: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./outer.star"), use("./inner.star"))`,
 		"outer.star": `plug(name = "outer")
@@ -191,6 +194,7 @@ def on_session(ctx, next):
 // (here a run that failed before any prompt) reaches no run: it is an error,
 // and the record keeps no stale, undelivered stop.
 func TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./broken.star"))`,
 		"broken.star": `plug(name = "broken")
@@ -254,6 +258,7 @@ func (l *lab) childGone() bool {
 // processes, and the outer plug's pause code runs: the run is not killed one
 // timeout after the stop.
 func TestL5_AShortTimeoutKeepsTheStopGraceAndLeavesNothingRunning(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{Timeout: 200 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./outer.star"), use("./slow.star"))`,
 		"outer.star": `plug(name = "outer")

@@ -17,7 +17,6 @@ func BenchmarkSandboxStart(b *testing.B) {
 		b.Skip("bubblewrap is missing or cannot make namespaces here: see bwrap --unshare-all --ro-bind / / true")
 	}
 	bin := self(b)
-	b.Setenv("GORACE", "atexit_sleep_ms=0")
 	dir := b.TempDir()
 	configs := map[string]string{
 		"alone.star":   `agent(command = BLAISE_AGENT, args = ["demo-agent"])`,

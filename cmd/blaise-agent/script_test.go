@@ -1,18 +1,21 @@
 package main
 
 import (
+	"flag"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/pgtest"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/pgtest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -21,7 +24,8 @@ func TestMain(m *testing.M) {
 		acptest.Flood(os.Stdin, os.Stdout)
 		return
 	}
-	testscript.Main(withPostgres{m}, map[string]func(){"blaise-agent": profiled(main)})
+	noRaceExitSleep()
+	testscript.Main(testBinary{m}, map[string]func(){"blaise-agent": profiled(main)})
 }
 
 // profiled is main, writing a CPU profile of the process to
@@ -42,13 +46,41 @@ func profiled(main func()) func() {
 	}
 }
 
-// withPostgres stops the PostgreSQL server of the tests after them.
-type withPostgres struct{ m *testing.M }
+// noRaceExitSleep spares every process the tests start (commands, session
+// processes, agents, which inherit the environment) the race detector's
+// second of sleep at exit. It is set once here, not with t.Setenv, which
+// would keep the tests from running in parallel.
+func noRaceExitSleep() {
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+}
 
-func (w withPostgres) Run() int { return pgtest.Run(w.m) }
+// testBinary runs the tests, waitingParallel at once unless -parallel
+// says otherwise, and stops their PostgreSQL server after them. (Run is
+// not called when the binary runs as blaise-agent, whose flags are not
+// the tests'.)
+type testBinary struct{ m *testing.M }
+
+func (b testBinary) Run() int {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(waitingParallel, runtime.GOMAXPROCS(0)))); err != nil {
+			panic(err)
+		}
+	}
+	return pgtest.Run(b.m)
+}
+
+// waitingParallel is how many tests run at once by default, more than go
+// test's one per CPU: most of these tests wait on processes, leases and
+// timers, not on the CPU (on two cores, 4 at once take about half the
+// time of 2).
+const waitingParallel = 4
 
 // TestScripts runs the end-to-end tests of the CLI in testscripts/.
 func TestScripts(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, testscript.Params{
 		Dir: "../../testscripts",
 		Setup: func(env *testscript.Env) error {

@@ -247,10 +247,10 @@ func endToEnd(t *testing.T, db string) {
 
 // TestIssue13_EndToEndOnSQLite: serve + two listen runners + acp --server,
 // on SQLite.
-func TestIssue13_EndToEndOnSQLite(t *testing.T) { endToEnd(t, "") }
+func TestIssue13_EndToEndOnSQLite(t *testing.T) { t.Parallel(); endToEnd(t, "") }
 
 // TestIssue13_EndToEndOnPostgreSQL: the same on a real PostgreSQL.
-func TestIssue13_EndToEndOnPostgreSQL(t *testing.T) { endToEnd(t, pgtest.DSN(t)) }
+func TestIssue13_EndToEndOnPostgreSQL(t *testing.T) { t.Parallel(); endToEnd(t, pgtest.DSN(t)) }
 
 // writeCounter writes a configuration with a plug that counts the runs
 // of its session in persisted state and logs the count.
@@ -276,6 +276,7 @@ def on_session(ctx, next):
 // (L3); the run fails after the lease (L5); nothing acknowledged is lost,
 // and the session resumes on a runner that is back.
 func TestL5_RunnerKilledMidTurn(t *testing.T) {
+	t.Parallel()
 	// A lease long enough for the stop below to come before it ends.
 	l := newServerLab(t, "", 10*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
@@ -325,6 +326,7 @@ func TestL5_RunnerKilledMidTurn(t *testing.T) {
 // runner whose configuration has a plug that cannot resume refuses to
 // start, naming the plug.
 func TestL8_ListenRefusesAPlugThatCannotResume(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	l.writeConfig("fragile.star", `setup(use("./fragile_plug.star"))`+"\n")
 	if err := os.WriteFile(filepath.Join(l.dir, "fragile_plug.star"), []byte("plug(name = \"fragile\", resumable = False)\n"), 0o644); err != nil {
@@ -343,6 +345,7 @@ func TestL8_ListenRefusesAPlugThatCannotResume(t *testing.T) {
 // TestIssue13_WrongOrRevokedToken: a wrong API token, a revoked one and a
 // revoked runner credential are refused, and change nothing.
 func TestIssue13_WrongOrRevokedToken(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second)
 	out, err := exec.Command(l.bin, "sessions", "--server", l.url, "--token", "bla_wrong").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "401") {
@@ -385,6 +388,7 @@ func TestIssue13_WrongOrRevokedToken(t *testing.T) {
 // runs, the server stops its live runs as idle (they pause), then it
 // exits.
 func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	r := l.runner("r1", "blaise.star")
 	c, sid := l.open()
@@ -414,6 +418,7 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 // persisted write is lost: once the run has paused, the next one counts on
 // from it.
 func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
+	t.Parallel()
 	// A lease the runner's reconnection fits in, under the race detector.
 	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
@@ -467,6 +472,7 @@ func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
 // agent on a runner and leaves it paused; run --session continues it and,
 // with --end, ends it.
 func TestIssue13_RunThroughTheServer(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")
 	out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there")
@@ -491,6 +497,7 @@ func TestIssue13_RunThroughTheServer(t *testing.T) {
 // client trusts its certificate through SSL_CERT_FILE, and refuses it
 // otherwise.
 func TestIssue13_TLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	writeSelfSigned(t, cert, key)
@@ -552,6 +559,7 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string) {
 // session process, its plugs' processes or the agent: not in their
 // environment, not on their command line.
 func TestL8_NoTokenReachesARun(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	reg := strings.SplitN(l.cli(append([]string{"tokens", "registration"}, l.storeFlags()...)...), "\n", 2)[0]
 	r := &labRunner{name: "r1", logs: &testsupport.Buffer{}}
@@ -596,6 +604,7 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 // stops the run, and neither the session process nor the agent is left
 // behind, blocked on output no one reads.
 func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second)
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
@@ -671,6 +680,7 @@ func (c *cutter) cut() {
 // breaks reconnects, and the server takes its live run back: the session
 // goes on in the same run, neither lost nor started twice.
 func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	l.writeCounter()
 	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
@@ -699,6 +709,7 @@ func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 // lifetime passed gets a teardown run with reason expired from the
 // server's own timers, on a runner, with no sweep.
 func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s", "--paused-lifetime", "2s")
 	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
 	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
@@ -724,6 +735,7 @@ func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
 // failing on the runner is retried by the server's timers, then the
 // session is orphaned; resolving it ends it.
 func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--teardown-backoff", "100ms", "--teardown-attempts", "3")
 	l.writeConfig("blaise.star", `setup(use("./stuck.star"))`+"\n")
 	plug := "plug(name = \"stuck\")\n\ndef on_teardown(ctx, next):\n    next()\n    fail(\"the volume is busy\")\n"
@@ -757,6 +769,7 @@ func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
 // --server show a server's session: its record, its runs and its
 // transcript as run renders it.
 func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")
 	l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there")
@@ -806,6 +819,7 @@ func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 // revoked while it had a live run is refused when it reconnects; it stops
 // the run and exits, and no process of the run outlives it.
 func TestIssue13_ARefusedRunnerLeavesNoProcess(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
 	r := l.startRunnerVia("r1", "blaise.star", proxy.url())

@@ -14,6 +14,7 @@ import (
 // shows the turns of a run in progress as they are recorded, and exits on
 // its own once the run has paused.
 func TestIssue16_LogFollowsALiveRun(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {

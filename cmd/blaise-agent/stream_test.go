@@ -20,6 +20,7 @@ import (
 // stream's queue hold: the run's messages are drained, so it still stops
 // and settles as asked.
 func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
+	t.Parallel()
 	bin := self(t)
 	dir, cfg := floodConfig(t, bin, 0)
 	store, err := blaise.OpenStore(filepath.Join(dir, "state"))

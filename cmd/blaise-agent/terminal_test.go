@@ -152,6 +152,7 @@ const eraseLine = "\r\x1b[K"
 // agent has not answered, a spinner says so; both are erased before the
 // next line is written.
 func TestIssue16_SpinnerNamesThePlugAndIsCleared(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go ]; do sleep 0.02; done"}))
 `})
@@ -176,6 +177,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go 
 // Issue 16, item 2: a plug's log lines, logged while the agent's line is
 // being written, start lines of their own.
 func TestIssue16_LogLinesNeverGluedToAgentText(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./tap.star"))`,
 		"tap.star": `
@@ -210,6 +212,7 @@ def on_message(ctx, message, next):
 // prompt, the pause is said on a line of its own and the prompt is drawn
 // again, with what was being typed.
 func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--inactivity-limit", "1s")
 	at := p.waitFor(0, `> `)
@@ -233,6 +236,7 @@ func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
 // Issue 16, item 2: --continue shows the session and its history before
 // the first prompt, and no prompt among the history's lines.
 func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	first := l.startPty(nil, "--raw", "hello")
 	first.waitFor(0, `echo: hello`)
@@ -259,6 +263,7 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 // goes on on the next one, and the lines typed are there again (arrow up)
 // in the next run.
 func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
 	at := p.waitFor(0, `> `)
@@ -283,6 +288,7 @@ func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 // Issue 16, item 2: on a terminal the agent's Markdown is rendered; --raw
 // shows it as it came.
 func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, `/say # Title\n\nSome **bold** words.`)
 	p.waitFor(0, `Some bold words\.`)
@@ -299,6 +305,7 @@ func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
 // session process's log included; TERM=dumb also the spinner and the line
 // editor's sequences.
 func TestIssue16_ColorOffEverywhere(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 `})
@@ -338,6 +345,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 // is gone (killed), the session process still pauses, its log lines lost
 // rather than its life (SIGPIPE).
 func TestIssue16_SessionProcessOutlivesTheTerminalsLog(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 `})
@@ -359,6 +367,7 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 // a permission question it still cancels the turn, and at the prompt it
 // still leaves, the session paused.
 func TestIssue16_CtrlCInTheEditor(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
 	at := p.waitFor(0, `> `)

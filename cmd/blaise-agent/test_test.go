@@ -19,6 +19,7 @@ import (
 // TestPlugTestExamples runs the tests of examples/ as CI does: every
 // golden section must be there and hold.
 func TestPlugTestExamples(t *testing.T) {
+	t.Parallel()
 	paths, err := plugtest.Find([]string{"../../examples/...", "../../plugtest/testdata", "../../stdlib/testdata"})
 	if err != nil {
 		t.Fatal(err)
@@ -26,10 +27,10 @@ func TestPlugTestExamples(t *testing.T) {
 	if len(paths) < 4 {
 		t.Fatalf("found %d tests, want the examples', plugtest's and stdlib's: %v", len(paths), paths)
 	}
-	noRaceExitSleep(t)
 	opts := plugtest.Options{Self: self(t), CI: true}
 	for _, p := range paths {
 		t.Run(filepath.Base(p), func(t *testing.T) {
+			t.Parallel()
 			if strings.HasPrefix(filepath.Base(p), "sandbox") && !bwrapWorks() {
 				t.Skip("blaise:sandbox needs bubblewrap, which is missing or cannot make namespaces here: see bwrap --unshare-all --ro-bind / / true")
 			}
@@ -53,50 +54,46 @@ func TestPlugTestExamples(t *testing.T) {
 // normalisation leave nothing to chance): an example 20 times, the test of
 // cancels and crashes 10 times, the names of mkdtemp (issue 19) twice.
 func TestC15_PlugTestDeterministic(t *testing.T) {
-	noRaceExitSleep(t)
+	t.Parallel()
 	bin := self(t)
 	for p, times := range map[string]int{
 		"../../examples/worktree/session.blaisetest":         20,
 		"../../plugtest/testdata/scripted.blaisetest":        10,
 		"../../plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
 	} {
-		f, err := plugtest.Parse(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var first []byte
-		for i := range times {
-			got, err := plugtest.Execute(context.Background(), f, bin)
+		t.Run(filepath.Base(p), func(t *testing.T) {
+			t.Parallel()
+			f, err := plugtest.Parse(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var b bytes.Buffer
-			for _, name := range slices.Sorted(maps.Keys(got)) {
-				b.WriteString("-- " + name + " --\n")
-				b.Write(got[name])
+			var first []byte
+			for i := range times {
+				got, err := plugtest.Execute(context.Background(), f, bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b bytes.Buffer
+				for _, name := range slices.Sorted(maps.Keys(got)) {
+					b.WriteString("-- " + name + " --\n")
+					b.Write(got[name])
+				}
+				if i == 0 {
+					first = b.Bytes()
+					continue
+				}
+				if !bytes.Equal(first, b.Bytes()) {
+					t.Fatalf("%s: run %d differs from run 1:\n%s", p, i+1, diff.Diff("run 1", first, fmt.Sprintf("run %d", i+1), b.Bytes()))
+				}
 			}
-			if i == 0 {
-				first = b.Bytes()
-				continue
-			}
-			if !bytes.Equal(first, b.Bytes()) {
-				t.Fatalf("%s: run %d differs from run 1:\n%s", p, i+1, diff.Diff("run 1", first, fmt.Sprintf("run %d", i+1), b.Bytes()))
-			}
-		}
+		})
 	}
-}
-
-// noRaceExitSleep spares the session processes and agents of a race build
-// the race detector's second of sleep at exit.
-func noRaceExitSleep(t *testing.T) {
-	t.Setenv("GORACE", "atexit_sleep_ms=0")
 }
 
 // BenchmarkPlugTest: the greeter's test (two runs, compared with its
 // goldens) against its baseline, the same two runs through `run`.
 func BenchmarkPlugTest(b *testing.B) {
 	bin := self(b)
-	b.Setenv("GORACE", "atexit_sleep_ms=0")
 	cfg, err := filepath.Abs("../../examples/greeter/blaise.star")
 	if err != nil {
 		b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // connection, as the dashboard's Revoke does: the runner is refused when
 // it reconnects, and exits.
 func TestIssue14_TokensRevokeCutsTheRunnersConnection(t *testing.T) {
+	t.Parallel()
 	l := newServerLab(t, "", time.Minute)
 	r := l.runner("r1", "blaise.star")
 	list := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...)
