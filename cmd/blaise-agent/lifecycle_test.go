@@ -301,8 +301,10 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	}
 
 	// Ignored, the stop fails the run after the grace: SIGTERM shuts it
-	// down, its plugs' processes with it (issue 11, item 12).
-	stubborn := newLab(t, session.Settings{Timeout: 300 * time.Millisecond}, map[string]string{
+	// down, its plugs' processes with it (issue 11, item 12). The timeout
+	// leaves the run time to start on a busy machine: it counts from the
+	// start, and a run stopped before its first report fails Start instead.
+	stubborn := newLab(t, session.Settings{Timeout: 3 * time.Second}, map[string]string{
 		"blaise.star": `setup(use("./stubborn.star"))`,
 		"stubborn.star": `plug(name = "stubborn")
 def on_session(ctx, next):
