@@ -110,7 +110,13 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		return err
 	}
 	transcript := acp.NewJSONLRecorder(sp.Redactions.Writer(w))
-	defer transcript.Close()
+	defer func() {
+		// The recorder stops at a failed write: its log line is where a
+		// person learns that the transcript misses lines.
+		if err := transcript.Close(); err != nil {
+			logger.Error("the transcript is incomplete", "session", sp.SessionID, "run", sp.Run, "err", err)
+		}
+	}()
 	opts := Options{
 		Config:       cfg,
 		SessionID:    sp.SessionID,
