@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,16 +34,11 @@ func (f failingClose) Close() error {
 	return errors.New("store: transcript: disk full")
 }
 
-// newProcessSession writes the configuration files to a directory and
-// creates a session of it, in state, in a store there.
+// newProcessSession creates a session of the chain of files, in state, in
+// a store beside it.
 func newProcessSession(t *testing.T, files map[string]string, state session.State) (*blaise.Store, string, string) {
 	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.ReplaceAll(content, "$DIR", dir)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := newChain(t, files).dir
 	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
