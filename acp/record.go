@@ -137,6 +137,15 @@ func (r *JSONLRecorder) writeBehind(batch []byte) {
 	r.cond.Broadcast()
 }
 
+// Flush writes the records gathered so far, after the background write
+// under way, and returns the first error of a write.
+func (r *JSONLRecorder) Flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writeNow()
+	return r.err
+}
+
 // Close writes the records left and closes the underlying writer.
 func (r *JSONLRecorder) Close() error {
 	r.mu.Lock()

@@ -110,7 +110,14 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		return err
 	}
 	transcript := acp.NewJSONLRecorder(sp.Redactions.Writer(w))
-	defer transcript.Close()
+	// The recorder stops at a failed write: this log line is where a
+	// person learns that the transcript misses lines.
+	incomplete := func(err error) {
+		if err != nil {
+			logger.Error("the transcript is incomplete", "session", sp.SessionID, "run", sp.Run, "err", err)
+		}
+	}
+	defer func() { incomplete(transcript.Close()) }()
 	opts := Options{
 		Config:       cfg,
 		SessionID:    sp.SessionID,
@@ -127,6 +134,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		MaxLine:      sp.MaxLine,
 		StopGrace:    sp.StopGrace,
 		OnPause: func(p builtins.PauseInfo) error {
+			// The notifications of a turn the pause cut are in the
+			// transcript before the pause is: a report follows its lines.
+			incomplete(transcript.Flush())
 			return sp.report(p.Pause)
 		},
 		OnAttach: func(plug string) {

@@ -67,8 +67,14 @@ type response struct {
 // time and answered in order. Transcript appends do not wait for their
 // answers (see Transcript); every other call waits for its own, which
 // comes after those of the appends before it.
+//
+// A call is written under wmu, not mu: receive takes mu to hand over each
+// answer, and must go on while a large call is written, or a server that
+// writes a large answer and a client that writes a large call would wait
+// for each other. The order of locking is wmu, then mu.
 type Client struct {
-	w *bufio.Writer
+	wmu sync.Mutex
+	w   *bufio.Writer
 
 	mu       sync.Mutex
 	answered sync.Cond // an append was answered, or the connection broke
@@ -76,7 +82,7 @@ type Client struct {
 	err      error      // the connection broke: every later call fails
 	waiting  []*pending // the calls sent and not answered yet, in order
 	appends  int        // of them, the appends
-	failed   error      // of an append, for the transcript's next Write or Close
+	failed   error      // of an append: every later write of the run fails with it
 }
 
 // pending is a call sent: done gets its answer, or is nil for an append.
@@ -149,27 +155,67 @@ func readFrame(r *bufio.Reader, v any, size func() int) ([]byte, error) {
 }
 
 // send writes req as the next call, whose answer done gets (nil: an
-// append); c.mu is held.
+// append, which waits while maxUnanswered appends are in flight). A write
+// (a report, a persisted write, an append) fails once an append failed,
+// so that a store never applies it as if the lines before it were
+// committed. c.mu is not held.
 func (c *Client) send(req request, done chan answer) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	for done == nil && c.appends >= maxUnanswered && c.err == nil {
+		c.answered.Wait()
+	}
 	if c.err != nil {
+		defer c.mu.Unlock()
 		return c.err
+	}
+	if c.failed != nil && req.Op.writes() {
+		defer c.mu.Unlock()
+		if req.Op != OpAppend {
+			return fmt.Errorf("%s refused: %w", req.Op, c.failed)
+		}
+		return c.failed
 	}
 	c.next++
 	req.ID, req.Size = c.next, len(req.Data)
-	err := writeFrame(c.w, req, req.Data)
-	if err == nil {
-		err = c.w.Flush()
-	}
-	if err != nil {
-		c.fail(fmt.Errorf("store: %w", err))
-		return c.err
-	}
-	req.Data = nil // sent: the caller may reuse it
-	c.waiting = append(c.waiting, &pending{req, done})
+	data := req.Data
+	req.Data = nil // the caller may reuse it once sent
+	p := &pending{req, done}
+	c.waiting = append(c.waiting, p)
 	if done == nil {
 		c.appends++
 	}
-	return nil
+	c.mu.Unlock()
+
+	err := writeFrame(c.w, req, data)
+	if err == nil {
+		err = c.w.Flush()
+	}
+	if err == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Not sent whole: the call fails here rather than as an append's
+	// failure to come.
+	if n := len(c.waiting); n > 0 && c.waiting[n-1] == p {
+		c.waiting = c.waiting[:n-1]
+		if done == nil {
+			c.appends--
+		}
+	}
+	c.fail(fmt.Errorf("store: %w", err))
+	return c.err
+}
+
+// writes tells the calls that change the store from those that read it.
+func (op Op) writes() bool {
+	switch op {
+	case OpSession, OpGet, OpIDs, OpPlug:
+		return false
+	}
+	return true
 }
 
 // fail breaks the connection: the calls waiting and every later one get
@@ -244,36 +290,11 @@ func (resp response) err(req request) error {
 
 func (c *Client) call(req request) (response, error) {
 	done := make(chan answer, 1)
-	c.mu.Lock()
-	err := c.send(req, done)
-	c.mu.Unlock()
-	if err != nil {
+	if err := c.send(req, done); err != nil {
 		return response{}, err
 	}
 	a := <-done
 	return a.resp, a.err
-}
-
-// appendLines sends a transcript append without waiting for its answer;
-// it returns the failure of an earlier append, once.
-func (c *Client) appendLines(req request) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.appends >= maxUnanswered && c.err == nil {
-		c.answered.Wait()
-	}
-	if err := c.takeFailed(); err != nil {
-		return err
-	}
-	return c.send(req, nil)
-}
-
-// takeFailed returns the failure of an append not reported yet; c.mu is
-// held.
-func (c *Client) takeFailed() error {
-	err := c.failed
-	c.failed = nil
-	return err
 }
 
 func (c *Client) Session(id string) (*session.Record, error) {
@@ -307,8 +328,10 @@ func (c *Client) TornDown(id string, failure error, at time.Time) (*session.Reco
 // Write returns once its lines are sent: the store commits them, and
 // answers, while the run goes on. The store takes calls in order, so every
 // line written before a report or a persisted write is committed before
-// that call is applied. Close waits for the answers of every append; the
-// failure of an append is returned by the next Write, or by Close.
+// that call is applied. Close waits for the answers of every append. Once
+// an append failed, the next Write, Close, and every later report or
+// persisted write of the run fail with that failure: the store applies no
+// report after a transcript line it lost.
 func (c *Client) Transcript(id string) (io.WriteCloser, error) {
 	return transcript{c, id}, nil
 }
@@ -319,7 +342,7 @@ type transcript struct {
 }
 
 func (t transcript) Write(p []byte) (int, error) {
-	if err := t.c.appendLines(request{Op: OpAppend, Session: t.id, Data: p}); err != nil {
+	if err := t.c.send(request{Op: OpAppend, Session: t.id, Data: p}, nil); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -332,7 +355,7 @@ func (t transcript) Close() error {
 	for c.appends > 0 {
 		c.answered.Wait()
 	}
-	return c.takeFailed()
+	return c.failed
 }
 
 func (c *Client) Persisted() session.Persisted { return persisted{c} }

@@ -376,3 +376,95 @@ func TestIssue13_QueuedAppendsAreCommittedTogether(t *testing.T) {
 		t.Fatalf("close after a refused append: %v", err)
 	}
 }
+
+// TestIssue13_LargeAnswerWhileAppendingDoesNotDeadlock: a large answer
+// (a persisted value of 512 KiB) comes while large appends are written:
+// the client reads the answer while it writes, so neither side waits for
+// the other without end.
+func TestIssue13_LargeAnswerWhileAppendingDoesNotDeadlock(t *testing.T) {
+	store, id := newStore(t)
+	a, b := socketPair(t)
+	srv := &Server{Store: store, Session: id}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background(), b) }()
+	c := NewClient(a)
+	ctx := context.Background()
+	value := []byte(`"` + strings.Repeat("v", 512<<10) + `"`)
+	if err := c.Persisted().Set(ctx, id, "p1", "big", value); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := c.Transcript(id)
+	lines := []byte(strings.Repeat("x", 1<<20-1) + "\n")
+	const rounds = 16
+	appended := make(chan error, 1)
+	go func() {
+		for range rounds {
+			if _, err := w.Write(lines); err != nil {
+				appended <- err
+				return
+			}
+		}
+		appended <- w.Close()
+	}()
+	got := make(chan error, 1)
+	go func() {
+		for range rounds {
+			data, ok, err := c.Persisted().Get(ctx, id, "p1")
+			if err == nil && (!ok || len(data) != len(value)) {
+				err = errors.New("the value came back changed")
+			}
+			if err != nil {
+				got <- err
+				return
+			}
+		}
+		got <- nil
+	}()
+	if err := within(t, appended, "the appends (a deadlock of large calls and answers?)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := within(t, got, "the gets (a deadlock of large calls and answers?)"); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if err := within(t, served, "the server to end"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// brokenTranscript is a store whose transcript writes fail.
+type brokenTranscript struct{ session.RunStore }
+
+func (s brokenTranscript) Transcript(id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(id)
+	return failingWriter{w}, err
+}
+
+type failingWriter struct{ io.WriteCloser }
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestIssue13_ReportAfterAFailedAppendIsRefused: once a transcript append
+// failed, a pause report and a persisted write that follow it are refused
+// and name the failure, so no report is applied as if the lines before it
+// were committed (L7); Close returns the failure too.
+func TestIssue13_ReportAfterAFailedAppendIsRefused(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, brokenTranscript{store}, id, &failed)
+	w, _ := c.Transcript(id)
+	if _, err := io.WriteString(w, "{\"a\":1}\n"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1})
+	testsupport.WantErr(t, err, "disk full")
+	rec, err := store.Session(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != session.Active {
+		t.Fatalf("the pause was applied after a lost line: state %s", rec.State)
+	}
+	testsupport.WantErr(t, c.Persisted().Set(context.Background(), id, "p1", "counter", []byte("1")), "disk full")
+	testsupport.WantErr(t, w.Close(), "disk full")
+}

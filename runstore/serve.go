@@ -30,6 +30,10 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 	// Calls are numbered: a call delivered again (the same number) gets the
 	// answer it got the first time and is not applied twice (L7).
 	var last response
+	// Once an append failed, the run's transcript misses lines: no later
+	// write is applied, so that every line before a report is committed
+	// when the report is (L7).
+	var lost error
 	defer func() {
 		if transcript != nil {
 			transcript.Close()
@@ -65,10 +69,16 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 			held, readErr = gather(r, &batch)
 		}
 		var resps []response
-		if len(batch) > 1 {
+		switch {
+		case lost != nil && req.Op.writes():
+			resps = answers(batch, lost)
+		case len(batch) > 1:
 			resps = s.appendBatch(batch, &transcript)
-		} else {
+		default:
 			resps = []response{s.apply(ctx, req, &transcript)}
+		}
+		if req.Op == OpAppend && resps[0].Error != "" && lost == nil {
+			lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
 		}
 		for _, resp := range resps {
 			writeFrame(w, resp, resp.Data)
@@ -165,6 +175,11 @@ func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []res
 		}
 		_, err = (*transcript).Write(lines)
 	}
+	return answers(batch, err)
+}
+
+// answers answers each call of batch with err.
+func answers(batch []*request, err error) []response {
 	resps := make([]response, len(batch))
 	for i, req := range batch {
 		resps[i].ID = req.ID
@@ -186,7 +201,7 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response, trans
 	if req.Session != s.Session {
 		return fmt.Errorf("session %s: this run is of session %s", req.Session, s.Session)
 	}
-	if req.Op != OpSession && req.Op != OpGet && req.Op != OpIDs && req.Op != OpPlug && s.MayWrite != nil {
+	if req.Op.writes() && s.MayWrite != nil {
 		if err := s.MayWrite(); err != nil {
 			return err
 		}
