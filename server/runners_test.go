@@ -185,3 +185,30 @@ func TestIssue13_ARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 		t.Fatalf("the write of a run not taken back is in the store: %v %v", ok, err)
 	}
 }
+
+// TestIssue13_ARunnerOfTheSameNameCannotReattachARun (review, item 2): a
+// run whose runner's connection broke goes back only to a connection of
+// the same credential, not to another runner registered as r1.
+func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
+	l := newLab(t)
+	reg, err := l.store.MintRegistration(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	impostor, _, err := l.store.Register(reg.Token, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	mux, _ := l.hello(l.cred, ref)
+	l.openStreams(mux, ref)
+	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	mux.Close()
+	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
+	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
+		t.Fatalf("another runner named r1 re-attached %v", taken)
+	}
+	if _, taken := l.hello(l.cred, ref); !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("the run's own runner re-attached %v, want %v", taken, ref)
+	}
+}
