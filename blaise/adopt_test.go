@@ -14,12 +14,11 @@ import (
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
-// TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil: a session
-// whose run began before the engine did (a server that restarted) is left
-// active while its runner may still hand the run back: no sweep settles
-// it, and a resume or an end of it is refused as active. Once AdoptUntil
-// has passed, the sweep settles it as a failed run.
-func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
+// runInProgress returns a file store on a fake clock with a session whose
+// first run is in progress, as a server that restarted finds it; change,
+// when not nil, changes the record before it is stored.
+func runInProgress(t *testing.T, change func(*session.Record)) (*blaise.Store, *session.FakeClock, *session.Record) {
+	t.Helper()
 	store, err := blaise.OpenStore(filepath.Join(t.TempDir(), "state"))
 	if err != nil {
 		t.Fatal(err)
@@ -29,9 +28,23 @@ func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
 	now := clock.Now()
 	rec := &session.Record{ID: store.NewSessionID(), Config: "/blaise.star", State: session.Active, Created: now, Updated: now, Settings: session.DefaultSettings(), Resumable: true}
 	session.BeginRun(rec, session.StartRun, now)
+	if change != nil {
+		change(rec)
+	}
 	if err := store.CreateSession(rec); err != nil {
 		t.Fatal(err)
 	}
+	return store, clock, rec
+}
+
+// TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil: a session
+// whose run began before the engine did (a server that restarted) is left
+// active while its runner may still hand the run back: no sweep settles
+// it, and a resume or an end of it is refused as active. Once AdoptUntil
+// has passed, the sweep settles it as a failed run.
+func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
+	store, clock, rec := runInProgress(t, nil)
+	now := clock.Now()
 	e := &blaise.Engine{Store: store, Clock: clock, AdoptUntil: now.Add(time.Minute)}
 	if err := e.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
@@ -121,20 +134,11 @@ func (p *pipeProcess) PID() int         { return 0 }
 // grace from then (L5) before it is failed: it is not killed at once for
 // a stop it never received.
 func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
-	store, err := blaise.OpenStore(filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := session.NewFakeClock(time.Now())
-	store.Clock = clock
-	now := clock.Now()
 	const grace = time.Minute
-	rec := &session.Record{ID: store.NewSessionID(), Config: "/blaise.star", State: session.Active, Created: now, Updated: now, Settings: session.DefaultSettings(), Resumable: true}
-	session.BeginRun(rec, session.StartRun, now.Add(-time.Minute))
-	rec.Stop = &session.StopRecord{Stop: session.Stop{Reason: session.Timeout}, At: now.Add(-2 * grace), Run: 1}
-	if err := store.CreateSession(rec); err != nil {
-		t.Fatal(err)
-	}
+	store, clock, rec := runInProgress(t, func(rec *session.Record) {
+		rec.Stop = &session.StopRecord{Stop: session.Stop{Reason: session.Timeout}, At: rec.Created.Add(-2 * grace), Run: 1}
+	})
+	now := clock.Now()
 	e := &blaise.Engine{Store: store, Clock: clock, TimeoutGrace: grace, AdoptUntil: now.Add(grace)}
 	proc := newPipeProcess(t)
 	if _, err := e.Adopt(rec.ID, 1, proc); err != nil {

@@ -35,6 +35,21 @@ func (l *lab) inProgress(agent, runnerID string, runs int, paused bool) runnerpr
 	return runnerproto.RunRef{Session: rec.ID, Run: 1}
 }
 
+// register registers another runner named name and returns its
+// credential.
+func (l *lab) register(name string) string {
+	l.t.Helper()
+	reg, err := l.store.MintRegistration(time.Hour)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cred, _, err := l.store.Register(reg.Token, name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return cred
+}
+
 // hello connects a runner with the credential cred, which hands back refs
 // in its hello; it returns the connection and the runs the server takes
 // back.
@@ -113,14 +128,7 @@ func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 // nothing.
 func TestIssue13_ARunnerOfTheSameNameCannotTakeARunBack(t *testing.T) {
 	l := newLab(t)
-	reg, err := l.store.MintRegistration(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	impostor, _, err := l.store.Register(reg.Token, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	impostor := l.register("r1")
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
 		t.Fatalf("another runner named r1 took back %v", taken)
@@ -191,14 +199,7 @@ func TestIssue13_ARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 // the same credential, not to another runner registered as r1.
 func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	l := newLab(t)
-	reg, err := l.store.MintRegistration(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	impostor, _, err := l.store.Register(reg.Token, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	impostor := l.register("r1")
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, _ := l.hello(l.cred, ref)
 	l.openStreams(mux, ref)
