@@ -34,28 +34,38 @@ func (e *Engine) Adopt(id string, run int, proc Process) (*Live, error) {
 	close(l.loaded)
 	l.got[session.ControlLoaded] = true
 	l.started, l.unclaimed = h.Started, true
-	var resend *session.Stop
 	if st := rec.Stop; st != nil && st.Run == run {
 		l.stopped, l.stopping = st, true
 		if !st.Delivered {
-			resend = &st.Stop
+			// Recorded before the restart, never sent (L3): sent now,
+			// before the timers start, and its grace counts from now,
+			// not from when it was recorded (L5).
+			resent := *st
+			resent.At = e.now()
+			l.stopped = &resent
+			e.resendStop(l, &resent)
 		}
 	}
 	e.run(l)
-	if resend != nil {
-		// Recorded before the restart, never sent (L3): sent now.
-		if err := l.ctl.Send(session.Control{Kind: session.ControlStop, Run: run, Stop: resend}); err != nil {
-			e.logger().Warn("sending the stop of a run taken back failed", "session", id, "run", run, "err", err)
-		} else if _, err := e.Store.UpdateSession(id, func(r *session.Record) error {
-			if r.Stop != nil && r.Stop.Run == run {
-				r.Stop.Delivered = true
-			}
-			return nil
-		}); err != nil {
-			e.logger().Warn("recording the stop as delivered failed", "session", id, "run", run, "err", err)
-		}
-	}
 	return l, nil
+}
+
+// resendStop sends st, the stop of the run l takes over, and records it
+// as sent at st.At, delivered when the send succeeded.
+func (e *Engine) resendStop(l *Live, st *session.StopRecord) {
+	err := l.ctl.Send(session.Control{Kind: session.ControlStop, Run: l.Run, Stop: &st.Stop})
+	if err != nil {
+		e.logger().Warn("sending the stop of a run taken back failed", "session", l.ID, "run", l.Run, "err", err)
+	}
+	st.Delivered = err == nil
+	if _, err := e.Store.UpdateSession(l.ID, func(r *session.Record) error {
+		if r.Stop != nil && r.Stop.Run == l.Run {
+			r.Stop.At, r.Stop.Delivered = st.At, st.Delivered
+		}
+		return nil
+	}); err != nil {
+		e.logger().Warn("recording the stop sent again failed", "session", l.ID, "run", l.Run, "err", err)
+	}
 }
 
 // Adoptable says why Adopt would not take run number run of a session, or

@@ -2,21 +2,23 @@ package blaise_test
 
 import (
 	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
-// TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil: a session
-// whose run began before the engine did (a server that restarted) is left
-// active while its runner may still hand the run back: no sweep settles
-// it, and a resume or an end of it is refused as active. Once AdoptUntil
-// has passed, the sweep settles it as a failed run.
-func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
+// runInProgress returns a file store on a fake clock with a session whose
+// first run is in progress, as a server that restarted finds it; change,
+// when not nil, changes the record before it is stored.
+func runInProgress(t *testing.T, change func(*session.Record)) (*blaise.Store, *session.FakeClock, *session.Record) {
+	t.Helper()
 	store, err := blaise.OpenStore(filepath.Join(t.TempDir(), "state"))
 	if err != nil {
 		t.Fatal(err)
@@ -26,9 +28,23 @@ func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
 	now := clock.Now()
 	rec := &session.Record{ID: store.NewSessionID(), Config: "/blaise.star", State: session.Active, Created: now, Updated: now, Settings: session.DefaultSettings(), Resumable: true}
 	session.BeginRun(rec, session.StartRun, now)
+	if change != nil {
+		change(rec)
+	}
 	if err := store.CreateSession(rec); err != nil {
 		t.Fatal(err)
 	}
+	return store, clock, rec
+}
+
+// TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil: a session
+// whose run began before the engine did (a server that restarted) is left
+// active while its runner may still hand the run back: no sweep settles
+// it, and a resume or an end of it is refused as active. Once AdoptUntil
+// has passed, the sweep settles it as a failed run.
+func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
+	store, clock, rec := runInProgress(t, nil)
+	now := clock.Now()
 	e := &blaise.Engine{Store: store, Clock: clock, AdoptUntil: now.Add(time.Minute)}
 	if err := e.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
@@ -59,4 +75,95 @@ func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
 	if err := e.Adoptable(rec.ID, 1); err == nil || !strings.Contains(err.Error(), "is paused") {
 		t.Fatalf("adoptable once settled: %v", err)
 	}
+}
+
+// pipeProcess is a session process's end of real pipes, whose other end
+// the test holds: what a runner hands back after a restart.
+type pipeProcess struct {
+	stdin, stdout, ctlIn, ctlOut *os.File // the engine's ends
+	peerStdout, peerCtlIn        *os.File // the test's write ends
+	peerCtl                      *blaise.ControlConn
+	signals                      chan bool
+	exited                       chan struct{}
+}
+
+func newPipeProcess(t *testing.T) *pipeProcess {
+	t.Helper()
+	pipe := func() (*os.File, *os.File) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, w
+	}
+	p := &pipeProcess{signals: make(chan bool, 4), exited: make(chan struct{})}
+	stdinR, stdin := pipe()
+	go func() { _, _ = io.Copy(io.Discard, stdinR) }()
+	p.stdin = stdin
+	p.stdout, p.peerStdout = pipe()
+	p.ctlIn, p.peerCtlIn = pipe()
+	peerCtlOut, ctlOut := pipe()
+	p.ctlOut = ctlOut
+	p.peerCtl = blaise.NewControlConn(peerCtlOut, p.peerCtlIn)
+	return p
+}
+
+// end ends the process: its output, then its exit.
+func (p *pipeProcess) end() {
+	p.peerStdout.Close()
+	p.peerCtlIn.Close()
+	close(p.exited)
+}
+
+func (p *pipeProcess) Stdin() io.WriteCloser { return p.stdin }
+func (p *pipeProcess) Stdout() io.ReadCloser { return p.stdout }
+func (p *pipeProcess) Control() io.ReadWriteCloser {
+	return struct {
+		io.Reader
+		io.Writer
+		io.Closer
+	}{p.ctlIn, p.ctlOut, p.ctlOut}
+}
+func (p *pipeProcess) Wait() error      { <-p.exited; return nil }
+func (p *pipeProcess) Signal(kill bool) { p.signals <- kill }
+func (p *pipeProcess) PID() int         { return 0 }
+
+// TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow (review, item 3):
+// a timeout stop recorded before the restart and never sent, older than
+// its grace, is sent to the run taken back, and the run has its whole
+// grace from then (L5) before it is failed: it is not killed at once for
+// a stop it never received.
+func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
+	const grace = time.Minute
+	store, clock, rec := runInProgress(t, func(rec *session.Record) {
+		rec.Stop = &session.StopRecord{Stop: session.Stop{Reason: session.Timeout}, At: rec.Created.Add(-2 * grace), Run: 1}
+	})
+	now := clock.Now()
+	e := &blaise.Engine{Store: store, Clock: clock, TimeoutGrace: grace, AdoptUntil: now.Add(grace)}
+	proc := newPipeProcess(t)
+	if _, err := e.Adopt(rec.ID, 1, proc); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := proc.peerCtl.Receive(); err != nil || m.Kind != session.ControlStop || m.Stop == nil || m.Stop.Reason != session.Timeout {
+		t.Fatalf("the run taken back got %+v %v, want its timeout stop", m, err)
+	}
+	<-clock.Waiting() // the run's timers wait
+	select {
+	case kill := <-proc.signals:
+		t.Fatalf("the run was signalled (kill %v) as soon as it was taken back, within the grace of its stop", kill)
+	default:
+	}
+	if got, err := store.Session(rec.ID); err != nil || got.Stop == nil || !got.Stop.At.Equal(now) || !got.Stop.Delivered {
+		t.Fatalf("the stop sent again is recorded as %+v %v, want delivered at %v", got.Stop, err, now)
+	}
+	clock.Advance(grace)
+	if kill := <-proc.signals; kill {
+		t.Fatal("a run that ignored its stop got SIGKILL first, want SIGTERM")
+	}
+	// SIGTERM: the run reports its pause and ends.
+	if err := proc.peerCtl.Send(session.Control{Kind: session.ControlPause, Run: 1, Pause: &session.PauseRecord{Reason: session.Timeout, At: clock.Now(), Run: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	proc.end()
+	testsupport.Eventually(t, "the run ends", func() bool { return e.Running(rec.ID) == nil })
 }

@@ -192,7 +192,12 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	// connection that broke and those it had before it restarted; the
 	// runner stops the others.
 	var kept []runnerproto.RunRef
+	seen := map[runnerproto.RunRef]bool{}
 	for _, ref := range hello.Runs {
+		if seen[ref] { // a run named twice is taken back once
+			continue
+		}
+		seen[ref] = true
 		if rc.reattach(ref) || rc.takeBack(ref) {
 			kept = append(kept, ref)
 		}

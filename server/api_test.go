@@ -26,6 +26,8 @@ type lab struct {
 	s     *Server
 	token string
 	cred  string
+	// runnerID is the credential's id.
+	runnerID string
 }
 
 func newLab(t *testing.T) *lab {
@@ -48,14 +50,14 @@ func newLab(t *testing.T) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, _, err := store.Register(reg.Token, "r1")
+	cred, runnerID, err := store.Register(reg.Token, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.CreateAgent(sqlstore.Agent{Name: "demo"}); err != nil {
 		t.Fatal(err)
 	}
-	return &lab{t: t, store: store, srv: hs, s: s, token: tok, cred: cred}
+	return &lab{t: t, store: store, srv: hs, s: s, token: tok, cred: cred, runnerID: runnerID}
 }
 
 // do sends a request with the API token and returns the status and the
@@ -129,11 +131,12 @@ func (l *lab) dialRunner(cred string, protos ...string) (*websocket.Conn, *http.
 	})
 }
 
-// runnerStream opens a runner connection with the credential and returns
-// its first stream, where frames go; the connection ends with the test.
-func (l *lab) runnerStream() *yamux.Stream {
+// runnerStream opens a runner connection with the credential cred and
+// returns it with its first stream, where frames go; the connection ends
+// with the test.
+func (l *lab) runnerStream(cred string) (*yamux.Session, *yamux.Stream) {
 	l.t.Helper()
-	ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol)
+	ws, _, err := l.dialRunner(cred, runnerproto.Subprotocol)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -147,7 +150,7 @@ func (l *lab) runnerStream() *yamux.Stream {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	return st
+	return mux, st
 }
 
 // TestIssue13_RunnerProtocolRefusals: a wrong credential, another protocol
@@ -194,7 +197,7 @@ func TestIssue13_RunnerProtocolRefusals(t *testing.T) {
 		t.Fatalf("%d runners kept of refused connections", n)
 	}
 	// A runner welcomed, then sending a malformed frame, is dropped.
-	st := l.runnerStream()
+	_, st := l.runnerStream(l.cred)
 	frames := runnerproto.NewConn(st)
 	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1"}); err != nil {
 		t.Fatal(err)

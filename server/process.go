@@ -100,7 +100,9 @@ func (rc *runnerConn) newProcess(ref runnerproto.RunRef) (*remoteProcess, *attac
 // drop fails p, which never got going on rc, and forgets it.
 func (rc *runnerConn) drop(p *remoteProcess, err error) {
 	rc.mu.Lock()
-	delete(rc.procs, p.ref)
+	if rc.procs[p.ref] == p {
+		delete(rc.procs, p.ref)
+	}
 	rc.mu.Unlock()
 	p.fail(err)
 	p.forget() // out of the server's runs too
@@ -141,8 +143,8 @@ func (rc *runnerConn) adopt(p *remoteProcess) {
 	rc.procs[p.ref] = p
 }
 
-// detached returns the run ref of the runner named runner, if the server
-// has it and its connection is gone.
+// detached returns the run ref of the runner of credential id runner, if
+// the server has it and its connection is gone.
 func (s *Server) detached(ref runnerproto.RunRef, runner string) *remoteProcess {
 	s.mu.Lock()
 	p := s.procs[ref]
@@ -152,7 +154,7 @@ func (s *Server) detached(ref runnerproto.RunRef, runner string) *remoteProcess 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.att == nil || !p.att.gone() || p.att.rc.name != runner {
+	if p.att == nil || !p.att.gone() || p.att.rc.id != runner {
 		return nil
 	}
 	return p
@@ -161,7 +163,7 @@ func (s *Server) detached(ref runnerproto.RunRef, runner string) *remoteProcess 
 // reattach takes back the run ref on rc, a new connection of its runner:
 // it reports whether the server still has the run.
 func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
-	p := rc.s.detached(ref, rc.name)
+	p := rc.s.detached(ref, rc.id)
 	if p == nil {
 		return false
 	}

@@ -126,11 +126,14 @@ func (rc *runnerConn) takesRuns() bool {
 // Launch starts a run on a runner of the session's agent: the runner of
 // its last run when it is connected (§9), else the one with fewest runs.
 func (s *Server) Launch(run blaise.Launch) (blaise.Process, error) {
-	rc := s.pickRunner(run.Record.AgentName, run.Record.Runner)
+	rc := s.pickRunner(run.Record.AgentName, run.Record.RunnerID)
 	if rc == nil {
 		return nil, fmt.Errorf("session %s: no runner of agent %s is connected (start one with `blaise-agent listen --agent %s`)", run.Record.ID, run.Record.AgentName, run.Record.AgentName)
 	}
-	if _, err := s.Store.UpdateSession(run.Record.ID, func(r *session.Record) error { r.Runner = rc.name; return nil }); err != nil {
+	if _, err := s.Store.UpdateSession(run.Record.ID, func(r *session.Record) error {
+		r.Runner, r.RunnerID = rc.name, rc.id
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	p, err := rc.launch(run)
@@ -149,7 +152,7 @@ func (s *Server) pickRunner(agent, prefer string) *runnerConn {
 		if !rc.takesRuns() {
 			continue
 		}
-		if rc.name == prefer {
+		if rc.id == prefer {
 			return rc
 		}
 		rc.mu.Lock()
@@ -166,13 +169,15 @@ func (s *Server) pickRunner(agent, prefer string) *runnerConn {
 // know: one that began before the server restarted (Engine.Adopt). Its
 // session must be of the runner's agent, its last run on this runner, and
 // its record must show the run in progress; it reports whether the server
-// takes the run (the runner stops the others). The engine adopts the run
-// once its streams are there; should it no longer be the session's then,
-// the server lets it go, and the runner stops it after the lease.
+// takes the run (the runner stops the others). This runner is the one of
+// the record's credential id: another runner of the same name takes
+// nothing. The engine adopts the run once its streams are there, before
+// its store calls are answered; should it no longer be the session's
+// then, the server lets it go, and the runner stops it after the lease.
 func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
 	rec, err := rc.s.Store.Session(ref.Session)
-	if err == nil && (rec.AgentName != rc.agent || rec.Runner != rc.name) {
-		err = fmt.Errorf("session %s is of agent %s on runner %s", ref.Session, rec.AgentName, rec.Runner)
+	if err == nil && (rec.AgentName != rc.agent || rec.RunnerID != rc.id) {
+		err = fmt.Errorf("session %s is of agent %s, last run on runner %s of credential %s; this runner is %s of credential %s, of agent %s", ref.Session, rec.AgentName, rec.Runner, rec.RunnerID, rc.name, rc.id, rc.agent)
 	}
 	if err == nil {
 		err = rc.s.engine.Adoptable(ref.Session, ref.Run)
@@ -185,8 +190,12 @@ func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
 	go func() {
 		err := rc.streams(first, rc.s.clock().After(rc.s.lease()))
 		if err == nil {
-			p.serveStore()
+			// Adopted first: a run the sweep settled meanwhile writes
+			// nothing.
 			_, err = rc.s.engine.Adopt(ref.Session, ref.Run, p)
+		}
+		if err == nil {
+			p.serveStore()
 		}
 		if err != nil {
 			rc.drop(p, err)

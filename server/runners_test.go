@@ -1,13 +1,91 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/hashicorp/yamux"
 )
+
+// inProgress creates a session of agent whose run runs is in progress
+// (paused: it paused since) on the runner of credential id runnerID,
+// named r1, and returns its run ref.
+func (l *lab) inProgress(agent, runnerID string, runs int, paused bool) runnerproto.RunRef {
+	l.t.Helper()
+	now := time.Now()
+	rec := &session.Record{ID: l.store.NewSessionID(), Config: "/blaise.star", State: session.Active, Created: now, Updated: now,
+		Settings: session.DefaultSettings(), Resumable: true, AgentName: agent, Runner: "r1", RunnerID: runnerID}
+	for range runs {
+		session.BeginRun(rec, session.StartRun, now)
+	}
+	if paused {
+		session.ApplyPause(rec, session.Pause{Reason: session.Idle, MayResume: true}.Record(rec.Runs, now))
+	}
+	if err := l.store.CreateSession(rec); err != nil {
+		l.t.Fatal(err)
+	}
+	return runnerproto.RunRef{Session: rec.ID, Run: 1}
+}
+
+// register registers another runner named name and returns its
+// credential.
+func (l *lab) register(name string) string {
+	l.t.Helper()
+	reg, err := l.store.MintRegistration(time.Hour)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	cred, _, err := l.store.Register(reg.Token, name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return cred
+}
+
+// hello connects a runner with the credential cred, which hands back refs
+// in its hello; it returns the connection and the runs the server takes
+// back.
+func (l *lab) hello(cred string, refs ...runnerproto.RunRef) (*yamux.Session, []runnerproto.RunRef) {
+	l.t.Helper()
+	mux, st := l.runnerStream(cred)
+	frames := runnerproto.NewConn(st)
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1", Runs: refs}); err != nil {
+		l.t.Fatal(err)
+	}
+	w, err := frames.Receive()
+	if err != nil || w.Kind != runnerproto.KindWelcome || w.Error != "" {
+		l.t.Fatalf("welcome: %+v %v", w, err)
+	}
+	return mux, w.Runs
+}
+
+// openStreams opens the streams of ref on mux, the store's first, and
+// returns the store's.
+func (l *lab) openStreams(mux *yamux.Session, ref runnerproto.RunRef) *yamux.Stream {
+	l.t.Helper()
+	var store *yamux.Stream
+	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStore, runnerproto.ChannelStdin, runnerproto.ChannelStdout, runnerproto.ChannelControl} {
+		st, err := mux.OpenStream()
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if err := runnerproto.WriteHeader(st, runnerproto.StreamHeader{RunRef: ref, Channel: ch}); err != nil {
+			l.t.Fatal(err)
+		}
+		if ch == runnerproto.ChannelStore {
+			store = st
+		}
+	}
+	return store
+}
 
 // TestIssue13_RunsTheServerCannotTakeBackAreStopped: after a restart, a
 // runner hands back the runs it still has; the server takes none whose
@@ -19,27 +97,11 @@ func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 	if _, err := l.store.CreateAgent(sqlstore.Agent{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	create := func(agent, runner string, runs int, paused bool) runnerproto.RunRef {
-		t.Helper()
-		rec := &session.Record{ID: l.store.NewSessionID(), Config: "/blaise.star", State: session.Active, Created: now, Updated: now,
-			Settings: session.DefaultSettings(), Resumable: true, AgentName: agent, Runner: runner}
-		for range runs {
-			session.BeginRun(rec, session.StartRun, now)
-		}
-		if paused {
-			session.ApplyPause(rec, session.Pause{Reason: session.Idle, MayResume: true}.Record(rec.Runs, now))
-		}
-		if err := l.store.CreateSession(rec); err != nil {
-			t.Fatal(err)
-		}
-		return runnerproto.RunRef{Session: rec.ID, Run: 1}
-	}
 	refs := []runnerproto.RunRef{
-		create("demo", "r1", 1, true),  // paused since
-		create("demo", "r1", 2, false), // at its next run
-		create("other", "r1", 1, false),
-		create("demo", "r2", 1, false),
+		l.inProgress("demo", l.runnerID, 1, true),  // paused since
+		l.inProgress("demo", l.runnerID, 2, false), // at its next run
+		l.inProgress("other", l.runnerID, 1, false),
+		l.inProgress("demo", "another-runner", 1, false),
 		{Session: "nosuchsess01", Run: 1},
 	}
 	before := map[string]time.Time{}
@@ -50,21 +112,104 @@ func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 		}
 		before[ref.Session] = rec.Updated
 	}
-	st := l.runnerStream()
-	frames := runnerproto.NewConn(st)
-	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1", Runs: refs}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := frames.Receive()
-	if err != nil || w.Kind != runnerproto.KindWelcome || w.Error != "" {
-		t.Fatalf("welcome: %+v %v", w, err)
-	}
-	if len(w.Runs) != 0 {
-		t.Fatalf("the server took back %v", w.Runs)
+	if _, taken := l.hello(l.cred, refs...); len(taken) != 0 {
+		t.Fatalf("the server took back %v", taken)
 	}
 	for id, updated := range before {
 		if rec, err := l.store.Session(id); err != nil || !rec.Updated.Equal(updated) || l.s.engine.Running(id) != nil {
 			t.Errorf("session %s changed: %+v %v", id, rec, err)
 		}
+	}
+}
+
+// TestIssue13_ARunnerOfTheSameNameCannotTakeARunBack (review, item 2):
+// runner names are not unique, so the run goes back only to the runner of
+// the credential it was launched on; another runner registered as r1 gets
+// nothing.
+func TestIssue13_ARunnerOfTheSameNameCannotTakeARunBack(t *testing.T) {
+	l := newLab(t)
+	impostor := l.register("r1")
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
+		t.Fatalf("another runner named r1 took back %v", taken)
+	}
+	if _, taken := l.hello(l.cred, ref); !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("the run's own runner took back %v, want %v", taken, ref)
+	}
+}
+
+// TestIssue13_ARunHandedBackTwiceIsTakenOnce (review, item 4): a run named
+// twice in a hello is taken back once, and adopted once its streams are
+// there.
+func TestIssue13_ARunHandedBackTwiceIsTakenOnce(t *testing.T) {
+	l := newLab(t)
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	mux, taken := l.hello(l.cred, ref, ref)
+	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("taken back: %v, want %v once", taken, ref)
+	}
+	l.openStreams(mux, ref)
+	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+}
+
+// TestIssue13_ADroppedRunLeavesItsSuccessor (review, item 4): a run the
+// server gives up forgets only itself, not another process of the same
+// run ref that the connection has since.
+func TestIssue13_ADroppedRunLeavesItsSuccessor(t *testing.T) {
+	l := newLab(t)
+	l.s.init()
+	rc := &runnerConn{s: l.s, name: "r1", gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	ref := runnerproto.RunRef{Session: "sess", Run: 1}
+	old, _ := rc.newProcess(ref)
+	successor, _ := rc.newProcess(ref)
+	rc.drop(old, errors.New("given up"))
+	if got := rc.proc(&ref); got != successor {
+		t.Fatalf("after the old process was dropped the connection has %p, want its successor %p", got, successor)
+	}
+}
+
+// TestIssue13_ARunSettledBeforeItsStreamsWritesNothing (review, item 1):
+// a run handed back whose session was settled (failed, by the sweep after
+// AdoptUntil) before its streams were there is not adopted, and its store
+// calls are not applied.
+func TestIssue13_ARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
+	l := newLab(t)
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	mux, taken := l.hello(l.cred, ref)
+	if len(taken) != 1 {
+		t.Fatalf("taken back: %v", taken)
+	}
+	if _, err := l.store.UpdateSession(ref.Session, func(r *session.Record) error {
+		session.ApplyPause(r, session.Pause{Reason: session.Failed, MayResume: true, Err: errors.New("its runner did not hand it back")}.Record(1, time.Now()))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	store := runstore.NewClient(l.openStreams(mux, ref))
+	if err := store.Persisted().Set(context.Background(), ref.Session, "p", "acme/p", []byte(`"late"`)); err == nil {
+		t.Fatal("a persisted write of a run that was not taken back was applied")
+	}
+	if _, ok, err := l.store.PersistedPlug(ref.Session, "p"); ok || err != nil {
+		t.Fatalf("the write of a run not taken back is in the store: %v %v", ok, err)
+	}
+}
+
+// TestIssue13_ARunnerOfTheSameNameCannotReattachARun (review, item 2): a
+// run whose runner's connection broke goes back only to a connection of
+// the same credential, not to another runner registered as r1.
+func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
+	l := newLab(t)
+	impostor := l.register("r1")
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	mux, _ := l.hello(l.cred, ref)
+	l.openStreams(mux, ref)
+	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	mux.Close()
+	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
+	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
+		t.Fatalf("another runner named r1 re-attached %v", taken)
+	}
+	if _, taken := l.hello(l.cred, ref); !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("the run's own runner re-attached %v, want %v", taken, ref)
 	}
 }

@@ -116,6 +116,9 @@ type Record struct {
 	// Runner is the runner of the session's last run, on a server: the
 	// session resumes there when it can (§9).
 	Runner string `json:"runner,omitempty"`
+	// RunnerID is that runner's credential id: names are not unique, so
+	// only this runner may hand the run back after a restart.
+	RunnerID string `json:"runner_id,omitempty"`
 	// History is the last MaxHistory runs, oldest first (BeginRun,
 	// ApplyPause, ApplyTeardown).
 	History []RunRecord `json:"history,omitempty"`

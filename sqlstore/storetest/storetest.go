@@ -73,6 +73,8 @@ func roundTrip(t *testing.T, s Store) {
 		Teardown:      session.TeardownRecord{Attempts: 1, LastError: "boom", NextAt: now},
 		OrphanedState: []string{"old"},
 		PID:           42,
+		Runner:        "r1",
+		RunnerID:      "r1credid",
 	}
 	if err := s.CreateSession(rec); err != nil {
 		t.Fatal(err)
