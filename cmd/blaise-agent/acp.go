@@ -43,14 +43,15 @@ func (c *AcpCmd) Run(g *Globals) error {
 		return err
 	}
 	e.Log = logger
+	// Set before the first sweep, whose teardown runs report to it.
+	e.Settled = func(r *session.Record) {
+		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
+	}
 	if err := e.Sweep(ctx); err != nil {
 		logger.Warn("settling earlier sessions", "err", err)
 	}
 	// For as long as the client stays: paused sessions expire, failed
 	// teardowns are retried (L6, L2).
-	e.Settled = func(r *session.Record) {
-		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
-	}
 	go e.Keep(ctx)
 	srv := &acpfront.Server{
 		Sessions:        acpfront.FromEngine(e),
