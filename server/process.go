@@ -30,6 +30,10 @@ type remoteProcess struct {
 	changed chan struct{} // closed, and replaced, when att or failed changes
 	status  string
 	failed  error // the run was failed: it may not write any more
+	// signalled is the strongest signal the engine asked for (SIGTERM,
+	// SIGKILL): sent again on each new attachment, since a frame sent on a
+	// connection that broke may never have reached the runner.
+	signalled, killed bool
 }
 
 // attachment is a run's four streams on one connection of its runner.
@@ -199,6 +203,9 @@ func (p *remoteProcess) attach(rc *runnerConn, ch runnerproto.Channel, st net.Co
 		}
 		p.att, p.pending = a, nil
 		p.signal()
+		if p.signalled {
+			go p.sendSignal(a, p.killed)
+		}
 	}
 	return true
 }
@@ -350,11 +357,21 @@ func (p *remoteProcess) mayWrite() error {
 	return nil
 }
 
-// Signal asks the runner to signal the run's processes.
+// Signal asks the runner to signal the run's processes. The signal is
+// kept: a re-attachment sends it again (the frame may have been lost with
+// the connection it was sent on).
 func (p *remoteProcess) Signal(kill bool) {
+	p.mu.Lock()
+	p.signalled = true
+	p.killed = p.killed || kill
+	p.mu.Unlock()
 	if a, err := p.current(); err == nil {
-		_ = a.rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindSignal, Run: &p.ref, Kill: kill})
+		p.sendSignal(a, kill)
 	}
+}
+
+func (p *remoteProcess) sendSignal(a *attachment, kill bool) {
+	_ = a.rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindSignal, Run: &p.ref, Kill: kill})
 }
 
 // relay is a channel of the run across its attachments: a read or a write

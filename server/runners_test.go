@@ -55,6 +55,13 @@ func (l *lab) register(name string) string {
 // back.
 func (l *lab) hello(cred string, refs ...runnerproto.RunRef) (*yamux.Session, []runnerproto.RunRef) {
 	l.t.Helper()
+	mux, _, taken := l.helloFrames(cred, refs...)
+	return mux, taken
+}
+
+// helloFrames is hello, which also returns the connection's frames.
+func (l *lab) helloFrames(cred string, refs ...runnerproto.RunRef) (*yamux.Session, *runnerproto.Conn, []runnerproto.RunRef) {
+	l.t.Helper()
 	mux, st := l.runnerStream(cred)
 	frames := runnerproto.NewConn(st)
 	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1", Runs: refs}); err != nil {
@@ -64,7 +71,7 @@ func (l *lab) hello(cred string, refs ...runnerproto.RunRef) (*yamux.Session, []
 	if err != nil || w.Kind != runnerproto.KindWelcome || w.Error != "" {
 		l.t.Fatalf("welcome: %+v %v", w, err)
 	}
-	return mux, w.Runs
+	return mux, frames, w.Runs
 }
 
 // openStreams opens the streams of ref on mux, the store's first, and
@@ -211,5 +218,46 @@ func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	}
 	if _, taken := l.hello(l.cred, ref); !slices.Equal(taken, []runnerproto.RunRef{ref}) {
 		t.Fatalf("the run's own runner re-attached %v, want %v", taken, ref)
+	}
+}
+
+// TestIssue13_ASignalLostWithItsConnectionIsSentAgain (L5): a kill the
+// server sent on a connection that broke before the runner read it is
+// sent again once the run is re-attached; else a run that ignores its
+// stop would outlive its kill.
+func TestIssue13_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
+	l := newLab(t)
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	mux, _ := l.hello(l.cred, ref)
+	l.openStreams(mux, ref)
+	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	l.s.mu.Lock()
+	p := l.s.procs[ref]
+	l.s.mu.Unlock()
+	// Sent, never read: the connection breaks with the frames in it.
+	p.Signal(false)
+	p.Signal(true)
+	mux.Close()
+	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
+	mux, frames, taken := l.helloFrames(l.cred, ref)
+	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("taken back: %v", taken)
+	}
+	l.openStreams(mux, ref)
+	got := make(chan runnerproto.Frame, 1)
+	go func() {
+		f, err := frames.Receive()
+		if err != nil {
+			f.Kind = runnerproto.Kind(err.Error())
+		}
+		got <- f
+	}()
+	select {
+	case f := <-got:
+		if f.Kind != runnerproto.KindSignal || f.Run == nil || *f.Run != ref || !f.Kill {
+			t.Fatalf("after the re-attachment the runner got %+v, want SIGKILL for %v", f, ref)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the kill sent on the broken connection was not sent again")
 	}
 }
