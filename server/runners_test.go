@@ -94,6 +94,16 @@ func (l *lab) openStreams(mux *yamux.Session, ref runnerproto.RunRef) *yamux.Str
 	return store
 }
 
+// handBack has the runner of l.cred hand ref back in its hello, opens the
+// run's streams, and waits until the server has adopted it.
+func (l *lab) handBack(ref runnerproto.RunRef) *yamux.Session {
+	l.t.Helper()
+	mux, _ := l.hello(l.cred, ref)
+	l.openStreams(mux, ref)
+	testsupport.Eventually(l.t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	return mux
+}
+
 // TestIssue13_RunsTheServerCannotTakeBackAreStopped: after a restart, a
 // runner hands back the runs it still has; the server takes none whose
 // record moved on (paused, at a later run), of another agent or runner, or
@@ -208,9 +218,7 @@ func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	l := newLab(t)
 	impostor := l.register("r1")
 	ref := l.inProgress("demo", l.runnerID, 1, false)
-	mux, _ := l.hello(l.cred, ref)
-	l.openStreams(mux, ref)
-	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	mux := l.handBack(ref)
 	mux.Close()
 	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
 	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
@@ -228,9 +236,7 @@ func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 func TestIssue13_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
-	mux, _ := l.hello(l.cred, ref)
-	l.openStreams(mux, ref)
-	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	mux := l.handBack(ref)
 	l.s.mu.Lock()
 	p := l.s.procs[ref]
 	l.s.mu.Unlock()
