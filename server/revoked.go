@@ -14,13 +14,11 @@ const revokedCheck = 2 * time.Second
 // cutRevoked cuts, until ctx ends, the connections of runners whose
 // credential is revoked, as the dashboard's Revoke does at once.
 func (s *Server) cutRevoked(ctx context.Context) {
-	t := time.NewTicker(revokedCheck)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-s.clock().After(revokedCheck):
 		}
 		connected := s.connectedIDs()
 		if len(connected) == 0 {
