@@ -47,29 +47,34 @@ func (s Side) Direction() string {
 //
 // The records of requests and responses are written before Record returns,
 // with those before them: a transcript stays current at each turn. Those of
-// notifications (the bulk of a stream) gather in a buffer that is written
-// in the background once it is large, so that the writes to the file keep
-// the stream waiting only when they fall behind.
+// notifications (the bulk of a stream) gather in chunks that are written in
+// the background once full, so that the writes to the file keep the stream
+// waiting only when they fall behind. A record is appended to a chunk that
+// has room for it: records are copied once, never moved by a chunk's growth.
 type JSONLRecorder struct {
 	mu      sync.Mutex
 	cond    sync.Cond // signalled when a background write ends
 	w       io.Writer
 	c       io.Closer
-	buf     []byte // records not handed to a write yet
-	spare   []byte // the buffer of the last background write, for reuse
-	writing bool   // a background write is under way
+	cur     []byte   // the chunk records are appended to
+	full    [][]byte // chunks filled and not handed to a write yet
+	queued  int      // bytes in full
+	free    [][]byte // written chunks, for reuse
+	writing bool     // a background write is under way
 	seq     uint64
 	err     error
 	now     func() time.Time
 	stamp   stamp
 }
 
-// recordBatch is how many bytes of records a background write takes: a
-// file takes large writes for half the CPU time per byte of 64 KiB ones.
-// Past maxRecordBacklog, Record waits for the write under way.
+// recordBatch is the size of a chunk, and so of most writes: a file takes
+// large writes for half the CPU time per byte of 64 KiB ones. Past
+// maxRecordBacklog of full chunks, Record waits for the writes. freeChunks
+// is how many written chunks are kept for reuse.
 const (
 	recordBatch      = 1 << 20
 	maxRecordBacklog = 8 << 20
+	freeChunks       = 4
 )
 
 // NewJSONLRecorder records to w; Close writes what is left and closes w
@@ -100,41 +105,85 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 		return
 	}
 	r.seq++
-	r.buf = appendRecord(r.buf, r.seq, &r.stamp, r.now(), side, m, by)
+	if need := recordSize(m, by); len(r.cur)+need > cap(r.cur) {
+		r.seal(need)
+	}
+	r.cur = appendRecord(r.cur, r.seq, &r.stamp, r.now(), side, m, by)
 	switch {
 	case m.Kind != Notification:
 		r.writeNow()
-	case len(r.buf) >= recordBatch && !r.writing:
-		batch := r.buf
-		r.buf, r.spare, r.writing = r.spare[:0], nil, true
+	case len(r.full) > 0 && !r.writing:
+		batch := r.full
+		r.full, r.queued, r.writing = nil, 0, true
 		go r.writeBehind(batch)
-	case len(r.buf) >= maxRecordBacklog:
+	case r.queued >= maxRecordBacklog:
 		r.writeNow()
 	}
 }
 
-// writeNow writes the buffer after the background write under way, with
-// r.mu held.
+// seal queues the current chunk when it holds records, and starts one with
+// room for need bytes, with r.mu held.
+func (r *JSONLRecorder) seal(need int) {
+	if len(r.cur) > 0 {
+		r.full = append(r.full, r.cur)
+		r.queued += len(r.cur)
+	}
+	if n := len(r.free); n > 0 && cap(r.free[n-1]) >= need {
+		r.cur, r.free = r.free[n-1], r.free[:n-1]
+		return
+	}
+	r.cur = make([]byte, 0, max(recordBatch, need))
+}
+
+// recycle keeps written chunks of the usual size for reuse, with r.mu held.
+func (r *JSONLRecorder) recycle(chunks [][]byte) {
+	for _, c := range chunks {
+		if len(r.free) < freeChunks && cap(c) == recordBatch {
+			r.free = append(r.free, c[:0])
+		}
+	}
+}
+
+// writeNow writes the queued chunks and the current one after the
+// background write under way, with r.mu held.
 func (r *JSONLRecorder) writeNow() {
 	for r.writing {
 		r.cond.Wait()
 	}
-	if r.err == nil && len(r.buf) > 0 {
-		_, r.err = r.w.Write(r.buf)
+	for _, c := range append(r.full, r.cur) {
+		if r.err == nil && len(c) > 0 {
+			_, r.err = r.w.Write(c)
+		}
 	}
-	r.buf = r.buf[:0]
+	r.recycle(r.full)
+	clear(r.full)
+	r.full, r.queued, r.cur = r.full[:0], 0, r.cur[:0]
 }
 
-// writeBehind writes a batch of records, without r.mu.
-func (r *JSONLRecorder) writeBehind(batch []byte) {
-	_, err := r.w.Write(batch)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err == nil {
-		r.err = err
+// writeBehind writes chunks without r.mu, then those filled meanwhile.
+func (r *JSONLRecorder) writeBehind(batch [][]byte) {
+	for {
+		var err error
+		for _, c := range batch {
+			if _, err = r.w.Write(c); err != nil {
+				break
+			}
+		}
+		r.mu.Lock()
+		if r.err == nil {
+			r.err = err
+		}
+		r.recycle(batch)
+		if len(r.full) == 0 || r.err != nil {
+			r.writing = false
+			r.cond.Broadcast()
+			r.mu.Unlock()
+			return
+		}
+		batch = r.full
+		r.full, r.queued = nil, 0
+		r.mu.Unlock()
 	}
-	r.spare, r.writing = batch[:0], false
-	r.cond.Broadcast()
 }
 
 // Flush writes the records gathered so far, after the background write
@@ -164,6 +213,12 @@ func (r *JSONLRecorder) Close() error {
 		r.err = errors.New("acp: transcript closed")
 	}
 	return err
+}
+
+// recordSize bounds the bytes appendRecord writes for m: its fixed parts,
+// and its strings escaped at worst (\u00XX for each byte).
+func recordSize(m *Message, by string) int {
+	return 192 + 6*len(m.Method) + len(m.ID) + 6*len(by) + len(m.Raw)
 }
 
 // appendRecord encodes a Record by hand so that the message's bytes appear

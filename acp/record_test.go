@@ -3,6 +3,7 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,38 @@ func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
 		if got := string(st.append(nil, tm)); got != want {
 			t.Errorf("%v: got %s, want %s", tm, got, want)
 		}
+	}
+}
+
+// While the file takes a batch, the records that gather are copied once,
+// into chunks with room for them, not moved again by a buffer's growth
+// (issue 12: a stream's transcript cost half the session process's time in
+// copies).
+func TestIssue12_RecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
+	g := &gatedWriter{started: make(chan struct{}), open: make(chan struct{})}
+	r := NewJSONLRecorder(g)
+	update := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", 1000) + `"}}`))
+	n := 2 * recordBatch / len(update.Raw)
+	for range n {
+		r.Record(ToClient, update, "")
+	}
+	<-g.started // the first chunk is being written, and held
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m := maxRecordBacklog / 2 / len(update.Raw)
+	for range m {
+		r.Record(ToClient, update, "")
+	}
+	runtime.ReadMemStats(&after)
+	recorded := uint64(m * (len(update.Raw) + 100))
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > recorded+recordBatch {
+		t.Errorf("recording %d bytes while a write was held allocated %d bytes", recorded, allocated)
+	}
+	close(g.open)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(g.String(), "\n"); got != n+m {
+		t.Errorf("the transcript has %d records, want %d", got, n+m)
 	}
 }
