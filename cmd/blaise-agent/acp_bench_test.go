@@ -118,8 +118,13 @@ func (c *benchClient) cpu(b *testing.B) time.Duration {
 	if c.pid == 0 {
 		return 0
 	}
+	return cpuOf(b, append(descendants(c.pid), c.also...)...)
+}
+
+// cpuOf returns the user and system CPU time the processes have used.
+func cpuOf(b *testing.B, pids ...int) time.Duration {
 	var total time.Duration
-	for _, pid := range append(descendants(c.pid), c.also...) {
+	for _, pid := range pids {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			b.Skip("no /proc: ", err)
@@ -229,7 +234,8 @@ func throughEngine(b *testing.B) *benchClient {
 // 1 KiB session/updates, which the client reads (MB/s, msgs/s, and x-pipe:
 // the rate as a share of the pipe hop's last round; path-cpu: the CPU time
 // of the processes between the client and the agent, and of the agent, per
-// message). Latency: prompts answered at once, one at a time (median µs per
+// message; of `acp`, front-cpu and session-cpu: the front end's and the
+// session process's). Latency: prompts answered at once, one at a time (median µs per
 // round trip).
 func BenchmarkACPFrontEnd(b *testing.B) {
 	peers := []struct {
@@ -246,7 +252,16 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
 			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
-			cpu0 := c.cpu(b)
+			// Of `acp`'s path, the front end alone and the session
+			// process alone (the front end's child, the agent's parent).
+			var front, session []int
+			if strings.HasPrefix(p.name, "acp") {
+				front = []int{c.pid}
+				if kids := testsupport.Children(c.pid); len(kids) == 1 {
+					session = kids
+				}
+			}
+			cpu0, front0, session0 := c.cpu(b), cpuOf(b, front...), cpuOf(b, session...)
 			b.ResetTimer()
 			c.prompt(b, b.N)
 			rate := float64(b.N) / b.Elapsed().Seconds()
@@ -258,6 +273,10 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 			}
 			if c.pid != 0 {
 				b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "path-cpu-ns/msg")
+			}
+			if len(session) > 0 {
+				b.ReportMetric(float64(cpuOf(b, front...)-front0)/float64(b.N), "front-cpu-ns/msg")
+				b.ReportMetric(float64(cpuOf(b, session...)-session0)/float64(b.N), "session-cpu-ns/msg")
 			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) { roundTrips(b, p.start(b)) })
