@@ -33,6 +33,7 @@ type pipeline struct {
 	// (every on_message) and for extension methods (plug(extensions =
 	// True) only).
 	typed, extensions [2][]*plugRun
+	args              [3]starlark.Value // of the handler call being started: ctx, message, next
 }
 
 // proxy connects the agent's stdio to the client through the plugs.
@@ -94,9 +95,9 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	}
 	// The steps of one message are allocated together: one allocation
 	// per message rather than one per plug.
-	hops := make([]hop, len(order))
+	way := &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
 	msg := builtins.NewMessage(side.Direction(), m)
-	resp, by, err := pl.step(order, hops, 0, msg, forward)
+	resp, by, err := way.step(0, msg)
 	if err != nil || resp == nil {
 		return nil, by, err
 	}
@@ -104,9 +105,19 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	return out, by, err
 }
 
+// A passage is a message's way through the plugs: the order they meet it
+// in, the forward past the last one, and a step for each.
+type passage struct {
+	pl      *pipeline
+	order   []*plugRun
+	forward acp.Forward
+	hops    []hop
+}
+
 // step runs the handler of order[k] in hops[k]; past the last plug it
 // forwards.
-func (pl *pipeline) step(order []*plugRun, hops []hop, k int, msg *builtins.Message, forward acp.Forward) (*builtins.Message, string, error) {
+func (way *passage) step(k int, msg *builtins.Message) (*builtins.Message, string, error) {
+	pl, order, forward := way.pl, way.order, way.forward
 	r := pl.r
 	if k == len(order) {
 		out, err := msg.Encode()
@@ -120,13 +131,15 @@ func (pl *pipeline) step(order []*plugRun, hops []hop, k int, msg *builtins.Mess
 		}
 		return builtins.NewMessage(msg.Direction, resp), "", nil
 	}
-	h := &hops[k]
-	h.pl, h.order, h.hops, h.k, h.forward = pl, order, hops, k, forward
+	h := &way.hops[k]
+	h.way, h.k = way, k
 	p := order[k]
 	fn := p.use.Plug.OnMessage
 	r.initCtx(&h.ctx, p, "on_message", pl.hostValue)
-	h.args = [3]starlark.Value{&h.ctx, msg, h}
-	ret, err := r.call(p, "on_message", fn, &h.ctx, h.args[:])
+	// The arguments are copied into the handler's frame as the call
+	// starts, under the session lock: one array serves every step.
+	pl.args = [3]starlark.Value{&h.ctx, msg, h}
+	ret, err := r.call(p, "on_message", fn, &h.ctx, pl.args[:])
 	if err != nil {
 		return nil, "", err
 	}
@@ -147,18 +160,14 @@ func (pl *pipeline) step(order []*plugRun, hops []hop, k int, msg *builtins.Mess
 }
 
 // hop is one plug's step of a message. It is the next() of that step,
-// which runs the rest, and holds the ctx and the arguments of the handler's
-// call, so that a step costs no allocation of its own.
+// which runs the rest, and holds the ctx of the handler's call, so that a
+// step costs no allocation of its own.
 type hop struct {
-	pl      *pipeline
-	order   []*plugRun
-	hops    []hop // the message's steps, this one included
+	way     *passage
 	k       int
-	forward acp.Forward
 	calls   int
 	innerBy string
 	ctx     builtins.Ctx
-	args    [3]starlark.Value // ctx, message, next
 }
 
 var _ starlark.Callable = (*hop)(nil)
@@ -189,7 +198,7 @@ func (h *hop) CallInternal(_ *starlark.Thread, args starlark.Tuple, kwargs []sta
 	if err != nil {
 		return nil, err
 	}
-	inner, by, err := h.pl.step(h.order, h.hops, h.k+1, passed, h.forward)
+	inner, by, err := h.way.step(h.k+1, passed)
 	if err != nil {
 		return nil, err
 	}
