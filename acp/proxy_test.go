@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -261,10 +263,56 @@ func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 		t.Errorf("the proxy allocates %.2f times per message it reads", allocs)
 	}
 	if allocs := perMessage(func() {
-		for m := range ReadMessages(bytes.NewReader(stream), 0, log.New(io.Discard)) {
+		for m := range ReadMessages(bytes.NewReader(stream), 0, log.New(io.Discard), nil) {
 			m.Release()
 		}
 	}); allocs > 0.1 {
 		t.Errorf("ReadMessages allocates %.2f times per message", allocs)
+	}
+}
+
+// ReadMessages shows each message to seen before sending it, telling which
+// ended in a read of their own, and ends with nil: a watcher of a stream
+// needs no goroutine of its own, and reads the clock once a read, not once
+// a message (issue 12).
+func TestIssue12_ReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
+	pr, pw := io.Pipe()
+	var (
+		mu    sync.Mutex
+		seen  []string
+		fresh []bool
+		ended = make(chan struct{})
+	)
+	ch := ReadMessages(pr, 0, log.New(io.Discard), func(m *Message, f bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m == nil {
+			close(ended)
+			return
+		}
+		seen, fresh = append(seen, m.Method), append(fresh, f)
+	})
+	go func() {
+		// Two messages in one write, then one in two writes.
+		_, _ = pw.Write([]byte(`{"jsonrpc":"2.0","method":"a"}` + "\n" + `{"jsonrpc":"2.0","method":"b"}` + "\n"))
+		_, _ = pw.Write([]byte(`{"jsonrpc":"2.0",`))
+		_, _ = pw.Write([]byte(`"method":"c"}` + "\n"))
+		pw.Close()
+	}()
+	var got []string
+	for m := range ch {
+		mu.Lock()
+		if len(seen) <= len(got) || seen[len(got)] != m.Method {
+			t.Errorf("message %s was sent after seen saw %v", m.Method, seen)
+		}
+		mu.Unlock()
+		got = append(got, m.Method)
+	}
+	<-ended
+	if want := []string{"a", "b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if want := []bool{true, false, true}; !slices.Equal(fresh, want) {
+		t.Errorf("fresh: got %v, want %v", fresh, want)
 	}
 }

@@ -46,6 +46,7 @@ type Reader struct {
 	last    []byte      // the last line read, with its terminator, when it had one
 	free    chan *block // released blocks of the usual size
 	line    int         // number of the last line read
+	reads   int         // reads from rd so far
 	method  string      // the method of the last request or notification read
 	err     error       // io.EOF or the I/O error that ended the stream
 }
@@ -218,6 +219,7 @@ func (r *Reader) fill() {
 		r.blk, r.buf, r.start, r.end, r.scanned = b, b.buf, 0, pending, pending
 	}
 	n, err := r.rd.Read(r.buf[r.end:])
+	r.reads++
 	r.end += n
 	r.err = err
 }

@@ -82,35 +82,35 @@ var ErrStopping = errors.New("the run is stopping; send the message again once i
 // when the run ends.
 func (l *Live) Messages() <-chan *acp.Message { return l.out }
 
-// track watches the session's messages for the end of turns and the ACP
-// session id.
-func (l *Live) track(in <-chan *acp.Message) <-chan *acp.Message {
-	out := make(chan *acp.Message, 64)
-	go func() {
-		defer close(out)
-		defer l.proc.Stdout().Close()
-		for m := range in {
-			l.mu.Lock()
-			l.activity = l.e.now()
-			newSession, idle := false, false
-			if m.Kind == acp.Response {
-				key := acp.IDKey(m.ID)
-				_, waited := l.turns[key]
-				delete(l.turns, key)
-				idle = waited && len(l.turns) == 0
-				newSession = strings.Contains(string(m.Result), `"sessionId"`)
-			}
-			l.mu.Unlock()
-			if idle {
-				l.wake() // inactivity counts from now
-			}
-			if newSession {
-				l.noteACPSession(m.Result, false)
-			}
-			out <- m
-		}
-	}()
-	return out
+// seen watches the session's messages, on the goroutine that reads them,
+// for the end of turns and the ACP session id. The clock is read for the
+// messages of each read of the stream, not for each message: those that
+// came together are seen within a moment. At the end (m nil), it closes
+// the stream.
+func (l *Live) seen(m *acp.Message, fresh bool) {
+	if m == nil {
+		l.proc.Stdout().Close()
+		return
+	}
+	l.mu.Lock()
+	if fresh {
+		l.activity = l.e.now()
+	}
+	newSession, idle := false, false
+	if m.Kind == acp.Response {
+		key := acp.IDKey(m.ID)
+		_, waited := l.turns[key]
+		delete(l.turns, key)
+		idle = waited && len(l.turns) == 0
+		newSession = strings.Contains(string(m.Result), `"sessionId"`)
+	}
+	l.mu.Unlock()
+	if idle {
+		l.wake() // inactivity counts from now
+	}
+	if newSession {
+		l.noteACPSession(m.Result, false)
+	}
 }
 
 func (l *Live) wake() {
