@@ -60,18 +60,25 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 	return g.Buffer.Write(p)
 }
 
+// heldRecorder returns a recorder to a gatedWriter, and the update it
+// recorded n times, two batches' worth: the first write is under way, held.
+func heldRecorder() (g *gatedWriter, r *JSONLRecorder, update *Message, n int) {
+	g = &gatedWriter{started: make(chan struct{}), open: make(chan struct{})}
+	r = NewJSONLRecorder(g)
+	update = mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", 1000) + `"}}`))
+	n = 2 * recordBatch / len(update.Raw)
+	for range n {
+		r.Record(ToClient, update, "")
+	}
+	<-g.started
+	return g, r, update, n
+}
+
 // A stream's records wait for no write to the file: while the file takes a
 // batch, the next records gather (M5 records everything, at no cost to the
 // stream's pace).
 func TestM5_StreamedRecordsDoNotWaitForTheFile(t *testing.T) {
-	g := &gatedWriter{started: make(chan struct{}), open: make(chan struct{})}
-	r := NewJSONLRecorder(g)
-	update := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", 1000) + `"}}`))
-	n := 2 * recordBatch / len(update.Raw)
-	for range n {
-		r.Record(ToClient, update, "")
-	}
-	<-g.started // a batch is being written, and held
+	g, r, _, n := heldRecorder()
 	close(g.open)
 	r.Record(ToClient, mustParse([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)), "")
 	if got := strings.Count(g.String(), "\n"); got != n+1 {
@@ -108,14 +115,7 @@ func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
 // (issue 12: a stream's transcript cost half the session process's time in
 // copies).
 func TestIssue12_RecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
-	g := &gatedWriter{started: make(chan struct{}), open: make(chan struct{})}
-	r := NewJSONLRecorder(g)
-	update := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", 1000) + `"}}`))
-	n := 2 * recordBatch / len(update.Raw)
-	for range n {
-		r.Record(ToClient, update, "")
-	}
-	<-g.started // the first chunk is being written, and held
+	g, r, update, n := heldRecorder()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	m := maxRecordBacklog / 2 / len(update.Raw)
