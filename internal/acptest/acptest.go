@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,17 +28,54 @@ import (
 // DefaultTimeout is how long a Client waits for a message by default.
 const DefaultTimeout = 30 * time.Second
 
-// Update1KiB is a session/update notification of 1 KiB, a streamed chunk
-// of text, for benchmarks.
-var Update1KiB = func() string {
+// Updates1KiB are session/update notifications of 1 KiB each, streamed
+// chunks of text, for benchmarks. Their texts are words drawn at random
+// (the same on every run), with the escaped line breaks and quotes of
+// prose and code, and all of them together are far larger than a deflate
+// window (32 KiB): a stream of them compresses as an agent's text does,
+// not as one message repeated.
+var Updates1KiB = func() []string {
 	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
 	tail := `"}}}}`
-	return head + strings.Repeat("x", 1024-len(head)-len(tail)) + tail
+	words := strings.Fields(`the a to of and in is it that for on with as this be are was at by an
+		not or from but have can will if we you they which one all their there been has more when
+		file function return error value string type struct func package import test config plug
+		session agent message request response prompt update chunk stream run server client
+		read write open close start stop pause resume end time state store record transcript
+		line block buffer byte write check parse encode decode call next handler context`)
+	rng := rand.New(rand.NewPCG(1, 2))
+	updates := make([]string, 256)
+	for i := range updates {
+		var text strings.Builder
+		for n := 1024 - len(head) - len(tail); text.Len() < n; {
+			w := words[rng.IntN(len(words))]
+			switch r := rng.IntN(40); {
+			case r == 0:
+				w = `\n` + w
+			case r == 1:
+				w = `\"` + w + `\"`
+			case r < 6:
+				w += ","
+			}
+			if text.Len() > 0 {
+				w = " " + w
+			}
+			if text.Len()+len(w) > n {
+				w = strings.Repeat(".", n-text.Len())
+			}
+			text.WriteString(w)
+		}
+		updates[i] = head + text.String() + tail
+	}
+	return updates
 }()
 
+// Update1KiB is the first of Updates1KiB.
+var Update1KiB = Updates1KiB[0]
+
 // Flood is a minimal ACP agent for benchmarks, on in and out: it answers
-// initialize and session/new, and a prompt whose text is N with N copies
-// of Update1KiB and then end_turn.
+// initialize and session/new, and a prompt whose text is N with N of
+// Updates1KiB, one after the other, and then end_turn.
 func Flood(in io.Reader, out io.Writer) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -67,7 +105,8 @@ func Flood(in io.Reader, out io.Writer) {
 				n, _ = strconv.Atoi(req.Params.Prompt[0].Text)
 			}
 			for i := 0; i < n; i++ {
-				_, _ = w.WriteString(Update1KiB + "\n")
+				_, _ = w.WriteString(Updates1KiB[i%len(Updates1KiB)])
+				_ = w.WriteByte('\n')
 			}
 			result = `{"stopReason":"end_turn"}`
 		}
