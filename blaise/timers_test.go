@@ -112,3 +112,68 @@ func TestL6_AnExpiryPassedBeforeKeepWaitsTearsTheSessionDown(t *testing.T) {
 		t.Fatalf("Keep did not tear the session down: the clock is %s past its expiry", fake.Now().Sub(rec.ExpiresAt))
 	}
 }
+
+// heldDelivery is a store that holds the update recording a stop as
+// delivered (Live.Stop, once its send returned) until release is closed;
+// delivering is closed when it is held.
+type heldDelivery struct {
+	session.Store
+	delivering, release chan struct{}
+	once                sync.Once
+}
+
+func (h *heldDelivery) UpdateSession(id string, fn func(*session.Record) error) (*session.Record, error) {
+	// fn tried on a copy read before: does it record the delivery?
+	if rec, err := h.Store.Session(id); err == nil && rec.Stop != nil && !rec.Stop.Delivered {
+		if fn(rec) == nil && rec.Stop != nil && rec.Stop.Delivered {
+			h.once.Do(func() {
+				close(h.delivering)
+				<-h.release
+			})
+		}
+	}
+	return h.Store.UpdateSession(id, fn)
+}
+
+// TestL3_ARunThatEndsWhileItsStopIsRecordedAsSentEndsWithTheStopDelivered:
+// the run takes its stop, pauses and ends before the engine has recorded
+// the stop as delivered (seen on the server under load, where the send
+// returns late). The record the run ends with has the stop delivered: the
+// engine settles the run once the stop is recorded, not before.
+func TestL3_ARunThatEndsWhileItsStopIsRecordedAsSentEndsWithTheStopDelivered(t *testing.T) {
+	store, clock, rec := runInProgress(t, nil)
+	held := &heldDelivery{Store: store, delivering: make(chan struct{}), release: make(chan struct{})}
+	e := &blaise.Engine{Store: held, Clock: clock, AdoptUntil: clock.Now().Add(time.Minute)}
+	proc := newPipeProcess(t)
+	live, err := e.Adopt(rec.ID, 1, proc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- live.Stop(session.Stop{Reason: session.Idle, MayResume: true}) }()
+	<-held.delivering
+	if m, err := proc.peerCtl.Receive(); err != nil || m.Kind != session.ControlStop {
+		t.Fatalf("the run got %+v %v, want its stop", m, err)
+	}
+	// The run pauses, reports it and ends, as a session process does.
+	pause := session.PauseRecord{Reason: session.Idle, MayResume: true, Run: 1, At: clock.Now()}
+	if _, err := store.UpdateSession(rec.ID, func(r *session.Record) error { session.ApplyPause(r, pause); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.peerCtl.Send(session.Control{Kind: session.ControlPause, Run: 1, Pause: &pause}); err != nil {
+		t.Fatal(err)
+	}
+	proc.end()
+	<-proc.stdinClosed // the engine is settling the run
+	close(held.release)
+	final, err := live.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if final.State != session.Paused || final.Stop == nil || !final.Stop.Delivered {
+		t.Fatalf("the run ended with state %s, stop %+v; want paused, its stop delivered", final.State, final.Stop)
+	}
+}
