@@ -85,6 +85,7 @@ type pipeProcess struct {
 	peerCtl                      *blaise.ControlConn
 	signals                      chan bool
 	exited                       chan struct{}
+	stdinClosed                  chan struct{} // the engine closed its end of stdin
 }
 
 func newPipeProcess(t *testing.T) *pipeProcess {
@@ -96,9 +97,12 @@ func newPipeProcess(t *testing.T) *pipeProcess {
 		}
 		return r, w
 	}
-	p := &pipeProcess{signals: make(chan bool, 4), exited: make(chan struct{})}
+	p := &pipeProcess{signals: make(chan bool, 4), exited: make(chan struct{}), stdinClosed: make(chan struct{})}
 	stdinR, stdin := pipe()
-	go func() { _, _ = io.Copy(io.Discard, stdinR) }()
+	go func() {
+		_, _ = io.Copy(io.Discard, stdinR)
+		close(p.stdinClosed)
+	}()
 	p.stdin = stdin
 	p.stdout, p.peerStdout = pipe()
 	p.ctlIn, p.peerCtlIn = pipe()

@@ -266,6 +266,10 @@ func (l *Live) wait() {
 	<-l.reportsDone
 	l.proc.Control().Close()
 	l.proc.Stdin().Close()
+	// A stop being sent ends first: its delivery, recorded once the send
+	// returns, is part of the record the run ends with.
+	l.stopMu.Lock()
+	l.stopMu.Unlock()
 	rec, rerr := l.e.Store.Session(l.ID)
 	status := exitStatus(err)
 	switch {

@@ -14,7 +14,8 @@ import (
 // (L5); one that ignores another stop, once its timeout (and at least
 // TimeoutGrace) has passed since the stop. Either way it is killed with
 // its process group. It sleeps on the engine's clock until the next
-// deadline, or until one moves closer (poke).
+// deadline, or until one moves closer (poke): at the deadline itself,
+// which the clock may have passed since it was read.
 func (l *Live) timers() {
 	clock := l.e.clock()
 	grace := l.e.TimeoutGrace
@@ -77,7 +78,7 @@ func (l *Live) timers() {
 		case <-l.exited:
 			return
 		case <-l.poke:
-		case <-clock.After(next.Sub(now)):
+		case <-clock.At(next):
 		}
 	}
 }
@@ -140,16 +141,14 @@ func (e *Engine) Keep(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			e.logger().Warn("settling sessions", "err", err)
 		}
-		now := clock.Now()
-		wait := KeepRescan
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(now))
+		if rescan := clock.Now().Add(KeepRescan); next.IsZero() || rescan.Before(next) {
+			next = rescan
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-e.keeperWake():
-		case <-clock.After(wait):
+		case <-clock.At(next):
 		}
 	}
 }

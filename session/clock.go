@@ -9,8 +9,12 @@ import (
 // tests move by hand.
 type Clock interface {
 	Now() time.Time
-	// After sends the time once d has passed.
+	// After sends the time once d has passed from now.
 	After(d time.Duration) <-chan time.Time
+	// At sends the time once it is t. A deadline computed from an earlier
+	// reading of the clock waits for t, however far the clock moved since
+	// (After(t.Sub(then)) would wait that much longer).
+	At(t time.Time) <-chan time.Time
 }
 
 // RealClock is the time of the machine.
@@ -18,6 +22,7 @@ type RealClock struct{}
 
 func (RealClock) Now() time.Time                         { return time.Now() }
 func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (RealClock) At(t time.Time) <-chan time.Time        { return time.After(time.Until(t)) }
 
 // FakeClock is a clock that moves only by Advance. Its zero value is not
 // usable: use NewFakeClock.
@@ -48,12 +53,23 @@ func (c *FakeClock) Now() time.Time {
 func (c *FakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.at(c.now.Add(d))
+}
+
+func (c *FakeClock) At(t time.Time) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at(t)
+}
+
+// at registers a waiter for t; c.mu is held.
+func (c *FakeClock) at(t time.Time) <-chan time.Time {
 	ch := make(chan time.Time, 1)
-	if d <= 0 {
+	if !t.After(c.now) {
 		ch <- c.now
 		return ch
 	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), c: ch})
+	c.waiters = append(c.waiters, fakeWaiter{at: t, c: ch})
 	select {
 	case c.waiting <- struct{}{}:
 	default:

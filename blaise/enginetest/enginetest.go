@@ -207,7 +207,7 @@ func (l *lab) pause() *session.Record {
 	}
 	rec := l.wait(live)
 	if rec.State != session.Paused {
-		l.t.Fatalf("record %+v", rec)
+		l.t.Fatalf("record %s", show(rec))
 	}
 	l.until(func(*session.Record) bool { return true })
 	return rec
@@ -234,7 +234,7 @@ func inactivityFromTheEndOfTheTurn(t *testing.T, open Open) {
 	l.clock.Advance(time.Minute)
 	rec := l.wait(live)
 	if rec.State != session.Paused || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume || !rec.Stop.Delivered {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -260,7 +260,7 @@ func inactivityFromTheFirstReport(t *testing.T, open Open) {
 	}
 	l.clock.Advance(time.Minute)
 	if rec := l.wait(live); rec.State != session.Paused || rec.Pause.Reason != session.Idle {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -283,7 +283,7 @@ func settingsUnderTheEngines(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	if rec := l.wait(live); rec.State != session.Ended || rec.EndReason != session.Completed {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -304,7 +304,7 @@ def on_teardown(ctx, next):
 	l.clock.Advance(time.Minute)
 	rec := l.wait(live)
 	if rec.State != session.Ended || rec.EndReason != session.Completed || rec.Pause.MayResume {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 	if b, _ := os.ReadFile(filepath.Join(l.dir, "teardown")); string(b) != "completed" {
 		t.Fatalf("teardown saw %q", b)
@@ -321,7 +321,7 @@ func timeoutStopEnds(t *testing.T, open Open) {
 	l.clock.Advance(30 * time.Minute)
 	rec := l.wait(live)
 	if rec.State != session.Ended || rec.EndReason != session.Timeout || rec.Stop.Reason != session.Timeout {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -347,7 +347,7 @@ func ignoredTimeoutFails(t *testing.T, open Open) {
 	}()
 	rec := l.wait(live)
 	if rec.Pause == nil || rec.Pause.Reason != session.Failed || !strings.Contains(rec.Pause.Error, "without reporting its pause") || rec.Stop.Reason != session.Timeout {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -366,7 +366,7 @@ def on_teardown(ctx, next):
 	l.clock.Advance(time.Hour + time.Minute)
 	rec := l.until(func(r *session.Record) bool { return r.ID == paused.ID && r.State == session.Ended })
 	if rec.EndReason != session.Expired {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 	if b, _ := os.ReadFile(filepath.Join(l.dir, "teardown")); string(b) != "expired" {
 		t.Fatalf("teardown saw %q", b)
@@ -397,7 +397,7 @@ def on_teardown(ctx, next):
 	l.clock.Advance(2 * time.Minute)
 	rec = l.until(func(r *session.Record) bool { return r.ID == paused.ID && r.State != session.TearingDown })
 	if rec.State != session.Orphaned || rec.Teardown.Attempts != 2 || !strings.Contains(rec.Teardown.LastError, "cannot clean up") {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -415,7 +415,7 @@ def on_session(ctx, next):
 	l.clock.Advance(time.Minute)
 	rec := l.wait(live)
 	if rec.State != session.Ended || rec.Resumable || rec.Pause.MayResume || rec.Stop.MayResume {
-		t.Fatalf("record %+v", rec)
+		t.Fatalf("record %s", show(rec))
 	}
 }
 
@@ -440,4 +440,16 @@ func stopNoRunReceives(t *testing.T, open Open) {
 	if err := live.Stop(session.Stop{Reason: session.Failed}); err == nil || !strings.Contains(err.Error(), "is not a stop reason") {
 		t.Fatalf("a failed stop: %v", err)
 	}
+}
+
+// show is rec with its stop and pause, which %+v gives as pointers.
+func show(rec *session.Record) string {
+	s := fmt.Sprintf("%+v", *rec)
+	if rec.Stop != nil {
+		s += fmt.Sprintf("\nstop %+v", *rec.Stop)
+	}
+	if rec.Pause != nil {
+		s += fmt.Sprintf("\npause %+v", *rec.Pause)
+	}
+	return s
 }
