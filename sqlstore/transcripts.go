@@ -2,12 +2,13 @@ package sqlstore
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/flate"
 )
 
 // Transcript opens a session's transcript for appending. Each line written
@@ -53,16 +54,20 @@ func (t *transcript) Write(p []byte) (int, error) {
 	if t.closed {
 		return 0, fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
 	}
-	t.rest = append(t.rest, p...)
-	end := bytes.LastIndexByte(t.rest, '\n')
+	end := bytes.LastIndexByte(p, '\n')
 	if end < 0 {
+		t.rest = append(t.rest, p...)
 		return len(p), nil
 	}
-	if err := t.store(t.rest[:end+1]); err != nil {
-		t.rest = t.rest[:len(t.rest)-len(p)]
+	lines := p[:end+1]
+	if len(t.rest) > 0 {
+		// The end of a line begun before: stored with it.
+		lines = append(t.rest, lines...)
+	}
+	if err := t.store(lines); err != nil {
 		return 0, err
 	}
-	t.rest = append(t.rest[:0], t.rest[end+1:]...)
+	t.rest = append(t.rest[:0], p[end+1:]...)
 	return len(p), nil
 }
 
