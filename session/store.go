@@ -41,6 +41,17 @@ type Transcripts interface {
 	ReadTranscript(session string) (io.ReadCloser, error)
 }
 
+// DeflatedTranscript is a transcript open for appending that also takes
+// lines deflated by their writer, and keeps them so: a run on a server's
+// runner sends the bulk of its transcript deflated, and a store that
+// keeps transcripts deflated stores those bytes as they come.
+type DeflatedTranscript interface {
+	io.WriteCloser
+	// WriteDeflated appends p: one deflate stream (RFC 1951) of whole
+	// lines, each ended by a newline, after the lines written before.
+	WriteDeflated(p []byte) error
+}
+
 // Reports records what runs report (L7), so that a front end that dies
 // loses nothing.
 type Reports interface {

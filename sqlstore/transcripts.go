@@ -87,7 +87,24 @@ func (t *transcript) store(lines []byte) error {
 	if err := t.deflate.Close(); err != nil {
 		return err
 	}
-	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, t.packed.Bytes())
+	return t.insert(t.packed.Bytes())
+}
+
+// WriteDeflated stores lines their writer deflated as they are, as one
+// chunk.
+func (t *transcript) WriteDeflated(p []byte) error {
+	switch {
+	case t.closed:
+		return fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
+	case len(t.rest) > 0:
+		return fmt.Errorf("session %s: transcript: deflated lines after a line not ended", t.id)
+	}
+	return t.insert(p)
+}
+
+// insert stores a chunk: one deflate stream of whole lines.
+func (t *transcript) insert(chunk []byte) error {
+	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, chunk)
 	if err != nil {
 		return fmt.Errorf("session %s: transcript: %w", t.id, err)
 	}
@@ -124,41 +141,64 @@ func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
 	return &transcriptReader{id: id, rows: rows}, nil
 }
 
-// transcriptReader streams the rows, so that a long transcript is not
-// held in memory at once.
+// transcriptReader streams the rows, and inflates each as it is read, so
+// that a long transcript is not held in memory at once.
 type transcriptReader struct {
-	id   string
-	rows *sql.Rows
-	buf  []byte
-	err  error
+	id    string
+	rows  *sql.Rows
+	chunk io.ReadCloser     // the chunk being read; nil between chunks
+	left  *io.LimitedReader // of chunk: the bytes it may still inflate to
+	err   error
 }
 
+// maxChunk bounds what one chunk inflates to. A chunk holds at most one
+// append of a run (at most 64 MiB) or a batch of them and a line begun
+// before (64 MiB at most, as an ACP message): the bound keeps a chunk
+// that a runner deflated from inflating without end.
+const maxChunk = 256 << 20
+
 func (r *transcriptReader) Read(p []byte) (int, error) {
-	for len(r.buf) == 0 && r.err == nil {
-		if !r.rows.Next() {
-			r.err = r.rows.Err()
-			if r.err == nil {
-				r.err = io.EOF
-			} else {
-				r.err = fmt.Errorf("session %s: transcript: %w", r.id, r.err)
-			}
-			break
+	for r.err == nil {
+		if r.chunk == nil {
+			r.err = r.next()
+			continue
 		}
-		var packed []byte
-		if err := r.rows.Scan(&packed); err != nil {
-			r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
-			break
+		n, err := r.left.Read(p)
+		if r.left.N == 0 {
+			return 0, r.fail(fmt.Errorf("a chunk inflates to more than %d bytes", maxChunk))
 		}
-		if r.buf, r.err = io.ReadAll(flate.NewReader(bytes.NewReader(packed))); r.err != nil {
-			r.err = fmt.Errorf("session %s: transcript: a chunk does not inflate: %w", r.id, r.err)
+		if n > 0 {
+			return n, nil
 		}
-	}
-	if len(r.buf) > 0 {
-		n := copy(p, r.buf)
-		r.buf = r.buf[n:]
-		return n, nil
+		if err != io.EOF {
+			return 0, r.fail(fmt.Errorf("a chunk does not inflate: %w", err))
+		}
+		r.chunk.Close()
+		r.chunk = nil
 	}
 	return 0, r.err
+}
+
+// next opens the next chunk; io.EOF after the last.
+func (r *transcriptReader) next() error {
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return r.fail(err)
+		}
+		return io.EOF
+	}
+	var packed []byte
+	if err := r.rows.Scan(&packed); err != nil {
+		return r.fail(err)
+	}
+	r.chunk = flate.NewReader(bytes.NewReader(packed))
+	r.left = &io.LimitedReader{R: r.chunk, N: maxChunk + 1}
+	return nil
+}
+
+func (r *transcriptReader) fail(err error) error {
+	r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
+	return r.err
 }
 
 func (r *transcriptReader) Close() error { return r.rows.Close() }
