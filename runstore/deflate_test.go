@@ -98,9 +98,10 @@ func TestIssue13_TranscriptBulkLeavesDeflated(t *testing.T) {
 	}
 }
 
-// Issue 13: deflated lines that do not inflate are refused, with an error
-// that says so, and so is every later write of the run, as after any
-// failed append.
+// Issue 13: a store that takes no deflated lines gets them inflated,
+// every stream of an append; deflated lines that do not inflate are
+// refused, with an error that says so, and so is every later write of the
+// run, as after any failed append.
 func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	store, id := newStore(t)
 	a, b := net.Pipe()
@@ -125,11 +126,29 @@ func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 		}
 		return resp
 	}
-	resp := call(request{ID: 1, Op: OpAppend, Session: id, Deflated: true}, []byte("not deflate"))
+	// Two streams, one after the other, as a batch of appends has them.
+	var packed bytes.Buffer
+	for _, line := range []string{"{\"a\":1}\n", "{\"b\":2}\n"} {
+		fw, _ := flate.NewWriter(&packed, flate.BestSpeed)
+		io.WriteString(fw, line)
+		fw.Close()
+	}
+	if resp := call(request{ID: 1, Op: OpAppend, Session: id, Deflated: true}, packed.Bytes()); resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	resp := call(request{ID: 2, Op: OpAppend, Session: id, Deflated: true}, []byte("not deflate"))
 	testsupport.WantErr(t, resp.err(request{Session: id}), "deflated lines that do not inflate")
-	resp = call(request{ID: 2, Op: OpPaused, Session: id, Pause: &session.PauseRecord{Reason: session.Idle, At: time.Now(), Run: 1}}, nil)
+	resp = call(request{ID: 3, Op: OpPaused, Session: id, Pause: &session.PauseRecord{Reason: session.Idle, At: time.Now(), Run: 1}}, nil)
 	testsupport.WantErr(t, resp.err(request{Session: id}), "a transcript append failed before", "do not inflate")
 	if rec, err := store.Session(id); err != nil || rec.State != session.Active {
 		t.Fatalf("the refused pause changed the session: %+v, %v", rec, err)
+	}
+	tr, err := store.ReadTranscript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if got, _ := io.ReadAll(tr); string(got) != "{\"a\":1}\n{\"b\":2}\n" {
+		t.Fatalf("the transcript has %q, want the lines of both streams", got)
 	}
 }

@@ -158,10 +158,9 @@ func setError(resp *response, err error) {
 }
 
 // appendBatch appends the lines of appends of the run's session, in
-// order: those sent as they are that follow each other in one write,
-// committed at once, and those sent deflated each as it came. Each gets
-// the answer of the batch: the first error, after which nothing more is
-// written.
+// order, in one write for each run of appends sent alike: as they are, or
+// deflated (deflate streams one after the other). Each gets the answer of
+// the batch: the first error, after which nothing more is written.
 func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []response {
 	var err error
 	if s.MayWrite != nil {
@@ -171,17 +170,17 @@ func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []res
 		err = s.openTranscript(transcript)
 	}
 	for rest := batch; len(rest) > 0 && err == nil; {
-		if rest[0].Deflated {
-			err = appendDeflated(*transcript, rest[0].Data)
-			rest = rest[1:]
-			continue
+		deflated := rest[0].Deflated
+		n := 1
+		for n < len(rest) && rest[n].Deflated == deflated {
+			n++
 		}
-		plain := 1
-		for plain < len(rest) && !rest[plain].Deflated {
-			plain++
+		if deflated {
+			err = appendDeflated(*transcript, joined(rest[:n]))
+		} else {
+			_, err = (*transcript).Write(joined(rest[:n]))
 		}
-		_, err = (*transcript).Write(joined(rest[:plain]))
-		rest = rest[plain:]
+		rest = rest[n:]
 	}
 	return answers(batch, err)
 }
@@ -202,24 +201,28 @@ func joined(calls []*request) []byte {
 	return data
 }
 
-// appendDeflated appends lines a run sent deflated: as they are to a
-// transcript that keeps them so, else inflated (at most maxData bytes, as
-// an append sent as it is).
+// appendDeflated appends lines a run sent deflated, deflate streams one
+// after the other: as they are to a transcript that keeps them so, else
+// inflated (at most maxData bytes a stream, as an append sent as it is).
 func appendDeflated(w io.Writer, packed []byte) error {
 	if d, ok := w.(session.DeflatedTranscript); ok {
 		return d.WriteDeflated(packed)
 	}
-	r := flate.NewReader(bytes.NewReader(packed))
-	defer r.Close()
-	lines, err := io.ReadAll(io.LimitReader(r, maxData+1))
-	switch {
-	case err != nil:
-		return fmt.Errorf("deflated lines that do not inflate: %w", err)
-	case len(lines) > maxData:
-		return fmt.Errorf("deflated lines of more than %d bytes", maxData)
+	src := bytes.NewReader(packed)
+	for src.Len() > 0 {
+		r := flate.NewReader(src) // it reads src to the stream's end, not past
+		lines, err := io.ReadAll(io.LimitReader(r, maxData+1))
+		switch {
+		case err != nil:
+			return fmt.Errorf("deflated lines that do not inflate: %w", err)
+		case len(lines) > maxData:
+			return fmt.Errorf("deflated lines of more than %d bytes", maxData)
+		}
+		if _, err := w.Write(lines); err != nil {
+			return err
+		}
 	}
-	_, err = w.Write(lines)
-	return err
+	return nil
 }
 
 // answers answers each call of batch with err.

@@ -47,8 +47,9 @@ type Transcripts interface {
 // keeps transcripts deflated stores those bytes as they come.
 type DeflatedTranscript interface {
 	io.WriteCloser
-	// WriteDeflated appends p: one deflate stream (RFC 1951) of whole
-	// lines, each ended by a newline, after the lines written before.
+	// WriteDeflated appends p: deflate streams (RFC 1951) one after the
+	// other, each of whole lines ended by a newline, after the lines
+	// written before.
 	WriteDeflated(p []byte) error
 }
 

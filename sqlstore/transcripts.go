@@ -102,7 +102,8 @@ func (t *transcript) WriteDeflated(p []byte) error {
 	return t.insert(p)
 }
 
-// insert stores a chunk: one deflate stream of whole lines.
+// insert stores a chunk: deflate streams of whole lines, one after the
+// other.
 func (t *transcript) insert(chunk []byte) error {
 	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, chunk)
 	if err != nil {
@@ -144,28 +145,34 @@ func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
 // transcriptReader streams the rows, and inflates each as it is read, so
 // that a long transcript is not held in memory at once.
 type transcriptReader struct {
-	id    string
-	rows  *sql.Rows
-	chunk io.ReadCloser     // the chunk being read; nil between chunks
-	left  *io.LimitedReader // of chunk: the bytes it may still inflate to
-	err   error
+	id     string
+	rows   *sql.Rows
+	packed *bytes.Reader     // the chunk being read; nil before the first
+	stream io.ReadCloser     // its deflate stream being read; nil between them
+	left   *io.LimitedReader // of stream: the bytes it may still inflate to
+	err    error
 }
 
-// maxChunk bounds what one chunk inflates to. A chunk holds at most one
-// append of a run (at most 64 MiB) or a batch of them and a line begun
-// before (64 MiB at most, as an ACP message): the bound keeps a chunk
-// that a runner deflated from inflating without end.
+// maxChunk bounds what one deflate stream inflates to. A stream holds at
+// most one append of a run (at most 64 MiB), or the lines of a batch of
+// them (4 MiB) and of a line begun before (64 MiB at most, as an ACP
+// message): the bound keeps a stream that a runner deflated from
+// inflating without end.
 const maxChunk = 256 << 20
 
 func (r *transcriptReader) Read(p []byte) (int, error) {
 	for r.err == nil {
-		if r.chunk == nil {
+		switch {
+		case r.stream != nil:
+		case r.packed != nil && r.packed.Len() > 0:
+			r.open()
+		default:
 			r.err = r.next()
 			continue
 		}
 		n, err := r.left.Read(p)
 		if r.left.N == 0 {
-			return 0, r.fail(fmt.Errorf("a chunk inflates to more than %d bytes", maxChunk))
+			return 0, r.fail(fmt.Errorf("a chunk's deflate stream inflates to more than %d bytes", maxChunk))
 		}
 		if n > 0 {
 			return n, nil
@@ -173,13 +180,19 @@ func (r *transcriptReader) Read(p []byte) (int, error) {
 		if err != io.EOF {
 			return 0, r.fail(fmt.Errorf("a chunk does not inflate: %w", err))
 		}
-		r.chunk.Close()
-		r.chunk = nil
+		r.stream.Close()
+		r.stream = nil
 	}
 	return 0, r.err
 }
 
-// next opens the next chunk; io.EOF after the last.
+// open opens the next deflate stream of the chunk.
+func (r *transcriptReader) open() {
+	r.stream = flate.NewReader(r.packed) // it reads to the stream's end, not past
+	r.left = &io.LimitedReader{R: r.stream, N: maxChunk + 1}
+}
+
+// next reads the next chunk; io.EOF after the last.
 func (r *transcriptReader) next() error {
 	if !r.rows.Next() {
 		if err := r.rows.Err(); err != nil {
@@ -191,8 +204,7 @@ func (r *transcriptReader) next() error {
 	if err := r.rows.Scan(&packed); err != nil {
 		return r.fail(err)
 	}
-	r.chunk = flate.NewReader(bytes.NewReader(packed))
-	r.left = &io.LimitedReader{R: r.chunk, N: maxChunk + 1}
+	r.packed = bytes.NewReader(packed)
 	return nil
 }
 

@@ -46,9 +46,9 @@ type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// Issue 13: lines a run deflated are stored as they come, in order with
-// the lines written plainly, and read back as lines; they may not follow a
-// line not ended.
+// Issue 13: lines a run deflated (deflate streams one after the other)
+// are stored as they come, in order with the lines written plainly, and
+// read back as lines; they may not follow a line not ended.
 func TestIssue13_DeflatedLinesStoredAsTheyCome(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
@@ -59,7 +59,8 @@ func TestIssue13_DeflatedLinesStoredAsTheyCome(t *testing.T) {
 		}
 		d := w.(session.DeflatedTranscript)
 		io.WriteString(w, "{\"a\":1}\n")
-		if err := d.WriteDeflated(deflated(t, "{\"b\":2}\n{\"c\":3}\n", 1)); err != nil {
+		// Two streams, one after the other, as a batch of appends has them.
+		if err := d.WriteDeflated(append(deflated(t, "{\"b\":2}\n", 1), deflated(t, "{\"c\":3}\n", 1)...)); err != nil {
 			t.Fatal(err)
 		}
 		io.WriteString(w, `{"d":`)
@@ -94,7 +95,7 @@ func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 		chunk    []byte
 	}{
 		{"garbage", "does not inflate", []byte("not deflate")},
-		{"bomb", "inflates to more than", deflated(t, strings.Repeat("x", 1<<20), maxChunk>>20+1)},
+		{"bomb", "deflate stream inflates to more than", deflated(t, strings.Repeat("x", 1<<20), maxChunk>>20+1)},
 	} {
 		storetest.Create(t, s, c.id)
 		w, _ := s.Transcript(c.id)
