@@ -1,4 +1,4 @@
-// Package runnerproto holds the words of the runner protocol (version 1)
+// Package runnerproto holds the words of the runner protocol (version 2)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has
@@ -20,10 +20,10 @@ import (
 )
 
 // Version is the protocol's version; a runner of another version is refused.
-const Version = 1
+const Version = 2
 
 // Subprotocol is the WebSocket subprotocol of Version.
-const Subprotocol = "blaise-runner.v1"
+const Subprotocol = "blaise-runner.v2"
 
 // Paths of the server's endpoints for runners and clients.
 const (

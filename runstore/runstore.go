@@ -7,6 +7,7 @@ package runstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/klauspost/compress/flate"
 )
 
 // Op is an operation of the wire protocol.
@@ -44,6 +46,7 @@ type request struct {
 	PlugName string               `json:"plug_name,omitempty"`
 	Size     int                  `json:"size,omitempty"` // of Data, which follows the line
 	Data     []byte               `json:"-"`
+	Deflated bool                 `json:"deflated,omitempty"` // an append's Data: its lines deflated
 	Loaded   *session.Loaded      `json:"loaded,omitempty"`
 	Pause    *session.PauseRecord `json:"pause,omitempty"`
 	Failure  string               `json:"failure,omitempty"`
@@ -332,23 +335,66 @@ func (c *Client) TornDown(id string, failure error, at time.Time) (*session.Reco
 // an append failed, the next Write, Close, and every later report or
 // persisted write of the run fail with that failure: the store applies no
 // report after a transcript line it lost.
+//
+// A Write of deflateMin bytes or more that ends a line is sent deflated.
 func (c *Client) Transcript(id string) (io.WriteCloser, error) {
-	return transcript{c, id}, nil
+	return &transcript{c: c, id: id}, nil
 }
+
+// deflateMin is the size from which a transcript's lines are sent
+// deflated: the bulk of a transcript, a stream's records in batches,
+// shrinks several times, and then costs the runner and the server, which
+// stores it as it comes (session.DeflatedTranscript), a fraction of its
+// bytes. A turn's request and answer, written alone, leave as they are.
+const deflateMin = 16 << 10
 
 type transcript struct {
 	c  *Client
 	id string
+
+	mu      sync.Mutex
+	open    bool // the last byte sent did not end a line
+	deflate *flate.Writer
+	packed  bytes.Buffer
 }
 
-func (t transcript) Write(p []byte) (int, error) {
-	if err := t.c.send(request{Op: OpAppend, Session: t.id, Data: p}, nil); err != nil {
+func (t *transcript) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	req := request{Op: OpAppend, Session: t.id, Data: p}
+	if len(p) >= deflateMin && len(p) <= maxData && p[len(p)-1] == '\n' && !t.open {
+		if err := t.pack(p); err != nil {
+			return 0, err
+		}
+		req.Data, req.Deflated = t.packed.Bytes(), true
+	}
+	if err := t.c.send(req, nil); err != nil {
 		return 0, err
+	}
+	if len(p) > 0 {
+		t.open = p[len(p)-1] != '\n'
 	}
 	return len(p), nil
 }
 
-func (t transcript) Close() error {
+// pack deflates p into t.packed.
+func (t *transcript) pack(p []byte) error {
+	t.packed.Reset()
+	if t.deflate == nil {
+		t.deflate, _ = flate.NewWriter(&t.packed, flate.BestSpeed)
+	} else {
+		t.deflate.Reset(&t.packed)
+	}
+	if _, err := t.deflate.Write(p); err != nil {
+		return fmt.Errorf("store: transcript: %w", err)
+	}
+	if err := t.deflate.Close(); err != nil {
+		return fmt.Errorf("store: transcript: %w", err)
+	}
+	return nil
+}
+
+func (t *transcript) Close() error {
 	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()

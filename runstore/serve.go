@@ -2,12 +2,14 @@ package runstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/klauspost/compress/flate"
 )
 
 // Server answers a run's calls from Store, for Session only.
@@ -65,17 +67,18 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		if req.Op == OpAppend && req.Session == s.Session {
 			// The appends that came while the last commit was under way
 			// (the run does not wait for their answers) are here already:
-			// they are committed together, with one write.
+			// they are committed together (session.DeflatedTranscript
+			// aside), with one write.
 			held, readErr = gather(r, &batch)
 		}
 		var resps []response
 		switch {
 		case lost != nil && req.Op.writes():
 			resps = answers(batch, lost)
-		case len(batch) > 1:
+		case req.Op == OpAppend && req.Session == s.Session:
 			resps = s.appendBatch(batch, &transcript)
 		default:
-			resps = []response{s.apply(ctx, req, &transcript)}
+			resps = []response{s.apply(ctx, req)}
 		}
 		if req.Op == OpAppend && resps[0].Error != "" && lost == nil {
 			lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
@@ -139,9 +142,9 @@ func writeAnswer(w *bufio.Writer, resp response) error {
 }
 
 // apply applies one call and returns its answer.
-func (s *Server) apply(ctx context.Context, req *request, transcript *io.WriteCloser) response {
+func (s *Server) apply(ctx context.Context, req *request) response {
 	resp := response{ID: req.ID}
-	setError(&resp, s.answer(ctx, req, &resp, transcript))
+	setError(&resp, s.answer(ctx, req, &resp))
 	resp.Size = len(resp.Data)
 	return resp
 }
@@ -154,8 +157,10 @@ func setError(resp *response, err error) {
 	}
 }
 
-// appendBatch appends the lines of several appends of the run's session in
-// one write, committed at once: each gets the same answer.
+// appendBatch appends the lines of appends of the run's session, in
+// order, in one write for each run of appends sent alike: as they are, or
+// deflated (deflate streams one after the other). Each gets the answer of
+// the batch: the first error, after which nothing more is written.
 func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []response {
 	var err error
 	if s.MayWrite != nil {
@@ -164,18 +169,60 @@ func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []res
 	if err == nil {
 		err = s.openTranscript(transcript)
 	}
-	if err == nil {
-		var size int
-		for _, req := range batch {
-			size += len(req.Data)
+	for rest := batch; len(rest) > 0 && err == nil; {
+		deflated := rest[0].Deflated
+		n := 1
+		for n < len(rest) && rest[n].Deflated == deflated {
+			n++
 		}
-		lines := make([]byte, 0, size)
-		for _, req := range batch {
-			lines = append(lines, req.Data...)
+		if deflated {
+			err = appendDeflated(*transcript, joined(rest[:n]))
+		} else {
+			_, err = (*transcript).Write(joined(rest[:n]))
 		}
-		_, err = (*transcript).Write(lines)
+		rest = rest[n:]
 	}
 	return answers(batch, err)
+}
+
+// joined is the data of calls, one after the other.
+func joined(calls []*request) []byte {
+	if len(calls) == 1 {
+		return calls[0].Data
+	}
+	size := 0
+	for _, req := range calls {
+		size += len(req.Data)
+	}
+	data := make([]byte, 0, size)
+	for _, req := range calls {
+		data = append(data, req.Data...)
+	}
+	return data
+}
+
+// appendDeflated appends lines a run sent deflated, deflate streams one
+// after the other: as they are to a transcript that keeps them so, else
+// inflated (at most maxData bytes a stream, as an append sent as it is).
+func appendDeflated(w io.Writer, packed []byte) error {
+	if d, ok := w.(session.DeflatedTranscript); ok {
+		return d.WriteDeflated(packed)
+	}
+	src := bytes.NewReader(packed)
+	for src.Len() > 0 {
+		r := flate.NewReader(src) // it reads src to the stream's end, not past
+		lines, err := io.ReadAll(io.LimitReader(r, maxData+1))
+		switch {
+		case err != nil:
+			return fmt.Errorf("deflated lines that do not inflate: %w", err)
+		case len(lines) > maxData:
+			return fmt.Errorf("deflated lines of more than %d bytes", maxData)
+		}
+		if _, err := w.Write(lines); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // answers answers each call of batch with err.
@@ -197,7 +244,7 @@ func (s *Server) openTranscript(transcript *io.WriteCloser) error {
 	return err
 }
 
-func (s *Server) answer(ctx context.Context, req *request, resp *response, transcript *io.WriteCloser) error {
+func (s *Server) answer(ctx context.Context, req *request, resp *response) error {
 	if req.Session != s.Session {
 		return fmt.Errorf("session %s: this run is of session %s", req.Session, s.Session)
 	}
@@ -226,10 +273,6 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response, trans
 			failure = errors.New(req.Failure)
 		}
 		resp.Record, err = s.Store.TornDown(s.Session, failure, req.At)
-	case OpAppend:
-		if err = s.openTranscript(transcript); err == nil {
-			_, err = (*transcript).Write(req.Data)
-		}
 	case OpGet:
 		resp.Data, resp.OK, err = s.Store.Persisted().Get(ctx, s.Session, req.PlugID)
 	case OpSet:

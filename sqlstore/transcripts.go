@@ -2,12 +2,13 @@ package sqlstore
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/klauspost/compress/flate"
 )
 
 // Transcript opens a session's transcript for appending. Each line written
@@ -53,16 +54,20 @@ func (t *transcript) Write(p []byte) (int, error) {
 	if t.closed {
 		return 0, fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
 	}
-	t.rest = append(t.rest, p...)
-	end := bytes.LastIndexByte(t.rest, '\n')
+	end := bytes.LastIndexByte(p, '\n')
 	if end < 0 {
+		t.rest = append(t.rest, p...)
 		return len(p), nil
 	}
-	if err := t.store(t.rest[:end+1]); err != nil {
-		t.rest = t.rest[:len(t.rest)-len(p)]
+	lines := p[:end+1]
+	if len(t.rest) > 0 {
+		// The end of a line begun before: stored with it.
+		lines = append(t.rest, lines...)
+	}
+	if err := t.store(lines); err != nil {
 		return 0, err
 	}
-	t.rest = append(t.rest[:0], t.rest[end+1:]...)
+	t.rest = append(t.rest[:0], p[end+1:]...)
 	return len(p), nil
 }
 
@@ -82,7 +87,25 @@ func (t *transcript) store(lines []byte) error {
 	if err := t.deflate.Close(); err != nil {
 		return err
 	}
-	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, t.packed.Bytes())
+	return t.insert(t.packed.Bytes())
+}
+
+// WriteDeflated stores lines their writer deflated as they are, as one
+// chunk.
+func (t *transcript) WriteDeflated(p []byte) error {
+	switch {
+	case t.closed:
+		return fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
+	case len(t.rest) > 0:
+		return fmt.Errorf("session %s: transcript: deflated lines after a line not ended", t.id)
+	}
+	return t.insert(p)
+}
+
+// insert stores a chunk: deflate streams of whole lines, one after the
+// other.
+func (t *transcript) insert(chunk []byte) error {
+	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, chunk)
 	if err != nil {
 		return fmt.Errorf("session %s: transcript: %w", t.id, err)
 	}
@@ -119,41 +142,75 @@ func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
 	return &transcriptReader{id: id, rows: rows}, nil
 }
 
-// transcriptReader streams the rows, so that a long transcript is not
-// held in memory at once.
+// transcriptReader streams the rows, and inflates each as it is read, so
+// that a long transcript is not held in memory at once.
 type transcriptReader struct {
-	id   string
-	rows *sql.Rows
-	buf  []byte
-	err  error
+	id     string
+	rows   *sql.Rows
+	packed *bytes.Reader     // the chunk being read; nil before the first
+	stream io.ReadCloser     // its deflate stream being read; nil between them
+	left   *io.LimitedReader // of stream: the bytes it may still inflate to
+	err    error
 }
 
+// maxChunk bounds what one deflate stream inflates to. A stream holds at
+// most one append of a run (at most 64 MiB), or the lines of a batch of
+// them (4 MiB) and of a line begun before (64 MiB at most, as an ACP
+// message): the bound keeps a stream that a runner deflated from
+// inflating without end.
+const maxChunk = 256 << 20
+
 func (r *transcriptReader) Read(p []byte) (int, error) {
-	for len(r.buf) == 0 && r.err == nil {
-		if !r.rows.Next() {
-			r.err = r.rows.Err()
-			if r.err == nil {
-				r.err = io.EOF
-			} else {
-				r.err = fmt.Errorf("session %s: transcript: %w", r.id, r.err)
-			}
-			break
+	for r.err == nil {
+		switch {
+		case r.stream != nil:
+		case r.packed != nil && r.packed.Len() > 0:
+			r.open()
+		default:
+			r.err = r.next()
+			continue
 		}
-		var packed []byte
-		if err := r.rows.Scan(&packed); err != nil {
-			r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
-			break
+		n, err := r.left.Read(p)
+		if r.left.N == 0 {
+			return 0, r.fail(fmt.Errorf("a chunk's deflate stream inflates to more than %d bytes", maxChunk))
 		}
-		if r.buf, r.err = io.ReadAll(flate.NewReader(bytes.NewReader(packed))); r.err != nil {
-			r.err = fmt.Errorf("session %s: transcript: a chunk does not inflate: %w", r.id, r.err)
+		if n > 0 {
+			return n, nil
 		}
-	}
-	if len(r.buf) > 0 {
-		n := copy(p, r.buf)
-		r.buf = r.buf[n:]
-		return n, nil
+		if err != io.EOF {
+			return 0, r.fail(fmt.Errorf("a chunk does not inflate: %w", err))
+		}
+		r.stream.Close()
+		r.stream = nil
 	}
 	return 0, r.err
+}
+
+// open opens the next deflate stream of the chunk.
+func (r *transcriptReader) open() {
+	r.stream = flate.NewReader(r.packed) // it reads to the stream's end, not past
+	r.left = &io.LimitedReader{R: r.stream, N: maxChunk + 1}
+}
+
+// next reads the next chunk; io.EOF after the last.
+func (r *transcriptReader) next() error {
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return r.fail(err)
+		}
+		return io.EOF
+	}
+	var packed []byte
+	if err := r.rows.Scan(&packed); err != nil {
+		return r.fail(err)
+	}
+	r.packed = bytes.NewReader(packed)
+	return nil
+}
+
+func (r *transcriptReader) fail(err error) error {
+	r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
+	return r.err
 }
 
 func (r *transcriptReader) Close() error { return r.rows.Close() }

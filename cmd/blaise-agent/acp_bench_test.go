@@ -31,8 +31,11 @@ type benchClient struct {
 	out  *bufio.Reader
 	pid  int   // of the process the client talks to; 0: this one
 	also []int // other processes of the path: the agent before a pipe hop
-	sid  string
-	id   int
+	// parts are groups of the path's processes whose CPU time is reported
+	// apart.
+	parts []part
+	sid   string
+	id    int
 }
 
 // startProcess starts cmd with a client reading its stdout and writing to
@@ -137,6 +140,21 @@ func cpuOf(b *testing.B, pids ...int) time.Duration {
 		total += time.Duration(utime+stime) * 10 * time.Millisecond
 	}
 	return total
+}
+
+// part is a group of processes of a path, by the name of its metric.
+type part struct {
+	name string
+	pids []int
+}
+
+// partsCPU returns the CPU time of each of c.parts.
+func (c *benchClient) partsCPU(b *testing.B) []time.Duration {
+	cpu := make([]time.Duration, len(c.parts))
+	for i, p := range c.parts {
+		cpu[i] = cpuOf(b, p.pids...)
+	}
+	return cpu
 }
 
 // descendants returns pid and the processes below it.

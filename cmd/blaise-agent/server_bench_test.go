@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/server"
 	"github.com/blaiseagent/blaise-agent/serverclient"
 	"github.com/blaiseagent/blaise-agent/session"
@@ -31,7 +33,18 @@ func throughServer(b *testing.B) *benchClient {
 	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
 	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
 	c := startProcess(b, cmd, cmd.StdinPipe)
-	c.also = append([]int{l.serve.Process.Pid}, descendants(r.cmd.Process.Pid)...)
+	runner := descendants(r.cmd.Process.Pid)
+	// The runner and its session process leave as they do on SIGTERM,
+	// through the end of main, which writes their CPU profiles
+	// ($BLAISE_TEST_CPUPROFILE).
+	b.Cleanup(func() {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		for _, pid := range runner[:2] {
+			testsupport.WaitGone(b, pid, "the runner")
+		}
+	})
+	c.also = append([]int{l.serve.Process.Pid}, runner...)
+	c.parts = []part{{"client", []int{c.pid}}, {"server", c.also[:1]}, {"runner", runner[:1]}, {"session", runner[1:]}}
 	return c
 }
 
@@ -40,31 +53,33 @@ func throughServer(b *testing.B) *benchClient {
 // `blaise-agent acp`, in the same run, as BenchmarkACPFrontEnd does:
 // throughput of 1 KiB session/updates and the median round trip of a
 // prompt answered at once. path-cpu is the CPU time per message of every
-// process between the client and the agent, and of the agent;
-// server-cpu, of the server alone.
+// process between the client and the agent, and of the agent; the other
+// cpu figures, of a part of the path: the front end (local `acp`), the
+// client (`acp --server`), the server, the runner (`listen`), and the
+// session process with its agent, the same in both.
 func BenchmarkServer(b *testing.B) {
 	peers := []struct {
 		name  string
 		start func(b *testing.B) *benchClient
 	}{
-		{"acp", throughACP(0)},
+		{"acp", func(b *testing.B) *benchClient {
+			c := throughACP(0)(b)
+			c.parts = []part{{"frontend", []int{c.pid}}, {"session", descendants(c.pid)[1:]}}
+			return c
+		}},
 		{"server", throughServer},
 	}
 	for _, p := range peers {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
 			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
-			server := &benchClient{}
-			if len(c.also) > 0 {
-				server.pid = c.also[0]
-			}
-			cpu0, server0 := c.cpu(b), server.cpu(b)
+			cpu0, parts0 := c.cpu(b), c.partsCPU(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "path-cpu-ns/msg")
-			if server.pid != 0 {
-				b.ReportMetric(float64(server.cpu(b)-server0)/float64(b.N), "server-cpu-ns/msg")
+			for i, cpu := range c.partsCPU(b) {
+				b.ReportMetric(float64(cpu-parts0[i])/float64(b.N), c.parts[i].name+"-cpu-ns/msg")
 			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) { roundTrips(b, p.start(b)) })
