@@ -26,7 +26,6 @@ type AcpCmd struct {
 
 // Run serves the client on stdin and stdout until it disconnects.
 func (c *AcpCmd) Run(g *Globals) error {
-	forwarding()
 	// Signals are heard from the start: a sweep's teardowns can be slow.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 
 	"github.com/alecthomas/kong"
 	"github.com/blaiseagent/blaise-agent/client"
@@ -91,18 +90,6 @@ func (g *Globals) childColor() string {
 		return string(client.ColorAlways)
 	}
 	return string(client.ColorNever)
-}
-
-// forwarding runs the process's goroutines on one thread, unless
-// GOMAXPROCS is set: the front end of `acp` and a session process forward
-// messages, with little work for each (a session's plugs run one at a
-// time), and handing a message to a goroutine on another thread (waking
-// it, and a thread that spins for work) cost more CPU than the work
-// (docs/editors.md).
-func forwarding() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 }
 
 // usageExit is the status kong exits with after a usage error.

@@ -29,7 +29,6 @@ type SessionProcessCmd struct {
 
 // Run serves the run.
 func (c *SessionProcessCmd) Run(g *Globals) error {
-	forwarding()
 	// The log passes through the run's redaction (blaise:secrets).
 	redactions := new(redact.Registry)
 	return runner.ServeInherited(&runner.SessionProcess{
