@@ -151,16 +151,17 @@ const (
 // caller must not modify it afterwards.
 func Parse(line []byte) (*Message, error) {
 	m := &Message{Raw: line}
-	if err := m.parse(""); err != nil {
+	if err := m.parse("", false); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
 // parse parses m.Raw. last is the method of the message read before it, if
-// any: a stream repeats its methods, whose strings are then shared.
-func (m *Message) parse(last string) error {
-	s := scanner{data: m.Raw}
+// any: a stream repeats its methods, whose strings are then shared. checked
+// tells that the process that wrote m.Raw checked it (see NewCheckedReader).
+func (m *Message) parse(last string, checked bool) error {
+	s := scanner{data: m.Raw, checked: checked}
 	s.skipSpace()
 	if s.pos < len(s.data) && s.data[s.pos] != '{' {
 		if err := s.value(0); err != nil {
@@ -212,7 +213,11 @@ func (m *Message) parse(last string) error {
 					return err
 				}
 				m.session = span{start: vs, end: ve}
-			} else if err := s.value(1); err != nil {
+			} else if member == memberParams || member == memberResult || member == memberError {
+				if err := s.value(1); err != nil {
+					return err
+				}
+			} else if err := s.decodedValue(1); err != nil {
 				return err
 			}
 			end := s.pos

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -554,16 +555,71 @@ func (r *loopReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// BenchmarkReader1KiB reads a stream of 1 KiB notifications, checking
+// them, and as the front end reads a session process's checked stream.
 func BenchmarkReader1KiB(b *testing.B) {
 	line := append(bytes.Clone(update1KiB), '\n')
-	r := NewReader(&loopReader{data: bytes.Repeat(line, 64)}, 0)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
+	for _, reader := range []struct {
+		name string
+		new  func(io.Reader, int) *Reader
+	}{{"checking", NewReader}, {"checked", NewCheckedReader}} {
+		b.Run(reader.name, func(b *testing.B) {
+			r := reader.new(&loopReader{data: bytes.Repeat(line, 64)}, 0)
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := r.Next()
+				if err != nil || m.Kind != Notification {
+					b.Fatal(err)
+				}
+				m.Release()
+			}
+		})
+	}
+}
+
+// TestIssue12_ACheckedStreamsStringsAreSkippedNotChecked: a reader of a
+// stream that its writer checked (the front end reading a session process)
+// finds the end of each string by its unescaped quote, passes on what it
+// does not check, and still refuses a line whose structure is broken.
+func TestIssue12_ACheckedStreamsStringsAreSkippedNotChecked(t *testing.T) {
+	stream := strings.Join([]string{
+		// A control character and a bad escape in a string: passed on.
+		"{\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"text\":\"a\x01b\\qc\"}}",
+		// Escaped quotes and backslashes before the closing quote.
+		`{"method":"session/update","params":{"text":"say \"hi\\\\\" \\\\","sessionId":"s2"}}`,
+		// A string that never ends, then a member missing its value.
+		`{"method":"session/update","params":{"text":"open}}`,
+		`{"method":"session/update","params":{"sessionId":}}`,
+		`{"id":1,"result":{"stopReason":"end_turn"}}`,
+	}, "\n") + "\n"
+	if _, err := Parse([]byte(strings.SplitN(stream, "\n", 2)[0])); err == nil {
+		t.Fatal("Parse accepts a control character in a string: the first line proves nothing")
+	}
+	r := NewCheckedReader(strings.NewReader(stream), 0)
+	var got []string
+	var lineErrs []int
+	for {
 		m, err := r.Next()
-		if err != nil || m.Kind != Notification {
-			b.Fatal(err)
+		if err == io.EOF {
+			break
 		}
+		var lineErr *LineError
+		if errors.As(err, &lineErr) {
+			lineErrs = append(lineErrs, lineErr.Line)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%v %s", m.Kind, m.SessionID()))
+	}
+	want := []string{`notification "s1"`, `notification "s2"`, `response `}
+	if !slices.Equal(got, want) {
+		t.Errorf("messages = %q, want %q", got, want)
+	}
+	if !slices.Equal(lineErrs, []int{3, 4}) {
+		t.Errorf("bad lines = %v, want [3 4]", lineErrs)
 	}
 }
 

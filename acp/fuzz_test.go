@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"testing"
 	"testing/iotest"
 )
@@ -92,6 +93,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		orig := bytes.Clone(line)
 		m, err := Parse(line)
+		// What a checked stream's reader makes of the line: the same
+		// message, when Parse accepts it, and no panic otherwise.
+		checked := &Message{Raw: line}
+		checkedErr := checked.parse("", true)
+		if err == nil && (checkedErr != nil || !reflect.DeepEqual(checked, m)) {
+			t.Fatalf("checked parse of %q = %+v, %v; Parse gives %+v", orig, checked, checkedErr, m)
+		}
 		kind, method, members, ok := reference(orig)
 		if err != nil {
 			if ok {

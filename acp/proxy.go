@@ -182,21 +182,20 @@ func (p *Proxy) read(side Side, r *Reader) error {
 	}
 }
 
-// ReadMessages reads r until it ends, sending its messages on the returned
+// ReadMessages reads rd until it ends, sending its messages on the returned
 // channel, which is closed at the end. Bad lines are logged and skipped (M7).
 //
 // seen, when not nil, sees each message on the reading goroutine before it
 // is sent, sparing a watcher a goroutine and a hop of its own; fresh tells
 // that the message ended in bytes that a read brought for it, not in bytes
 // that came with the message before. At the end, seen sees nil.
-func ReadMessages(r io.Reader, maxLine int, logger *log.Logger, seen func(m *Message, fresh bool)) <-chan *Message {
+func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bool)) <-chan *Message {
 	ch := make(chan *Message, 64)
 	go func() {
 		defer close(ch)
 		if seen != nil {
 			defer seen(nil, false)
 		}
-		rd := NewReader(r, maxLine)
 		for {
 			reads := rd.reads
 			m, err := rd.Next()

@@ -263,7 +263,7 @@ func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 		t.Errorf("the proxy allocates %.2f times per message it reads", allocs)
 	}
 	if allocs := perMessage(func() {
-		for m := range ReadMessages(bytes.NewReader(stream), 0, log.New(io.Discard), nil) {
+		for m := range ReadMessages(NewReader(bytes.NewReader(stream), 0), log.New(io.Discard), nil) {
 			m.Release()
 		}
 	}); allocs > 0.1 {
@@ -283,7 +283,7 @@ func TestIssue12_ReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
 		fresh []bool
 		ended = make(chan struct{})
 	)
-	ch := ReadMessages(pr, 0, log.New(io.Discard), func(m *Message, f bool) {
+	ch := ReadMessages(NewReader(pr, 0), log.New(io.Discard), func(m *Message, f bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if m == nil {

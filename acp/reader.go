@@ -48,6 +48,7 @@ type Reader struct {
 	line    int         // number of the last line read
 	reads   int         // reads from rd so far
 	method  string      // the method of the last request or notification read
+	checked bool        // see NewCheckedReader
 	err     error       // io.EOF or the I/O error that ended the stream
 }
 
@@ -105,6 +106,19 @@ func NewReader(r io.Reader, maxLine int) *Reader {
 	return newReaderSize(r, maxLine, blockSize)
 }
 
+// NewCheckedReader returns a Reader of a stream whose lines the process
+// that wrote it checked as JSON-RPC, as a session process does with every
+// message it passes on: the Reader frames and classifies each line, and
+// checks its structure, but skips the strings of values without checking
+// their characters, which is most of the work of reading a stream. A line
+// that a checking Reader would refuse for what is inside such a string is
+// passed on as it is.
+func NewCheckedReader(r io.Reader, maxLine int) *Reader {
+	rd := NewReader(r, maxLine)
+	rd.checked = true
+	return rd
+}
+
 // newReaderSize is NewReader with blocks of size bytes, for tests.
 func newReaderSize(r io.Reader, maxLine, size int) *Reader {
 	if maxLine <= 0 {
@@ -132,7 +146,7 @@ func (r *Reader) Next() (*Message, error) {
 		}
 		m := r.blk.message()
 		*m = Message{Raw: line}
-		if err := m.parse(r.method); err != nil {
+		if err := m.parse(r.method, r.checked); err != nil {
 			return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
 		}
 		if m.Method != "" {

@@ -16,6 +16,11 @@ const maxDepth = 10000
 type scanner struct {
 	data []byte
 	pos  int
+	// checked: the text was checked by the process that wrote it, so the
+	// strings of values are skipped to their closing quote without
+	// checking their characters and escapes. They are most of a message's
+	// bytes; its structure is still checked.
+	checked bool
 }
 
 // syntaxError reports invalid JSON at the scanner's position.
@@ -189,6 +194,42 @@ func (s *scanner) string() (escaped bool, err error) {
 	}
 }
 
+// decodedValue is value for a value that readers of a message decode (its
+// method, its id, its sessionId): its strings are checked even in checked
+// text.
+func (s *scanner) decodedValue(depth int) error {
+	checked := s.checked
+	s.checked = false
+	err := s.value(depth)
+	s.checked = checked
+	return err
+}
+
+// skipString moves past the string that starts at s.pos (at its opening
+// quote) in checked text: to the first quote that is not escaped, the one
+// after an even number of backslashes.
+func (s *scanner) skipString() error {
+	d := s.data
+	start := s.pos + 1
+	for i := start; ; {
+		q := bytes.IndexByte(d[i:], '"')
+		if q < 0 {
+			s.pos = len(d)
+			return s.syntaxError("in string literal")
+		}
+		q += i
+		backslashes := 0
+		for q-backslashes > start && d[q-backslashes-1] == '\\' {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			s.pos = q + 1
+			return nil
+		}
+		i = q + 1
+	}
+}
+
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
@@ -284,7 +325,11 @@ func (s *scanner) value(depth int) error {
 			stack = append(stack, c)
 			continue
 		case '"':
-			if _, err := s.string(); err != nil {
+			if s.checked {
+				if err := s.skipString(); err != nil {
+					return err
+				}
+			} else if _, err := s.string(); err != nil {
 				return err
 			}
 		case 't':
@@ -374,7 +419,11 @@ func (s *scanner) object(depth int, key string) (start, end int, err error) {
 		}
 		s.skipSpace()
 		vs := s.pos
-		if err := s.value(depth + 1); err != nil {
+		value := s.value
+		if match {
+			value = s.decodedValue
+		}
+		if err := value(depth + 1); err != nil {
 			return 0, 0, err
 		}
 		if match {
@@ -402,7 +451,11 @@ func (s *scanner) key() error {
 	if s.pos >= len(s.data) || s.data[s.pos] != '"' {
 		return s.syntaxError("looking for beginning of object key string")
 	}
-	if _, err := s.string(); err != nil {
+	if s.checked {
+		if err := s.skipString(); err != nil {
+			return err
+		}
+	} else if _, err := s.string(); err != nil {
 		return err
 	}
 	return s.expect(':', "after object key")

@@ -92,7 +92,7 @@ func (s *Server) Run(ctx context.Context) error {
 		frontReqs: map[string]frontReq{},
 	}
 	defer close(c.quit)
-	client := acp.ReadMessages(s.In, s.MaxLine, logger, nil)
+	client := acp.ReadMessages(acp.NewReader(s.In, s.MaxLine), logger, nil)
 	var deadline <-chan time.Time
 	done := ctx.Done()
 	for {
