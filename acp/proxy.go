@@ -400,7 +400,12 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if p.Recorder != nil && !p.replayed(side, m) {
 		p.Recorder.Record(side, m, by)
 	}
-	if err := w.WriteMessage(m, !p.drained[side].Load()); err != nil {
+	// When the next messages are read already, this one goes with them.
+	pace := Now
+	if !p.drained[side].Load() {
+		pace = WithNext
+	}
+	if err := w.WriteMessage(m, pace); err != nil {
 		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
 	}
 }

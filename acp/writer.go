@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // A Writer writes JSON-RPC messages to a stream, one per line, never
@@ -31,8 +32,35 @@ type Writer struct {
 	spareH   []holds      // the last written holds, for reuse
 	joined   []byte       // a batch joined for a w without writev
 	flushing bool         // a batch is being written
-	err      error        // the first write error; later writes fail with it
+	late     *time.Timer  // writes what WithNext left waiting, after delay
+	delay    time.Duration
+	waiting  bool  // late is set
+	err      error // the first write error; later writes fail with it
 }
+
+// A Pace says when a message given to a Writer goes out.
+type Pace uint8
+
+const (
+	// Now: at once, on the caller's goroutine, unless a write is under
+	// way (the message then goes with the next batch).
+	Now Pace = iota
+	// Behind: by a goroutine of the Writer's, so that the caller never
+	// waits on the stream.
+	Behind
+	// WithNext: the caller has more messages on their way to the Writer;
+	// this one waits for them and goes out in the same write, once they
+	// make a batch (batchBytes) or at the latest after batchDelay.
+	WithNext
+)
+
+// batchBytes is how much WithNext gathers before it writes; batchDelay how
+// long a message waits at most for the others announced with it, for when
+// they are slow to come (a plug's handler at work on the next one).
+const (
+	batchBytes = 64 << 10
+	batchDelay = 200 * time.Microsecond
+)
 
 // holds counts the holds a Writer has on a block.
 type holds struct {
@@ -46,7 +74,7 @@ type vectorWriter func(bufs [][]byte) error
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
 	enlargePipe(w)
-	wr := &Writer{w: w, vec: writev(w)}
+	wr := &Writer{w: w, vec: writev(w), delay: batchDelay}
 	wr.cond.L = &wr.mu
 	return wr
 }
@@ -62,25 +90,23 @@ func (w *Writer) Write(raw []byte) error {
 	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
 		return fmt.Errorf("acp: message contains a line break at offset %d", i)
 	}
-	return w.add(nil, true, part{raw, false}, part{newline, false})
+	return w.add(nil, Behind, part{raw, false}, part{newline, false})
 }
 
 // WriteMessage queues m, without copying it when it is the line a Reader
-// read. more tells that the caller has further messages to write right
-// away: m then waits to go out with them. Otherwise, when no write is under
-// way, m is written at once on the caller's goroutine.
-func (w *Writer) WriteMessage(m *Message, more bool) error {
+// read, to go out at pace.
+func (w *Writer) WriteMessage(m *Message, pace Pace) error {
 	if m.line != nil {
-		return w.add(m.blk, more, part{m.line, true})
+		return w.add(m.blk, pace, part{m.line, true})
 	}
-	return w.add(nil, more, part{m.Raw, false}, part{newline, false})
+	return w.add(nil, pace, part{m.Raw, false}, part{newline, false})
 }
 
 // WriteReplacing is WriteMessage of m with old, a part of m.Raw (such as a
 // member's value), replaced by val: what comes before and after old is not
 // copied when m is the line a Reader read, only val is. It panics when old
 // does not lie in m.Raw.
-func (w *Writer) WriteReplacing(m *Message, old, val []byte, more bool) error {
+func (w *Writer) WriteReplacing(m *Message, old, val []byte, pace Pace) error {
 	// old is a slice of Raw: its offset is told by their capacities.
 	off := cap(m.Raw) - cap(old)
 	if off < 0 || off+len(old) > len(m.Raw) || (len(old) > 0 && &m.Raw[off] != &old[0]) {
@@ -91,9 +117,9 @@ func (w *Writer) WriteReplacing(m *Message, old, val []byte, more bool) error {
 	}
 	end := off + len(old)
 	if m.line != nil {
-		return w.add(m.blk, more, part{m.line[:off], true}, part{val, false}, part{m.line[end:], true})
+		return w.add(m.blk, pace, part{m.line[:off], true}, part{val, false}, part{m.line[end:], true})
 	}
-	return w.add(nil, more, part{m.Raw[:off], false}, part{val, false}, part{m.Raw[end:], false}, part{newline, false})
+	return w.add(nil, pace, part{m.Raw[:off], false}, part{val, false}, part{m.Raw[end:], false}, part{newline, false})
 }
 
 var newline = []byte{'\n'}
@@ -105,9 +131,9 @@ type part struct {
 	held bool
 }
 
-// add queues the parts of a line, and writes or has a flusher write the
-// queue.
-func (w *Writer) add(blk *block, more bool, parts ...part) error {
+// add queues the parts of a line, and writes the queue, has a flusher
+// write it, or leaves it for the lines to come, as pace says.
+func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 	w.mu.Lock()
 	for w.err == nil && w.queued > maxPending {
 		w.cond.Wait()
@@ -134,8 +160,20 @@ func (w *Writer) add(blk *block, more bool, parts ...part) error {
 		w.mu.Unlock()
 		return nil
 	}
+	if pace == WithNext && w.queued < batchBytes {
+		if !w.waiting {
+			w.waiting = true
+			if w.late == nil {
+				w.late = time.AfterFunc(w.delay, w.flushLate)
+			} else {
+				w.late.Reset(w.delay)
+			}
+		}
+		w.mu.Unlock()
+		return nil
+	}
 	w.flushing = true
-	if more {
+	if pace != Now {
 		w.mu.Unlock()
 		go w.flush()
 		return nil
@@ -172,6 +210,20 @@ func (w *Writer) hold(blk *block) {
 		return
 	}
 	w.holds = append(w.holds, holds{blk, 1})
+}
+
+// flushLate writes what WithNext left waiting for lines that did not come
+// in time.
+func (w *Writer) flushLate() {
+	w.mu.Lock()
+	w.waiting = false
+	if w.flushing || len(w.queue) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.flushing = true
+	w.mu.Unlock()
+	w.flush()
 }
 
 // flush writes batches until the queue is empty.
@@ -259,6 +311,11 @@ func (w *Writer) writeOut(batch [][]byte) error {
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.flushing && len(w.queue) > 0 && w.err == nil {
+		// Left waiting by WithNext: written now, not after batchDelay.
+		w.flushing = true
+		go w.flush()
+	}
 	for w.err == nil && (w.flushing || len(w.queue) > 0) {
 		w.cond.Wait()
 	}

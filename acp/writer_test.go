@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,7 +67,7 @@ func TestWriterConcurrent(t *testing.T) {
 				case 1:
 					err = w.Write([]byte(`{"method":"n","params":` + params + `}`))
 				default:
-					err = w.WriteMessage(mustParse([]byte(`{"method":"n","params":`+params+`}`)), i%2 == 0)
+					err = w.WriteMessage(mustParse([]byte(`{"method":"n","params":`+params+`}`)), Pace(i/3%3))
 				}
 				if err != nil {
 					t.Error(err)
@@ -101,7 +103,7 @@ func TestWriterConcurrent(t *testing.T) {
 func TestWriterWriteMessageAtOnce(t *testing.T) {
 	cw := &countingWriter{}
 	w := NewWriter(cw)
-	if err := w.WriteMessage(mustParse([]byte(`{"method":"a"}`)), false); err != nil {
+	if err := w.WriteMessage(mustParse([]byte(`{"method":"a"}`)), Now); err != nil {
 		t.Fatal(err)
 	}
 	cw.mu.Lock()
@@ -148,7 +150,7 @@ func TestWriterQueuesConsecutiveLinesAsOnePiece(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m.line == nil {
-			w.add(nil, true, part{m.Raw, false}, part{newline, false})
+			w.add(nil, Behind, part{m.Raw, false}, part{newline, false})
 		} else {
 			w.enqueue(m.line)
 		}
@@ -175,8 +177,8 @@ func TestWriterQueuesConsecutiveLinesAsOnePiece(t *testing.T) {
 	}
 
 	c := &Writer{flushing: true}
-	c.add(nil, true, part{[]byte(`{"method":"x"}`), false}, part{newline, false})
-	c.add(nil, true, part{[]byte(`{"method":"y"}`), false}, part{newline, false})
+	c.add(nil, Behind, part{[]byte(`{"method":"x"}`), false}, part{newline, false})
+	c.add(nil, Behind, part{[]byte(`{"method":"y"}`), false}, part{newline, false})
 	if len(c.queue) != 1 || string(c.queue[0]) != "{\"method\":\"x\"}\n{\"method\":\"y\"}\n" {
 		t.Errorf("copies queued as %q", c.queue)
 	}
@@ -206,7 +208,11 @@ func TestWriterWritevOnASlowPipe(t *testing.T) {
 			raw := NewNotification("n", fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("p", i%700)))
 			want.Write(raw)
 			want.WriteByte('\n')
-			if err := w.WriteMessage(mustParse(raw), i < n-1); err != nil {
+			pace := Now
+			if i < n-1 {
+				pace = WithNext
+			}
+			if err := w.WriteMessage(mustParse(raw), pace); err != nil {
 				queueErr = err
 				return
 			}
@@ -348,7 +354,7 @@ func TestWriterWritevManyPieces(t *testing.T) {
 						break
 					}
 					if err == nil {
-						err = w.WriteMessage(m, true)
+						err = w.WriteMessage(m, Behind)
 					}
 					if err != nil {
 						queued <- err
@@ -410,7 +416,7 @@ func TestWriterWriteReplacingCopiesOnlyTheNewPart(t *testing.T) {
 	w := NewWriter(&buf)
 	for _, m := range []*Message{read, built} {
 		old := m.Params[bytes.Index(m.Params, []byte(`"agent-1"`)):][:len(`"agent-1"`)]
-		if err := w.WriteReplacing(m, old, []byte(`"blaise-42"`), true); err != nil {
+		if err := w.WriteReplacing(m, old, []byte(`"blaise-42"`), Behind); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -430,5 +436,81 @@ func TestWriterWriteReplacingCopiesOnlyTheNewPart(t *testing.T) {
 			t.Error("no panic for a part of another message")
 		}
 	}()
-	_ = w.WriteReplacing(read, []byte(`"agent-1"`), nil, false)
+	_ = w.WriteReplacing(read, []byte(`"agent-1"`), nil, Now)
+}
+
+// TestIssue12_MessagesWithMoreOnTheirWayLeaveInOneWrite: messages given
+// WithNext wait for those announced after them, and the first message not
+// followed by more takes them all in one write.
+func TestIssue12_MessagesWithMoreOnTheirWayLeaveInOneWrite(t *testing.T) {
+	cw := &countingWriter{}
+	w := NewWriter(cw)
+	var want strings.Builder
+	for i := range 10 {
+		raw := NewNotification("n", fmt.Appendf(nil, `{"i":%d}`, i))
+		want.Write(raw)
+		want.WriteByte('\n')
+		pace := WithNext
+		if i == 9 {
+			pace = Now
+		}
+		if err := w.WriteMessage(mustParse(raw), pace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if len(cw.writes) != 1 || cw.buf.String() != want.String() {
+		t.Errorf("%d writes of %q, want one of %q", len(cw.writes), cw.buf.String(), want.String())
+	}
+}
+
+// TestIssue12_AMessageWaitingForOthersThatDoNotComeGoesOut: a message
+// given WithNext goes out on its own when nothing follows it, and Flush
+// writes it at once.
+func TestIssue12_AMessageWaitingForOthersThatDoNotComeGoesOut(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := NewWriter(pw)
+	if err := w.WriteMessage(mustParse([]byte(`{"method":"alone"}`)), WithNext); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil || line != "{\"method\":\"alone\"}\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+
+	cw := &countingWriter{}
+	w = NewWriter(cw)
+	if err := w.WriteMessage(mustParse([]byte(`{"method":"flushed"}`)), WithNext); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	if cw.buf.String() != "{\"method\":\"flushed\"}\n" {
+		t.Errorf("after Flush, wrote %q", cw.buf.String())
+	}
+}
+
+// TestIssue12_WithNextWritesOnceABatchIsFull: past batchBytes, the
+// messages go out without waiting for more.
+func TestIssue12_WithNextWritesOnceABatchIsFull(t *testing.T) {
+	pr, pw := io.Pipe()
+	w := NewWriter(pw)
+	w.delay = time.Hour // only a full batch writes
+	line := NewNotification("n", fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("p", 1000)))
+	n := batchBytes/len(line) + 2
+	for range n {
+		if err := w.WriteMessage(mustParse(line), WithNext); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := bufio.NewReader(pr)
+	for i := range n - 1 {
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+	}
 }

@@ -16,7 +16,7 @@ func (c *conn) write(raw []byte) { c.wrote(c.out.Write(raw)) }
 
 // forward writes a message of a run to the client, without a copy when it
 // is a line as the run's output was read.
-func (c *conn) forward(m *acp.Message) { c.wrote(c.out.WriteMessage(m, true)) }
+func (c *conn) forward(m *acp.Message) { c.wrote(c.out.WriteMessage(m, c.pace)) }
 
 func (c *conn) wrote(err error) {
 	if err != nil {
@@ -134,7 +134,7 @@ func (c *conn) forwardWithSession(sess *session, m *acp.Message) {
 	if sess.quotedID == nil {
 		sess.quotedID = quote(sess.id)
 	}
-	c.wrote(c.out.WriteReplacing(m, old, sess.quotedID, true))
+	c.wrote(c.out.WriteReplacing(m, old, sess.quotedID, c.pace))
 }
 
 // agentStoppedMessage is how a session process answers the requests its

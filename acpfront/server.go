@@ -86,6 +86,7 @@ func (s *Server) Run(ctx context.Context) error {
 		srv:       s,
 		log:       logger,
 		out:       acp.NewWriter(s.Out),
+		pace:      acp.Behind,
 		events:    make(chan event, 64),
 		quit:      make(chan struct{}),
 		sessions:  map[string]*session{},
@@ -214,9 +215,13 @@ type event struct {
 
 // conn is the state of the connection; only Run's goroutine touches it.
 type conn struct {
-	srv    *Server
-	log    *log.Logger
-	out    *acp.Writer
+	srv *Server
+	log *log.Logger
+	out *acp.Writer
+	// pace of what is written to the client: Behind, so that the
+	// connection never waits on the client; WithNext within a batch of a
+	// run's messages.
+	pace   acp.Pace
 	events chan event
 	quit   chan struct{}
 
@@ -254,8 +259,14 @@ func (c *conn) handle(ev event) {
 	case launched:
 		c.launched(ev.sess, ev.run, ev.err)
 	case runMessages:
-		for _, m := range ev.msgs {
+		// The messages of a batch but its last wait for it, and go to the
+		// client in one write.
+		for i, m := range ev.msgs {
+			if i < len(ev.msgs)-1 {
+				c.pace = acp.WithNext
+			}
 			c.fromRun(ev.sess, ev.run, m)
+			c.pace = acp.Behind
 		}
 	case runDone:
 		c.runEnded(ev.sess, ev.run)

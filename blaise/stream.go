@@ -17,11 +17,16 @@ func (l *Live) Stream() (r io.ReadCloser, w io.Writer) {
 	out := acp.NewWriter(pw)
 	go func() {
 		failed := false
-		for m := range l.Messages() {
+		msgs := l.Messages()
+		for m := range msgs {
 			// Drained to the end, so the run never waits on a reader
 			// that has left.
 			if !failed {
-				failed = out.WriteMessage(m, true) != nil
+				pace := acp.Behind
+				if len(msgs) > 0 {
+					pace = acp.WithNext
+				}
+				failed = out.WriteMessage(m, pace) != nil
 			}
 			// Nothing keeps it: its block may be read into again once
 			// written.
