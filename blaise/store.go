@@ -20,6 +20,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
 	"github.com/blaiseagent/blaise-agent/internal/sealed"
+	"github.com/blaiseagent/blaise-agent/internal/streamfile"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -516,8 +517,9 @@ func (s *Store) TranscriptPath(id string) string {
 }
 
 // Transcript opens a session's transcript for appending (0600: transcripts
-// may hold what the agent saw). An unknown session is an error wrapping
-// ErrNotFound.
+// may hold what the agent saw), as a stream whose pages are dropped from
+// the system's cache behind it (streamfile). An unknown session is an
+// error wrapping ErrNotFound.
 func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
@@ -530,7 +532,7 @@ func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
 	}
-	return f, nil
+	return streamfile.New(f), nil
 }
 
 // ReadTranscript opens a session's transcript for reading.
