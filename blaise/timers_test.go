@@ -98,7 +98,11 @@ func TestL6_AnExpiryPassedBeforeKeepWaitsTearsTheSessionDown(t *testing.T) {
 	}
 	clock := &movingClock{FakeClock: fake, jump: rec.Settings.PausedLifetime + time.Minute}
 	ls := launcher{t, make(chan blaise.Launch, 1)}
-	e := &blaise.Engine{Store: store, Clock: clock, Launcher: ls}
+	// The teardown's process ends at once, without reporting: the engine
+	// records that in the state directory, which must be done before the
+	// test's directory is removed.
+	settled := make(chan *session.Record, 1)
+	e := &blaise.Engine{Store: store, Clock: clock, Launcher: ls, Settled: func(r *session.Record) { settled <- r }}
 	ctx, cancel := context.WithCancel(context.Background())
 	kept := make(chan struct{})
 	go func() { defer close(kept); e.Keep(ctx) }()
@@ -110,6 +114,14 @@ func TestL6_AnExpiryPassedBeforeKeepWaitsTearsTheSessionDown(t *testing.T) {
 		}
 	case <-time.After(enginetest.Patience):
 		t.Fatalf("Keep did not tear the session down: the clock is %s past its expiry", fake.Now().Sub(rec.ExpiresAt))
+	}
+	select {
+	case final := <-settled:
+		if final.EndReason != session.Expired {
+			t.Fatalf("the teardown settled the session as %+v, want it ended for %s", final, session.Expired)
+		}
+	case <-time.After(enginetest.Patience):
+		t.Fatal("the teardown run was not settled")
 	}
 }
 
