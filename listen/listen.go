@@ -164,7 +164,8 @@ func (r *Runner) connect(ctx context.Context) error {
 		Subprotocols: []string{runnerproto.Subprotocol},
 	})
 	if err != nil {
-		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
+		// 400: the server speaks another protocol version.
+		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
 			return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, refusal(resp))
 		}
 		return err

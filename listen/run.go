@@ -1,6 +1,7 @@
 package listen
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/hashicorp/yamux"
 )
 
@@ -72,6 +74,14 @@ type run struct {
 	ended   map[runnerproto.Channel]bool // its output on the channel ended
 	changed chan struct{}                // closed, and replaced, when c changes or it is given up
 	given   bool                         // given up
+	// The store's streams are numbered by generation, from 1 (the
+	// launch's). On a new one the process is told (runstore.Notice) and
+	// sends again what was not answered: what it sends before its
+	// OpResync of the generation is dropped (resyncing), since it comes
+	// again after it.
+	storeGen  uint64
+	resyncing bool
+	storeDone chan struct{} // closed when the last store stream's answers are passed on
 }
 
 func (rn *run) signal(kill bool) {
@@ -215,9 +225,14 @@ func (rn *run) attach(c *conn) error {
 			streams[ch].Close() // what came before is sent; the server sees its end
 		}
 	}
-	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl, runnerproto.ChannelStore} {
+	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl} {
 		go rn.pull(ch, streams[ch])
 	}
+	rn.storeGen++
+	rn.resyncing = rn.storeGen > 1
+	before, done := rn.storeDone, make(chan struct{})
+	rn.storeDone = done
+	go rn.pullStore(streams[runnerproto.ChannelStore], rn.storeGen, before, done)
 	close(rn.changed)
 	rn.changed = make(chan struct{})
 	return nil
@@ -285,8 +300,14 @@ func (rn *run) stream(ch runnerproto.Channel) (*conn, net.Conn) {
 
 // pump sends what the process writes on ch to the server, across
 // reconnections; a write cut by a broken connection goes on with the next.
+// The store is passed on in whole calls (pumpStore).
 func (rn *run) pump(ch runnerproto.Channel) {
 	local := rn.local[ch]
+	if ch == runnerproto.ChannelStore {
+		rn.pumpStore()
+		rn.endOutput(ch)
+		return
+	}
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := local.Read(buf)
@@ -310,12 +331,94 @@ func (rn *run) pump(ch runnerproto.Channel) {
 	if ch == runnerproto.ChannelStdout {
 		local.Close()
 	}
+	rn.endOutput(ch)
+}
+
+// endOutput closes the stream of ch in use: the process's output on it
+// ended, and was passed on.
+func (rn *run) endOutput(ch runnerproto.Channel) {
 	rn.mu.Lock()
 	rn.ended[ch] = true
 	if st := rn.streams[ch]; st != nil {
 		st.Close()
 	}
 	rn.mu.Unlock()
+}
+
+// pumpStore passes the process's store calls on to the server, whole: a
+// call whose write fails with a broken connection is dropped, and so is
+// every call the process sends after it until its OpResync of the next
+// stream, after which it sends again every call not answered.
+func (rn *run) pumpStore() {
+	fr := runstore.NewFrameReader(rn.local[runnerproto.ChannelStore])
+	for {
+		f, err := fr.Next()
+		if err != nil {
+			if err != io.EOF && !errors.Is(err, os.ErrClosed) {
+				rn.r.Log.Warn("a run's store calls", "session", rn.ref.Session, "run", rn.ref.Run, "err", err)
+			}
+			return
+		}
+		c, st, ok := rn.storeStream(f)
+		if st == nil {
+			continue // given up: drained
+		}
+		if !ok {
+			continue // sent again after the OpResync to come
+		}
+		if _, err := st.Write(f.Bytes); err != nil {
+			rn.detach(c)
+		}
+	}
+}
+
+// storeStream returns the store stream in use, waiting while the run is
+// detached (nil once it is given up), and whether f goes on it: not while
+// the stream waits for the process's OpResync, which f may be.
+func (rn *run) storeStream(f runstore.Frame) (*conn, net.Conn, bool) {
+	for {
+		rn.mu.Lock()
+		c, st, given, changed := rn.c, rn.streams[runnerproto.ChannelStore], rn.given, rn.changed
+		if c != nil && rn.resyncing && f.IsResync(rn.storeGen) {
+			rn.resyncing = false
+		}
+		resyncing := rn.resyncing
+		rn.mu.Unlock()
+		if given {
+			return nil, nil, false
+		}
+		if c != nil {
+			return c, st, !resyncing
+		}
+		<-changed
+	}
+}
+
+// pullStore passes the server's store answers on st to the process, whole,
+// once those of the stream before (before) are; on a new stream (gen 2
+// and up) it first tells the process, which sends again what was not
+// answered.
+func (rn *run) pullStore(st net.Conn, gen uint64, before <-chan struct{}, done chan struct{}) {
+	defer close(done)
+	if before != nil {
+		<-before
+	}
+	local := rn.local[runnerproto.ChannelStore]
+	if gen > 1 {
+		if _, err := local.Write(runstore.Notice(gen)); err != nil {
+			return
+		}
+	}
+	fr := runstore.NewFrameReader(st)
+	for {
+		f, err := fr.Next()
+		if err != nil {
+			return // a part of an answer cut by a broken connection is dropped
+		}
+		if _, err := local.Write(f.Bytes); err != nil {
+			return
+		}
+	}
 }
 
 // pull passes what the server sends on st to the process until the

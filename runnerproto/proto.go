@@ -1,10 +1,16 @@
-// Package runnerproto holds the words of the runner protocol (version 2)
+// Package runnerproto holds the words of the runner protocol (version 3)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has
 // four streams the runner opens, each starting with a StreamHeader line:
 // the session process's stdin, its stdout, its control channel and its
 // store (runstore).
+//
+// Version 3 carries a run's store calls across reconnections: the runner
+// passes on whole calls and answers, tells the session process of each
+// new store stream, and the process sends again, after an OpResync, every
+// call not answered (runstore). Version 2 added deflated transcript
+// appends.
 package runnerproto
 
 import (
@@ -20,10 +26,10 @@ import (
 )
 
 // Version is the protocol's version; a runner of another version is refused.
-const Version = 2
+const Version = 3
 
 // Subprotocol is the WebSocket subprotocol of Version.
-const Subprotocol = "blaise-runner.v2"
+const Subprotocol = "blaise-runner.v3"
 
 // Paths of the server's endpoints for runners and clients.
 const (

@@ -13,11 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/deflate"
 	"github.com/blaiseagent/blaise-agent/session"
-	"github.com/klauspost/compress/flate"
 )
 
 // Op is an operation of the wire protocol.
@@ -34,7 +35,10 @@ const (
 	OpDelete   Op = "persisted_delete"
 	OpIDs      Op = "persisted_ids"
 	OpPlug     Op = "persisted_plug"
-	maxData       = 64 << 20 // a persisted value may be large
+	// OpResync begins the calls a run sends again on a new store stream
+	// (after a reconnection): it is not numbered and gets no answer.
+	OpResync Op = "resync"
+	maxData     = 64 << 20 // a persisted value may be large
 )
 
 // request is one call, one JSON object per line.
@@ -51,6 +55,14 @@ type request struct {
 	Pause    *session.PauseRecord `json:"pause,omitempty"`
 	Failure  string               `json:"failure,omitempty"`
 	At       time.Time            `json:"at,omitzero"`
+	// Answered is the number of the last call whose answer the run has
+	// read: the server forgets the answers up to it.
+	Answered uint64 `json:"answered,omitempty"`
+	// Resync, of an OpResync, is the generation of the store stream it
+	// begins (the runner's notice); Sent the number of the last call sent
+	// before it.
+	Resync uint64 `json:"resync,omitempty"`
+	Sent   uint64 `json:"sent,omitempty"`
 }
 
 // response answers the request with the same id.
@@ -64,12 +76,22 @@ type response struct {
 	OK       bool            `json:"ok,omitempty"`
 	IDs      []string        `json:"ids,omitempty"`
 	Name     string          `json:"name,omitempty"`
+	// Resync, not 0, makes the line the runner's notice of a new store
+	// stream of that generation, not an answer (ID 0): the run sends again
+	// every call not answered yet, after an OpResync.
+	Resync uint64 `json:"resync,omitempty"`
 }
 
 // Client is a session.RunStore over a connection. Calls are sent one at a
 // time and answered in order. Transcript appends do not wait for their
 // answers (see Transcript); every other call waits for its own, which
 // comes after those of the appends before it.
+//
+// A call is kept, with its data, until it is answered. When the runner
+// says that the run's store stream is a new one (a notice: its connection
+// to the server broke, or the server restarted), the client sends again,
+// in order, every call not answered yet, after an OpResync; the server
+// answers a call it applied already without applying it again.
 //
 // A call is written under wmu, not mu: receive takes mu to hand over each
 // answer, and must go on while a large call is written, or a server that
@@ -86,11 +108,15 @@ type Client struct {
 	waiting  []*pending // the calls sent and not answered yet, in order
 	appends  int        // of them, the appends
 	failed   error      // of an append: every later write of the run fails with it
+	answer   uint64     // the number of the last call answered
+	resynced uint64     // the generation of the last notice whose calls were sent again
 }
 
 // pending is a call sent: done gets its answer, or is nil for an append.
+// data is the call's, kept to be sent again.
 type pending struct {
 	req  request
+	data []byte
 	done chan answer
 }
 
@@ -181,10 +207,15 @@ func (c *Client) send(req request, done chan answer) error {
 		return c.failed
 	}
 	c.next++
-	req.ID, req.Size = c.next, len(req.Data)
+	req.ID, req.Size, req.Answered = c.next, len(req.Data), c.answer
 	data := req.Data
-	req.Data = nil // the caller may reuse it once sent
-	p := &pending{req, done}
+	req.Data = nil
+	if done == nil {
+		// The writer may reuse the bytes once the append is sent; they are
+		// kept until the append is answered, to be sent again.
+		data = bytes.Clone(data)
+	}
+	p := &pending{req, data, done}
 	c.waiting = append(c.waiting, p)
 	if done == nil {
 		c.appends++
@@ -245,6 +276,13 @@ func (c *Client) receive(r *bufio.Reader) {
 	for {
 		var resp response
 		data, err := readFrame(r, &resp, func() int { return resp.Size })
+		if err == nil && resp.ID == 0 && resp.Resync != 0 {
+			// A new store stream: what was not answered is sent again, by
+			// another goroutine, since answers must go on being read while
+			// a large call is written.
+			go c.resend(resp.Resync)
+			continue
+		}
 		c.mu.Lock()
 		if err == nil && len(c.waiting) == 0 {
 			err = fmt.Errorf("an answer to call %d, which is not waiting", resp.ID)
@@ -265,6 +303,7 @@ func (c *Client) receive(r *bufio.Reader) {
 			return
 		}
 		c.waiting = c.waiting[1:]
+		c.answer = resp.ID
 		resp.Data = data
 		err = resp.err(p.req)
 		if p.done != nil {
@@ -276,6 +315,41 @@ func (c *Client) receive(r *bufio.Reader) {
 			}
 			c.answered.Broadcast()
 		}
+		c.mu.Unlock()
+	}
+}
+
+// resend sends again, after an OpResync of generation gen, every call not
+// answered yet, in order, on the store stream the runner's notice of gen
+// announced. A notice older than one whose calls were sent again is
+// stale: its stream is gone already.
+func (c *Client) resend(gen uint64) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	if c.err != nil || gen <= c.resynced {
+		c.mu.Unlock()
+		return
+	}
+	c.resynced = gen
+	again := slices.Clone(c.waiting)
+	mark := request{Op: OpResync, Resync: gen, Answered: c.answer, Sent: c.next}
+	c.mu.Unlock()
+	err := writeFrame(c.w, mark, nil)
+	for _, p := range again {
+		if err != nil {
+			break
+		}
+		req := p.req
+		req.Answered = mark.Answered
+		err = writeFrame(c.w, req, p.data)
+	}
+	if err == nil {
+		err = c.w.Flush()
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.fail(fmt.Errorf("store: sending calls again: %w", err))
 		c.mu.Unlock()
 	}
 }
@@ -352,10 +426,9 @@ type transcript struct {
 	c  *Client
 	id string
 
-	mu      sync.Mutex
-	open    bool // the last byte sent did not end a line
-	deflate *flate.Writer
-	packed  bytes.Buffer
+	mu     sync.Mutex
+	open   bool // the last byte sent did not end a line
+	packer deflate.Packer
 }
 
 func (t *transcript) Write(p []byte) (int, error) {
@@ -363,10 +436,11 @@ func (t *transcript) Write(p []byte) (int, error) {
 	defer t.mu.Unlock()
 	req := request{Op: OpAppend, Session: t.id, Data: p}
 	if len(p) >= deflateMin && len(p) <= maxData && p[len(p)-1] == '\n' && !t.open {
-		if err := t.pack(p); err != nil {
-			return 0, err
+		packed, err := t.packer.Pack(p)
+		if err != nil {
+			return 0, fmt.Errorf("store: transcript: %w", err)
 		}
-		req.Data, req.Deflated = t.packed.Bytes(), true
+		req.Data, req.Deflated = packed, true
 	}
 	if err := t.c.send(req, nil); err != nil {
 		return 0, err
@@ -375,23 +449,6 @@ func (t *transcript) Write(p []byte) (int, error) {
 		t.open = p[len(p)-1] != '\n'
 	}
 	return len(p), nil
-}
-
-// pack deflates p into t.packed.
-func (t *transcript) pack(p []byte) error {
-	t.packed.Reset()
-	if t.deflate == nil {
-		t.deflate, _ = flate.NewWriter(&t.packed, flate.BestSpeed)
-	} else {
-		t.deflate.Reset(&t.packed)
-	}
-	if _, err := t.deflate.Write(p); err != nil {
-		return fmt.Errorf("store: transcript: %w", err)
-	}
-	if err := t.deflate.Close(); err != nil {
-		return fmt.Errorf("store: transcript: %w", err)
-	}
-	return nil
 }
 
 func (t *transcript) Close() error {

@@ -4,43 +4,76 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"slices"
+	"sync"
 
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/klauspost/compress/flate"
 )
 
-// Server answers a run's calls from Store, for Session only.
+// Server answers a run's calls from Store, for Session only. It serves
+// the run's store streams one after the other (Serve), across
+// reconnections: a call sent again on a new stream gets the answer it got
+// and is not applied twice (L7).
 type Server struct {
 	Store   session.RunStore
 	Session string
+	// Run is the run's number in its session: a transcript that keeps the
+	// numbers of the calls that appended its lines (session.CallTranscripts)
+	// keeps it with them, and a report sent again after a restart is told
+	// by the run's history.
+	Run int
 	// MayWrite, when set, says whether the run may still write: a run the
 	// control plane has failed may not (its late writes are refused).
 	MayWrite func() error
+
+	serving    sync.Mutex // held by Serve: one stream at a time; guards what follows
+	transcript io.WriteCloser
+	// Once an append failed, the run's transcript misses lines: no later
+	// write is applied, so that every line before a report is committed
+	// when the report is (L7).
+	lost error
+	// applied is the number of the last call applied, or, after a resync
+	// on a server that applied nothing, of the last one the run had the
+	// answer of.
+	applied uint64
+	kept    []kept // the answers of the calls applied whose answers the run may not have read, in order
+	// doubt: the calls up to it may have been applied by a server before
+	// this one, which restarted: appends are told by the transcript's last
+	// call (appended, once read), reports by the run's history.
+	doubt        uint64
+	appended     uint64
+	appendedRead bool
+	seed         maphash.Seed
+}
+
+// kept is the answer of a call, and what the call was (its sum), so that
+// a call sent again under that number with something else is refused.
+type kept struct {
+	sum  uint64
+	resp response
 }
 
 // maxBatch bounds the bytes of the appends committed together.
 const maxBatch = 4 << 20
 
-// Serve answers calls on rw until it ends; its error is nil when the run
-// closed it.
+// Serve answers calls on rw, one of the run's store streams, until it
+// ends; its error is nil when the run closed it. A new stream of the run
+// begins with an OpResync, after which the run sends again the calls it
+// has no answer of.
 func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
+	s.serving.Lock()
+	defer s.serving.Unlock()
+	if s.seed == (maphash.Seed{}) {
+		s.seed = maphash.MakeSeed()
+	}
 	r, w := bufio.NewReaderSize(rw, 64<<10), bufio.NewWriterSize(rw, 64<<10)
-	var transcript io.WriteCloser
-	// Calls are numbered: a call delivered again (the same number) gets the
-	// answer it got the first time and is not applied twice (L7).
-	var last response
-	// Once an append failed, the run's transcript misses lines: no later
-	// write is applied, so that every line before a report is committed
-	// when the report is (L7).
-	var lost error
-	defer func() {
-		if transcript != nil {
-			transcript.Close()
-		}
-	}()
+	var prev uint64   // the number of the last call of this stream
 	var held *request // read while gathering appends, not answered yet
 	for {
 		req := held
@@ -48,19 +81,33 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		if req == nil {
 			var err error
 			if req, err = readCall(r); err == io.EOF {
+				s.closeTranscript()
 				return nil
 			} else if err != nil {
 				return err
 			}
 		}
-		if req.ID != 0 && req.ID == last.ID {
-			if err := writeAnswer(w, last); err != nil {
-				return err
-			}
+		if req.Op == OpResync {
+			s.resync(req)
+			prev = 0
 			continue
 		}
-		if req.ID != 0 && req.ID < last.ID {
-			return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, last.ID)
+		s.forget(req.Answered)
+		if req.ID != 0 {
+			switch {
+			case req.ID < prev:
+				return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, prev)
+			case req.ID <= s.applied:
+				// Delivered again (the same call on this stream, or sent
+				// again on a new one): answered as before, not applied.
+				prev = req.ID
+				if err := writeAnswer(w, s.again(req)); err != nil {
+					return err
+				}
+				continue
+			case req.ID != s.applied+1:
+				return fmt.Errorf("store: call %d after call %d: calls %d to %d are missing", req.ID, s.applied, s.applied+1, req.ID-1)
+			}
 		}
 		batch := []*request{req}
 		var readErr error
@@ -69,24 +116,27 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 			// (the run does not wait for their answers) are here already:
 			// they are committed together (session.DeflatedTranscript
 			// aside), with one write.
-			held, readErr = gather(r, &batch)
+			held, readErr = s.gather(r, &batch)
 		}
 		var resps []response
 		switch {
-		case lost != nil && req.Op.writes():
-			resps = answers(batch, lost)
+		case s.lost != nil && req.Op.writes():
+			resps = answers(batch, s.lost)
 		case req.Op == OpAppend && req.Session == s.Session:
-			resps = s.appendBatch(batch, &transcript)
+			resps = s.appendBatch(batch)
 		default:
 			resps = []response{s.apply(ctx, req)}
 		}
-		if req.Op == OpAppend && resps[0].Error != "" && lost == nil {
-			lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
+		if req.Op == OpAppend && resps[0].Error != "" && s.lost == nil {
+			s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
 		}
-		for _, resp := range resps {
+		for i, resp := range resps {
 			writeFrame(w, resp, resp.Data)
+			s.keep(batch[i], resp)
 		}
-		last = resps[len(resps)-1]
+		if id := batch[len(batch)-1].ID; id != 0 {
+			prev = id
+		}
 		if err := w.Flush(); err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
@@ -94,6 +144,83 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 			return readErr
 		}
 	}
+}
+
+// Close closes the run's transcript, once its last stream is served.
+func (s *Server) Close() error {
+	s.serving.Lock()
+	defer s.serving.Unlock()
+	return s.closeTranscript()
+}
+
+func (s *Server) closeTranscript() error {
+	if s.transcript == nil {
+		return nil
+	}
+	err := s.transcript.Close()
+	s.transcript = nil
+	return err
+}
+
+// resync begins a new stream of the run. A server that applied nothing of
+// the run may be one that restarted: the calls the run sent before the
+// resync and has no answer of may have been applied by the server before.
+func (s *Server) resync(req *request) {
+	if s.applied == 0 && len(s.kept) == 0 && s.lost == nil {
+		s.applied = req.Answered
+		if req.Sent > req.Answered {
+			s.doubt = req.Sent
+		}
+	}
+	s.forget(req.Answered)
+}
+
+// forget drops the answers the run has read, up to call n.
+func (s *Server) forget(n uint64) {
+	i := 0
+	for i < len(s.kept) && s.kept[i].resp.ID <= n {
+		i++
+	}
+	if i > 0 {
+		s.kept = slices.Delete(s.kept, 0, i)
+	}
+}
+
+// keep keeps the answer of a numbered call until the run has read it.
+func (s *Server) keep(req *request, resp response) {
+	if req.ID == 0 {
+		return
+	}
+	s.applied = req.ID
+	s.kept = append(s.kept, kept{s.sum(req), resp})
+}
+
+// again answers a call applied before: as it was answered, if it is the
+// same call.
+func (s *Server) again(req *request) response {
+	for _, k := range s.kept {
+		if k.resp.ID != req.ID {
+			continue
+		}
+		if k.sum != s.sum(req) {
+			return response{ID: req.ID, Error: fmt.Sprintf("store: call %d (%s, %d bytes) sent again is not the call %d applied: refused", req.ID, req.Op, len(req.Data), req.ID)}
+		}
+		return k.resp
+	}
+	return response{ID: req.ID, Error: fmt.Sprintf("store: call %d (%s) sent again after its answer was read: refused", req.ID, req.Op)}
+}
+
+// sum sums what a call asks for: its line but for its number and the
+// answers read, and its data.
+func (s *Server) sum(req *request) uint64 {
+	head := *req
+	head.ID, head.Answered, head.Data = 0, 0, nil
+	line, _ := json.Marshal(head)
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.Write(line)
+	h.Write(req.Data)
+	return h.Sum64()
 }
 
 // readCall reads the next call; io.EOF when the run closed the connection.
@@ -114,7 +241,7 @@ func readCall(r *bufio.Reader) (*request, error) {
 // are read already, in order and up to maxBatch bytes. It returns the call
 // after them, if it read one, and an error of the connection, which ends it
 // once the batch is answered.
-func gather(r *bufio.Reader, batch *[]*request) (*request, error) {
+func (s *Server) gather(r *bufio.Reader, batch *[]*request) (*request, error) {
 	first := (*batch)[0]
 	size := len(first.Data)
 	for r.Buffered() > 0 && size < maxBatch {
@@ -123,9 +250,10 @@ func gather(r *bufio.Reader, batch *[]*request) (*request, error) {
 			return nil, err
 		}
 		prev := (*batch)[len(*batch)-1]
-		if next.Op != OpAppend || next.Session != first.Session || next.ID <= prev.ID {
+		if next.Op != OpAppend || next.Session != first.Session || next.ID != prev.ID+1 || prev.ID == 0 {
 			return next, nil
 		}
+		s.forget(next.Answered)
 		*batch = append(*batch, next)
 		size += len(next.Data)
 	}
@@ -160,29 +288,63 @@ func setError(resp *response, err error) {
 // appendBatch appends the lines of appends of the run's session, in
 // order, in one write for each run of appends sent alike: as they are, or
 // deflated (deflate streams one after the other). Each gets the answer of
-// the batch: the first error, after which nothing more is written.
-func (s *Server) appendBatch(batch []*request, transcript *io.WriteCloser) []response {
+// the batch: the first error, after which nothing more is written. An
+// append a server before this one committed (doubt) is answered, not
+// written again.
+func (s *Server) appendBatch(batch []*request) []response {
 	var err error
 	if s.MayWrite != nil {
 		err = s.MayWrite()
 	}
 	if err == nil {
-		err = s.openTranscript(transcript)
+		err = s.openTranscript()
 	}
-	for rest := batch; len(rest) > 0 && err == nil; {
+	rest := batch
+	if err == nil && rest[0].ID <= s.doubt {
+		var done uint64
+		if done, err = s.appendedBefore(); err == nil {
+			for len(rest) > 0 && rest[0].ID <= done {
+				rest = rest[1:]
+			}
+		}
+	}
+	numbered, _ := s.transcript.(session.CallTranscript)
+	for len(rest) > 0 && err == nil {
 		deflated := rest[0].Deflated
 		n := 1
 		for n < len(rest) && rest[n].Deflated == deflated {
 			n++
 		}
+		if numbered != nil {
+			numbered.Call(s.Run, rest[n-1].ID)
+		}
 		if deflated {
-			err = appendDeflated(*transcript, joined(rest[:n]))
+			err = appendDeflated(s.transcript, joined(rest[:n]))
 		} else {
-			_, err = (*transcript).Write(joined(rest[:n]))
+			_, err = s.transcript.Write(joined(rest[:n]))
 		}
 		rest = rest[n:]
 	}
 	return answers(batch, err)
+}
+
+// appendedBefore is the number of the last call of the run whose lines
+// the transcript holds, as the store keeps it; 0 for a store that keeps no
+// call numbers.
+func (s *Server) appendedBefore() (uint64, error) {
+	if s.appendedRead {
+		return s.appended, nil
+	}
+	calls, ok := s.Store.(session.CallTranscripts)
+	if !ok {
+		return 0, nil
+	}
+	n, err := calls.TranscriptCall(s.Session, s.Run)
+	if err != nil {
+		return 0, fmt.Errorf("store: which appends of run %d the transcript holds: %w", s.Run, err)
+	}
+	s.appended, s.appendedRead = n, true
+	return n, nil
 }
 
 // joined is the data of calls, one after the other.
@@ -235,12 +397,12 @@ func answers(batch []*request, err error) []response {
 	return resps
 }
 
-func (s *Server) openTranscript(transcript *io.WriteCloser) error {
-	if *transcript != nil {
+func (s *Server) openTranscript() error {
+	if s.transcript != nil {
 		return nil
 	}
 	var err error
-	*transcript, err = s.Store.Transcript(s.Session)
+	s.transcript, err = s.Store.Transcript(s.Session)
 	return err
 }
 
@@ -266,8 +428,20 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 		if req.Pause == nil {
 			return errors.New("paused: no pause")
 		}
+		if req.ID <= s.doubt {
+			if rec, done, err := s.reported(func(h *session.RunRecord) bool { return h.Pause != nil }); err != nil || done {
+				resp.Record = rec
+				return err
+			}
+		}
 		resp.Record, err = s.Store.Paused(s.Session, *req.Pause)
 	case OpTornDown:
+		if req.ID <= s.doubt {
+			if rec, done, err := s.reported(func(h *session.RunRecord) bool { return h.Teardown != nil }); err != nil || done {
+				resp.Record = rec
+				return err
+			}
+		}
 		var failure error
 		if req.Failure != "" {
 			failure = errors.New(req.Failure)
@@ -287,4 +461,20 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 		return fmt.Errorf("store: unknown operation %q", req.Op)
 	}
 	return err
+}
+
+// reported tells a report of the run that a server before this one
+// applied (doubt): the run's history has it (has). Its answer is then the
+// record as it is.
+func (s *Server) reported(has func(*session.RunRecord) bool) (*session.Record, bool, error) {
+	rec, err := s.Store.Session(s.Session)
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range rec.History {
+		if h := &rec.History[i]; h.Run == s.Run && s.Run != 0 {
+			return rec, has(h), nil
+		}
+	}
+	return rec, false, nil
 }

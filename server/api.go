@@ -158,7 +158,11 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	if !offers(r, runnerproto.Subprotocol) {
-		fail(w, http.StatusBadRequest, "wrong protocol version: this server speaks %s", runnerproto.Subprotocol)
+		offered := strings.Join(r.Header.Values("Sec-WebSocket-Protocol"), ", ")
+		if offered == "" {
+			offered = "none"
+		}
+		fail(w, http.StatusBadRequest, "wrong protocol version: this server speaks %s, the runner offered %s: run a blaise-agent of the server's version on the runner", runnerproto.Subprotocol, offered)
 		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{runnerproto.Subprotocol}})

@@ -161,13 +161,16 @@ func TestIssue13_RunnerProtocolRefusals(t *testing.T) {
 	if _, resp, err := l.dialRunner("blc_wrong", runnerproto.Subprotocol); err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Errorf("a wrong credential: %v", err)
 	}
-	if _, resp, err := l.dialRunner(l.cred, "blaise-runner.v1"); err == nil || resp == nil || resp.StatusCode != 400 {
-		t.Errorf("another subprotocol: %v", err)
+	for _, old := range []string{"blaise-runner.v1", "blaise-runner.v2"} {
+		if _, resp, err := l.dialRunner(l.cred, old); err == nil || resp == nil || resp.StatusCode != 400 {
+			t.Errorf("another subprotocol, %s: %v", old, err)
+		}
 	}
 	for _, c := range []struct {
 		name, first, says string
 	}{
-		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this server speaks 2"},
+		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this server speaks 3"},
+		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this server speaks 3"},
 		{"not hello", `{"type":"launched"}`, "the first frame must be hello"},
 		{"malformed", `{"type":`, "the first frame must be hello"},
 	} {

@@ -125,16 +125,71 @@ func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
 	}
 }
 
-// serveStore answers the run's store calls. One store server for the
-// whole run: a call sent again after a reconnection is answered, not
+// serveStore answers the run's store calls, on the store stream of each
+// attachment in turn. One store server for the whole run: a call the run
+// sends again on a new stream after a reconnection is answered, not
 // applied twice.
 func (p *remoteProcess) serveStore() {
-	store := &runstore.Server{Store: p.s.Store, Session: p.ref.Session, MayWrite: p.mayWrite}
+	store := &runstore.Server{Store: p.s.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite}
 	go func() {
-		if err := store.Serve(context.Background(), p.relay(runnerproto.ChannelStore)); err != nil {
-			p.s.log().Debug("a run's store connection ended", "session", p.ref.Session, "err", err)
+		defer store.Close()
+		var last *attachment
+		for {
+			a := p.nextAttachment(last)
+			if a == nil {
+				return
+			}
+			last = a
+			if err := store.Serve(context.Background(), cutStream{a.streams[runnerproto.ChannelStore], a}); err != nil {
+				p.s.log().Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+			}
 		}
 	}()
+}
+
+// nextAttachment waits for an attachment in use other than last; nil once
+// the run has none to come: it was failed, or it exited with no other.
+func (p *remoteProcess) nextAttachment(last *attachment) *attachment {
+	for {
+		p.mu.Lock()
+		a, failed, changed := p.att, p.failed, p.changed
+		p.mu.Unlock()
+		if failed != nil {
+			return nil
+		}
+		if a != nil && a != last && !a.gone() {
+			return a
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			p.mu.Lock()
+			a = p.att
+			p.mu.Unlock()
+			if a == nil || a == last {
+				return nil
+			}
+		}
+	}
+}
+
+// errStreamCut ends a store stream whose connection broke: the run's store
+// goes on on the next attachment's.
+var errStreamCut = errors.New("its runner's connection broke")
+
+// cutStream is a store stream that tells its end from a cut: yamux ends
+// the streams of a connection that broke as if their peer closed them.
+type cutStream struct {
+	net.Conn
+	a *attachment
+}
+
+func (c cutStream) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err == io.EOF && (c.a.gone() || c.a.rc.mux.IsClosed()) {
+		return n, errStreamCut
+	}
+	return n, err
 }
 
 // adopt makes p a run of rc, whose streams are to come.

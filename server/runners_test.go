@@ -145,13 +145,29 @@ func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 // nothing.
 func TestIssue13_ARunnerOfTheSameNameCannotTakeARunBack(t *testing.T) {
 	l := newLab(t)
+	ref, impostor := l.runOfR1WithAnImpostor()
+	l.onlyItsRunnerTakesBack(ref, impostor, "took back")
+}
+
+// runOfR1WithAnImpostor creates a run in progress on the lab's runner r1
+// and registers another runner named r1; it returns the run and the other
+// runner's credential.
+func (l *lab) runOfR1WithAnImpostor() (runnerproto.RunRef, string) {
+	l.t.Helper()
 	impostor := l.register("r1")
-	ref := l.inProgress("demo", l.runnerID, 1, false)
+	return l.inProgress("demo", l.runnerID, 1, false), impostor
+}
+
+// onlyItsRunnerTakesBack checks that the runner of credential impostor
+// gets nothing of ref in its hello, and that the run's own runner gets it
+// (how says how).
+func (l *lab) onlyItsRunnerTakesBack(ref runnerproto.RunRef, impostor, how string) {
+	l.t.Helper()
 	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
-		t.Fatalf("another runner named r1 took back %v", taken)
+		l.t.Fatalf("another runner named r1 %s %v", how, taken)
 	}
 	if _, taken := l.hello(l.cred, ref); !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("the run's own runner took back %v, want %v", taken, ref)
+		l.t.Fatalf("the run's own runner %s %v, want %v", how, taken, ref)
 	}
 }
 
@@ -216,17 +232,11 @@ func TestIssue13_ARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 // the same credential, not to another runner registered as r1.
 func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	l := newLab(t)
-	impostor := l.register("r1")
-	ref := l.inProgress("demo", l.runnerID, 1, false)
+	ref, impostor := l.runOfR1WithAnImpostor()
 	mux := l.handBack(ref)
 	mux.Close()
 	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
-	if _, taken := l.hello(impostor, ref); len(taken) != 0 {
-		t.Fatalf("another runner named r1 re-attached %v", taken)
-	}
-	if _, taken := l.hello(l.cred, ref); !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("the run's own runner re-attached %v, want %v", taken, ref)
-	}
+	l.onlyItsRunnerTakesBack(ref, impostor, "re-attached")
 }
 
 // TestIssue13_ASignalLostWithItsConnectionIsSentAgain (L5): a kill the

@@ -53,6 +53,25 @@ type DeflatedTranscript interface {
 	WriteDeflated(p []byte) error
 }
 
+// CallTranscripts is a store whose transcripts keep, with the lines of a
+// run's append, the number of its call (runstore): a server that
+// restarted does not know which calls of a run taken back the server
+// before it applied, and an append sent again must not be committed twice.
+type CallTranscripts interface {
+	// TranscriptCall is the number of the last call of run whose lines
+	// session's transcript holds; 0 if it holds none.
+	TranscriptCall(session string, run int) (uint64, error)
+}
+
+// CallTranscript is a transcript of a CallTranscripts store open for
+// appending.
+type CallTranscript interface {
+	io.WriteCloser
+	// Call says that the lines written next are those of call of run,
+	// up to the next Call.
+	Call(run int, call uint64)
+}
+
 // Reports records what runs report (L7), so that a front end that dies
 // loses nothing.
 type Reports interface {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/blaiseagent/blaise-agent/internal/deflate"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/klauspost/compress/flate"
 )
 
@@ -38,13 +40,39 @@ func (s *Store) exists(id string) error {
 	return nil
 }
 
+var (
+	_ session.CallTranscripts = (*Store)(nil)
+	_ session.CallTranscript  = (*transcript)(nil)
+)
+
 type transcript struct {
-	s       *Store
-	id      string
-	rest    []byte // a line not ended yet
-	closed  bool
-	deflate *flate.Writer
-	packed  bytes.Buffer
+	s      *Store
+	id     string
+	rest   []byte // a line not ended yet
+	closed bool
+	packer deflate.Packer
+	// run and call are those of the lines written next (Call), stored
+	// with their chunk.
+	run  int
+	call uint64
+}
+
+// Call says that the lines written next are those of call of run: their
+// chunk keeps the number, which TranscriptCall reads.
+func (t *transcript) Call(run int, call uint64) { t.run, t.call = run, call }
+
+// TranscriptCall is the number of the last call of run whose lines the
+// session's transcript holds; 0 if none.
+func (s *Store) TranscriptCall(id string, run int) (uint64, error) {
+	if err := checkSessionID(id); err != nil {
+		return 0, err
+	}
+	var call int64
+	err := s.read.row(context.Background(), "SELECT COALESCE(MAX(last_call), 0) FROM transcript_chunks WHERE session_id = ? AND run = ?", id, run).Scan(&call)
+	if err != nil {
+		return 0, fmt.Errorf("session %s: transcript: the last call of run %d: %s: %w", id, run, s.where, err)
+	}
+	return uint64(call), nil
 }
 
 // Write stores the complete lines of p as one row: a transcript is
@@ -75,19 +103,11 @@ func (t *transcript) Write(p []byte) (int, error) {
 // shrink several times, and what the database writes (and syncs) is what
 // a transcript costs the server.
 func (t *transcript) store(lines []byte) error {
-	t.packed.Reset()
-	if t.deflate == nil {
-		t.deflate, _ = flate.NewWriter(&t.packed, flate.BestSpeed)
-	} else {
-		t.deflate.Reset(&t.packed)
+	packed, err := t.packer.Pack(lines)
+	if err != nil {
+		return fmt.Errorf("session %s: transcript: %w", t.id, err)
 	}
-	if _, err := t.deflate.Write(lines); err != nil {
-		return err
-	}
-	if err := t.deflate.Close(); err != nil {
-		return err
-	}
-	return t.insert(t.packed.Bytes())
+	return t.insert(packed)
 }
 
 // WriteDeflated stores lines their writer deflated as they are, as one
@@ -103,9 +123,9 @@ func (t *transcript) WriteDeflated(p []byte) error {
 }
 
 // insert stores a chunk: deflate streams of whole lines, one after the
-// other.
+// other, with the run and call they are of (Call).
 func (t *transcript) insert(chunk []byte) error {
-	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", t.id, chunk)
+	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call) VALUES (?, ?, ?, ?)", t.id, chunk, t.run, int64(t.call))
 	if err != nil {
 		return fmt.Errorf("session %s: transcript: %w", t.id, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/deflate"
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -44,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"TornDownDeletesPersistedState", tornDown},
 		{"Discard", discard},
 		{"Transcript", transcript},
+		{"Issue13_TranscriptKeepsItsLastCall", transcriptCalls},
 		{"NewSessionID", newSessionID},
 	}
 	for _, tc := range tests {
@@ -516,6 +518,91 @@ func transcript(t *testing.T, s Store) {
 	}
 	if got := readTranscript(t, s, "other"); got != "{\"other\":1}\n" {
 		t.Errorf("another session's transcript: %q", got)
+	}
+}
+
+// transcriptCalls: a store whose transcripts keep the numbers of the calls
+// that appended their lines (session.CallTranscripts) tells, per run, the
+// last call whose lines it holds, across writers, deflated lines too; a
+// line not ended is not held until it is. A store of one machine, whose
+// runs send no call again, need not keep them.
+func transcriptCalls(t *testing.T, s Store) {
+	calls, ok := s.(session.CallTranscripts)
+	if !ok {
+		t.Skip("this store's transcripts keep no call numbers (its runs send no call again)")
+	}
+	Create(t, s, "s")
+	Create(t, s, "other")
+	last := func(id string, run int) uint64 {
+		t.Helper()
+		n, err := calls.TranscriptCall(id, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := last("s", 1); n != 0 {
+		t.Fatalf("an empty transcript's last call of run 1: %d, want 0", n)
+	}
+	open := func(id string) session.CallTranscript {
+		t.Helper()
+		w, err := s.Transcript(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct, ok := w.(session.CallTranscript)
+		if !ok {
+			t.Fatalf("the transcript of a session.CallTranscripts store is a %T, not a session.CallTranscript", w)
+		}
+		return ct
+	}
+	w := open("s")
+	w.Call(1, 3)
+	io.WriteString(w, "{\"a\":1}\n")
+	w.Call(1, 4)
+	io.WriteString(w, `{"b":`) // not ended: not held yet
+	if n := last("s", 1); n != 3 {
+		t.Fatalf("after call 4 left a line not ended, the last call of run 1 is %d, want 3", n)
+	}
+	w.Call(1, 5)
+	io.WriteString(w, "2}\n")
+	if n := last("s", 1); n != 5 {
+		t.Fatalf("the last call of run 1: %d, want 5", n)
+	}
+	if d, ok := w.(session.DeflatedTranscript); ok {
+		packed, err := new(deflate.Packer).Pack([]byte("{\"c\":3}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Call(1, 9)
+		if err := d.WriteDeflated(packed); err != nil {
+			t.Fatal(err)
+		}
+		if n := last("s", 1); n != 9 {
+			t.Fatalf("after deflated lines, the last call of run 1: %d, want 9", n)
+		}
+	}
+	w.Close()
+	// Another run numbers its calls from 1; another session has its own.
+	w = open("s")
+	w.Call(2, 1)
+	io.WriteString(w, "{\"d\":4}\n")
+	w.Close()
+	w = open("other")
+	w.Call(1, 7)
+	io.WriteString(w, "{\"o\":1}\n")
+	w.Close()
+	if n := last("s", 2); n != 1 {
+		t.Errorf("the last call of run 2: %d, want 1", n)
+	}
+	if n := last("s", 1); n < 5 {
+		t.Errorf("run 2 changed the last call of run 1: %d", n)
+	}
+	if n := last("other", 1); n != 7 {
+		t.Errorf("another session's last call of run 1: %d, want 7", n)
+	}
+	if n := last("s", 3); n != 0 {
+		t.Errorf("a run that appended nothing: last call %d, want 0", n)
 	}
 }
 

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/session"
+)
+
+// blackholeProxy is a TCP proxy to the server that a test turns into a
+// black hole (what is sent through it is read and dropped, as by a
+// network that went away) and then cuts.
+type blackholeProxy struct {
+	ln        net.Listener
+	mu        sync.Mutex
+	pairs     []*proxied
+	swallowed atomic.Int64 // bytes from the runner dropped
+}
+
+type proxied struct {
+	in, out net.Conn
+	hole    atomic.Bool
+}
+
+func newBlackholeProxy(t *testing.T, target string) *blackholeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &blackholeProxy{ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			c := &proxied{in: in, out: out}
+			p.mu.Lock()
+			p.pairs = append(p.pairs, c)
+			p.mu.Unlock()
+			go p.copy(c, out, in, &p.swallowed)
+			go p.copy(c, in, out, nil)
+		}
+	}()
+	return p
+}
+
+// copy passes src on to dst, or drops it while the pair is a black hole.
+func (p *blackholeProxy) copy(c *proxied, dst, src net.Conn, dropped *atomic.Int64) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if c.hole.Load() {
+				if dropped != nil {
+					dropped.Add(int64(n))
+				}
+			} else if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *blackholeProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+// blackhole makes the connections through the proxy drop what they carry.
+func (p *blackholeProxy) blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.pairs {
+		c.hole.Store(true)
+	}
+}
+
+// cut closes the connections through the proxy; new ones pass again.
+func (p *blackholeProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.pairs {
+		c.in.Close()
+		c.out.Close()
+	}
+	p.pairs = nil
+}
+
+// transcriptRecords reads a session's transcript from the server.
+func (l *serverLab) transcriptRecords(id string) []acp.Record {
+	l.t.Helper()
+	req, _ := http.NewRequest("GET", l.url+"/v1/sessions/"+id+"/transcript", nil)
+	req.Header.Set("Authorization", "Bearer "+l.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		l.t.Fatalf("transcript: %s %s", resp.Status, b)
+	}
+	var recs []acp.Record
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var r acp.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			l.t.Fatalf("a transcript line %.200q: %v", sc.Bytes(), err)
+		}
+		recs = append(recs, r)
+	}
+	if err := sc.Err(); err != nil {
+		l.t.Fatal(err)
+	}
+	return recs
+}
+
+// TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn: the runner's
+// connection goes silent, then breaks, while a turn streams and a plug's
+// persisted write and transcript appends are on their way to the server.
+// The run is taken back, the session process sends again what was not
+// answered, and the turn completes; the next prompt is answered, the
+// pause is reported, and the transcript has every record exactly once.
+func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	gate := filepath.Join(l.dir, "gate")
+	ready := filepath.Join(l.dir, "ready")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const held = 500 // the update the plug holds while it writes
+	plug := fmt.Sprintf(`plug(name = "gate", persisted = schema.object(n = schema.int()))
+
+def on_message(ctx, message, next):
+    if message.method == "session/update":
+        n = ctx.state.get("updates", 0) + 1
+        ctx.state["updates"] = n
+        if n == %d:
+            ctx.host.exec(["sh", "-c", "echo > %s && read x < %s"], check = True)
+            ctx.persisted.set({"n": n})
+            ctx.log.info("persisted updates=%%d" %% n)
+    return next(message)
+`, held, ready, gate)
+	if err := os.WriteFile(filepath.Join(l.dir, "gate.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\nsetup(use(\"./gate.star\", id = \"g\"))\n", l.bin)
+	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proxy := newBlackholeProxy(t, strings.TrimPrefix(l.url, "http://"))
+	r := l.startRunnerVia("r1", "flood.star", proxy.url())
+	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	c, sid := l.open()
+	const first = 3000
+	c.Prompt(2, sid, fmt.Sprint(first))
+	updates := 0
+	for updates < held-1 {
+		if m := c.Next(); m.Method == "session/update" {
+			updates++
+		}
+	}
+	// The plug holds the next update: what came before reached the client.
+	testsupport.Eventually(t, "the plug holds an update", func() bool { _, err := os.Stat(ready); return err == nil })
+	proxy.blackhole()
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("go\n")
+	f.Close()
+	// The persisted write goes into the black hole.
+	testsupport.Eventually(t, "the run's store call is sent", func() bool { return proxy.swallowed.Load() >= 100 })
+	proxy.cut()
+	testsupport.Eventually(t, "the run is re-attached", func() bool { return strings.Contains(r.logs.String(), "run re-attached") })
+	ms, resp := c.Until(acptest.ResponseTo("2"))
+	for _, m := range ms {
+		if m.Method == "session/update" {
+			updates++
+		}
+	}
+	if resp.Error != nil || updates != first {
+		t.Fatalf("the turn after the reconnection: %d updates of %d, answer %s", updates, first, resp.Raw)
+	}
+	if !strings.Contains(r.logs.String(), "persisted updates=500") {
+		t.Fatalf("the plug's persisted write did not return:\n%s", r.logs)
+	}
+	// The session goes on in the same run, and pauses when the client leaves.
+	const second = 10
+	ms, resp = c.Turn(3, sid, fmt.Sprint(second))
+	next := 0
+	for _, m := range ms {
+		if m.Method == "session/update" {
+			next++
+		}
+	}
+	if resp.Error != nil || next != second {
+		t.Fatalf("the next turn: %d updates of %d, answer %s", next, second, resp.Raw)
+	}
+	c.in.Close()
+	_ = c.cmd.Wait()
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.sessions()[0].State == session.Paused })
+	rec := l.sessions()[0]
+	if rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
+		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
+	}
+	recs := l.transcriptRecords(rec.ID)
+	seen := map[uint64]int{}
+	streamed := 0
+	for _, r := range recs {
+		seen[r.Seq]++
+		if r.Method == "session/update" {
+			streamed++
+		}
+	}
+	for seq := uint64(1); seq <= uint64(len(recs)); seq++ {
+		if seen[seq] != 1 {
+			t.Fatalf("transcript record %d is there %d times (of %d records)", seq, seen[seq], len(recs))
+		}
+	}
+	if streamed != first+second {
+		t.Fatalf("the transcript has %d updates, want %d", streamed, first+second)
+	}
+}

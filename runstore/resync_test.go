@@ -1,0 +1,287 @@
+package runstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/sqlstore"
+)
+
+// testRunner stands between a client and its run's store streams as a
+// runner does (listen): it passes on whole frames, and on each new stream
+// tells the client, dropping what the client sends before its OpResync.
+// Answers of a stream it is told to lose are dropped, as a connection that
+// broke before they came would.
+type testRunner struct {
+	t     *testing.T
+	local net.Conn // the runner's end of the client's connection
+
+	mu        sync.Mutex
+	cur       net.Conn // the runner's end of the store stream in use
+	gen       uint64
+	resyncing bool
+	pulled    chan struct{}
+	loseAll   bool // the answers of the stream in use are lost
+}
+
+// newTestRunner returns a client whose calls go through a testRunner.
+func newTestRunner(t *testing.T) (*testRunner, *Client) {
+	a, b := socketPair(t)
+	r := &testRunner{t: t, local: b}
+	go r.pump()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return r, NewClient(a)
+}
+
+func (r *testRunner) pump() {
+	fr := NewFrameReader(r.local)
+	for {
+		f, err := fr.Next()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		if r.resyncing && f.IsResync(r.gen) {
+			r.resyncing = false
+		}
+		st, drop := r.cur, r.resyncing
+		r.mu.Unlock()
+		if st != nil && !drop {
+			st.Write(f.Bytes) // a write to a broken stream is lost
+		}
+	}
+}
+
+// attach serves a new store stream of the run with srv: the first, or one
+// after a reconnection. loseAnswers drops what srv answers on it.
+func (r *testRunner) attach(srv *Server, loseAnswers bool) (serve <-chan error) {
+	mine, theirs := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), theirs) }()
+	r.mu.Lock()
+	r.gen++
+	gen := r.gen
+	r.cur, r.resyncing, r.loseAll = mine, gen > 1, loseAnswers
+	before, pulled := r.pulled, make(chan struct{})
+	r.pulled = pulled
+	r.mu.Unlock()
+	go func() {
+		defer close(pulled)
+		if before != nil {
+			<-before
+		}
+		if gen > 1 {
+			r.local.Write(Notice(gen))
+		}
+		fr := NewFrameReader(mine)
+		for {
+			f, err := fr.Next()
+			if err != nil {
+				return
+			}
+			if !loseAnswers {
+				r.local.Write(f.Bytes)
+			}
+		}
+	}()
+	return done
+}
+
+// cut breaks the store stream in use.
+func (r *testRunner) cut() {
+	r.mu.Lock()
+	st := r.cur
+	r.cur = nil
+	r.mu.Unlock()
+	st.Close()
+}
+
+func openSQLite(t *testing.T, path string, key []byte) *sqlstore.Store {
+	t.Helper()
+	s, err := sqlstore.Open(context.Background(), path, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func readAll(t *testing.T, s interface {
+	ReadTranscript(string) (io.ReadCloser, error)
+}, id string) string {
+	t.Helper()
+	r, err := s.ReadTranscript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestIssue13_CallsInFlightSurviveABrokenStream: appends and a persisted
+// write in flight when the run's store stream breaks are sent again on
+// the next stream, in order; the server, which applied some of them
+// already, answers those as before and applies each call once.
+func TestIssue13_CallsInFlightSurviveABrokenStream(t *testing.T) {
+	store, id := newGatedStore(t)
+	srv := &Server{Store: store, Session: id, Run: 1}
+	r, c := newTestRunner(t)
+	first := r.attach(srv, false)
+	w, _ := c.Transcript(id)
+	if err := sent(t, w, "{\"a\":1}\n"); err != nil {
+		t.Fatal(err)
+	}
+	within(t, store.entered, "the first append's commit")
+	// Sent while the store holds the first: read by the server or not.
+	for _, line := range []string{"{\"b\":2}\n", "{\"c\":3}\n"} {
+		if err := sent(t, w, line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := make(chan error, 1)
+	go func() { set <- c.Persisted().Set(context.Background(), id, "p", "acme/p", []byte(`{"v":1}`)) }()
+	// The stream breaks: the first append is committed once the store
+	// lets it go, and its answer is lost with the stream.
+	r.cut()
+	close(store.gate)
+	within(t, first, "the broken stream's end")
+	r.attach(srv, false)
+	if err := within(t, set, "the persisted write's answer on the new stream"); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("transcript: %v", err)
+	}
+	if got, want := readAll(t, store.RunStore.(*blaise.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
+		t.Fatalf("transcript %q, want %q: each line once", got, want)
+	}
+	if v, ok, err := store.Persisted().Get(context.Background(), id, "p"); err != nil || !ok || string(v) != `{"v":1}` {
+		t.Fatalf("persisted: %q %v %v", v, ok, err)
+	}
+	// The run goes on on the new stream.
+	if rec, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != session.Paused {
+		t.Fatalf("pause after the reconnection: %v %+v", err, rec)
+	}
+}
+
+// TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce: a server that
+// restarted does not know which calls of the run the one before applied.
+// The appends it committed are told by the transcript's last call, and
+// the teardown it recorded by the run's history: sent again, they are
+// answered and not applied twice; the calls it never got are applied.
+func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
+	path, key := filepath.Join(t.TempDir(), "blaise.db"), make([]byte, 32)
+	rand.Read(key)
+	before := openSQLite(t, path, key)
+	id := before.NewSessionID()
+	rec := &session.Record{ID: id, AgentName: "a", State: session.Active, Settings: session.DefaultSettings()}
+	session.BeginRun(rec, session.TeardownRun, time.Now())
+	rec.State = session.TearingDown
+	if err := before.CreateSession(rec); err != nil {
+		t.Fatal(err)
+	}
+	r, c := newTestRunner(t)
+	// The first server applies every call, and its answers are lost.
+	r.attach(&Server{Store: before, Session: id, Run: 1}, true)
+	w, _ := c.Transcript(id)
+	bulk := records(2000) // sent deflated
+	for _, line := range []string{"{\"a\":1}\n", bulk, "{\"b\":2}\n"} {
+		if err := sent(t, w, line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	torn := make(chan error, 1)
+	go func() {
+		_, err := c.TornDown(id, errors.New("rm: busy"), time.Now())
+		torn <- err
+	}()
+	testsupport.Eventually(t, "the first server records the teardown", func() bool {
+		rec, err := before.Session(id)
+		return err == nil && rec.Teardown.Attempts == 1
+	})
+	want := "{\"a\":1}\n" + bulk + "{\"b\":2}\n"
+	if got := readAll(t, before, id); got != want {
+		t.Fatalf("the first server's transcript: %d bytes, want %d", len(got), len(want))
+	}
+	// The server restarts: a new one, on the same database.
+	r.cut()
+	before.Close()
+	after := openSQLite(t, path, key)
+	r.attach(&Server{Store: after, Session: id, Run: 1}, false)
+	if err := within(t, torn, "the teardown's answer from the new server"); err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	// A call the first server never got is applied.
+	if err := sent(t, w, "{\"c\":3}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("transcript: %v", err)
+	}
+	if got := readAll(t, after, id); got != want+"{\"c\":3}\n" {
+		t.Fatalf("transcript after the restart: %d bytes, want %d: each line once", len(got), len(want)+8)
+	}
+	rec, err := after.Session(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Teardown.Attempts != 1 {
+		t.Fatalf("teardown attempts %d, want 1: the teardown sent again was applied again", rec.Teardown.Attempts)
+	}
+}
+
+// TestIssue13_CallSentAgainWithOtherContentIsRefused: a call sent again
+// under a number the server applied, but asking for something else, is
+// refused with an error that says so; what was applied stays.
+func TestIssue13_CallSentAgainWithOtherContentIsRefused(t *testing.T) {
+	store, id := newStore(t)
+	a, b := net.Pipe()
+	srv := &Server{Store: store, Session: id, Run: 1}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	defer func() {
+		a.Close()
+		<-done
+	}()
+	fr := NewFrameReader(a)
+	call := func(line string) string {
+		t.Helper()
+		if _, err := io.WriteString(a, line); err != nil {
+			t.Fatal(err)
+		}
+		f, err := fr.Next()
+		if err != nil {
+			t.Fatalf("no answer to %s: %v", line, err)
+		}
+		return string(f.Bytes)
+	}
+	head := `{"id":1,"op":"transcript_append","session":"` + id + `","size":8}` + "\n"
+	if got := call(head + `{"a":1}` + "\n"); strings.Contains(got, "error") {
+		t.Fatalf("the append: %s", got)
+	}
+	if _, err := io.WriteString(a, `{"op":"resync","resync":2}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := call(head + `{"b":2}` + "\n")
+	if !strings.Contains(got, "call 1 (transcript_append, 8 bytes) sent again is not the call 1 applied: refused") {
+		t.Fatalf("a call sent again with other lines was answered %s", got)
+	}
+	if got := readAll(t, store, id); got != "{\"a\":1}\n" {
+		t.Fatalf("transcript %q, want the first append's line only", got)
+	}
+}
