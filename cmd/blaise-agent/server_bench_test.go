@@ -56,7 +56,9 @@ func throughServer(b *testing.B) *benchClient {
 // process between the client and the agent, and of the agent; the other
 // cpu figures, of a part of the path: the front end (local `acp`), the
 // client (`acp --server`), the server, the runner (`listen`), and the
-// session process with its agent, the same in both.
+// session process with its agent, the same in both. x-acp is the
+// server path's rate against local acp's in a round of as many messages
+// run right after it.
 func BenchmarkServer(b *testing.B) {
 	peers := []struct {
 		name  string
@@ -72,14 +74,25 @@ func BenchmarkServer(b *testing.B) {
 	for _, p := range peers {
 		b.Run("throughput/"+p.name, func(b *testing.B) {
 			c := p.start(b)
+			var local *benchClient
+			if p.name == "server" {
+				local = throughACP(0)(b)
+			}
 			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
 			cpu0, parts0 := c.cpu(b), c.partsCPU(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			b.StopTimer()
+			rate := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "msgs/s")
 			b.ReportMetric(float64(c.cpu(b)-cpu0)/float64(b.N), "path-cpu-ns/msg")
 			for i, cpu := range c.partsCPU(b) {
 				b.ReportMetric(float64(cpu-parts0[i])/float64(b.N), c.parts[i].name+"-cpu-ns/msg")
+			}
+			if local != nil {
+				// Against local acp in a round of as many messages right
+				// after, as x-pipe is in BenchmarkACPFrontEnd.
+				b.ReportMetric(rate/local.rate(b, b.N), "x-acp")
 			}
 		})
 		b.Run("latency/"+p.name, func(b *testing.B) { roundTrips(b, p.start(b)) })
