@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -283,5 +285,99 @@ func TestIssue13_CallSentAgainWithOtherContentIsRefused(t *testing.T) {
 	}
 	if got := readAll(t, store, id); got != "{\"a\":1}\n" {
 		t.Fatalf("transcript %q, want the first append's line only", got)
+	}
+}
+
+// holdingStore holds the first transcript write until gate is closed.
+type holdingStore struct {
+	session.RunStore
+	entered chan struct{} // the first transcript write began
+	gate    chan struct{}
+	once    sync.Once
+}
+
+func (h *holdingStore) Transcript(id string) (io.WriteCloser, error) {
+	w, err := h.RunStore.Transcript(id)
+	return holdingWriter{w, h}, err
+}
+
+type holdingWriter struct {
+	io.WriteCloser
+	h *holdingStore
+}
+
+func (w holdingWriter) Write(p []byte) (int, error) {
+	w.h.once.Do(func() {
+		close(w.h.entered)
+		<-w.h.gate
+	})
+	return w.WriteCloser.Write(p)
+}
+
+// waitsForASlot reports whether a goroutine of the test is in a
+// transcript write that waits for the answer of an append (maxUnanswered).
+func waitsForASlot() bool {
+	buf := make([]byte, 4<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "sync.(*Cond).Wait") && strings.Contains(g, "runstore.(*Client).send") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestIssue13_AppendsPastTheBoundSurviveABrokenStream: the stream breaks
+// while maxUnanswered appends are unanswered and the next transcript
+// write waits for a free slot. The appends are sent again on the next
+// stream, the write goes on, and each line is committed once.
+func TestIssue13_AppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
+	base, id := newStore(t)
+	store := &holdingStore{RunStore: base, entered: make(chan struct{}), gate: make(chan struct{})}
+	srv := &Server{Store: store, Session: id, Run: 1}
+	r, c := newTestRunner(t)
+	first := r.attach(srv, false)
+	w, _ := c.Transcript(id)
+	line := func(i int) string { return fmt.Sprintf("{\"n\":%d}\n", i) }
+	var want strings.Builder
+	for i := range maxUnanswered {
+		if err := sent(t, w, line(i)); err != nil {
+			t.Fatal(err)
+		}
+		want.WriteString(line(i))
+		if i == 0 {
+			within(t, store.entered, "the first append's commit")
+		}
+	}
+	// maxUnanswered appends are unanswered: the next write waits.
+	wrote := make(chan error, 1)
+	go func() {
+		for i := maxUnanswered; i < 2*maxUnanswered+2; i++ {
+			if _, err := io.WriteString(w, line(i)); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}()
+	for i := maxUnanswered; i < 2*maxUnanswered+2; i++ {
+		want.WriteString(line(i))
+	}
+	testsupport.Eventually(t, "a transcript write waiting for an append's answer", waitsForASlot)
+	r.cut()
+	close(store.gate)
+	within(t, first, "the broken stream's end")
+	r.attach(srv, false)
+	if err := within(t, wrote, "the writes past the bound, on the new stream"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("transcript: %v", err)
+	}
+	if got := readAll(t, base, id); got != want.String() {
+		t.Fatalf("transcript %q,\nwant %q: each line once", got, want.String())
+	}
+	if rec, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != session.Paused {
+		t.Fatalf("pause after the reconnection: %v %+v", err, rec)
 	}
 }

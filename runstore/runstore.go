@@ -188,13 +188,27 @@ func readFrame(r *bufio.Reader, v any, size func() int) ([]byte, error) {
 // (a report, a persisted write, an append) fails once an append failed,
 // so that a store never applies it as if the lines before it were
 // committed. c.mu is not held.
+//
+// An append waits for a free slot without holding wmu: after a new store
+// stream's notice, the answers that free one come only once resend, which
+// takes wmu, has sent the calls again.
 func (c *Client) send(req request, done chan answer) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.mu.Lock()
-	for done == nil && c.appends >= maxUnanswered && c.err == nil {
-		c.answered.Wait()
+	for {
+		c.mu.Lock()
+		for done == nil && c.appends >= maxUnanswered && c.err == nil {
+			c.answered.Wait()
+		}
+		c.mu.Unlock()
+		c.wmu.Lock()
+		c.mu.Lock()
+		if done != nil || c.appends < maxUnanswered || c.err != nil {
+			break
+		}
+		// Another call took the slot meanwhile.
+		c.mu.Unlock()
+		c.wmu.Unlock()
 	}
+	defer c.wmu.Unlock()
 	if c.err != nil {
 		defer c.mu.Unlock()
 		return c.err
