@@ -468,3 +468,41 @@ func TestIssue13_ReportAfterAFailedAppendIsRefused(t *testing.T) {
 	testsupport.WantErr(t, c.Persisted().Set(context.Background(), id, "p1", "counter", []byte("1")), "disk full")
 	testsupport.WantErr(t, w.Close(), "disk full")
 }
+
+// closeFailing is a store whose transcripts fail to close.
+type closeFailing struct{ session.RunStore }
+
+func (s closeFailing) Transcript(id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(id)
+	return failingCloser{w}, err
+}
+
+type failingCloser struct{ io.WriteCloser }
+
+func (failingCloser) Close() error { return errors.New("disk full") }
+
+// TestIssue13_ATranscriptThatFailsToCloseIsReported: the run closes its
+// store stream and the transcript, which holds a last line without its
+// newline, fails to close: Serve says so (ErrTranscriptClose) instead of
+// ending as if all was kept.
+func TestIssue13_ATranscriptThatFailsToCloseIsReported(t *testing.T) {
+	store, id := newStore(t)
+	a, b := net.Pipe()
+	srv := &Server{Store: closeFailing{store}, Session: id}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	c := NewClient(a)
+	w, _ := c.Transcript(id)
+	if _, err := io.WriteString(w, `{"a":1}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	err := within(t, done, "the server's end")
+	if !errors.Is(err, ErrTranscriptClose) {
+		t.Fatalf("serve: %v, want ErrTranscriptClose", err)
+	}
+	testsupport.WantErr(t, err, "disk full")
+}

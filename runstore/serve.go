@@ -62,8 +62,14 @@ type kept struct {
 // maxBatch bounds the bytes of the appends committed together.
 const maxBatch = 4 << 20
 
+// ErrTranscriptClose is the error of a Serve whose run closed its store
+// stream, and whose transcript then failed to close: a last line the run
+// left without a newline may be lost. Nothing else is.
+var ErrTranscriptClose = errors.New("store: closing the run's transcript")
+
 // Serve answers calls on rw, one of the run's store streams, until it
-// ends; its error is nil when the run closed it. A new stream of the run
+// ends; its error is nil when the run closed it (ErrTranscriptClose when
+// its transcript then failed to close). A new stream of the run
 // begins with an OpResync, after which the run sends again the calls it
 // has no answer of.
 func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
@@ -81,7 +87,9 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		if req == nil {
 			var err error
 			if req, err = readCall(r); err == io.EOF {
-				s.closeTranscript()
+				if err := s.closeTranscript(); err != nil {
+					return fmt.Errorf("%w: %w", ErrTranscriptClose, err)
+				}
 				return nil
 			} else if err != nil {
 				return err

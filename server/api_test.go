@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/charmbracelet/log"
 	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
 )
@@ -28,6 +30,8 @@ type lab struct {
 	cred  string
 	// runnerID is the credential's id.
 	runnerID string
+	// logs is what the server logs (also written to stderr).
+	logs *testsupport.Buffer
 }
 
 func newLab(t *testing.T) *lab {
@@ -39,7 +43,8 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	s := &Server{Store: store}
+	logs := &testsupport.Buffer{}
+	s := &Server{Store: store, Log: log.New(io.MultiWriter(os.Stderr, logs))}
 	hs := httptest.NewServer(s.Handler(ctx))
 	t.Cleanup(hs.Close)
 	tok, _, err := store.MintAPIToken("tests")
@@ -57,7 +62,7 @@ func newLab(t *testing.T) *lab {
 	if _, err := store.CreateAgent(sqlstore.Agent{Name: "demo"}); err != nil {
 		t.Fatal(err)
 	}
-	return &lab{t: t, store: store, srv: hs, s: s, token: tok, cred: cred, runnerID: runnerID}
+	return &lab{t: t, store: store, srv: hs, s: s, token: tok, cred: cred, runnerID: runnerID, logs: logs}
 }
 
 // do sends a request with the API token and returns the status and the

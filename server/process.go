@@ -132,7 +132,11 @@ func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
 func (p *remoteProcess) serveStore() {
 	store := &runstore.Server{Store: p.s.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite}
 	go func() {
-		defer store.Close()
+		defer func() {
+			if err := store.Close(); err != nil {
+				p.s.log().Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+			}
+		}()
 		var last *attachment
 		for {
 			a := p.nextAttachment(last)
@@ -140,11 +144,41 @@ func (p *remoteProcess) serveStore() {
 				return
 			}
 			last = a
-			if err := store.Serve(context.Background(), cutStream{a.streams[runnerproto.ChannelStore], a}); err != nil {
-				p.s.log().Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+			err := store.Serve(context.Background(), cutStream{a.streams[runnerproto.ChannelStore], a})
+			if err == nil {
+				continue
 			}
+			if errors.Is(err, runstore.ErrTranscriptClose) {
+				p.s.log().Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				continue
+			}
+			if p.cut(a, err) {
+				p.s.log().Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				continue
+			}
+			// A call out of order, a call missing, a bad line: the run's
+			// store is broken, and nothing reads its calls any more. The run
+			// is failed and its process killed, rather than left waiting for
+			// answers that do not come.
+			p.s.log().Error("a run's store failed: the run is failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+			p.sendSignal(a, true)
+			p.fail(fmt.Errorf("its store: %w", err))
+			return
 		}
 	}()
+}
+
+// cut reports whether the store stream of a ended with err because its
+// connection broke, the run was failed, or a later attachment replaced
+// a, after which the run's store goes on (or is over): not a failure of
+// the store.
+func (p *remoteProcess) cut(a *attachment, err error) bool {
+	if errors.Is(err, errStreamCut) || a.gone() || a.rc.mux.IsClosed() {
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed != nil || p.att != a
 }
 
 // nextAttachment waits for an attachment in use other than last; nil once
@@ -341,9 +375,17 @@ func (p *remoteProcess) Wait() error {
 		if err != nil {
 			return err
 		}
+		p.mu.Lock()
+		changed, failed := p.changed, p.failed
+		p.mu.Unlock()
+		if failed != nil {
+			return failed
+		}
 		select {
 		case <-p.exited:
 			return p.exitErr()
+		case <-changed: // failed (its store broke), or re-attached
+			continue
 		case <-a.rc.gone:
 		}
 		p.mu.Lock()

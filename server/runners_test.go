@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,5 +277,57 @@ func TestIssue13_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the kill sent on the broken connection was not sent again")
+	}
+}
+
+// TestIssue13_AStoreStreamThatFailsFailsTheRun: a store stream that ends
+// with an error other than a cut (here a call after calls that never
+// came) leaves nobody to read the run's calls: the server logs it as an
+// error, kills the run's process, closes its streams and fails the run,
+// instead of leaving the run waiting for answers.
+func TestIssue13_AStoreStreamThatFailsFailsTheRun(t *testing.T) {
+	l := newLab(t)
+	ref := l.inProgress("demo", l.runnerID, 1, false)
+	mux, frames, taken := l.helloFrames(l.cred, ref)
+	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("taken back: %v", taken)
+	}
+	store := l.openStreams(mux, ref)
+	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	got := make(chan runnerproto.Frame, 1)
+	go func() {
+		f, err := frames.Receive()
+		if err != nil {
+			f.Kind = runnerproto.Kind(err.Error())
+		}
+		got <- f
+	}()
+	if _, err := io.WriteString(store, `{"id":5,"op":"session","session":"`+ref.Session+`"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-got:
+		if f.Kind != runnerproto.KindSignal || f.Run == nil || *f.Run != ref || !f.Kill {
+			t.Fatalf("the runner got %+v, want SIGKILL for %v", f, ref)
+		}
+	case <-time.After(testsupport.Patience):
+		t.Fatal("the run whose store failed was not killed")
+	}
+	if _, err := io.ReadAll(store); err != nil {
+		t.Fatalf("the store stream: %v", err)
+	}
+	// Killed, the process ends, and so do its streams.
+	mux.Close()
+	testsupport.Eventually(t, "the run's end", func() bool { return l.s.engine.Running(ref.Session) == nil })
+	rec, err := l.store.Session(ref.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Pause == nil || !strings.Contains(rec.Pause.Error, "calls 1 to 4 are missing") {
+		t.Fatalf("the run ended with %+v, want it failed by its store", rec.Pause)
+	}
+	logs := l.logs.String()
+	if !strings.Contains(logs, "ERRO") || !strings.Contains(logs, "calls 1 to 4 are missing") || !strings.Contains(logs, ref.Session) {
+		t.Fatalf("the server's log does not report the store's failure with its session:\n%s", logs)
 	}
 }
