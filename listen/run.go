@@ -413,12 +413,25 @@ func (rn *run) pullStore(st net.Conn, gen uint64, before <-chan struct{}, done c
 	for {
 		f, err := fr.Next()
 		if err != nil {
-			return // a part of an answer cut by a broken connection is dropped
+			// A part of an answer cut by a broken connection is dropped;
+			// anything else (a line too long, a bad line) is the server's
+			// fault, and said.
+			if !cut(err) {
+				rn.r.Log.Warn("a run's store answers", "session", rn.ref.Session, "run", rn.ref.Run, "err", err)
+			}
+			return
 		}
 		if _, err := local.Write(f.Bytes); err != nil {
 			return
 		}
 	}
+}
+
+// cut reports whether err ends a store stream that its connection cut
+// (or that the run closed), not one with a line the runner could not read.
+func cut(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, yamux.ErrStreamClosed) || errors.Is(err, yamux.ErrConnectionReset) || errors.Is(err, yamux.ErrSessionShutdown)
 }
 
 // pull passes what the server sends on st to the process until the
