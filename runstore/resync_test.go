@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -379,5 +380,99 @@ func TestIssue13_AppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 	}
 	if rec, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != session.Paused {
 		t.Fatalf("pause after the reconnection: %v %+v", err, rec)
+	}
+}
+
+// rawStream is a store stream served by a Server, written to and read
+// from call by call, as a run's client would but with the calls the test
+// makes.
+type rawStream struct {
+	t    *testing.T
+	conn net.Conn
+	w    *bufio.Writer
+	r    *bufio.Reader
+	done chan error // Serve's end
+}
+
+func newRawStream(t *testing.T, srv *Server) *rawStream {
+	t.Helper()
+	a, b := net.Pipe()
+	s := &rawStream{t: t, conn: a, w: bufio.NewWriter(a), r: bufio.NewReader(a), done: make(chan error, 1)}
+	go func() { s.done <- srv.Serve(context.Background(), b) }()
+	t.Cleanup(func() { a.Close() })
+	return s
+}
+
+// send sends req, and its data.
+func (s *rawStream) send(req request) {
+	s.t.Helper()
+	req.Size = len(req.Data)
+	err := writeFrame(s.w, req, req.Data)
+	if err == nil {
+		err = s.w.Flush()
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// call sends req and returns its answer.
+func (s *rawStream) call(req request) response {
+	s.t.Helper()
+	s.send(req)
+	var resp response
+	data, err := readFrame(s.r, &resp, func() int { return resp.Size })
+	if err != nil {
+		s.t.Fatalf("no answer to call %d (%s): %v", req.ID, req.Op, err)
+	}
+	resp.Data = data
+	return resp
+}
+
+// TestIssue13_AReadIsKeptWithoutItsData: the server keeps the answer of a
+// persisted read until the run says it read it, but not the value, which
+// may be 64 MiB: a read sent again is read again.
+func TestIssue13_AReadIsKeptWithoutItsData(t *testing.T) {
+	store, id := newStore(t)
+	ctx := context.Background()
+	if err := store.Persisted().Set(ctx, id, "p", "acme/p", []byte(`"first"`)); err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Store: store, Session: id, Run: 1}
+	s := newRawStream(t, srv)
+	get := request{ID: 1, Op: OpGet, Session: id, PlugID: "p"}
+	if resp := s.call(get); !resp.OK || string(resp.Data) != `"first"` {
+		t.Fatalf("the read: %+v %q", resp, resp.Data)
+	}
+	for _, k := range srv.kept {
+		if k.resp.Data != nil || k.resp.Record != nil {
+			t.Fatalf("the answer of call %d is kept with its data", k.id)
+		}
+	}
+	if err := store.Persisted().Set(ctx, id, "p", "acme/p", []byte(`"second"`)); err != nil {
+		t.Fatal(err)
+	}
+	s.send(request{Op: OpResync, Resync: 2, Sent: 1})
+	if resp := s.call(get); !resp.OK || string(resp.Data) != `"second"` {
+		t.Fatalf("the read sent again: %+v %q, want it read again", resp, resp.Data)
+	}
+}
+
+// TestIssue13_AnswersNeverSaidReadAreBounded: a run that never says which
+// answers it read gets an error once maxKept are kept, not a server that
+// keeps them without end.
+func TestIssue13_AnswersNeverSaidReadAreBounded(t *testing.T) {
+	store, id := newStore(t)
+	srv := &Server{Store: store, Session: id, Run: 1}
+	s := newRawStream(t, srv)
+	for n := uint64(1); n <= maxKept; n++ {
+		if resp := s.call(request{ID: n, Op: OpPlug, Session: id, PlugID: "p"}); resp.ID != n || resp.Error != "" {
+			t.Fatalf("call %d: %+v", n, resp)
+		}
+	}
+	s.send(request{ID: maxKept + 1, Op: OpPlug, Session: id, PlugID: "p"})
+	testsupport.WantErr(t, within(t, s.done, "the stream's end"), "not read", "at most 1024")
+	if len(srv.kept) > maxKept {
+		t.Fatalf("%d answers kept", len(srv.kept))
 	}
 }

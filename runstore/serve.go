@@ -53,11 +53,21 @@ type Server struct {
 }
 
 // kept is the answer of a call, and what the call was (its sum), so that
-// a call sent again under that number with something else is refused.
+// a call sent again under that number with something else is refused. A
+// read's answer is not kept (its data may be 64 MiB): a read sent again
+// is read again.
 type kept struct {
 	sum  uint64
-	resp response
+	id   uint64
+	read bool
+	resp response // of a write
 }
+
+// maxKept bounds the answers kept for a run that has not said it read
+// them: a run has at most maxUnanswered appends and a call or so of each
+// of its goroutines in flight, and one that never says is refused rather
+// than kept in memory without end.
+const maxKept = 1024
 
 // maxBatch bounds the bytes of the appends committed together.
 const maxBatch = 4 << 20
@@ -103,13 +113,15 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		s.forget(req.Answered)
 		if req.ID != 0 {
 			switch {
+			case req.ID > s.applied && len(s.kept) >= maxKept:
+				return fmt.Errorf("store: call %d: the answers of %d calls are not read (answered %d): at most %d", req.ID, len(s.kept), req.Answered, maxKept)
 			case req.ID < prev:
 				return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, prev)
 			case req.ID <= s.applied:
 				// Delivered again (the same call on this stream, or sent
 				// again on a new one): answered as before, not applied.
 				prev = req.ID
-				if err := writeAnswer(w, s.again(req)); err != nil {
+				if err := writeAnswer(w, s.again(ctx, req)); err != nil {
 					return err
 				}
 				continue
@@ -186,7 +198,7 @@ func (s *Server) resync(req *request) {
 // forget drops the answers the run has read, up to call n.
 func (s *Server) forget(n uint64) {
 	i := 0
-	for i < len(s.kept) && s.kept[i].resp.ID <= n {
+	for i < len(s.kept) && s.kept[i].id <= n {
 		i++
 	}
 	if i > 0 {
@@ -200,18 +212,25 @@ func (s *Server) keep(req *request, resp response) {
 		return
 	}
 	s.applied = req.ID
-	s.kept = append(s.kept, kept{s.sum(req), resp})
+	k := kept{sum: s.sum(req), id: req.ID, read: !req.Op.writes()}
+	if !k.read {
+		k.resp = resp
+	}
+	s.kept = append(s.kept, k)
 }
 
 // again answers a call applied before: as it was answered, if it is the
-// same call.
-func (s *Server) again(req *request) response {
+// same call; a read is read again.
+func (s *Server) again(ctx context.Context, req *request) response {
 	for _, k := range s.kept {
-		if k.resp.ID != req.ID {
+		if k.id != req.ID {
 			continue
 		}
 		if k.sum != s.sum(req) {
 			return response{ID: req.ID, Error: fmt.Sprintf("store: call %d (%s, %d bytes) sent again is not the call %d applied: refused", req.ID, req.Op, len(req.Data), req.ID)}
+		}
+		if k.read {
+			return s.apply(ctx, req)
 		}
 		return k.resp
 	}
@@ -252,7 +271,7 @@ func readCall(r *bufio.Reader) (*request, error) {
 func (s *Server) gather(r *bufio.Reader, batch *[]*request) (*request, error) {
 	first := (*batch)[0]
 	size := len(first.Data)
-	for r.Buffered() > 0 && size < maxBatch {
+	for r.Buffered() > 0 && size < maxBatch && len(*batch)+len(s.kept) < maxKept {
 		next, err := readCall(r)
 		if err != nil {
 			return nil, err
