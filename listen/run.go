@@ -282,17 +282,23 @@ func (rn *run) giveUp() {
 }
 
 // stream returns the stream of ch in use, waiting while the run is
-// detached; nil once the run is given up.
-func (rn *run) stream(ch runnerproto.Channel) (*conn, net.Conn) {
+// detached; nil once the run is given up. For the store, f is the frame to
+// go on it, and pass says whether it does: not while the stream waits for
+// the process's OpResync, which f may be.
+func (rn *run) stream(ch runnerproto.Channel, f *runstore.Frame) (c *conn, st net.Conn, pass bool) {
 	for {
 		rn.mu.Lock()
 		c, st, given, changed := rn.c, rn.streams[ch], rn.given, rn.changed
+		if f != nil && c != nil && rn.resyncing && f.IsResync(rn.storeGen) {
+			rn.resyncing = false
+		}
+		resyncing := rn.resyncing
 		rn.mu.Unlock()
 		if given {
-			return nil, nil
+			return nil, nil, false
 		}
 		if c != nil {
-			return c, st
+			return c, st, f == nil || !resyncing
 		}
 		<-changed
 	}
@@ -312,7 +318,7 @@ func (rn *run) pump(ch runnerproto.Channel) {
 	for {
 		n, err := local.Read(buf)
 		for b := buf[:n]; len(b) > 0; {
-			c, st := rn.stream(ch)
+			c, st, _ := rn.stream(ch, nil)
 			if st == nil {
 				break // given up: drained
 			}
@@ -359,38 +365,16 @@ func (rn *run) pumpStore() {
 			}
 			return
 		}
-		c, st, ok := rn.storeStream(f)
+		c, st, pass := rn.stream(runnerproto.ChannelStore, &f)
 		if st == nil {
 			continue // given up: drained
 		}
-		if !ok {
+		if !pass {
 			continue // sent again after the OpResync to come
 		}
 		if _, err := st.Write(f.Bytes); err != nil {
 			rn.detach(c)
 		}
-	}
-}
-
-// storeStream returns the store stream in use, waiting while the run is
-// detached (nil once it is given up), and whether f goes on it: not while
-// the stream waits for the process's OpResync, which f may be.
-func (rn *run) storeStream(f runstore.Frame) (*conn, net.Conn, bool) {
-	for {
-		rn.mu.Lock()
-		c, st, given, changed := rn.c, rn.streams[runnerproto.ChannelStore], rn.given, rn.changed
-		if c != nil && rn.resyncing && f.IsResync(rn.storeGen) {
-			rn.resyncing = false
-		}
-		resyncing := rn.resyncing
-		rn.mu.Unlock()
-		if given {
-			return nil, nil, false
-		}
-		if c != nil {
-			return c, st, !resyncing
-		}
-		<-changed
 	}
 }
 
@@ -447,7 +431,7 @@ func (rn *run) report(status string) {
 		rn.local[ch].Close()
 	}
 	for {
-		c, _ := rn.stream(runnerproto.ChannelStdout)
+		c, _, _ := rn.stream(runnerproto.ChannelStdout, nil)
 		if c == nil {
 			break // given up
 		}

@@ -118,7 +118,7 @@ func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 			sent <- w.Flush()
 		}()
 		var resp response
-		if _, err := readFrame(r, &resp, func() int { return resp.Size }); err != nil {
+		if _, err := readData(r, &resp, func() int { return resp.Size }); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-sent; err != nil {

@@ -14,7 +14,7 @@ import (
 // call or half answer before what comes on the next.
 type Frame struct {
 	Bytes []byte // the line, then its data; the FrameReader's until its next Next
-	// Resync is the generation of an OpResync call or of a notice, else 0.
+	// Resync is the generation of an OpResync call, else 0.
 	Resync uint64
 }
 
@@ -29,46 +29,68 @@ func NewFrameReader(r io.Reader) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, 64<<10)}
 }
 
-// frameHead is what a runner reads of a frame's line.
-type frameHead struct {
-	Op     Op     `json:"op"`
-	Size   int    `json:"size"`
-	Resync uint64 `json:"resync"`
-}
-
-// Next reads the next frame; io.EOF at the end of the stream, and
-// io.ErrUnexpectedEOF when it ends within a frame.
+// Next reads the next frame; io.EOF at the end of the stream, and an
+// error wrapping io.ErrUnexpectedEOF when it ends within a frame.
 func (fr *FrameReader) Next() (Frame, error) {
-	line, err := fr.r.ReadSlice('\n')
-	switch {
-	case err == bufio.ErrBufferFull:
-		return Frame{}, fmt.Errorf("store: a line longer than %d bytes", fr.r.Size())
-	case err == io.EOF && len(line) > 0:
-		return Frame{}, io.ErrUnexpectedEOF
-	case err != nil:
-		return Frame{}, err
-	}
-	var h frameHead
-	if err := json.Unmarshal(line, &h); err != nil {
-		return Frame{}, fmt.Errorf("store: a bad line %.200q: %w", line, err)
-	}
-	if h.Size < 0 || h.Size > maxData {
-		return Frame{}, fmt.Errorf("store: data of %d bytes (at most %d)", h.Size, maxData)
-	}
-	n := len(line)
-	fr.buf = slices.Grow(fr.buf[:0], n+h.Size)[:n+h.Size]
-	copy(fr.buf, line)
-	if _, err := io.ReadFull(fr.r, fr.buf[n:]); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	// A call's line or an answer's: an answer's fields that a call does not
+	// have are skipped.
+	var h request
+	frame, _, err := readFrame(fr.r, &h, func() int { return h.Size }, fr.buf)
+	if err != nil {
+		if err != io.EOF {
+			err = fmt.Errorf("store: %w", err)
 		}
 		return Frame{}, err
 	}
-	f := Frame{Bytes: fr.buf}
-	if h.Resync != 0 && (h.Op == OpResync || h.Op == "") {
+	fr.buf = frame
+	f := Frame{Bytes: frame}
+	if h.Op == OpResync {
 		f.Resync = h.Resync
 	}
 	return f, nil
+}
+
+// readFrame reads a frame: a line, which it decodes into v, and the data
+// after it, of the size that size returns once v is decoded. It returns the
+// line and the data, one after the other, in buf grown as needed, and the
+// length of the line. It returns io.EOF at the end of r only, before a
+// frame.
+func readFrame(r *bufio.Reader, v any, size func() int, buf []byte) ([]byte, int, error) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case err == bufio.ErrBufferFull:
+		return nil, 0, fmt.Errorf("a line longer than %d bytes", r.Size())
+	case err == io.EOF && len(line) > 0:
+		return nil, 0, io.ErrUnexpectedEOF
+	case err != nil:
+		return nil, 0, err
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		return nil, 0, fmt.Errorf("a bad line %.200q: %w", line, err)
+	}
+	n := size()
+	if n < 0 || n > maxData {
+		return nil, 0, fmt.Errorf("data of %d bytes (at most %d)", n, maxData)
+	}
+	frame := slices.Grow(buf[:0], len(line)+n)[:len(line)+n]
+	copy(frame, line)
+	if _, err := io.ReadFull(r, frame[len(line):]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, 0, fmt.Errorf("data: %w", err)
+	}
+	return frame, len(line), nil
+}
+
+// readData reads a frame (readFrame) and returns its data, its own; nil
+// for none.
+func readData(r *bufio.Reader, v any, size func() int) ([]byte, error) {
+	frame, n, err := readFrame(r, v, size, nil)
+	if err != nil || n == len(frame) {
+		return nil, err
+	}
+	return frame[n:len(frame):len(frame)], nil
 }
 
 // IsResync reports whether f is the OpResync call of generation gen.

@@ -253,36 +253,14 @@ func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 // refused with an error that says so; what was applied stays.
 func TestIssue13_CallSentAgainWithOtherContentIsRefused(t *testing.T) {
 	store, id := newStore(t)
-	a, b := net.Pipe()
-	srv := &Server{Store: store, Session: id, Run: 1}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), b) }()
-	defer func() {
-		a.Close()
-		<-done
-	}()
-	fr := NewFrameReader(a)
-	call := func(line string) string {
-		t.Helper()
-		if _, err := io.WriteString(a, line); err != nil {
-			t.Fatal(err)
-		}
-		f, err := fr.Next()
-		if err != nil {
-			t.Fatalf("no answer to %s: %v", line, err)
-		}
-		return string(f.Bytes)
+	s := newRawStream(t, &Server{Store: store, Session: id, Run: 1})
+	if resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Data: []byte("{\"a\":1}\n")}); resp.ID != 1 || resp.Error != "" || resp.NotFound {
+		t.Fatalf("the append: %+v", resp)
 	}
-	head := `{"id":1,"op":"transcript_append","session":"` + id + `","size":8}` + "\n"
-	if got := call(head + `{"a":1}` + "\n"); strings.Contains(got, "error") {
-		t.Fatalf("the append: %s", got)
-	}
-	if _, err := io.WriteString(a, `{"op":"resync","resync":2}`+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	got := call(head + `{"b":2}` + "\n")
-	if !strings.Contains(got, "call 1 (transcript_append, 8 bytes) sent again is not the call 1 applied: refused") {
-		t.Fatalf("a call sent again with other lines was answered %s", got)
+	s.send(request{Op: OpResync, Resync: 2})
+	resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Data: []byte("{\"b\":2}\n")})
+	if want := fmt.Sprintf("call 1 (%s, 8 bytes) sent again is not the call 1 applied: refused", OpAppend); !strings.Contains(resp.Error, want) {
+		t.Fatalf("a call sent again with other lines was answered %+v, want %q", resp, want)
 	}
 	if got := readAll(t, store, id); got != "{\"a\":1}\n" {
 		t.Fatalf("transcript %q, want the first append's line only", got)
@@ -421,7 +399,7 @@ func (s *rawStream) call(req request) response {
 	s.t.Helper()
 	s.send(req)
 	var resp response
-	data, err := readFrame(s.r, &resp, func() int { return resp.Size })
+	data, err := readData(s.r, &resp, func() int { return resp.Size })
 	if err != nil {
 		s.t.Fatalf("no answer to call %d (%s): %v", req.ID, req.Op, err)
 	}

@@ -153,36 +153,6 @@ func writeFrame(w *bufio.Writer, v any, data []byte) error {
 	return err
 }
 
-// readFrame reads a line into v, and the size bytes that follow it, which
-// size returns once v is read.
-func readFrame(r *bufio.Reader, v any, size func() int) ([]byte, error) {
-	line, err := r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		return nil, fmt.Errorf("a line longer than %d bytes", r.Size())
-	}
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	if err := json.Unmarshal(line, v); err != nil {
-		return nil, fmt.Errorf("a bad line %.200q: %w", line, err)
-	}
-	n := size()
-	if n < 0 || n > maxData {
-		return nil, fmt.Errorf("data of %d bytes (at most %d)", n, maxData)
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return nil, fmt.Errorf("data: %w", err)
-	}
-	return data, nil
-}
-
 // send writes req as the next call, whose answer done gets (nil: an
 // append, which waits while maxUnanswered appends are in flight). A write
 // (a report, a persisted write, an append) fails once an append failed,
@@ -289,7 +259,7 @@ func (c *Client) fail(err error) {
 func (c *Client) receive(r *bufio.Reader) {
 	for {
 		var resp response
-		data, err := readFrame(r, &resp, func() int { return resp.Size })
+		data, err := readData(r, &resp, func() int { return resp.Size })
 		if err == nil && resp.ID == 0 && resp.Resync != 0 {
 			// A new store stream: what was not answered is sent again, by
 			// another goroutine, since answers must go on being read while

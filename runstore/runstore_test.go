@@ -1,12 +1,12 @@
 package runstore
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -152,36 +152,24 @@ func TestRunStoreBrokenConnection(t *testing.T) {
 // counts one attempt, a transcript line is kept once.
 func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
 	store, id := newStore(t)
-	a, b := net.Pipe()
-	srv := &Server{Store: store, Session: id}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), b) }()
-	defer func() {
-		a.Close()
-		<-done
-	}()
-	sc := bufio.NewScanner(a)
-	call := func(line string) string {
-		t.Helper()
-		if _, err := io.WriteString(a, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		if !sc.Scan() {
-			t.Fatalf("no answer to %s", line)
-		}
-		return sc.Text()
-	}
+	s := newRawStream(t, &Server{Store: store, Session: id})
 	if _, err := store.UpdateSession(id, func(r *session.Record) error { r.State = session.TearingDown; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	torn := `{"id":1,"op":"torn_down","session":"` + id + `","failure":"rm: busy","at":"2026-01-01T00:00:00Z"}`
-	first := call(torn)
-	if again := call(torn); again != first {
-		t.Fatalf("the duplicate got another answer:\n%s\n%s", first, again)
+	torn := request{ID: 1, Op: OpTornDown, Session: id, Failure: "rm: busy", At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	first := s.call(torn)
+	if first.Error != "" || first.Record == nil {
+		t.Fatalf("the teardown: %+v", first)
 	}
-	line := `{"id":2,"op":"transcript_append","session":"` + id + `","size":8}` + "\n" + `{"a":1}`
-	call(line)
-	call(line)
+	if again := s.call(torn); !reflect.DeepEqual(again, first) {
+		t.Fatalf("the duplicate got another answer:\n%+v\n%+v", first, again)
+	}
+	appendLine := request{ID: 2, Op: OpAppend, Session: id, Data: []byte("{\"a\":1}\n")}
+	for range 2 {
+		if resp := s.call(appendLine); resp.Error != "" {
+			t.Fatalf("the append: %+v", resp)
+		}
+	}
 	rec, err := store.Session(id)
 	if err != nil {
 		t.Fatal(err)
@@ -199,13 +187,8 @@ func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
 		t.Fatalf("transcript %q, want the line once", got)
 	}
 	// A call older than the last one is out of order: the connection ends.
-	if _, err := io.WriteString(a, `{"id":1,"op":"session","session":"`+id+`"}`+"\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "in order") {
-		t.Fatalf("serve: %v", err)
-	}
-	done <- nil
+	s.send(request{ID: 1, Op: OpSession, Session: id})
+	testsupport.WantErr(t, within(t, s.done, "the stream's end"), "in order")
 }
 
 // gatedStore holds each transcript write until the test lets it go, and

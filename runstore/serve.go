@@ -253,7 +253,7 @@ func (s *Server) sum(req *request) uint64 {
 // readCall reads the next call; io.EOF when the run closed the connection.
 func readCall(r *bufio.Reader) (*request, error) {
 	var req request
-	data, err := readFrame(r, &req, func() int { return req.Size })
+	data, err := readData(r, &req, func() int { return req.Size })
 	if err == io.EOF {
 		return nil, io.EOF
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"slices"
@@ -302,7 +303,9 @@ func TestIssue13_AStoreStreamThatFailsFailsTheRun(t *testing.T) {
 		}
 		got <- f
 	}()
-	if _, err := io.WriteString(store, `{"id":5,"op":"session","session":"`+ref.Session+`"}`+"\n"); err != nil {
+	// Call 5, after calls 1 to 4 that never came.
+	line, _ := json.Marshal(map[string]any{"id": 5, "op": runstore.OpSession, "session": ref.Session})
+	if _, err := store.Write(append(line, '\n')); err != nil {
 		t.Fatal(err)
 	}
 	select {

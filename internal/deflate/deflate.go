@@ -10,10 +10,10 @@ import (
 	"github.com/klauspost/compress/flate"
 )
 
-// Level is the compression level of every Packer: speed first, since a
+// level is the compression level of every Packer: speed first, since a
 // transcript is deflated while its turn streams, and JSON lines shrink
 // several times at it.
-const Level = flate.BestSpeed
+const level = flate.BestSpeed
 
 // Packer deflates one batch at a time; its zero value is ready. It is not
 // safe for concurrent use.
@@ -27,7 +27,7 @@ type Packer struct {
 func (k *Packer) Pack(p []byte) ([]byte, error) {
 	k.buf.Reset()
 	if k.w == nil {
-		w, err := flate.NewWriter(&k.buf, Level)
+		w, err := flate.NewWriter(&k.buf, level)
 		if err != nil {
 			return nil, fmt.Errorf("deflate: %w", err)
 		}
