@@ -74,14 +74,9 @@ type run struct {
 	ended   map[runnerproto.Channel]bool // its output on the channel ended
 	changed chan struct{}                // closed, and replaced, when c changes or it is given up
 	given   bool                         // given up
-	// The store's streams are numbered by generation, from 1 (the
-	// launch's). On a new one the process is told (runstore.Notice) and
-	// sends again what was not answered: what it sends before its
-	// OpResync of the generation is dropped (resyncing), since it comes
-	// again after it.
-	storeGen  uint64
-	resyncing bool
-	storeDone chan struct{} // closed when the last store stream's answers are passed on
+	// store passes on its store, across its store streams: whole frames,
+	// from the process's OpResync of each new stream.
+	store runstore.Relay
 }
 
 func (rn *run) signal(kill bool) {
@@ -228,11 +223,7 @@ func (rn *run) attach(c *conn) error {
 	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl} {
 		go rn.pull(ch, streams[ch])
 	}
-	rn.storeGen++
-	rn.resyncing = rn.storeGen > 1
-	before, done := rn.storeDone, make(chan struct{})
-	rn.storeDone = done
-	go rn.pullStore(streams[runnerproto.ChannelStore], rn.storeGen, before, done)
+	rn.store.Attach(rn.local[runnerproto.ChannelStore], streams[runnerproto.ChannelStore], rn.storeEnded)
 	close(rn.changed)
 	rn.changed = make(chan struct{})
 	return nil
@@ -289,16 +280,15 @@ func (rn *run) stream(ch runnerproto.Channel, f *runstore.Frame) (c *conn, st ne
 	for {
 		rn.mu.Lock()
 		c, st, given, changed := rn.c, rn.streams[ch], rn.given, rn.changed
-		if f != nil && c != nil && rn.resyncing && f.IsResync(rn.storeGen) {
-			rn.resyncing = false
-		}
-		resyncing := rn.resyncing
+		// Under rn.mu: the stream and the generation Pass tells f by are
+		// those of one attachment.
+		pass := c != nil && (f == nil || rn.store.Pass(*f))
 		rn.mu.Unlock()
 		if given {
 			return nil, nil, false
 		}
 		if c != nil {
-			return c, st, f == nil || !resyncing
+			return c, st, pass
 		}
 		<-changed
 	}
@@ -378,36 +368,12 @@ func (rn *run) pumpStore() {
 	}
 }
 
-// pullStore passes the server's store answers on st to the process, whole,
-// once those of the stream before (before) are; on a new stream (gen 2
-// and up) it first tells the process, which sends again what was not
-// answered.
-func (rn *run) pullStore(st net.Conn, gen uint64, before <-chan struct{}, done chan struct{}) {
-	defer close(done)
-	if before != nil {
-		<-before
-	}
-	local := rn.local[runnerproto.ChannelStore]
-	if gen > 1 {
-		if _, err := local.Write(runstore.Notice(gen)); err != nil {
-			return
-		}
-	}
-	fr := runstore.NewFrameReader(st)
-	for {
-		f, err := fr.Next()
-		if err != nil {
-			// A part of an answer cut by a broken connection is dropped;
-			// anything else (a line too long, a bad line) is the server's
-			// fault, and said.
-			if !cut(err) {
-				rn.r.Log.Warn("a run's store answers", "session", rn.ref.Session, "run", rn.ref.Run, "err", err)
-			}
-			return
-		}
-		if _, err := local.Write(f.Bytes); err != nil {
-			return
-		}
+// storeEnded logs what ended the reading of a store stream's answers
+// (runstore.Relay.Attach) when it is not a cut: a line too long, a bad
+// line.
+func (rn *run) storeEnded(err error) {
+	if err != nil && !cut(err) {
+		rn.r.Log.Warn("a run's store answers", "session", rn.ref.Session, "run", rn.ref.Run, "err", err)
 	}
 }
 

@@ -26,7 +26,7 @@ func storeRun(t *testing.T, logs io.Writer) (*run, *os.File) {
 	return rn, process
 }
 
-// TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged: pullStore stops at
+// TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged: the relay stops at
 // an answer line longer than the runner reads, and says so; a stream cut
 // in the middle of an answer is not an error, and logs nothing.
 func TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged(t *testing.T) {
@@ -42,7 +42,10 @@ func TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged(t *testing.T) {
 			rn, _ := storeRun(t, &logs)
 			mine, theirs := net.Pipe()
 			done := make(chan struct{})
-			go rn.pullStore(mine, 1, nil, done)
+			rn.store.Attach(rn.local[runnerproto.ChannelStore], mine, func(err error) {
+				rn.storeEnded(err)
+				close(done)
+			})
 			go func() {
 				io.WriteString(theirs, tc.sent) // what is not read is left
 				theirs.Close()

@@ -22,20 +22,17 @@ import (
 )
 
 // testRunner stands between a client and its run's store streams as a
-// runner does (listen): it passes on whole frames, and on each new stream
-// tells the client, dropping what the client sends before its OpResync.
-// Answers of a stream it is told to lose are dropped, as a connection that
-// broke before they came would.
+// runner does (listen), with the runner's Relay: it passes on whole
+// frames, and on each new stream tells the client, dropping what the
+// client sends before its OpResync. Answers of a stream it is told to lose
+// are dropped, as a connection that broke before they came would.
 type testRunner struct {
 	t     *testing.T
 	local net.Conn // the runner's end of the client's connection
+	relay Relay
 
-	mu        sync.Mutex
-	cur       net.Conn // the runner's end of the store stream in use
-	gen       uint64
-	resyncing bool
-	pulled    chan struct{}
-	loseAll   bool // the answers of the stream in use are lost
+	mu  sync.Mutex
+	cur net.Conn // the runner's end of the store stream in use
 }
 
 // newTestRunner returns a client whose calls go through a testRunner.
@@ -55,49 +52,31 @@ func (r *testRunner) pump() {
 			return
 		}
 		r.mu.Lock()
-		if r.resyncing && f.IsResync(r.gen) {
-			r.resyncing = false
-		}
-		st, drop := r.cur, r.resyncing
+		st := r.cur
+		pass := st != nil && r.relay.Pass(f)
 		r.mu.Unlock()
-		if st != nil && !drop {
+		if pass {
 			st.Write(f.Bytes) // a write to a broken stream is lost
 		}
 	}
 }
 
 // attach serves a new store stream of the run with srv: the first, or one
-// after a reconnection. loseAnswers drops what srv answers on it.
+// after a reconnection. loseAnswers drops what srv answers on it (and the
+// notice of it, if it is not the first), as a stream whose connection
+// broke before any of it reached the runner.
 func (r *testRunner) attach(srv *Server, loseAnswers bool) (serve <-chan error) {
 	mine, theirs := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), theirs) }()
+	var w io.Writer = r.local
+	if loseAnswers {
+		w = io.Discard
+	}
 	r.mu.Lock()
-	r.gen++
-	gen := r.gen
-	r.cur, r.resyncing, r.loseAll = mine, gen > 1, loseAnswers
-	before, pulled := r.pulled, make(chan struct{})
-	r.pulled = pulled
+	r.cur = mine
+	r.relay.Attach(w, mine, nil)
 	r.mu.Unlock()
-	go func() {
-		defer close(pulled)
-		if before != nil {
-			<-before
-		}
-		if gen > 1 {
-			r.local.Write(Notice(gen))
-		}
-		fr := NewFrameReader(mine)
-		for {
-			f, err := fr.Next()
-			if err != nil {
-				return
-			}
-			if !loseAnswers {
-				r.local.Write(f.Bytes)
-			}
-		}
-	}()
 	return done
 }
 
