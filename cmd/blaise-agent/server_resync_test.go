@@ -5,13 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,94 +18,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
-
-// blackholeProxy is a TCP proxy to the server that a test turns into a
-// black hole (what is sent through it is read and dropped, as by a
-// network that went away) and then cuts.
-type blackholeProxy struct {
-	ln        net.Listener
-	mu        sync.Mutex
-	pairs     []*proxied
-	swallowed atomic.Int64 // bytes from the runner dropped
-}
-
-type proxied struct {
-	in, out net.Conn
-	hole    atomic.Bool
-}
-
-func newBlackholeProxy(t *testing.T, target string) *blackholeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &blackholeProxy{ln: ln}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			c := &proxied{in: in, out: out}
-			p.mu.Lock()
-			p.pairs = append(p.pairs, c)
-			p.mu.Unlock()
-			go p.copy(c, out, in, &p.swallowed)
-			go p.copy(c, in, out, nil)
-		}
-	}()
-	return p
-}
-
-// copy passes src on to dst, or drops it while the pair is a black hole.
-func (p *blackholeProxy) copy(c *proxied, dst, src net.Conn, dropped *atomic.Int64) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if c.hole.Load() {
-				if dropped != nil {
-					dropped.Add(int64(n))
-				}
-			} else if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *blackholeProxy) url() string { return "http://" + p.ln.Addr().String() }
-
-// blackhole makes the connections through the proxy drop what they carry.
-func (p *blackholeProxy) blackhole() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.pairs {
-		c.hole.Store(true)
-	}
-}
-
-// cut closes the connections through the proxy; new ones pass again.
-func (p *blackholeProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.pairs {
-		c.in.Close()
-		c.out.Close()
-	}
-	p.pairs = nil
-}
 
 // transcriptRecords reads a session's transcript from the server.
 func (l *serverLab) transcriptRecords(id string) []acp.Record {
@@ -174,7 +83,7 @@ def on_message(ctx, message, next):
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	proxy := newBlackholeProxy(t, strings.TrimPrefix(l.url, "http://"))
+	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
 	r := l.startRunnerVia("r1", "flood.star", proxy.url())
 	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
 	c, sid := l.open()

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"math/big"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -628,11 +628,18 @@ func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
 }
 
 // cutter is a TCP proxy to the server whose connections a test cuts, as a
-// network would.
+// network would, or first turns into a black hole: what is sent through
+// them is read and dropped, as by a network that went away.
 type cutter struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	ln        net.Listener
+	mu        sync.Mutex
+	pairs     []*proxied
+	swallowed atomic.Int64 // bytes from the runner dropped
+}
+
+type proxied struct {
+	in, out net.Conn
+	hole    atomic.Bool
 }
 
 func newCutter(t *testing.T, target string) *cutter {
@@ -641,8 +648,8 @@ func newCutter(t *testing.T, target string) *cutter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cutter{ln: ln}
-	t.Cleanup(func() { ln.Close(); c.cut() })
+	p := &cutter{ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
 	go func() {
 		for {
 			in, err := ln.Accept()
@@ -654,26 +661,58 @@ func newCutter(t *testing.T, target string) *cutter {
 				in.Close()
 				continue
 			}
-			c.mu.Lock()
-			c.conns = append(c.conns, in, out)
-			c.mu.Unlock()
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			go func() { _, _ = io.Copy(in, out); in.Close() }()
+			c := &proxied{in: in, out: out}
+			p.mu.Lock()
+			p.pairs = append(p.pairs, c)
+			p.mu.Unlock()
+			go p.copy(c, out, in, &p.swallowed)
+			go p.copy(c, in, out, nil)
 		}
 	}()
-	return c
+	return p
 }
 
-func (c *cutter) url() string { return "http://" + c.ln.Addr().String() }
-
-// cut closes every connection through the proxy.
-func (c *cutter) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.conns {
-		conn.Close()
+// copy passes src on to dst, or drops it while the pair is a black hole.
+func (p *cutter) copy(c *proxied, dst, src net.Conn, dropped *atomic.Int64) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if c.hole.Load() {
+				if dropped != nil {
+					dropped.Add(int64(n))
+				}
+			} else if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
-	c.conns = nil
+}
+
+func (p *cutter) url() string { return "http://" + p.ln.Addr().String() }
+
+// blackhole makes the connections through the proxy drop what they carry.
+func (p *cutter) blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.pairs {
+		c.hole.Store(true)
+	}
+}
+
+// cut closes the connections through the proxy; new ones pass again.
+func (p *cutter) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.pairs {
+		c.in.Close()
+		c.out.Close()
+	}
+	p.pairs = nil
 }
 
 // TestIssue13_RunnerReconnectsAndKeepsItsRuns: a runner whose connection
