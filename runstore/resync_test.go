@@ -19,6 +19,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
 )
 
 // testRunner stands between a client and its run's store streams as a
@@ -99,22 +100,6 @@ func openSQLite(t *testing.T, path string, key []byte) *sqlstore.Store {
 	return s
 }
 
-func readAll(t *testing.T, s interface {
-	ReadTranscript(string) (io.ReadCloser, error)
-}, id string) string {
-	t.Helper()
-	r, err := s.ReadTranscript(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	b, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // TestIssue13_CallsInFlightSurviveABrokenStream: appends and a persisted
 // write in flight when the run's store stream breaks are sent again on
 // the next stream, in order; the server, which applied some of them
@@ -149,7 +134,7 @@ func TestIssue13_CallsInFlightSurviveABrokenStream(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("transcript: %v", err)
 	}
-	if got, want := readAll(t, store.RunStore.(*blaise.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
+	if got, want := storetest.ReadTranscript(t, store.RunStore.(*blaise.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
 		t.Fatalf("transcript %q, want %q: each line once", got, want)
 	}
 	if v, ok, err := store.Persisted().Get(context.Background(), id, "p"); err != nil || !ok || string(v) != `{"v":1}` {
@@ -197,7 +182,7 @@ func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 		return err == nil && rec.Teardown.Attempts == 1
 	})
 	want := "{\"a\":1}\n" + bulk + "{\"b\":2}\n"
-	if got := readAll(t, before, id); got != want {
+	if got := storetest.ReadTranscript(t, before, id); got != want {
 		t.Fatalf("the first server's transcript: %d bytes, want %d", len(got), len(want))
 	}
 	// The server restarts: a new one, on the same database.
@@ -215,7 +200,7 @@ func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("transcript: %v", err)
 	}
-	if got := readAll(t, after, id); got != want+"{\"c\":3}\n" {
+	if got := storetest.ReadTranscript(t, after, id); got != want+"{\"c\":3}\n" {
 		t.Fatalf("transcript after the restart: %d bytes, want %d: each line once", len(got), len(want)+8)
 	}
 	rec, err := after.Session(id)
@@ -241,7 +226,7 @@ func TestIssue13_CallSentAgainWithOtherContentIsRefused(t *testing.T) {
 	if want := fmt.Sprintf("call 1 (%s, 8 bytes) sent again is not the call 1 applied: refused", OpAppend); !strings.Contains(resp.Error, want) {
 		t.Fatalf("a call sent again with other lines was answered %+v, want %q", resp, want)
 	}
-	if got := readAll(t, store, id); got != "{\"a\":1}\n" {
+	if got := storetest.ReadTranscript(t, store, id); got != "{\"a\":1}\n" {
 		t.Fatalf("transcript %q, want the first append's line only", got)
 	}
 }
@@ -332,7 +317,7 @@ func TestIssue13_AppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("transcript: %v", err)
 	}
-	if got := readAll(t, base, id); got != want.String() {
+	if got := storetest.ReadTranscript(t, base, id); got != want.String() {
 		t.Fatalf("transcript %q,\nwant %q: each line once", got, want.String())
 	}
 	if rec, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != session.Paused {

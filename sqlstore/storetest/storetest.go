@@ -462,12 +462,15 @@ func discard(t *testing.T, s Store) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readTranscript(t, s, "s"); got != "{\"new\":1}\n" {
+	if got := ReadTranscript(t, s, "s"); got != "{\"new\":1}\n" {
 		t.Errorf("a new session with a discarded one's id has the transcript %q", got)
 	}
 }
 
-func readTranscript(t *testing.T, s Store, id string) string {
+// ReadTranscript returns the whole transcript of a session in s.
+func ReadTranscript(t *testing.T, s interface {
+	ReadTranscript(string) (io.ReadCloser, error)
+}, id string) string {
 	t.Helper()
 	r, err := s.ReadTranscript(id)
 	if err != nil {
@@ -513,10 +516,10 @@ func transcript(t *testing.T, s Store) {
 		t.Fatal(err)
 	}
 	want := "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n{\"e\":5}\n"
-	if got := readTranscript(t, s, "s"); got != want {
+	if got := ReadTranscript(t, s, "s"); got != want {
 		t.Errorf("transcript:\n got %q\nwant %q", got, want)
 	}
-	if got := readTranscript(t, s, "other"); got != "{\"other\":1}\n" {
+	if got := ReadTranscript(t, s, "other"); got != "{\"other\":1}\n" {
 		t.Errorf("another session's transcript: %q", got)
 	}
 }
