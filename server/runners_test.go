@@ -62,6 +62,20 @@ func (l *lab) hello(cred string, refs ...runnerproto.RunRef) (*yamux.Session, []
 	return mux, taken
 }
 
+// nextFrame receives the next frame on conn; a frame that could not be
+// read has the error as its kind.
+func nextFrame(conn *runnerproto.Conn) <-chan runnerproto.Frame {
+	got := make(chan runnerproto.Frame, 1)
+	go func() {
+		f, err := conn.Receive()
+		if err != nil {
+			f.Kind = runnerproto.Kind(err.Error())
+		}
+		got <- f
+	}()
+	return got
+}
+
 // helloFrames is hello, which also returns the connection's frames.
 func (l *lab) helloFrames(cred string, refs ...runnerproto.RunRef) (*yamux.Session, *runnerproto.Conn, []runnerproto.RunRef) {
 	l.t.Helper()
@@ -263,14 +277,7 @@ func TestIssue13_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 		t.Fatalf("taken back: %v", taken)
 	}
 	l.openStreams(mux, ref)
-	got := make(chan runnerproto.Frame, 1)
-	go func() {
-		f, err := frames.Receive()
-		if err != nil {
-			f.Kind = runnerproto.Kind(err.Error())
-		}
-		got <- f
-	}()
+	got := nextFrame(frames)
 	select {
 	case f := <-got:
 		if f.Kind != runnerproto.KindSignal || f.Run == nil || *f.Run != ref || !f.Kill {
@@ -295,14 +302,7 @@ func TestIssue13_AStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	}
 	store := l.openStreams(mux, ref)
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
-	got := make(chan runnerproto.Frame, 1)
-	go func() {
-		f, err := frames.Receive()
-		if err != nil {
-			f.Kind = runnerproto.Kind(err.Error())
-		}
-		got <- f
-	}()
+	got := nextFrame(frames)
 	// Call 5, after calls 1 to 4 that never came.
 	line, _ := json.Marshal(map[string]any{"id": 5, "op": runstore.OpSession, "session": ref.Session})
 	if _, err := store.Write(append(line, '\n')); err != nil {
