@@ -49,22 +49,24 @@ func (l *serverLab) transcriptRecords(id string) []acp.Record {
 	return recs
 }
 
-// TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn: the runner's
-// connection goes silent, then breaks, while a turn streams and a plug's
-// persisted write and transcript appends are on their way to the server.
-// The run is taken back, the session process sends again what was not
-// answered, and the turn completes; the next prompt is answered, the
-// pause is reported, and the transcript has every record exactly once.
-func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
-	t.Parallel()
-	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+// gatedFlood writes flood.star: the flood agent behind a plug that holds
+// the held-th update of the stream until the test opens the gate (a
+// FIFO), then sets its persisted state to the count and logs it. ready
+// is created once the update is held.
+func (l *serverLab) gatedFlood(held int) (ready string, open func()) {
+	t := l.t
+	t.Helper()
 	gate := filepath.Join(l.dir, "gate")
-	ready := filepath.Join(l.dir, "ready")
+	ready = filepath.Join(l.dir, "ready")
 	if err := syscall.Mkfifo(gate, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const held = 500 // the update the plug holds while it writes
 	plug := fmt.Sprintf(`plug(name = "gate", persisted = schema.object(n = schema.int()))
+
+def on_session(ctx, next):
+    if ctx.persisted.value:
+        ctx.log.info("stored updates=%%d" %% ctx.persisted.value.n)
+    next()
 
 def on_message(ctx, message, next):
     if message.method == "session/update":
@@ -83,6 +85,51 @@ def on_message(ctx, message, next):
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return ready, func() {
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("go\n")
+		f.Close()
+	}
+}
+
+// onceEach fails unless the transcript of session id has each record of
+// its run once, with updates session/updates among them.
+func (l *serverLab) onceEach(id string, updates int) {
+	t := l.t
+	t.Helper()
+	recs := l.transcriptRecords(id)
+	seen := map[uint64]int{}
+	streamed := 0
+	for _, r := range recs {
+		seen[r.Seq]++
+		if r.Method == "session/update" {
+			streamed++
+		}
+	}
+	for seq := uint64(1); seq <= uint64(len(recs)); seq++ {
+		if seen[seq] != 1 {
+			t.Fatalf("transcript record %d is there %d times (of %d records)", seq, seen[seq], len(recs))
+		}
+	}
+	if streamed != updates {
+		t.Fatalf("the transcript has %d updates, want %d", streamed, updates)
+	}
+}
+
+// TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn: the runner's
+// connection goes silent, then breaks, while a turn streams and a plug's
+// persisted write and transcript appends are on their way to the server.
+// The run is taken back, the session process sends again what was not
+// answered, and the turn completes; the next prompt is answered, the
+// pause is reported, and the transcript has every record exactly once.
+func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	const held = 500 // the update the plug holds while it writes
+	ready, openGate := l.gatedFlood(held)
 	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))
 	r := l.startRunnerVia("r1", "flood.star", proxy.url())
 	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
@@ -98,12 +145,7 @@ def on_message(ctx, message, next):
 	// The plug holds the next update: what came before reached the client.
 	testsupport.Eventually(t, "the plug holds an update", func() bool { _, err := os.Stat(ready); return err == nil })
 	proxy.blackhole()
-	f, err := os.OpenFile(gate, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.WriteString("go\n")
-	f.Close()
+	openGate()
 	// The persisted write goes into the black hole.
 	testsupport.Eventually(t, "the run's store call is sent", func() bool { return proxy.swallowed.Load() >= 100 })
 	proxy.cut()
@@ -139,21 +181,84 @@ def on_message(ctx, message, next):
 	if rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
 		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
 	}
-	recs := l.transcriptRecords(rec.ID)
-	seen := map[uint64]int{}
-	streamed := 0
-	for _, r := range recs {
-		seen[r.Seq]++
-		if r.Method == "session/update" {
-			streamed++
+	l.onceEach(rec.ID, first+second)
+}
+
+// TestIssue13_StoreCallsSurviveAServerRestartMidTurn: while a turn
+// streams, a plug's persisted write is sent into a connection that went
+// silent, and the server is killed without having read it. Once a new
+// server runs on the same store, the runner reconnects, the run is taken
+// back, the session process sends the write again and the turn completes:
+// the next prompt is answered in the same run, the transcript has every
+// record once, and the write is there when the session resumes.
+func TestIssue13_StoreCallsSurviveAServerRestartMidTurn(t *testing.T) {
+	t.Parallel()
+	// A lease the runner's reconnection fits in, under the race detector.
+	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")
+	const held = 1500
+	ready, openGate := l.gatedFlood(held)
+	addr := strings.TrimPrefix(l.url, "http://")
+	proxy := newCutter(t, addr)
+	r := l.startRunnerVia("r1", "flood.star", proxy.url())
+	testsupport.Eventually(t, "the runner connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	c, sid := l.open()
+	const first = 3000
+	c.Prompt(2, sid, fmt.Sprint(first))
+	testsupport.Eventually(t, "the plug holds an update", func() bool { _, err := os.Stat(ready); return err == nil })
+	id := l.sessions()[0].ID
+	proxy.blackhole()
+	openGate()
+	testsupport.Eventually(t, "the run's store call is sent", func() bool { return proxy.swallowed.Load() >= 100 })
+	if err := l.serve.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.serve.Wait()
+	_ = c.cmd.Wait() // acp --server ends with its connection
+	reconnects := strings.Count(r.logs.String(), "connected server=")
+	proxy.cut()
+	l.startServer(addr)
+	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
+	testsupport.Eventually(t, "the server takes the run back", func() bool { return strings.Contains(l.logs.String(), "run taken back after a restart") })
+	testsupport.Eventually(t, "the plug's persisted write returns", func() bool {
+		return strings.Contains(r.logs.String(), fmt.Sprintf("persisted updates=%d", held))
+	})
+	// The turn's end is recorded: its answer is in the transcript.
+	testsupport.Eventually(t, "the turn ends", func() bool {
+		for _, rec := range l.transcriptRecords(id) {
+			if rec.Kind == acp.Response.String() && string(rec.ID) == "2" && rec.Direction == acp.ToClient.Direction() {
+				return true
+			}
+		}
+		return false
+	})
+	c = l.client()
+	c.Initialize(`{}`)
+	c.LoadSession(3, sid, l.dir)
+	c.Until(acptest.ResponseTo("3"))
+	const second = 10
+	ms, resp := c.Turn(4, sid, fmt.Sprint(second))
+	next := 0
+	for _, m := range ms {
+		if m.Method == "session/update" {
+			next++
 		}
 	}
-	for seq := uint64(1); seq <= uint64(len(recs)); seq++ {
-		if seen[seq] != 1 {
-			t.Fatalf("transcript record %d is there %d times (of %d records)", seq, seen[seq], len(recs))
-		}
+	if resp.Error != nil || next != second {
+		t.Fatalf("the turn after the restart: %d updates of %d, answer %s", next, second, resp.Raw)
 	}
-	if streamed != first+second {
-		t.Fatalf("the transcript has %d updates, want %d", streamed, first+second)
+	c.in.Close()
+	_ = c.cmd.Wait()
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	if rec := l.session(id); rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != session.Idle {
+		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
+	}
+	l.onceEach(id, first+second)
+	// The write made while the server was gone is the session's state.
+	c = l.client()
+	c.Initialize(`{}`)
+	c.LoadSession(5, sid, l.dir)
+	c.Until(acptest.ResponseTo("5"))
+	if !strings.Contains(r.logs.String(), fmt.Sprintf("stored updates=%d", held)) {
+		t.Fatalf("the resumed run does not have the persisted write:\n%s", r.logs)
 	}
 }
