@@ -59,18 +59,18 @@ func readFrame(r *bufio.Reader, v any, size func() int, buf []byte) ([]byte, int
 	line, err := r.ReadSlice('\n')
 	switch {
 	case err == bufio.ErrBufferFull:
-		return nil, 0, fmt.Errorf("a line longer than %d bytes", r.Size())
+		return nil, 0, fmt.Errorf("%w: a line longer than %d bytes", ErrBroken, r.Size())
 	case err == io.EOF && len(line) > 0:
 		return nil, 0, io.ErrUnexpectedEOF
 	case err != nil:
 		return nil, 0, err
 	}
 	if err := json.Unmarshal(line, v); err != nil {
-		return nil, 0, fmt.Errorf("a bad line %.200q: %w", line, err)
+		return nil, 0, fmt.Errorf("%w: a bad line %.200q: %v", ErrBroken, line, err)
 	}
 	n := size()
 	if n < 0 || n > maxData {
-		return nil, 0, fmt.Errorf("data of %d bytes (at most %d)", n, maxData)
+		return nil, 0, fmt.Errorf("%w: data of %d bytes (at most %d)", ErrBroken, n, maxData)
 	}
 	frame := slices.Grow(buf[:0], len(line)+n)[:len(line)+n]
 	copy(frame, line)

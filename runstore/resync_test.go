@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -416,5 +417,41 @@ func TestIssue13_AnswersNeverSaidReadAreBounded(t *testing.T) {
 	testsupport.WantErr(t, within(t, s.done, "the stream's end"), "not read", "at most 1024")
 	if len(srv.kept) > maxKept {
 		t.Fatalf("%d answers kept", len(srv.kept))
+	}
+}
+
+// TestIssue13_AStoreStreamTellsBrokenCallsFromACut: a Serve that ends on
+// calls that break the protocol says so (ErrBroken), and the server fails
+// the run; one whose stream was cut in the middle of a call does not, and
+// the run sends the call again on its next stream.
+func TestIssue13_AStoreStreamTellsBrokenCallsFromACut(t *testing.T) {
+	call := func(id uint64, size int) string {
+		line, err := json.Marshal(request{ID: id, Op: OpSet, Session: "s", PlugID: "p", Size: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(line) + "\n"
+	}
+	for _, c := range []struct {
+		name, sent string
+		broken     bool
+	}{
+		{"a call after calls that never came", call(5, 0), true},
+		{"a bad line", "not json\n", true},
+		{"a line too long", strings.Repeat("x", 70<<10) + "\n", true},
+		{"a call cut in its data", call(1, 10) + "abc", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			run, srv := net.Pipe()
+			t.Cleanup(func() { srv.Close() })
+			go func() {
+				io.WriteString(run, c.sent)
+				run.Close()
+			}()
+			err := (&Server{Session: "s", Run: 1}).Serve(context.Background(), srv)
+			if err == nil || errors.Is(err, ErrBroken) != c.broken {
+				t.Fatalf("Serve: %v; want an error that is ErrBroken: %v", err, c.broken)
+			}
+		})
 	}
 }

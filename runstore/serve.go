@@ -72,6 +72,12 @@ const maxKept = 1024
 // maxBatch bounds the bytes of the appends committed together.
 const maxBatch = 4 << 20
 
+// ErrBroken is in the error of a Serve whose run's calls break the
+// protocol (a bad or too long line, a call out of order or missing,
+// answers never said read): its store cannot go on, unlike one whose
+// stream was only cut, which the run sends again on the next.
+var ErrBroken = errors.New("store: the run's calls are broken")
+
 // ErrTranscriptClose is the error of a Serve whose run closed its store
 // stream, and whose transcript then failed to close: a last line the run
 // left without a newline may be lost. Nothing else is.
@@ -114,9 +120,9 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		if req.ID != 0 {
 			switch {
 			case req.ID > s.applied && len(s.kept) >= maxKept:
-				return fmt.Errorf("store: call %d: the answers of %d calls are not read (answered %d): at most %d", req.ID, len(s.kept), req.Answered, maxKept)
+				return fmt.Errorf("%w: call %d: the answers of %d calls are not read (answered %d): at most %d", ErrBroken, req.ID, len(s.kept), req.Answered, maxKept)
 			case req.ID < prev:
-				return fmt.Errorf("store: call %d after call %d: calls must come in order", req.ID, prev)
+				return fmt.Errorf("%w: call %d after call %d: calls must come in order", ErrBroken, req.ID, prev)
 			case req.ID <= s.applied:
 				// Delivered again (the same call on this stream, or sent
 				// again on a new one): answered as before, not applied.
@@ -126,7 +132,7 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 				}
 				continue
 			case req.ID != s.applied+1:
-				return fmt.Errorf("store: call %d after call %d: calls %d to %d are missing", req.ID, s.applied, s.applied+1, req.ID-1)
+				return fmt.Errorf("%w: call %d after call %d: calls %d to %d are missing", ErrBroken, req.ID, s.applied, s.applied+1, req.ID-1)
 			}
 		}
 		batch := []*request{req}

@@ -156,6 +156,14 @@ func (p *remoteProcess) serveStore() {
 				p.s.log().Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 				continue
 			}
+			if !errors.Is(err, runstore.ErrBroken) {
+				// The stream failed on a connection still up (a write that
+				// timed out on a stalled link, a reset): the runner
+				// reconnects, and the run sends again what was not answered.
+				p.s.log().Warn("a run's store stream failed: the runner's connection is closed for it to reconnect", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				_ = a.rc.mux.Close()
+				continue
+			}
 			// A call out of order, a call missing, a bad line: the run's
 			// store is broken, and nothing reads its calls any more. The run
 			// is failed and its process killed, rather than left waiting for
@@ -169,12 +177,17 @@ func (p *remoteProcess) serveStore() {
 }
 
 // cut reports whether the store stream of a ended with err because its
-// connection broke, the run was failed, or a later attachment replaced
-// a, after which the run's store goes on (or is over): not a failure of
-// the store.
+// connection broke, the run's process exited, the run was failed, or a
+// later attachment replaced a, after which the run's store goes on (or is
+// over): not a failure of the store.
 func (p *remoteProcess) cut(a *attachment, err error) bool {
 	if errors.Is(err, errStreamCut) || a.gone() || a.rc.mux.IsClosed() {
 		return true
+	}
+	select {
+	case <-p.exited: // its runner stopped reading the store
+		return true
+	default:
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -389,8 +402,13 @@ func (p *remoteProcess) Wait() error {
 		case <-a.rc.gone:
 		}
 		p.mu.Lock()
-		reattached, changed := p.att != a, p.changed
+		reattached, changed, failed := p.att != a, p.changed, p.failed
 		p.mu.Unlock()
+		if failed != nil {
+			// Failed as its runner went: the select above may have taken
+			// the runner's going over the failure.
+			return failed
+		}
 		if reattached {
 			continue
 		}
