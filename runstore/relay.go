@@ -47,10 +47,13 @@ func (r *Relay) Attach(w io.Writer, st io.Reader, end func(error)) {
 	}()
 }
 
-// pull passes the answers on st to w, after the notice of gen.
+// pull passes the answers on st to w, after the notice of gen. Once w
+// fails (the process is gone), what is left of st is read and dropped, so
+// that the server's writes of answers do not wait for a reader.
 func pull(w io.Writer, st io.Reader, gen uint64) error {
 	if gen > 1 {
 		if _, err := w.Write(Notice(gen)); err != nil {
+			_, _ = io.Copy(io.Discard, st)
 			return nil
 		}
 	}
@@ -61,6 +64,7 @@ func pull(w io.Writer, st io.Reader, gen uint64) error {
 			return err // a part of an answer cut by a broken connection is dropped
 		}
 		if _, err := w.Write(f.Bytes); err != nil {
+			_, _ = io.Copy(io.Discard, st)
 			return nil
 		}
 	}

@@ -144,12 +144,17 @@ func (p *remoteProcess) serveStore() {
 				return
 			}
 			last = a
-			err := store.Serve(context.Background(), cutStream{a.streams[runnerproto.ChannelStore], a})
+			st := a.streams[runnerproto.ChannelStore]
+			err := store.Serve(context.Background(), cutStream{st, a})
 			if err == nil {
+				// The run closed its side: so does the server, rather than
+				// leave the stream to the close timeout of both ends.
+				_ = st.Close()
 				continue
 			}
 			if errors.Is(err, runstore.ErrTranscriptClose) {
 				p.s.log().Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				_ = st.Close()
 				continue
 			}
 			if p.cut(a, err) {
