@@ -95,6 +95,17 @@ def on_message(ctx, message, next):
 	}
 }
 
+// updatesIn counts the session/updates of ms.
+func updatesIn(ms []*acp.Message) int {
+	n := 0
+	for _, m := range ms {
+		if m.Method == "session/update" {
+			n++
+		}
+	}
+	return n
+}
+
 // onceEach fails unless the transcript of session id has each record of
 // its run once, with updates session/updates among them.
 func (l *serverLab) onceEach(id string, updates int) {
@@ -151,11 +162,7 @@ func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
 	proxy.cut()
 	testsupport.Eventually(t, "the run is re-attached", func() bool { return strings.Contains(r.logs.String(), "run re-attached") })
 	ms, resp := c.Until(acptest.ResponseTo("2"))
-	for _, m := range ms {
-		if m.Method == "session/update" {
-			updates++
-		}
-	}
+	updates += updatesIn(ms)
 	if resp.Error != nil || updates != first {
 		t.Fatalf("the turn after the reconnection: %d updates of %d, answer %s", updates, first, resp.Raw)
 	}
@@ -165,12 +172,7 @@ func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
 	// The session goes on in the same run, and pauses when the client leaves.
 	const second = 10
 	ms, resp = c.Turn(3, sid, fmt.Sprint(second))
-	next := 0
-	for _, m := range ms {
-		if m.Method == "session/update" {
-			next++
-		}
-	}
+	next := updatesIn(ms)
 	if resp.Error != nil || next != second {
 		t.Fatalf("the next turn: %d updates of %d, answer %s", next, second, resp.Raw)
 	}
@@ -237,12 +239,7 @@ func TestIssue13_StoreCallsSurviveAServerRestartMidTurn(t *testing.T) {
 	c.Until(acptest.ResponseTo("3"))
 	const second = 10
 	ms, resp := c.Turn(4, sid, fmt.Sprint(second))
-	next := 0
-	for _, m := range ms {
-		if m.Method == "session/update" {
-			next++
-		}
-	}
+	next := updatesIn(ms)
 	if resp.Error != nil || next != second {
 		t.Fatalf("the turn after the restart: %d updates of %d, answer %s", next, second, resp.Raw)
 	}
