@@ -160,25 +160,87 @@ func (p *Proxy) init() {
 }
 
 // read reads the messages going toward side until r ends; it returns nil
-// at the end of the stream.
+// at the end of the stream. Reading runs ahead of handling, a batch at a
+// time, on a goroutine of its own: the next messages are framed and
+// checked while the plugs see this one.
 func (p *Proxy) read(side Side, r *Reader) error {
-	for {
-		m, err := r.Next()
-		if err != nil {
-			// Declared here, where errors.As makes it escape: not once
-			// per message.
-			var lineErr *LineError
-			switch {
-			case errors.As(err, &lineErr):
-				p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
-				continue
-			case errors.Is(err, io.EOF):
+	batches := make(chan readBatch, readAheadBatches)
+	// The batches' slices go back to be read into again.
+	free := make(chan []*Message, readAheadBatches+2)
+	go p.readAhead(side, r, batches, free)
+	for b := range batches {
+		for i, m := range b.msgs {
+			// Written at once when nothing more has arrived (Pace).
+			p.drained[side].Store(b.drained && i == len(b.msgs)-1 && len(batches) == 0)
+			p.receive(side, m)
+		}
+		clear(b.msgs)
+		select {
+		case free <- b.msgs[:0]:
+		default:
+		}
+		if b.err != nil {
+			if errors.Is(b.err, io.EOF) {
 				return nil
 			}
-			return err
+			return b.err
 		}
-		p.drained[side].Store(!r.Buffered())
-		p.receive(side, m)
+	}
+	return nil
+}
+
+// readBatch is messages read one after the other; err ends the stream
+// after them.
+type readBatch struct {
+	msgs    []*Message
+	drained bool // the Reader had nothing more when the last one was read
+	err     error
+}
+
+const (
+	// readAheadBatches bounds the batches read and not handled yet.
+	readAheadBatches = 2
+	// A batch ends at the Reader's last buffered message, or at whichever
+	// of these bounds it reaches first.
+	readBatchMessages = 64
+	readBatchBytes    = 256 << 10
+)
+
+// readAhead reads r into batches until it ends; bad lines are logged and
+// skipped (M7).
+func (p *Proxy) readAhead(side Side, r *Reader, out chan<- readBatch, free <-chan []*Message) {
+	defer close(out)
+	// Declared here, where errors.As makes it escape: not once per line.
+	var lineErr *LineError
+	b, size := readBatch{msgs: make([]*Message, 0, readBatchMessages)}, 0
+	for {
+		m, err := r.Next()
+		switch {
+		case err == nil:
+			b.msgs = append(b.msgs, m)
+			size += len(m.Raw)
+			if r.Buffered() && len(b.msgs) < readBatchMessages && size < readBatchBytes {
+				continue
+			}
+			b.drained = !r.Buffered()
+		case errors.As(err, &lineErr):
+			p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
+			if r.Buffered() || len(b.msgs) == 0 {
+				continue
+			}
+			b.drained = true
+		default:
+			b.err = err
+			out <- b
+			return
+		}
+		out <- b
+		b, size = readBatch{}, 0
+		select {
+		case b.msgs = <-free:
+		default:
+			b.msgs = make([]*Message, 0, readBatchMessages)
+		}
 	}
 }
 

@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 
 	"github.com/charmbracelet/log"
 )
@@ -314,5 +317,90 @@ func TestIssue12_ReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
 	}
 	if want := []bool{true, false, true}; !slices.Equal(fresh, want) {
 		t.Errorf("fresh: got %v, want %v", fresh, want)
+	}
+}
+
+// lineSource serves a line at a time, counting the reads asked of it.
+type lineSource struct {
+	lines [][]byte
+	reads chan int // the number of each read, as it is asked
+	n     int
+}
+
+func (s *lineSource) Read(p []byte) (int, error) {
+	s.n++
+	s.reads <- s.n
+	if len(s.lines) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.lines[0])
+	s.lines = s.lines[1:]
+	return n, nil
+}
+
+// orderPipeline holds the first message until release is closed, and
+// notes the methods it sees.
+type orderPipeline struct {
+	mu      sync.Mutex
+	seen    []string
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (o *orderPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, error) {
+	o.mu.Lock()
+	o.seen = append(o.seen, m.Method)
+	first := len(o.seen) == 1
+	o.mu.Unlock()
+	if first {
+		close(o.held)
+		<-o.release
+	}
+	return forward(m), "", nil
+}
+
+// The proxy reads the next messages of a side while the plugs still see
+// one (issue 12: framing and checking overlap the chain), and they still
+// meet the plugs in the order they came (M6).
+func TestIssue12_M6_ReadingRunsAheadOfThePlugsInOrder(t *testing.T) {
+	const n = 20
+	// Room for every read: the source never waits for the test.
+	src := &lineSource{reads: make(chan int, n+8)}
+	for i := range n {
+		src.lines = append(src.lines, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"n":%d}}}`+"\n", i))
+	}
+	pl := &orderPipeline{held: make(chan struct{}), release: make(chan struct{})}
+	out := &testsupport.Buffer{}
+	p := &Proxy{ToClient: NewWriter(out), ToAgent: NewWriter(io.Discard), Pipeline: pl, Log: log.New(io.Discard)}
+	p.init()
+	done := make(chan error, 1)
+	go func() { done <- p.read(ToClient, newReaderSize(src, 0, 4096)) }()
+	<-pl.held
+	// The first message is held by the plugs: the reads go on past it.
+	for read := 0; read < 3; {
+		select {
+		case read = <-src.reads:
+		case <-time.After(testsupport.Patience):
+			t.Fatalf("no read past message 1 while the plugs hold it, after %s", testsupport.Patience)
+		}
+	}
+	close(pl.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ToClient.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(pl.seen) != n {
+		t.Fatalf("the plugs saw %d messages of %d", len(pl.seen), n)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	for i, l := range lines {
+		if want := fmt.Sprintf(`"n":%d}`, i); !strings.Contains(l, want) {
+			t.Fatalf("message %d out of order: %s", i, l)
+		}
+	}
+	if len(lines) != n {
+		t.Fatalf("forwarded %d messages of %d", len(lines), n)
 	}
 }
