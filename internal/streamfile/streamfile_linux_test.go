@@ -2,9 +2,12 @@ package streamfile
 
 import (
 	"bytes"
+	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -31,10 +34,19 @@ func resident(t *testing.T, path string, off int64) bool {
 	return vec[0]&1 == 1
 }
 
-// Issue 12: a transcript written as a fast stream has its pages written
-// back and dropped behind it, lag bytes from the end, and keeps every byte
-// in order, after what the file held before.
-func TestIssue12_StreamPagesAreDroppedBehindIt(t *testing.T) {
+// throughTheCache has the test's files refuse direct writes.
+func throughTheCache(t testing.TB) {
+	open := openDirectFile
+	openDirectFile = func(string) (*os.File, error) { return nil, unix.EINVAL }
+	t.Cleanup(func() { openDirectFile = open })
+}
+
+// Issue 12: a transcript written as a fast stream through the cache (its
+// file system refuses direct writes) has its pages written back and
+// dropped behind it, lag bytes from the end, and keeps every byte in
+// order, after what the file held before.
+func TestIssue12_StreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
+	throughTheCache(t)
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	if err := os.WriteFile(path, []byte("before\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -82,4 +94,202 @@ func TestIssue12_StreamPagesAreDroppedBehindIt(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("the file holds %d bytes, not the %d written", len(got), want.Len())
 	}
+}
+
+// openStream creates path with before in it and returns a File appending
+// to it.
+func openStream(t *testing.T, path, before string) *File {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(before), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(f)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Issue 12: a stream written directly leaves none of its pages in the
+// cache, but for its last unfinished block, and keeps every byte in order
+// after what the file held before (an unfinished block of its own).
+func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := openStream(t, path, "before\n")
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 64<<10) // 1 MiB
+	var want bytes.Buffer
+	want.WriteString("before\n")
+	for i := 0; i < 16; i++ {
+		chunk[0] = byte('A' + i)
+		if _, err := s.Write(chunk[:len(chunk)-i]); err != nil {
+			t.Fatal(err)
+		}
+		want.Write(chunk[:len(chunk)-i])
+	}
+	for off := int64(0); off < int64(want.Len())-blockSize; off += 1 << 20 {
+		if resident(t, path, off) {
+			t.Errorf("the page at %d of %d bytes is in the cache", off, want.Len())
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("the file holds %d bytes, not the %d written", len(got), want.Len())
+	}
+}
+
+// Issue 12: when a Write returns, the file holds what it wrote, whatever
+// the sizes of the writes, written directly or through the cache; a
+// stream reopened goes on after what the file holds.
+func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
+	for _, mode := range []string{"direct", "cache"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "cache" {
+				throughTheCache(t)
+			}
+			path := filepath.Join(t.TempDir(), "transcript.jsonl")
+			rng := rand.New(rand.NewPCG(12, uint64(len(mode))))
+			want := []byte("before\n")
+			for open := 0; open < 3; open++ {
+				s := openStream(t, path, string(want))
+				if (s.direct != nil) != (mode == "direct") {
+					if mode == "cache" {
+						t.Fatal("a stream whose file refuses direct writes writes directly")
+					}
+					t.Skipf("the file system of %s refuses direct writes", path)
+				}
+				for i := 0; i < 40; i++ {
+					// Mostly small records, now and then a chunk larger
+					// than the direct buffer.
+					n := rng.IntN(600)
+					if rng.IntN(8) == 0 {
+						n = rng.IntN(3 * directChunk)
+					}
+					p := make([]byte, n)
+					for j := range p {
+						p[j] = byte('a' + rng.IntN(26))
+					}
+					if m, err := s.Write(p); err != nil || m != n {
+						t.Fatalf("write %d: %d of %d bytes: %v", i, m, n, err)
+					}
+					want = append(want, p...)
+					got, err := os.ReadFile(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("after write %d of %d bytes, the file holds %d bytes, not the %d written", i, n, len(got), len(want))
+					}
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Issue 12: a file system that opens a file for direct writes but refuses
+// one has the stream go on through the cache, with nothing lost.
+func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := openStream(t, path, "before\n")
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	write := writeDirect
+	t.Cleanup(func() { writeDirect = write })
+	want := []byte("before\n")
+	p := bytes.Repeat([]byte("x"), 3*blockSize)
+	if _, err := s.Write(p); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, p...)
+	writeDirect = func(*os.File, []byte, int64) (int, error) { return 0, unix.EINVAL }
+	p = bytes.Repeat([]byte("y"), directChunk+5)
+	if n, err := s.Write(p); err != nil || n != len(p) {
+		t.Fatalf("the refused write wrote %d of %d bytes: %v", n, len(p), err)
+	}
+	want = append(want, p...)
+	if s.direct != nil {
+		t.Error("the stream still writes directly after a refusal")
+	}
+	if _, err := s.Write([]byte("z\n")); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "z\n"...)
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %d bytes, not the %d written", len(got), len(want))
+	}
+}
+
+// Issue 12: a direct write that fails for another reason fails the Write,
+// which tells how much of it the file holds.
+func TestIssue12_AFailedDirectWriteIsReported(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := openStream(t, path, "")
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	write := writeDirect
+	t.Cleanup(func() { writeDirect = write })
+	writeDirect = func(*os.File, []byte, int64) (int, error) { return 0, unix.ENOSPC }
+	n, err := s.Write(bytes.Repeat([]byte("x"), 2*directChunk))
+	if !errors.Is(err, unix.ENOSPC) || n != 0 {
+		t.Fatalf("wrote %d bytes, err %v; want 0 and ENOSPC", n, err)
+	}
+}
+
+// BenchmarkStreamFile measures the CPU time of a stream of 1 MiB writes,
+// directly and through the cache (its pages dropped behind it), as
+// cpu-ns/MiB of this process (user and system).
+func BenchmarkStreamFile(b *testing.B) {
+	for _, mode := range []string{"direct", "cache"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "cache" {
+				throughTheCache(b)
+			}
+			f, err := os.OpenFile(filepath.Join(b.TempDir(), "t.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := New(f)
+			defer s.Close()
+			if (s.direct != nil) != (mode == "direct") {
+				b.Skip("this file system refuses direct writes")
+			}
+			chunk := bytes.Repeat([]byte("0123456789abcde\n"), 64<<10)
+			b.SetBytes(int64(len(chunk)))
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				if _, err := s.Write(chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/MiB")
+		})
+	}
+}
+
+// cpuTime is the user and system time of this process so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,0 +1,86 @@
+package streamfile
+
+import (
+	"errors"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Direct writes start at multiples of blockSize and are multiples of it
+// in length, from a buffer aligned to it: 4096 suits the devices of 512
+// and of 4096 bytes. They go out directChunk bytes at a time at most.
+const (
+	blockSize   = 4096
+	directChunk = 1 << 20
+)
+
+// openDirectFile opens name for direct reads and writes; tests replace it.
+var openDirectFile = func(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDWR|unix.O_DIRECT, 0)
+}
+
+// writeDirect writes p at off of a file opened by openDirectFile; tests
+// replace it.
+var writeDirect = (*os.File).WriteAt
+
+// openDirect opens the file a second time for direct writes, and reads
+// its unfinished last block into pend, to be written again whole. Where
+// that fails, the stream goes through the cache.
+func (s *File) openDirect() {
+	d, err := openDirectFile(s.f.Name())
+	if err != nil {
+		return
+	}
+	// The same file, not one renamed into its place since.
+	a, err1 := s.f.Stat()
+	b, err2 := d.Stat()
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		d.Close()
+		return
+	}
+	buf := aligned(directChunk)
+	base := s.written &^ (blockSize - 1)
+	// One read of one block: a direct read must start aligned.
+	n, err := unix.Pread(int(d.Fd()), buf[:blockSize], base)
+	if err != nil || int64(n) != s.written-base {
+		d.Close()
+		return
+	}
+	s.direct, s.pend, s.base = d, buf[:n], base
+}
+
+// aligned returns an empty buffer of capacity n whose first byte is
+// aligned to blockSize.
+func aligned(n int) []byte {
+	b := make([]byte, n+blockSize)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (blockSize - 1))
+	if off != 0 {
+		off = blockSize - off
+	}
+	return b[off : off : off+n]
+}
+
+// refused reports whether err is a file system's refusal of a direct
+// write, rather than a failure of the write.
+func refused(err error) bool { return errors.Is(err, unix.EINVAL) }
+
+// advise starts the writeback of [from, to) without waiting for it, and
+// drops the clean pages of the two lags before to-lag: those the last
+// call found still dirty get a second chance, and the file's older pages,
+// dropped already, are not walked again. Neither changes what the file
+// holds, so their errors are of no consequence and are not reported.
+func advise(f *os.File, from, to int64) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_ = unix.SyncFileRange(int(fd), from, to-from, unix.SYNC_FILE_RANGE_WRITE)
+		if end := to - lag; end > 0 {
+			start := max(0, end-2*lag)
+			_ = unix.Fadvise(int(fd), start, end-start, unix.FADV_DONTNEED)
+		}
+	})
+}
