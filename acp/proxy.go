@@ -160,88 +160,114 @@ func (p *Proxy) init() {
 }
 
 // read reads the messages going toward side until r ends; it returns nil
-// at the end of the stream. Reading runs ahead of handling, a batch at a
-// time, on a goroutine of its own: the next messages are framed and
-// checked while the plugs see this one.
+// at the end of the stream. It reads the stream itself, so that a message
+// that comes alone is handled by the goroutine that read it; while the
+// plugs see a message, the lines read with it are framed and checked on
+// another goroutine (ahead).
 func (p *Proxy) read(side Side, r *Reader) error {
-	batches := make(chan readBatch, readAheadBatches)
-	// The batches' slices go back to be read into again.
-	free := make(chan []*Message, readAheadBatches+2)
-	go p.readAhead(side, r, batches, free)
-	for b := range batches {
-		for i, m := range b.msgs {
-			// Written at once when nothing more has arrived (Pace).
-			p.drained[side].Store(b.drained && i == len(b.msgs)-1 && len(batches) == 0)
-			p.receive(side, m)
-		}
-		clear(b.msgs)
-		select {
-		case free <- b.msgs[:0]:
-		default:
-		}
-		if b.err != nil {
-			if errors.Is(b.err, io.EOF) {
+	a := &ahead{r: r, wake: make(chan struct{}, 1)}
+	go a.run(p.Log, side)
+	defer a.stop()
+	for {
+		m, drained, err := a.next()
+		if err != nil {
+			// Declared here, where errors.As makes it escape: not once
+			// per message.
+			var lineErr *LineError
+			switch {
+			case errors.As(err, &lineErr):
+				p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
+				continue
+			case errors.Is(err, io.EOF):
 				return nil
 			}
-			return b.err
+			return err
+		}
+		// Written at once when nothing more has arrived (Pace).
+		p.drained[side].Store(drained)
+		p.receive(side, m)
+	}
+}
+
+// ahead is a Reader shared by the goroutine that handles its messages and
+// one that frames and checks, meanwhile, the lines read already.
+type ahead struct {
+	mu     sync.Mutex
+	r      *Reader
+	queue  []*Message // read ahead, in order
+	closed bool
+	wake   chan struct{} // there are lines to read ahead
+}
+
+// maxAhead bounds the messages read ahead.
+const maxAhead = 256
+
+// next returns the next message, read ahead or read now, and whether
+// nothing more has arrived.
+func (a *ahead) next() (*Message, bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var m *Message
+	if len(a.queue) > 0 {
+		m = a.queue[0]
+		a.queue[0] = nil
+		a.queue = a.queue[1:]
+		if len(a.queue) == 0 {
+			a.queue = a.queue[:0:0]
+		}
+	} else {
+		var err error
+		if m, err = a.r.Next(); err != nil {
+			return nil, false, err
 		}
 	}
-	return nil
+	more := a.r.Buffered()
+	if more && len(a.queue) < maxAhead/2 {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
+	return m, !more && len(a.queue) == 0, nil
 }
 
-// readBatch is messages read one after the other; err ends the stream
-// after them.
-type readBatch struct {
-	msgs    []*Message
-	drained bool // the Reader had nothing more when the last one was read
-	err     error
-}
-
-const (
-	// readAheadBatches bounds the batches read and not handled yet.
-	readAheadBatches = 2
-	// A batch ends at the Reader's last buffered message, or at whichever
-	// of these bounds it reaches first.
-	readBatchMessages = 64
-	readBatchBytes    = 256 << 10
-)
-
-// readAhead reads r into batches until it ends; bad lines are logged and
-// skipped (M7).
-func (p *Proxy) readAhead(side Side, r *Reader, out chan<- readBatch, free <-chan []*Message) {
-	defer close(out)
+// run reads ahead, when woken, the lines read already.
+func (a *ahead) run(logger *log.Logger, side Side) {
 	// Declared here, where errors.As makes it escape: not once per line.
 	var lineErr *LineError
-	b, size := readBatch{msgs: make([]*Message, 0, readBatchMessages)}, 0
-	for {
-		m, err := r.Next()
-		switch {
-		case err == nil:
-			b.msgs = append(b.msgs, m)
-			size += len(m.Raw)
-			if r.Buffered() && len(b.msgs) < readBatchMessages && size < readBatchBytes {
-				continue
+	for range a.wake {
+		for {
+			a.mu.Lock()
+			if a.closed || len(a.queue) >= maxAhead {
+				a.mu.Unlock()
+				break
 			}
-			b.drained = !r.Buffered()
-		case errors.As(err, &lineErr):
-			p.Log.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
-			if r.Buffered() || len(b.msgs) == 0 {
-				continue
+			m, ok, err := a.r.NextRead()
+			switch {
+			case !ok:
+			case err == nil:
+				a.queue = append(a.queue, m)
+			case errors.As(err, &lineErr):
+				logger.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7
+			default:
+				// The end of the stream, or its failure: next meets it
+				// again.
+				ok = false
 			}
-			b.drained = true
-		default:
-			b.err = err
-			out <- b
-			return
-		}
-		out <- b
-		b, size = readBatch{}, 0
-		select {
-		case b.msgs = <-free:
-		default:
-			b.msgs = make([]*Message, 0, readBatchMessages)
+			a.mu.Unlock()
+			if !ok {
+				break
+			}
 		}
 	}
+}
+
+// stop ends run.
+func (a *ahead) stop() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	close(a.wake)
 }
 
 // ReadMessages reads rd until it ends, sending its messages on the returned

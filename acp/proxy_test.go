@@ -13,7 +13,6 @@ import (
 	"sync"
 	"testing"
 	"testing/iotest"
-	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 
@@ -320,24 +319,6 @@ func TestIssue12_ReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
 	}
 }
 
-// lineSource serves a line at a time, counting the reads asked of it.
-type lineSource struct {
-	lines [][]byte
-	reads chan int // the number of each read, as it is asked
-	n     int
-}
-
-func (s *lineSource) Read(p []byte) (int, error) {
-	s.n++
-	s.reads <- s.n
-	if len(s.lines) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, s.lines[0])
-	s.lines = s.lines[1:]
-	return n, nil
-}
-
 // orderPipeline holds the first message until release is closed, and
 // notes the methods it sees.
 type orderPipeline struct {
@@ -359,31 +340,70 @@ func (o *orderPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, s
 	return forward(m), "", nil
 }
 
-// The proxy reads the next messages of a side while the plugs still see
-// one (issue 12: framing and checking overlap the chain), and they still
-// meet the plugs in the order they came (M6).
-func TestIssue12_M6_ReadingRunsAheadOfThePlugsInOrder(t *testing.T) {
-	const n = 20
-	// Room for every read: the source never waits for the test.
-	src := &lineSource{reads: make(chan int, n+8)}
+// updates returns n session/updates, numbered, one per line.
+func updates(n int) []byte {
+	var b []byte
 	for i := range n {
-		src.lines = append(src.lines, fmt.Appendf(nil, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"n":%d}}}`+"\n", i))
+		b = fmt.Appendf(b, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"n":%d}}}`+"\n", i)
 	}
+	return b
+}
+
+// While the plugs see a message, the lines read with it are framed and
+// checked (issue 12), at most maxAhead of them, and still met in the order
+// they came (M6); the last one tells that nothing more has arrived.
+func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
+	n := maxAhead + 40
+	a := &ahead{r: NewReader(bytes.NewReader(updates(n)), 0), wake: make(chan struct{}, 1)}
+	go a.run(log.New(io.Discard), ToClient)
+	defer a.stop()
+	first, drained, err := a.next()
+	if err != nil || drained {
+		t.Fatalf("the first message: drained %v, err %v", drained, err)
+	}
+	// The handler holds the first message: the others are read ahead, as
+	// many as the bound lets.
+	queued := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.queue)
+	}
+	testsupport.Eventually(t, "the lines read ahead", func() bool { return queued() >= maxAhead })
+	if q := queued(); q != maxAhead {
+		t.Fatalf("%d messages read ahead, past the bound of %d", q, maxAhead)
+	}
+	msgs := []*Message{first}
+	for i := 1; i < n; i++ {
+		m, drained, err := a.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drained != (i == n-1) {
+			t.Fatalf("message %d of %d: drained %v", i, n, drained)
+		}
+		msgs = append(msgs, m)
+	}
+	for i, m := range msgs {
+		if want := fmt.Sprintf(`"n":%d}`, i); !bytes.Contains(m.Raw, []byte(want)) {
+			t.Fatalf("message %d out of order: %s", i, m.Raw)
+		}
+	}
+	if _, _, err := a.next(); err != io.EOF {
+		t.Fatalf("after the last message: %v, want EOF", err)
+	}
+}
+
+// Through the proxy, messages read ahead while the plugs hold one meet
+// the plugs and the client in the order they came (M6).
+func TestIssue12_M6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
+	const n = 100
 	pl := &orderPipeline{held: make(chan struct{}), release: make(chan struct{})}
 	out := &testsupport.Buffer{}
 	p := &Proxy{ToClient: NewWriter(out), ToAgent: NewWriter(io.Discard), Pipeline: pl, Log: log.New(io.Discard)}
 	p.init()
 	done := make(chan error, 1)
-	go func() { done <- p.read(ToClient, newReaderSize(src, 0, 4096)) }()
+	go func() { done <- p.read(ToClient, NewReader(bytes.NewReader(updates(n)), 0)) }()
 	<-pl.held
-	// The first message is held by the plugs: the reads go on past it.
-	for read := 0; read < 3; {
-		select {
-		case read = <-src.reads:
-		case <-time.After(testsupport.Patience):
-			t.Fatalf("no read past message 1 while the plugs hold it, after %s", testsupport.Patience)
-		}
-	}
 	close(pl.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -395,12 +415,44 @@ func TestIssue12_M6_ReadingRunsAheadOfThePlugsInOrder(t *testing.T) {
 		t.Fatalf("the plugs saw %d messages of %d", len(pl.seen), n)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != n {
+		t.Fatalf("forwarded %d messages of %d", len(lines), n)
+	}
 	for i, l := range lines {
 		if want := fmt.Sprintf(`"n":%d}`, i); !strings.Contains(l, want) {
 			t.Fatalf("message %d out of order: %s", i, l)
 		}
 	}
-	if len(lines) != n {
-		t.Fatalf("forwarded %d messages of %d", len(lines), n)
+}
+
+// NextRead returns what was read already and never reads: a line not
+// fully arrived is left for Next.
+func TestIssue12_NextReadNeverReadsTheStream(t *testing.T) {
+	pr, pw := io.Pipe()
+	r := NewReader(pr, 0)
+	go func() {
+		fmt.Fprint(pw, `{"jsonrpc":"2.0","method":"a"}`+"\n"+`{"jsonrpc":"2.0","method":"b"}`+"\n"+`{"jsonrpc":"2.0",`)
+	}()
+	m, err := r.Next()
+	if err != nil || m.Method != "a" {
+		t.Fatalf("Next: %v, %v", m, err)
+	}
+	if !r.Buffered() {
+		// One write of the pipe is one read.
+		t.Fatal("the Reader holds nothing after the first line")
+	}
+	m, ok, err := r.NextRead()
+	if !ok || err != nil || m.Method != "b" {
+		t.Fatalf("NextRead: %v, %v, %v; want b", m, ok, err)
+	}
+	if _, ok, err := r.NextRead(); ok || err != nil {
+		t.Fatalf("NextRead of a line not fully arrived: ok %v, err %v", ok, err)
+	}
+	go func() {
+		fmt.Fprint(pw, `"method":"c"}`+"\n")
+		pw.Close()
+	}()
+	if m, err := r.Next(); err != nil || m.Method != "c" {
+		t.Fatalf("Next after NextRead: %v, %v; want c", m, err)
 	}
 }

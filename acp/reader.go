@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -135,9 +136,28 @@ func newReaderSize(r io.Reader, maxLine, size int) *Reader {
 // the limit. After a LineError, Next goes on with the following line. At the
 // end of the stream Next returns io.EOF; any other error of the underlying
 // reader is returned by this and every later call.
-func (r *Reader) Next() (*Message, error) {
+func (r *Reader) Next() (*Message, error) { return r.next(true) }
+
+// errUnread is what next returns, without read, when the next line has
+// not fully arrived.
+var errUnread = errors.New("acp: the next line is not read yet")
+
+// NextRead is Next of a message whose line was read already: without
+// reading the stream, it returns ok false when the next line has not
+// fully arrived (nothing is consumed then).
+func (r *Reader) NextRead() (m *Message, ok bool, err error) {
+	m, err = r.next(false)
+	if err == errUnread {
+		return nil, false, nil
+	}
+	return m, true, err
+}
+
+// next is Next; without read, it returns errUnread rather than read the
+// stream.
+func (r *Reader) next(read bool) (*Message, error) {
 	for {
-		line, err := r.readLine()
+		line, err := r.readLine(read)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +183,7 @@ func (r *Reader) Next() (*Message, error) {
 
 // readLine returns the next line without its terminator, or nil for a blank
 // line.
-func (r *Reader) readLine() ([]byte, error) {
+func (r *Reader) readLine(read bool) ([]byte, error) {
 	for {
 		if i := bytes.IndexByte(r.buf[r.scanned:r.end], '\n'); i >= 0 {
 			nl := r.scanned + i
@@ -185,6 +205,9 @@ func (r *Reader) readLine() ([]byte, error) {
 			body := r.buf[r.start:r.end] // the last line has no terminator
 			r.consume(r.end)
 			return r.body(body)
+		}
+		if !read {
+			return nil, errUnread
 		}
 		// Without its newline, a line of maxLine bytes may hold a "\r" more.
 		if r.end-r.start > r.maxLine+1 {
