@@ -191,7 +191,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this server speaks %d", hello.Version, runnerproto.Version))
 		return
 	}
-	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, mux: mux, frames: frames, gone: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	// The runs the runner still has, the server takes back, those of its
 	// connection that broke and those it had before it restarted; the
 	// runner stops the others.
@@ -206,13 +206,18 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 			kept = append(kept, ref)
 		}
 	}
+	// Runs may go to the runner once it knows it is welcome: it is one of
+	// the agent's before, so that a session started when it says it is
+	// connected finds it; a launch waits for the welcome (launch).
+	s.addRunner(rc)
 	welcome := runnerproto.Frame{Kind: runnerproto.KindWelcome, Settings: &a.Settings, Runs: kept, LeaseMS: s.lease().Milliseconds()}
 	if err := frames.Send(welcome); err != nil {
+		s.removeRunner(rc)
 		mux.Close()
 		close(rc.gone)
 		return
 	}
-	s.addRunner(rc)
+	close(rc.welcomed)
 	s.log().Info("runner connected", "agent", a.Name, "runner", runner.Name)
 	rc.serve(ctx)
 }

@@ -65,6 +65,11 @@ func (a *attachment) close() {
 // launch starts a run on the runner and waits for its streams.
 func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 	ref := runnerproto.RunRef{Session: run.Record.ID, Run: run.Record.Runs}
+	select {
+	case <-rc.welcomed:
+	case <-rc.gone:
+		return nil, fmt.Errorf("runner %s left before it was welcome", rc.name)
+	}
 	p, first := rc.newProcess(ref)
 	forget := func(err error) (*remoteProcess, error) {
 		rc.drop(p, err)

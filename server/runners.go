@@ -21,6 +21,9 @@ type runnerConn struct {
 	mux    *yamux.Session
 	frames *runnerproto.Conn
 	gone   chan struct{} // closed when the connection ended
+	// welcomed is closed once the runner was sent its welcome, the first
+	// frame it reads.
+	welcomed chan struct{}
 
 	mu       sync.Mutex
 	draining bool
