@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -258,17 +257,12 @@ func (w holdingWriter) Write(p []byte) (int, error) {
 	return w.WriteCloser.Write(p)
 }
 
-// waitsForASlot reports whether a goroutine of the test is in a
-// transcript write that waits for the answer of an append (maxUnanswered).
-func waitsForASlot() bool {
-	buf := make([]byte, 4<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "sync.(*Cond).Wait") && strings.Contains(g, "runstore.(*Client).send") {
-			return true
-		}
-	}
-	return false
+// blocked reports whether a transcript write of c waits for the answer of
+// an append (maxUnanswered).
+func blocked(c *Client) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.blocked > 0
 }
 
 // TestIssue13_AppendsPastTheBoundSurviveABrokenStream: the stream breaks
@@ -307,7 +301,7 @@ func TestIssue13_AppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 	for i := maxUnanswered; i < 2*maxUnanswered+2; i++ {
 		want.WriteString(line(i))
 	}
-	testsupport.Eventually(t, "a transcript write waiting for an append's answer", waitsForASlot)
+	testsupport.Eventually(t, "a transcript write waiting for an append's answer", func() bool { return blocked(c) })
 	r.cut()
 	close(store.gate)
 	within(t, first, "the broken stream's end")

@@ -107,6 +107,7 @@ type Client struct {
 	err      error      // the connection broke: every later call fails
 	waiting  []*pending // the calls sent and not answered yet, in order
 	appends  int        // of them, the appends
+	blocked  int        // appends waiting for one of them to be answered
 	failed   error      // of an append: every later write of the run fails with it
 	answer   uint64     // the number of the last call answered
 	resynced uint64     // the generation of the last notice whose calls were sent again
@@ -166,7 +167,9 @@ func (c *Client) send(req request, done chan answer) error {
 	for {
 		c.mu.Lock()
 		for done == nil && c.appends >= maxUnanswered && c.err == nil {
+			c.blocked++
 			c.answered.Wait()
+			c.blocked--
 		}
 		c.mu.Unlock()
 		c.wmu.Lock()
