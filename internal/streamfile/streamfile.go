@@ -2,12 +2,14 @@
 // rarely read back soon, such as a session's transcript, without filling
 // the system's page cache with it.
 //
-// Where the file system takes them, the stream's whole blocks are written
-// directly (O_DIRECT): from the File's own buffer to the device, with no
-// page of the cache to allocate, fill, write back and free. Only the last,
-// unfinished block goes through the cache, so that the file holds every
-// byte written as each Write returns; it is written again directly, whole,
-// once the stream has filled it. On a virtual machine, where each fresh
+// Where the file system takes them, the whole blocks of a large write
+// (the chunks of a streamed transcript) are written directly (O_DIRECT):
+// from the File's own buffer to the device, with no page of the cache to
+// allocate, fill, write back and free. The last, unfinished block goes
+// through the cache, so that the file holds every byte written as each
+// Write returns, and is written again, whole, by the next large write.
+// Small writes (a request's record) go through the cache: a direct write
+// waits for the device, and they are on the way of a message. On a virtual machine, where each fresh
 // page of the cache costs dearly (its host takes back what the guest
 // leaves unused), writing a stream through the cache took more than four
 // times the CPU time (BenchmarkStreamFile).
@@ -19,6 +21,7 @@ package streamfile
 import (
 	"io"
 	"os"
+	"unsafe"
 )
 
 // File appends to an *os.File. It is not safe for concurrent use; a
@@ -33,8 +36,9 @@ type File struct {
 	// system refuses them.
 	direct *os.File
 	// pend is the file's bytes from base, a multiple of blockSize, to
-	// the end of what was written, in an aligned buffer of directChunk
-	// bytes: its whole blocks go out directly, the rest waits for more.
+	// the end of what was written, in an aligned buffer: between writes,
+	// the unfinished last block. A large write goes through it, and its
+	// whole blocks out directly.
 	pend []byte
 	base int64
 
@@ -70,6 +74,19 @@ func (s *File) Write(p []byte) (int, error) {
 	if s.direct == nil {
 		return s.writeCached(p)
 	}
+	if len(p) < directMin {
+		// A record or a few: through the cache, as fast as it can be on
+		// the way of a request. Only the unfinished block is kept, to be
+		// written again whole by the next large write.
+		n, err := s.f.Write(p)
+		s.written += int64(n)
+		s.keepLastBlock(p[:n])
+		return n, err
+	}
+	if cap(s.pend) < directChunk {
+		grown := aligned(directChunk)
+		s.pend = grown[:copy(grown[:len(s.pend)], s.pend)]
+	}
 	// pend holds what the file holds from base: p goes at start.
 	start := s.written
 	n := 0
@@ -88,28 +105,48 @@ func (s *File) Write(p []byte) (int, error) {
 	}
 	// The bytes of the unfinished block that the file lacks go through
 	// the cache: a reader of the file sees them now.
-	m, err := s.f.Write(s.pend[s.written-s.base:])
-	s.written += int64(m)
-	// What the file lacks is not kept: the next Write starts from what
-	// it holds.
-	s.pend = s.pend[:s.written-s.base]
-	return int(s.written - start), err
+	if lacking := s.pend[s.written-s.base:]; len(lacking) > 0 {
+		m, err := s.f.Write(lacking)
+		s.written += int64(m)
+		// What the file lacks is not kept: the next Write starts from
+		// what it holds.
+		s.pend = s.pend[:s.written-s.base]
+		if err != nil {
+			return int(s.written - start), err
+		}
+	}
+	return len(p), nil
+}
+
+// keepLastBlock keeps in pend the file's unfinished last block, after p
+// was appended to the file through the cache: pend followed by p was the
+// file from base.
+func (s *File) keepLastBlock(p []byte) {
+	base := s.written &^ (blockSize - 1)
+	keep := int(s.written - base)
+	if keep <= len(p) {
+		s.pend = s.pend[:copy(s.pend[:keep], p[len(p)-keep:])]
+	} else {
+		fromPend := keep - len(p)
+		copy(s.pend, s.pend[len(s.pend)-fromPend:])
+		s.pend = append(s.pend[:fromPend], p...)
+	}
+	s.base = base
 }
 
 // writeBlocks writes the whole blocks of pend directly and keeps the rest
-// at its start.
+// at its start. Of a write cut short, what went out is kept account of.
 func (s *File) writeBlocks() error {
 	whole := len(s.pend) &^ (blockSize - 1)
 	if whole == 0 {
 		return nil
 	}
-	if _, err := writeDirect(s.direct, s.pend[:whole], s.base); err != nil {
-		return err
-	}
-	s.base += int64(whole)
-	s.written = max(s.written, s.base)
-	s.pend = s.pend[:copy(s.pend, s.pend[whole:])]
-	return nil
+	n, err := writeDirect(s.direct, s.pend[:whole], s.base)
+	s.written = max(s.written, s.base+int64(n))
+	done := n &^ (blockSize - 1)
+	s.base += int64(done)
+	s.pend = s.pend[:copy(s.pend, s.pend[done:])]
+	return err
 }
 
 // fallBack goes on through the cache after a direct write failed, with
@@ -150,4 +187,15 @@ func (s *File) Close() error {
 		s.direct.Close()
 	}
 	return s.f.Close()
+}
+
+// aligned returns an empty buffer of capacity n whose first byte is
+// aligned to blockSize.
+func aligned(n int) []byte {
+	b := make([]byte, n+blockSize)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & (blockSize - 1))
+	if off != 0 {
+		off = blockSize - off
+	}
+	return b[off : off : off+n]
 }

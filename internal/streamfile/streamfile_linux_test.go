@@ -207,15 +207,13 @@ func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	if s.direct == nil {
 		t.Skipf("the file system of %s refuses direct writes", path)
 	}
-	write := writeDirect
-	t.Cleanup(func() { writeDirect = write })
 	want := []byte("before\n")
 	p := bytes.Repeat([]byte("x"), 3*blockSize)
 	if _, err := s.Write(p); err != nil {
 		t.Fatal(err)
 	}
 	want = append(want, p...)
-	writeDirect = func(*os.File, []byte, int64) (int, error) { return 0, unix.EINVAL }
+	replaceWriteDirect(t, func(*os.File, []byte, int64) (int, error) { return 0, unix.EINVAL })
 	p = bytes.Repeat([]byte("y"), directChunk+5)
 	if n, err := s.Write(p); err != nil || n != len(p) {
 		t.Fatalf("the refused write wrote %d of %d bytes: %v", n, len(p), err)
@@ -245,9 +243,7 @@ func TestIssue12_AFailedDirectWriteIsReported(t *testing.T) {
 	if s.direct == nil {
 		t.Skipf("the file system of %s refuses direct writes", path)
 	}
-	write := writeDirect
-	t.Cleanup(func() { writeDirect = write })
-	writeDirect = func(*os.File, []byte, int64) (int, error) { return 0, unix.ENOSPC }
+	replaceWriteDirect(t, func(*os.File, []byte, int64) (int, error) { return 0, unix.ENOSPC })
 	n, err := s.Write(bytes.Repeat([]byte("x"), 2*directChunk))
 	if !errors.Is(err, unix.ENOSPC) || n != 0 {
 		t.Fatalf("wrote %d bytes, err %v; want 0 and ENOSPC", n, err)
@@ -292,4 +288,134 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// replaceWriteDirect has the test's direct writes go through w.
+func replaceWriteDirect(t *testing.T, w func(*os.File, []byte, int64) (int, error)) {
+	write := writeDirect
+	writeDirect = w
+	t.Cleanup(func() { writeDirect = write })
+}
+
+// fileHolds fails unless path holds want.
+func fileHolds(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the file holds %d bytes, not the %d written", len(got), len(want))
+	}
+}
+
+// Issue 12: the small writes of a stream (the records of requests, on
+// their way) go through the cache and never wait for the device; a large
+// one is written directly, with the blocks the small ones left.
+func TestIssue12_SmallWritesGoThroughTheCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := openStream(t, path, "before\n")
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	direct := 0
+	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
+		direct++
+		return f.WriteAt(p, off)
+	})
+	want := []byte("before\n")
+	record := bytes.Repeat([]byte("r"), 999)
+	for i := 0; i < 200; i++ {
+		if _, err := s.Write(record); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, record...)
+	}
+	if direct != 0 {
+		t.Fatalf("%d direct writes for records of %d bytes", direct, len(record))
+	}
+	fileHolds(t, path, want)
+	chunk := bytes.Repeat([]byte("c"), directChunk)
+	if _, err := s.Write(chunk); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, chunk...)
+	if direct == 0 {
+		t.Fatal("a chunk of 1 MiB was not written directly")
+	}
+	fileHolds(t, path, want)
+}
+
+// Issue 12 (review): a file not opened for appending is written through
+// the cache, where its writes go: the direct writes would not move its
+// offset, and the cache's would land over the start of the file.
+func TestIssue12_AFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(f)
+	defer s.Close()
+	if s.direct != nil {
+		t.Fatal("a file not opened for appending is written directly")
+	}
+	var want []byte
+	for _, n := range []int{5000, directChunk + 3, 10} {
+		p := bytes.Repeat([]byte{byte('a' + n%26)}, n)
+		if _, err := s.Write(p); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, p...)
+	}
+	fileHolds(t, path, want)
+}
+
+// Issue 12 (review): a direct write cut short, then refused, leaves the
+// file with each byte once: what went out is kept account of.
+func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := openStream(t, path, "before\n")
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
+		n, err := f.WriteAt(p[:blockSize], off)
+		if err != nil {
+			return n, err
+		}
+		return n, unix.EINVAL
+	})
+	p := bytes.Repeat([]byte("x"), 3*directMin)
+	if n, err := s.Write(p); err != nil || n != len(p) {
+		t.Fatalf("wrote %d of %d bytes: %v", n, len(p), err)
+	}
+	fileHolds(t, path, append([]byte("before\n"), p...))
+}
+
+// Issue 12 (review): a direct write cut short by a failure tells how much
+// of the Write the file holds.
+func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := openStream(t, path, "before\n")
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
+		n, err := f.WriteAt(p[:2*blockSize], off)
+		if err != nil {
+			return n, err
+		}
+		return n, unix.ENOSPC
+	})
+	p := bytes.Repeat([]byte("x"), 3*directMin)
+	n, err := s.Write(p)
+	if !errors.Is(err, unix.ENOSPC) {
+		t.Fatalf("err %v, want ENOSPC", err)
+	}
+	// The first two blocks went out: "before\n" and the first bytes of p.
+	if want := 2*blockSize - len("before\n"); n != want {
+		t.Fatalf("the Write says %d bytes are in the file, want %d", n, want)
+	}
+	fileHolds(t, path, append([]byte("before\n"), p[:n]...))
 }

@@ -3,17 +3,18 @@ package streamfile
 import (
 	"errors"
 	"os"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // Direct writes start at multiples of blockSize and are multiples of it
 // in length, from a buffer aligned to it: 4096 suits the devices of 512
-// and of 4096 bytes. They go out directChunk bytes at a time at most.
+// and of 4096 bytes. They go out directChunk bytes at a time at most, for
+// writes of directMin bytes or more.
 const (
 	blockSize   = 4096
 	directChunk = 1 << 20
+	directMin   = 64 << 10
 )
 
 // openDirectFile opens name for direct reads and writes; tests replace it.
@@ -29,6 +30,11 @@ var writeDirect = (*os.File).WriteAt
 // its unfinished last block into pend, to be written again whole. Where
 // that fails, the stream goes through the cache.
 func (s *File) openDirect() {
+	// The cache's writes go at the end of f, where direct writes do not
+	// move f's offset: only a file opened for appending has them there.
+	if flags, err := fcntlFlags(s.f); err != nil || flags&unix.O_APPEND == 0 {
+		return
+	}
 	d, err := openDirectFile(s.f.Name())
 	if err != nil {
 		return
@@ -40,7 +46,7 @@ func (s *File) openDirect() {
 		d.Close()
 		return
 	}
-	buf := aligned(directChunk)
+	buf := aligned(blockSize)
 	base := s.written &^ (blockSize - 1)
 	// One read of one block: a direct read must start aligned.
 	n, err := unix.Pread(int(d.Fd()), buf[:blockSize], base)
@@ -51,15 +57,18 @@ func (s *File) openDirect() {
 	s.direct, s.pend, s.base = d, buf[:n], base
 }
 
-// aligned returns an empty buffer of capacity n whose first byte is
-// aligned to blockSize.
-func aligned(n int) []byte {
-	b := make([]byte, n+blockSize)
-	off := int(uintptr(unsafe.Pointer(&b[0])) & (blockSize - 1))
-	if off != 0 {
-		off = blockSize - off
+// fcntlFlags returns the file status flags of f.
+func fcntlFlags(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
 	}
-	return b[off : off : off+n]
+	var flags int
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { flags, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil {
+		return 0, err
+	}
+	return flags, ferr
 }
 
 // refused reports whether err is a file system's refusal of a direct

@@ -8,6 +8,7 @@ import "os"
 const (
 	blockSize   = 4096
 	directChunk = 1 << 20
+	directMin   = 64 << 10
 )
 
 // writeDirect is never called: no file is opened for direct writes.
