@@ -194,7 +194,8 @@ func (p *Proxy) read(side Side, r *Reader) error {
 type ahead struct {
 	mu     sync.Mutex
 	r      *Reader
-	queue  []*Message // read ahead, in order
+	queue  []*Message // read ahead, in order, from head on
+	head   int
 	closed bool
 	wake   chan struct{} // there are lines to read ahead
 }
@@ -208,12 +209,11 @@ func (a *ahead) next() (*Message, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var m *Message
-	if len(a.queue) > 0 {
-		m = a.queue[0]
-		a.queue[0] = nil
-		a.queue = a.queue[1:]
-		if len(a.queue) == 0 {
-			a.queue = a.queue[:0:0]
+	if a.head < len(a.queue) {
+		m = a.queue[a.head]
+		a.queue[a.head] = nil
+		if a.head++; a.head == len(a.queue) {
+			a.queue, a.head = a.queue[:0], 0
 		}
 	} else {
 		var err error
@@ -221,14 +221,14 @@ func (a *ahead) next() (*Message, bool, error) {
 			return nil, false, err
 		}
 	}
-	more := a.r.Buffered()
-	if more && len(a.queue) < maxAhead/2 {
+	more, queued := a.r.Buffered(), len(a.queue)-a.head
+	if more && queued < maxAhead/2 {
 		select {
 		case a.wake <- struct{}{}:
 		default:
 		}
 	}
-	return m, !more && len(a.queue) == 0, nil
+	return m, !more && queued == 0, nil
 }
 
 // run reads ahead, when woken, the lines read already.
@@ -238,7 +238,7 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 	for range a.wake {
 		for {
 			a.mu.Lock()
-			if a.closed || len(a.queue) >= maxAhead {
+			if a.closed || len(a.queue)-a.head >= maxAhead {
 				a.mu.Unlock()
 				break
 			}
@@ -246,6 +246,12 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 			switch {
 			case !ok:
 			case err == nil:
+				if len(a.queue) == cap(a.queue) && a.head > 0 {
+					// Moved down, so that the array is reused.
+					n := copy(a.queue, a.queue[a.head:])
+					clear(a.queue[n:])
+					a.queue, a.head = a.queue[:n], 0
+				}
 				a.queue = append(a.queue, m)
 			case errors.As(err, &lineErr):
 				logger.Warn("skipped a bad line", "from", side.sender(), "err", lineErr) // M7

@@ -366,7 +366,7 @@ func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 	queued := func() int {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return len(a.queue)
+		return len(a.queue) - a.head
 	}
 	testsupport.Eventually(t, "the lines read ahead", func() bool { return queued() >= maxAhead })
 	if q := queued(); q != maxAhead {
