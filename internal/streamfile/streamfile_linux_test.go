@@ -87,13 +87,7 @@ func TestIssue12_StreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want.Bytes()) {
-		t.Fatalf("the file holds %d bytes, not the %d written", len(got), want.Len())
-	}
+	fileHolds(t, path, want.Bytes())
 }
 
 // openStream creates path with before in it and returns a File appending
@@ -112,15 +106,23 @@ func openStream(t *testing.T, path, before string) *File {
 	return s
 }
 
+// directStream is openStream of a file written directly; the test skips
+// where the file system refuses direct writes.
+func directStream(t *testing.T, path, before string) *File {
+	t.Helper()
+	s := openStream(t, path, before)
+	if s.direct == nil {
+		t.Skipf("the file system of %s refuses direct writes", path)
+	}
+	return s
+}
+
 // Issue 12: a stream written directly leaves none of its pages in the
 // cache, but for its last unfinished block, and keeps every byte in order
 // after what the file held before (an unfinished block of its own).
 func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := openStream(t, path, "before\n")
-	if s.direct == nil {
-		t.Skipf("the file system of %s refuses direct writes", path)
-	}
+	s := directStream(t, path, "before\n")
 	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 64<<10) // 1 MiB
 	var want bytes.Buffer
 	want.WriteString("before\n")
@@ -139,13 +141,7 @@ func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want.Bytes()) {
-		t.Fatalf("the file holds %d bytes, not the %d written", len(got), want.Len())
-	}
+	fileHolds(t, path, want.Bytes())
 }
 
 // Issue 12: when a Write returns, the file holds what it wrote, whatever
@@ -203,10 +199,7 @@ func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 // one has the stream go on through the cache, with nothing lost.
 func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := openStream(t, path, "before\n")
-	if s.direct == nil {
-		t.Skipf("the file system of %s refuses direct writes", path)
-	}
+	s := directStream(t, path, "before\n")
 	want := []byte("before\n")
 	p := bytes.Repeat([]byte("x"), 3*blockSize)
 	if _, err := s.Write(p); err != nil {
@@ -226,23 +219,14 @@ func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, "z\n"...)
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("the file holds %d bytes, not the %d written", len(got), len(want))
-	}
+	fileHolds(t, path, want)
 }
 
 // Issue 12: a direct write that fails for another reason fails the Write,
 // which tells how much of it the file holds.
 func TestIssue12_AFailedDirectWriteIsReported(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := openStream(t, path, "")
-	if s.direct == nil {
-		t.Skipf("the file system of %s refuses direct writes", path)
-	}
+	s := directStream(t, path, "")
 	replaceWriteDirect(t, func(*os.File, []byte, int64) (int, error) { return 0, unix.ENOSPC })
 	n, err := s.Write(bytes.Repeat([]byte("x"), 2*directChunk))
 	if !errors.Is(err, unix.ENOSPC) || n != 0 {
@@ -314,10 +298,7 @@ func fileHolds(t *testing.T, path string, want []byte) {
 // one is written directly, with the blocks the small ones left.
 func TestIssue12_SmallWritesGoThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := openStream(t, path, "before\n")
-	if s.direct == nil {
-		t.Skipf("the file system of %s refuses direct writes", path)
-	}
+	s := directStream(t, path, "before\n")
 	direct := 0
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
 		direct++
@@ -375,10 +356,7 @@ func TestIssue12_AFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T
 // file with each byte once: what went out is kept account of.
 func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := openStream(t, path, "before\n")
-	if s.direct == nil {
-		t.Skipf("the file system of %s refuses direct writes", path)
-	}
+	s := directStream(t, path, "before\n")
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
 		n, err := f.WriteAt(p[:blockSize], off)
 		if err != nil {
@@ -397,10 +375,7 @@ func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T)
 // of the Write the file holds.
 func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
-	s := openStream(t, path, "before\n")
-	if s.direct == nil {
-		t.Skipf("the file system of %s refuses direct writes", path)
-	}
+	s := directStream(t, path, "before\n")
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
 		n, err := f.WriteAt(p[:2*blockSize], off)
 		if err != nil {
