@@ -57,6 +57,20 @@ const (
 	lag  = 32 << 20
 )
 
+// Direct writes start at multiples of blockSize and are multiples of it
+// in length, from a buffer aligned to it: 4096 suits the devices of 512
+// and of 4096 bytes. They go out directChunk bytes at a time at most, for
+// writes of directMin bytes or more.
+const (
+	blockSize   = 4096
+	directChunk = 1 << 20
+	directMin   = 64 << 10
+)
+
+// writeDirect writes p at off of the file opened for direct writes; tests
+// replace it.
+var writeDirect = (*os.File).WriteAt
+
 // New appends to f, whose current size is where the stream starts.
 func New(f *os.File) *File {
 	s := &File{f: f}

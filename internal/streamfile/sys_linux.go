@@ -7,24 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Direct writes start at multiples of blockSize and are multiples of it
-// in length, from a buffer aligned to it: 4096 suits the devices of 512
-// and of 4096 bytes. They go out directChunk bytes at a time at most, for
-// writes of directMin bytes or more.
-const (
-	blockSize   = 4096
-	directChunk = 1 << 20
-	directMin   = 64 << 10
-)
-
 // openDirectFile opens name for direct reads and writes; tests replace it.
 var openDirectFile = func(name string) (*os.File, error) {
 	return os.OpenFile(name, os.O_RDWR|unix.O_DIRECT, 0)
 }
-
-// writeDirect writes p at off of a file opened by openDirectFile; tests
-// replace it.
-var writeDirect = (*os.File).WriteAt
 
 // openDirect opens the file a second time for direct writes, and reads
 // its unfinished last block into pend, to be written again whole. Where
