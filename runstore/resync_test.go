@@ -90,6 +90,16 @@ func (r *testRunner) cut() {
 	st.Close()
 }
 
+// cutWhileHeld breaks the stream whose Serve is first while a store holds
+// an append until gate is closed, then lets the append be committed, its
+// answer lost with the stream, and waits for the stream's end.
+func (r *testRunner) cutWhileHeld(gate chan struct{}, first <-chan error) {
+	r.t.Helper()
+	r.cut()
+	close(gate)
+	within(r.t, first, "the broken stream's end")
+}
+
 func openSQLite(t *testing.T, path string, key []byte) *sqlstore.Store {
 	t.Helper()
 	s, err := sqlstore.Open(context.Background(), path, key)
@@ -124,9 +134,7 @@ func TestIssue13_CallsInFlightSurviveABrokenStream(t *testing.T) {
 	go func() { set <- c.Persisted().Set(context.Background(), id, "p", "acme/p", []byte(`{"v":1}`)) }()
 	// The stream breaks: the first append is committed once the store
 	// lets it go, and its answer is lost with the stream.
-	r.cut()
-	close(store.gate)
-	within(t, first, "the broken stream's end")
+	r.cutWhileHeld(store.gate, first)
 	r.attach(srv, false)
 	if err := within(t, set, "the persisted write's answer on the new stream"); err != nil {
 		t.Fatalf("set: %v", err)
@@ -302,9 +310,7 @@ func TestIssue13_AppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 		want.WriteString(line(i))
 	}
 	testsupport.Eventually(t, "a transcript write waiting for an append's answer", func() bool { return blocked(c) })
-	r.cut()
-	close(store.gate)
-	within(t, first, "the broken stream's end")
+	r.cutWhileHeld(store.gate, first)
 	r.attach(srv, false)
 	if err := within(t, wrote, "the writes past the bound, on the new stream"); err != nil {
 		t.Fatalf("write: %v", err)
