@@ -100,9 +100,18 @@ func (r *testRunner) cutWhileHeld(gate chan struct{}, first <-chan error) {
 	within(r.t, first, "the broken stream's end")
 }
 
+// records are n bytes or more of transcript lines.
+func records(n int) string {
+	var b strings.Builder
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, `{"seq":%d,"message":{"text":"%s"}}`+"\n", i, strings.Repeat("x", 200))
+	}
+	return b.String()
+}
+
 func openSQLite(t *testing.T, path string, key []byte) *sqlstore.Store {
 	t.Helper()
-	s, err := sqlstore.Open(context.Background(), path, key)
+	s, err := sqlstore.Open(context.Background(), path, key, filepath.Join(filepath.Dir(path), "transcripts"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +183,7 @@ func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	// The first server applies every call, and its answers are lost.
 	r.attach(&Server{Store: before, Session: id, Run: 1}, true)
 	w, _ := c.Transcript(id)
-	bulk := records(2000) // sent deflated
+	bulk := records(2000)
 	for _, line := range []string{"{\"a\":1}\n", bulk, "{\"b\":2}\n"} {
 		if err := sent(t, w, line); err != nil {
 			t.Fatal(err)

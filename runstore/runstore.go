@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/deflate"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -50,7 +49,7 @@ type request struct {
 	PlugName string               `json:"plug_name,omitempty"`
 	Size     int                  `json:"size,omitempty"` // of Data, which follows the line
 	Data     []byte               `json:"-"`
-	Deflated bool                 `json:"deflated,omitempty"` // an append's Data: its lines deflated
+	Deflated bool                 `json:"deflated,omitempty"` // an append's Data: its lines deflated, as earlier runners sent them
 	Loaded   *session.Loaded      `json:"loaded,omitempty"`
 	Pause    *session.PauseRecord `json:"pause,omitempty"`
 	Failure  string               `json:"failure,omitempty"`
@@ -396,44 +395,18 @@ func (c *Client) TornDown(id string, failure error, at time.Time) (*session.Reco
 // an append failed, the next Write, Close, and every later report or
 // persisted write of the run fail with that failure: the store applies no
 // report after a transcript line it lost.
-//
-// A Write of deflateMin bytes or more that ends a line is sent deflated.
 func (c *Client) Transcript(id string) (io.WriteCloser, error) {
 	return &transcript{c: c, id: id}, nil
 }
 
-// deflateMin is the size from which a transcript's lines are sent
-// deflated: the bulk of a transcript, a stream's records in batches,
-// shrinks several times, and then costs the runner and the server, which
-// stores it as it comes (session.DeflatedTranscript), a fraction of its
-// bytes. A turn's request and answer, written alone, leave as they are.
-const deflateMin = 16 << 10
-
 type transcript struct {
 	c  *Client
 	id string
-
-	mu     sync.Mutex
-	open   bool // the last byte sent did not end a line
-	packer deflate.Packer
 }
 
 func (t *transcript) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	req := request{Op: OpAppend, Session: t.id, Data: p}
-	if len(p) >= deflateMin && len(p) <= maxData && p[len(p)-1] == '\n' && !t.open {
-		packed, err := t.packer.Pack(p)
-		if err != nil {
-			return 0, fmt.Errorf("store: transcript: %w", err)
-		}
-		req.Data, req.Deflated = packed, true
-	}
-	if err := t.c.send(req, nil); err != nil {
+	if err := t.c.send(request{Op: OpAppend, Session: t.id, Data: p}, nil); err != nil {
 		return 0, err
-	}
-	if len(p) > 0 {
-		t.open = p[len(p)-1] != '\n'
 	}
 	return len(p), nil
 }

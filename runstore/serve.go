@@ -140,8 +140,7 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		if req.Op == OpAppend && req.Session == s.Session {
 			// The appends that came while the last commit was under way
 			// (the run does not wait for their answers) are here already:
-			// they are committed together (session.DeflatedTranscript
-			// aside), with one write.
+			// they are committed together, with one write.
 			held, readErr = s.gather(r, &batch)
 		}
 		var resps []response
@@ -397,12 +396,9 @@ func joined(calls []*request) []byte {
 }
 
 // appendDeflated appends lines a run sent deflated, deflate streams one
-// after the other: as they are to a transcript that keeps them so, else
-// inflated (at most maxData bytes a stream, as an append sent as it is).
+// after the other, as earlier runners sent the bulk of a transcript:
+// inflated, at most maxData bytes a stream, as an append sent as it is.
 func appendDeflated(w io.Writer, packed []byte) error {
-	if d, ok := w.(session.DeflatedTranscript); ok {
-		return d.WriteDeflated(packed)
-	}
 	src := bytes.NewReader(packed)
 	for src.Len() > 0 {
 		r := flate.NewReader(src) // it reads src to the stream's end, not past

@@ -54,7 +54,7 @@ func (o StoreOptions) Open(ctx context.Context) (*sqlstore.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sqlstore.Open(ctx, dsn, key)
+	return sqlstore.Open(ctx, dsn, key, filepath.Join(data, "transcripts"))
 }
 
 // Options are a server's flags.

@@ -41,18 +41,6 @@ type Transcripts interface {
 	ReadTranscript(session string) (io.ReadCloser, error)
 }
 
-// DeflatedTranscript is a transcript open for appending that also takes
-// lines deflated by their writer, and keeps them so: a run on a server's
-// runner sends the bulk of its transcript deflated, and a store that
-// keeps transcripts deflated stores those bytes as they come.
-type DeflatedTranscript interface {
-	io.WriteCloser
-	// WriteDeflated appends p: deflate streams (RFC 1951) one after the
-	// other, each of whole lines ended by a newline, after the lines
-	// written before.
-	WriteDeflated(p []byte) error
-}
-
 // CallTranscripts is a store whose transcripts keep, with the lines of a
 // run's append, the number of its call (runstore): a server that
 // restarted does not know which calls of a run taken back the server

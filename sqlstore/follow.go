@@ -26,13 +26,10 @@ func (s *Store) TranscriptAfter(id string, after int64) (lines []byte, last int6
 	if last == after {
 		return nil, after, nil
 	}
-	// The chunks are read as ReadTranscript reads them, however they are
-	// stored.
-	rows, err := s.read.rows(ctx, "SELECT lines FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, last)
+	r, err := s.readChunks(id, after, last)
 	if err != nil {
-		return nil, after, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+		return nil, after, err
 	}
-	r := &transcriptReader{id: id, rows: rows}
 	defer r.Close()
 	if lines, err = io.ReadAll(r); err != nil {
 		return nil, after, err

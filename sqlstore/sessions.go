@@ -178,7 +178,9 @@ func (s *Store) CurrentRun(id string) (run int, state session.State, err error) 
 }
 
 // Discard removes a session with all it stored: its record, persisted
-// state and transcript (the schema's cascade).
+// state and transcript's chunks (the schema's cascade), then its
+// transcript's file; a file left by a failure is removed when the store
+// is next opened.
 func (s *Store) Discard(id string) error {
 	if err := checkSessionID(id); err != nil {
 		return err
@@ -186,7 +188,7 @@ func (s *Store) Discard(id string) error {
 	if _, err := s.writer().exec(context.Background(), "DELETE FROM sessions WHERE id = ?", id); err != nil {
 		return fmt.Errorf("session %s: removing it: %s: %w", id, s.where, err)
 	}
-	return nil
+	return s.removeTranscript(id)
 }
 
 // Loaded records a run's first report (session.RecordLoaded).

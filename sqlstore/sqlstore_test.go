@@ -45,9 +45,19 @@ func newKey() []byte {
 	return k
 }
 
+// transcriptDirs are the transcript directories of the databases the
+// tests made, by dsn: a store opened again keeps its files.
+var transcriptDirs sync.Map
+
+// transcriptDir is the transcript directory of the database dsn names.
+func transcriptDir(t testing.TB, dsn string) string {
+	dir, _ := transcriptDirs.LoadOrStore(dsn, t.TempDir())
+	return dir.(string)
+}
+
 func open(t testing.TB, dsn string, key []byte) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dsn, key)
+	s, err := Open(context.Background(), dsn, key, transcriptDir(t, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +173,7 @@ func TestIssue13_MigrationsForwardOnly(t *testing.T) {
 		if _, err := s.writer().exec(ctx, "INSERT INTO schema_version (version, applied) VALUES (?, 0)", len(ms)+1); err != nil {
 			t.Fatal(err)
 		}
-		_, err = Open(ctx, dsn, newKey())
+		_, err = Open(ctx, dsn, newKey(), t.TempDir())
 		testsupport.WantErr(t, err, "has schema version", "newer than this blaise-agent's")
 	})
 }
@@ -225,26 +235,26 @@ func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 		"/tmp/x.db?mode=ro":   "without '?'",
 		"postgres://u:pw@%zz": "database URL",
 	} {
-		_, err := Open(ctx, dsn, newKey())
+		_, err := Open(ctx, dsn, newKey(), t.TempDir())
 		testsupport.WantErr(t, err, want)
 		if strings.Contains(err.Error(), "pw") {
 			t.Errorf("the error shows the password: %v", err)
 		}
 	}
 	// A server that is not there: named, without the password.
-	_, err := Open(ctx, "postgres://u:secret-pw@/db?host="+t.TempDir(), newKey())
+	_, err := Open(ctx, "postgres://u:secret-pw@/db?host="+t.TempDir(), newKey(), t.TempDir())
 	testsupport.WantErr(t, err, "database postgres://u:xxxxx@/db")
 	if strings.Contains(err.Error(), "secret-pw") {
 		t.Errorf("the error shows the password: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
-	_, err = Open(ctx, filepath.Join(missing, "x.db"), newKey())
+	_, err = Open(ctx, filepath.Join(missing, "x.db"), newKey(), t.TempDir())
 	testsupport.WantErr(t, err, "SQLite database "+missing, "stat "+missing+": no such file or directory")
 	path := filepath.Join(t.TempDir(), "x.db")
 	if s := open(t, "sqlite:"+path, newKey()); s.String() != "SQLite database "+path {
 		t.Errorf("String() = %q", s)
 	}
-	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"))
+	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"), t.TempDir())
 	testsupport.WantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
 

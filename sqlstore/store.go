@@ -44,6 +44,8 @@ type Store struct {
 	d     *dialect
 	where string
 	box   *sealed.Box
+	// transcripts are the files of the sessions' transcripts.
+	transcripts transcriptFiles
 	// Clock dates records; nil: the machine's.
 	Clock session.Clock
 }
@@ -52,9 +54,10 @@ var _ session.Store = (*Store)(nil)
 
 // Open opens the database dsn names (a SQLite file: PATH or sqlite:PATH;
 // or postgres://…) and brings its schema up to date. key is the 32-byte
-// key of persisted plug state (see LoadKey). A database whose schema is
-// newer than this binary is refused.
-func Open(ctx context.Context, dsn string, key []byte) (*Store, error) {
+// key of persisted plug state (see LoadKey); transcripts is the directory
+// of the files that hold the sessions' transcript lines, made if needed.
+// A database whose schema is newer than this binary is refused.
+func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Store, error) {
 	box, err := sealed.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("store key: %w", err)
@@ -63,8 +66,12 @@ func Open(ctx context.Context, dsn string, key []byte) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{read: conn{read, d}, db: read, write: write, d: d, where: where, box: box}
+	s := &Store{read: conn{read, d}, db: read, write: write, d: d, where: where, box: box, transcripts: transcriptFiles{dir: transcripts}}
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.prepareTranscripts(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -7,15 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
 
-	"github.com/blaiseagent/blaise-agent/internal/deflate"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/klauspost/compress/flate"
 )
 
-// Transcript opens a session's transcript for appending. Each line written
-// (JSONL) becomes a row once its newline is written; Close stores a last
-// line without one.
+// Transcript opens a session's transcript for appending. The lines of a
+// Write (JSONL) are appended to the session's file, and their chunk is
+// committed, once their newline is written; Close stores a last line
+// without one.
 func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
@@ -48,9 +50,9 @@ var (
 type transcript struct {
 	s      *Store
 	id     string
-	rest   []byte // a line not ended yet
+	file   *sessionFile // opened at the first lines written
+	rest   []byte       // a line not ended yet
 	closed bool
-	packer deflate.Packer
 	// run and call are those of the lines written next (Call), stored
 	// with their chunk.
 	run  int
@@ -75,7 +77,7 @@ func (s *Store) TranscriptCall(id string, run int) (uint64, error) {
 	return uint64(call), nil
 }
 
-// Write stores the complete lines of p as one row: a transcript is
+// Write stores the complete lines of p as one chunk: a transcript is
 // written in batches of lines (acp.JSONLRecorder), and a row per line
 // would cost the server a statement per message.
 func (t *transcript) Write(p []byte) (int, error) {
@@ -99,37 +101,17 @@ func (t *transcript) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// store appends lines, each ended by a newline, deflated: JSON lines
-// shrink several times, and what the database writes (and syncs) is what
-// a transcript costs the server.
+// store appends lines, each ended by a newline, to the session's file,
+// and commits their chunk.
 func (t *transcript) store(lines []byte) error {
-	packed, err := t.packer.Pack(lines)
-	if err != nil {
-		return fmt.Errorf("session %s: transcript: %w", t.id, err)
+	if t.file == nil {
+		sf, err := t.s.acquire(t.id)
+		if err != nil {
+			return err
+		}
+		t.file = sf
 	}
-	return t.insert(packed)
-}
-
-// WriteDeflated stores lines their writer deflated as they are, as one
-// chunk.
-func (t *transcript) WriteDeflated(p []byte) error {
-	switch {
-	case t.closed:
-		return fmt.Errorf("session %s: transcript: %w", t.id, io.ErrClosedPipe)
-	case len(t.rest) > 0:
-		return fmt.Errorf("session %s: transcript: deflated lines after a line not ended", t.id)
-	}
-	return t.insert(p)
-}
-
-// insert stores a chunk: deflate streams of whole lines, one after the
-// other, with the run and call they are of (Call).
-func (t *transcript) insert(chunk []byte) error {
-	_, err := t.s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call) VALUES (?, ?, ?, ?)", t.id, chunk, t.run, int64(t.call))
-	if err != nil {
-		return fmt.Errorf("session %s: transcript: %w", t.id, err)
-	}
-	return nil
+	return t.s.append(t.file, lines, t.run, t.call)
 }
 
 // Close stores what is left of a last line without a newline.
@@ -138,11 +120,14 @@ func (t *transcript) Close() error {
 		return nil
 	}
 	t.closed = true
-	if len(t.rest) == 0 {
-		return nil
+	var err error
+	if len(t.rest) > 0 {
+		err = t.store(append(t.rest, '\n'))
+		t.rest = nil
 	}
-	err := t.store(append(t.rest, '\n'))
-	t.rest = nil
+	if t.file != nil {
+		t.s.release(t.file)
+	}
 	return err
 }
 
@@ -155,22 +140,33 @@ func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
 	if err := s.exists(id); err != nil {
 		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	rows, err := s.read.rows(context.Background(), "SELECT lines FROM transcript_chunks WHERE session_id = ? ORDER BY seq", id)
+	return s.readChunks(id, 0, math.MaxInt64)
+}
+
+// readChunks reads the lines of the chunks of a session numbered after
+// from to to, in order.
+func (s *Store) readChunks(id string, after, to int64) (*transcriptReader, error) {
+	rows, err := s.read.rows(context.Background(), "SELECT lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
 	}
-	return &transcriptReader{id: id, rows: rows}, nil
+	return &transcriptReader{id: id, path: s.transcripts.path(id), rows: rows}, nil
 }
 
-// transcriptReader streams the rows, and inflates each as it is read, so
-// that a long transcript is not held in memory at once.
+// transcriptReader streams the chunks: each from the session's file, or,
+// for one stored deflated, inflated as it is read, so that a long
+// transcript is not held in memory at once.
 type transcriptReader struct {
-	id     string
-	rows   *sql.Rows
-	packed *bytes.Reader     // the chunk being read; nil before the first
-	stream io.ReadCloser     // its deflate stream being read; nil between them
-	left   *io.LimitedReader // of stream: the bytes it may still inflate to
-	err    error
+	id   string
+	path string
+	rows *sql.Rows
+	file *os.File // the session's, opened at its first chunk
+	// section is the current chunk's lines in the file; nil between them.
+	section *io.LimitedReader
+	packed  *bytes.Reader     // the deflated chunk being read; nil before the first
+	stream  io.ReadCloser     // its deflate stream being read; nil between them
+	left    *io.LimitedReader // of stream: the bytes it may still inflate to
+	err     error
 }
 
 // maxChunk bounds what one deflate stream inflates to. A stream holds at
@@ -183,6 +179,8 @@ const maxChunk = 256 << 20
 func (r *transcriptReader) Read(p []byte) (int, error) {
 	for r.err == nil {
 		switch {
+		case r.section != nil:
+			return r.readSection(p)
 		case r.stream != nil:
 		case r.packed != nil && r.packed.Len() > 0:
 			r.open()
@@ -206,6 +204,20 @@ func (r *transcriptReader) Read(p []byte) (int, error) {
 	return 0, r.err
 }
 
+// readSection reads the current chunk's lines from the file.
+func (r *transcriptReader) readSection(p []byte) (int, error) {
+	n, err := r.section.Read(p)
+	switch {
+	case r.section.N == 0:
+		r.section = nil
+	case err == io.EOF:
+		return n, r.fail(fmt.Errorf("%s ends before the lines its database rows account for: lines are lost", r.path))
+	case err != nil:
+		return n, r.fail(err)
+	}
+	return n, nil
+}
+
 // open opens the next deflate stream of the chunk.
 func (r *transcriptReader) open() {
 	r.stream = flate.NewReader(r.packed) // it reads to the stream's end, not past
@@ -221,10 +233,25 @@ func (r *transcriptReader) next() error {
 		return io.EOF
 	}
 	var packed []byte
-	if err := r.rows.Scan(&packed); err != nil {
+	var off, size int64
+	if err := r.rows.Scan(&packed, &off, &size); err != nil {
 		return r.fail(err)
 	}
-	r.packed = bytes.NewReader(packed)
+	if off < 0 {
+		r.packed = bytes.NewReader(packed)
+		return nil
+	}
+	if r.file == nil {
+		f, err := os.Open(r.path)
+		if err != nil {
+			return r.fail(err)
+		}
+		r.file = f
+	}
+	r.section = &io.LimitedReader{R: io.NewSectionReader(r.file, off, size), N: size}
+	if size == 0 {
+		r.section = nil
+	}
 	return nil
 }
 
@@ -233,4 +260,9 @@ func (r *transcriptReader) fail(err error) error {
 	return r.err
 }
 
-func (r *transcriptReader) Close() error { return r.rows.Close() }
+func (r *transcriptReader) Close() error {
+	if r.file != nil {
+		r.file.Close()
+	}
+	return r.rows.Close()
+}

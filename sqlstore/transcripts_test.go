@@ -2,17 +2,20 @@ package sqlstore
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
 	"github.com/klauspost/compress/flate"
 )
 
-// deflated is lines as a run deflates them, repeated n times.
+// deflated is lines deflated, repeated n times, as a chunk stored before
+// transcripts had files.
 func deflated(t *testing.T, lines string, n int) []byte {
 	t.Helper()
 	var b bytes.Buffer
@@ -46,48 +49,197 @@ type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// Issue 13: lines a run deflated (deflate streams one after the other)
-// are stored as they come, in order with the lines written plainly, and
-// read back as lines; they may not follow a line not ended.
-func TestIssue13_DeflatedLinesStoredAsTheyCome(t *testing.T) {
+// write appends lines to a session's transcript through a writer of its
+// own.
+func write(t *testing.T, s *Store, id string, lines ...string) {
+	t.Helper()
+	w, err := s.Transcript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		if _, err := io.WriteString(w, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insertDeflated stores a chunk as stores did before transcripts had
+// files: its lines deflated in the row.
+func insertDeflated(t *testing.T, s *Store, id string, chunk []byte) {
+	t.Helper()
+	if _, err := s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", id, chunk); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 13: a session's transcript lines are in a file of the transcript
+// directory (0600), as they were written, and the database's rows hold
+// none of their bytes.
+func TestIssue13_TranscriptLinesAreInTheSessionsFile(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
-		w, err := s.Transcript("s")
-		if err != nil {
-			t.Fatal(err)
+		long := strings.Repeat("x", 100<<10) // past streamfile's direct writes
+		write(t, s, "s", "{\"a\":1}\n", "{\"b\":\""+long+"\"}\n")
+		path := filepath.Join(transcriptDir(t, dsn), "s.jsonl")
+		got, err := os.ReadFile(path)
+		if want := "{\"a\":1}\n{\"b\":\"" + long + "\"}\n"; err != nil || string(got) != want {
+			t.Fatalf("%s: %d bytes, %v; want the %d written", path, len(got), err, len(want))
 		}
-		d := w.(session.DeflatedTranscript)
-		io.WriteString(w, "{\"a\":1}\n")
-		// Two streams, one after the other, as a batch of appends has them.
-		if err := d.WriteDeflated(append(deflated(t, "{\"b\":2}\n", 1), deflated(t, "{\"c\":3}\n", 1)...)); err != nil {
-			t.Fatal(err)
+		if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", path, st.Mode().Perm())
 		}
-		io.WriteString(w, `{"d":`)
-		testsupport.WantErr(t, d.WriteDeflated(deflated(t, "{\"e\":5}\n", 1)), "session s", "deflated lines after a line not ended")
-		io.WriteString(w, "4}\n")
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		testsupport.WantErr(t, d.WriteDeflated(deflated(t, "{\"f\":6}\n", 1)), "closed")
-		got, err := readAll(t, s, "s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n"; got != want {
-			t.Errorf("transcript %q, want %q", got, want)
-		}
-		lines, _, err := s.TranscriptAfter("s", 0)
-		if err != nil || string(lines) != got {
-			t.Errorf("TranscriptAfter: %q, %v; want %q", lines, err, got)
+		var inRows int64
+		if err := s.read.row(context.Background(), "SELECT COALESCE(SUM(LENGTH(lines)), 0) FROM transcript_chunks").Scan(&inRows); err != nil || inRows != 0 {
+			t.Errorf("the rows hold %d bytes of lines (%v), want none", inRows, err)
 		}
 	})
 }
 
-// Issue 13: a chunk that does not inflate, or inflates without end (a
-// runner's deflated bytes are stored unread), ends the reading of the
-// transcript with an error that names the session, after the lines
-// before it (and, streamed, what came of the chunk before its end).
+// Issue 13: bytes past what the committed rows account for (a server that
+// stopped between writing a chunk's lines and committing its row) are
+// never read, and are cut when the file is next appended to; a file
+// shorter than its rows lost lines, which reading and appending say,
+// naming the file.
+func TestIssue13_TranscriptFileIsCutToItsCommittedRows(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s")
+		write(t, s, "s", "{\"a\":1}\n")
+		path := filepath.Join(transcriptDir(t, dsn), "s.jsonl")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(f, "{\"uncommitted\":1}\n{\"half")
+		f.Close()
+		s.Close()
+		s = open(t, dsn, newKey())
+		if got, err := readAll(t, s, "s"); err != nil || got != "{\"a\":1}\n" {
+			t.Fatalf("read %q, %v; want only the committed line", got, err)
+		}
+		write(t, s, "s", "{\"b\":2}\n")
+		want := "{\"a\":1}\n{\"b\":2}\n"
+		if got, err := readAll(t, s, "s"); err != nil || got != want {
+			t.Fatalf("read %q, %v; want %q", got, err, want)
+		}
+		if got, _ := os.ReadFile(path); string(got) != want {
+			t.Fatalf("the file holds %q after the next append, want %q", got, want)
+		}
+
+		if err := os.Truncate(path, 3); err != nil {
+			t.Fatal(err)
+		}
+		_, err = readAll(t, s, "s")
+		testsupport.WantErr(t, err, "session s", path, "lines are lost")
+		w, err := s.Transcript("s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.WriteString(w, "{\"c\":3}\n")
+		testsupport.WantErr(t, err, "session s", path, "has 3 bytes", "account for 16", "lines are lost")
+		w.Close()
+	})
+}
+
+// Issue 13: the writers of one session share its file, and its chunks
+// keep the order of their writes; a discarded session's file goes, its
+// writer's next append fails, and a new session of the same id starts an
+// empty file.
+func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s")
+		a, _ := s.Transcript("s")
+		b, _ := s.Transcript("s")
+		for i, w := range []io.Writer{a, b, a, b} {
+			io.WriteString(w, "{\"n\":"+string(rune('0'+i))+"}\n")
+		}
+		want := "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n"
+		if got, err := readAll(t, s, "s"); err != nil || got != want {
+			t.Fatalf("read %q, %v; want %q", got, err, want)
+		}
+		b.Close()
+		path := filepath.Join(transcriptDir(t, dsn), "s.jsonl")
+		if err := s.Discard("s"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("%s after the session was discarded: %v", path, err)
+		}
+		_, err := io.WriteString(a, "{\"late\":1}\n")
+		testsupport.WantErr(t, err, "session s", "discarded")
+		a.Close()
+		storetest.Create(t, s, "s")
+		write(t, s, "s", "{\"new\":1}\n")
+		if got, _ := os.ReadFile(path); string(got) != "{\"new\":1}\n" {
+			t.Fatalf("the new session's file holds %q", got)
+		}
+	})
+}
+
+// Issue 13: opening the store removes the files of sessions it does not
+// hold (a discard whose file could not be removed), and keeps the others
+// and files of other names.
+func TestIssue13_FilesOfUnknownSessionsAreRemovedAtOpen(t *testing.T) {
+	dsn := databases[0].dsn(t)
+	s := open(t, dsn, newKey())
+	storetest.Create(t, s, "kept")
+	write(t, s, "kept", "{\"a\":1}\n")
+	s.Close()
+	dir := transcriptDir(t, dsn)
+	for _, name := range []string{"gone.jsonl", "notes.txt"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o600)
+	}
+	s = open(t, dsn, newKey())
+	var names []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "kept.jsonl notes.txt" {
+		t.Fatalf("the transcript directory holds %v, want kept.jsonl and notes.txt", names)
+	}
+	if got, err := readAll(t, s, "kept"); err != nil || got != "{\"a\":1}\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+// Issue 13: chunks stored deflated in their rows, before transcripts had
+// files, are read in order with those in the file, by ReadTranscript and
+// by TranscriptAfter.
+func TestIssue13_ChunksStoredDeflatedBeforeAreRead(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s")
+		// Two streams, one after the other, as a batch of appends had them.
+		insertDeflated(t, s, "s", append(deflated(t, "{\"a\":1}\n", 1), deflated(t, "{\"b\":2}\n", 1)...))
+		write(t, s, "s", "{\"c\":3}\n")
+		insertDeflated(t, s, "s", deflated(t, "{\"d\":4}\n", 1))
+		write(t, s, "s", "{\"e\":5}\n")
+		want := "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n{\"e\":5}\n"
+		if got, err := readAll(t, s, "s"); err != nil || got != want {
+			t.Errorf("transcript %q, %v; want %q", got, err, want)
+		}
+		lines, last, err := s.TranscriptAfter("s", 0)
+		if err != nil || string(lines) != want {
+			t.Fatalf("TranscriptAfter: %q, %v; want %q", lines, err, want)
+		}
+		write(t, s, "s", "{\"f\":6}\n")
+		if lines, _, err := s.TranscriptAfter("s", last); err != nil || string(lines) != "{\"f\":6}\n" {
+			t.Errorf("TranscriptAfter the last chunk read: %q, %v", lines, err)
+		}
+	})
+}
+
+// Issue 13: a chunk stored deflated that does not inflate, or inflates
+// without end, ends the reading of the transcript with an error that
+// names the session, after the lines before it (and, streamed, what came
+// of the chunk before its end).
 func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 	s := open(t, databases[0].dsn(t), newKey())
 	for _, c := range []struct {
@@ -98,12 +250,9 @@ func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 		{"bomb", "deflate stream inflates to more than", deflated(t, strings.Repeat("x", 1<<20), maxChunk>>20+1)},
 	} {
 		storetest.Create(t, s, c.id)
-		w, _ := s.Transcript(c.id)
-		io.WriteString(w, "{\"a\":1}\n")
-		if err := w.(session.DeflatedTranscript).WriteDeflated(c.chunk); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
+		write(t, s, c.id, "{\"a\":1}\n")
+		insertDeflated(t, s, c.id, c.chunk)
+		write(t, s, c.id, "{\"b\":2}\n")
 		got, err := readAll(t, s, c.id)
 		testsupport.WantErr(t, err, "session "+c.id, c.want)
 		if !strings.HasPrefix(got, "{\"a\":1}\n") || strings.Contains(got, "{\"b\"") {

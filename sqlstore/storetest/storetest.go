@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/deflate"
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -526,9 +525,9 @@ func transcript(t *testing.T, s Store) {
 
 // transcriptCalls: a store whose transcripts keep the numbers of the calls
 // that appended their lines (session.CallTranscripts) tells, per run, the
-// last call whose lines it holds, across writers, deflated lines too; a
-// line not ended is not held until it is. A store of one machine, whose
-// runs send no call again, need not keep them.
+// last call whose lines it holds, across writers; a line not ended is
+// not held until it is. A store of one machine, whose runs send no call
+// again, need not keep them.
 func transcriptCalls(t *testing.T, s Store) {
 	calls, ok := s.(session.CallTranscripts)
 	if !ok {
@@ -571,19 +570,6 @@ func transcriptCalls(t *testing.T, s Store) {
 	io.WriteString(w, "2}\n")
 	if n := last("s", 1); n != 5 {
 		t.Fatalf("the last call of run 1: %d, want 5", n)
-	}
-	if d, ok := w.(session.DeflatedTranscript); ok {
-		packed, err := new(deflate.Packer).Pack([]byte("{\"c\":3}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Call(1, 9)
-		if err := d.WriteDeflated(packed); err != nil {
-			t.Fatal(err)
-		}
-		if n := last("s", 1); n != 9 {
-			t.Fatalf("after deflated lines, the last call of run 1: %d, want 9", n)
-		}
 	}
 	w.Close()
 	// Another run numbers its calls from 1; another session has its own.
