@@ -62,6 +62,8 @@ type request struct {
 	// before it.
 	Resync uint64 `json:"resync,omitempty"`
 	Sent   uint64 `json:"sent,omitempty"`
+	// frame is the buffer Data was read into, on the server's side.
+	frame []byte
 }
 
 // response answers the request with the same id.
@@ -110,6 +112,38 @@ type Client struct {
 	failed   error      // of an append: every later write of the run fails with it
 	answer   uint64     // the number of the last call answered
 	resynced uint64     // the generation of the last notice whose calls were sent again
+	// spare are the buffers of large appends answered, for the bytes of
+	// the next ones: a fresh buffer of a megabyte costs its pages' faults.
+	spare [][]byte
+}
+
+// maxSpare is how many buffers of answered appends a Client or a Server
+// keeps, of spareMin to spareMax bytes: those of a stream's records.
+const (
+	maxSpare = 4
+	spareMin = 64 << 10
+	spareMax = 4 << 20
+)
+
+// keep returns a copy of an append's bytes, in a spare buffer if one is
+// large enough; c.mu is held.
+func (c *Client) keep(data []byte) []byte {
+	for i := len(c.spare) - 1; i >= 0; i-- {
+		if b := c.spare[i]; cap(b) >= len(data) {
+			c.spare = slices.Delete(c.spare, i, i+1)
+			return append(b[:0], data...)
+		}
+	}
+	return bytes.Clone(data)
+}
+
+// recycle keeps the buffer of an answered append for the next ones; c.mu
+// is held. The server answers a call once it has read it whole, so no
+// write of the call is under way.
+func (c *Client) recycle(data []byte) {
+	if cap(data) >= spareMin && cap(data) <= spareMax && len(c.spare) < maxSpare {
+		c.spare = append(c.spare, data)
+	}
 }
 
 // pending is a call sent: done gets its answer, or is nil for an append.
@@ -199,7 +233,7 @@ func (c *Client) send(req request, done chan answer) error {
 	if done == nil {
 		// The writer may reuse the bytes once the append is sent; they are
 		// kept until the append is answered, to be sent again.
-		data = bytes.Clone(data)
+		data = c.keep(data)
 	}
 	p := &pending{req, data, done}
 	c.waiting = append(c.waiting, p)
@@ -299,6 +333,7 @@ func (c *Client) receive(r *bufio.Reader) {
 			if err != nil && c.failed == nil {
 				c.failed = fmt.Errorf("store: transcript: %w", err)
 			}
+			c.recycle(p.data)
 			c.answered.Broadcast()
 		}
 		c.mu.Unlock()

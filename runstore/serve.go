@@ -50,6 +50,11 @@ type Server struct {
 	appended     uint64
 	appendedRead bool
 	seed         maphash.Seed
+	// frames are the buffers of large calls answered, for the next calls
+	// read, and joint the buffer of a batch's data: a fresh buffer of a
+	// megabyte costs its pages' faults.
+	frames [][]byte
+	joint  []byte
 }
 
 // kept is the answer of a call, and what the call was (its sum), so that
@@ -102,7 +107,7 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		held = nil
 		if req == nil {
 			var err error
-			if req, err = readCall(r); err == io.EOF {
+			if req, err = s.readCall(r); err == io.EOF {
 				if err := s.closeTranscript(); err != nil {
 					return fmt.Errorf("%w: %w", ErrTranscriptClose, err)
 				}
@@ -158,6 +163,7 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		for i, resp := range resps {
 			writeFrame(w, resp, resp.Data)
 			s.keep(batch[i], resp)
+			s.recycle(batch[i])
 		}
 		if id := batch[len(batch)-1].ID; id != 0 {
 			prev = id
@@ -255,18 +261,35 @@ func (s *Server) sum(req *request) uint64 {
 	return h.Sum64()
 }
 
-// readCall reads the next call; io.EOF when the run closed the connection.
-func readCall(r *bufio.Reader) (*request, error) {
+// readCall reads the next call, into a buffer of those recycled if one is
+// large enough; io.EOF when the run closed the connection.
+func (s *Server) readCall(r *bufio.Reader) (*request, error) {
+	var buf []byte
+	if n := len(s.frames); n > 0 {
+		buf, s.frames = s.frames[n-1], s.frames[:n-1]
+	}
 	var req request
-	data, err := readData(r, &req, func() int { return req.Size })
+	frame, n, err := readFrame(r, &req, func() int { return req.Size }, buf)
 	if err == io.EOF {
 		return nil, io.EOF
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: a bad call: %w", err)
 	}
-	req.Data = data
+	req.frame = frame
+	if n < len(frame) {
+		req.Data = frame[n:len(frame):len(frame)]
+	}
 	return &req, nil
+}
+
+// recycle keeps the buffer of an append answered for the next calls
+// read; a transcript keeps none of the bytes written to it.
+func (s *Server) recycle(req *request) {
+	if req.Op == OpAppend && cap(req.frame) >= spareMin && cap(req.frame) <= spareMax && len(s.frames) < maxSpare {
+		s.frames = append(s.frames, req.frame)
+	}
+	req.frame, req.Data = nil, nil
 }
 
 // gather adds to batch the appends of the same session that follow it and
@@ -277,7 +300,7 @@ func (s *Server) gather(r *bufio.Reader, batch *[]*request) (*request, error) {
 	first := (*batch)[0]
 	size := len(first.Data)
 	for r.Buffered() > 0 && size < maxBatch && len(*batch)+len(s.kept) < maxKept {
-		next, err := readCall(r)
+		next, err := s.readCall(r)
 		if err != nil {
 			return nil, err
 		}
@@ -351,9 +374,9 @@ func (s *Server) appendBatch(batch []*request) []response {
 			numbered.Call(s.Run, rest[n-1].ID)
 		}
 		if deflated {
-			err = appendDeflated(s.transcript, joined(rest[:n]))
+			err = appendDeflated(s.transcript, s.joined(rest[:n]))
 		} else {
-			_, err = s.transcript.Write(joined(rest[:n]))
+			_, err = s.transcript.Write(s.joined(rest[:n]))
 		}
 		rest = rest[n:]
 	}
@@ -379,20 +402,16 @@ func (s *Server) appendedBefore() (uint64, error) {
 	return n, nil
 }
 
-// joined is the data of calls, one after the other.
-func joined(calls []*request) []byte {
+// joined is the data of calls, one after the other, in s.joint.
+func (s *Server) joined(calls []*request) []byte {
 	if len(calls) == 1 {
 		return calls[0].Data
 	}
-	size := 0
+	s.joint = s.joint[:0]
 	for _, req := range calls {
-		size += len(req.Data)
+		s.joint = append(s.joint, req.Data...)
 	}
-	data := make([]byte, 0, size)
-	for _, req := range calls {
-		data = append(data, req.Data...)
-	}
-	return data
+	return s.joint
 }
 
 // appendDeflated appends lines a run sent deflated, deflate streams one
