@@ -14,7 +14,8 @@ import (
 
 // StoreOptions say where a server keeps its state.
 type StoreOptions struct {
-	// Data is the data directory: the SQLite database and the key file.
+	// Data is the data directory: the SQLite database, the key file and
+	// the transcripts' files.
 	Data string
 	// DB is a SQLite file or postgres://…; "": Data/blaise.db.
 	DB string

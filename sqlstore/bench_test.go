@@ -1,19 +1,24 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // BenchmarkStores compares the file store and SQLite, both durable (fsync
-// per write), creating and updating a session, listing 1,000 and setting
-// persisted state, in one run: `go test ./sqlstore -bench . -run '^$'`;
-// docs/server.md reports the ratios.
+// per write), creating and updating a session, listing 1,000, setting
+// persisted state and appending a megabyte of transcript lines (with the
+// CPU time of the process per append), in one run:
+// `go test ./sqlstore -bench . -run '^$'`; docs/server.md reports the
+// ratios.
 func BenchmarkStores(b *testing.B) {
 	stores := []struct {
 		name string
@@ -56,6 +61,27 @@ func BenchmarkStores(b *testing.B) {
 				}
 			}
 		})
+		b.Run("TranscriptAppend1MiB/"+st.name, func(b *testing.B) {
+			s := st.open(b)
+			if err := s.CreateSession(&session.Record{ID: "s", State: session.Active}); err != nil {
+				b.Fatal(err)
+			}
+			w, err := s.Transcript("s")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			line := append(bytes.Repeat([]byte("x"), 1023), '\n')
+			chunk := bytes.Repeat(line, 1024)
+			b.SetBytes(int64(len(chunk)))
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				if _, err := w.Write(chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		})
 		b.Run("PersistedSet/"+st.name, func(b *testing.B) {
 			s := st.open(b)
 			if err := s.CreateSession(&session.Record{ID: "s", State: session.Active}); err != nil {
@@ -69,4 +95,13 @@ func BenchmarkStores(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

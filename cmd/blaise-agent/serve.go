@@ -13,7 +13,7 @@ import (
 
 // StoreFlags say where a server keeps its state.
 type StoreFlags struct {
-	Data    string `help:"The server's data directory: its SQLite database and store key (default: $XDG_DATA_HOME/blaise-agent/server, else ~/.local/share/blaise-agent/server)." type:"path" env:"BLAISE_SERVER_DATA" placeholder:"DIR"`
+	Data    string `help:"The server's data directory: its SQLite database, store key and transcripts (default: $XDG_DATA_HOME/blaise-agent/server, else ~/.local/share/blaise-agent/server)." type:"path" env:"BLAISE_SERVER_DATA" placeholder:"DIR"`
 	DB      string `help:"The database: a SQLite file, or postgres://… (default: blaise.db in the data directory)." env:"BLAISE_DB" placeholder:"DSN"`
 	KeyFile string `help:"The key of persisted plug state, 0600 (default: store.key in the data directory, made if missing); $BLAISE_STORE_KEY (base64) instead." type:"path" placeholder:"FILE"`
 }
