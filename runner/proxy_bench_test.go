@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
@@ -89,15 +89,6 @@ func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 	}}
 }
 
-// processCPU returns the user and system CPU time this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // benchFlood has the agent behind pr stream b.N 1 KiB session/updates and
 // reads them (MB/s, msgs/s), and reports the CPU time of this process
 // (client and proxy, not the agent) per message: what the proxy costs,
@@ -105,7 +96,7 @@ func processCPU(b *testing.B) time.Duration {
 func benchFlood(b *testing.B, pr *peer) {
 	defer pr.end()
 	b.SetBytes(int64(len(acptest.Update1KiB) + 1))
-	cpu0 := processCPU(b)
+	cpu0 := testsupport.ProcessCPU(b)
 	b.ResetTimer()
 	if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"%d"}]}}`+"\n", b.N); err != nil {
 		b.Fatal(err)
@@ -117,7 +108,7 @@ func benchFlood(b *testing.B, pr *peer) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
+	b.ReportMetric(float64(testsupport.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/msg")
 }
 
 // BenchmarkProxy measures 1 KiB session/updates through the proxy with 0, 1

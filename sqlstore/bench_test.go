@@ -5,11 +5,10 @@ import (
 	"context"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -74,13 +73,13 @@ func BenchmarkStores(b *testing.B) {
 			line := append(bytes.Repeat([]byte("x"), 1023), '\n')
 			chunk := bytes.Repeat(line, 1024)
 			b.SetBytes(int64(len(chunk)))
-			cpu0 := cpuTime(b)
+			cpu0 := testsupport.ProcessCPU(b)
 			for b.Loop() {
 				if _, err := w.Write(chunk); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(testsupport.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 		b.Run("PersistedSet/"+st.name, func(b *testing.B) {
 			s := st.open(b)
@@ -95,13 +94,4 @@ func BenchmarkStores(b *testing.B) {
 			}
 		})
 	}
-}
-
-// cpuTime is the user and system CPU time this process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 	"unsafe"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"golang.org/x/sys/unix"
 )
 
@@ -254,24 +254,15 @@ func BenchmarkStreamFile(b *testing.B) {
 			}
 			chunk := bytes.Repeat([]byte("0123456789abcde\n"), 64<<10)
 			b.SetBytes(int64(len(chunk)))
-			cpu0 := cpuTime(b)
+			cpu0 := testsupport.ProcessCPU(b)
 			for b.Loop() {
 				if _, err := s.Write(chunk); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/MiB")
+			b.ReportMetric(float64(testsupport.ProcessCPU(b)-cpu0)/float64(b.N), "cpu-ns/MiB")
 		})
 	}
-}
-
-// cpuTime is the user and system time of this process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // replaceWriteDirect has the test's direct writes go through w.

@@ -197,3 +197,13 @@ func Golden(t testing.TB, path string, got []byte) {
 		t.Errorf("got:\n%s\nwant (%s):\n%s", got, path, want)
 	}
 }
+
+// ProcessCPU is the user and system CPU time this process has used, for
+// benchmarks that report it per operation.
+func ProcessCPU(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
