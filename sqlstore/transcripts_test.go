@@ -260,3 +260,36 @@ func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13: an append whose row the database refuses fails with an error
+// that names the session and the database's reason; its lines, written to
+// the file, are never read, and the session's next writer appends after
+// the committed lines, not after them. The writer that failed fails its
+// later appends too.
+func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
+	dsn := databases[0].dsn(t)
+	s := open(t, dsn, newKey())
+	storetest.Create(t, s, "s")
+	write(t, s, "s", "{\"a\":1}\n")
+	if _, err := s.writer().exec(context.Background(), `CREATE TRIGGER refuse BEFORE INSERT ON transcript_chunks WHEN NEW.file_size = 8
+		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := s.Transcript("s")
+	_, err := io.WriteString(w, "{\"b\":2}\n")
+	testsupport.WantErr(t, err, "session s", "refused by the test")
+	_, err = io.WriteString(w, "{\"c\":33}\n")
+	testsupport.WantErr(t, err, "session s", "refused by the test")
+	w.Close()
+	if got, err := readAll(t, s, "s"); err != nil || got != "{\"a\":1}\n" {
+		t.Fatalf("read %q, %v; want only the committed line", got, err)
+	}
+	write(t, s, "s", "{\"d\":44}\n")
+	want := "{\"a\":1}\n{\"d\":44}\n"
+	if got, err := readAll(t, s, "s"); err != nil || got != want {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
+	}
+	if got, _ := os.ReadFile(filepath.Join(transcriptDir(t, dsn), "s.jsonl")); string(got) != want {
+		t.Fatalf("the file holds %q, want %q", got, want)
+	}
+}
