@@ -341,9 +341,9 @@ func setError(resp *response, err error) {
 }
 
 // appendBatch appends the lines of appends of the run's session, in
-// order, in one write for each run of appends sent alike: as they are, or
-// deflated (deflate streams one after the other). Each gets the answer of
-// the batch: the first error, after which nothing more is written. An
+// order, in one write (those sent deflated inflated first), so that the
+// store keeps them in one chunk with the number of the last. Each gets
+// the answer of the batch; on an error nothing of it is written. An
 // append a server before this one committed (doubt) is answered, not
 // written again.
 func (s *Server) appendBatch(batch []*request) []response {
@@ -363,22 +363,22 @@ func (s *Server) appendBatch(batch []*request) []response {
 			}
 		}
 	}
-	numbered, _ := s.transcript.(session.CallTranscript)
-	for len(rest) > 0 && err == nil {
-		deflated := rest[0].Deflated
-		n := 1
-		for n < len(rest) && rest[n].Deflated == deflated {
-			n++
+	for _, req := range rest {
+		if err == nil && req.Deflated {
+			req.Data, err = inflate(req.Data)
+			req.Deflated = false
 		}
-		if numbered != nil {
-			numbered.Call(s.Run, rest[n-1].ID)
+	}
+	if err == nil && len(rest) > 0 {
+		// One write: the chunk the store keeps holds every call of the
+		// batch, and the number of its last.
+		if numbered, ok := s.transcript.(session.CallTranscript); ok {
+			numbered.Call(s.Run, rest[len(rest)-1].ID)
 		}
-		if deflated {
-			err = appendDeflated(s.transcript, s.joined(rest[:n]))
-		} else {
-			_, err = s.transcript.Write(s.joined(rest[:n]))
+		_, err = s.transcript.Write(s.joined(rest))
+		if cap(s.joint) > spareMax {
+			s.joint = nil
 		}
-		rest = rest[n:]
 	}
 	return answers(batch, err)
 }
@@ -414,25 +414,24 @@ func (s *Server) joined(calls []*request) []byte {
 	return s.joint
 }
 
-// appendDeflated appends lines a run sent deflated, deflate streams one
-// after the other, as earlier runners sent the bulk of a transcript:
-// inflated, at most maxData bytes a stream, as an append sent as it is.
-func appendDeflated(w io.Writer, packed []byte) error {
+// inflate returns the lines of an append a run sent deflated, deflate
+// streams one after the other, as earlier runners sent the bulk of a
+// transcript: at most maxData bytes a stream, as an append sent as it is.
+func inflate(packed []byte) ([]byte, error) {
+	var lines []byte
 	src := bytes.NewReader(packed)
 	for src.Len() > 0 {
 		r := flate.NewReader(src) // it reads src to the stream's end, not past
-		lines, err := io.ReadAll(io.LimitReader(r, maxData+1))
+		stream, err := io.ReadAll(io.LimitReader(r, maxData+1))
 		switch {
 		case err != nil:
-			return fmt.Errorf("deflated lines that do not inflate: %w", err)
-		case len(lines) > maxData:
-			return fmt.Errorf("deflated lines of more than %d bytes", maxData)
+			return nil, fmt.Errorf("deflated lines that do not inflate: %w", err)
+		case len(stream) > maxData:
+			return nil, fmt.Errorf("deflated lines of more than %d bytes", maxData)
 		}
-		if _, err := w.Write(lines); err != nil {
-			return err
-		}
+		lines = append(lines, stream...)
 	}
-	return nil
+	return lines, nil
 }
 
 // answers answers each call of batch with err.

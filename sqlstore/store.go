@@ -55,7 +55,8 @@ var _ session.Store = (*Store)(nil)
 // Open opens the database dsn names (a SQLite file: PATH or sqlite:PATH;
 // or postgres://…) and brings its schema up to date. key is the 32-byte
 // key of persisted plug state (see LoadKey); transcripts is the directory
-// of the files that hold the sessions' transcript lines, made if needed.
+// of the files that hold the sessions' transcript lines, made, locked and
+// cleared of the files of unknown sessions at the first append.
 // A database whose schema is newer than this binary is refused.
 func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Store, error) {
 	box, err := sealed.New(key)
@@ -71,16 +72,12 @@ func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Sto
 		s.Close()
 		return nil, err
 	}
-	if err := s.prepareTranscripts(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
 	return s, nil
 }
 
-// Close closes the database.
+// Close closes the transcripts' files and the database.
 func (s *Store) Close() error {
-	err := s.write.Close()
+	err := errors.Join(s.closeTranscripts(), s.write.Close())
 	if s.db != s.write {
 		err = errors.Join(err, s.db.Close())
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/blaiseagent/blaise-agent/internal/streamfile"
+	"github.com/gofrs/flock"
 )
 
 // A session's transcript lines are kept in a file of the transcript
@@ -20,19 +21,28 @@ import (
 // log, then of its tables), and a transcript is most of what a server
 // stores. The file is synced before the chunk's row is committed, so a
 // committed row's lines are in the file; bytes past the last committed
-// row (a crash between the two) are cut when the file is next opened for
-// appending, and are never read.
+// row (a failed append, a crash between the two) are cut, and are never
+// read.
 
 // transcriptExt ends the name of a transcript file: SESSION-ID.jsonl.
-const transcriptExt = ".jsonl"
+// lockName is the file whose lock the store that appends holds: two
+// stores appending to one directory would each count its files' bytes
+// as its own.
+const (
+	transcriptExt = ".jsonl"
+	lockName      = ".lock"
+)
 
 // transcriptFiles are the open files of the sessions' transcripts, one
 // per session, shared by its writers so that its lines and rows keep one
 // order.
 type transcriptFiles struct {
-	dir   string
-	mu    sync.Mutex
-	files map[string]*sessionFile
+	dir string
+
+	mu     sync.Mutex
+	lock   *flock.Flock // held once the store appends
+	closed bool
+	files  map[string]*sessionFile
 }
 
 // sessionFile is the open file of a session's transcript.
@@ -40,57 +50,98 @@ type sessionFile struct {
 	id   string
 	refs int // guarded by transcriptFiles.mu
 
-	mu  sync.Mutex
-	f   *os.File
-	w   *streamfile.File
-	end int64 // what the committed rows account for
-	err error // once set, every append fails with it
+	mu     sync.Mutex
+	f      *os.File
+	w      *streamfile.File
+	end    int64 // what the committed rows account for
+	err    error // once set, every append fails with it
+	closed bool
 }
 
 func (t *transcriptFiles) path(id string) string {
 	return filepath.Join(t.dir, id+transcriptExt)
 }
 
-// prepareTranscripts makes the transcript directory and removes the files of sessions the
-// database does not hold: those of sessions discarded while their file
-// could not be removed.
-func (s *Store) prepareTranscripts(ctx context.Context) error {
+// lockTranscripts makes the transcript directory, takes its lock, and
+// removes the files of sessions the database does not hold (those of
+// sessions discarded while their file could not be removed), before the
+// store's first append; t.mu is held. A store that only reads (the
+// tokens commands) never does: the directory is the appending server's.
+func (s *Store) lockTranscripts() error {
 	t := &s.transcripts
-	if t.dir == "" {
-		return errors.New("sqlstore: no transcript directory")
+	switch {
+	case t.closed:
+		return errors.New("the store is closed")
+	case t.lock != nil:
+		return nil
 	}
-	if err := os.MkdirAll(t.dir, 0o700); err != nil {
-		return fmt.Errorf("transcript directory: %w", err)
-	}
-	entries, err := os.ReadDir(t.dir)
+	err := func() error {
+		if t.dir == "" {
+			return errors.New("no transcript directory")
+		}
+		if err := os.MkdirAll(t.dir, 0o700); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(t.dir)); err != nil {
+			return err
+		}
+		lock := flock.New(filepath.Join(t.dir, lockName))
+		locked, err := lock.TryLock()
+		if err != nil {
+			return err
+		}
+		if !locked {
+			return fmt.Errorf("another store appends to it (it holds %s): a database has one server", lock.Path())
+		}
+		t.lock = lock
+		s.removeOrphans()
+		return nil
+	}()
 	if err != nil {
-		return fmt.Errorf("transcript directory: %w", err)
+		return fmt.Errorf("transcript directory %s: %w", t.dir, err)
+	}
+	return nil
+}
+
+// removeOrphans removes the files of sessions the database does not
+// hold. It is a cleanup: a file it cannot remove, or a database it cannot
+// read, is left for the next start.
+func (s *Store) removeOrphans() {
+	entries, err := os.ReadDir(s.transcripts.dir)
+	if err != nil {
+		return
 	}
 	known := map[string]bool{}
-	rows, err := s.read.rows(ctx, "SELECT id FROM sessions")
+	rows, err := s.read.rows(context.Background(), "SELECT id FROM sessions")
 	if err != nil {
-		return fmt.Errorf("%s: listing sessions: %w", s.where, err)
+		return
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id); err != nil {
-			return fmt.Errorf("%s: listing sessions: %w", s.where, err)
+		if rows.Scan(&id) != nil {
+			return
 		}
 		known[id] = true
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("%s: listing sessions: %w", s.where, err)
+	if rows.Err() != nil {
+		return
 	}
 	for _, e := range entries {
-		id, ok := strings.CutSuffix(e.Name(), transcriptExt)
-		if ok && e.Type().IsRegular() && !known[id] {
-			if err := os.Remove(filepath.Join(t.dir, e.Name())); err != nil {
-				return fmt.Errorf("transcript directory: %w", err)
-			}
+		if id, ok := strings.CutSuffix(e.Name(), transcriptExt); ok && e.Type().IsRegular() && !known[id] {
+			_ = os.Remove(filepath.Join(s.transcripts.dir, e.Name()))
 		}
 	}
-	return nil
+}
+
+// syncDir makes the entries of directory dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // acquire opens the file of session id's transcript for appending, or
@@ -99,6 +150,9 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 	t := &s.transcripts
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if err := s.lockTranscripts(); err != nil {
+		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
+	}
 	if sf := t.files[id]; sf != nil {
 		sf.refs++
 		return sf, nil
@@ -107,14 +161,9 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := t.path(id)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openTranscriptFile(t.path(id), end)
 	if err != nil {
-		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
-	}
-	if err := cutToCommitted(f, end); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("session %s: transcript %s: %w", id, path, err)
+		return nil, fmt.Errorf("session %s: transcript %s: %w", id, t.path(id), err)
 	}
 	sf := &sessionFile{id: id, refs: 1, f: f, w: streamfile.New(f), end: end}
 	if t.files == nil {
@@ -124,20 +173,35 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 	return sf, nil
 }
 
-// cutToCommitted cuts what f holds past end, the bytes its rows account
-// for; a file shorter than that lost lines, which is an error.
-func cutToCommitted(f *os.File, end int64) error {
-	st, err := f.Stat()
+// openTranscriptFile opens a transcript file for appending, made (with a
+// durable entry) if it is not there, and cut to end, the bytes its rows
+// account for; a file shorter than that lost lines, which is an error.
+func openTranscriptFile(path string, end int64) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	} else if errors.Is(err, fs.ErrExist) {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	}
 	if err != nil {
-		return err
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
 	}
+	st, err := f.Stat()
 	switch {
+	case err != nil:
 	case st.Size() < end:
-		return fmt.Errorf("the file has %d bytes, and the database's rows account for %d: lines are lost (was the file restored from an older backup than the database?)", st.Size(), end)
+		err = fmt.Errorf("the file has %d bytes, and the database's rows account for %d: lines are lost (was the file restored from an older backup than the database?)", st.Size(), end)
 	case st.Size() > end:
-		return f.Truncate(end)
+		err = f.Truncate(end)
 	}
-	return nil
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // committedEnd is where the committed rows of session id's transcript end
@@ -160,54 +224,69 @@ func (s *Store) release(sf *sessionFile) {
 		delete(t.files, sf.id)
 	}
 	t.mu.Unlock()
-	if !last {
-		return
+	if last {
+		// sf.mu is taken without t.mu held: append takes t.mu under sf.mu.
+		sf.close()
 	}
-	// sf.mu is taken without t.mu held: append takes t.mu under sf.mu.
+}
+
+// close closes the file; later appends fail.
+func (sf *sessionFile) close() {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
+	if sf.closed {
+		return
+	}
 	sf.w.Close()
+	sf.closed = true
 	if sf.err == nil {
 		sf.err = fs.ErrClosed
 	}
 }
 
-// forget takes a session's file out of use, failing its writers' later
-// appends with err; the next writer opens the file again.
-func (s *Store) forget(sf *sessionFile, err error) {
+// forget takes a session's file out of the registry: the next writer
+// opens the file again, and cuts it to its committed rows.
+func (s *Store) forget(sf *sessionFile) {
 	t := &s.transcripts
 	t.mu.Lock()
 	if t.files[sf.id] == sf {
 		delete(t.files, sf.id)
 	}
 	t.mu.Unlock()
-	sf.err = err
 }
 
 // append appends lines, each ended by a newline, to the session's file
 // and commits their row, with the run and call they are of. A failure
-// leaves no row: the bytes it wrote are past the committed end.
+// commits no row, and cuts what it wrote: the session's other writers go
+// on after the committed lines.
 func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) error {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.err != nil {
 		return fmt.Errorf("session %s: transcript: %w", sf.id, sf.err)
 	}
-	fail := func(err error) error {
-		err = fmt.Errorf("session %s: transcript: %w", sf.id, err)
-		s.forget(sf, err)
-		return err
-	}
-	if _, err := sf.w.Write(lines); err != nil {
-		return fail(err)
-	}
-	if err := sf.f.Sync(); err != nil {
-		return fail(err)
-	}
-	_, err := s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call, file_offset, file_size) VALUES (?, ?, ?, ?, ?, ?)",
-		sf.id, []byte{}, run, int64(call), sf.end, len(lines))
+	err := func() error {
+		if _, err := sf.w.Write(lines); err != nil {
+			return err
+		}
+		if err := sf.f.Sync(); err != nil {
+			return err
+		}
+		_, err := s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call, file_offset, file_size) VALUES (?, ?, ?, ?, ?, ?)",
+			sf.id, []byte{}, run, int64(call), sf.end, len(lines))
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.where, err)
+		}
+		return nil
+	}()
 	if err != nil {
-		return fail(fmt.Errorf("%s: %w", s.where, err))
+		if cerr := sf.w.Truncate(sf.end); cerr != nil {
+			// What the file holds past its rows is unknown: it is cut
+			// when the session's next writer opens it.
+			sf.err = fmt.Errorf("%w, and cutting what it wrote failed: %v", err, cerr)
+			s.forget(sf)
+		}
+		return fmt.Errorf("session %s: transcript: %w", sf.id, err)
 	}
 	sf.end += int64(len(lines))
 	return nil
@@ -219,14 +298,38 @@ func (s *Store) removeTranscript(id string) error {
 	t := &s.transcripts
 	t.mu.Lock()
 	sf := t.files[id]
+	if sf != nil {
+		delete(t.files, id)
+	}
 	t.mu.Unlock()
 	if sf != nil {
 		sf.mu.Lock()
-		s.forget(sf, fmt.Errorf("session %s was discarded", id))
+		if sf.err == nil {
+			sf.err = errors.New("the session was discarded")
+		}
 		sf.mu.Unlock()
 	}
 	if err := os.Remove(t.path(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("session %s: removing its transcript: %w", id, err)
+	}
+	return nil
+}
+
+// closeTranscripts closes the files open and gives up the directory's
+// lock.
+func (s *Store) closeTranscripts() error {
+	t := &s.transcripts
+	t.mu.Lock()
+	files := t.files
+	t.files = nil
+	lock := t.lock
+	t.lock, t.closed = nil, true
+	t.mu.Unlock()
+	for _, sf := range files {
+		sf.close()
+	}
+	if lock != nil {
+		return lock.Unlock()
 	}
 	return nil
 }

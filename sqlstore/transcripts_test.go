@@ -182,29 +182,61 @@ func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 	})
 }
 
-// Issue 13: opening the store removes the files of sessions it does not
-// hold (a discard whose file could not be removed), and keeps the others
-// and files of other names.
-func TestIssue13_FilesOfUnknownSessionsAreRemovedAtOpen(t *testing.T) {
+// Issue 13: the store's first append takes the transcript directory's
+// lock and removes the files of sessions the database does not hold (a
+// discard whose file could not be removed); it keeps the others and files
+// of other names. A store that only reads leaves the directory as it is.
+func TestIssue13_FilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "kept")
+	storetest.Create(t, s, "other")
 	write(t, s, "kept", "{\"a\":1}\n")
 	s.Close()
 	dir := transcriptDir(t, dsn)
 	for _, name := range []string{"gone.jsonl", "notes.txt"} {
 		os.WriteFile(filepath.Join(dir, name), []byte("x\n"), 0o600)
 	}
+	names := func() string {
+		var names []string
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return strings.Join(names, " ")
+	}
 	s = open(t, dsn, newKey())
-	var names []string
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if strings.Join(names, " ") != "kept.jsonl notes.txt" {
-		t.Fatalf("the transcript directory holds %v, want kept.jsonl and notes.txt", names)
-	}
 	if got, err := readAll(t, s, "kept"); err != nil || got != "{\"a\":1}\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if got := names(); got != ".lock gone.jsonl kept.jsonl notes.txt" {
+		t.Fatalf("after reading, the transcript directory holds %s", got)
+	}
+	write(t, s, "other", "{\"b\":2}\n")
+	if got := names(); got != ".lock kept.jsonl notes.txt other.jsonl" {
+		t.Fatalf("after the first append, the transcript directory holds %s, want gone.jsonl removed", got)
+	}
+}
+
+// Issue 13: one store appends to a transcript directory: another store of
+// the same database (a second server) is refused its appends, with an
+// error that says why, until the first is closed.
+func TestIssue13_OneStoreAppendsToATranscriptDirectory(t *testing.T) {
+	dsn := databases[0].dsn(t)
+	a := open(t, dsn, newKey())
+	storetest.Create(t, a, "s")
+	write(t, a, "s", "{\"a\":1}\n")
+	b := open(t, dsn, newKey())
+	w, err := b.Transcript("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.WriteString(w, "{\"b\":2}\n")
+	testsupport.WantErr(t, err, "session s", transcriptDir(t, dsn), "another store appends to it", "a database has one server")
+	w.Close()
+	a.Close()
+	write(t, b, "s", "{\"c\":3}\n")
+	if got, err := readAll(t, b, "s"); err != nil || got != "{\"a\":1}\n{\"c\":3}\n" {
 		t.Fatalf("read %q, %v", got, err)
 	}
 }
@@ -262,10 +294,9 @@ func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 }
 
 // Issue 13: an append whose row the database refuses fails with an error
-// that names the session and the database's reason; its lines, written to
-// the file, are never read, and the session's next writer appends after
-// the committed lines, not after them. The writer that failed fails its
-// later appends too.
+// that names the session and the database's reason; what it wrote to the
+// file is cut, and the session's writers, that one and another, go on
+// after the committed lines.
 func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
@@ -276,20 +307,29 @@ func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, _ := s.Transcript("s")
+	other, _ := s.Transcript("s")
 	_, err := io.WriteString(w, "{\"b\":2}\n")
-	testsupport.WantErr(t, err, "session s", "refused by the test")
-	_, err = io.WriteString(w, "{\"c\":33}\n")
-	testsupport.WantErr(t, err, "session s", "refused by the test")
-	w.Close()
-	if got, err := readAll(t, s, "s"); err != nil || got != "{\"a\":1}\n" {
-		t.Fatalf("read %q, %v; want only the committed line", got, err)
+	testsupport.WantErr(t, err, "session s: transcript: ", "refused by the test")
+	if strings.Count(err.Error(), "session s") != 1 {
+		t.Errorf("the error names the session more than once: %v", err)
 	}
-	write(t, s, "s", "{\"d\":44}\n")
-	want := "{\"a\":1}\n{\"d\":44}\n"
+	path := filepath.Join(transcriptDir(t, dsn), "s.jsonl")
+	if got, _ := os.ReadFile(path); string(got) != "{\"a\":1}\n" {
+		t.Fatalf("after the refused append, the file holds %q", got)
+	}
+	if _, err := io.WriteString(w, "{\"c\":33}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(other, "{\"d\":44}\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	other.Close()
+	want := "{\"a\":1}\n{\"c\":33}\n{\"d\":44}\n"
 	if got, err := readAll(t, s, "s"); err != nil || got != want {
 		t.Fatalf("read %q, %v; want %q", got, err, want)
 	}
-	if got, _ := os.ReadFile(filepath.Join(transcriptDir(t, dsn), "s.jsonl")); string(got) != want {
+	if got, _ := os.ReadFile(path); string(got) != want {
 		t.Fatalf("the file holds %q, want %q", got, want)
 	}
 }

@@ -195,6 +195,20 @@ func (s *File) writeCached(p []byte) (int, error) {
 	return n, err
 }
 
+// Truncate cuts the file to size, which is at most what it holds, and
+// appends from there.
+func (s *File) Truncate(size int64) error {
+	if err := s.f.Truncate(size); err != nil {
+		return err
+	}
+	s.written, s.flushed = size, min(s.flushed, size)
+	if s.direct != nil && !s.loadTail() {
+		s.direct.Close()
+		s.direct, s.pend = nil, nil
+	}
+	return nil
+}
+
 // Close closes the file; what it holds was written by each Write.
 func (s *File) Close() error {
 	if s.direct != nil {

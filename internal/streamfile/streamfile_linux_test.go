@@ -195,6 +195,64 @@ func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 	}
 }
 
+// Issue 13: a stream cut back (a server's store cuts what a failed append
+// wrote) goes on from the cut, at any offset, aligned or not, on both
+// paths: the file holds what was written before the cut, then what came
+// after it.
+func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
+	for _, mode := range []string{"direct", "cache"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "cache" {
+				throughTheCache(t)
+			}
+			path := filepath.Join(t.TempDir(), "transcript.jsonl")
+			s := openStream(t, path, "")
+			if (s.direct != nil) != (mode == "direct") {
+				t.Skipf("the file system of %s does not take %s writes", path, mode)
+			}
+			defer s.Close()
+			rng := rand.New(rand.NewPCG(13, uint64(len(mode))))
+			var want []byte
+			for i := 0; i < 60; i++ {
+				n := rng.IntN(600)
+				if rng.IntN(4) == 0 {
+					n = rng.IntN(2 * directChunk)
+				}
+				p := make([]byte, n)
+				for j := range p {
+					p[j] = byte('a' + rng.IntN(26))
+				}
+				if _, err := s.Write(p); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, p...)
+				if rng.IntN(3) == 0 {
+					// Back to the end of an earlier write, or into it, or
+					// to a block's edge.
+					cut := int64(len(want) - n)
+					switch rng.IntN(3) {
+					case 1:
+						cut = rng.Int64N(int64(len(want)) + 1)
+					case 2:
+						cut = int64(len(want)) &^ (blockSize - 1)
+					}
+					if err := s.Truncate(cut); err != nil {
+						t.Fatal(err)
+					}
+					want = want[:cut]
+				}
+				got, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("after step %d, the file's %d bytes are not the %d written since the last cut and before it", i, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
 // Issue 12: a file system that opens a file for direct writes but refuses
 // one has the stream go on through the cache, with nothing lost.
 func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {

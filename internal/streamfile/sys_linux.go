@@ -32,15 +32,28 @@ func (s *File) openDirect() {
 		d.Close()
 		return
 	}
-	buf := aligned(blockSize)
+	s.direct = d
+	if !s.loadTail() {
+		d.Close()
+		s.direct = nil
+	}
+}
+
+// loadTail reads the file's unfinished last block into pend, to be
+// written again whole; false if it cannot.
+func (s *File) loadTail() bool {
+	buf := s.pend[:0]
+	if cap(buf) < blockSize {
+		buf = aligned(blockSize)
+	}
 	base := s.written &^ (blockSize - 1)
 	// One read of one block: a direct read must start aligned.
-	n, err := unix.Pread(int(d.Fd()), buf[:blockSize], base)
+	n, err := unix.Pread(int(s.direct.Fd()), buf[:blockSize], base)
 	if err != nil || int64(n) != s.written-base {
-		d.Close()
-		return
+		return false
 	}
-	s.direct, s.pend, s.base = d, buf[:n], base
+	s.pend, s.base = buf[:n], base
+	return true
 }
 
 // fcntlFlags returns the file status flags of f.

@@ -7,6 +7,9 @@ import "os"
 // openDirect leaves the stream to the cache: direct writes are Linux's.
 func (s *File) openDirect() {}
 
+// loadTail is never called: there are no direct writes.
+func (s *File) loadTail() bool { return false }
+
 // refused reports whether err refuses direct writes; there are none here.
 func refused(error) bool { return false }
 
