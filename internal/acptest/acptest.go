@@ -29,12 +29,16 @@ import (
 const DefaultTimeout = 30 * time.Second
 
 // Updates1KiB are session/update notifications of 1 KiB each, streamed
-// chunks of text, for benchmarks. Their texts are words drawn at random
-// (the same on every run), with the escaped line breaks and quotes of
-// prose and code, and all of them together are far larger than a deflate
-// window (32 KiB): a stream of them compresses as an agent's text does,
-// not as one message repeated.
-var Updates1KiB = func() []string {
+// chunks of text, for benchmarks: Updates(256).
+var Updates1KiB = Updates(256)
+
+// Updates returns n session/update notifications of 1 KiB each, streamed
+// chunks of text. Their texts are words drawn at random (the same on
+// every call), with the escaped line breaks and quotes of prose and code,
+// and all of them together are far larger than a deflate window (32 KiB):
+// a stream of them compresses as an agent's text does, not as one message
+// repeated. The first ones are those of a smaller n.
+func Updates(n int) []string {
 	head := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess-1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`
 	tail := `"}}}}`
 	words := strings.Fields(`the a to of and in is it that for on with as this be are was at by an
@@ -44,7 +48,7 @@ var Updates1KiB = func() []string {
 		read write open close start stop pause resume end time state store record transcript
 		line block buffer byte write check parse encode decode call next handler context`)
 	rng := rand.New(rand.NewPCG(1, 2))
-	updates := make([]string, 256)
+	updates := make([]string, n)
 	for i := range updates {
 		var text strings.Builder
 		for n := 1024 - len(head) - len(tail); text.Len() < n; {
@@ -68,7 +72,7 @@ var Updates1KiB = func() []string {
 		updates[i] = head + text.String() + tail
 	}
 	return updates
-}()
+}
 
 // Update1KiB is the first of Updates1KiB.
 var Update1KiB = Updates1KiB[0]
