@@ -145,31 +145,51 @@ func syncDir(dir string) error {
 }
 
 // acquire opens the file of session id's transcript for appending, or
-// shares the one open; release gives it back.
+// shares the one open; release gives it back. The file is opened under
+// its own lock, not the registry's: the session's other writers wait for
+// it in append, and other sessions' writers do not wait at all.
 func (s *Store) acquire(id string) (*sessionFile, error) {
 	t := &s.transcripts
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if err := s.lockTranscripts(); err != nil {
+		t.mu.Unlock()
 		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
 	}
 	if sf := t.files[id]; sf != nil {
 		sf.refs++
+		t.mu.Unlock()
 		return sf, nil
 	}
-	end, err := s.committedEnd(id)
-	if err != nil {
-		return nil, err
-	}
-	f, err := openTranscriptFile(t.path(id), end)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: transcript %s: %w", id, t.path(id), err)
-	}
-	sf := &sessionFile{id: id, refs: 1, f: f, w: streamfile.New(f), end: end}
+	sf := &sessionFile{id: id, refs: 1}
+	sf.mu.Lock() // a new lock: nobody else can hold it
 	if t.files == nil {
 		t.files = map[string]*sessionFile{}
 	}
 	t.files[id] = sf
+	t.mu.Unlock()
+	defer sf.mu.Unlock()
+	err := func() error {
+		end, err := s.committedEnd(id)
+		if err != nil {
+			return err
+		}
+		f, err := openTranscriptFile(t.path(id), end)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.path(id), err)
+		}
+		sf.f, sf.w, sf.end = f, streamfile.New(f), end
+		return nil
+	}()
+	if err != nil {
+		// The writers that share sf meanwhile fail their appends with err;
+		// the next one to come opens the file again.
+		sf.err, sf.closed = err, true
+		s.forget(sf)
+		t.mu.Lock()
+		sf.refs--
+		t.mu.Unlock()
+		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
+	}
 	return sf, nil
 }
 
@@ -210,7 +230,7 @@ func (s *Store) committedEnd(id string) (int64, error) {
 	var end int64
 	err := s.read.row(context.Background(), "SELECT COALESCE(MAX(file_offset + file_size), 0) FROM transcript_chunks WHERE session_id = ? AND file_offset >= 0", id).Scan(&end)
 	if err != nil {
-		return 0, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+		return 0, fmt.Errorf("%s: %w", s.where, err)
 	}
 	return end, nil
 }

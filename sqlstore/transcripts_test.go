@@ -3,10 +3,13 @@ package sqlstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
@@ -332,4 +335,82 @@ func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 	if got, _ := os.ReadFile(path); string(got) != want {
 		t.Fatalf("the file holds %q, want %q", got, want)
 	}
+}
+
+// Issue 13: writers of several sessions, several to a session, open,
+// append (large lines too, past streamfile's direct writes) and close
+// their transcripts at once, while readers read them: every line is kept
+// once, whole, and each writer's lines in the order it wrote them.
+func TestIssue13_ConcurrentWritersLoseNothing(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		sessions := []string{"s0", "s1", "s2"}
+		for _, id := range sessions {
+			storetest.Create(t, s, id)
+		}
+		const writers, lines = 4, 20
+		var wg sync.WaitGroup
+		for _, id := range sessions {
+			for g := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range lines {
+						w, err := s.Transcript(id)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						pad := ""
+						if i%5 == 0 {
+							pad = strings.Repeat("y", 70<<10)
+						}
+						if _, err := fmt.Fprintf(w, "{\"g\":%d,\"i\":%d,\"p\":%q}\n", g, i, pad); err != nil {
+							t.Error(err)
+						}
+						if err := w.Close(); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range lines {
+					if _, err := readAll(t, s, id); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for _, id := range sessions {
+			r, err := s.ReadTranscript(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(r)
+			r.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := make([]int, writers)
+			for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+				var rec struct{ G, I int }
+				if err := json.Unmarshal([]byte(l), &rec); err != nil {
+					t.Fatalf("%s: a line that is not whole: %.80q", id, l)
+				}
+				if rec.I != next[rec.G] {
+					t.Fatalf("%s: writer %d's line %d where its line %d was due", id, rec.G, rec.I, next[rec.G])
+				}
+				next[rec.G]++
+			}
+			for g, n := range next {
+				if n != lines {
+					t.Errorf("%s: writer %d has %d lines of %d", id, g, n, lines)
+				}
+			}
+		}
+	})
 }
