@@ -17,8 +17,8 @@ import (
 
 // Issue 13: the lines of an append that an earlier runner sent deflated
 // reach the store inflated, every stream of the append; deflated lines
-// that do not inflate are refused, with an error that says so, and so is every later write of the
-// run, as after any failed append.
+// that do not inflate are refused, with an error that says so, and so is
+// every later write of the run, as after any failed append.
 func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	store, id := newStore(t)
 	a, b := net.Pipe()
@@ -68,4 +68,19 @@ func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	if got, _ := io.ReadAll(tr); string(got) != "{\"a\":1}\n{\"b\":2}\n" {
 		t.Fatalf("the transcript has %q, want the lines of both streams", got)
 	}
+}
+
+// Issue 13: what an append's deflate streams inflate to is bounded in
+// all, as an append sent as it is: streams that each stay within the
+// bound but together pass it are refused, not held in memory.
+func TestIssue13_DeflatedLinesAreBoundedInAll(t *testing.T) {
+	var one bytes.Buffer
+	fw, _ := flate.NewWriter(&one, flate.BestSpeed)
+	fw.Write(make([]byte, 1<<20))
+	fw.Close()
+	if lines, err := inflate(bytes.Repeat(one.Bytes(), 3)); err != nil || len(lines) != 3<<20 {
+		t.Fatalf("three streams of 1 MiB: %d bytes, %v", len(lines), err)
+	}
+	_, err := inflate(bytes.Repeat(one.Bytes(), maxData>>20+1))
+	testsupport.WantErr(t, err, "deflated lines of more than")
 }

@@ -416,22 +416,22 @@ func (s *Server) joined(calls []*request) []byte {
 
 // inflate returns the lines of an append a run sent deflated, deflate
 // streams one after the other, as earlier runners sent the bulk of a
-// transcript: at most maxData bytes a stream, as an append sent as it is.
+// transcript: at most maxData bytes in all, as an append sent as it is.
 func inflate(packed []byte) ([]byte, error) {
-	var lines []byte
+	var lines bytes.Buffer
 	src := bytes.NewReader(packed)
 	for src.Len() > 0 {
 		r := flate.NewReader(src) // it reads src to the stream's end, not past
-		stream, err := io.ReadAll(io.LimitReader(r, maxData+1))
+		left := int64(maxData - lines.Len())
+		n, err := lines.ReadFrom(io.LimitReader(r, left+1))
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("deflated lines that do not inflate: %w", err)
-		case len(stream) > maxData:
+		case n > left:
 			return nil, fmt.Errorf("deflated lines of more than %d bytes", maxData)
 		}
-		lines = append(lines, stream...)
 	}
-	return lines, nil
+	return lines.Bytes(), nil
 }
 
 // answers answers each call of batch with err.

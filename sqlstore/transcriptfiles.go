@@ -158,6 +158,17 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 	if sf := t.files[id]; sf != nil {
 		sf.refs++
 		t.mu.Unlock()
+		// Its open may be under way: it holds sf.mu until it is done.
+		sf.mu.Lock()
+		failed := sf.w == nil
+		err := sf.err
+		sf.mu.Unlock()
+		if failed {
+			t.mu.Lock()
+			sf.refs--
+			t.mu.Unlock()
+			return nil, fmt.Errorf("session %s: transcript: %w", id, err)
+		}
 		return sf, nil
 	}
 	sf := &sessionFile{id: id, refs: 1}
@@ -173,7 +184,7 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 		if err != nil {
 			return err
 		}
-		f, err := openTranscriptFile(t.path(id), end)
+		f, err := openFile(t.path(id), end)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.path(id), err)
 		}
@@ -192,6 +203,9 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 	}
 	return sf, nil
 }
+
+// openFile is openTranscriptFile; tests replace it.
+var openFile = openTranscriptFile
 
 // openTranscriptFile opens a transcript file for appending, made (with a
 // durable entry) if it is not there, and cut to end, the bytes its rows
@@ -285,6 +299,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 	if sf.err != nil {
 		return fmt.Errorf("session %s: transcript: %w", sf.id, sf.err)
 	}
+	inserted := false
 	err := func() error {
 		if _, err := sf.w.Write(lines); err != nil {
 			return err
@@ -292,6 +307,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 		if err := sf.f.Sync(); err != nil {
 			return err
 		}
+		inserted = true
 		_, err := s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call, file_offset, file_size) VALUES (?, ?, ?, ?, ?, ?)",
 			sf.id, []byte{}, run, int64(call), sf.end, len(lines))
 		if err != nil {
@@ -299,17 +315,29 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 		}
 		return nil
 	}()
-	if err != nil {
-		if cerr := sf.w.Truncate(sf.end); cerr != nil {
-			// What the file holds past its rows is unknown: it is cut
-			// when the session's next writer opens it.
-			sf.err = fmt.Errorf("%w, and cutting what it wrote failed: %v", err, cerr)
-			s.forget(sf)
-		}
-		return fmt.Errorf("session %s: transcript: %w", sf.id, err)
+	if err == nil {
+		sf.end += int64(len(lines))
+		return nil
 	}
-	sf.end += int64(len(lines))
-	return nil
+	cut := sf.end
+	if inserted {
+		// A commit may fail to say that it went through (a connection
+		// lost at the commit): the rows tell.
+		switch end, qerr := s.committedEnd(sf.id); {
+		case qerr == nil && end == sf.end+int64(len(lines)):
+			sf.end = end
+			return nil
+		case qerr != nil || end != sf.end:
+			cut = -1
+		}
+	}
+	if cut < 0 || sf.w.Truncate(cut) != nil {
+		// What the file holds past its rows is unknown: it is cut when
+		// the session's next writer opens it.
+		sf.err = fmt.Errorf("%w, and what the file holds past its committed lines is unknown", err)
+		s.forget(sf)
+	}
+	return fmt.Errorf("session %s: transcript: %w", sf.id, err)
 }
 
 // removeTranscript removes the file of a discarded session; its writers'

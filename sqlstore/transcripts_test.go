@@ -3,7 +3,10 @@ package sqlstore
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -414,3 +417,119 @@ func TestIssue13_ConcurrentWritersLoseNothing(t *testing.T) {
 		}
 	})
 }
+
+// Issue 13: a writer that shares a session's file while another writer
+// opens it gets the open's failure, not a file that never opened; the
+// session's next append opens the file again, and goes on.
+func TestIssue13_AWriterSharingAFailedOpenIsToldAndRetries(t *testing.T) {
+	dsn := databases[0].dsn(t)
+	s := open(t, dsn, newKey())
+	storetest.Create(t, s, "s")
+	opening, fail := make(chan struct{}), make(chan struct{})
+	openFile = func(path string, end int64) (*os.File, error) {
+		close(opening)
+		<-fail
+		return nil, errors.New("the disk is gone (the test)")
+	}
+	defer func() { openFile = openTranscriptFile }()
+	a, _ := s.Transcript("s")
+	b, _ := s.Transcript("s")
+	aErr := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(a, "{\"a\":1}\n")
+		aErr <- err
+	}()
+	<-opening
+	bErr := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(b, "{\"b\":2}\n")
+		bErr <- err
+	}()
+	testsupport.Eventually(t, "the second writer shares the file being opened", func() bool {
+		s.transcripts.mu.Lock()
+		defer s.transcripts.mu.Unlock()
+		sf := s.transcripts.files["s"]
+		return sf != nil && sf.refs == 2
+	})
+	close(fail)
+	testsupport.WantErr(t, <-aErr, "session s", "the disk is gone")
+	testsupport.WantErr(t, <-bErr, "session s", "the disk is gone")
+	openFile = openTranscriptFile
+	for _, w := range []io.WriteCloser{b, a} {
+		if _, err := io.WriteString(w, "{\"again\":1}\n"); err != nil {
+			t.Fatalf("an append after the failed open: %v", err)
+		}
+		w.Close()
+	}
+	if got, err := readAll(t, s, "s"); err != nil || got != "{\"again\":1}\n{\"again\":1}\n" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	s.transcripts.mu.Lock()
+	left := len(s.transcripts.files)
+	s.transcripts.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d files left open after every writer closed", left)
+	}
+}
+
+// committedThenFails is a SQLite connection whose next insert of a
+// transcript chunk commits and then reports an error, as a connection lost
+// at the commit does.
+type committedThenFails struct {
+	driver.Conn
+	fail *bool
+}
+
+func (c committedThenFails) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+	if err == nil && *c.fail && strings.HasPrefix(query, "INSERT INTO transcript_chunks") {
+		*c.fail = false
+		return nil, errors.New("the connection was lost at the commit (the test)")
+	}
+	return res, err
+}
+
+type committedThenFailsDriver struct {
+	driver.Driver
+	fail *bool
+}
+
+func (d committedThenFailsDriver) Open(name string) (driver.Conn, error) {
+	c, err := d.Driver.Open(name)
+	return committedThenFails{c, d.fail}, err
+}
+
+// Issue 13: an append whose commit went through but reported an error is
+// kept: the rows tell, and its lines are neither cut nor written again.
+func TestIssue13_AnAppendCommittedDespiteAnErrorIsKept(t *testing.T) {
+	dsn := databases[0].dsn(t)
+	s := open(t, dsn, newKey())
+	storetest.Create(t, s, "s")
+	write(t, s, "s", "{\"a\":1}\n")
+	fail := true
+	old := s.write
+	s.write = sql.OpenDB(driverConnector{committedThenFailsDriver{old.Driver(), &fail}, dsn + "?" + sqliteParams + "&_txlock=immediate"})
+	old.Close()
+	w, _ := s.Transcript("s")
+	if _, err := io.WriteString(w, "{\"b\":2}\n"); err != nil {
+		t.Fatalf("an append whose row committed: %v", err)
+	}
+	if fail {
+		t.Fatal("the test's connection did not fail the commit")
+	}
+	io.WriteString(w, "{\"c\":3}\n")
+	w.Close()
+	want := "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"
+	if got, err := readAll(t, s, "s"); err != nil || got != want {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
+	}
+}
+
+// driverConnector opens d's connections to name.
+type driverConnector struct {
+	d    driver.Driver
+	name string
+}
+
+func (c driverConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.name) }
+func (c driverConnector) Driver() driver.Driver                        { return c.d }

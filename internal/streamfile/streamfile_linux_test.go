@@ -241,6 +241,9 @@ func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
 					}
 					want = want[:cut]
 				}
+				if (s.direct != nil) != (mode == "direct") {
+					t.Fatalf("after step %d, the stream writes directly: %v, want %v", i, s.direct != nil, mode == "direct")
+				}
 				got, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)
