@@ -179,11 +179,24 @@ func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 		}
 		_, err := io.WriteString(a, "{\"late\":1}\n")
 		testsupport.WantErr(t, err, "session s", "discarded")
-		a.Close()
+		// The discarded session's last writer closes once the new one's
+		// writers share its file: they go on sharing it.
 		storetest.Create(t, s, "s")
-		write(t, s, "s", "{\"new\":1}\n")
-		if got, _ := os.ReadFile(path); string(got) != "{\"new\":1}\n" {
-			t.Fatalf("the new session's file holds %q", got)
+		n, _ := s.Transcript("s")
+		io.WriteString(n, "{\"new\":1}\n")
+		a.Close()
+		m, _ := s.Transcript("s")
+		for i, w := range []io.Writer{m, n, m} {
+			io.WriteString(w, "{\"next\":"+string(rune('0'+i))+"}\n")
+		}
+		n.Close()
+		m.Close()
+		want = "{\"new\":1}\n{\"next\":0}\n{\"next\":1}\n{\"next\":2}\n"
+		if got, _ := os.ReadFile(path); string(got) != want {
+			t.Fatalf("the new session's file holds %q, want %q", got, want)
+		}
+		if got, err := readAll(t, s, "s"); err != nil || got != want {
+			t.Fatalf("the new session's transcript: %q, %v", got, err)
 		}
 	})
 }
