@@ -192,7 +192,7 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 		return nil
 	}()
 	if err != nil {
-		// The writers that share sf meanwhile fail their appends with err;
+		// The writers that shared sf meanwhile are told err by acquire;
 		// the next one to come opens the file again.
 		sf.err, sf.closed = err, true
 		s.forget(sf)
@@ -291,15 +291,15 @@ func (s *Store) forget(sf *sessionFile) {
 
 // append appends lines, each ended by a newline, to the session's file
 // and commits their row, with the run and call they are of. A failure
-// commits no row, and cuts what it wrote: the session's other writers go
-// on after the committed lines.
+// cuts what it wrote, unless the rows say that it committed after all:
+// the session's writers go on after the committed lines.
 func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) error {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.err != nil {
 		return fmt.Errorf("session %s: transcript: %w", sf.id, sf.err)
 	}
-	inserted := false
+	inserting := false
 	err := func() error {
 		if _, err := sf.w.Write(lines); err != nil {
 			return err
@@ -307,7 +307,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 		if err := sf.f.Sync(); err != nil {
 			return err
 		}
-		inserted = true
+		inserting = true
 		_, err := s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call, file_offset, file_size) VALUES (?, ?, ?, ?, ?, ?)",
 			sf.id, []byte{}, run, int64(call), sf.end, len(lines))
 		if err != nil {
@@ -320,7 +320,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 		return nil
 	}
 	cut := sf.end
-	if inserted {
+	if inserting {
 		// A commit may fail to say that it went through (a connection
 		// lost at the commit): the rows tell.
 		switch end, qerr := s.committedEnd(sf.id); {
