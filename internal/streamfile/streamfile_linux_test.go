@@ -167,16 +167,9 @@ func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 				for i := 0; i < 40; i++ {
 					// Mostly small records, now and then a chunk larger
 					// than the direct buffer.
-					n := rng.IntN(600)
-					if rng.IntN(8) == 0 {
-						n = rng.IntN(3 * directChunk)
-					}
-					p := make([]byte, n)
-					for j := range p {
-						p[j] = byte('a' + rng.IntN(26))
-					}
-					if m, err := s.Write(p); err != nil || m != n {
-						t.Fatalf("write %d: %d of %d bytes: %v", i, m, n, err)
+					p := randomWrite(rng, 8, 3*directChunk)
+					if m, err := s.Write(p); err != nil || m != len(p) {
+						t.Fatalf("write %d: %d of %d bytes: %v", i, m, len(p), err)
 					}
 					want = append(want, p...)
 					got, err := os.ReadFile(path)
@@ -184,7 +177,7 @@ func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 						t.Fatal(err)
 					}
 					if !bytes.Equal(got, want) {
-						t.Fatalf("after write %d of %d bytes, the file holds %d bytes, not the %d written", i, n, len(got), len(want))
+						t.Fatalf("after write %d of %d bytes, the file holds %d bytes, not the %d written", i, len(p), len(got), len(want))
 					}
 				}
 				if err := s.Close(); err != nil {
@@ -193,6 +186,20 @@ func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randomWrite is a write of random letters: a record's size (under 600
+// bytes), or one time in oneIn a chunk of up to max bytes.
+func randomWrite(rng *rand.Rand, oneIn, max int) []byte {
+	n := rng.IntN(600)
+	if rng.IntN(oneIn) == 0 {
+		n = rng.IntN(max)
+	}
+	p := make([]byte, n)
+	for j := range p {
+		p[j] = byte('a' + rng.IntN(26))
+	}
+	return p
 }
 
 // Issue 13: a stream cut back (a server's store cuts what a failed append
@@ -214,14 +221,8 @@ func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
 			rng := rand.New(rand.NewPCG(13, uint64(len(mode))))
 			var want []byte
 			for i := 0; i < 60; i++ {
-				n := rng.IntN(600)
-				if rng.IntN(4) == 0 {
-					n = rng.IntN(2 * directChunk)
-				}
-				p := make([]byte, n)
-				for j := range p {
-					p[j] = byte('a' + rng.IntN(26))
-				}
+				p := randomWrite(rng, 4, 2*directChunk)
+				n := len(p)
 				if _, err := s.Write(p); err != nil {
 					t.Fatal(err)
 				}
