@@ -7,7 +7,6 @@ package runstore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,37 +111,39 @@ type Client struct {
 	failed   error      // of an append: every later write of the run fails with it
 	answer   uint64     // the number of the last call answered
 	resynced uint64     // the generation of the last notice whose calls were sent again
-	// spare are the buffers of large appends answered, for the bytes of
-	// the next ones: a fresh buffer of a megabyte costs its pages' faults.
-	spare [][]byte
+	spare    spares     // for the bytes of the next appends
 }
 
-// maxSpare is how many buffers of answered appends a Client or a Server
-// keeps, of spareMin to spareMax bytes: those of a stream's records.
+// spares are the buffers of large appends answered, for the next ones, on
+// either side of a store stream: a fresh buffer of a megabyte costs its
+// pages' faults.
+type spares [][]byte
+
+// maxSpare is how many buffers spares keeps, of spareMin to spareMax
+// bytes: those of a stream's records.
 const (
 	maxSpare = 4
 	spareMin = 64 << 10
 	spareMax = 4 << 20
 )
 
-// keep returns a copy of an append's bytes, in a spare buffer if one is
-// large enough; c.mu is held.
-func (c *Client) keep(data []byte) []byte {
-	for i := len(c.spare) - 1; i >= 0; i-- {
-		if b := c.spare[i]; cap(b) >= len(data) {
-			c.spare = slices.Delete(c.spare, i, i+1)
-			return append(b[:0], data...)
+// take returns an empty spare of capacity n or more, the last kept if
+// several are; nil if none is.
+func (s *spares) take(n int) []byte {
+	for i := len(*s) - 1; i >= 0; i-- {
+		if b := (*s)[i]; cap(b) >= n {
+			*s = slices.Delete(*s, i, i+1)
+			return b[:0]
 		}
 	}
-	return bytes.Clone(data)
+	return nil
 }
 
-// recycle keeps the buffer of an answered append for the next ones; c.mu
-// is held. The server answers a call once it has read it whole, so no
-// write of the call is under way.
-func (c *Client) recycle(data []byte) {
-	if cap(data) >= spareMin && cap(data) <= spareMax && len(c.spare) < maxSpare {
-		c.spare = append(c.spare, data)
+// put keeps b, whose bytes are no longer needed, if it is of the size of
+// a stream's records and there is room.
+func (s *spares) put(b []byte) {
+	if cap(b) >= spareMin && cap(b) <= spareMax && len(*s) < maxSpare {
+		*s = append(*s, b)
 	}
 }
 
@@ -233,7 +234,7 @@ func (c *Client) send(req request, done chan answer) error {
 	if done == nil {
 		// The writer may reuse the bytes once the append is sent; they are
 		// kept until the append is answered, to be sent again.
-		data = c.keep(data)
+		data = append(c.spare.take(len(data)), data...)
 	}
 	p := &pending{req, data, done}
 	c.waiting = append(c.waiting, p)
@@ -333,7 +334,9 @@ func (c *Client) receive(r *bufio.Reader) {
 			if err != nil && c.failed == nil {
 				c.failed = fmt.Errorf("store: transcript: %w", err)
 			}
-			c.recycle(p.data)
+			// The server answers a call once it has read it whole: no
+			// write of it is under way.
+			c.spare.put(p.data)
 			c.answered.Broadcast()
 		}
 		c.mu.Unlock()

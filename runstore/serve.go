@@ -50,10 +50,9 @@ type Server struct {
 	appended     uint64
 	appendedRead bool
 	seed         maphash.Seed
-	// frames are the buffers of large calls answered, for the next calls
-	// read, and joint the buffer of a batch's data: a fresh buffer of a
-	// megabyte costs its pages' faults.
-	frames [][]byte
+	// frames are the buffers of appends answered, for the next calls
+	// read, and joint the buffer of a batch's data.
+	frames spares
 	joint  []byte
 }
 
@@ -261,15 +260,11 @@ func (s *Server) sum(req *request) uint64 {
 	return h.Sum64()
 }
 
-// readCall reads the next call, into a buffer of those recycled if one is
-// large enough; io.EOF when the run closed the connection.
+// readCall reads the next call, into a spare buffer if there is one;
+// io.EOF when the run closed the connection.
 func (s *Server) readCall(r *bufio.Reader) (*request, error) {
-	var buf []byte
-	if n := len(s.frames); n > 0 {
-		buf, s.frames = s.frames[n-1], s.frames[:n-1]
-	}
 	var req request
-	frame, n, err := readFrame(r, &req, func() int { return req.Size }, buf)
+	frame, n, err := readFrame(r, &req, func() int { return req.Size }, s.frames.take(0))
 	if err == io.EOF {
 		return nil, io.EOF
 	}
@@ -286,8 +281,8 @@ func (s *Server) readCall(r *bufio.Reader) (*request, error) {
 // recycle keeps the buffer of an append answered for the next calls
 // read; a transcript keeps none of the bytes written to it.
 func (s *Server) recycle(req *request) {
-	if req.Op == OpAppend && cap(req.frame) >= spareMin && cap(req.frame) <= spareMax && len(s.frames) < maxSpare {
-		s.frames = append(s.frames, req.frame)
+	if req.Op == OpAppend {
+		s.frames.put(req.frame)
 	}
 	req.frame, req.Data = nil, nil
 }

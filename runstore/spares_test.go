@@ -1,0 +1,28 @@
+package runstore
+
+import "testing"
+
+// Issue 13: spares keep at most maxSpare buffers, of a stream's records'
+// sizes only, and hand out one large enough, empty, or none.
+func TestIssue13_SparesKeepBuffersOfRecordsSizes(t *testing.T) {
+	var s spares
+	s.put(make([]byte, 10))                 // too small to be worth keeping
+	s.put(make([]byte, spareMax+1))         // too large to keep
+	s.put(make([]byte, spareMin, 1<<20))    // kept
+	s.put(make([]byte, spareMin, spareMin)) // kept
+	if len(s) != 2 {
+		t.Fatalf("%d buffers kept, want the 2 of a stream's sizes", len(s))
+	}
+	if b := s.take(spareMin + 1); cap(b) != 1<<20 || len(b) != 0 {
+		t.Fatalf("take(%d): len %d cap %d, want the empty 1 MiB buffer", spareMin+1, len(b), cap(b))
+	}
+	if b := s.take(spareMin + 1); b != nil {
+		t.Fatalf("take: cap %d from a spare too small", cap(b))
+	}
+	for range maxSpare + 2 {
+		s.put(make([]byte, 0, spareMin))
+	}
+	if len(s) != maxSpare {
+		t.Fatalf("%d buffers kept, want at most %d", len(s), maxSpare)
+	}
+}
