@@ -9,10 +9,10 @@
 // through the cache, so that the file holds every byte written as each
 // Write returns, and is written again, whole, by the next large write.
 // Small writes (a request's record) go through the cache: a direct write
-// waits for the device, and they are on the way of a message. On a virtual machine, where each fresh
-// page of the cache costs dearly (its host takes back what the guest
-// leaves unused), writing a stream through the cache took more than four
-// times the CPU time (BenchmarkStreamFile).
+// waits for the device, and they are on the way of a message. On a
+// virtual machine, where each fresh page of the cache costs dearly (its
+// host takes back what the guest leaves unused), writing a stream through
+// the cache took more than four times the CPU time (BenchmarkStreamFile).
 //
 // Where direct writes are refused, the stream goes through the cache, and
 // the system is told to write its pages out and drop them behind it.
@@ -172,10 +172,8 @@ func (s *File) fallBack(p []byte, start int64, n int, err error) (int, error) {
 		s.pend = s.pend[:s.written-s.base]
 		return int(max(0, s.written-start)), err
 	}
-	s.direct.Close()
-	s.direct = nil
 	unwritten := s.pend[s.written-s.base:]
-	s.pend = nil
+	s.dropDirect()
 	if _, err := s.writeCached(unwritten); err != nil {
 		return int(max(0, s.written-start)), err
 	}
@@ -203,10 +201,15 @@ func (s *File) Truncate(size int64) error {
 	}
 	s.written, s.flushed = size, min(s.flushed, size)
 	if s.direct != nil && !s.loadTail() {
-		s.direct.Close()
-		s.direct, s.pend = nil, nil
+		s.dropDirect()
 	}
 	return nil
+}
+
+// dropDirect has the stream go on through the cache.
+func (s *File) dropDirect() {
+	s.direct.Close()
+	s.direct, s.pend = nil, nil
 }
 
 // Close closes the file; what it holds was written by each Write.

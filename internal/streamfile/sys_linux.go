@@ -34,8 +34,7 @@ func (s *File) openDirect() {
 	}
 	s.direct = d
 	if !s.loadTail() {
-		d.Close()
-		s.direct = nil
+		s.dropDirect()
 	}
 }
 
