@@ -179,8 +179,8 @@ func (s *Store) CurrentRun(id string) (run int, state session.State, err error) 
 
 // Discard removes a session with all it stored: its record, persisted
 // state and transcript's chunks (the schema's cascade), then its
-// transcript's file; a file left by a failure is removed when the store
-// is next opened.
+// transcript's file; a file left by a failure is removed at a later
+// start's first append.
 func (s *Store) Discard(id string) error {
 	if err := checkSessionID(id); err != nil {
 		return err

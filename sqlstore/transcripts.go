@@ -237,11 +237,13 @@ func (r *transcriptReader) next() error {
 	if err := r.rows.Scan(&packed, &off, &size); err != nil {
 		return r.fail(err)
 	}
-	if off < 0 {
+	switch {
+	case off < 0:
 		r.packed = bytes.NewReader(packed)
 		return nil
-	}
-	if r.file == nil {
+	case size == 0:
+		return nil
+	case r.file == nil:
 		f, err := os.Open(r.path)
 		if err != nil {
 			return r.fail(err)
@@ -249,9 +251,6 @@ func (r *transcriptReader) next() error {
 		r.file = f
 	}
 	r.section = &io.LimitedReader{R: io.NewSectionReader(r.file, off, size), N: size}
-	if size == 0 {
-		r.section = nil
-	}
 	return nil
 }
 
