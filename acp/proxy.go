@@ -39,8 +39,11 @@ type Proxy struct {
 	// Extensions sends extension methods ("_…") through the Pipeline too,
 	// untyped: a plug asked for them (plug(extensions = True)).
 	Extensions bool
-	Recorder   Recorder    // nil: nothing is recorded
-	Log        *log.Logger // nil: log.Default()
+	Recorder   Recorder // nil: nothing is recorded
+	// Carrier, when set, takes the messages toward the client instead of
+	// ToClient: their records carry them (it is then the Recorder's too).
+	Carrier *Carrier
+	Log     *log.Logger // nil: log.Default()
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
@@ -141,7 +144,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.abandon()
 	// Everything for the client goes out before the run ends.
-	if ferr := p.ToClient.Flush(); ferr != nil {
+	flush := p.ToClient.Flush
+	if p.Carrier != nil {
+		flush = p.Carrier.Flush
+	}
+	if ferr := flush(); ferr != nil {
 		p.Log.Debug("the client stream failed", "err", ferr)
 	}
 	return err
@@ -491,7 +498,8 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	// Recorded first: the message has left the chain. A peer that sees it
 	// finds it in a local transcript; a server's commits it a moment later
 	// (docs/server.md, Transcripts).
-	if p.Recorder != nil && !p.replayed(side, m) {
+	recorded := p.Recorder != nil && !p.replayed(side, m)
+	if recorded {
 		p.Recorder.Record(side, m, by)
 	}
 	// When the next messages are read already, this one goes with them.
@@ -499,7 +507,13 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if !p.drained[side].Load() {
 		pace = WithNext
 	}
-	if err := w.WriteMessage(m, pace); err != nil {
+	var err error
+	if side == ToClient && p.Carrier != nil {
+		err = p.Carrier.Carry(m, recorded, pace)
+	} else {
+		err = w.WriteMessage(m, pace)
+	}
+	if err != nil {
 		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
 	}
 }

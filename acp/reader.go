@@ -50,6 +50,7 @@ type Reader struct {
 	reads   int         // reads from rd so far
 	method  string      // the method of the last request or notification read
 	checked bool        // see NewCheckedReader
+	carried bool        // see NewCarriedReader
 	err     error       // io.EOF or the I/O error that ended the stream
 }
 
@@ -120,6 +121,16 @@ func NewCheckedReader(r io.Reader, maxLine int) *Reader {
 	return rd
 }
 
+// NewCarriedReader returns a checked Reader (NewCheckedReader) of the
+// lines a Carrier wrote: it returns the messages toward the client that
+// they carry, taken out of their records where they lie, and skips the
+// other lines. A line that is not one a Carrier writes is a *LineError.
+func NewCarriedReader(r io.Reader, maxLine int) *Reader {
+	rd := NewCheckedReader(r, maxLine)
+	rd.carried = true
+	return rd
+}
+
 // newReaderSize is NewReader with blocks of size bytes, for tests.
 func newReaderSize(r io.Reader, maxLine, size int) *Reader {
 	if maxLine <= 0 {
@@ -163,6 +174,16 @@ func (r *Reader) next(read bool) (*Message, error) {
 		}
 		if line == nil {
 			continue
+		}
+		if r.carried {
+			_, msg, err := CarriedLine(line)
+			if err != nil {
+				return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
+			}
+			if msg == nil {
+				continue
+			}
+			line = msg[:len(msg):len(msg)]
 		}
 		m := r.blk.message()
 		*m = Message{Raw: line}

@@ -224,6 +224,16 @@ func recordSize(m *Message, by string) int {
 // appendRecord encodes a Record by hand so that the message's bytes appear
 // exactly as they were sent (encoding/json would re-escape them).
 func appendRecord(b []byte, seq uint64, st *stamp, t time.Time, side Side, m *Message, by string) []byte {
+	b = appendRecordHead(b, seq, st, t, side, m, by)
+	b = append(b, m.Raw...)
+	return append(b, recordEnd...)
+}
+
+// recordEnd ends a record, after its message.
+const recordEnd = "}\n"
+
+// appendRecordHead encodes a Record up to its message, the last member.
+func appendRecordHead(b []byte, seq uint64, st *stamp, t time.Time, side Side, m *Message, by string) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, `,"time":"`...)
@@ -246,10 +256,11 @@ func appendRecord(b []byte, seq uint64, st *stamp, t time.Time, side Side, m *Me
 		b = append(b, `,"plug":`...)
 		b = jsonstr.Append(b, by)
 	}
-	b = append(b, `,"message":`...)
-	b = append(b, m.Raw...)
-	return append(b, "}\n"...)
+	return append(b, recordMessage...)
 }
+
+// recordMessage is the key of a record's message.
+const recordMessage = `,"message":`
 
 // stamp writes times as time.RFC3339Nano does in UTC, formatting each
 // second once: a stream records many messages a second.

@@ -52,6 +52,8 @@ const (
 	// this one waits for them and goes out in the same write, once they
 	// make a batch (batchBytes) or at the latest after batchDelay.
 	WithNext
+	// queueOnly: the line waits for a later call's pace (Carrier).
+	queueOnly
 )
 
 // batchBytes is how much WithNext gathers before it writes; batchDelay how
@@ -71,10 +73,19 @@ type holds struct {
 // A vectorWriter writes bufs in order with as few system calls as it can.
 type vectorWriter func(bufs [][]byte) error
 
+// A BuffersWriter writes pieces one after the other as writev does: a
+// Writer gives it its batches without joining them first.
+type BuffersWriter interface {
+	WriteBuffers(bufs [][]byte) error
+}
+
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
 	enlargePipe(w)
 	wr := &Writer{w: w, vec: writev(w), delay: batchDelay}
+	if bw, ok := w.(BuffersWriter); ok {
+		wr.vec = bw.WriteBuffers
+	}
 	wr.cond.L = &wr.mu
 	return wr
 }
@@ -135,7 +146,8 @@ type part struct {
 // write it, or leaves it for the lines to come, as pace says.
 func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 	w.mu.Lock()
-	for w.err == nil && w.queued > maxPending {
+	// A line only queued is on its way: its pace follows, and waits.
+	for w.err == nil && w.queued > maxPending && pace != queueOnly {
 		w.cond.Wait()
 	}
 	if err := w.err; err != nil {
@@ -156,7 +168,7 @@ func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 			w.enqueue(w.copies[start:])
 		}
 	}
-	if w.flushing {
+	if w.flushing || pace == queueOnly || len(w.queue) == 0 {
 		w.mu.Unlock()
 		return nil
 	}

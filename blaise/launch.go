@@ -42,6 +42,15 @@ type Process interface {
 	PID() int
 }
 
+// CarryingProcess is a Process whose stdout is made of the lines of its
+// transcript, whose records carry its messages toward the client
+// (acp.Carrier): a run on a server's runner of protocol 4. The engine
+// reads the messages out of the records.
+type CarryingProcess interface {
+	Process
+	CarriesMessages() bool
+}
+
 // Local starts session processes on this machine with the Engine's
 // Command, on its file store.
 type Local struct{ Engine *Engine }

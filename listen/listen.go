@@ -161,7 +161,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
 		HTTPClient:   hc,
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + r.Credential}},
-		Subprotocols: []string{runnerproto.Subprotocol},
+		Subprotocols: []string{runnerproto.Subprotocol(runnerproto.Version)},
 	})
 	if err != nil {
 		// 400: the server speaks another protocol version.
@@ -171,9 +171,9 @@ func (r *Runner) connect(ctx context.Context) error {
 		return err
 	}
 	ws.SetReadLimit(-1) // yamux frames its own streams
-	if ws.Subprotocol() != runnerproto.Subprotocol {
+	if proto := runnerproto.Subprotocol(runnerproto.Version); ws.Subprotocol() != proto {
 		ws.Close(websocket.StatusProtocolError, "protocol version")
-		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, runnerproto.Subprotocol)
+		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, proto)
 	}
 	netConn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
 	mux, err := yamux.Client(runnerproto.Coalesce(netConn, dialed()), runnerproto.YamuxConfig())

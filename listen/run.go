@@ -152,7 +152,9 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 			return nil, err
 		}
 	}
-	args := append(append([]string(nil), r.Command[1:]...), "--store-fd", "4", "--config", r.ConfigPath)
+	// Protocol 4: the run's messages toward the client go in its
+	// transcript's records.
+	args := append(append([]string(nil), r.Command[1:]...), "--store-fd", "4", "--carry", "--config", r.ConfigPath)
 	cmd := exec.Command(r.Command[0], append(args, l.Flags...)...)
 	cmd.Stdin, cmd.Stdout = theirs[0], theirs[1]
 	cmd.ExtraFiles = theirs[2:] // fd 3: control, fd 4: store

@@ -45,6 +45,7 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host hosts.Host) er
 		FromAgent:   acp.NewReader(proc.Stdout(), r.opts.MaxLine),
 		ToAgent:     acp.NewWriter(proc.Stdin()),
 		Recorder:    r.watchStartup(ctx),
+		Carrier:     r.opts.Carrier,
 		Log:         r.log.WithPrefix("acp"),
 		CheckParams: true,
 		OnFailure:   r.fail,

@@ -50,6 +50,10 @@ type SessionProcess struct {
 	// Config, when set, is the configuration to load instead of the
 	// record's: a runner's own blaise.star.
 	Config string
+	// Carry sends the messages toward the client in the records of the
+	// transcript, not on ACPOut: a session process of a runner of protocol
+	// version 4, whose server takes them out of the records.
+	Carry bool
 	// PlugTime, when not zero, makes time.now() of the plugs a clock of
 	// blaise-agent test: run n starts at PlugTime plus n-1 hours, and each
 	// reading is one second after the one before, the same every time.
@@ -105,11 +109,10 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	sp.send(session.Control{Kind: session.ControlLoaded, Run: sp.Run, Loaded: &loaded})
 	rec.Resumable, rec.Settings = loaded.Resumable, loaded.Settings // what a lost front end's stop is based on (L9)
 
-	w, err := sp.Store.Transcript(sp.SessionID)
+	transcript, carrier, err := sp.transcript()
 	if err != nil {
 		return err
 	}
-	transcript := acp.NewJSONLRecorder(sp.Redactions.Writer(w))
 	// The recorder stops at a failed write: this log line is where a
 	// person learns that the transcript misses lines.
 	incomplete := func(err error) {
@@ -130,6 +133,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		IdlePolicy:   rec.Settings.IdlePolicy,
 		StartupLimit: rec.Settings.StartupLimit,
 		Recorder:     transcript,
+		Carrier:      carrier,
 		Redactions:   sp.Redactions,
 		MaxLine:      sp.MaxLine,
 		StopGrace:    sp.StopGrace,
@@ -162,6 +166,42 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		return res.ReportErr
 	}
 	return errors.Join(res.ReportErr, sp.tornDown(res.Teardown.Reason, res.TeardownErr))
+}
+
+// recorder is where a run's records go: a transcript, or a Carrier.
+type recorder interface {
+	acp.Recorder
+	Flush() error
+	Close() error
+}
+
+// carryingStore is a store whose transcript can carry the run's messages
+// toward the client (runstore.Client).
+type carryingStore interface {
+	CarriedTranscript(id string) (io.WriteCloser, error)
+}
+
+// transcript opens the run's transcript; with Carry, the Carrier whose
+// records carry the messages toward the client, which is then the
+// recorder. The records are redacted with the run's secrets.
+func (sp *SessionProcess) transcript() (recorder, *acp.Carrier, error) {
+	if !sp.Carry {
+		w, err := sp.Store.Transcript(sp.SessionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return acp.NewJSONLRecorder(sp.Redactions.Writer(w)), nil, nil
+	}
+	cs, ok := sp.Store.(carryingStore)
+	if !ok {
+		return nil, nil, fmt.Errorf("session %s: its store (%T) cannot carry messages in the transcript", sp.SessionID, sp.Store)
+	}
+	w, err := cs.CarriedTranscript(sp.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := acp.NewCarrier(w, func(b []byte) []byte { return sp.Redactions.Redactor().Bytes(b) })
+	return c, c, nil
 }
 
 // loaded is the run's first report: whether the chain can resume, the

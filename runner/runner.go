@@ -71,6 +71,10 @@ type Options struct {
 	Client *Client
 	// Recorder receives every message where it leaves the chain (M5).
 	Recorder acp.Recorder
+	// Carrier, when set, is the Recorder, and its records carry the
+	// messages toward the client, instead of Client.Out (a runner's
+	// session process, docs/protocol.md).
+	Carrier *acp.Carrier
 	// StartupLimit is how long the agent may take to answer the client's
 	// initialize once it reached the agent; past it the run fails. 0:
 	// DefaultStartupLimit.

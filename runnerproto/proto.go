@@ -1,4 +1,4 @@
-// Package runnerproto holds the words of the runner protocol (version 3)
+// Package runnerproto holds the words of the runner protocol (version 4)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has
@@ -6,11 +6,14 @@
 // the session process's stdin, its stdout, its control channel and its
 // store (runstore).
 //
-// Version 3 carries a run's store calls across reconnections: the runner
-// passes on whole calls and answers, tells the session process of each
-// new store stream, and the process sends again, after an OpResync, every
-// call not answered (runstore). Version 2 added deflated transcript
-// appends.
+// Version 4 carries a run's messages toward the client in its transcript
+// appends, inside their records (acp.Carrier), instead of on its stdout
+// stream: each leaves the runner once. Version 3 carries a run's store
+// calls across reconnections: the runner passes on whole calls and
+// answers, tells the session process of each new store stream, and the
+// process sends again, after an OpResync, every call not answered
+// (runstore). Version 2 added deflated transcript appends. A server serves
+// runners of versions 3 and 4.
 package runnerproto
 
 import (
@@ -25,11 +28,19 @@ import (
 	"github.com/hashicorp/yamux"
 )
 
-// Version is the protocol's version; a runner of another version is refused.
-const Version = 3
+// Version is the protocol's version, the one a runner speaks.
+const Version = 4
 
-// Subprotocol is the WebSocket subprotocol of Version.
-const Subprotocol = "blaise-runner.v3"
+// Served are the versions a server serves, the newest first: a runner of
+// another one is refused.
+var Served = []int{Version, 3}
+
+// Subprotocol is the WebSocket subprotocol of version v.
+func Subprotocol(v int) string { return fmt.Sprintf("blaise-runner.v%d", v) }
+
+// Carries reports whether the runs of a runner of version v carry their
+// messages toward the client in their transcripts.
+func Carries(v int) bool { return v >= 4 }
 
 // Paths of the server's endpoints for runners and clients.
 const (

@@ -35,7 +35,7 @@ func (fr *FrameReader) Next() (Frame, error) {
 	// A call's line or an answer's: an answer's fields that a call does not
 	// have are skipped.
 	var h request
-	frame, _, err := readFrame(fr.r, &h, func() int { return h.Size }, fr.buf)
+	frame, _, err := readFrame(fr.r, &h, func() int { return h.Size }, func(int) []byte { return fr.buf })
 	if err != nil {
 		if err != io.EOF {
 			err = fmt.Errorf("store: %w", err)
@@ -52,10 +52,10 @@ func (fr *FrameReader) Next() (Frame, error) {
 
 // readFrame reads a frame: a line, which it decodes into v, and the data
 // after it, of the size that size returns once v is decoded. It returns the
-// line and the data, one after the other, in buf grown as needed, and the
-// length of the line. It returns io.EOF at the end of r only, before a
-// frame.
-func readFrame(r *bufio.Reader, v any, size func() int, buf []byte) ([]byte, int, error) {
+// line and the data, one after the other, in a buffer that buf gives for
+// their size (nil: a new one), grown as needed, and the length of the
+// line. It returns io.EOF at the end of r only, before a frame.
+func readFrame(r *bufio.Reader, v any, size func() int, buf func(n int) []byte) ([]byte, int, error) {
 	line, err := r.ReadSlice('\n')
 	switch {
 	case err == bufio.ErrBufferFull:
@@ -72,7 +72,11 @@ func readFrame(r *bufio.Reader, v any, size func() int, buf []byte) ([]byte, int
 	if n < 0 || n > maxData {
 		return nil, 0, fmt.Errorf("%w: data of %d bytes (at most %d)", ErrBroken, n, maxData)
 	}
-	frame := slices.Grow(buf[:0], len(line)+n)[:len(line)+n]
+	var b []byte
+	if buf != nil {
+		b = buf(len(line) + n)
+	}
+	frame := slices.Grow(b[:0], len(line)+n)[:len(line)+n]
 	copy(frame, line)
 	if _, err := io.ReadFull(r, frame[len(line):]); err != nil {
 		if err == io.EOF {

@@ -63,6 +63,17 @@ type request struct {
 	Sent   uint64 `json:"sent,omitempty"`
 	// frame is the buffer Data was read into, on the server's side.
 	frame []byte
+	// carried: an append whose lines carry messages toward the client
+	// (CarriedTranscript), sent also after an append failed.
+	carried bool
+	// parts, of an append, follow Data, which they are sent with.
+	parts [][]byte
+	// On the server's side, of a carried append whose lines were
+	// forwarded: the buffer of the records to store when some lines are
+	// not, and what was wrong with its lines.
+	forwarded bool
+	stored    []byte
+	refused   error
 }
 
 // response answers the request with the same id.
@@ -114,25 +125,29 @@ type Client struct {
 	spare    spares     // for the bytes of the next appends
 }
 
-// spares are the buffers of large appends answered, for the next ones, on
-// either side of a store stream: a fresh buffer of a megabyte costs its
-// pages' faults.
-type spares [][]byte
+// spares are the buffers of appends answered, for the next ones, on
+// either side of a store stream: a fresh buffer costs its pages' faults
+// and clearing, and a stream's appends come many at a time.
+type spares struct {
+	bufs  [][]byte
+	bytes int // their capacities
+}
 
-// maxSpare is how many buffers spares keeps, of spareMin to spareMax
-// bytes: those of a stream's records.
+// spares keep buffers of spareMin to spareMax bytes, spareBytes in all:
+// those of a stream's appends in flight.
 const (
-	maxSpare = 4
-	spareMin = 64 << 10
-	spareMax = 4 << 20
+	spareMin   = 4 << 10
+	spareMax   = 4 << 20
+	spareBytes = 8 << 20
 )
 
 // take returns an empty spare of capacity n or more, the last kept if
 // several are; nil if none is.
 func (s *spares) take(n int) []byte {
-	for i := len(*s) - 1; i >= 0; i-- {
-		if b := (*s)[i]; cap(b) >= n {
-			*s = slices.Delete(*s, i, i+1)
+	for i := len(s.bufs) - 1; i >= 0; i-- {
+		if b := s.bufs[i]; cap(b) >= n {
+			s.bufs = slices.Delete(s.bufs, i, i+1)
+			s.bytes -= cap(b)
 			return b[:0]
 		}
 	}
@@ -140,10 +155,11 @@ func (s *spares) take(n int) []byte {
 }
 
 // put keeps b, whose bytes are no longer needed, if it is of the size of
-// a stream's records and there is room.
+// a stream's appends and there is room.
 func (s *spares) put(b []byte) {
-	if cap(b) >= spareMin && cap(b) <= spareMax && len(*s) < maxSpare {
-		*s = append(*s, b)
+	if cap(b) >= spareMin && cap(b) <= spareMax && s.bytes+cap(b) <= spareBytes {
+		s.bufs = append(s.bufs, b)
+		s.bytes += cap(b)
 	}
 }
 
@@ -220,7 +236,7 @@ func (c *Client) send(req request, done chan answer) error {
 		defer c.mu.Unlock()
 		return c.err
 	}
-	if c.failed != nil && req.Op.writes() {
+	if c.failed != nil && req.Op.writes() && !req.carried {
 		defer c.mu.Unlock()
 		if req.Op != OpAppend {
 			return fmt.Errorf("%s refused: %w", req.Op, c.failed)
@@ -228,14 +244,25 @@ func (c *Client) send(req request, done chan answer) error {
 		return c.failed
 	}
 	c.next++
-	req.ID, req.Size, req.Answered = c.next, len(req.Data), c.answer
 	data := req.Data
-	req.Data = nil
 	if done == nil {
 		// The writer may reuse the bytes once the append is sent; they are
 		// kept until the append is answered, to be sent again.
-		data = append(c.spare.take(len(data)), data...)
+		n := len(data)
+		for _, p := range req.parts {
+			n += len(p)
+		}
+		buf := c.spare.take(n)
+		if buf == nil {
+			buf = make([]byte, 0, n)
+		}
+		data = append(buf, data...)
+		for _, p := range req.parts {
+			data = append(data, p...)
+		}
 	}
+	req.Data, req.parts = nil, nil
+	req.ID, req.Size, req.Answered = c.next, len(data), c.answer
 	p := &pending{req, data, done}
 	c.waiting = append(c.waiting, p)
 	if done == nil {
@@ -437,16 +464,31 @@ func (c *Client) Transcript(id string) (io.WriteCloser, error) {
 	return &transcript{c: c, id: id}, nil
 }
 
+// CarriedTranscript is Transcript for lines that also carry the run's
+// messages toward the client (acp.Carrier), which the server sends on: its
+// appends go on after one failed, since the server still sends their
+// messages on without storing them. Only Close tells of the failure.
+func (c *Client) CarriedTranscript(id string) (io.WriteCloser, error) {
+	return &transcript{c: c, id: id, carried: true}, nil
+}
+
 type transcript struct {
-	c  *Client
-	id string
+	c       *Client
+	id      string
+	carried bool
 }
 
 func (t *transcript) Write(p []byte) (int, error) {
-	if err := t.c.send(request{Op: OpAppend, Session: t.id, Data: p}, nil); err != nil {
+	if err := t.c.send(request{Op: OpAppend, Session: t.id, Data: p, carried: t.carried}, nil); err != nil {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// WriteBuffers is Write of bufs, one after the other, in one append: an
+// acp.Writer gives its batches so, and they are copied once.
+func (t *transcript) WriteBuffers(bufs [][]byte) error {
+	return t.c.send(request{Op: OpAppend, Session: t.id, parts: bufs, carried: t.carried}, nil)
 }
 
 func (t *transcript) Close() error {

@@ -31,6 +31,14 @@ type Server struct {
 	// MayWrite, when set, says whether the run may still write: a run the
 	// control plane has failed may not (its late writes are refused).
 	MayWrite func() error
+	// Forward, when set, receives the lines of the run's appends, whose
+	// records carry its messages toward the client (runner protocol 4,
+	// acp.Carrier), as each append is read and before it is committed;
+	// its reader takes the messages out (acp.NewCarriedReader). The
+	// records are what is stored. Once an append failed, those after it
+	// are still forwarded, not stored. An error of Forward (its reader
+	// gone) drops the lines.
+	Forward io.Writer
 
 	serving    sync.Mutex // held by Serve: one stream at a time; guards what follows
 	transcript io.WriteCloser
@@ -54,6 +62,9 @@ type Server struct {
 	// read, and joint the buffer of a batch's data.
 	frames spares
 	joint  []byte
+	// framesMu guards frames, which Serve takes from as it reads and the
+	// committer gives back to.
+	framesMu sync.Mutex
 }
 
 // kept is the answer of a call, and what the call was (its sum), so that
@@ -92,6 +103,12 @@ var ErrTranscriptClose = errors.New("store: closing the run's transcript")
 // its transcript then failed to close). A new stream of the run
 // begins with an OpResync, after which the run sends again the calls it
 // has no answer of.
+//
+// The appends that come in order are committed by a goroutine of their
+// own (committer), which commits those that arrived meanwhile together,
+// while their messages (Forward) go on at once: a message toward the
+// client never waits for a commit. Any other call waits until the
+// appends before it are committed, and is answered after them.
 func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 	s.serving.Lock()
 	defer s.serving.Unlock()
@@ -99,81 +116,116 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		s.seed = maphash.MakeSeed()
 	}
 	r, w := bufio.NewReaderSize(rw, 64<<10), bufio.NewWriterSize(rw, 64<<10)
-	var prev uint64   // the number of the last call of this stream
-	var held *request // read while gathering appends, not answered yet
+	c := s.startCommitter(w)
+	defer c.stop()
+	var prev uint64       // the number of the last call of this stream
+	accepted := s.applied // the number of the last call applied or given to c
+	var held *request     // read while gathering appends, not answered yet
 	for {
 		req := held
 		held = nil
 		if req == nil {
 			var err error
 			if req, err = s.readCall(r); err == io.EOF {
+				if err := c.drain(); err != nil {
+					return err
+				}
 				if err := s.closeTranscript(); err != nil {
 					return fmt.Errorf("%w: %w", ErrTranscriptClose, err)
 				}
 				return nil
 			} else if err != nil {
+				_ = c.drain()
 				return err
 			}
 		}
-		if req.Op == OpResync {
-			s.resync(req)
-			prev = 0
+		if req.Op == OpAppend && req.Session == s.Session && req.ID != 0 && req.ID == accepted+1 && req.ID > s.doubt {
+			s.carry(req)
+			if err := c.add(req); err != nil {
+				return err
+			}
+			prev, accepted = req.ID, req.ID
 			continue
 		}
-		s.forget(req.Answered)
-		if req.ID != 0 {
-			switch {
-			case req.ID > s.applied && len(s.kept) >= maxKept:
-				return fmt.Errorf("%w: call %d: the answers of %d calls are not read (answered %d): at most %d", ErrBroken, req.ID, len(s.kept), req.Answered, maxKept)
-			case req.ID < prev:
-				return fmt.Errorf("%w: call %d after call %d: calls must come in order", ErrBroken, req.ID, prev)
-			case req.ID <= s.applied:
-				// Delivered again (the same call on this stream, or sent
-				// again on a new one): answered as before, not applied.
-				prev = req.ID
-				if err := writeAnswer(w, s.again(ctx, req)); err != nil {
-					return err
-				}
-				continue
-			case req.ID != s.applied+1:
-				return fmt.Errorf("%w: call %d after call %d: calls %d to %d are missing", ErrBroken, req.ID, s.applied, s.applied+1, req.ID-1)
-			}
+		if err := c.drain(); err != nil {
+			return err
 		}
-		batch := []*request{req}
-		var readErr error
-		if req.Op == OpAppend && req.Session == s.Session {
-			// The appends that came while the last commit was under way
-			// (the run does not wait for their answers) are here already:
-			// they are committed together, with one write.
-			held, readErr = s.gather(r, &batch)
-		}
-		var resps []response
-		switch {
-		case s.lost != nil && req.Op.writes():
-			resps = answers(batch, s.lost)
-		case req.Op == OpAppend && req.Session == s.Session:
-			resps = s.appendBatch(batch)
-		default:
-			resps = []response{s.apply(ctx, req)}
-		}
-		if req.Op == OpAppend && resps[0].Error != "" && s.lost == nil {
-			s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
-		}
-		for i, resp := range resps {
-			writeFrame(w, resp, resp.Data)
-			s.keep(batch[i], resp)
-			s.recycle(batch[i])
-		}
-		if id := batch[len(batch)-1].ID; id != 0 {
-			prev = id
-		}
-		if err := w.Flush(); err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		if readErr != nil {
-			return readErr
+		var err error
+		held, err = s.serveCall(ctx, r, w, req, &prev)
+		accepted = s.applied
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// serveCall applies req, with the appends read after it when it is one,
+// and answers; the committer is idle. It returns the call read after a
+// batch of appends, if it read one.
+func (s *Server) serveCall(ctx context.Context, r *bufio.Reader, w *bufio.Writer, req *request, prev *uint64) (*request, error) {
+	if req.Op == OpResync {
+		s.resync(req)
+		*prev = 0
+		return nil, nil
+	}
+	s.forget(req.Answered)
+	if req.ID != 0 {
+		switch {
+		case req.ID > s.applied && len(s.kept) >= maxKept:
+			return nil, fmt.Errorf("%w: call %d: the answers of %d calls are not read (answered %d): at most %d", ErrBroken, req.ID, len(s.kept), req.Answered, maxKept)
+		case req.ID < *prev:
+			return nil, fmt.Errorf("%w: call %d after call %d: calls must come in order", ErrBroken, req.ID, *prev)
+		case req.ID <= s.applied:
+			// Delivered again (the same call on this stream, or sent
+			// again on a new one): answered as before, not applied.
+			*prev = req.ID
+			return nil, writeAnswer(w, s.again(ctx, req))
+		case req.ID != s.applied+1:
+			return nil, fmt.Errorf("%w: call %d after call %d: calls %d to %d are missing", ErrBroken, req.ID, s.applied, s.applied+1, req.ID-1)
+		}
+	}
+	batch := []*request{req}
+	var held *request
+	var readErr error
+	if req.Op == OpAppend && req.Session == s.Session {
+		// The appends that came while the last commit was under way
+		// (the run does not wait for their answers) are here already:
+		// they are committed together, with one write.
+		held, readErr = s.gather(r, &batch)
+	}
+	var resps []response
+	switch {
+	case req.Op == OpAppend && req.Session == s.Session:
+		resps = s.appendBatch(batch)
+	case s.lost != nil && req.Op.writes():
+		resps = answers(batch, s.lost)
+	default:
+		resps = []response{s.apply(ctx, req)}
+	}
+	if id := batch[len(batch)-1].ID; id != 0 {
+		*prev = id
+	}
+	if err := s.answerBatch(w, batch, resps); err != nil {
+		return nil, err
+	}
+	return held, readErr
+}
+
+// answerBatch answers the calls of batch, applied, with resps, and keeps
+// the answers until the run has read them.
+func (s *Server) answerBatch(w *bufio.Writer, batch []*request, resps []response) error {
+	if batch[0].Op == OpAppend && resps[0].Error != "" && s.lost == nil {
+		s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
+	}
+	for i, resp := range resps {
+		writeFrame(w, resp, resp.Data)
+		s.keep(batch[i], resp)
+		s.recycle(batch[i])
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
 }
 
 // Close closes the run's transcript, once its last stream is served.
@@ -264,7 +316,11 @@ func (s *Server) sum(req *request) uint64 {
 // io.EOF when the run closed the connection.
 func (s *Server) readCall(r *bufio.Reader) (*request, error) {
 	var req request
-	frame, n, err := readFrame(r, &req, func() int { return req.Size }, s.frames.take(0))
+	frame, n, err := readFrame(r, &req, func() int { return req.Size }, func(n int) []byte {
+		s.framesMu.Lock()
+		defer s.framesMu.Unlock()
+		return s.frames.take(n)
+	})
 	if err == io.EOF {
 		return nil, io.EOF
 	}
@@ -282,9 +338,11 @@ func (s *Server) readCall(r *bufio.Reader) (*request, error) {
 // read; a transcript keeps none of the bytes written to it.
 func (s *Server) recycle(req *request) {
 	if req.Op == OpAppend {
+		s.framesMu.Lock()
 		s.frames.put(req.frame)
+		s.framesMu.Unlock()
 	}
-	req.frame, req.Data = nil, nil
+	req.frame, req.Data, req.stored = nil, nil, nil
 }
 
 // gather adds to batch the appends of the same session that follow it and
@@ -340,17 +398,19 @@ func setError(resp *response, err error) {
 // store keeps them in one chunk with the number of the last. Each gets
 // the answer of the batch; on an error nothing of it is written. An
 // append a server before this one committed (doubt) is answered, not
-// written again.
+// written again. The messages that carried lines hold are forwarded
+// first, also when an append failed before (s.lost): the run goes on
+// without its transcript.
 func (s *Server) appendBatch(batch []*request) []response {
 	var err error
 	if s.MayWrite != nil {
 		err = s.MayWrite()
 	}
-	if err == nil {
+	if err == nil && s.lost == nil {
 		err = s.openTranscript()
 	}
 	rest := batch
-	if err == nil && rest[0].ID <= s.doubt {
+	if err == nil && s.lost == nil && rest[0].ID <= s.doubt {
 		var done uint64
 		if done, err = s.appendedBefore(); err == nil {
 			for len(rest) > 0 && rest[0].ID <= done {
@@ -364,6 +424,18 @@ func (s *Server) appendBatch(batch []*request) []response {
 			req.Deflated = false
 		}
 	}
+	if err == nil {
+		for _, req := range rest {
+			s.carry(req)
+			if req.refused != nil {
+				err = fmt.Errorf("call %d: %w", req.ID, req.refused)
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = s.lost
+	}
 	if err == nil && len(rest) > 0 {
 		// One write: the chunk the store keeps holds every call of the
 		// batch, and the number of its last.
@@ -371,11 +443,26 @@ func (s *Server) appendBatch(batch []*request) []response {
 			numbered.Call(s.Run, rest[len(rest)-1].ID)
 		}
 		_, err = s.transcript.Write(s.joined(rest))
-		if cap(s.joint) > spareMax {
-			s.joint = nil
-		}
+	}
+	if cap(s.joint) > spareMax {
+		s.joint = nil
 	}
 	return answers(batch, err)
+}
+
+// carry sends on, once, the lines of a carried append (Forward): the
+// reader of Forward takes the messages out of their records. Its lines
+// must be whole, or they would run into those of the next append.
+func (s *Server) carry(req *request) {
+	if s.Forward == nil || req.forwarded || req.Op != OpAppend {
+		return
+	}
+	req.forwarded = true
+	if n := len(req.Data); n > 0 && req.Data[n-1] != '\n' {
+		req.refused = fmt.Errorf("carried lines end with a line break: the last %d bytes do not", n-1-bytes.LastIndexByte(req.Data, '\n'))
+		return
+	}
+	_, _ = s.Forward.Write(req.Data)
 }
 
 // appendedBefore is the number of the last call of the run whose lines
@@ -397,14 +484,23 @@ func (s *Server) appendedBefore() (uint64, error) {
 	return n, nil
 }
 
-// joined is the data of calls, one after the other, in s.joint.
+// lines are the lines of an append to store: its records, when it
+// carried messages.
+func (req *request) lines() []byte {
+	if req.forwarded {
+		return storedLines(req.Data, &req.stored)
+	}
+	return req.Data
+}
+
+// joined is the lines of calls, one after the other, in s.joint.
 func (s *Server) joined(calls []*request) []byte {
 	if len(calls) == 1 {
-		return calls[0].Data
+		return calls[0].lines()
 	}
 	s.joint = s.joint[:0]
 	for _, req := range calls {
-		s.joint = append(s.joint, req.Data...)
+		s.joint = append(s.joint, req.lines()...)
 	}
 	return s.joint
 }

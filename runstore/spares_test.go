@@ -2,16 +2,16 @@ package runstore
 
 import "testing"
 
-// Issue 13: spares keep at most maxSpare buffers, of a stream's records'
-// sizes only, and hand out one large enough, empty, or none.
+// Issue 13: spares keep buffers of a stream's appends' sizes only, at most
+// spareBytes of them, and hand out one large enough, empty, or none.
 func TestIssue13_SparesKeepBuffersOfRecordsSizes(t *testing.T) {
 	var s spares
 	s.put(make([]byte, 10))                 // too small to be worth keeping
 	s.put(make([]byte, spareMax+1))         // too large to keep
 	s.put(make([]byte, spareMin, 1<<20))    // kept
 	s.put(make([]byte, spareMin, spareMin)) // kept
-	if len(s) != 2 {
-		t.Fatalf("%d buffers kept, want the 2 of a stream's sizes", len(s))
+	if len(s.bufs) != 2 || s.bytes != 1<<20+spareMin {
+		t.Fatalf("%d buffers kept (%d bytes), want the 2 of a stream's sizes", len(s.bufs), s.bytes)
 	}
 	if b := s.take(spareMin + 1); cap(b) != 1<<20 || len(b) != 0 {
 		t.Fatalf("take(%d): len %d cap %d, want the empty 1 MiB buffer", spareMin+1, len(b), cap(b))
@@ -19,10 +19,10 @@ func TestIssue13_SparesKeepBuffersOfRecordsSizes(t *testing.T) {
 	if b := s.take(spareMin + 1); b != nil {
 		t.Fatalf("take: cap %d from a spare too small", cap(b))
 	}
-	for range maxSpare + 2 {
-		s.put(make([]byte, 0, spareMin))
+	for range spareBytes/spareMax + 2 {
+		s.put(make([]byte, 0, spareMax))
 	}
-	if len(s) != maxSpare {
-		t.Fatalf("%d buffers kept, want at most %d", len(s), maxSpare)
+	if s.bytes > spareBytes || s.bytes < spareBytes-spareMax {
+		t.Fatalf("%d bytes kept, want at most %d, and no room left for another buffer", s.bytes, spareBytes)
 	}
 }

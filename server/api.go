@@ -157,15 +157,20 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		failErr(w, err)
 		return
 	}
-	if !offers(r, runnerproto.Subprotocol) {
+	version := servedVersion(r)
+	if version == 0 {
 		offered := strings.Join(r.Header.Values("Sec-WebSocket-Protocol"), ", ")
 		if offered == "" {
 			offered = "none"
 		}
-		fail(w, http.StatusBadRequest, "wrong protocol version: this server speaks %s, the runner offered %s: run a blaise-agent of the server's version on the runner", runnerproto.Subprotocol, offered)
+		var served []string
+		for _, v := range runnerproto.Served {
+			served = append(served, runnerproto.Subprotocol(v))
+		}
+		fail(w, http.StatusBadRequest, "wrong protocol version: this server speaks %s, the runner offered %s: run a blaise-agent of the server's version on the runner", strings.Join(served, " or "), offered)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{runnerproto.Subprotocol}})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{runnerproto.Subprotocol(version)}})
 	if err != nil {
 		return
 	}
@@ -187,11 +192,11 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		refuse(mux, first, "the first frame must be hello")
 		return
 	}
-	if hello.Version != runnerproto.Version {
-		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this server speaks %d", hello.Version, runnerproto.Version))
+	if hello.Version != version {
+		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this connection speaks %d", hello.Version, version))
 		return
 	}
-	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	// The runs the runner still has, the server takes back, those of its
 	// connection that broke and those it had before it restarted; the
 	// runner stops the others.
@@ -244,6 +249,17 @@ func offers(r *http.Request, proto string) bool {
 		}
 	}
 	return false
+}
+
+// servedVersion is the newest runner protocol version that both the
+// server serves and the runner offers; 0 for none.
+func servedVersion(r *http.Request) int {
+	for _, v := range runnerproto.Served {
+		if offers(r, runnerproto.Subprotocol(v)) {
+			return v
+		}
+	}
+	return 0
 }
 
 // connectClient serves ACP to a client of an agent: the same front end as

@@ -141,7 +141,7 @@ func (l *lab) dialRunner(cred string, protos ...string) (*websocket.Conn, *http.
 // with the test.
 func (l *lab) runnerStream(cred string) (*yamux.Session, *yamux.Stream) {
 	l.t.Helper()
-	ws, _, err := l.dialRunner(cred, runnerproto.Subprotocol)
+	ws, _, err := l.dialRunner(cred, runnerproto.Subprotocol(runnerproto.Version))
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func (l *lab) runnerStream(cred string) (*yamux.Session, *yamux.Stream) {
 // refused, and the server keeps no runner of them.
 func TestIssue13_RunnerProtocolRefusals(t *testing.T) {
 	l := newLab(t)
-	if _, resp, err := l.dialRunner("blc_wrong", runnerproto.Subprotocol); err == nil || resp == nil || resp.StatusCode != 401 {
+	if _, resp, err := l.dialRunner("blc_wrong", runnerproto.Subprotocol(runnerproto.Version)); err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Errorf("a wrong credential: %v", err)
 	}
 	for _, old := range []string{"blaise-runner.v1", "blaise-runner.v2"} {
@@ -174,12 +174,13 @@ func TestIssue13_RunnerProtocolRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name, first, says string
 	}{
-		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this server speaks 3"},
-		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this server speaks 3"},
+		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this connection speaks 4"},
+		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this connection speaks 4"},
+		{"version 3 on a connection of version 4", `{"type":"hello","version":3,"runner":"r1"}`, "runner protocol version 3; this connection speaks 4"},
 		{"not hello", `{"type":"launched"}`, "the first frame must be hello"},
 		{"malformed", `{"type":`, "the first frame must be hello"},
 	} {
-		ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol)
+		ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol(runnerproto.Version))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

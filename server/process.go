@@ -23,6 +23,10 @@ type remoteProcess struct {
 	ref      runnerproto.RunRef
 	launched chan error
 	exited   chan struct{}
+	// carried, for a runner of protocol 4, is the run's stdout as the
+	// engine reads it: the lines of its transcript appends, whose records
+	// carry its messages. Nil: its stdout stream.
+	carried *carriedStdout
 
 	mu      sync.Mutex
 	att     *attachment   // the complete attachment in use; nil until the first
@@ -100,6 +104,9 @@ func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 // the attachment it returns.
 func (rc *runnerConn) newProcess(ref runnerproto.RunRef) (*remoteProcess, *attachment) {
 	p := &remoteProcess{s: rc.s, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
+	if runnerproto.Carries(rc.version) {
+		p.carried = newCarriedStdout()
+	}
 	first := newAttachment(rc)
 	p.pending = first
 	rc.adopt(p)
@@ -136,8 +143,16 @@ func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
 // applied twice.
 func (p *remoteProcess) serveStore() {
 	store := &runstore.Server{Store: p.s.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite}
+	if p.carried != nil {
+		store.Forward = p.carried.w
+	}
 	go func() {
 		defer func() {
+			if p.carried != nil {
+				// No more messages: the engine reads the run's output to its
+				// end.
+				p.carried.w.Close()
+			}
 			if err := store.Close(); err != nil {
 				p.s.log().Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 			}
@@ -284,7 +299,9 @@ func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
 		return false
 	}
 	p.mu.Lock()
-	if p.failed != nil {
+	if p.failed != nil || (p.carried != nil) != runnerproto.Carries(rc.version) {
+		// A runner now of another protocol version would carry the run's
+		// messages another way.
 		p.mu.Unlock()
 		return false
 	}
@@ -366,6 +383,10 @@ func (p *remoteProcess) fail(err error) {
 			a.close()
 		}
 	}
+	if p.carried != nil {
+		// Its messages go nowhere any more, as its writes are refused.
+		p.carried.r.CloseWithError(err)
+	}
 	p.signal()
 }
 
@@ -380,9 +401,15 @@ func (p *remoteProcess) exit(status string) {
 	}
 }
 
-func (p *remoteProcess) Stdin() io.WriteCloser       { return p.relay(runnerproto.ChannelStdin) }
-func (p *remoteProcess) Stdout() io.ReadCloser       { return p.relay(runnerproto.ChannelStdout) }
+func (p *remoteProcess) Stdin() io.WriteCloser { return p.relay(runnerproto.ChannelStdin) }
+func (p *remoteProcess) Stdout() io.ReadCloser {
+	if p.carried != nil {
+		return p.carried.r
+	}
+	return p.relay(runnerproto.ChannelStdout)
+}
 func (p *remoteProcess) Control() io.ReadWriteCloser { return p.relay(runnerproto.ChannelControl) }
+func (p *remoteProcess) CarriesMessages() bool       { return p.carried != nil }
 func (p *remoteProcess) PID() int                    { return 0 }
 
 // Wait waits for the runner to report the process's end. While the run is
@@ -568,4 +595,18 @@ func (r relay) Close() error {
 		return nil
 	}
 	return a.streams[r.ch].Close()
+}
+
+// carriedStdout is a run's output made of the lines its store server
+// forwards. A pipe: the store server waits while the engine is slow to
+// read, as a stream does; once the engine closes its end, what is
+// forwarded is dropped.
+type carriedStdout struct {
+	r *io.PipeReader
+	w *io.PipeWriter
+}
+
+func newCarriedStdout() *carriedStdout {
+	r, w := io.Pipe()
+	return &carriedStdout{r, w}
 }

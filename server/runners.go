@@ -13,14 +13,17 @@ import (
 
 // runnerConn is a connected runner.
 type runnerConn struct {
-	s      *Server
-	agent  string
-	name   string
-	id     string // its credential's
-	build  string // the runner's blaise-agent version
-	mux    *yamux.Session
-	frames *runnerproto.Conn
-	gone   chan struct{} // closed when the connection ended
+	s     *Server
+	agent string
+	name  string
+	id    string // its credential's
+	build string // the runner's blaise-agent version
+	// version is the runner protocol's: from 4 on, a run's messages toward
+	// the client come in its transcript appends.
+	version int
+	mux     *yamux.Session
+	frames  *runnerproto.Conn
+	gone    chan struct{} // closed when the connection ended
 	// welcomed is closed once the runner was sent its welcome, the first
 	// frame it reads.
 	welcomed chan struct{}

@@ -72,6 +72,7 @@ func serveSessionProcess(deaf bool) int {
 	number := fs.Int("run", 0, "")
 	endReason := fs.String("end-reason", "", "")
 	stopGrace := fs.Duration("stop-grace", 0, "")
+	carry := fs.Bool("carry", false, "")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -91,6 +92,7 @@ func serveSessionProcess(deaf bool) int {
 		Logger:    log.New(os.Stderr),
 		StopGrace: *stopGrace,
 		Config:    *config,
+		Carry:     *carry,
 	}, *stateDir, *storeFD)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
