@@ -3,6 +3,7 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -193,4 +194,48 @@ func FuzzCarriedLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A server's engine reads the messages out of the carried lines where they
+// lie: the records toward the agent and those stored apart are skipped,
+// and a line that is not one a Carrier writes is a LineError (M7), after
+// which the reader goes on.
+func TestIssue13_ACarriedReaderReadsTheMessagesOfTheRecords(t *testing.T) {
+	out := &testsupport.Buffer{}
+	c := NewCarrier(out, func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("sk-live-0123456789"), []byte("[REDACTED:key]")) })
+	toAgent := mustParse([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`))
+	update := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`))
+	secret := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"key":"sk-live-0123456789"}}`))
+	replayed := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"n":0}}`))
+	c.Record(ToAgent, toAgent, "")
+	for _, m := range []*Message{update, secret} {
+		c.Record(ToClient, m, "")
+		_ = c.Carry(m, true, WithNext)
+	}
+	_ = c.Carry(replayed, false, Now)
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewCarriedReader(strings.NewReader(out.String()+"not a record\n"+string(CarriedForward)+string(update.Raw)+"\n"), 0)
+	var got []string
+	var lineErrs int
+	for {
+		m, err := r.Next()
+		var lineErr *LineError
+		if errors.As(err, &lineErr) {
+			lineErrs++
+			continue
+		}
+		if err != nil {
+			break
+		}
+		got = append(got, string(m.Raw))
+	}
+	want := []string{string(update.Raw), string(secret.Raw), string(replayed.Raw), string(update.Raw)}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("read\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if lineErrs != 1 {
+		t.Errorf("%d line errors, want 1 for the line that is not a record", lineErrs)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -311,7 +312,14 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 	syscall.CloseOnExec(3)
 	if storeFD > 0 {
 		syscall.CloseOnExec(storeFD)
-		sp.Store = runstore.NewClient(os.NewFile(uintptr(storeFD), "store"))
+		f := os.NewFile(uintptr(storeFD), "store")
+		// A socket as a net.Conn takes a call and its data in one writev.
+		conn, err := net.FileConn(f)
+		if err != nil {
+			return fmt.Errorf("the store's connection (file descriptor %d): %w", storeFD, err)
+		}
+		f.Close()
+		sp.Store = runstore.NewClient(conn)
 	} else {
 		store, err := blaise.OpenStore(stateDir)
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -110,7 +112,8 @@ type response struct {
 // for each other. The order of locking is wmu, then mu.
 type Client struct {
 	wmu sync.Mutex
-	w   *bufio.Writer
+	w   *bufio.Writer // empty whenever wmu is free
+	raw io.Writer     // under w: a large call's data goes straight to it
 
 	mu       sync.Mutex
 	answered sync.Cond // an append was answered, or the connection broke
@@ -154,6 +157,20 @@ func (s *spares) take(n int) []byte {
 	return nil
 }
 
+// get is take(n), or a new buffer with room for n bytes, rounded up to a
+// power of two that spares can keep, so that it serves appends of other
+// sizes once it is put back.
+func (s *spares) get(n int) []byte {
+	if b := s.take(n); b != nil {
+		return b
+	}
+	size := max(n, spareMin)
+	if r := 1 << bits.Len(uint(size-1)); r <= spareMax {
+		size = r
+	}
+	return make([]byte, 0, size)
+}
+
 // put keeps b, whose bytes are no longer needed, if it is of the size of
 // a stream's appends and there is room.
 func (s *spares) put(b []byte) {
@@ -185,7 +202,7 @@ var _ session.RunStore = (*Client)(nil)
 
 // NewClient returns a client over rw; it reads the answers until rw ends.
 func NewClient(rw io.ReadWriter) *Client {
-	c := &Client{w: bufio.NewWriterSize(rw, 64<<10)}
+	c := &Client{w: bufio.NewWriterSize(rw, 64<<10), raw: rw}
 	c.answered.L = &c.mu
 	go c.receive(bufio.NewReaderSize(rw, 64<<10))
 	return c
@@ -252,11 +269,7 @@ func (c *Client) send(req request, done chan answer) error {
 		for _, p := range req.parts {
 			n += len(p)
 		}
-		buf := c.spare.take(n)
-		if buf == nil {
-			buf = make([]byte, 0, n)
-		}
-		data = append(buf, data...)
+		data = append(c.spare.get(n), data...)
 		for _, p := range req.parts {
 			data = append(data, p...)
 		}
@@ -270,10 +283,7 @@ func (c *Client) send(req request, done chan answer) error {
 	}
 	c.mu.Unlock()
 
-	err := writeFrame(c.w, req, data)
-	if err == nil {
-		err = c.w.Flush()
-	}
+	err := c.writeCall(req, data)
 	if err == nil {
 		return nil
 	}
@@ -290,6 +300,28 @@ func (c *Client) send(req request, done chan answer) error {
 	c.fail(fmt.Errorf("store: %w", err))
 	return c.err
 }
+
+// writeCall writes a call and its data, with wmu held. Large data is not
+// copied into w: the line and the data go out together (writev, where
+// the connection is a socket).
+func (c *Client) writeCall(req request, data []byte) error {
+	if len(data) < largeData {
+		if err := writeFrame(c.w, req, data); err != nil {
+			return err
+		}
+		return c.w.Flush()
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	bufs := net.Buffers{append(line, '\n'), data}
+	_, err = bufs.WriteTo(c.raw)
+	return err
+}
+
+// largeData is the size from which a call's data is not copied.
+const largeData = 16 << 10
 
 // writes tells the calls that change the store from those that read it.
 func (op Op) writes() bool {

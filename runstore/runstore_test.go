@@ -199,6 +199,17 @@ type gatedStore struct {
 	gate    chan struct{} // closed: writes go on
 	log     chan string
 	refuse  atomic.Bool
+	// forward, when set, is the server's Forward: it tells the test of
+	// each append the server read.
+	forward io.Writer
+}
+
+// readSignal is a Forward that tells of each append read on read.
+type readSignal chan struct{}
+
+func (r readSignal) Write(p []byte) (int, error) {
+	r <- struct{}{}
+	return len(p), nil
 }
 
 func newGatedStore(t *testing.T) (*gatedStore, string) {
@@ -252,7 +263,7 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 func gatedPair(t *testing.T, store *gatedStore, id string) *Client {
 	t.Helper()
 	a, b := socketPair(t)
-	srv := &Server{Store: store, Session: id, MayWrite: func() error {
+	srv := &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func() error {
 		if store.refuse.Load() {
 			return errors.New("run 1 of the session was failed: its runner is gone")
 		}
@@ -322,15 +333,19 @@ func TestIssue13_TranscriptWritesDoNotWaitForTheCommit(t *testing.T) {
 // TestIssue13_QueuedAppendsAreCommittedTogether: the appends that arrive
 // while the server commits one are committed together, in one write; a
 // report after them is applied once they are committed (L7); and the
-// failure of an append reaches the transcript's next write.
+// failure of an append reaches the transcript's next write. The server
+// tells the test of each append it read through its Forward.
 func TestIssue13_QueuedAppendsAreCommittedTogether(t *testing.T) {
 	store, id := newGatedStore(t)
+	read := make(readSignal, 4)
+	store.forward = read
 	c := gatedPair(t, store, id)
 	w, _ := c.Transcript(id)
 	for _, line := range []string{"1", "2", "3", "4"} {
 		if err := sent(t, w, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
+		within(t, read, "the server to read append "+line)
 		if line == "1" {
 			within(t, store.entered, "the store to get the first write")
 		}

@@ -319,7 +319,7 @@ func (s *Server) readCall(r *bufio.Reader) (*request, error) {
 	frame, n, err := readFrame(r, &req, func() int { return req.Size }, func(n int) []byte {
 		s.framesMu.Lock()
 		defer s.framesMu.Unlock()
-		return s.frames.take(n)
+		return s.frames.get(n)
 	})
 	if err == io.EOF {
 		return nil, io.EOF

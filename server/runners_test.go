@@ -15,6 +15,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
 )
 
@@ -351,5 +352,53 @@ func TestIssue13_AWelcomedRunnerIsOneOfItsAgents(t *testing.T) {
 		}
 		mux.Close()
 		testsupport.Eventually(t, "the runner is gone", func() bool { return l.connected() == 0 })
+	}
+}
+
+// TestIssue13_ARunnerOfVersion3IsServed: a server serves the runners of
+// the version before its own, whose runs send their messages on their
+// stdout streams; a runner that offers both versions speaks the newest,
+// whose runs carry their messages in their transcripts.
+func TestIssue13_ARunnerOfVersion3IsServed(t *testing.T) {
+	l := newLab(t)
+	ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol(runnerproto.Version), runnerproto.Subprotocol(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.Subprotocol(); got != runnerproto.Subprotocol(runnerproto.Version) {
+		t.Errorf("a runner offering both versions speaks %q", got)
+	}
+	ws.CloseNow()
+	for _, version := range []int{3, runnerproto.Version} {
+		ref := l.inProgress("demo", l.runnerID, 1, false)
+		ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol(version))
+		if err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+		ws.SetReadLimit(-1)
+		mux, err := yamux.Client(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), runnerproto.YamuxConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := mux.OpenStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := runnerproto.NewConn(st)
+		if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: version, Runner: "r1", Runs: []runnerproto.RunRef{ref}}); err != nil {
+			t.Fatal(err)
+		}
+		if w, err := frames.Receive(); err != nil || w.Error != "" || !slices.Contains(w.Runs, ref) {
+			t.Fatalf("version %d: welcome %+v %v", version, w, err)
+		}
+		l.openStreams(mux, ref)
+		testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+		l.s.mu.Lock()
+		p := l.s.procs[ref]
+		l.s.mu.Unlock()
+		if p == nil || p.CarriesMessages() != (version >= 4) {
+			t.Errorf("a run of a runner of version %d: %+v, carries its messages in its transcript: %v", version, p, p != nil && p.CarriesMessages())
+		}
+		mux.Close()
 	}
 }

@@ -1,0 +1,229 @@
+package runstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
+)
+
+// record is a record line as an acp.Carrier writes it, of a notification
+// whose text is text.
+func record(seq int, direction, text string) string {
+	return fmt.Sprintf(`{"seq":%d,"time":"2026-12-02T10:00:00Z","direction":"%s","kind":"notification","method":"session/update","message":%s}`+"\n", seq, direction, message(text))
+}
+
+func message(text string) string {
+	return `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","text":"` + text + `"}}`
+}
+
+// forwarded is what a Server forwards, and the messages a carried reader
+// takes out of it, as the engine does.
+type forwarded struct {
+	w    *io.PipeWriter
+	msgs chan string
+}
+
+func newForwarded(t *testing.T) *forwarded {
+	r, w := io.Pipe()
+	f := &forwarded{w: w, msgs: make(chan string, 64)}
+	go func() {
+		rd := acp.NewCarriedReader(r, 0)
+		for {
+			m, err := rd.Next()
+			if err != nil {
+				return
+			}
+			f.msgs <- string(m.Raw)
+		}
+	}()
+	t.Cleanup(func() { r.Close() })
+	return f
+}
+
+// next is the next message forwarded.
+func (f *forwarded) next(t *testing.T, what string) string {
+	t.Helper()
+	return within(t, f.msgs, what)
+}
+
+// none checks that nothing more was forwarded.
+func (f *forwarded) none(t *testing.T) {
+	t.Helper()
+	select {
+	case m := <-f.msgs:
+		t.Fatalf("forwarded %s, want nothing more", m)
+	default:
+	}
+}
+
+// carriedPair is gatedPair with the run's carried lines forwarded.
+func carriedPair(t *testing.T, store *gatedStore, id string) (*Client, *forwarded) {
+	t.Helper()
+	a, b := socketPair(t)
+	f := newForwarded(t)
+	srv := &Server{Store: store, Session: id, Forward: f.w}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	t.Cleanup(func() {
+		close(store.gate)
+		a.Close()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return NewClient(a), f
+}
+
+// A message toward the client never waits for a commit: while the store
+// holds the write of one append, the messages of the next are forwarded;
+// the records are committed, in order, once the store lets them go.
+func TestIssue13_CarriedMessagesDoNotWaitForTheCommit(t *testing.T) {
+	store, id := newGatedStore(t)
+	c, f := carriedPair(t, store, id)
+	w, _ := c.CarriedTranscript(id)
+	if err := sent(t, w, record(1, "from_agent", "one")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.next(t, "the first message"); got != message("one") {
+		t.Fatalf("forwarded %s, want %s", got, message("one"))
+	}
+	within(t, store.entered, "the store to get the first append")
+	if err := sent(t, w, record(2, "from_agent", "two")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.next(t, "the second message while the store holds the first append"); got != message("two") {
+		t.Fatalf("forwarded %s, want %s", got, message("two"))
+	}
+	go func() { store.gate <- struct{}{}; store.gate <- struct{}{} }()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for range 2 {
+		got += strings.TrimPrefix(within(t, store.log, "the store's writes"), "transcript ")
+	}
+	if want := record(1, "from_agent", "one") + record(2, "from_agent", "two"); got != want {
+		t.Fatalf("the store has\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The store keeps records only: a message carried alone (history replayed
+// while a session loads) is forwarded and not stored; a record tagged as
+// stored apart is stored untagged and not forwarded; the records of
+// messages toward the agent are stored and not forwarded (M5).
+func TestIssue13_CarriedLinesAreStoredAsRecords(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	s := newRawStream(t, &Server{Store: store, Session: id, Forward: f.w})
+	lines := record(1, "to_agent", "prompt") +
+		string(acp.CarriedForward) + message("replayed") + "\n" +
+		string(acp.CarriedForward) + message("the key is sk-1") + "\n" +
+		string(acp.CarriedStored) + record(2, "from_agent", "the key is [REDACTED:key]") +
+		record(3, "from_agent", "plain")
+	if resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Data: []byte(lines)}); resp.Error != "" {
+		t.Fatalf("the append: %+v", resp)
+	}
+	for _, want := range []string{message("replayed"), message("the key is sk-1"), message("plain")} {
+		if got := f.next(t, "a message"); got != want {
+			t.Fatalf("forwarded %s, want %s", got, want)
+		}
+	}
+	f.none(t)
+	want := record(1, "to_agent", "prompt") + record(2, "from_agent", "the key is [REDACTED:key]") + record(3, "from_agent", "plain")
+	if got := storetest.ReadTranscript(t, store, id); got != want {
+		t.Fatalf("the transcript holds\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Lines cut short would run into the next append's: the append is
+// refused, nothing of it is forwarded or stored, and the run's later
+// writes are refused as after any failed append.
+func TestIssue13_CarriedLinesCutShortAreRefused(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	s := newRawStream(t, &Server{Store: store, Session: id, Forward: f.w})
+	cut := strings.TrimSuffix(record(1, "from_agent", "one"), "\n")
+	resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Data: []byte(cut)})
+	if !strings.Contains(resp.Error, "carried lines end with a line break") {
+		t.Fatalf("an append of a line cut short was answered %+v", resp)
+	}
+	if resp := s.call(request{ID: 2, Op: OpPaused, Session: id, Pause: &session.PauseRecord{Reason: session.Idle, At: time.Now(), Run: 1}}); !strings.Contains(resp.Error, "failed before") {
+		t.Fatalf("a report after the refused append was answered %+v", resp)
+	}
+	f.none(t)
+	if got := storetest.ReadTranscript(t, store, id); got != "" {
+		t.Fatalf("the transcript holds %q", got)
+	}
+}
+
+// Once an append failed, the run's transcript misses lines and its reports
+// are refused (L7), but the session goes on: the messages of later
+// appends still reach the client, and only Close tells of the failure.
+func TestIssue13_CarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
+	store, id := newStore(t)
+	a, b := socketPair(t)
+	f := newForwarded(t)
+	srv := &Server{Store: brokenTranscript{store}, Session: id, Forward: f.w}
+	go srv.Serve(context.Background(), b)
+	t.Cleanup(func() { a.Close() })
+	c := NewClient(a)
+	w, _ := c.CarriedTranscript(id)
+	if _, err := io.WriteString(w, record(1, "from_agent", "one")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1})
+	testsupport.WantErr(t, err, "disk full")
+	if _, err := io.WriteString(w, record(2, "from_agent", "two")); err != nil {
+		t.Fatalf("a carried append after a failed one: %v", err)
+	}
+	for _, want := range []string{message("one"), message("two")} {
+		if got := f.next(t, "a message"); got != want {
+			t.Fatalf("forwarded %s, want %s", got, want)
+		}
+	}
+	testsupport.WantErr(t, w.Close(), "disk full")
+}
+
+// An append sent again after its stream broke is forwarded once: the
+// server that read it commits it, and answers it again on the next stream
+// without forwarding it again; one it never read is forwarded then.
+func TestIssue13_ACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
+	store, id := newGatedStore(t)
+	f := newForwarded(t)
+	srv := &Server{Store: store, Session: id, Run: 1, Forward: f.w}
+	r, c := newTestRunner(t)
+	first := r.attach(srv, false)
+	w, _ := c.CarriedTranscript(id)
+	for i, text := range []string{"one", "two", "three"} {
+		if err := sent(t, w, record(i+1, "from_agent", text)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			within(t, store.entered, "the first append's commit")
+		}
+	}
+	r.cutWhileHeld(store.gate, first)
+	r.attach(srv, false)
+	if err := w.Close(); err != nil {
+		t.Fatalf("transcript: %v", err)
+	}
+	for _, want := range []string{message("one"), message("two"), message("three")} {
+		if got := f.next(t, "a message"); got != want {
+			t.Fatalf("forwarded %s, want %s", got, want)
+		}
+	}
+	f.none(t)
+	want := record(1, "from_agent", "one") + record(2, "from_agent", "two") + record(3, "from_agent", "three")
+	if got := storetest.ReadTranscript(t, store.RunStore.(*blaise.Store), id); got != want {
+		t.Fatalf("transcript %q, want %q: each record once", got, want)
+	}
+}
