@@ -202,7 +202,9 @@ func FuzzCarriedLine(f *testing.F) {
 // which the reader goes on.
 func TestIssue13_ACarriedReaderReadsTheMessagesOfTheRecords(t *testing.T) {
 	out := &testsupport.Buffer{}
-	c := NewCarrier(out, func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("sk-live-0123456789"), []byte("[REDACTED:key]")) })
+	c := NewCarrier(out, func(b []byte) []byte {
+		return bytes.ReplaceAll(b, []byte("sk-live-0123456789"), []byte("[REDACTED:key]"))
+	})
 	toAgent := mustParse([]byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}`))
 	update := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`))
 	secret := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"key":"sk-live-0123456789"}}`))
