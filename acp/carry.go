@@ -86,12 +86,13 @@ func (c *Carrier) Record(side Side, m *Message, by string) {
 		}
 		c.out.add(nil, queueOnly, part{storedTag, false}, part{head, false}, part{msg, false}, part{endOfRecord, false})
 	}
+	end := c.out.Enqueued()
 	c.mu.Unlock()
 	if side == ToAgent {
 		// In the store before the message goes on, as in a local
-		// transcript.
+		// transcript; the lines queued after it are not waited for.
 		_ = c.out.add(nil, Now)
-		_ = c.out.Flush()
+		_ = c.out.WaitWritten(end)
 	}
 }
 

@@ -241,3 +241,36 @@ func TestIssue13_ACarriedReaderReadsTheMessagesOfTheRecords(t *testing.T) {
 		t.Errorf("%d line errors, want 1 for the line that is not a record", lineErrs)
 	}
 }
+
+// A message larger than what a Writer queues before it waits (4 MiB) is
+// written at once, toward the agent and toward the client alike: nothing
+// waits for a write that no one started.
+func TestIssue13_AMessageLargerThanTheQueueIsCarried(t *testing.T) {
+	out := &testsupport.Buffer{}
+	c := NewCarrier(out, nil)
+	big := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", maxPending+1<<20) + `"}}`))
+	done := make(chan struct{})
+	go func() {
+		c.Record(ToAgent, big, "")
+		c.Record(ToClient, big, "")
+		_ = c.Carry(big, true, Now)
+		close(done)
+	}()
+	within := testsupport.Wait(func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if !within {
+		t.Fatal("recording and carrying a message of 5 MiB did not return")
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if records, messages := carriedLines(t, out.String()); len(records) != 2 || len(messages) != 1 {
+		t.Fatalf("%d records and %d messages, want 2 and 1", len(records), len(messages))
+	}
+}

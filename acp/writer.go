@@ -36,6 +36,31 @@ type Writer struct {
 	delay    time.Duration
 	waiting  bool  // late is set
 	err      error // the first write error; later writes fail with it
+	// enqueued and written count the bytes queued and written so far:
+	// a caller waits for its own line (WaitWritten), not for those after.
+	enqueued, written uint64
+}
+
+// Enqueued is the count of bytes queued so far, its last line's end.
+func (w *Writer) Enqueued() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.enqueued
+}
+
+// WaitWritten waits until the first n bytes queued are written, or a
+// write failed, and returns the first write error.
+func (w *Writer) WaitWritten(n uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.flushing && len(w.queue) > 0 && w.err == nil && w.written < n {
+		w.flushing = true
+		go w.flush()
+	}
+	for w.err == nil && w.written < n {
+		w.cond.Wait()
+	}
+	return w.err
 }
 
 // A Pace says when a message given to a Writer goes out.
@@ -147,7 +172,7 @@ type part struct {
 func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 	w.mu.Lock()
 	// A line only queued is on its way: its pace follows, and waits.
-	for w.err == nil && w.queued > maxPending && pace != queueOnly {
+	for w.err == nil && w.queued > maxPending && w.flushing && pace != queueOnly {
 		w.cond.Wait()
 	}
 	if err := w.err; err != nil {
@@ -204,6 +229,7 @@ func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 // reaches to the end of the piece's block, so both lie in one allocation.
 func (w *Writer) enqueue(line []byte) {
 	w.queued += len(line)
+	w.enqueued += uint64(len(line))
 	if n := len(w.queue); n > 0 {
 		last := w.queue[n-1]
 		if cap(last) > len(last) && len(line) > 0 && &last[:len(last)+1][len(last)] == &line[0] && cap(last)-len(last) >= len(line) {
@@ -270,6 +296,7 @@ func (w *Writer) writeBatch() {
 	batch, copies, held := w.queue, w.copies, w.holds
 	// The spares become the queue, and the batch's buffers the spares once
 	// written: no buffer is ever both.
+	size := uint64(w.queued)
 	w.queue, w.copies, w.holds, w.queued = w.spare[:0], w.spareCp[:0], w.spareH[:0], 0
 	w.spare, w.spareCp, w.spareH = nil, nil, nil
 	w.mu.Unlock()
@@ -287,6 +314,7 @@ func (w *Writer) writeBatch() {
 		}
 		w.queue, w.copies, w.holds, w.queued = nil, nil, nil, 0
 	}
+	w.written += size
 	w.spare, w.spareH = batch[:0], held[:0]
 	// Buffers grown by a huge message are not kept.
 	if cap(copies) <= 2*maxPending {
