@@ -82,18 +82,26 @@ func (c *Carrier) Record(side Side, m *Message, by string) {
 		c.out.add(m.blk, queueOnly, part{head, false}, rawPart(m), part{endOfRecord, false})
 	} else {
 		if side == ToClient {
-			c.out.add(m.blk, queueOnly, part{forwardTag, false}, rawPart(m), part{newline, false})
+			c.queueAlone(m)
 		}
 		c.out.add(nil, queueOnly, part{storedTag, false}, part{head, false}, part{msg, false}, part{endOfRecord, false})
 	}
+	if side == ToClient {
+		c.mu.Unlock()
+		return
+	}
 	end := c.out.Enqueued()
 	c.mu.Unlock()
-	if side == ToAgent {
-		// In the store before the message goes on, as in a local
-		// transcript; the lines queued after it are not waited for.
-		_ = c.out.add(nil, Now)
-		_ = c.out.WaitWritten(end)
-	}
+	// In the store before the message goes on, as in a local transcript;
+	// the lines queued after it are not waited for.
+	_ = c.out.add(nil, Now)
+	_ = c.out.WaitWritten(end)
+}
+
+// queueAlone queues m on a line of its own, to send to the client without
+// storing it; c.mu is held.
+func (c *Carrier) queueAlone(m *Message) {
+	c.out.add(m.blk, queueOnly, part{forwardTag, false}, rawPart(m), part{newline, false})
 }
 
 // Carry sends m toward the client at pace: in its record when recorded
@@ -101,7 +109,7 @@ func (c *Carrier) Record(side Side, m *Message, by string) {
 func (c *Carrier) Carry(m *Message, recorded bool, pace Pace) error {
 	if !recorded {
 		c.mu.Lock()
-		c.out.add(m.blk, queueOnly, part{forwardTag, false}, rawPart(m), part{newline, false})
+		c.queueAlone(m)
 		c.mu.Unlock()
 	}
 	return c.out.add(nil, pace)

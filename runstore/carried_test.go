@@ -55,6 +55,16 @@ func (f *forwarded) next(t *testing.T, what string) string {
 	return within(t, f.msgs, what)
 }
 
+// expect checks that the next messages forwarded are want, in order.
+func (f *forwarded) expect(t *testing.T, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if got := f.next(t, "a message"); got != w {
+			t.Fatalf("forwarded %s, want %s", got, w)
+		}
+	}
+}
+
 // none checks that nothing more was forwarded.
 func (f *forwarded) none(t *testing.T) {
 	t.Helper()
@@ -68,19 +78,9 @@ func (f *forwarded) none(t *testing.T) {
 // carriedPair is gatedPair with the run's carried lines forwarded.
 func carriedPair(t *testing.T, store *gatedStore, id string) (*Client, *forwarded) {
 	t.Helper()
-	a, b := socketPair(t)
 	f := newForwarded(t)
-	srv := &Server{Store: store, Session: id, Forward: f.w}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), b) }()
-	t.Cleanup(func() {
-		close(store.gate)
-		a.Close()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return NewClient(a), f
+	store.forward = f.w
+	return gatedPair(t, store, id), f
 }
 
 // A message toward the client never waits for a commit: while the store
@@ -132,11 +132,7 @@ func TestIssue13_CarriedLinesAreStoredAsRecords(t *testing.T) {
 	if resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Data: []byte(lines)}); resp.Error != "" {
 		t.Fatalf("the append: %+v", resp)
 	}
-	for _, want := range []string{message("replayed"), message("the key is sk-1"), message("plain")} {
-		if got := f.next(t, "a message"); got != want {
-			t.Fatalf("forwarded %s, want %s", got, want)
-		}
-	}
+	f.expect(t, message("replayed"), message("the key is sk-1"), message("plain"))
 	f.none(t)
 	want := record(1, "to_agent", "prompt") + record(2, "from_agent", "the key is [REDACTED:key]") + record(3, "from_agent", "plain")
 	if got := storetest.ReadTranscript(t, store, id); got != want {
@@ -185,11 +181,7 @@ func TestIssue13_CarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
 	if _, err := io.WriteString(w, record(2, "from_agent", "two")); err != nil {
 		t.Fatalf("a carried append after a failed one: %v", err)
 	}
-	for _, want := range []string{message("one"), message("two")} {
-		if got := f.next(t, "a message"); got != want {
-			t.Fatalf("forwarded %s, want %s", got, want)
-		}
-	}
+	f.expect(t, message("one"), message("two"))
 	testsupport.WantErr(t, w.Close(), "disk full")
 }
 
@@ -216,11 +208,7 @@ func TestIssue13_ACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("transcript: %v", err)
 	}
-	for _, want := range []string{message("one"), message("two"), message("three")} {
-		if got := f.next(t, "a message"); got != want {
-			t.Fatalf("forwarded %s, want %s", got, want)
-		}
-	}
+	f.expect(t, message("one"), message("two"), message("three"))
 	f.none(t)
 	want := record(1, "from_agent", "one") + record(2, "from_agent", "two") + record(3, "from_agent", "three")
 	if got := storetest.ReadTranscript(t, store.RunStore.(*blaise.Store), id); got != want {

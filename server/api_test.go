@@ -141,7 +141,13 @@ func (l *lab) dialRunner(cred string, protos ...string) (*websocket.Conn, *http.
 // with the test.
 func (l *lab) runnerStream(cred string) (*yamux.Session, *yamux.Stream) {
 	l.t.Helper()
-	ws, _, err := l.dialRunner(cred, runnerproto.Subprotocol(runnerproto.Version))
+	return l.runnerStreamOf(cred, runnerproto.Version)
+}
+
+// runnerStreamOf is runnerStream of a runner of protocol version.
+func (l *lab) runnerStreamOf(cred string, version int) (*yamux.Session, *yamux.Stream) {
+	l.t.Helper()
+	ws, _, err := l.dialRunner(cred, runnerproto.Subprotocol(version))
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/runstore"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
-	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
 )
 
@@ -371,19 +370,7 @@ func TestIssue13_ARunnerOfVersion3IsServed(t *testing.T) {
 	ws.CloseNow()
 	for _, version := range []int{3, runnerproto.Version} {
 		ref := l.inProgress("demo", l.runnerID, 1, false)
-		ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol(version))
-		if err != nil {
-			t.Fatalf("version %d: %v", version, err)
-		}
-		ws.SetReadLimit(-1)
-		mux, err := yamux.Client(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), runnerproto.YamuxConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := mux.OpenStream()
-		if err != nil {
-			t.Fatal(err)
-		}
+		mux, st := l.runnerStreamOf(l.cred, version)
 		frames := runnerproto.NewConn(st)
 		if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: version, Runner: "r1", Runs: []runnerproto.RunRef{ref}}); err != nil {
 			t.Fatal(err)
