@@ -513,11 +513,11 @@ func (e *Engine) newLive(rec *session.Record, kind session.Kind, proc Process, l
 // run follows l's session process: its messages, reports, end and timers.
 func (e *Engine) run(l *Live) {
 	if l.Kind != session.TeardownRun {
-		rd := acp.NewCheckedReader
+		rd := acp.NewCheckedReader(l.proc.Stdout(), 0)
 		if cp, ok := l.proc.(CarryingProcess); ok && cp.CarriesMessages() {
-			rd = acp.NewCarriedReader
+			rd = acp.NewCarriedReader(l.proc.Stdout(), acp.MaxCarriedLine)
 		}
-		l.out = acp.ReadMessages(rd(l.proc.Stdout(), 0), e.logger(), l.seen)
+		l.out = acp.ReadMessages(rd, e.logger(), l.seen)
 	} else {
 		go func() { _, _ = io.Copy(io.Discard, l.proc.Stdout()) }()
 	}

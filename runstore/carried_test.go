@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -214,4 +215,97 @@ func TestIssue13_ACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
 	if got := storetest.ReadTranscript(t, store.RunStore.(*blaise.Store), id); got != want {
 		t.Fatalf("transcript %q, want %q: each record once", got, want)
 	}
+}
+
+// appendsRead is a Forward that passes on a copy of each append the server
+// read.
+type appendsRead chan []byte
+
+func (a appendsRead) Write(p []byte) (int, error) {
+	a <- bytes.Clone(p)
+	return len(p), nil
+}
+
+// A Writer's batch may hold more than an append should: a backlog, or a
+// message as long as a Reader takes whose record redaction changed (two
+// lines of that size, more than maxData together). The transcript cuts it
+// at its lines into appends of at most appendSize, or of one line when
+// that alone is longer: the store stream does not break, every message
+// reaches the client, and the records are stored.
+func TestIssue13_ABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
+	store, id := newStore(t)
+	a, b := socketPair(t)
+	appends := make(appendsRead, 1024)
+	go (&Server{Store: store, Session: id, Forward: appends}).Serve(context.Background(), b)
+	t.Cleanup(func() { a.Close() })
+	w, _ := NewClient(a).CarriedTranscript(id)
+
+	longest := strings.Repeat("x", acp.DefaultMaxLine-len(message("")))
+	redacted := strings.Repeat("y", len(longest))
+	batch := [][]byte{
+		[]byte(string(acp.CarriedForward) + message(longest) + "\n"),
+		[]byte(string(acp.CarriedStored) + record(1, "from_agent", redacted)),
+	}
+	var stored strings.Builder
+	stored.WriteString(record(1, "from_agent", redacted))
+	const small = 6000 // of 1 KiB: more than an append
+	for i := range small {
+		line := record(i+2, "from_agent", strings.Repeat("s", 1<<10))
+		batch = append(batch, []byte(line))
+		stored.WriteString(line)
+	}
+	if err := w.(acp.BuffersWriter).WriteBuffers(batch); err != nil {
+		t.Fatalf("the batch: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("the transcript: %v", err)
+	}
+	close(appends)
+
+	var all []byte
+	n := 0
+	for p := range appends {
+		n++
+		if lines := bytes.Count(p, []byte("\n")); len(p) > appendSize && lines != 1 {
+			t.Errorf("append %d: %d bytes of %d lines, more than an append takes (%d)", n, len(p), lines, appendSize)
+		}
+		if len(p) > maxData {
+			t.Errorf("append %d: %d bytes, more than the server reads (%d)", n, len(p), maxData)
+		}
+		all = append(all, p...)
+	}
+	if want := bytes.Join(batch, nil); !bytes.Equal(all, want) {
+		t.Fatalf("the appends hold %d bytes, want the batch's %d in order", len(all), len(want))
+	}
+	rd := acp.NewCarriedReader(bytes.NewReader(all), acp.MaxCarriedLine)
+	for i := range small + 1 {
+		m, err := rd.Next()
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if i == 0 && string(m.Raw) != message(longest) {
+			t.Fatalf("the first message has %d bytes, want the longest, of %d", len(m.Raw), len(message(longest)))
+		}
+	}
+	if got := storetest.ReadTranscript(t, store, id); got != stored.String() {
+		t.Fatalf("the transcript holds %d bytes, want the %d of the records", len(got), stored.Len())
+	}
+}
+
+// A line longer than the server reads fails the transcript without
+// breaking the store stream: Close tells of it, and the messages of the
+// appends after it still reach the client.
+func TestIssue13_ALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
+	store, id := newStore(t)
+	a, b := socketPair(t)
+	f := newForwarded(t)
+	go (&Server{Store: store, Session: id, Forward: f.w}).Serve(context.Background(), b)
+	t.Cleanup(func() { a.Close() })
+	w, _ := NewClient(a).CarriedTranscript(id)
+	long := string(acp.CarriedStored) + record(1, "from_agent", strings.Repeat("z", maxData))
+	if _, err := io.WriteString(w, long+record(2, "from_agent", "after")); err != nil {
+		t.Fatalf("a carried write with a line too long: %v", err)
+	}
+	f.expect(t, message("after"))
+	testsupport.WantErr(t, w.Close(), fmt.Sprintf("a line of %d bytes (at most %d)", len(long), maxData))
 }

@@ -7,6 +7,7 @@ package runstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -38,7 +40,10 @@ const (
 	// OpResync begins the calls a run sends again on a new store stream
 	// (after a reconnection): it is not numbered and gets no answer.
 	OpResync Op = "resync"
-	maxData     = 64 << 20 // a persisted value may be large
+	// maxData bounds a call's data: a persisted value, which may be large,
+	// or an append, which holds whole lines and is cut where it would be
+	// longer than appendSize, unless one line alone is.
+	maxData = acp.MaxCarriedLine
 )
 
 // request is one call, one JSON object per line.
@@ -390,8 +395,8 @@ func (c *Client) receive(r *bufio.Reader) {
 			p.done <- answer{resp, err}
 		} else {
 			c.appends--
-			if err != nil && c.failed == nil {
-				c.failed = fmt.Errorf("store: transcript: %w", err)
+			if err != nil {
+				c.failTranscript(err)
 			}
 			// The server answers a call once it has read it whole: no
 			// write of it is under way.
@@ -510,17 +515,78 @@ type transcript struct {
 	carried bool
 }
 
+// appendSize is how much of a transcript's lines an append takes at most,
+// unless one line alone is longer: a larger write is cut at its lines, so
+// that an append never exceeds what the server reads (maxData), however
+// many lines a batch gathered.
+const appendSize = 4 << 20
+
 func (t *transcript) Write(p []byte) (int, error) {
-	if err := t.c.send(request{Op: OpAppend, Session: t.id, Data: p, carried: t.carried}, nil); err != nil {
-		return 0, err
+	for rest := p; len(rest) > 0; {
+		lines := leadingLines(rest, appendSize)
+		if err := t.append(request{Data: lines}); err != nil {
+			return len(p) - len(rest), err
+		}
+		rest = rest[len(lines):]
 	}
 	return len(p), nil
 }
 
-// WriteBuffers is Write of bufs, one after the other, in one append: an
-// acp.Writer gives its batches so, and they are copied once.
+// WriteBuffers is Write of bufs, one after the other: an acp.Writer gives
+// its batches so, and they are copied once, into the append.
 func (t *transcript) WriteBuffers(bufs [][]byte) error {
-	return t.c.send(request{Op: OpAppend, Session: t.id, parts: bufs, carried: t.carried}, nil)
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	if n > appendSize {
+		// Rare, and cut at its lines: a backlog, or a huge message.
+		_, err := t.Write(bytes.Join(bufs, nil))
+		return err
+	}
+	return t.append(request{parts: bufs})
+}
+
+// append sends lines, given as req's Data or parts, in one append. A line
+// longer than the server takes fails the transcript as a refused append
+// does, and leaves the store stream as it is.
+func (t *transcript) append(req request) error {
+	req.Op, req.Session, req.carried = OpAppend, t.id, t.carried
+	if n := len(req.Data); n > maxData {
+		c := t.c
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.failTranscript(fmt.Errorf("a line of %d bytes (at most %d)", n, maxData))
+		if t.carried {
+			return nil // see CarriedTranscript
+		}
+		return c.failed
+	}
+	return t.c.send(req, nil)
+}
+
+// leadingLines is the start of p made of its lines that fit in size
+// bytes, or its first line when that alone is longer, or p when it has
+// no line break.
+func leadingLines(p []byte, size int) []byte {
+	if len(p) <= size {
+		return p
+	}
+	if i := bytes.LastIndexByte(p[:size], '\n'); i >= 0 {
+		return p[:i+1]
+	}
+	if i := bytes.IndexByte(p[size:], '\n'); i >= 0 {
+		return p[:size+i+1]
+	}
+	return p
+}
+
+// failTranscript fails the run's transcript with err, unless it failed
+// already; c.mu is held.
+func (c *Client) failTranscript(err error) {
+	if c.failed == nil {
+		c.failed = fmt.Errorf("store: transcript: %w", err)
+	}
 }
 
 func (t *transcript) Close() error {
