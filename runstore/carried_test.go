@@ -3,6 +3,7 @@ package runstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -308,4 +309,56 @@ func TestIssue13_ALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
 	}
 	f.expect(t, message("after"))
 	testsupport.WantErr(t, w.Close(), fmt.Sprintf("a line of %d bytes (at most %d)", len(long), maxData))
+}
+
+// unopenedTranscript is a store whose transcripts do not open.
+type unopenedTranscript struct{ session.RunStore }
+
+func (unopenedTranscript) Transcript(string) (io.WriteCloser, error) {
+	return nil, errors.New("the disk is gone")
+}
+
+// A server that restarted is in doubt about the appends the run sent
+// before: it asks the store which it committed. Those it did not are
+// forwarded whatever comes of their commit, as the appends read in order
+// are: when the transcript does not open, the appends fail and their
+// messages still reach the client.
+func TestIssue13_AppendsInDoubtAreForwardedWhenTheirCommitFails(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	s := newRawStream(t, &Server{Store: unopenedTranscript{store}, Session: id, Run: 1, Forward: f.w})
+	s.send(request{Op: OpResync, Resync: 2, Sent: 2})
+	for i, text := range []string{"one", "two"} {
+		resp := s.call(request{ID: uint64(i + 1), Op: OpAppend, Session: id, Data: []byte(record(i+1, "from_agent", text))})
+		if !strings.Contains(resp.Error, "the disk is gone") {
+			t.Fatalf("append %d in doubt, whose transcript does not open, was answered %+v", i+1, resp)
+		}
+	}
+	f.expect(t, message("one"), message("two"))
+}
+
+// An append in doubt whose lines are cut short is refused and not
+// forwarded; the appends after it are forwarded all the same.
+func TestIssue13_AnAppendInDoubtRefusedDoesNotStopTheNext(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	s := newRawStream(t, &Server{Store: store, Session: id, Run: 1, Forward: f.w})
+	s.send(request{Op: OpResync, Resync: 2, Sent: 2})
+	cut := strings.TrimSuffix(record(1, "from_agent", "one"), "\n")
+	go func() {
+		// Sent together, so that the server may read them as one batch.
+		s.send(request{ID: 1, Op: OpAppend, Session: id, Data: []byte(cut)})
+		s.send(request{ID: 2, Op: OpAppend, Session: id, Data: []byte(record(2, "from_agent", "two"))})
+	}()
+	for i := range 2 {
+		var resp response
+		if _, err := readData(s.r, &resp, func() int { return resp.Size }); err != nil {
+			t.Fatalf("no answer to append %d: %v", i+1, err)
+		}
+		if resp.Error == "" {
+			t.Fatalf("append %d after one cut short was answered %+v", i+1, resp)
+		}
+	}
+	f.expect(t, message("two"))
+	f.none(t)
 }

@@ -3,6 +3,7 @@ package runstore
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -398,9 +399,9 @@ func setError(resp *response, err error) {
 // store keeps them in one chunk with the number of the last. Each gets
 // the answer of the batch; on an error nothing of it is written. An
 // append a server before this one committed (doubt) is answered, not
-// written again. The messages that carried lines hold are forwarded
-// first, also when an append failed before (s.lost): the run goes on
-// without its transcript.
+// written again. The lines of the others are forwarded first, as Serve
+// forwards those it reads in order, whatever comes of their commit: the
+// run goes on without its transcript once an append failed (s.lost).
 func (s *Server) appendBatch(batch []*request) []response {
 	var err error
 	if s.MayWrite != nil {
@@ -410,33 +411,28 @@ func (s *Server) appendBatch(batch []*request) []response {
 		err = s.openTranscript()
 	}
 	rest := batch
-	if err == nil && s.lost == nil && rest[0].ID <= s.doubt {
-		var done uint64
-		if done, err = s.appendedBefore(); err == nil {
-			for len(rest) > 0 && rest[0].ID <= done {
-				rest = rest[1:]
-			}
+	if rest[0].ID <= s.doubt {
+		// When the store cannot tell, none is taken as committed: a
+		// message is rather forwarded twice than lost.
+		done, derr := s.appendedBefore()
+		err = cmp.Or(err, derr)
+		for len(rest) > 0 && rest[0].ID <= done {
+			rest = rest[1:]
 		}
 	}
 	for _, req := range rest {
-		if err == nil && req.Deflated {
-			req.Data, err = inflate(req.Data)
+		if req.Deflated {
+			var ierr error
+			req.Data, ierr = inflate(req.Data)
 			req.Deflated = false
+			err = cmp.Or(err, ierr)
+		}
+		s.carry(req)
+		if req.refused != nil {
+			err = cmp.Or(err, fmt.Errorf("call %d: %w", req.ID, req.refused))
 		}
 	}
-	if err == nil {
-		for _, req := range rest {
-			s.carry(req)
-			if req.refused != nil {
-				err = fmt.Errorf("call %d: %w", req.ID, req.refused)
-				break
-			}
-		}
-	}
-	if err == nil {
-		err = s.lost
-	}
-	if err == nil && len(rest) > 0 {
+	if err = cmp.Or(err, s.lost); err == nil && len(rest) > 0 {
 		// One write: the chunk the store keeps holds every call of the
 		// batch, and the number of its last.
 		if numbered, ok := s.transcript.(session.CallTranscript); ok {

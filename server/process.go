@@ -177,7 +177,11 @@ func (p *remoteProcess) serveStore() {
 				_ = st.Close()
 				continue
 			}
-			if p.cut(a, err) {
+			// Broken calls are told first: a cut never breaks them (a call
+			// cut short is an unexpected end), and a run whose store broke
+			// must not send its calls again on a next stream, where the
+			// appends forwarded and not committed would be forwarded twice.
+			if !errors.Is(err, runstore.ErrBroken) && p.cut(a, err) {
 				p.s.log().Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 				continue
 			}
