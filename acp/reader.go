@@ -11,10 +11,10 @@ import (
 // DefaultMaxLine is the longest line a Reader accepts when given no limit.
 const DefaultMaxLine = 64 << 20
 
-// MaxCarriedLine is the longest line a Carrier writes, and what a reader
-// of its lines must accept: the record of a message of DefaultMaxLine
-// bytes, whose head takes far less than the room left for it.
-const MaxCarriedLine = DefaultMaxLine + 1<<20
+// MaxRecordLine is the longest line of a transcript, and of what a Carrier
+// writes, and what their readers must accept: the record of a message of
+// DefaultMaxLine bytes, whose head takes far less than the room left.
+const MaxRecordLine = DefaultMaxLine + 1<<20
 
 // prefixLen is the length of the start of a bad line kept in a LineError.
 const prefixLen = 200

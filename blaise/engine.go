@@ -515,7 +515,7 @@ func (e *Engine) run(l *Live) {
 	if l.Kind != session.TeardownRun {
 		rd := acp.NewCheckedReader(l.proc.Stdout(), 0)
 		if cp, ok := l.proc.(CarryingProcess); ok && cp.CarriesMessages() {
-			rd = acp.NewCarriedReader(l.proc.Stdout(), acp.MaxCarriedLine)
+			rd = acp.NewCarriedReader(l.proc.Stdout(), acp.MaxRecordLine)
 		}
 		l.out = acp.ReadMessages(rd, e.logger(), l.seen)
 	} else {

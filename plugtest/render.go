@@ -251,7 +251,7 @@ func readTranscript(path string, off int64) ([]byte, int64, error) {
 	}
 	var b strings.Builder
 	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
+	sc.Buffer(nil, acp.MaxRecordLine)
 	for sc.Scan() {
 		off += int64(len(sc.Bytes())) + 1
 		var r acp.Record

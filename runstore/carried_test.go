@@ -2,7 +2,6 @@ package runstore
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +37,7 @@ func newForwarded(t *testing.T) *forwarded {
 	r, w := io.Pipe()
 	f := &forwarded{w: w, msgs: make(chan string, 64)}
 	go func() {
-		rd := acp.NewCarriedReader(r, 0)
+		rd := acp.NewCarriedReader(r, acp.MaxRecordLine)
 		for {
 			m, err := rd.Next()
 			if err != nil {
@@ -168,12 +167,8 @@ func TestIssue13_CarriedLinesCutShortAreRefused(t *testing.T) {
 // appends still reach the client, and only Close tells of the failure.
 func TestIssue13_CarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
 	store, id := newStore(t)
-	a, b := socketPair(t)
 	f := newForwarded(t)
-	srv := &Server{Store: brokenTranscript{store}, Session: id, Forward: f.w}
-	go srv.Serve(context.Background(), b)
-	t.Cleanup(func() { a.Close() })
-	c := NewClient(a)
+	c := served(t, &Server{Store: brokenTranscript{store}, Session: id, Forward: f.w})
 	w, _ := c.CarriedTranscript(id)
 	if _, err := io.WriteString(w, record(1, "from_agent", "one")); err != nil {
 		t.Fatal(err)
@@ -227,24 +222,43 @@ func (a appendsRead) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// A transcript's write is cut at its lines, each piece as long as fits in
+// the size, or one line when that alone is longer; no byte is lost.
+func TestIssue13_AWriteIsCutAtItsLines(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		size int
+		want string
+	}{
+		{"ab\ncd\n", 10, "ab\ncd\n"},
+		{"ab\ncd\n", 6, "ab\ncd\n"},
+		{"ab\ncd\n", 5, "ab\n"},
+		{"ab\ncd\n", 3, "ab\n"},
+		{"ab\ncd\n", 2, "ab\n"},
+		{"abcdef\ng\n", 3, "abcdef\n"},
+		{"abcdef", 3, "abcdef"},
+		{"ab\ncdef", 4, "ab\n"},
+	} {
+		if got := string(leadingLines([]byte(c.p), c.size)); got != c.want {
+			t.Errorf("leadingLines(%q, %d) = %q, want %q", c.p, c.size, got, c.want)
+		}
+	}
+}
+
 // A Writer's batch may hold more than an append should: a backlog, or a
-// message as long as a Reader takes whose record redaction changed (two
-// lines of that size, more than maxData together). The transcript cuts it
-// at its lines into appends of at most appendSize, or of one line when
-// that alone is longer: the store stream does not break, every message
-// reaches the client, and the records are stored.
+// long message whose record redaction changed (two lines of that size).
+// The transcript cuts it at its lines into appends of at most appendSize,
+// or of one line when that alone is longer: every message reaches the
+// client, and the records are stored.
 func TestIssue13_ABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 	store, id := newStore(t)
-	a, b := socketPair(t)
 	appends := make(appendsRead, 1024)
-	go (&Server{Store: store, Session: id, Forward: appends}).Serve(context.Background(), b)
-	t.Cleanup(func() { a.Close() })
-	w, _ := NewClient(a).CarriedTranscript(id)
+	w, _ := served(t, &Server{Store: store, Session: id, Forward: appends}).CarriedTranscript(id)
 
-	longest := strings.Repeat("x", acp.DefaultMaxLine-len(message("")))
-	redacted := strings.Repeat("y", len(longest))
+	long := strings.Repeat("x", appendSize)
+	redacted := strings.Repeat("y", len(long))
 	batch := [][]byte{
-		[]byte(string(acp.CarriedForward) + message(longest) + "\n"),
+		[]byte(string(acp.CarriedForward) + message(long) + "\n"),
 		[]byte(string(acp.CarriedStored) + record(1, "from_agent", redacted)),
 	}
 	var stored strings.Builder
@@ -267,25 +281,22 @@ func TestIssue13_ABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 	n := 0
 	for p := range appends {
 		n++
-		if lines := bytes.Count(p, []byte("\n")); len(p) > appendSize && lines != 1 {
+		if lines := bytes.Count(p, newline); len(p) > appendSize && lines != 1 {
 			t.Errorf("append %d: %d bytes of %d lines, more than an append takes (%d)", n, len(p), lines, appendSize)
-		}
-		if len(p) > maxData {
-			t.Errorf("append %d: %d bytes, more than the server reads (%d)", n, len(p), maxData)
 		}
 		all = append(all, p...)
 	}
-	if want := bytes.Join(batch, nil); !bytes.Equal(all, want) {
-		t.Fatalf("the appends hold %d bytes, want the batch's %d in order", len(all), len(want))
+	if want := bytes.Join(batch, nil); n < 4 || !bytes.Equal(all, want) {
+		t.Fatalf("%d appends hold %d bytes, want the batch's %d, in order, in 4 or more", n, len(all), len(want))
 	}
-	rd := acp.NewCarriedReader(bytes.NewReader(all), acp.MaxCarriedLine)
+	rd := acp.NewCarriedReader(bytes.NewReader(all), 0)
 	for i := range small + 1 {
 		m, err := rd.Next()
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		if i == 0 && string(m.Raw) != message(longest) {
-			t.Fatalf("the first message has %d bytes, want the longest, of %d", len(m.Raw), len(message(longest)))
+		if i == 0 && string(m.Raw) != message(long) {
+			t.Fatalf("the first message has %d bytes, want the long one, of %d", len(m.Raw), len(message(long)))
 		}
 	}
 	if got := storetest.ReadTranscript(t, store, id); got != stored.String() {
@@ -293,22 +304,60 @@ func TestIssue13_ABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 	}
 }
 
-// A line longer than the server reads fails the transcript without
-// breaking the store stream: Close tells of it, and the messages of the
-// appends after it still reach the client.
+// The record of a message as long as a Reader takes is longer than the
+// message: an append and the reader of what is forwarded take it, and
+// the message reaches the client.
+func TestIssue13_TheRecordOfTheLongestMessageIsCarried(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(id)
+	text := strings.Repeat("x", acp.DefaultMaxLine-len(message("")))
+	longest, rec := message(text), record(1, "from_agent", text)
+	if len(rec) <= acp.DefaultMaxLine || len(longest) != acp.DefaultMaxLine {
+		t.Fatalf("a record of %d bytes, of a message of %d: the test is wrong", len(rec), len(longest))
+	}
+	if _, err := io.WriteString(w, rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.next(t, "the longest message"); got != longest {
+		t.Fatalf("forwarded %d bytes, want the message of %d", len(got), len(longest))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("the transcript: %v", err)
+	}
+	if got := storetest.ReadTranscript(t, store, id); got != rec {
+		t.Fatalf("the transcript holds %d bytes, want the record's %d", len(got), len(rec))
+	}
+}
+
+// A line longer than the server reads is not sent: the run says so in an
+// append, which the server refuses as a failed append, so that it stores
+// nothing of the run from there on (the transcript ends where lines went
+// missing) and Close tells of it. The message of the record still reaches
+// the client, alone, and so do those of the appends after it.
 func TestIssue13_ALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
 	store, id := newStore(t)
-	a, b := socketPair(t)
 	f := newForwarded(t)
-	go (&Server{Store: store, Session: id, Forward: f.w}).Serve(context.Background(), b)
-	t.Cleanup(func() { a.Close() })
-	w, _ := NewClient(a).CarriedTranscript(id)
-	long := string(acp.CarriedStored) + record(1, "from_agent", strings.Repeat("z", maxData))
-	if _, err := io.WriteString(w, long+record(2, "from_agent", "after")); err != nil {
-		t.Fatalf("a carried write with a line too long: %v", err)
+	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(id)
+	text := strings.Repeat("z", maxData-2-len(message("")))
+	long, tooLong := message(text), record(2, "from_agent", text)
+	if len(tooLong) <= maxData || len(long)+2 != maxData {
+		t.Fatalf("a record of %d bytes, of a message of %d: the test is wrong", len(tooLong), len(long))
 	}
-	f.expect(t, message("after"))
-	testsupport.WantErr(t, w.Close(), fmt.Sprintf("a line of %d bytes (at most %d)", len(long), maxData))
+	for _, line := range []string{record(1, "from_agent", "one"), tooLong, record(3, "from_agent", "three")} {
+		if _, err := io.WriteString(w, line); err != nil {
+			t.Fatalf("a carried write: %v", err)
+		}
+	}
+	f.expect(t, message("one"))
+	if got := f.next(t, "the message of the line too long"); got != long {
+		t.Fatalf("forwarded %d bytes, want the message of %d", len(got), len(long))
+	}
+	f.expect(t, message("three"))
+	testsupport.WantErr(t, w.Close(), fmt.Sprintf("the run lost lines: a line of %d bytes (at most %d) was not sent", len(tooLong), maxData))
+	if got, want := storetest.ReadTranscript(t, store, id), record(1, "from_agent", "one"); got != want {
+		t.Fatalf("the transcript holds %.200q, want only %q", got, want)
+	}
 }
 
 // unopenedTranscript is a store whose transcripts do not open.
@@ -318,27 +367,48 @@ func (unopenedTranscript) Transcript(string) (io.WriteCloser, error) {
 	return nil, errors.New("the disk is gone")
 }
 
+// uncertainTranscript is a store that cannot tell which calls of a run
+// its transcript holds.
+type uncertainTranscript struct{ session.RunStore }
+
+func (uncertainTranscript) TranscriptCall(string, int) (uint64, error) {
+	return 0, errors.New("the index is unreadable")
+}
+
 // A server that restarted is in doubt about the appends the run sent
 // before: it asks the store which it committed. Those it did not are
 // forwarded whatever comes of their commit, as the appends read in order
-// are: when the transcript does not open, the appends fail and their
-// messages still reach the client.
+// are: when the transcript does not open, or the store cannot tell (then
+// none is taken as committed), the appends fail and their messages still
+// reach the client.
 func TestIssue13_AppendsInDoubtAreForwardedWhenTheirCommitFails(t *testing.T) {
-	store, id := newStore(t)
-	f := newForwarded(t)
-	s := newRawStream(t, &Server{Store: unopenedTranscript{store}, Session: id, Run: 1, Forward: f.w})
-	s.send(request{Op: OpResync, Resync: 2, Sent: 2})
-	for i, text := range []string{"one", "two"} {
-		resp := s.call(request{ID: uint64(i + 1), Op: OpAppend, Session: id, Data: []byte(record(i+1, "from_agent", text))})
-		if !strings.Contains(resp.Error, "the disk is gone") {
-			t.Fatalf("append %d in doubt, whose transcript does not open, was answered %+v", i+1, resp)
-		}
+	for _, c := range []struct {
+		name  string
+		store func(session.RunStore) session.RunStore
+		err   string
+	}{
+		{"unopened", func(s session.RunStore) session.RunStore { return unopenedTranscript{s} }, "the disk is gone"},
+		{"uncertain", func(s session.RunStore) session.RunStore { return uncertainTranscript{s} }, "the index is unreadable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, id := newStore(t)
+			f := newForwarded(t)
+			s := newRawStream(t, &Server{Store: c.store(store), Session: id, Run: 1, Forward: f.w})
+			s.send(request{Op: OpResync, Resync: 2, Sent: 2})
+			for i, text := range []string{"one", "two"} {
+				resp := s.call(request{ID: uint64(i + 1), Op: OpAppend, Session: id, Data: []byte(record(i+1, "from_agent", text))})
+				if !strings.Contains(resp.Error, c.err) {
+					t.Fatalf("append %d in doubt was answered %+v, want %q", i+1, resp, c.err)
+				}
+			}
+			f.expect(t, message("one"), message("two"))
+		})
 	}
-	f.expect(t, message("one"), message("two"))
 }
 
 // An append in doubt whose lines are cut short is refused and not
-// forwarded; the appends after it are forwarded all the same.
+// forwarded; the appends read with it, committed in one batch, are
+// forwarded all the same.
 func TestIssue13_AnAppendInDoubtRefusedDoesNotStopTheNext(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
@@ -346,19 +416,34 @@ func TestIssue13_AnAppendInDoubtRefusedDoesNotStopTheNext(t *testing.T) {
 	s.send(request{Op: OpResync, Resync: 2, Sent: 2})
 	cut := strings.TrimSuffix(record(1, "from_agent", "one"), "\n")
 	go func() {
-		// Sent together, so that the server may read them as one batch.
-		s.send(request{ID: 1, Op: OpAppend, Session: id, Data: []byte(cut)})
-		s.send(request{ID: 2, Op: OpAppend, Session: id, Data: []byte(record(2, "from_agent", "two"))})
+		// One write: the server reads them together, as one batch.
+		for i, data := range []string{cut, record(2, "from_agent", "two")} {
+			_ = writeFrame(s.w, request{ID: uint64(i + 1), Op: OpAppend, Session: id, Size: len(data)}, []byte(data))
+		}
+		_ = s.w.Flush()
 	}()
 	for i := range 2 {
 		var resp response
 		if _, err := readData(s.r, &resp, func() int { return resp.Size }); err != nil {
 			t.Fatalf("no answer to append %d: %v", i+1, err)
 		}
-		if resp.Error == "" {
-			t.Fatalf("append %d after one cut short was answered %+v", i+1, resp)
+		if !strings.Contains(resp.Error, "carried lines end with a line break") {
+			t.Fatalf("append %d, of a batch with one cut short, was answered %+v", i+1, resp)
 		}
 	}
 	f.expect(t, message("two"))
+	f.none(t)
+}
+
+// Deflated lines are not carried lines: the server refuses them, whichever
+// way it reads them, and forwards nothing of them.
+func TestIssue13_DeflatedCarriedLinesAreRefused(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	s := newRawStream(t, &Server{Store: store, Session: id, Forward: f.w})
+	resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Deflated: true, Data: []byte(record(1, "from_agent", "one"))})
+	if !strings.Contains(resp.Error, "not deflated") {
+		t.Fatalf("a deflated carried append was answered %+v", resp)
+	}
 	f.none(t)
 }

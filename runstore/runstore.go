@@ -43,7 +43,7 @@ const (
 	// maxData bounds a call's data: a persisted value, which may be large,
 	// or an append, which holds whole lines and is cut where it would be
 	// longer than appendSize, unless one line alone is.
-	maxData = acp.MaxCarriedLine
+	maxData = acp.MaxRecordLine
 )
 
 // request is one call, one JSON object per line.
@@ -58,8 +58,10 @@ type request struct {
 	Deflated bool                 `json:"deflated,omitempty"` // an append's Data: its lines deflated, as earlier runners sent them
 	Loaded   *session.Loaded      `json:"loaded,omitempty"`
 	Pause    *session.PauseRecord `json:"pause,omitempty"`
-	Failure  string               `json:"failure,omitempty"`
-	At       time.Time            `json:"at,omitzero"`
+	// Failure, of a torn_down, is why the teardown failed; of an append,
+	// why the run could not send its lines (the server refuses it).
+	Failure string    `json:"failure,omitempty"`
+	At      time.Time `json:"at,omitzero"`
 	// Answered is the number of the last call whose answer the run has
 	// read: the server forgets the answers up to it.
 	Answered uint64 `json:"answered,omitempty"`
@@ -395,8 +397,8 @@ func (c *Client) receive(r *bufio.Reader) {
 			p.done <- answer{resp, err}
 		} else {
 			c.appends--
-			if err != nil {
-				c.failTranscript(err)
+			if err != nil && c.failed == nil {
+				c.failed = fmt.Errorf("store: transcript: %w", err)
 			}
 			// The server answers a call once it has read it whole: no
 			// write of it is under way.
@@ -548,22 +550,30 @@ func (t *transcript) WriteBuffers(bufs [][]byte) error {
 }
 
 // append sends lines, given as req's Data or parts, in one append. A line
-// longer than the server takes fails the transcript as a refused append
-// does, and leaves the store stream as it is.
+// longer than the server takes is not sent: an append that says so
+// (Failure) is, which the server refuses as a failed append, so that it
+// stores none of the run's lines from there on, as after any failed
+// append. The message a carried record holds still goes to the client,
+// alone, when it fits.
 func (t *transcript) append(req request) error {
 	req.Op, req.Session, req.carried = OpAppend, t.id, t.carried
 	if n := len(req.Data); n > maxData {
-		c := t.c
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.failTranscript(fmt.Errorf("a line of %d bytes (at most %d)", n, maxData))
 		if t.carried {
-			return nil // see CarriedTranscript
+			line := bytes.TrimSuffix(req.Data, newline)
+			if _, msg, err := acp.CarriedLine(line); err == nil && msg != nil && len(msg)+2 <= maxData {
+				forward := [][]byte{{acp.CarriedForward}, msg, newline}
+				if err := t.c.send(request{Op: OpAppend, Session: t.id, parts: forward, carried: true}, nil); err != nil {
+					return err
+				}
+			}
 		}
-		return c.failed
+		req.Data = nil
+		req.Failure = fmt.Sprintf("a line of %d bytes (at most %d) was not sent", n, maxData)
 	}
 	return t.c.send(req, nil)
 }
+
+var newline = []byte{'\n'}
 
 // leadingLines is the start of p made of its lines that fit in size
 // bytes, or its first line when that alone is longer, or p when it has
@@ -579,14 +589,6 @@ func leadingLines(p []byte, size int) []byte {
 		return p[:size+i+1]
 	}
 	return p
-}
-
-// failTranscript fails the run's transcript with err, unless it failed
-// already; c.mu is held.
-func (c *Client) failTranscript(err error) {
-	if c.failed == nil {
-		c.failed = fmt.Errorf("store: transcript: %w", err)
-	}
 }
 
 func (t *transcript) Close() error {

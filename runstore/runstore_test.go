@@ -262,17 +262,28 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 // are refused once store.refuse is set.
 func gatedPair(t *testing.T, store *gatedStore, id string) *Client {
 	t.Helper()
-	a, b := socketPair(t)
-	srv := &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func() error {
+	c := served(t, &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func() error {
 		if store.refuse.Load() {
 			return errors.New("run 1 of the session was failed: its runner is gone")
 		}
 		return nil
-	}}
+	}})
+	t.Cleanup(func() { close(store.gate) }) // before served's: the writes held go on
+	return c
+}
+
+// served returns a client of srv over a socket, which srv serves until
+// the test ends: the test fails if Serve fails, and a Serve that fails
+// early closes its end, so that the client's calls fail instead of hanging.
+func served(t *testing.T, srv *Server) *Client {
+	t.Helper()
+	a, b := socketPair(t)
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(context.Background(), b) }()
+	go func() {
+		done <- srv.Serve(context.Background(), b)
+		b.Close()
+	}()
 	t.Cleanup(func() {
-		close(store.gate)
 		a.Close()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)

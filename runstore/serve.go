@@ -70,7 +70,7 @@ type Server struct {
 
 // kept is the answer of a call, and what the call was (its sum), so that
 // a call sent again under that number with something else is refused. A
-// read's answer is not kept (its data may be 64 MiB): a read sent again
+// read's answer is not kept (its data may be 65 MiB): a read sent again
 // is read again.
 type kept struct {
 	sum  uint64
@@ -421,15 +421,17 @@ func (s *Server) appendBatch(batch []*request) []response {
 		}
 	}
 	for _, req := range rest {
-		if req.Deflated {
+		s.carry(req)
+		switch {
+		case req.refused != nil:
+			err = cmp.Or(err, fmt.Errorf("call %d: %w", req.ID, req.refused))
+		case req.Failure != "":
+			err = cmp.Or(err, fmt.Errorf("call %d: the run lost lines: %s", req.ID, req.Failure))
+		case req.Deflated:
 			var ierr error
 			req.Data, ierr = inflate(req.Data)
 			req.Deflated = false
 			err = cmp.Or(err, ierr)
-		}
-		s.carry(req)
-		if req.refused != nil {
-			err = cmp.Or(err, fmt.Errorf("call %d: %w", req.ID, req.refused))
 		}
 	}
 	if err = cmp.Or(err, s.lost); err == nil && len(rest) > 0 {
@@ -454,6 +456,10 @@ func (s *Server) carry(req *request) {
 		return
 	}
 	req.forwarded = true
+	if req.Deflated {
+		req.refused = errors.New("carried lines are sent as they are, not deflated")
+		return
+	}
 	if n := len(req.Data); n > 0 && req.Data[n-1] != '\n' {
 		req.refused = fmt.Errorf("carried lines end with a line break: the last %d bytes do not", n-1-bytes.LastIndexByte(req.Data, '\n'))
 		return

@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
 	"github.com/blaiseagent/blaise-agent/session"
@@ -117,7 +118,7 @@ func WriteLog(ctx context.Context, o LogOptions) error {
 	}
 	if o.Store == nil {
 		sc := bufio.NewScanner(o.Transcript)
-		sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+		sc.Buffer(make([]byte, 0, 64<<10), acp.MaxRecordLine)
 		for sc.Scan() {
 			each(sc.Bytes())
 		}
