@@ -447,3 +447,61 @@ func TestIssue13_DeflatedCarriedLinesAreRefused(t *testing.T) {
 	}
 	f.none(t)
 }
+
+// A server that restarted does not know that an append of the run failed:
+// the run tells it as it sends its calls again, and the new server stores
+// nothing more of the run either, while it still forwards its messages.
+func TestIssue13_ARestartedServerKnowsThatTheRunLostLines(t *testing.T) {
+	store, id := newStore(t)
+	f := newForwarded(t)
+	r, c := newTestRunner(t)
+	r.attach(&Server{Store: store, Session: id, Run: 1, Forward: f.w}, false)
+	w, _ := c.CarriedTranscript(id)
+	for _, line := range []string{record(1, "from_agent", "one"), strings.TrimSuffix(record(2, "from_agent", "two"), "\n")} {
+		if _, err := io.WriteString(w, line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Answered after the appends: the run knows of the refused one.
+	_, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, At: time.Now(), Run: 1})
+	testsupport.WantErr(t, err, "carried lines end with a line break")
+	f.expect(t, message("one"))
+	r.cut()
+	r.attach(&Server{Store: store, Session: id, Run: 1, Forward: f.w}, false)
+	if _, err := io.WriteString(w, record(3, "from_agent", "three")); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, message("three"))
+	testsupport.WantErr(t, w.Close(), "carried lines end with a line break")
+	if got, want := storetest.ReadTranscript(t, store, id), record(1, "from_agent", "one"); got != want {
+		t.Fatalf("the transcript holds %q, want only %q: nothing after the lines lost", got, want)
+	}
+}
+
+// The appends committed together are written up to the first one
+// refused: those before it are stored, it and those after it fail.
+func TestIssue13_AppendsBeforeARefusedOneInABatchAreStored(t *testing.T) {
+	store, id := newGatedStore(t)
+	c, f := carriedPair(t, store, id)
+	w, _ := c.CarriedTranscript(id)
+	if err := sent(t, w, record(1, "from_agent", "one")); err != nil {
+		t.Fatal(err)
+	}
+	within(t, store.entered, "the store to hold the first append")
+	// Read while the first is committed: the next batch.
+	for _, line := range []string{record(2, "from_agent", "two"), strings.TrimSuffix(record(3, "from_agent", "three"), "\n"), record(4, "from_agent", "four")} {
+		if err := sent(t, w, line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.expect(t, message("one"), message("two"), message("four"))
+	go func() { store.gate <- struct{}{}; store.gate <- struct{}{} }()
+	testsupport.WantErr(t, w.Close(), "call 3: carried lines end with a line break")
+	var got string
+	for range 2 {
+		got += strings.TrimPrefix(within(t, store.log, "the store's writes"), "transcript ")
+	}
+	if want := record(1, "from_agent", "one") + record(2, "from_agent", "two"); got != want {
+		t.Fatalf("the store has\n%s\nwant\n%s", got, want)
+	}
+}

@@ -59,7 +59,9 @@ type request struct {
 	Loaded   *session.Loaded      `json:"loaded,omitempty"`
 	Pause    *session.PauseRecord `json:"pause,omitempty"`
 	// Failure, of a torn_down, is why the teardown failed; of an append,
-	// why the run could not send its lines (the server refuses it).
+	// why the run could not send its lines (the server refuses it); of an
+	// OpResync, the failure of an earlier append of the run, which a server
+	// that restarted does not know of.
 	Failure string    `json:"failure,omitempty"`
 	At      time.Time `json:"at,omitzero"`
 	// Answered is the number of the last call whose answer the run has
@@ -424,6 +426,10 @@ func (c *Client) resend(gen uint64) {
 	c.resynced = gen
 	again := slices.Clone(c.waiting)
 	mark := request{Op: OpResync, Resync: gen, Answered: c.answer, Sent: c.next}
+	if c.failed != nil {
+		// A server that restarted knows it from here: it stores no more.
+		mark.Failure = c.failed.Error()
+	}
 	c.mu.Unlock()
 	err := writeFrame(c.w, mark, nil)
 	for _, p := range again {

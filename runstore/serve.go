@@ -215,10 +215,10 @@ func (s *Server) serveCall(ctx context.Context, r *bufio.Reader, w *bufio.Writer
 // answerBatch answers the calls of batch, applied, with resps, and keeps
 // the answers until the run has read them.
 func (s *Server) answerBatch(w *bufio.Writer, batch []*request, resps []response) error {
-	if batch[0].Op == OpAppend && resps[0].Error != "" && s.lost == nil {
-		s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resps[0].Error)
-	}
 	for i, resp := range resps {
+		if batch[i].Op == OpAppend && resp.Error != "" && s.lost == nil {
+			s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resp.Error)
+		}
 		writeFrame(w, resp, resp.Data)
 		s.keep(batch[i], resp)
 		s.recycle(batch[i])
@@ -254,6 +254,9 @@ func (s *Server) resync(req *request) {
 		if req.Sent > req.Answered {
 			s.doubt = req.Sent
 		}
+	}
+	if req.Failure != "" && s.lost == nil {
+		s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", req.Failure)
 	}
 	s.forget(req.Answered)
 }
@@ -396,12 +399,14 @@ func setError(resp *response, err error) {
 
 // appendBatch appends the lines of appends of the run's session, in
 // order, in one write (those sent deflated inflated first), so that the
-// store keeps them in one chunk with the number of the last. Each gets
-// the answer of the batch; on an error nothing of it is written. An
-// append a server before this one committed (doubt) is answered, not
-// written again. The lines of the others are forwarded first, as Serve
-// forwards those it reads in order, whatever comes of their commit: the
-// run goes on without its transcript once an append failed (s.lost).
+// store keeps them in one chunk with the number of the last. An append a
+// server before this one committed (doubt) is answered, not written
+// again. An append refused (its lines cut short, or lost by the run)
+// fails, with every append after it, and those before it are written;
+// on an error of the store nothing of the batch is. The lines of the
+// appends are forwarded first, as Serve forwards those it reads in order,
+// whatever comes of their commit: the run goes on without its transcript
+// once an append failed (s.lost).
 func (s *Server) appendBatch(batch []*request) []response {
 	var err error
 	if s.MayWrite != nil {
@@ -420,32 +425,43 @@ func (s *Server) appendBatch(batch []*request) []response {
 			rest = rest[1:]
 		}
 	}
-	for _, req := range rest {
+	good := len(rest) // the appends before the first refused
+	var refused error
+	for i, req := range rest {
 		s.carry(req)
+		var rerr error
 		switch {
 		case req.refused != nil:
-			err = cmp.Or(err, fmt.Errorf("call %d: %w", req.ID, req.refused))
+			rerr = fmt.Errorf("call %d: %w", req.ID, req.refused)
 		case req.Failure != "":
-			err = cmp.Or(err, fmt.Errorf("call %d: the run lost lines: %s", req.ID, req.Failure))
-		case req.Deflated:
-			var ierr error
-			req.Data, ierr = inflate(req.Data)
+			rerr = fmt.Errorf("call %d: the run lost lines: %s", req.ID, req.Failure)
+		case req.Deflated && refused == nil:
+			req.Data, rerr = inflate(req.Data)
 			req.Deflated = false
-			err = cmp.Or(err, ierr)
+		}
+		if rerr != nil && refused == nil {
+			good, refused = i, rerr
 		}
 	}
-	if err = cmp.Or(err, s.lost); err == nil && len(rest) > 0 {
+	if err = cmp.Or(err, s.lost); err == nil && good > 0 {
 		// One write: the chunk the store keeps holds every call of the
 		// batch, and the number of its last.
+		lines := rest[:good]
 		if numbered, ok := s.transcript.(session.CallTranscript); ok {
-			numbered.Call(s.Run, rest[len(rest)-1].ID)
+			numbered.Call(s.Run, lines[len(lines)-1].ID)
 		}
-		_, err = s.transcript.Write(s.joined(rest))
+		_, err = s.transcript.Write(s.joined(lines))
 	}
 	if cap(s.joint) > spareMax {
 		s.joint = nil
 	}
-	return answers(batch, err)
+	resps := answers(batch, err)
+	if err == nil && refused != nil {
+		for i := len(batch) - len(rest) + good; i < len(batch); i++ {
+			setError(&resps[i], refused)
+		}
+	}
+	return resps
 }
 
 // carry sends on, once, the lines of a carried append (Forward): the
@@ -460,7 +476,11 @@ func (s *Server) carry(req *request) {
 		req.refused = errors.New("carried lines are sent as they are, not deflated")
 		return
 	}
-	if n := len(req.Data); n > 0 && req.Data[n-1] != '\n' {
+	n := len(req.Data)
+	if n == 0 {
+		return // nothing to send on: a Forward that is a pipe would wait for its reader
+	}
+	if req.Data[n-1] != '\n' {
 		req.refused = fmt.Errorf("carried lines end with a line break: the last %d bytes do not", n-1-bytes.LastIndexByte(req.Data, '\n'))
 		return
 	}

@@ -170,7 +170,7 @@ type transcriptReader struct {
 }
 
 // maxChunk bounds what one deflate stream inflates to. A stream holds at
-// most one append of a run (at most 64 MiB), or the lines of a batch of
+// most one append of a run (at most 65 MiB), or the lines of a batch of
 // them (4 MiB) and of a line begun before (64 MiB at most, as an ACP
 // message): the bound keeps a stream that a runner deflated from
 // inflating without end.
