@@ -588,6 +588,11 @@ func TestIssue12_ACheckedStreamsStringsAreSkippedNotChecked(t *testing.T) {
 		"{\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"text\":\"a\x01b\\qc\"}}",
 		// Escaped quotes and backslashes before the closing quote.
 		`{"method":"session/update","params":{"text":"say \"hi\\\\\" \\\\","sessionId":"s2"}}`,
+		// A value not read whose inside is broken: passed on; one whose
+		// brackets do not match or do not close: refused.
+		`{"method":"session/update","params":{"sessionId":"s3","update":{"a":,"b":[1 2]}}}`,
+		`{"method":"session/update","params":{"update":{"a":[1}},"sessionId":"s4"}}`,
+		`{"method":"session/update","params":{"sessionId":"s5","update":{"a":[1]}}`,
 		// A string that never ends, then a member missing its value.
 		`{"method":"session/update","params":{"text":"open}}`,
 		`{"method":"session/update","params":{"sessionId":}}`,
@@ -614,12 +619,12 @@ func TestIssue12_ACheckedStreamsStringsAreSkippedNotChecked(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("%v %s", m.Kind, m.SessionID()))
 	}
-	want := []string{`notification "s1"`, `notification "s2"`, `response `}
+	want := []string{`notification "s1"`, `notification "s2"`, `notification "s3"`, `response `}
 	if !slices.Equal(got, want) {
 		t.Errorf("messages = %q, want %q", got, want)
 	}
-	if !slices.Equal(lineErrs, []int{3, 4}) {
-		t.Errorf("bad lines = %v, want [3 4]", lineErrs)
+	if !slices.Equal(lineErrs, []int{4, 5, 6, 7}) {
+		t.Errorf("bad lines = %v, want [4 5 6 7]", lineErrs)
 	}
 }
 

@@ -116,10 +116,13 @@ func NewReader(r io.Reader, maxLine int) *Reader {
 // NewCheckedReader returns a Reader of a stream whose lines the process
 // that wrote it checked as JSON-RPC, as a session process does with every
 // message it passes on: the Reader frames and classifies each line, and
-// checks its structure, but skips the strings of values without checking
-// their characters, which is most of the work of reading a stream. A line
-// that a checking Reader would refuse for what is inside such a string is
-// passed on as it is.
+// checks the structure of what it reads (the message's members, its
+// params' members and their sessionId), but skips the other values
+// without checking them, which is most of the work of reading a stream:
+// a string to its closing quote, an object or array to its closing
+// bracket. A line that a checking Reader would refuse for what is inside
+// such a value is passed on as it is; one whose brackets do not close is
+// refused.
 func NewCheckedReader(r io.Reader, maxLine int) *Reader {
 	rd := NewReader(r, maxLine)
 	rd.checked = true

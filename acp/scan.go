@@ -207,11 +207,27 @@ func (s *scanner) decodedValue(depth int) error {
 
 // skipString moves past the string that starts at s.pos (at its opening
 // quote) in checked text: to the first quote that is not escaped, the one
-// after an even number of backslashes.
+// after an even number of backslashes. A key or a short value ends within
+// a few words, read eight bytes at a time; a long one is searched with
+// bytes.IndexByte.
 func (s *scanner) skipString() error {
 	d := s.data
 	start := s.pos + 1
-	for i := start; ; {
+	i := start
+	for short := min(i+32, len(d)); i+8 <= short; i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		q, b := x^(lsb*'"'), x^(lsb*'\\')
+		if m := ((q-lsb)&^q | (b-lsb)&^b) & msb; m != 0 {
+			// The first is exact: a quote with no backslash before it
+			// ends the string.
+			if j := i + bits.TrailingZeros64(m)>>3; d[j] == '"' {
+				s.pos = j + 1
+				return nil
+			}
+			break
+		}
+	}
+	for {
 		q := bytes.IndexByte(d[i:], '"')
 		if q < 0 {
 			s.pos = len(d)
@@ -228,6 +244,42 @@ func (s *scanner) skipString() error {
 		}
 		i = q + 1
 	}
+}
+
+// skipContainer moves past the object or array that starts at s.pos in
+// checked text: to the bracket that closes it, matching the brackets
+// outside strings. What lies between them is not looked at.
+func (s *scanner) skipContainer() error {
+	d := s.data
+	var stackBuf [32]byte
+	open := stackBuf[:0] // the closing bracket of each container open
+	for i := s.pos; i < len(d); i++ {
+		switch c := d[i]; c {
+		case '"':
+			s.pos = i
+			if err := s.skipString(); err != nil {
+				return err
+			}
+			i = s.pos - 1
+		case '{', '[':
+			if len(open) == maxDepth {
+				s.pos = i
+				return fmt.Errorf("invalid JSON: exceeded max depth at offset %d", i)
+			}
+			open = append(open, c+2) // '}' and ']' follow '{' and '[' by two
+		case '}', ']':
+			if open[len(open)-1] != c {
+				s.pos = i
+				return s.syntaxError("closing another bracket")
+			}
+			if open = open[:len(open)-1]; len(open) == 0 {
+				s.pos = i + 1
+				return nil
+			}
+		}
+	}
+	s.pos = len(d)
+	return s.syntaxError("in an object or array not closed")
 }
 
 func isHex(c byte) bool {
@@ -305,6 +357,12 @@ func (s *scanner) value(depth int) error {
 		}
 		switch c := s.data[s.pos]; c {
 		case '{', '[':
+			if s.checked {
+				if err := s.skipContainer(); err != nil {
+					return err
+				}
+				break
+			}
 			if depth+len(stack)+1 > maxDepth {
 				return fmt.Errorf("invalid JSON: exceeded max depth at offset %d", s.pos)
 			}
