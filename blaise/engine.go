@@ -513,9 +513,11 @@ func (e *Engine) newLive(rec *session.Record, kind session.Kind, proc Process, l
 // run follows l's session process: its messages, reports, end and timers.
 func (e *Engine) run(l *Live) {
 	if l.Kind != session.TeardownRun {
-		rd := acp.NewCheckedReader(l.proc.Stdout(), 0)
+		var rd *acp.Reader
 		if cp, ok := l.proc.(CarryingProcess); ok && cp.CarriesMessages() {
 			rd = acp.NewCarriedReader(l.proc.Stdout(), acp.MaxRecordLine)
+		} else {
+			rd = acp.NewCheckedReader(l.proc.Stdout(), 0)
 		}
 		l.out = acp.ReadMessages(rd, e.logger(), l.seen)
 	} else {

@@ -567,8 +567,7 @@ func (t *transcript) append(req request) error {
 		if t.carried {
 			line := bytes.TrimSuffix(req.Data, newline)
 			if _, msg, err := acp.CarriedLine(line); err == nil && msg != nil && len(msg)+2 <= maxData {
-				forward := [][]byte{{acp.CarriedForward}, msg, newline}
-				if err := t.c.send(request{Op: OpAppend, Session: t.id, parts: forward, carried: true}, nil); err != nil {
+				if err := t.append(request{parts: [][]byte{{acp.CarriedForward}, msg, newline}}); err != nil {
 					return err
 				}
 			}

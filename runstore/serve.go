@@ -216,8 +216,8 @@ func (s *Server) serveCall(ctx context.Context, r *bufio.Reader, w *bufio.Writer
 // the answers until the run has read them.
 func (s *Server) answerBatch(w *bufio.Writer, batch []*request, resps []response) error {
 	for i, resp := range resps {
-		if batch[i].Op == OpAppend && resp.Error != "" && s.lost == nil {
-			s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", resp.Error)
+		if batch[i].Op == OpAppend && resp.Error != "" {
+			s.loseLines(resp.Error)
 		}
 		writeFrame(w, resp, resp.Data)
 		s.keep(batch[i], resp)
@@ -255,10 +255,18 @@ func (s *Server) resync(req *request) {
 			s.doubt = req.Sent
 		}
 	}
-	if req.Failure != "" && s.lost == nil {
-		s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", req.Failure)
+	if req.Failure != "" {
+		s.loseLines(req.Failure)
 	}
 	s.forget(req.Answered)
+}
+
+// loseLines records that an append of the run failed (why), unless one
+// did before: the run's transcript misses lines from there.
+func (s *Server) loseLines(why string) {
+	if s.lost == nil {
+		s.lost = fmt.Errorf("store: a transcript append failed before (%s): the run's writes are refused", why)
+	}
 }
 
 // forget drops the answers the run has read, up to call n.
@@ -455,13 +463,8 @@ func (s *Server) appendBatch(batch []*request) []response {
 	if cap(s.joint) > spareMax {
 		s.joint = nil
 	}
-	resps := answers(batch, err)
-	if err == nil && refused != nil {
-		for i := len(batch) - len(rest) + good; i < len(batch); i++ {
-			setError(&resps[i], refused)
-		}
-	}
-	return resps
+	cut := len(batch) - len(rest) + good
+	return append(answers(batch[:cut], err), answers(batch[cut:], cmp.Or(err, refused))...)
 }
 
 // carry sends on, once, the lines of a carried append (Forward): the
