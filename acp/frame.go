@@ -40,6 +40,11 @@ const (
 	Request      Kind = iota + 1 // has a method and an id
 	Notification                 // has a method and no id
 	Response                     // has an id and a result or an error
+	// Bundle: lines of session/update notifications toward the client,
+	// which a session process checked and gave the client's session id
+	// (Writer.WriteBundled), read by a checked Reader as one Message whose
+	// Raw holds them all, each with its newline. It is passed on as it is.
+	Bundle
 )
 
 func (k Kind) String() string {
@@ -50,6 +55,8 @@ func (k Kind) String() string {
 		return "notification"
 	case Response:
 		return "response"
+	case Bundle:
+		return "bundle"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }

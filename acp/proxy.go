@@ -43,7 +43,12 @@ type Proxy struct {
 	// Carrier, when set, takes the messages toward the client instead of
 	// ToClient: their records carry them (it is then the Recorder's too).
 	Carrier *Carrier
-	Log     *log.Logger // nil: log.Default()
+	// ClientSession, when set, is the session id the client knows (a JSON
+	// string): the session/update notifications toward the client go out
+	// in bundles (Bundle), with this id in their params, for a front end
+	// that passes them on as they are. Nil: each message goes as it is.
+	ClientSession []byte
+	Log           *log.Logger // nil: log.Default()
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
@@ -508,9 +513,16 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 		pace = WithNext
 	}
 	var err error
-	if side == ToClient && p.Carrier != nil {
+	switch {
+	case side == ToClient && p.Carrier != nil:
 		err = p.Carrier.Carry(m, recorded, pace)
-	} else {
+	case side == ToClient && p.ClientSession != nil && m.Kind == Notification && m.Method == "session/update":
+		id := m.SessionID()
+		if string(id) == string(p.ClientSession) {
+			id = nil
+		}
+		err = w.WriteBundled(m, id, p.ClientSession, pace)
+	default:
 		err = w.WriteMessage(m, pace)
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync/atomic"
 )
 
@@ -183,6 +184,9 @@ func (r *Reader) next(read bool) (*Message, error) {
 		if line == nil {
 			continue
 		}
+		if r.checked && !r.carried && line[0] == '+' {
+			return r.bundle(line, read)
+		}
 		if r.carried {
 			_, msg, err := CarriedLine(line)
 			if err != nil {
@@ -208,6 +212,42 @@ func (r *Reader) next(read bool) (*Message, error) {
 		}
 		return m, nil
 	}
+}
+
+// bundle reads the lines of a bundle whose head is head (Bundle); without
+// read, it returns errUnread, the head not consumed, when they have not
+// all arrived.
+func (r *Reader) bundle(head []byte, read bool) (*Message, error) {
+	n, err := strconv.Atoi(string(head[1:]))
+	if err != nil || n <= 0 || n > r.maxLine {
+		return nil, &LineError{Line: r.line, Reason: "not the head of a bundle of lines", Prefix: prefix(head)}
+	}
+	if !read && r.end-r.start < n && r.err == nil {
+		r.start -= len(r.last)
+		r.scanned, r.last = r.start, nil
+		r.line--
+		return nil, errUnread
+	}
+	for r.end-r.start < n && r.err == nil {
+		r.fillFor(n)
+	}
+	if r.end-r.start < n {
+		r.consume(r.end)
+		if r.err != io.EOF {
+			return nil, r.err
+		}
+		return nil, &LineError{Line: r.line, Reason: fmt.Sprintf("a bundle of %d bytes of lines cut short", n), Prefix: prefix(head)}
+	}
+	whole := r.buf[r.start : r.start+n : len(r.buf)]
+	r.consume(r.start + n)
+	if whole[0] != '{' || whole[n-1] != '\n' {
+		return nil, &LineError{Line: r.line, Reason: "a bundle that is not of whole lines", Prefix: prefix(whole)}
+	}
+	m := r.blk.message()
+	*m = Message{Raw: whole[: n-1 : n-1], Kind: Bundle, Method: "session/update", blk: r.blk, line: whole}
+	m.blk.retain()
+	r.method = m.Method
+	return m, nil
 }
 
 // readLine returns the next line without its terminator, or nil for a blank
@@ -272,11 +312,14 @@ func (r *Reader) body(line []byte) ([]byte, error) {
 // fill reads more of the stream after buf[end]. When little room is left, it
 // moves the unconsumed part of the line to a new block, at least twice as
 // large as that part.
-func (r *Reader) fill() {
-	if len(r.buf)-r.end < r.size/16+1 {
+func (r *Reader) fill() { r.fillFor(0) }
+
+// fillFor is fill that makes room for need bytes from buf[start] on.
+func (r *Reader) fillFor(need int) {
+	if len(r.buf)-r.end < r.size/16+1 || len(r.buf)-r.start < need {
 		pending := r.end - r.start
 		// A block of maxLine+2 bytes holds any line that can be accepted.
-		size := min(max(r.size, 2*pending), r.maxLine+2)
+		size := max(min(max(r.size, 2*pending), r.maxLine+2), need)
 		b := r.newBlock(size)
 		copy(b.buf, r.buf[r.start:r.end])
 		if r.blk != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -34,8 +35,13 @@ type Writer struct {
 	flushing bool         // a batch is being written
 	late     *time.Timer  // writes what WithNext left waiting, after delay
 	delay    time.Duration
-	waiting  bool  // late is set
-	err      error // the first write error; later writes fail with it
+	waiting  bool // late is set
+	// heads are the bundles of the queue (WriteBundled): where their heads
+	// go, written when the batch is; bundleOpen: the last is still open.
+	heads      []bundleHead
+	bundleOpen bool
+	headBytes  []byte // the heads of the batch being written
+	err        error  // the first write error; later writes fail with it
 	// enqueued and written count the bytes queued and written so far:
 	// a caller waits for its own line (WaitWritten), not for those after.
 	enqueued, written uint64
@@ -104,6 +110,14 @@ type BuffersWriter interface {
 	WriteBuffers(bufs [][]byte) error
 }
 
+// A bundleHead is the head of a bundle in a queue: the index of its piece,
+// and the bytes of the bundle's lines.
+type bundleHead struct{ at, n int }
+
+// maxBundle is the most bytes of lines a bundle holds: a Reader holds a
+// bundle in one of its blocks.
+const maxBundle = blockSize / 4
+
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
 	enlargePipe(w)
@@ -143,6 +157,25 @@ func (w *Writer) WriteMessage(m *Message, pace Pace) error {
 // copied when m is the line a Reader read, only val is. It panics when old
 // does not lie in m.Raw.
 func (w *Writer) WriteReplacing(m *Message, old, val []byte, pace Pace) error {
+	return w.replacing(m, old, val, pace, false)
+}
+
+// WriteBundled is WriteReplacing of a session/update notification toward
+// the client (WriteMessage when old is nil), in a bundle with the bundled
+// lines queued next to it: a head line, "+" and the bytes of the bundle's
+// lines, goes before them, so that a checked Reader takes them as one
+// Message of kind Bundle.
+func (w *Writer) WriteBundled(m *Message, old, val []byte, pace Pace) error {
+	if old == nil {
+		if m.line != nil {
+			return w.addLine(m.blk, pace, true, part{m.line, true})
+		}
+		return w.addLine(nil, pace, true, part{m.Raw, false}, part{newline, false})
+	}
+	return w.replacing(m, old, val, pace, true)
+}
+
+func (w *Writer) replacing(m *Message, old, val []byte, pace Pace, bundled bool) error {
 	// old is a slice of Raw: its offset is told by their capacities.
 	off := cap(m.Raw) - cap(old)
 	if off < 0 || off+len(old) > len(m.Raw) || (len(old) > 0 && &m.Raw[off] != &old[0]) {
@@ -153,9 +186,9 @@ func (w *Writer) WriteReplacing(m *Message, old, val []byte, pace Pace) error {
 	}
 	end := off + len(old)
 	if m.line != nil {
-		return w.add(m.blk, pace, part{m.line[:off], true}, part{val, false}, part{m.line[end:], true})
+		return w.addLine(m.blk, pace, bundled, part{m.line[:off], true}, part{val, false}, part{m.line[end:], true})
 	}
-	return w.add(nil, pace, part{m.Raw[:off], false}, part{val, false}, part{m.Raw[end:], false}, part{newline, false})
+	return w.addLine(nil, pace, bundled, part{m.Raw[:off], false}, part{val, false}, part{m.Raw[end:], false}, part{newline, false})
 }
 
 var newline = []byte{'\n'}
@@ -170,6 +203,11 @@ type part struct {
 // add queues the parts of a line, and writes the queue, has a flusher
 // write it, or leaves it for the lines to come, as pace says.
 func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
+	return w.addLine(blk, pace, false, parts...)
+}
+
+// addLine is add of a line that is bundled or not (WriteBundled).
+func (w *Writer) addLine(blk *block, pace Pace, bundled bool, parts ...part) error {
 	w.mu.Lock()
 	// A line only queued is on its way: its pace follows, and waits.
 	for w.err == nil && w.queued > maxPending && w.flushing && pace != queueOnly {
@@ -178,6 +216,11 @@ func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 	if err := w.err; err != nil {
 		w.mu.Unlock()
 		return err
+	}
+	if bundled {
+		w.bundle(parts)
+	} else {
+		w.bundleOpen = false
 	}
 	for _, p := range parts {
 		switch {
@@ -222,6 +265,21 @@ func (w *Writer) add(blk *block, pace Pace, parts ...part) error {
 	w.mu.Unlock()
 	w.flushRest()
 	return err
+}
+
+// bundle counts the parts of a line in the open bundle, or opens one, its
+// head a piece of the queue left empty until the batch is written.
+func (w *Writer) bundle(parts []part) {
+	n := 0
+	for _, p := range parts {
+		n += len(p.b)
+	}
+	if !w.bundleOpen || w.heads[len(w.heads)-1].n+n > maxBundle {
+		w.heads = append(w.heads, bundleHead{at: len(w.queue)})
+		w.queue = append(w.queue, nil)
+		w.bundleOpen = true
+	}
+	w.heads[len(w.heads)-1].n += n
 }
 
 // enqueue appends line to the queue, extending the last piece when line
@@ -294,6 +352,14 @@ func (w *Writer) flushRest() {
 // but not during the write.
 func (w *Writer) writeBatch() {
 	batch, copies, held := w.queue, w.copies, w.holds
+	heads := w.headBytes[:0]
+	for _, h := range w.heads {
+		start := len(heads)
+		heads = strconv.AppendInt(append(heads, '+'), int64(h.n), 10)
+		heads = append(heads, '\n')
+		batch[h.at] = heads[start:len(heads):len(heads)]
+	}
+	w.headBytes, w.heads, w.bundleOpen = heads, w.heads[:0], false
 	// The spares become the queue, and the batch's buffers the spares once
 	// written: no buffer is ever both.
 	size := uint64(w.queued)
@@ -313,6 +379,7 @@ func (w *Writer) writeBatch() {
 			h.blk.release(h.n)
 		}
 		w.queue, w.copies, w.holds, w.queued = nil, nil, nil, 0
+		w.heads, w.bundleOpen = nil, false
 	}
 	w.written += size
 	w.spare, w.spareH = batch[:0], held[:0]

@@ -118,6 +118,13 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 			}
 		}
 		c.forwardWithSession(sess, m)
+	case acp.Bundle:
+		// session/updates with the blaise id already: passed on as they
+		// are, unless the run's preparation swallows them.
+		defer m.Release()
+		if !sess.swallow {
+			c.forward(m)
+		}
 	}
 }
 

@@ -26,6 +26,9 @@ type fakeSessions struct {
 	n        int
 	runs     []*fakeRun
 	startErr error
+	// bundled: the runs send the agent's session/updates in bundles with
+	// the blaise id, as a session process of `blaise-agent acp` does.
+	bundled bool
 }
 
 func newFakeSessions(dir string) *fakeSessions {
@@ -167,6 +170,9 @@ func (f *fakeSessions) launch(id string, num int) *fakeRun {
 	}()
 	go func() {
 		rd := acp.NewReader(outR, 0)
+		if f.bundled {
+			rd = bundling(outR, id)
+		}
 		for {
 			m, err := rd.Next()
 			if err != nil {
@@ -203,6 +209,29 @@ func (f *fakeSessions) launch(id string, num int) *fakeRun {
 		close(r.done)
 	}()
 	return r
+}
+
+// bundling returns a checked Reader of the agent's output as a session
+// process with a bundled client writes it.
+func bundling(agentOut io.Reader, id string) *acp.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		rd, w := acp.NewReader(agentOut, 0), acp.NewWriter(pw)
+		for {
+			m, err := rd.Next()
+			if err != nil {
+				break
+			}
+			if m.Kind == acp.Notification && m.Method == "session/update" {
+				_ = w.WriteBundled(m, m.SessionID(), quote(id), acp.Now)
+			} else {
+				_ = w.WriteMessage(m, acp.Now)
+			}
+		}
+		_ = w.Flush()
+		pw.Close()
+	}()
+	return acp.NewCheckedReader(pr, 0)
 }
 
 func (r *fakeRun) SessionID() string             { return r.id }

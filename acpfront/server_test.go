@@ -620,3 +620,35 @@ func TestCancelOfAPromptWaitingForItsRun(t *testing.T) {
 	}
 	_ = c.close()
 }
+
+// TestIssue12_BundledUpdatesPassThroughAndAreSwallowedInAResume: a run
+// whose session/updates come in bundles (blaise-agent acp's) shows them
+// to the client with the blaise id, and the history a transparent resume
+// replays stays hidden, as with updates one by one.
+func TestIssue12_BundledUpdatesPassThroughAndAreSwallowedInAResume(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	f.bundled = true
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	msgs, _ := c.prompt(2, a, "/chunks 50")
+	if n := len(msgs); n < 50 {
+		t.Fatalf("%d messages, want the 50 chunks", n)
+	}
+	for _, m := range msgs {
+		if sid, _ := stringMember(m.Params, "sessionId"); m.Method == "session/update" && sid != a {
+			t.Fatalf("an update of session %q, want %q: %s", sid, a, m.Raw)
+		}
+	}
+	run1 := f.run(a)
+	_ = run1.StopIdle()
+	if !run1.wait(10 * time.Second) {
+		t.Fatal("the run did not stop")
+	}
+	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(a).State == lifecycle.Paused })
+	msgs, resp := c.prompt(3, a, "second")
+	if got := acptest.Texts(t, a, msgs); got != "echo: second" || resp.Error != nil {
+		t.Fatalf("after the resume: %q (the replayed history must not reach the client): %s", got, resp.Raw)
+	}
+	_ = c.close()
+}

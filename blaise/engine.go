@@ -49,6 +49,10 @@ type Engine struct {
 	Dir string
 	// Env is the environment of session processes; empty: this process's.
 	Env []string
+	// Bundled: the runs' session/update notifications toward the client
+	// come in bundles, with the blaise session id (acp.Bundle), for a front
+	// end that passes them on as they are: acpfront.
+	Bundled bool
 	// StopGrace is how long a handler still attaching when its run is
 	// stopped may take to reach next(); 0: session.DefaultStopGrace.
 	StopGrace time.Duration
@@ -451,6 +455,9 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 	flags := []string{"--session", rec.ID, "--kind", string(kind), "--run", strconv.Itoa(rec.Runs)}
 	if endReason != "" {
 		flags = append(flags, "--end-reason", string(endReason))
+	}
+	if e.Bundled {
+		flags = append(flags, "--bundled")
 	}
 	if e.StopGrace != 0 {
 		flags = append(flags, "--stop-grace", e.StopGrace.String())

@@ -10,6 +10,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/session"
 	"go.starlark.net/starlark"
@@ -21,6 +22,10 @@ import (
 type Client struct {
 	In  io.Reader
 	Out io.Writer
+	// Bundled: the client is a front end that knows the session by its
+	// blaise id (Options.SessionID) and passes the agent's session/update
+	// notifications on as they are, in bundles (acp.Bundle).
+	Bundled bool
 }
 
 // pipeline passes messages through the plugs' on_message handlers (M3, M4).
@@ -51,6 +56,9 @@ func (r *Run) proxy(ctx context.Context, proc hosts.Process, host hosts.Host) er
 		OnFailure:   r.fail,
 		OnAgentEnd:  func() { r.agentEnded.Store(true) },
 		Extensions:  len(pl.extensions[acp.ToAgent]) > 0,
+	}
+	if r.opts.Client.Bundled {
+		px.ClientSession = jsonstr.Append(nil, r.opts.SessionID)
 	}
 	if len(pl.typed[acp.ToAgent]) > 0 {
 		px.Pipeline = pl

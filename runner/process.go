@@ -55,6 +55,9 @@ type SessionProcess struct {
 	// transcript, not on ACPOut: a session process of a runner of protocol
 	// version 4, whose server takes them out of the records.
 	Carry bool
+	// Bundled: the front end takes the agent's session/update notifications
+	// in bundles, with its session id (Client.Bundled).
+	Bundled bool
 	// PlugTime, when not zero, makes time.now() of the plugs a clock of
 	// blaise-agent test: run n starts at PlugTime plus n-1 hours, and each
 	// reading is one second after the one before, the same every time.
@@ -153,7 +156,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		opts.EndError = errors.New(rec.Pause.Error)
 	}
 	if sp.Kind != session.TeardownRun {
-		opts.Client = &Client{In: sp.ACPIn, Out: sp.ACPOut}
+		opts.Client = &Client{In: sp.ACPIn, Out: sp.ACPOut, Bundled: sp.Bundled && !sp.Carry}
 	}
 	if !sp.PlugTime.IsZero() {
 		opts.PlugClock = steppingClock(sp.PlugTime.Add(time.Duration(sp.Run-1) * time.Hour))

@@ -43,6 +43,8 @@ func (c *AcpCmd) Run(g *Globals) error {
 		return err
 	}
 	e.Log = logger
+	// The front end passes the agent's session/updates on as they come.
+	e.Bundled = true
 	// Set before the first sweep, whose teardown runs report to it.
 	e.Settled = func(r *session.Record) {
 		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)

@@ -23,6 +23,7 @@ type SessionProcessCmd struct {
 	EndReason string        `help:"Why the session ended (teardown runs)."`
 	Config    string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
 	Carry     bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4)."`
+	Bundled   bool          `help:"Send the agent's session/update notifications on stdout in bundles, with the session's id (a front end that passes them on as they are)."`
 	Agent     []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
 	StopGrace time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
 	PlugTime  time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
@@ -42,6 +43,7 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 		Agent:      c.Agent,
 		Config:     c.Config,
 		Carry:      c.Carry,
+		Bundled:    c.Bundled,
 		StopGrace:  c.StopGrace,
 		PlugTime:   c.PlugTime,
 	}, c.StateDir, c.StoreFD)
