@@ -685,6 +685,31 @@ func TestPlainRunEndsAtTheFirstSpecialByte(t *testing.T) {
 	}
 }
 
+// Long runs, where plainRun leaves the words after the first to plainTail
+// (SSE2 on amd64), end at the first special byte wherever it is.
+func TestPlainRunOfLongRuns(t *testing.T) {
+	for _, n := range []int{100, 255, 256, 257, 1000, 1031} {
+		for at := 0; at <= n; at++ {
+			for _, c := range []byte{'"', '\\', 0x1f} {
+				d := bytes.Repeat([]byte{0xfe}, n)
+				if at < n {
+					d[at] = c
+				}
+				for _, start := range []int{0, 1, 7, 33} {
+					want := max(at, start)
+					if at < start {
+						want = n
+					}
+					quote := -1
+					if got := plainRun(d, start, &quote); got != want {
+						t.Fatalf("plainRun of %d bytes from %d with %q at %d = %d, want %d", n, start, c, at, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // A stream that repeats a method not in the SDK's tables (an extension's,
 // say) shares one string for it: reading its messages allocates nothing
 // (issue 12).

@@ -81,32 +81,6 @@ const (
 	msb = 0x8080808080808080
 )
 
-// below20 is not 0 when a byte of x is below 0x20.
-func below20(x uint64) uint64 { return (x - lsb*0x20) &^ x & msb }
-
-// control returns the offset of the first byte of b below 0x20, or len(b).
-func control(b []byte) int {
-	i := 0
-	// 32 bytes at a time, then eight, while none is a control character.
-	// The words are read from an array, which needs no bounds checks.
-	for ; i+32 <= len(b); i += 32 {
-		w := (*[32]byte)(b[i : i+32])
-		if below20(binary.LittleEndian.Uint64(w[0:8]))|below20(binary.LittleEndian.Uint64(w[8:16]))|
-			below20(binary.LittleEndian.Uint64(w[16:24]))|below20(binary.LittleEndian.Uint64(w[24:32])) != 0 {
-			break
-		}
-	}
-	for ; i+8 <= len(b); i += 8 {
-		if below20(binary.LittleEndian.Uint64(b[i:])) != 0 {
-			break
-		}
-	}
-	for i < len(b) && b[i] >= 0x20 {
-		i++
-	}
-	return i
-}
-
 // special8 sets the high bit of the first byte of x (read little-endian)
 // that ends a run of plain string content: a quote, a backslash or a
 // control character. Bits above it may be set too; none below it is.
@@ -118,34 +92,15 @@ func special8(x uint64) uint64 {
 
 // plainRun returns the offset of the first byte at or after i in d that ends
 // a run of plain string content, or len(d). Short runs, such as keys, end
-// within a few words, read eight bytes at a time; in a long one, the quotes
-// and backslashes are found with bytes.IndexByte, which is vectorised, and
-// the bytes between them are only checked for control characters. *quote
-// remembers the next quote found (-1: look again), so that a string with
-// many escapes is still scanned once.
+// within a few words, read eight bytes at a time; a long one is left to
+// plainTail, whose *quote may remember where the next quote is.
 func plainRun(d []byte, i int, quote *int) int {
 	for short := min(i+32, len(d)); i+8 <= short; i += 8 {
 		if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
 		}
 	}
-	if len(d)-i < 8 {
-		for i < len(d) && !special[d[i]] {
-			i++
-		}
-		return i
-	}
-	if *quote < i {
-		*quote = len(d)
-		if q := bytes.IndexByte(d[i:], '"'); q >= 0 {
-			*quote = i + q
-		}
-	}
-	run := d[i:*quote]
-	if b := bytes.IndexByte(run, '\\'); b >= 0 {
-		run = run[:b]
-	}
-	return i + control(run)
+	return plainTail(d, i, quote)
 }
 
 // string moves past the string that starts at s.pos (at its opening quote)
