@@ -20,7 +20,9 @@ type Forward func(m *Message) *Message
 
 // Pipeline passes messages through the plugs. Handle returns, for a
 // request, the response to send back (and the name of the plug that
-// answered it, when a plug did); err fails the session.
+// answered it, when a plug did); err fails the session. Of a notification,
+// Handle keeps nothing once it returns, but copies: its Reader reads into
+// its bytes again.
 type Pipeline interface {
 	Handle(side Side, m *Message, forward Forward) (resp *Message, answeredBy string, err error)
 }
@@ -175,9 +177,9 @@ func (p *Proxy) init() {
 // at the end of the stream. It reads the stream itself, so that a message
 // that comes alone is handled by the goroutine that read it; while the
 // plugs see a message, the lines read with it are framed and checked on
-// another goroutine (ahead).
+// another goroutine (ahead), which reads what the stream holds meanwhile.
 func (p *Proxy) read(side Side, r *Reader) error {
-	a := &ahead{r: r, wake: make(chan struct{}, 1)}
+	a := &ahead{r: r, wake: make(chan struct{}, 1), readsNow: p.Pipeline != nil && r.now != nil}
 	go a.run(p.Log, side)
 	defer a.stop()
 	for {
@@ -202,7 +204,8 @@ func (p *Proxy) read(side Side, r *Reader) error {
 }
 
 // ahead is a Reader shared by the goroutine that handles its messages and
-// one that frames and checks, meanwhile, the lines read already.
+// one that frames and checks, meanwhile, the lines read already, and reads
+// what the stream holds without waiting for more.
 type ahead struct {
 	mu     sync.Mutex
 	r      *Reader
@@ -210,6 +213,9 @@ type ahead struct {
 	head   int
 	closed bool
 	wake   chan struct{} // there are lines to read ahead
+	// readsNow: the stream is read ahead too, not only its lines read
+	// already, for plugs: while they see a message, the next ones arrive.
+	readsNow bool
 }
 
 // maxAhead bounds the messages read ahead.
@@ -234,7 +240,9 @@ func (a *ahead) next() (*Message, bool, error) {
 		}
 	}
 	more, queued := a.r.Buffered(), len(a.queue)-a.head
-	if more && queued < maxAhead/2 {
+	// With nothing buffered, the stream may hold more that a read that
+	// does not wait takes (Reader.fillNow).
+	if (more || a.readsNow) && queued < maxAhead/2 {
 		select {
 		case a.wake <- struct{}{}:
 		default:
@@ -243,7 +251,8 @@ func (a *ahead) next() (*Message, bool, error) {
 	return m, !more && queued == 0, nil
 }
 
-// run reads ahead, when woken, the lines read already.
+// run reads ahead, when woken, the lines read already and those the stream
+// holds.
 func (a *ahead) run(logger *log.Logger, side Side) {
 	// Declared here, where errors.As makes it escape: not once per line.
 	var lineErr *LineError
@@ -255,6 +264,9 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 				break
 			}
 			m, ok, err := a.r.NextRead()
+			for !ok && err == nil && a.readsNow && a.r.fillNow() {
+				m, ok, err = a.r.NextRead()
+			}
 			switch {
 			case !ok:
 			case err == nil:
@@ -390,6 +402,9 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	if p.Pipeline != nil && p.seen(side, m) {
 		var err error
 		resp, by, err = p.Pipeline.Handle(side, m, forward)
+		if m.Kind == Notification {
+			m.Release()
+		}
 		if err != nil {
 			p.Log.Error("a plug failed on a message", "method", m.Method, "err", err)
 			if p.OnFailure != nil {
@@ -435,9 +450,11 @@ func (p *Proxy) check(m *Message) {
 	if p.checks == nil || p.closed {
 		return
 	}
+	m.retain()
 	select {
 	case p.checks <- m:
 	default:
+		m.Release()
 	}
 }
 
@@ -450,6 +467,7 @@ func (p *Proxy) checker(ch <-chan *Message) {
 		if err := CheckParams(m.Method, m.Params); err != nil {
 			p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
 		}
+		m.Release()
 		time.Sleep(9 * time.Since(t0))
 	}
 }
