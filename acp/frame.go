@@ -128,14 +128,6 @@ func (m *Message) Release() {
 	}
 }
 
-// retain adds a hold on m's block, for a user of m besides its own: each
-// releases it.
-func (m *Message) retain() {
-	if m.blk != nil {
-		m.blk.retain()
-	}
-}
-
 // errNotJSONRPC formats the error for JSON that is not a JSON-RPC message.
 func errNotJSONRPC(format string, args ...any) error {
 	return fmt.Errorf("not a JSON-RPC message: "+format, args...)

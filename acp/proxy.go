@@ -20,9 +20,10 @@ type Forward func(m *Message) *Message
 
 // Pipeline passes messages through the plugs. Handle returns, for a
 // request, the response to send back (and the name of the plug that
-// answered it, when a plug did); err fails the session. Of a notification,
-// Handle keeps nothing once it returns, but copies: its Reader reads into
-// its bytes again.
+// answered it, when a plug did); err fails the session. A plug may keep a
+// message past its handler (a notification held back, ctx.state), so a
+// message the Pipeline saw is never released: its block is left to the
+// garbage collector.
 type Pipeline interface {
 	Handle(side Side, m *Message, forward Forward) (resp *Message, answeredBy string, err error)
 }
@@ -402,9 +403,6 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	if p.Pipeline != nil && p.seen(side, m) {
 		var err error
 		resp, by, err = p.Pipeline.Handle(side, m, forward)
-		if m.Kind == Notification {
-			m.Release()
-		}
 		if err != nil {
 			p.Log.Error("a plug failed on a message", "method", m.Method, "err", err)
 			if p.OnFailure != nil {
@@ -450,11 +448,9 @@ func (p *Proxy) check(m *Message) {
 	if p.checks == nil || p.closed {
 		return
 	}
-	m.retain()
 	select {
 	case p.checks <- m:
 	default:
-		m.Release()
 	}
 }
 
@@ -467,7 +463,6 @@ func (p *Proxy) checker(ch <-chan *Message) {
 		if err := CheckParams(m.Method, m.Params); err != nil {
 			p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
 		}
-		m.Release()
 		time.Sleep(9 * time.Since(t0))
 	}
 }
