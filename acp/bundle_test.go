@@ -60,7 +60,7 @@ func TestIssue12_BundledLinesGoUnderOneHeadAndAreReadAsOneMessage(t *testing.T) 
 		t.Fatal(err)
 	}
 	first := strings.Join(sent, "\n") + "\n"
-	want := fmt.Sprintf("+%d\n%s%s\n+%d\n%s\n", len(first), first, other, len(string(last.Raw))+1, last.Raw)
+	want := fmt.Sprintf("+%d 3\n%s%s\n+%d 1\n%s\n", len(first), first, other, len(string(last.Raw))+1, last.Raw)
 	if out.String() != want {
 		t.Fatalf("wrote\n%s\nwant\n%s", out.String(), want)
 	}
@@ -133,9 +133,11 @@ func TestIssue12_M7_BadBundleHeadsAreLineErrors(t *testing.T) {
 		{"not a number", "+x\n" + good, "not the head of a bundle"},
 		{"zero", "+0\n" + good, "not the head of a bundle"},
 		{"negative", "+-3\n" + good, "not the head of a bundle"},
-		{"not whole lines", fmt.Sprintf("+%d\n%s", len(good)-1, good), "not of whole lines"},
-		{"not a message", fmt.Sprintf("+%d\n%s", 3, "ab\n"), "not of whole lines"},
-		{"cut short", fmt.Sprintf("+%d\n%s", len(good)+10, good), "cut short"},
+		{"no count of lines", fmt.Sprintf("+%d\n%s", len(good), good), "not the head of a bundle"},
+		{"no lines", fmt.Sprintf("+%d 0\n%s", len(good), good), "not the head of a bundle"},
+		{"not whole lines", fmt.Sprintf("+%d 1\n%s", len(good)-1, good), "not of whole lines"},
+		{"not a message", fmt.Sprintf("+%d 1\n%s", 3, "ab\n"), "not of whole lines"},
+		{"cut short", fmt.Sprintf("+%d 1\n%s", len(good)+10, good), "cut short"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stream := tc.stream + good
@@ -157,7 +159,7 @@ func TestIssue12_M7_BadBundleHeadsAreLineErrors(t *testing.T) {
 
 func TestIssue12_AnUncheckedReaderTakesNoBundles(t *testing.T) {
 	good := update("s", "ok")
-	r := NewReader(strings.NewReader(fmt.Sprintf("+%d\n%s\n", len(good)+1, good)), 0)
+	r := NewReader(strings.NewReader(fmt.Sprintf("+%d 1\n%s\n", len(good)+1, good)), 0)
 	var le *LineError
 	if _, err := r.Next(); !errors.As(err, &le) {
 		t.Fatalf("the head of a bundle from an agent: %v, want a LineError", err)
@@ -172,7 +174,7 @@ func TestIssue12_NextReadLeavesABundleNotArrivedWhole(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := NewCheckedReader(pr, 0)
 	line := update("s", "ok") + "\n"
-	head := fmt.Sprintf("+%d\n", 2*len(line))
+	head := fmt.Sprintf("+%d 2\n", 2*len(line))
 	go func() { _, _ = io.WriteString(pw, head+line) }()
 	// The head and the first line arrive in one read.
 	r.fill()
@@ -198,8 +200,40 @@ func TestIssue12_ProxyBundlesUpdatesWithTheClientsSessionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	up := update("blaise-1", "a") + "\n"
-	want := fmt.Sprintf("+%d\n%s", len(up), up) + `{"jsonrpc":"2.0","method":"session/other","params":{"sessionId":"agent-7"}}` + "\n"
+	want := fmt.Sprintf("+%d 1\n%s", len(up), up) + `{"jsonrpc":"2.0","method":"session/other","params":{"sessionId":"agent-7"}}` + "\n"
 	if out.String() != want {
 		t.Errorf("wrote\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// The lines of a bundle count in the line numbers of the stream: a bad
+// line after one is told by its own number.
+func TestIssue12_M7_ALineErrorAfterABundleHasTheLinesNumber(t *testing.T) {
+	up := update("s", "a") + "\n"
+	stream := fmt.Sprintf("+%d 3\n%s%s%s", 3*len(up), up, up, up) + "not json\n"
+	r := NewCheckedReader(strings.NewReader(stream), 0)
+	if m, err := r.Next(); err != nil || m.Kind != Bundle {
+		t.Fatalf("the bundle: %v %v", m, err)
+	}
+	var le *LineError
+	if _, err := r.Next(); !errors.As(err, &le) || le.Line != 5 {
+		t.Fatalf("the bad line: %v, want a LineError of line 5 (the head, three lines, then it)", err)
+	}
+}
+
+// A line as long as a bundle goes on its own, not bundled, so that a
+// Reader whose lines may be as long as its limit still takes it.
+func TestIssue12_ALineLongerThanABundleIsNotBundled(t *testing.T) {
+	var out bytes.Buffer
+	w := NewWriter(&out)
+	long := mustParse([]byte(update("agent-7", strings.Repeat("z", maxBundle))))
+	if err := w.WriteBundled(long, long.SessionID(), []byte(`"b"`), Now); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if want := update("b", strings.Repeat("z", maxBundle)) + "\n"; out.String() != want {
+		t.Fatalf("wrote %.80q…, want the line alone with the new id", out.String())
 	}
 }

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
 )
 
 // reference classifies a line as Parse should, with encoding/json: the kind
@@ -249,4 +252,76 @@ func trimEOL(line []byte) []byte {
 		return line
 	}
 	return line
+}
+
+// FuzzBundles writes the lines of the input, each a session/update with
+// the line as its text, bundled where its first byte is odd, and reads
+// them back with a checked Reader in small blocks and reads of one byte:
+// the lines come back in order and whole, bundled or not, with no line
+// error. The same input read as it is by a checked Reader must not make it
+// fail in any other way than a LineError.
+func FuzzBundles(f *testing.F) {
+	f.Add([]byte("a\nb\nc\x01\n\x03\"\\\n"))
+	f.Add([]byte("+3 1\n{}\n+12 2\n{\"a\":1}\n{}\n"))
+	f.Add([]byte("+99999999999 1\n+5 9\n{\"method\":\"x\"}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// As it is: bad heads, cut bundles, lines that are not JSON.
+		raw := newReaderSize(iotest.OneByteReader(bytes.NewReader(data)), 64, 16)
+		raw.checked = true
+		for {
+			m, err := raw.Next()
+			var le *LineError
+			if errors.As(err, &le) {
+				continue
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Kind == Bundle && (m.line[0] != '{' || m.line[len(m.line)-1] != '\n') {
+				t.Fatalf("a bundle not of whole lines: %q", m.line)
+			}
+		}
+
+		var out bytes.Buffer
+		w := NewWriter(&out)
+		var want strings.Builder
+		for i, text := range strings.Split(string(data), "\n") {
+			line := NewNotification("session/update", fmt.Appendf(nil, `{"sessionId":"s","update":{"text":%s}}`, jsonstr.Append(nil, text)))
+			want.Write(line)
+			want.WriteByte('\n')
+			m := mustParse(line)
+			var err error
+			if len(text) > 0 && text[0]%2 == 1 || i%3 == 0 {
+				err = w.WriteBundled(m, nil, nil, WithNext)
+			} else {
+				err = w.WriteMessage(m, Behind)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		r := newReaderSize(iotest.OneByteReader(&out), 0, 16)
+		r.checked = true
+		var got strings.Builder
+		for {
+			m, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("reading back: %v", err)
+			}
+			got.Write(m.Raw)
+			got.WriteByte('\n')
+		}
+		if got.String() != want.String() {
+			t.Fatalf("read back\n%q\nwant\n%q", got.String(), want.String())
+		}
+	})
 }

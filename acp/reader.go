@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
@@ -221,9 +222,11 @@ func (r *Reader) next(read bool) (*Message, error) {
 // read, it returns errUnread, the head not consumed, when they have not
 // all arrived.
 func (r *Reader) bundle(head []byte, read bool) (*Message, error) {
-	n, err := strconv.Atoi(string(head[1:]))
-	if err != nil || n <= 0 || n > r.maxLine {
-		return nil, &LineError{Line: r.line, Reason: "not the head of a bundle of lines", Prefix: prefix(head)}
+	size, count, _ := strings.Cut(string(head[1:]), " ")
+	n, err := strconv.Atoi(size)
+	lines, cerr := strconv.Atoi(count)
+	if err != nil || cerr != nil || n <= 0 || n > r.maxLine || lines <= 0 || lines > n {
+		return nil, &LineError{Line: r.line, Reason: "not the head of a bundle of lines: want +BYTES LINES", Prefix: prefix(head)}
 	}
 	if !read && r.end-r.start < n && r.err == nil {
 		r.start -= len(r.last)
@@ -243,6 +246,7 @@ func (r *Reader) bundle(head []byte, read bool) (*Message, error) {
 	}
 	whole := r.buf[r.start : r.start+n : len(r.buf)]
 	r.consume(r.start + n)
+	r.line += lines - 1 // consume counted one
 	if whole[0] != '{' || whole[n-1] != '\n' {
 		return nil, &LineError{Line: r.line, Reason: "a bundle that is not of whole lines", Prefix: prefix(whole)}
 	}

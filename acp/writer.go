@@ -111,8 +111,8 @@ type BuffersWriter interface {
 }
 
 // A bundleHead is the head of a bundle in a queue: the index of its piece,
-// and the bytes of the bundle's lines.
-type bundleHead struct{ at, n int }
+// and the bytes and the number of the bundle's lines.
+type bundleHead struct{ at, n, lines int }
 
 // maxBundle is the most bytes of lines a bundle holds: a Reader holds a
 // bundle in one of its blocks.
@@ -162,10 +162,14 @@ func (w *Writer) WriteReplacing(m *Message, old, val []byte, pace Pace) error {
 
 // WriteBundled is WriteReplacing of a session/update notification toward
 // the client (WriteMessage when old is nil), in a bundle with the bundled
-// lines queued next to it: a head line, "+" and the bytes of the bundle's
-// lines, goes before them, so that a checked Reader takes them as one
-// Message of kind Bundle.
+// lines queued next to it: a head line, "+", the bytes of the bundle's
+// lines, a space and their number, goes before them, so that a checked
+// Reader takes them as one Message of kind Bundle. A line longer than a
+// bundle goes on its own, as WriteReplacing writes it.
 func (w *Writer) WriteBundled(m *Message, old, val []byte, pace Pace) error {
+	if len(m.Raw)-len(old)+len(val) >= maxBundle {
+		return w.replacing(m, old, val, pace, false)
+	}
 	if old == nil {
 		if m.line != nil {
 			return w.addLine(m.blk, pace, true, part{m.line, true})
@@ -280,6 +284,7 @@ func (w *Writer) bundle(parts []part) {
 		w.bundleOpen = true
 	}
 	w.heads[len(w.heads)-1].n += n
+	w.heads[len(w.heads)-1].lines++
 }
 
 // enqueue appends line to the queue, extending the last piece when line
@@ -356,6 +361,7 @@ func (w *Writer) writeBatch() {
 	for _, h := range w.heads {
 		start := len(heads)
 		heads = strconv.AppendInt(append(heads, '+'), int64(h.n), 10)
+		heads = strconv.AppendInt(append(heads, ' '), int64(h.lines), 10)
 		heads = append(heads, '\n')
 		batch[h.at] = heads[start:len(heads):len(heads)]
 	}
