@@ -443,6 +443,9 @@ const checkQueue = 256
 // check queues m for CheckParams. A misfit changes nothing about how m is
 // forwarded (M2), so checking runs beside the stream, not in it.
 func (p *Proxy) check(m *Message) {
+	if len(p.checks) == cap(p.checks) {
+		return // full, as it stays while a stream is checked: no lock taken
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.checks == nil || p.closed {
