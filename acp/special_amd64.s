@@ -1,5 +1,19 @@
 #include "textflag.h"
 
+// SPECIAL sets in AX a bit for each byte of X0 that is a quote (X1), a
+// backslash (X2) or below 0x20: x == min(x, 0x1f) (X3).
+#define SPECIAL \
+	MOVO X0, X4 \
+	PCMPEQB X1, X4 \
+	MOVO X0, X5 \
+	PCMPEQB X2, X5 \
+	POR X5, X4 \
+	MOVO X0, X6 \
+	PMINUB X3, X6 \
+	PCMPEQB X0, X6 \
+	POR X6, X4 \
+	PMOVMSKB X4, AX
+
 // func specialIndex(b []byte) int
 // The offset of the first byte of b that is a quote, a backslash or below
 // 0x20, or len(b); len(b) is at least 16. With SSE2, 16 bytes at a time;
@@ -23,16 +37,7 @@ loop:
 	CMPQ SI, R8
 	JA   last
 	MOVOU (SI), X0
-	MOVO  X0, X4
-	PCMPEQB X1, X4
-	MOVO  X0, X5
-	PCMPEQB X2, X5
-	POR   X5, X4
-	MOVO  X0, X6
-	PMINUB X3, X6
-	PCMPEQB X0, X6 // x == min(x, 0x1f): x is below 0x20
-	POR   X6, X4
-	PMOVMSKB X4, AX
+	SPECIAL
 	TESTL AX, AX
 	JNZ   found
 	ADDQ  $16, SI
@@ -45,16 +50,7 @@ last:
 	CMPQ CX, $16
 	JAE  none
 	MOVOU (R8), X0
-	MOVO  X0, X4
-	PCMPEQB X1, X4
-	MOVO  X0, X5
-	PCMPEQB X2, X5
-	POR   X5, X4
-	MOVO  X0, X6
-	PMINUB X3, X6
-	PCMPEQB X0, X6
-	POR   X6, X4
-	PMOVMSKB X4, AX
+	SPECIAL
 	SHRL  CX, AX
 	TESTL AX, AX
 	JZ    none

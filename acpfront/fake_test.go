@@ -7,11 +7,13 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/demoagent"
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	lifecycle "github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -124,6 +126,19 @@ func (f *fakeSessions) run(id string) *fakeRun {
 		}
 	}
 	return nil
+}
+
+// pauseIdle stops the session's run as idle, as the engine's inactivity
+// timer does, and returns it once the session is paused.
+func (f *fakeSessions) pauseIdle(t *testing.T, id string) *fakeRun {
+	t.Helper()
+	r := f.run(id)
+	_ = r.StopIdle()
+	if !r.wait(10 * time.Second) {
+		t.Fatal("the run did not stop")
+	}
+	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(id).State == lifecycle.Paused })
+	return r
 }
 
 func (f *fakeSessions) liveRuns() int {

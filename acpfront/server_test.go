@@ -251,12 +251,7 @@ func TestIdleSessionResumesTransparently(t *testing.T) {
 	a := c.newSession(1)
 	c.prompt(2, a, "first")
 	// The engine's inactivity timer stops the run.
-	run1 := f.run(a)
-	_ = run1.StopIdle()
-	if !run1.wait(10 * time.Second) {
-		t.Fatal("the run did not stop")
-	}
-	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(a).State == lifecycle.Paused })
+	run1 := f.pauseIdle(t, a)
 
 	msgs, resp := c.prompt(3, a, "second")
 	if got := acptest.Texts(t, a, msgs); got != "echo: second" {
@@ -640,12 +635,7 @@ func TestIssue12_BundledUpdatesPassThroughAndAreSwallowedInAResume(t *testing.T)
 			t.Fatalf("an update of session %q, want %q: %s", sid, a, m.Raw)
 		}
 	}
-	run1 := f.run(a)
-	_ = run1.StopIdle()
-	if !run1.wait(10 * time.Second) {
-		t.Fatal("the run did not stop")
-	}
-	testsupport.Eventually(t, "the session to be paused", func() bool { return f.record(a).State == lifecycle.Paused })
+	f.pauseIdle(t, a)
 	msgs, resp := c.prompt(3, a, "second")
 	if got := acptest.Texts(t, a, msgs); got != "echo: second" || resp.Error != nil {
 		t.Fatalf("after the resume: %q (the replayed history must not reach the client): %s", got, resp.Raw)
