@@ -15,15 +15,25 @@ const pipeSize = 1 << 20
 // else it does nothing. A refusal (over /proc/sys/fs/pipe-max-size) keeps
 // the pipe as it was.
 func enlargePipe(f any) {
-	sc, ok := f.(syscall.Conn)
-	if !ok {
-		return
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(f)
+	if rc == nil {
 		return
 	}
 	_ = rc.Control(func(fd uintptr) {
 		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize)
 	})
+}
+
+// rawConn returns the descriptor of x, a pipe, file or socket, or nil
+// when it has none.
+func rawConn(x any) syscall.RawConn {
+	sc, ok := x.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }

@@ -1,8 +1,6 @@
 package acp
 
 import (
-	"syscall"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -12,12 +10,8 @@ import (
 // when the read failed (the next read that waits meets the failure). For
 // anything else, nil.
 func readNow(r any) func(p []byte) (n int, ok bool) {
-	sc, ok := r.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(r)
+	if rc == nil {
 		return nil
 	}
 	nonblocking := false

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"runtime"
-	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,12 +15,8 @@ const maxIovecs = 1024
 // writev returns a vectorWriter for w when w has a file descriptor, as
 // pipes, files and sockets do; otherwise nil.
 func writev(w any) vectorWriter {
-	sc, ok := w.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, cerr := sc.SyscallConn()
-	if cerr != nil {
+	rc := rawConn(w)
+	if rc == nil {
 		return nil
 	}
 	// What a write needs is kept from one write to the next (a Writer
