@@ -145,11 +145,14 @@ func (w *Writer) Write(raw []byte) error {
 
 // WriteMessage queues m, without copying it when it is the line a Reader
 // read, to go out at pace.
-func (w *Writer) WriteMessage(m *Message, pace Pace) error {
+func (w *Writer) WriteMessage(m *Message, pace Pace) error { return w.message(m, pace, false) }
+
+// message queues m as it is, bundled or not.
+func (w *Writer) message(m *Message, pace Pace, bundled bool) error {
 	if m.line != nil {
-		return w.add(m.blk, pace, part{m.line, true})
+		return w.addLine(m.blk, pace, bundled, part{m.line, true})
 	}
-	return w.add(nil, pace, part{m.Raw, false}, part{newline, false})
+	return w.addLine(nil, pace, bundled, part{m.Raw, false}, part{newline, false})
 }
 
 // WriteReplacing is WriteMessage of m with old, a part of m.Raw (such as a
@@ -171,10 +174,7 @@ func (w *Writer) WriteBundled(m *Message, old, val []byte, pace Pace) error {
 		return w.replacing(m, old, val, pace, false)
 	}
 	if old == nil {
-		if m.line != nil {
-			return w.addLine(m.blk, pace, true, part{m.line, true})
-		}
-		return w.addLine(nil, pace, true, part{m.Raw, false}, part{newline, false})
+		return w.message(m, pace, true)
 	}
 	return w.replacing(m, old, val, pace, true)
 }
