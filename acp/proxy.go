@@ -180,7 +180,7 @@ func (p *Proxy) init() {
 // plugs see a message, the lines read with it are framed and checked on
 // another goroutine (ahead), which reads what the stream holds meanwhile.
 func (p *Proxy) read(side Side, r *Reader) error {
-	a := &ahead{r: r, wake: make(chan struct{}, 1), readsNow: p.Pipeline != nil && r.now != nil}
+	a := newAhead(r, p.Pipeline != nil && r.now != nil)
 	go a.run(p.Log, side)
 	defer a.stop()
 	for {
@@ -208,15 +208,28 @@ func (p *Proxy) read(side Side, r *Reader) error {
 // one that frames and checks, meanwhile, the lines read already, and reads
 // what the stream holds without waiting for more.
 type ahead struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ready tells next, waiting on mu, that the goroutine ahead queued a
+	// message or let go of r.
+	ready  sync.Cond
 	r      *Reader
 	queue  []*Message // read ahead, in order, from head on
 	head   int
 	closed bool
-	wake   chan struct{} // there are lines to read ahead
+	// busy: the goroutine ahead is reading r, without mu, so that the
+	// goroutine handling messages takes those queued meanwhile.
+	busy bool
+	wake chan struct{} // there are lines to read ahead
 	// readsNow: the stream is read ahead too, not only its lines read
 	// already, for plugs: while they see a message, the next ones arrive.
 	readsNow bool
+}
+
+// newAhead returns the ahead of r; readsNow: see ahead.readsNow.
+func newAhead(r *Reader, readsNow bool) *ahead {
+	a := &ahead{r: r, wake: make(chan struct{}, 1), readsNow: readsNow}
+	a.ready.L = &a.mu
+	return a
 }
 
 // maxAhead bounds the messages read ahead.
@@ -227,6 +240,9 @@ const maxAhead = 256
 func (a *ahead) next() (*Message, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for a.head == len(a.queue) && a.busy {
+		a.ready.Wait()
+	}
 	var m *Message
 	if a.head < len(a.queue) {
 		m = a.queue[a.head]
@@ -240,7 +256,10 @@ func (a *ahead) next() (*Message, bool, error) {
 			return nil, false, err
 		}
 	}
-	more, queued := a.r.Buffered(), len(a.queue)-a.head
+	// While the goroutine ahead reads, it has lines to frame or a
+	// stream to try: more is likely to come (WithNext waits batchDelay
+	// at most when it does not).
+	more, queued := a.busy || a.r.Buffered(), len(a.queue)-a.head
 	// With nothing buffered, the stream may hold more that a read that
 	// does not wait takes (Reader.fillNow).
 	if (more || a.readsNow) && queued < maxAhead/2 {
@@ -264,10 +283,15 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 				a.mu.Unlock()
 				break
 			}
+			a.busy = true
+			a.mu.Unlock()
 			m, ok, err := a.r.NextRead()
 			for !ok && err == nil && a.readsNow && a.r.fillNow() {
 				m, ok, err = a.r.NextRead()
 			}
+			a.mu.Lock()
+			a.busy = false
+			a.ready.Broadcast()
 			switch {
 			case !ok:
 			case err == nil:

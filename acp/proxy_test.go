@@ -354,7 +354,7 @@ func updates(n int) []byte {
 // they came (M6); the last one tells that nothing more has arrived.
 func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 	n := maxAhead + 40
-	a := &ahead{r: NewReader(bytes.NewReader(updates(n)), 0), wake: make(chan struct{}, 1)}
+	a := newAhead(NewReader(bytes.NewReader(updates(n)), 0), false)
 	go a.run(log.New(io.Discard), ToClient)
 	defer a.stop()
 	first, drained, err := a.next()

@@ -2,10 +2,13 @@ package acp
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
@@ -29,7 +32,7 @@ func TestIssue12_M6_ThePlugsHoldingAMessageLetTheStreamBeReadAhead(t *testing.T)
 	// keeps the others.
 	r := newReaderSize(pr, 0, 512)
 	r.now = readNow(pr)
-	a := &ahead{r: r, wake: make(chan struct{}, 1), readsNow: true}
+	a := newAhead(r, true)
 	go a.run(p.Log, ToClient)
 	defer a.stop()
 	all := updates(50)
@@ -118,5 +121,69 @@ func TestIssue12_ANotificationHeldByThePlugsKeepsItsBytes(t *testing.T) {
 	want := strings.Join(lines[:len(lines)-1], "\n") + "\n"
 	if b := <-got; string(b) != want {
 		t.Fatalf("the client got %d bytes that differ from the %d of the messages released", len(b), len(want))
+	}
+}
+
+// While the goroutine ahead tries the stream, the goroutine handling the
+// messages takes those it queued already, without waiting for that read;
+// once nothing is queued, it waits for the read ahead to end, then reads
+// the stream itself (issue 12, throughput with plugs).
+func TestIssue12_M6_MessagesReadAheadAreTakenWhileTheStreamIsTried(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	r := newReaderSize(pr, 0, 4<<10)
+	trying, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.now = func([]byte) (int, bool) {
+		once.Do(func() { close(trying) })
+		<-release
+		return 0, false
+	}
+	a := newAhead(r, true)
+	go a.run(log.New(io.Discard), ToClient)
+	defer a.stop()
+	releaseNow := sync.OnceFunc(func() { close(release) })
+	defer releaseNow() // before stop, which waits for the read ahead
+	if _, err := pw.Write(updates(3)); err != nil {
+		t.Fatal(err)
+	}
+	next := func() <-chan *Message {
+		got := make(chan *Message, 1)
+		go func() {
+			m, _, err := a.next()
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Error(err)
+			}
+			got <- m
+		}()
+		return got
+	}
+	if m := <-next(); !bytes.Contains(m.Raw, []byte(`"n":0`)) {
+		t.Fatalf("first: %s", m.Raw)
+	}
+	<-trying // the other two are queued; the goroutine ahead is in the stream
+	for i := 1; i <= 2; i++ {
+		got := next()
+		var m *Message
+		testsupport.Eventually(t, fmt.Sprintf("update %d is taken while the stream is tried", i), func() bool {
+			select {
+			case m = <-got:
+				return true
+			default:
+				return false
+			}
+		})
+		if want := fmt.Sprintf(`"n":%d`, i); !bytes.Contains(m.Raw, []byte(want)) {
+			t.Fatalf("update %d: %s", i, m.Raw)
+		}
+	}
+	last := next()
+	releaseNow()
+	pw.Close()
+	if m := <-last; m != nil {
+		t.Fatalf("after the stream's end: %s", m.Raw)
 	}
 }
