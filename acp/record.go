@@ -17,7 +17,8 @@ import (
 // the agent as the agent sees it, toward the client as the client gets it.
 // by names the plug that answered a request, or is empty.
 type Recorder interface {
-	// Record must not keep m or its bytes: once sent, a message's buffer
+	// Record must not keep m or its bytes, unless it takes a hold of its
+	// own on m's block (JSONLRecorder does): once sent, a message's buffer
 	// may be reused.
 	Record(side Side, m *Message, by string)
 }
@@ -51,6 +52,9 @@ func (s Side) Direction() string {
 // the background once full, so that the writes to the file keep the stream
 // waiting only when they fall behind. A record is appended to a chunk that
 // has room for it: records are copied once, never moved by a chunk's growth.
+// A notification still in the block a Reader read it into is not copied by
+// Record: it keeps a hold on its block, and the background write encodes
+// its record, off the goroutine that passes the stream on.
 type JSONLRecorder struct {
 	mu      sync.Mutex
 	cond    sync.Cond // signalled when a background write ends
@@ -65,6 +69,34 @@ type JSONLRecorder struct {
 	err     error
 	now     func() time.Time
 	stamp   stamp
+	// later are the records of notifications held in their blocks, to be
+	// encoded after those in full and cur; laterSize bounds their size.
+	later     []recordEntry
+	laterSize int
+	spare     []recordEntry // a later handed to a background write, for reuse
+	// behind is the chunk and stamp of the background write, which only
+	// it uses, without r.mu.
+	behind      []byte
+	behindStamp stamp
+}
+
+// A recordEntry is a record before it is encoded. One that Record took
+// without encoding it (in later) keeps a hold on its message's block until
+// it is encoded.
+type recordEntry struct {
+	seq  uint64
+	t    time.Time
+	side Side
+	m    *Message
+	by   string
+}
+
+// encode appends the record to b and drops the message's hold.
+func (l *recordEntry) encode(b []byte, st *stamp) []byte {
+	b = appendRecord(b, l.seq, st, l.t, l.side, l.m, l.by)
+	l.m.Release()
+	*l = recordEntry{}
+	return b
 }
 
 // recordBatch is the size of a chunk, and so of most writes: a file takes
@@ -105,20 +137,56 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 		return
 	}
 	r.seq++
-	if need := recordSize(m, by); len(r.cur)+need > cap(r.cur) {
-		r.seal(need)
+	if m.Kind == Notification && m.blk != nil {
+		m.blk.retain()
+		r.later = append(r.later, recordEntry{r.seq, r.now(), side, m, by})
+		r.laterSize += recordSize(m, by)
+	} else {
+		r.encodeLater()
+		r.append(recordEntry{r.seq, r.now(), side, m, by})
 	}
-	r.cur = appendRecord(r.cur, r.seq, &r.stamp, r.now(), side, m, by)
 	switch {
 	case m.Kind != Notification:
 		r.writeNow()
-	case len(r.full) > 0 && !r.writing:
-		batch := r.full
-		r.full, r.queued, r.writing = nil, 0, true
-		go r.writeBehind(batch)
-	case r.queued >= maxRecordBacklog:
+	case r.queued+r.laterSize >= maxRecordBacklog:
 		r.writeNow()
+	case !r.writing && (len(r.full) > 0 || r.laterSize >= recordBatch):
+		chunks, later := r.take()
+		r.writing = true
+		go r.writeBehind(chunks, later)
 	}
+}
+
+// append encodes l at the end of cur, with r.mu held.
+func (r *JSONLRecorder) append(l recordEntry) {
+	if need := recordSize(l.m, l.by); len(r.cur)+need > cap(r.cur) {
+		r.seal(need)
+	}
+	r.cur = appendRecord(r.cur, l.seq, &r.stamp, l.t, l.side, l.m, l.by)
+}
+
+// encodeLater encodes the later records into cur, with r.mu held: a record
+// that follows them is about to be appended.
+func (r *JSONLRecorder) encodeLater() {
+	for i := range r.later {
+		l := &r.later[i]
+		if need := recordSize(l.m, l.by); len(r.cur)+need > cap(r.cur) {
+			r.seal(need)
+		}
+		r.cur = l.encode(r.cur, &r.stamp)
+	}
+	r.later, r.laterSize = r.later[:0], 0
+}
+
+// take hands the records gathered, in order, to a background write: the
+// chunks, cur among them, then the later records. With r.mu held.
+func (r *JSONLRecorder) take() ([][]byte, []recordEntry) {
+	if len(r.later) > 0 && len(r.cur) > 0 {
+		r.seal(0)
+	}
+	chunks, later := r.full, r.later
+	r.full, r.queued, r.later, r.laterSize, r.spare = nil, 0, r.spare, 0, nil
+	return chunks, later
 }
 
 // seal queues the current chunk when it holds records, and starts one with
@@ -150,6 +218,7 @@ func (r *JSONLRecorder) writeNow() {
 	for r.writing {
 		r.cond.Wait()
 	}
+	r.encodeLater()
 	for _, c := range append(r.full, r.cur) {
 		if r.err == nil && len(c) > 0 {
 			_, r.err = r.w.Write(c)
@@ -160,30 +229,57 @@ func (r *JSONLRecorder) writeNow() {
 	r.full, r.queued, r.cur = r.full[:0], 0, r.cur[:0]
 }
 
-// writeBehind writes chunks without r.mu, then those filled meanwhile.
-func (r *JSONLRecorder) writeBehind(batch [][]byte) {
+// writeBehind writes chunks, then encodes and writes the later records,
+// without r.mu; then the records gathered meanwhile.
+func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
+	if r.behind == nil {
+		r.behind = make([]byte, 0, recordBatch)
+	}
 	for {
-		var err error
-		for _, c := range batch {
-			if _, err = r.w.Write(c); err != nil {
-				break
+		err := r.writeChunks(chunks)
+		for i := range later {
+			l := &later[i]
+			if err != nil {
+				l.m.Release()
+				continue
 			}
+			if len(r.behind)+recordSize(l.m, l.by) > recordBatch && len(r.behind) > 0 {
+				_, err = r.w.Write(r.behind)
+				r.behind = r.behind[:0]
+			}
+			r.behind = l.encode(r.behind, &r.behindStamp)
 		}
+		if err == nil && len(r.behind) > 0 {
+			_, err = r.w.Write(r.behind)
+		}
+		r.behind = r.behind[:0]
 		r.mu.Lock()
 		if r.err == nil {
 			r.err = err
 		}
-		r.recycle(batch)
-		if len(r.full) == 0 || r.err != nil {
+		r.recycle(chunks)
+		if r.spare == nil {
+			r.spare = later[:0]
+		}
+		if (len(r.full) == 0 && r.laterSize < recordBatch) || r.err != nil {
 			r.writing = false
 			r.cond.Broadcast()
 			r.mu.Unlock()
 			return
 		}
-		batch = r.full
-		r.full, r.queued = nil, 0
+		chunks, later = r.take()
 		r.mu.Unlock()
 	}
+}
+
+// writeChunks writes chunks in order and returns the first error.
+func (r *JSONLRecorder) writeChunks(chunks [][]byte) error {
+	for _, c := range chunks {
+		if _, err := r.w.Write(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Flush writes the records gathered so far, after the background write

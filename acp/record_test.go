@@ -3,6 +3,7 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -133,5 +134,68 @@ func TestIssue12_RecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
 	}
 	if got := strings.Count(g.String(), "\n"); got != n+m {
 		t.Errorf("the transcript has %d records, want %d", got, n+m)
+	}
+}
+
+// A notification recorded from the block it was read into is encoded by the
+// background write, after the stream has gone on into other blocks: its
+// record keeps the message's bytes, and the records stay in order among
+// those encoded at once (notifications a plug made, requests) (M5, issue
+// 12: recording costs the stream's goroutine no copy).
+func TestM5_ANotificationRecordedFromItsBlockKeepsItsBytes(t *testing.T) {
+	var lines []string
+	for i := range 3000 {
+		lines = append(lines, string(NewNotification("session/update", fmt.Appendf(nil, `{"sessionId":"s","update":{"i":%d,"text":%q}}`, i, strings.Repeat("y", i%700)))))
+	}
+	// Blocks of 4 KiB, released as the proxy releases them: read into
+	// again as soon as the recorder lets go.
+	rd := newReaderSize(strings.NewReader(strings.Join(lines, "\n")+"\n"), 0, 4<<10)
+	g := &gatedWriter{started: make(chan struct{}), open: make(chan struct{})}
+	rec := NewJSONLRecorder(g)
+	var want []string
+	for i := range lines {
+		m, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.blk == nil {
+			t.Fatal("the Reader's message has no block")
+		}
+		rec.Record(ToClient, m, "")
+		m.Release()
+		want = append(want, lines[i])
+		switch {
+		case i%500 == 499: // a plug's own notification
+			made := string(NewNotification("session/update", []byte(`{"sessionId":"s","update":{"made":true}}`)))
+			rec.Record(ToClient, mustParse([]byte(made)), "p")
+			want = append(want, made)
+		case i == 2000: // a request, written at once with those before it
+			req := `{"jsonrpc":"2.0","id":7,"method":"session/request_permission","params":{}}`
+			close(g.open)
+			rec.Record(ToClient, mustParse([]byte(req)), "")
+			want = append(want, req)
+		}
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, line := range strings.Split(strings.TrimSuffix(g.String(), "\n"), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("record %d: %v: %.200s", i+1, err, line)
+		}
+		if r.Seq != uint64(i+1) {
+			t.Fatalf("record %d has seq %d", i+1, r.Seq)
+		}
+		got = append(got, string(r.Message))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the transcript has %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("record %d:\n%.200s\nwant\n%.200s", i+1, got[i], want[i])
+		}
 	}
 }
