@@ -171,3 +171,53 @@ func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 	proc.end()
 	testsupport.Eventually(t, "the run ends", func() bool { return e.Running(rec.ID) == nil })
 }
+
+// TestIssue13_ARunTakenBackDoesNotWaitForAFrontEnd: the messages of a run
+// taken back that no front end has claimed are read, not held: its output
+// does not fill and stop it (a runner's store, which forwards the
+// messages of a run before it answers its calls, would answer nothing
+// until a client came back). A front end that claims it gets the messages
+// from then on.
+func TestIssue13_ARunTakenBackDoesNotWaitForAFrontEnd(t *testing.T) {
+	store, clock, rec := runInProgress(t, nil)
+	e := &blaise.Engine{Store: store, Clock: clock, AdoptUntil: clock.Now().Add(time.Minute)}
+	proc := newPipeProcess(t)
+	if _, err := e.Adopt(rec.ID, 1, proc); err != nil {
+		t.Fatal(err)
+	}
+	// Far more than the engine holds of messages no one reads.
+	update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"text":"` + strings.Repeat("x", 200) + `"}}}` + "\n"
+	written := make(chan error, 1)
+	go func() {
+		_, err := proc.peerStdout.WriteString(strings.Repeat(update, 20000))
+		written <- err
+	}()
+	var err error
+	if !testsupport.Wait(func() bool {
+		select {
+		case err = <-written:
+			return true
+		default:
+			return false
+		}
+	}) {
+		t.Fatal("the output of a run taken back and not claimed stopped: the engine holds its messages for no one")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := e.Claim(rec.ID)
+	if live == nil {
+		t.Fatal("no run to claim")
+	}
+	if _, err := proc.peerStdout.WriteString(`{"jsonrpc":"2.0","id":7,"result":{}}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	for m := range live.Messages() {
+		if string(m.ID) == "7" {
+			break
+		}
+	}
+	proc.end()
+	testsupport.Eventually(t, "the run ends", func() bool { return e.Running(rec.ID) == nil })
+}
