@@ -137,13 +137,15 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 		return
 	}
 	r.seq++
+	e := recordEntry{r.seq, r.now(), side, m, by}
 	if m.Kind == Notification && m.blk != nil {
 		m.blk.retain()
-		r.later = append(r.later, recordEntry{r.seq, r.now(), side, m, by})
+		r.later = append(r.later, e)
 		r.laterSize += recordSize(m, by)
 	} else {
 		r.encodeLater()
-		r.append(recordEntry{r.seq, r.now(), side, m, by})
+		r.roomFor(&e)
+		r.cur = appendRecord(r.cur, e.seq, &r.stamp, e.t, e.side, e.m, e.by)
 	}
 	switch {
 	case m.Kind != Notification:
@@ -157,23 +159,19 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 	}
 }
 
-// append encodes l at the end of cur, with r.mu held.
-func (r *JSONLRecorder) append(l recordEntry) {
-	if need := recordSize(l.m, l.by); len(r.cur)+need > cap(r.cur) {
+// roomFor makes room in cur for the record of e, with r.mu held.
+func (r *JSONLRecorder) roomFor(e *recordEntry) {
+	if need := recordSize(e.m, e.by); len(r.cur)+need > cap(r.cur) {
 		r.seal(need)
 	}
-	r.cur = appendRecord(r.cur, l.seq, &r.stamp, l.t, l.side, l.m, l.by)
 }
 
 // encodeLater encodes the later records into cur, with r.mu held: a record
 // that follows them is about to be appended.
 func (r *JSONLRecorder) encodeLater() {
 	for i := range r.later {
-		l := &r.later[i]
-		if need := recordSize(l.m, l.by); len(r.cur)+need > cap(r.cur) {
-			r.seal(need)
-		}
-		r.cur = l.encode(r.cur, &r.stamp)
+		r.roomFor(&r.later[i])
+		r.cur = r.later[i].encode(r.cur, &r.stamp)
 	}
 	r.later, r.laterSize = r.later[:0], 0
 }
