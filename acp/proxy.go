@@ -61,7 +61,9 @@ type Proxy struct {
 	// those errors hears of it after.
 	OnAgentEnd func()
 
-	checks chan *Message // typed messages waiting for CheckParams
+	checks chan checkItem // typed messages waiting for CheckParams
+	// checkBytes is the size of the params in checks.
+	checkBytes atomic.Int64
 	// drained tells, by the side its messages go toward, whether a Reader
 	// had nothing more buffered when it returned its last message: what is
 	// sent that way can then be written at once rather than batched.
@@ -123,7 +125,7 @@ func (s Side) other() Side {
 func (p *Proxy) Run(ctx context.Context) error {
 	p.init()
 	if p.CheckParams {
-		p.checks = make(chan *Message, checkQueue)
+		p.checks = make(chan checkItem, checkQueue)
 		go p.checker(p.checks)
 	}
 	// Each side's messages are read and handled on a goroutine of its own,
@@ -460,9 +462,24 @@ func (p *Proxy) seen(side Side, m *Message) bool {
 	return p.Extensions && IsExtension(m.Method)
 }
 
-// checkQueue bounds the messages waiting to be checked; when it is full,
-// messages pass unchecked rather than slow the stream down.
-const checkQueue = 256
+// checkQueue and maxCheckBytes bound the messages waiting to be checked,
+// and the size of their params (a message larger than that is queued
+// alone); when they are reached, messages pass unchecked rather than slow
+// the stream down.
+const (
+	checkQueue    = 256
+	maxCheckBytes = 1 << 20
+)
+
+// A checkItem is a typed message queued for CheckParams: its method (a
+// string of its own) and a copy of its params. A queued message is checked
+// long after it went on (the queue stays full while a stream is checked),
+// and its block would be kept for as long, or read again meanwhile once
+// released.
+type checkItem struct {
+	method string
+	params []byte
+}
 
 // check queues m for CheckParams. A misfit changes nothing about how m is
 // forwarded (M2), so checking runs beside the stream, not in it.
@@ -470,13 +487,18 @@ func (p *Proxy) check(m *Message) {
 	if len(p.checks) == cap(p.checks) {
 		return // full, as it stays while a stream is checked: no lock taken
 	}
+	if queued := p.checkBytes.Load(); queued > 0 && queued+int64(len(m.Params)) > maxCheckBytes {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.checks == nil || p.closed {
 		return
 	}
+	item := checkItem{m.Method, bytes.Clone(m.Params)}
 	select {
-	case p.checks <- m:
+	case p.checks <- item:
+		p.checkBytes.Add(int64(len(item.params)))
 	default:
 	}
 }
@@ -484,10 +506,11 @@ func (p *Proxy) check(m *Message) {
 // checker checks queued messages, resting after each check nine times as
 // long as it took, so that checking takes at most a tenth of a core however
 // busy the stream is.
-func (p *Proxy) checker(ch <-chan *Message) {
-	for m := range ch {
+func (p *Proxy) checker(ch <-chan checkItem) {
+	for c := range ch {
 		t0 := time.Now()
-		if err := CheckParams(m.Method, m.Params); err != nil {
+		p.checkBytes.Add(-int64(len(c.params)))
+		if err := CheckParams(c.method, c.params); err != nil {
 			p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
 		}
 		time.Sleep(9 * time.Since(t0))

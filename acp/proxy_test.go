@@ -456,3 +456,51 @@ func TestIssue12_NextReadNeverReadsTheStream(t *testing.T) {
 		t.Fatalf("Next after NextRead: %v, %v; want c", m, err)
 	}
 }
+
+// TestM2_AMessageQueuedForCheckingKeepsNeitherItsBlockNorItsBytes: the
+// params check runs long after a message went on, so what waits for it is
+// a copy: the message's block is read into again meanwhile, and the check
+// still sees the params as they came.
+func TestM2_AMessageQueuedForCheckingKeepsNeitherItsBlockNorItsBytes(t *testing.T) {
+	p := &Proxy{checks: make(chan checkItem, checkQueue)}
+	r := smallBlocks(`{"method":"session/update","params":{"n":%d}}` + "\n")
+	var want []string
+	queuedIn := map[*block]bool{}
+	reused := false
+	each(t, r, func(m *Message) {
+		if queuedIn[m.blk] && len(want) == checkQueue {
+			reused = true
+		}
+		if len(want) < checkQueue {
+			p.check(m)
+			want = append(want, string(m.Params))
+			queuedIn[m.blk] = true
+		}
+		m.Release()
+	})
+	if !reused {
+		t.Fatal("no block of a queued message was read into again: the test shows nothing")
+	}
+	for i, w := range want {
+		c := <-p.checks
+		if c.method != "session/update" || string(c.params) != w {
+			t.Fatalf("check %d: %s %s, want session/update %s", i, c.method, c.params, w)
+		}
+	}
+}
+
+// TestM2_ChecksWaitingHoldAtMostMaxCheckBytes: params larger than the bound
+// are queued alone, and nothing joins them until they are checked.
+func TestM2_ChecksWaitingHoldAtMostMaxCheckBytes(t *testing.T) {
+	p := &Proxy{checks: make(chan checkItem, checkQueue)}
+	big := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", maxCheckBytes) + `"}}`))
+	small := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{}}`))
+	p.check(big)
+	p.check(small)
+	if n := len(p.checks); n != 1 {
+		t.Fatalf("%d checks queued, want the large one alone", n)
+	}
+	if got := p.checkBytes.Load(); got != int64(len(big.Params)) {
+		t.Fatalf("checkBytes = %d, want %d", got, len(big.Params))
+	}
+}

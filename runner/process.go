@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"syscall"
@@ -310,6 +311,7 @@ func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
 // run's store is served on file descriptor storeFD (runstore). Store, ACP
 // and Control are set here.
 func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
+	collectLessOften()
 	// The control channel, the run lock and the store are the front end's
 	// and ours: the agent and the plugs' processes must not inherit them.
 	syscall.CloseOnExec(3)
@@ -341,4 +343,19 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 	defer stop()
 	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, blaise.NewControlConn(ctl, ctl)
 	return sp.Redactions.Error(sp.Serve(ctx))
+}
+
+// sessionGCPercent is the session process's GOGC, unless $GOGC sets one.
+// A stream through plugs reads into fresh blocks (a plug may keep any
+// message it saw, so their blocks are left to the collector) over a live
+// heap of a few MB: at the default of 100 the collector ran every few
+// milliseconds, and its work took about a tenth of the session process's
+// CPU time (BenchmarkACPFrontEnd, acp-5plugs).
+const sessionGCPercent = 400
+
+// collectLessOften sets the session process's GOGC to sessionGCPercent.
+func collectLessOften() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(sessionGCPercent)
+	}
 }
