@@ -131,8 +131,10 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 	conn := acp.NewAgentSideConnection(a, a.out, &startReader{r: in, ready: ready})
 	conn.SetLogger(logger.With("component", "acp-conn"))
 	a.conn = conn
-	close(ready)
+	// Logged before the reads start, so that it comes before the lines of
+	// the handlers (initialize) and the log reads the same every time.
 	logger.Info("serving", "name", opts.Name, "stateDir", opts.StateDir)
+	close(ready)
 
 	var err error
 	select {
