@@ -69,9 +69,11 @@ type Proxy struct {
 	// sent that way can then be written at once rather than batched.
 	drained [2]atomic.Bool
 	mu      sync.Mutex
-	closed  bool                // Run has ended
+	closed  atomic.Bool         // Run has ended; set with mu held
 	pending [2]map[string]*call // by Side of the request, then IDKey
 	loading map[string]int      // sessions being loaded, whose replay is not recorded
+	// nLoading is len(loading), read without mu by the stream's goroutine.
+	nLoading atomic.Int32
 	// forwardNotification is the Forward of a notification going toward a
 	// side: made once, rather than a closure for each message.
 	forwardNotification [2]Forward
@@ -147,7 +149,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	// From here on, what still arrives is dropped: the run is over.
 	p.mu.Lock()
-	p.closed = true
+	p.closed.Store(true)
 	if p.checks != nil {
 		close(p.checks)
 	}
@@ -369,10 +371,7 @@ func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bo
 // receive handles a message that arrived going toward side, in order: it
 // returns once the message was forwarded or handled.
 func (p *Proxy) receive(side Side, m *Message) {
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if p.closed.Load() {
 		p.Log.Debug("dropped a message that arrived after the run ended", "method", m.Method, "toward", side)
 		m.Release()
 		return
@@ -402,6 +401,7 @@ func (p *Proxy) answer(side Side, m *Message) {
 	if ok && c.loadingID != "" {
 		if p.loading[c.loadingID]--; p.loading[c.loadingID] <= 0 {
 			delete(p.loading, c.loadingID)
+			p.nLoading.Store(int32(len(p.loading)))
 		}
 	}
 	p.mu.Unlock()
@@ -492,7 +492,7 @@ func (p *Proxy) check(m *Message) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.checks == nil || p.closed {
+	if p.checks == nil || p.closed.Load() {
 		return
 	}
 	item := checkItem{m.Method, bytes.Clone(m.Params)}
@@ -526,7 +526,7 @@ func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 		pending = &call{id: bytes.Clone(m.ID), resp: make(chan *Message, 1), finished: c.finished}
 		key := IDKey(m.ID)
 		p.mu.Lock()
-		if p.closed {
+		if p.closed.Load() {
 			p.mu.Unlock()
 			// As for a request the agent left unanswered: its client
 			// tells that the run ended on its own.
@@ -544,6 +544,7 @@ func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 			if id := sessionID(m.Params); id != "" {
 				pending.loadingID = id
 				p.loading[id]++
+				p.nLoading.Store(int32(len(p.loading)))
 			}
 		}
 		p.pending[side][key] = pending
@@ -599,10 +600,7 @@ func (p *Proxy) replayed(side Side, m *Message) bool {
 	if side != ToClient || m.Kind != Notification || m.Method != "session/update" {
 		return false
 	}
-	p.mu.Lock()
-	n := len(p.loading)
-	p.mu.Unlock()
-	if n == 0 {
+	if p.nLoading.Load() == 0 {
 		return false
 	}
 	id := sessionID(m.Params)

@@ -91,12 +91,17 @@ type recordEntry struct {
 	by   string
 }
 
-// encode appends the record to b and drops the message's hold.
-func (l *recordEntry) encode(b []byte, st *stamp) []byte {
+// encode appends the record to b and drops the message's hold into h.
+func (l *recordEntry) encode(b []byte, st *stamp, h *holds) []byte {
 	b = appendRecord(b, l.seq, st, l.t, l.side, l.m, l.by)
-	l.m.Release()
-	*l = recordEntry{}
+	l.drop(h)
 	return b
+}
+
+// drop adds the message's hold to h, and forgets the record.
+func (l *recordEntry) drop(h *holds) {
+	h.add(l.m.blk)
+	*l = recordEntry{}
 }
 
 // recordBatch is the size of a chunk, and so of most writes: a file takes
@@ -169,10 +174,12 @@ func (r *JSONLRecorder) roomFor(e *recordEntry) {
 // encodeLater encodes the later records into cur, with r.mu held: a record
 // that follows them is about to be appended.
 func (r *JSONLRecorder) encodeLater() {
+	var h holds
 	for i := range r.later {
 		r.roomFor(&r.later[i])
-		r.cur = r.later[i].encode(r.cur, &r.stamp)
+		r.cur = r.later[i].encode(r.cur, &r.stamp, &h)
 	}
+	h.release()
 	r.later, r.laterSize = r.later[:0], 0
 }
 
@@ -235,18 +242,20 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 	}
 	for {
 		err := r.writeChunks(chunks)
+		var h holds
 		for i := range later {
 			l := &later[i]
 			if err != nil {
-				l.m.Release()
+				l.drop(&h)
 				continue
 			}
 			if len(r.behind)+recordSize(l.m, l.by) > recordBatch && len(r.behind) > 0 {
 				_, err = r.w.Write(r.behind)
 				r.behind = r.behind[:0]
 			}
-			r.behind = l.encode(r.behind, &r.behindStamp)
+			r.behind = l.encode(r.behind, &r.behindStamp, &h)
 		}
+		h.release()
 		if err == nil && len(r.behind) > 0 {
 			_, err = r.w.Write(r.behind)
 		}

@@ -199,3 +199,32 @@ func TestM5_ANotificationRecordedFromItsBlockKeepsItsBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsOfARunOfOneBlockAreDroppedTogether: the holds of records
+// encoded one after the other are dropped when a record of another block
+// comes, and the last ones at release, each block's count by its own.
+func TestHoldsOfARunOfOneBlockAreDroppedTogether(t *testing.T) {
+	a, b := &block{}, &block{}
+	a.holds.Store(4)
+	b.holds.Store(2)
+	var h holds
+	h.add(a)
+	h.add(a)
+	h.add(a)
+	if n := a.holds.Load(); n != 4 {
+		t.Fatalf("a has %d holds while its run goes on, want 4", n)
+	}
+	h.add(b)
+	if n := a.holds.Load(); n != 1 {
+		t.Fatalf("a has %d holds after its run, want 1", n)
+	}
+	h.add(b)
+	h.release()
+	if n := b.holds.Load(); n != 0 {
+		t.Fatalf("b has %d holds after release, want 0", n)
+	}
+	h.release()
+	if a.holds.Load() != 1 || b.holds.Load() != 0 {
+		t.Fatal("a second release dropped holds again")
+	}
+}

@@ -95,10 +95,31 @@ const (
 	batchDelay = 200 * time.Microsecond
 )
 
-// holds counts the holds a Writer has on a block.
+// holds counts holds on a block: a Writer's, or those that records just
+// encoded drop together.
 type holds struct {
 	blk *block
 	n   int32
+}
+
+// add counts a hold on blk, dropping those counted on another block
+// first: the holds of a run of messages of one block go with one atomic
+// add, not one each (the count is shared with the goroutine reading into
+// the block).
+func (h *holds) add(blk *block) {
+	if blk != h.blk {
+		h.release()
+		h.blk = blk
+	}
+	h.n++
+}
+
+// release drops the holds counted.
+func (h *holds) release() {
+	if h.blk != nil && h.n > 0 {
+		h.blk.release(h.n)
+	}
+	*h = holds{}
 }
 
 // A vectorWriter writes bufs in order with as few system calls as it can.
