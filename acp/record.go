@@ -75,9 +75,10 @@ type JSONLRecorder struct {
 	laterSize int
 	spare     []recordEntry // a later handed to a background write, for reuse
 	// behind is the chunk and stamp of the background write, which only
-	// it uses, without r.mu.
+	// it uses, without r.mu; lent: the chunk is the writer's (lender).
 	behind      []byte
 	behindStamp stamp
+	lent        bool
 }
 
 // A recordEntry is a record before it is encoded. One that Record took
@@ -237,29 +238,29 @@ func (r *JSONLRecorder) writeNow() {
 // writeBehind writes chunks, then encodes and writes the later records,
 // without r.mu; then the records gathered meanwhile.
 func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
-	if r.behind == nil {
-		r.behind = make([]byte, 0, recordBatch)
-	}
 	for {
 		err := r.writeChunks(chunks)
 		var h holds
+		var b []byte // the chunk encoded into; nil until one is taken
 		for i := range later {
 			l := &later[i]
+			if err == nil && b != nil && len(b)+recordSize(l.m, l.by) > recordBatch {
+				err = r.writeChunk(b)
+				b = nil
+			}
 			if err != nil {
 				l.drop(&h)
 				continue
 			}
-			if len(r.behind)+recordSize(l.m, l.by) > recordBatch && len(r.behind) > 0 {
-				_, err = r.w.Write(r.behind)
-				r.behind = r.behind[:0]
+			if b == nil {
+				b = r.chunk()
 			}
-			r.behind = l.encode(r.behind, &r.behindStamp, &h)
+			b = l.encode(b, &r.behindStamp, &h)
 		}
 		h.release()
-		if err == nil && len(r.behind) > 0 {
-			_, err = r.w.Write(r.behind)
+		if err == nil && len(b) > 0 {
+			err = r.writeChunk(b)
 		}
-		r.behind = r.behind[:0]
 		r.mu.Lock()
 		if r.err == nil {
 			r.err = err
@@ -277,6 +278,44 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 		chunks, later = r.take()
 		r.mu.Unlock()
 	}
+}
+
+// A lender is a writer that lends the buffer its writes go through
+// (streamfile.File, through redact.Writer): the background write encodes
+// records into it, which then go out without being copied once more.
+type lender interface {
+	// AppendBuffer returns an empty slice with room for n bytes in the
+	// writer's buffer, or nil when it lends none.
+	AppendBuffer(n int) []byte
+	// WriteAppended writes what was appended to that slice.
+	WriteAppended(p []byte) (int, error)
+}
+
+// chunk returns an empty chunk for the background write to encode into:
+// the writer's buffer when it lends it, or the recorder's own.
+func (r *JSONLRecorder) chunk() []byte {
+	if l, ok := r.w.(lender); ok {
+		if b := l.AppendBuffer(recordBatch); b != nil {
+			r.lent = true
+			return b
+		}
+	}
+	r.lent = false
+	if r.behind == nil {
+		r.behind = make([]byte, 0, recordBatch)
+	}
+	return r.behind[:0]
+}
+
+// writeChunk writes the chunk the background write encoded into.
+func (r *JSONLRecorder) writeChunk(b []byte) error {
+	var err error
+	if r.lent {
+		_, err = r.w.(lender).WriteAppended(b)
+	} else {
+		_, err = r.w.Write(b)
+	}
+	return err
 }
 
 // writeChunks writes chunks in order and returns the first error.

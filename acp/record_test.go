@@ -179,8 +179,15 @@ func TestM5_ANotificationRecordedFromItsBlockKeepsItsBytes(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
+	transcriptHolds(t, g.String(), want)
+}
+
+// transcriptHolds checks that the records of transcript are numbered from
+// 1 and hold the messages want, in order.
+func transcriptHolds(t *testing.T, transcript string, want []string) {
+	t.Helper()
 	var got []string
-	for i, line := range strings.Split(strings.TrimSuffix(g.String(), "\n"), "\n") {
+	for i, line := range strings.Split(strings.TrimSuffix(transcript, "\n"), "\n") {
 		var r Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("record %d: %v: %.200s", i+1, err, line)
@@ -198,6 +205,39 @@ func TestM5_ANotificationRecordedFromItsBlockKeepsItsBytes(t *testing.T) {
 			t.Fatalf("record %d:\n%.200s\nwant\n%.200s", i+1, got[i], want[i])
 		}
 	}
+}
+
+// TestM5_NotificationsAreEncodedIntoTheBufferTheWriterLends: over a writer
+// that lends its buffer (a transcript file's, through redaction), the
+// background write encodes the records of notifications there; a record
+// larger than a chunk goes all the same, and every record is in order.
+func TestM5_NotificationsAreEncodedIntoTheBufferTheWriterLends(t *testing.T) {
+	var lines []string
+	for i := range 3000 {
+		text := strings.Repeat("z", i%900)
+		if i == 1500 {
+			text = strings.Repeat("Z", recordBatch+100)
+		}
+		lines = append(lines, string(NewNotification("session/update", fmt.Appendf(nil, `{"sessionId":"s","update":{"i":%d,"text":%q}}`, i, text))))
+	}
+	rd := NewReader(strings.NewReader(strings.Join(lines, "\n")+"\n"), 0)
+	var w testsupport.LendingBuffer
+	rec := NewJSONLRecorder(&w)
+	for range lines {
+		m, err := rd.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Record(ToClient, m, "")
+		m.Release()
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.LentWrites == 0 {
+		t.Fatal("no chunk was encoded into the lent buffer")
+	}
+	transcriptHolds(t, w.String(), lines)
 }
 
 // TestHoldsOfARunOfOneBlockAreDroppedTogether: the holds of records

@@ -97,10 +97,7 @@ func (s *File) Write(p []byte) (int, error) {
 		s.keepLastBlock(p[:n])
 		return n, err
 	}
-	if cap(s.pend) < directChunk {
-		grown := aligned(directChunk)
-		s.pend = grown[:copy(grown[:len(s.pend)], s.pend)]
-	}
+	s.growPend()
 	// pend holds what the file holds from base: p goes at start.
 	start := s.written
 	n := 0
@@ -114,8 +111,49 @@ func (s *File) Write(p []byte) (int, error) {
 			}
 		}
 	}
+	return s.finish(p, start)
+}
+
+// AppendBuffer lends the File's own buffer to a large write of up to n
+// bytes (between 64 KiB and 1 MiB): it returns an empty slice with room
+// for them there, or nil when the stream does not write directly. What is
+// appended to it, given to WriteAppended, goes out without being copied
+// once more. Any other call on the File takes the loan back.
+func (s *File) AppendBuffer(n int) []byte {
+	if s.direct == nil || n < directMin || n > directChunk {
+		return nil
+	}
+	s.growPend()
+	return s.pend[len(s.pend):len(s.pend)]
+}
+
+// WriteAppended appends p, which was appended to the slice AppendBuffer
+// returned; the room is the File's again once it returns. A p that is not
+// there (it grew past the room lent) is written as Write writes it.
+func (s *File) WriteAppended(p []byte) (int, error) {
+	room := s.pend[len(s.pend):cap(s.pend)]
+	if s.direct == nil || len(p) == 0 || len(p) > len(room) || &room[0] != &p[0] {
+		return s.Write(p)
+	}
+	start := s.written
+	s.pend = s.pend[:len(s.pend)+len(p)]
+	return s.finish(p, start)
+}
+
+// growPend gives pend room for a chunk after the unfinished block it holds
+// between writes.
+func (s *File) growPend() {
+	if cap(s.pend) < directChunk+blockSize {
+		grown := aligned(directChunk + blockSize)
+		s.pend = grown[:copy(grown[:len(s.pend)], s.pend)]
+	}
+}
+
+// finish ends a large write of p, which went at start and is all in pend:
+// its whole blocks go out directly, and the rest through the cache.
+func (s *File) finish(p []byte, start int64) (int, error) {
 	if err := s.writeBlocks(); err != nil {
-		return s.fallBack(p, start, n, err)
+		return s.fallBack(p, start, len(p), err)
 	}
 	// The bytes of the unfinished block that the file lacks go through
 	// the cache: a reader of the file sees them now.

@@ -447,3 +447,52 @@ func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	}
 	fileHolds(t, path, append([]byte("before\n"), p[:n]...))
 }
+
+// Issue 12: what is appended to the buffer a File lends goes to the file
+// from there, not copied once more, among writes of every size; a write
+// that outgrew the room lent is written as any other.
+func TestIssue12_WhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "transcript.jsonl")
+	s := directStream(t, path, "before\n")
+	want := []byte("before\n")
+	rng := rand.New(rand.NewPCG(12, 1))
+	lent := 0
+	for i := 0; i < 60; i++ {
+		if rng.IntN(2) == 0 {
+			p := randomWrite(rng, 4, 2*directChunk)
+			if _, err := s.Write(p); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, p...)
+		} else {
+			b := s.AppendBuffer(directChunk)
+			if b == nil || len(b) != 0 || cap(b) < directChunk {
+				t.Fatalf("step %d: lent %d bytes of room, want %d", i, cap(b), directChunk)
+			}
+			room := &b[:1][0]
+			// Mostly within the room; now and then past it.
+			b = append(b, randomWrite(rng, 6, directChunk+5*blockSize)...)
+			if len(b) > 0 && &b[0] == room {
+				lent++
+			}
+			// Once written, the room is the File's again.
+			want = append(want, b...)
+			if n, err := s.WriteAppended(b); err != nil || n != len(b) {
+				t.Fatalf("step %d: wrote %d of %d bytes appended: %v", i, n, len(b), err)
+			}
+		}
+		fileHolds(t, path, want)
+	}
+	if lent == 0 {
+		t.Fatal("no write went out from the lent buffer")
+	}
+}
+
+// Issue 12: a stream through the cache lends no buffer.
+func TestIssue12_AStreamThroughTheCacheLendsNoBuffer(t *testing.T) {
+	throughTheCache(t)
+	s := openStream(t, filepath.Join(t.TempDir(), "transcript.jsonl"), "")
+	if b := s.AppendBuffer(directChunk); b != nil {
+		t.Fatalf("lent %d bytes of room", cap(b))
+	}
+}
