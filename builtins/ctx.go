@@ -40,6 +40,12 @@ type Ctx struct {
 	Handler string
 	Host    starlark.Value
 	Agent   *AgentDraft
+	// Reached, when not nil, is set once the handler takes from ctx
+	// anything but ctx.log and ctx.plug: what outlives the call (ctx.state,
+	// the outputs under ctx.setup …) is reached through ctx alone, since a
+	// plug's globals are frozen, so a handler that never set it kept no
+	// value it saw.
+	Reached *bool
 
 	closed atomic.Bool
 }
@@ -71,6 +77,9 @@ func (c *Ctx) AttrNames() []string { return ctxAttrs }
 func (c *Ctx) Attr(name string) (starlark.Value, error) {
 	if err := c.check(); err != nil {
 		return nil, err
+	}
+	if c.Reached != nil && name != "log" && name != "plug" {
+		*c.Reached = true
 	}
 	switch name {
 	case "inputs":

@@ -107,6 +107,11 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	way := &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
 	msg := builtins.NewMessage(side.Direction(), m)
 	resp, by, err := way.step(0, msg)
+	if m.Kind == acp.Notification && !way.reached {
+		// No handler reached what outlives its call: none kept m, whose
+		// block is read into again once the writers are done with it.
+		m.Release()
+	}
 	if err != nil || resp == nil {
 		return nil, by, err
 	}
@@ -121,6 +126,9 @@ type passage struct {
 	order   []*plugRun
 	forward acp.Forward
 	hops    []hop
+	// reached: a handler took from its ctx what outlives its call (see
+	// builtins.Ctx.Reached), where it may have kept the message.
+	reached bool
 }
 
 // step runs the handler of order[k] in hops[k]; past the last plug it
@@ -145,6 +153,7 @@ func (way *passage) step(k int, msg *builtins.Message) (*builtins.Message, strin
 	p := order[k]
 	fn := p.use.Plug.OnMessage
 	r.initCtx(&h.ctx, p, "on_message", pl.hostValue)
+	h.ctx.Reached = &way.reached
 	// The arguments are copied into the handler's frame as the call
 	// starts, under the session lock: one array serves every step.
 	pl.args = [3]starlark.Value{&h.ctx, msg, h}

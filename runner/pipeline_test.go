@@ -89,8 +89,14 @@ func BenchmarkPipeline(b *testing.B) {
 // a run loads them before its agent starts.
 func loadedPipeline(b testing.TB, n int) *pipeline {
 	dir := b.TempDir()
+	return pipelineOf(b, dir, acptest.NoopPlugs(b, dir, n))
+}
+
+// pipelineOf returns the pipeline of a run of the plugs that uses (the
+// use(...) of setup) name, in dir, loaded as a run loads them.
+func pipelineOf(b testing.TB, dir string, uses []string) *pipeline {
 	cfgPath := filepath.Join(dir, "blaise.star")
-	src := fmt.Sprintf("agent(command = \"true\")\nsetup(%s)\n", strings.Join(acptest.NoopPlugs(b, dir, n), ", "))
+	src := fmt.Sprintf("agent(command = \"true\")\nsetup(%s)\n", strings.Join(uses, ", "))
 	if err := os.WriteFile(cfgPath, []byte(src), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -111,4 +117,85 @@ func loadedPipeline(b testing.TB, n int) *pipeline {
 		}
 	}
 	return r.pipeline(host)
+}
+
+// TestM6_ANotificationNoHandlerCouldKeepHasItsBlockReadIntoAgain: a
+// notification whose handlers took nothing from ctx but ctx.log is
+// released once through the plugs, so its Reader reads into its block
+// again; one that a plug kept (in ctx.state) keeps its bytes, however many
+// messages come after it.
+func TestM6_ANotificationNoHandlerCouldKeepHasItsBlockReadIntoAgain(t *testing.T) {
+	const n = 3000
+	var stream strings.Builder
+	for i := range n {
+		fmt.Fprintf(&stream, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"i":%d,"text":%q}}}`+"\n", i, strings.Repeat("x", 1000))
+	}
+	pass := func(t *testing.T, pl *pipeline, each func(i int, m *acp.Message)) {
+		rd := acp.NewReader(strings.NewReader(stream.String()), 0)
+		for i := range n {
+			m, err := rd.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := pl.Handle(acp.ToClient, m, func(*acp.Message) *acp.Message { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			each(i, m)
+		}
+	}
+	t.Run("passed", func(t *testing.T) {
+		dir := t.TempDir()
+		plug := `plug(name = "logger")
+def on_message(ctx, message, next):
+    ctx.log.debug("seen", method = message.method, plug = ctx.plug.name)
+    return next(message)
+`
+		if err := os.WriteFile(filepath.Join(dir, "logger.star"), []byte(plug), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pl := pipelineOf(t, dir, append(acptest.NoopPlugs(t, dir, 2), `use("./logger.star")`))
+		// Every message is kept from the collector, so that a line read
+		// where an earlier one was is a block read into again.
+		var kept []*acp.Message
+		at := map[*byte]bool{}
+		again := 0
+		pass(t, pl, func(_ int, m *acp.Message) {
+			kept = append(kept, m)
+			if at[&m.Raw[0]] {
+				again++
+			}
+			at[&m.Raw[0]] = true
+		})
+		if again == 0 {
+			t.Fatalf("none of %d notifications no plug could keep was read where an earlier one was", len(kept))
+		}
+	})
+	t.Run("kept", func(t *testing.T) {
+		dir := t.TempDir()
+		plug := `plug(name = "keeper")
+def on_load(ctx):
+    return {"kept": []}
+def on_message(ctx, message, next):
+    if message.params["update"]["i"] % 100 == 0:
+        ctx.state["kept"].append(message)
+    return next(message)
+`
+		if err := os.WriteFile(filepath.Join(dir, "keeper.star"), []byte(plug), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pl := pipelineOf(t, dir, []string{`use("./keeper.star")`})
+		var keptRaw []string
+		var keptMsgs []*acp.Message
+		pass(t, pl, func(i int, m *acp.Message) {
+			if i%100 == 0 {
+				keptRaw = append(keptRaw, string(m.Raw))
+				keptMsgs = append(keptMsgs, m)
+			}
+		})
+		for i, m := range keptMsgs {
+			if string(m.Raw) != keptRaw[i] {
+				t.Fatalf("kept notification %d changed after %d more messages: %.80s", i*100, n-i*100, m.Raw)
+			}
+		}
+	})
 }
