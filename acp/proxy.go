@@ -21,11 +21,12 @@ type Forward func(m *Message) *Message
 // Pipeline passes messages through the plugs. Handle returns, for a
 // request, the response to send back (and the name of the plug that
 // answered it, when a plug did); err fails the session. A plug may keep a
-// message past its handler (a notification held back, ctx.state), so a
-// message the Pipeline saw is never released: its block is left to the
-// garbage collector.
+// message past its handler (a notification held back in ctx.state): free
+// tells that none can have kept m, which the proxy then releases once it
+// is done with it. A message kept is never released: its block is left to
+// the garbage collector.
 type Pipeline interface {
-	Handle(side Side, m *Message, forward Forward) (resp *Message, answeredBy string, err error)
+	Handle(side Side, m *Message, forward Forward) (resp *Message, answeredBy string, free bool, err error)
 }
 
 // Proxy forwards ACP between a client and an agent: every message, known or
@@ -428,7 +429,11 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 	var by string
 	if p.Pipeline != nil && p.seen(side, m) {
 		var err error
-		resp, by, err = p.Pipeline.Handle(side, m, forward)
+		var free bool
+		resp, by, free, err = p.Pipeline.Handle(side, m, forward)
+		if free {
+			defer m.Release()
+		}
 		if err != nil {
 			p.Log.Error("a plug failed on a message", "method", m.Method, "err", err)
 			if p.OnFailure != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -221,10 +222,10 @@ func TestProxyRequestAfterTheAgentIsGoneIsAnsweredAsStopped(t *testing.T) {
 // holdingPipeline holds each message until ended is closed, then forwards it.
 type holdingPipeline struct{ held, ended chan struct{} }
 
-func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, error) {
+func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, bool, error) {
 	close(h.held)
 	<-h.ended
-	return forward(m), "", nil
+	return forward(m), "", false, nil
 }
 
 // A notification that no plug sees passes through the proxy without an
@@ -328,7 +329,7 @@ type orderPipeline struct {
 	release chan struct{}
 }
 
-func (o *orderPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, error) {
+func (o *orderPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, bool, error) {
 	o.mu.Lock()
 	o.seen = append(o.seen, m.Method)
 	first := len(o.seen) == 1
@@ -337,7 +338,7 @@ func (o *orderPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, s
 		close(o.held)
 		<-o.release
 	}
-	return forward(m), "", nil
+	return forward(m), "", false, nil
 }
 
 // updates returns n session/updates, numbered, one per line.
@@ -502,5 +503,50 @@ func TestM2_ChecksWaitingHoldAtMostMaxCheckBytes(t *testing.T) {
 	}
 	if got := p.checkBytes.Load(); got != int64(len(big.Params)) {
 		t.Fatalf("checkBytes = %d, want %d", got, len(big.Params))
+	}
+}
+
+// freeingPipeline forwards a notification, tells it free and fails, as a
+// pipeline does whose handler failed after next() without reaching
+// anything of its ctx that outlives the call; it notes the message's holds
+// as it returns.
+type freeingPipeline struct {
+	m     *Message
+	holds int32
+}
+
+func (f *freeingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, bool, error) {
+	forward(m)
+	f.m, f.holds = m, m.blk.holds.Load()
+	return nil, "", m.Kind == Notification, errors.New("the handler failed after next()")
+}
+
+// TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone: the
+// proxy releases a message that the pipeline tells free after its last use
+// of it (the failure's report reads its method and kind), not before: once
+// released, its block and the Message itself are the Reader's again.
+func TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone(t *testing.T) {
+	f := &freeingPipeline{}
+	var failures int
+	p := &Proxy{
+		FromAgent: NewReader(strings.NewReader(string(NewNotification("session/update", []byte(`{"sessionId":"s"}`)))+"\n"), 0),
+		ToClient:  NewWriter(io.Discard), ToAgent: NewWriter(io.Discard),
+		Pipeline: f, Log: log.New(io.Discard),
+		OnFailure: func(error) {
+			failures++
+			if n := f.m.blk.holds.Load(); n != f.holds {
+				t.Errorf("the message has %d holds while the proxy reports its failure, %d when the pipeline returned", n, f.holds)
+			}
+		},
+	}
+	p.init()
+	if err := p.read(ToClient, p.FromAgent); err != nil {
+		t.Fatal(err)
+	}
+	if failures != 1 {
+		t.Fatalf("%d failures reported, want 1", failures)
+	}
+	if n := f.m.blk.holds.Load(); n >= f.holds {
+		t.Fatalf("the message freed has %d holds after the proxy is done with it, %d before", n, f.holds)
 	}
 }

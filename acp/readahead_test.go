@@ -77,12 +77,12 @@ type backHolder struct {
 	heldForward Forward
 }
 
-func (h *backHolder) Handle(_ Side, m *Message, forward Forward) (*Message, string, error) {
+func (h *backHolder) Handle(_ Side, m *Message, forward Forward) (*Message, string, bool, error) {
 	if h.held != nil {
 		h.heldForward(h.held)
 	}
 	h.held, h.heldForward = m, forward
-	return nil, "", nil
+	return nil, "", false, nil
 }
 
 // A notification the plugs hold past its handler keeps its bytes while the

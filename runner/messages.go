@@ -92,7 +92,7 @@ func reversed(plugs []*plugRun) []*plugRun {
 // Handle runs m through the handlers: toward the agent plug 1 first, toward
 // the client the last plug first, so the outermost plug has the last word
 // on what reaches the client (M3).
-func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (*acp.Message, string, error) {
+func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (*acp.Message, string, bool, error) {
 	order := pl.typed[side]
 	if acp.IsExtension(m.Method) {
 		order = pl.extensions[side]
@@ -107,16 +107,14 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	way := &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
 	msg := builtins.NewMessage(side.Direction(), m)
 	resp, by, err := way.step(0, msg)
-	if m.Kind == acp.Notification && !way.reached {
-		// No handler reached what outlives its call: none kept m, whose
-		// block is read into again once the writers are done with it.
-		m.Release()
-	}
+	// No handler reached what outlives its call: none kept m, whose block
+	// is read into again once it is out.
+	free := m.Kind == acp.Notification && !way.reached
 	if err != nil || resp == nil {
-		return nil, by, err
+		return nil, by, free, err
 	}
 	out, err := resp.Encode()
-	return out, by, err
+	return out, by, free, err
 }
 
 // A passage is a message's way through the plugs: the order they meet it

@@ -32,7 +32,7 @@ func TestIssue12_PipelineStepsCostNoAllocation(t *testing.T) {
 		}
 		forward := func(*acp.Message) *acp.Message { return nil }
 		return testing.AllocsPerRun(200, func() {
-			if _, _, err := pl.Handle(acp.ToClient, m, forward); err != nil {
+			if _, _, _, err := pl.Handle(acp.ToClient, m, forward); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -74,7 +74,7 @@ func BenchmarkPipeline(b *testing.B) {
 			forward := func(*acp.Message) *acp.Message { forwarded++; return nil }
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := pl.Handle(acp.ToClient, m, forward); err != nil {
+				if _, _, _, err := pl.Handle(acp.ToClient, m, forward); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -130,17 +130,23 @@ func TestM6_ANotificationNoHandlerCouldKeepHasItsBlockReadIntoAgain(t *testing.T
 	for i := range n {
 		fmt.Fprintf(&stream, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"i":%d,"text":%q}}}`+"\n", i, strings.Repeat("x", 1000))
 	}
-	pass := func(t *testing.T, pl *pipeline, each func(i int, m *acp.Message)) {
+	// pass hands each message to the pipeline, and releases those it
+	// tells free, as the proxy does.
+	pass := func(t *testing.T, pl *pipeline, each func(i int, m *acp.Message, free bool)) {
 		rd := acp.NewReader(strings.NewReader(stream.String()), 0)
 		for i := range n {
 			m, err := rd.Next()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := pl.Handle(acp.ToClient, m, func(*acp.Message) *acp.Message { return nil }); err != nil {
+			_, _, free, err := pl.Handle(acp.ToClient, m, func(*acp.Message) *acp.Message { return nil })
+			if err != nil {
 				t.Fatal(err)
 			}
-			each(i, m)
+			each(i, m, free)
+			if free {
+				m.Release()
+			}
 		}
 	}
 	t.Run("passed", func(t *testing.T) {
@@ -159,7 +165,10 @@ def on_message(ctx, message, next):
 		var kept []*acp.Message
 		at := map[*byte]bool{}
 		again := 0
-		pass(t, pl, func(_ int, m *acp.Message) {
+		pass(t, pl, func(i int, m *acp.Message, free bool) {
+			if !free {
+				t.Fatalf("notification %d, which no plug could keep, is not told free", i)
+			}
 			kept = append(kept, m)
 			if at[&m.Raw[0]] {
 				again++
@@ -186,7 +195,10 @@ def on_message(ctx, message, next):
 		pl := pipelineOf(t, dir, []string{`use("./keeper.star")`})
 		var keptRaw []string
 		var keptMsgs []*acp.Message
-		pass(t, pl, func(i int, m *acp.Message) {
+		pass(t, pl, func(i int, m *acp.Message, free bool) {
+			if free != (i%100 != 0) {
+				t.Fatalf("notification %d is told free: %v, though its handler reached ctx.state: %v", i, free, i%100 == 0)
+			}
 			if i%100 == 0 {
 				keptRaw = append(keptRaw, string(m.Raw))
 				keptMsgs = append(keptMsgs, m)
