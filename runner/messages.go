@@ -39,7 +39,15 @@ type pipeline struct {
 	// True) only).
 	typed, extensions [2][]*plugRun
 	args              [3]starlark.Value // of the handler call being started: ctx, message, next
+	// spare are passages that no handler reached anything of its ctx
+	// outliving the call in: none kept their ctx, next or message, so
+	// they serve again (with the session lock held).
+	spare []*passage
 }
+
+// maxSpare bounds the spare passages: as many as messages are under way
+// at once, a few.
+const maxSpare = 4
 
 // proxy connects the agent's stdio to the client through the plugs.
 func (r *Run) proxy(ctx context.Context, proc hosts.Process, host hosts.Host) error {
@@ -102,14 +110,15 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	if pl.hostValue == nil {
 		pl.hostValue = pl.r.hostValue(pl.host)
 	}
-	// The steps of one message are allocated together: one allocation
-	// per message rather than one per plug.
-	way := &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
-	msg := builtins.NewMessage(side.Direction(), m)
-	resp, by, err := way.step(0, msg)
+	way := pl.passage(order, forward)
+	way.msg = builtins.Message{Direction: side.Direction(), Msg: m}
+	resp, by, err := way.step(0, &way.msg)
 	// No handler reached what outlives its call: none kept m, whose block
-	// is read into again once it is out.
+	// is read into again once it is out, nor anything of the passage.
 	free := m.Kind == acp.Notification && !way.reached
+	if !way.reached && len(pl.spare) < maxSpare {
+		pl.spare = append(pl.spare, way)
+	}
 	if err != nil || resp == nil {
 		return nil, by, free, err
 	}
@@ -117,15 +126,33 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	return out, by, free, err
 }
 
+// passage returns a passage for a message meeting order, a spare one when
+// there is one: the steps of a message take one allocation, not one per
+// plug, and none when a passage serves again.
+func (pl *pipeline) passage(order []*plugRun, forward acp.Forward) *passage {
+	var hops []hop
+	if n := len(pl.spare); n > 0 {
+		way := pl.spare[n-1]
+		pl.spare = pl.spare[:n-1]
+		hops = way.hops[:0]
+		*way = passage{pl: pl, order: order, forward: forward, hops: append(hops, make([]hop, len(order))...)}
+		return way
+	}
+	return &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
+}
+
 // A passage is a message's way through the plugs: the order they meet it
-// in, the forward past the last one, and a step for each.
+// in, the forward past the last one, and a step for each; and the message
+// as the first plug sees it.
 type passage struct {
 	pl      *pipeline
 	order   []*plugRun
 	forward acp.Forward
 	hops    []hop
+	msg     builtins.Message
 	// reached: a handler took from its ctx what outlives its call (see
-	// builtins.Ctx.Reached), where it may have kept the message.
+	// builtins.Ctx.Reached), where it may have kept the message, its ctx
+	// or its next.
 	reached bool
 }
 

@@ -57,6 +57,48 @@ func TestIssue12_PipelineStepsCostNoAllocation(t *testing.T) {
 	if extra := five - one; extra > 4*call {
 		t.Errorf("a message allocates %v times through 5 plugs and %v through 1: %v per plug more, of which Starlark's call is %v", five, one, extra/4, call)
 	}
+	// A notification no handler kept anything of leaves its passage (and
+	// the message value the first plug sees) to the next one.
+	if five > 5*call {
+		t.Errorf("a message allocates %v times through 5 plugs, more than the %v of Starlark's calls: its passage is not reused", five, 5*call)
+	}
+}
+
+// TestM6_APassageWhoseHandlerReachedCtxIsNotReused: a ctx that a handler
+// kept (in ctx.state) stays the one of its call, closed once it returned,
+// however many messages come after: the passage it belongs to never
+// serves again.
+func TestM6_APassageWhoseHandlerReachedCtxIsNotReused(t *testing.T) {
+	dir := t.TempDir()
+	plug := `plug(name = "ctxkeeper")
+def on_load(ctx):
+    return {"first": None}
+def on_message(ctx, message, next):
+    first = ctx.state["first"]
+    if first == None:
+        ctx.state["first"] = ctx
+    else:
+        first.plug
+    return next(message)
+`
+	if err := os.WriteFile(filepath.Join(dir, "ctxkeeper.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl := pipelineOf(t, dir, append(acptest.NoopPlugs(t, dir, 1), `use("./ctxkeeper.star")`))
+	forward := func(*acp.Message) *acp.Message { return nil }
+	for i := range 3 {
+		m, err := acp.Parse([]byte(acptest.Update1KiB))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, _, err = pl.Handle(acp.ToClient, m, forward)
+		if i == 0 && err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && (err == nil || !strings.Contains(err.Error(), "used after its handler returned")) {
+			t.Fatalf("message %d: the ctx kept from the first call was used without the error of a closed ctx: %v", i, err)
+		}
+	}
 }
 
 // BenchmarkPipeline measures what the plugs cost a message, in the
