@@ -130,12 +130,12 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 // there is one: the steps of a message take one allocation, not one per
 // plug, and none when a passage serves again.
 func (pl *pipeline) passage(order []*plugRun, forward acp.Forward) *passage {
-	var hops []hop
-	if n := len(pl.spare); n > 0 {
+	if n := len(pl.spare); n > 0 && cap(pl.spare[n-1].hops) >= len(order) {
 		way := pl.spare[n-1]
 		pl.spare = pl.spare[:n-1]
-		hops = way.hops[:0]
-		*way = passage{pl: pl, order: order, forward: forward, hops: append(hops, make([]hop, len(order))...)}
+		hops := way.hops[:len(order)]
+		clear(hops)
+		*way = passage{pl: pl, order: order, forward: forward, hops: hops}
 		return way
 	}
 	return &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}

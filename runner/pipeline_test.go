@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -252,4 +253,69 @@ def on_message(ctx, message, next):
 			}
 		}
 	})
+}
+
+// TestM6_APassageServesAgainOnlyOnceItsMessageIsThrough: while requests
+// wait for their answers (the session lock released), notifications go
+// through the same plugs and their passages serve again; no request's
+// message, ctx or next changes under its handler meanwhile.
+func TestM6_APassageServesAgainOnlyOnceItsMessageIsThrough(t *testing.T) {
+	dir := t.TempDir()
+	plug := `plug(name = "steady")
+def on_message(ctx, message, next):
+    before = (message.method, message.id, ctx.plug.name)
+    answer = next(message)
+    if (message.method, message.id, ctx.plug.name) != before:
+        fail("changed under the handler: %s, was %s" % ((message.method, message.id, ctx.plug.name), before))
+    return answer
+`
+	if err := os.WriteFile(filepath.Join(dir, "steady.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl := pipelineOf(t, dir, append(acptest.NoopPlugs(t, dir, 1), `use("./steady.star")`, `use("./steady.star")`))
+	const requests = 4
+	answer := make(chan struct{})
+	var waiting sync.WaitGroup
+	waiting.Add(requests)
+	errs := make(chan error, requests)
+	for i := range requests {
+		go func() {
+			id := fmt.Sprint(100 + i)
+			req, err := acp.Parse(acp.NewRequest([]byte(id), "session/prompt", []byte(`{"sessionId":"s","prompt":[]}`)))
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp, _, _, err := pl.Handle(acp.ToAgent, req, func(m *acp.Message) *acp.Message {
+				waiting.Done()
+				<-answer
+				r, _ := acp.Parse(acp.NewResponse(m.ID, []byte(`{"stopReason":"end_turn"}`)))
+				return r
+			})
+			if err == nil && (resp == nil || string(resp.ID) != id) {
+				err = fmt.Errorf("request %s got %v", id, resp)
+			}
+			errs <- err
+		}()
+	}
+	waiting.Wait()
+	forward := func(*acp.Message) *acp.Message { return nil }
+	for range 200 {
+		m, err := acp.Parse([]byte(acptest.Update1KiB))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := pl.Handle(acp.ToClient, m, forward); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(pl.spare) == 0 {
+		t.Fatal("no passage served again: the test shows nothing")
+	}
+	close(answer)
+	for range requests {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
