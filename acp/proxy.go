@@ -334,10 +334,11 @@ func (a *ahead) stop() {
 // channel, which is closed at the end. Bad lines are logged and skipped (M7).
 //
 // seen, when not nil, sees each message on the reading goroutine before it
-// is sent, sparing a watcher a goroutine and a hop of its own; fresh tells
+// is sent, sparing a watcher a goroutine and a hop of its own, and returns
+// whether it is sent: one it keeps back is its to release. fresh tells
 // that the message ended in bytes that a read brought for it, not in bytes
 // that came with the message before. At the end, seen sees nil.
-func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bool)) <-chan *Message {
+func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bool) (send bool)) <-chan *Message {
 	ch := make(chan *Message, 64)
 	go func() {
 		defer close(ch)
@@ -360,8 +361,8 @@ func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bo
 				}
 				return
 			}
-			if seen != nil {
-				seen(m, rd.reads != reads)
+			if seen != nil && !seen(m, rd.reads != reads) {
+				continue
 			}
 			ch <- m
 		}

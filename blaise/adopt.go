@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -113,31 +112,6 @@ func runInProgress(rec *session.Record, n int) (session.RunRecord, error) {
 		return h, nil
 	}
 	return session.RunRecord{}, errors.New("the record has no history of the run")
-}
-
-// dropUntilClaimed passes on the messages of in once a front end has
-// claimed the run, and drops those that come before: a run taken back
-// waits for no reader that is not there. Its process's output (a runner's
-// store, which forwards a run's messages before it answers its calls)
-// would fill and stop the run, its persisted writes and its reports
-// unanswered, until a client came back. The records are stored; a client
-// that loads the session gets its history.
-func (l *Live) dropUntilClaimed(in <-chan *acp.Message) <-chan *acp.Message {
-	out := make(chan *acp.Message)
-	go func() {
-		defer close(out)
-		for m := range in {
-			l.mu.Lock()
-			unclaimed := l.unclaimed
-			l.mu.Unlock()
-			if unclaimed {
-				m.Release()
-				continue
-			}
-			out <- m
-		}
-	}()
-	return out
 }
 
 // Claim returns the run of a session that Adopt took over, once: the front

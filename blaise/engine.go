@@ -527,9 +527,6 @@ func (e *Engine) run(l *Live) {
 			rd = acp.NewCheckedReader(l.proc.Stdout(), 0)
 		}
 		l.out = acp.ReadMessages(rd, e.logger(), l.seen)
-		if l.unclaimed {
-			l.out = l.dropUntilClaimed(l.out)
-		}
 	} else {
 		go func() { _, _ = io.Copy(io.Discard, l.proc.Stdout()) }()
 	}

@@ -87,15 +87,24 @@ func (l *Live) Messages() <-chan *acp.Message { return l.out }
 // messages of each read of the stream, not for each message: those that
 // came together are seen within a moment. At the end (m nil), it closes
 // the stream.
-func (l *Live) seen(m *acp.Message, fresh bool) {
+//
+// The messages of a run taken back that no front end has claimed yet are
+// dropped (released), not sent: the run waits for no reader that is not
+// there. Its process's output (a runner's store, which forwards a run's
+// messages before it answers its calls) would fill and stop the run, its
+// persisted writes and its reports unanswered, until a client came back.
+// The records are stored; a client that loads the session gets its
+// history.
+func (l *Live) seen(m *acp.Message, fresh bool) (send bool) {
 	if m == nil {
 		l.proc.Stdout().Close()
-		return
+		return false
 	}
 	l.mu.Lock()
 	if fresh {
 		l.activity = l.e.now()
 	}
+	send = !l.unclaimed
 	newSession, idle := false, false
 	if m.Kind == acp.Response {
 		key := acp.IDKey(m.ID)
@@ -111,6 +120,10 @@ func (l *Live) seen(m *acp.Message, fresh bool) {
 	if newSession {
 		l.noteACPSession(m.Result, false)
 	}
+	if !send {
+		m.Release()
+	}
+	return send
 }
 
 func (l *Live) wake() {
