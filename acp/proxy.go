@@ -401,10 +401,7 @@ func (p *Proxy) answer(side Side, m *Message) {
 	c, ok := p.pending[reqSide][key]
 	delete(p.pending[reqSide], key)
 	if ok && c.loadingID != "" {
-		if p.loading[c.loadingID]--; p.loading[c.loadingID] <= 0 {
-			delete(p.loading, c.loadingID)
-			p.nLoading.Store(int32(len(p.loading)))
-		}
+		p.countLoading(c.loadingID, -1)
 	}
 	p.mu.Unlock()
 	if !ok {
@@ -549,8 +546,7 @@ func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 		if m.Method == "session/load" {
 			if id := sessionID(m.Params); id != "" {
 				pending.loadingID = id
-				p.loading[id]++
-				p.nLoading.Store(int32(len(p.loading)))
+				p.countLoading(id, 1)
 			}
 		}
 		p.pending[side][key] = pending
@@ -598,6 +594,15 @@ func (p *Proxy) send(side Side, m *Message, by string) {
 	if err != nil {
 		p.Log.Debug("a message could not be delivered", "toward", side, "err", err)
 	}
+}
+
+// countLoading counts d more session/loads of session id under way, with
+// p.mu held.
+func (p *Proxy) countLoading(id string, d int) {
+	if p.loading[id] += d; p.loading[id] <= 0 {
+		delete(p.loading, id)
+	}
+	p.nLoading.Store(int32(len(p.loading)))
 }
 
 // replayed reports whether m is history that an agent replays while it

@@ -75,10 +75,9 @@ type JSONLRecorder struct {
 	laterSize int
 	spare     []recordEntry // a later handed to a background write, for reuse
 	// behind is the chunk and stamp of the background write, which only
-	// it uses, without r.mu; lent: the chunk is the writer's (lender).
+	// it uses, without r.mu.
 	behind      []byte
 	behindStamp stamp
-	lent        bool
 }
 
 // A recordEntry is a record before it is encoded. One that Record took
@@ -242,10 +241,11 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 		err := r.writeChunks(chunks)
 		var h holds
 		var b []byte // the chunk encoded into; nil until one is taken
+		var lent bool
 		for i := range later {
 			l := &later[i]
 			if err == nil && b != nil && len(b)+recordSize(l.m, l.by) > recordBatch {
-				err = r.writeChunk(b)
+				err = r.writeChunk(b, lent)
 				b = nil
 			}
 			if err != nil {
@@ -253,13 +253,13 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 				continue
 			}
 			if b == nil {
-				b = r.chunk()
+				b, lent = r.chunk()
 			}
 			b = l.encode(b, &r.behindStamp, &h)
 		}
 		h.release()
 		if err == nil && len(b) > 0 {
-			err = r.writeChunk(b)
+			err = r.writeChunk(b, lent)
 		}
 		r.mu.Lock()
 		if r.err == nil {
@@ -292,25 +292,24 @@ type lender interface {
 }
 
 // chunk returns an empty chunk for the background write to encode into:
-// the writer's buffer when it lends it, or the recorder's own.
-func (r *JSONLRecorder) chunk() []byte {
+// the writer's buffer when it lends it (lent), or the recorder's own.
+func (r *JSONLRecorder) chunk() (b []byte, lent bool) {
 	if l, ok := r.w.(lender); ok {
 		if b := l.AppendBuffer(recordBatch); b != nil {
-			r.lent = true
-			return b
+			return b, true
 		}
 	}
-	r.lent = false
 	if r.behind == nil {
 		r.behind = make([]byte, 0, recordBatch)
 	}
-	return r.behind[:0]
+	return r.behind[:0], false
 }
 
-// writeChunk writes the chunk the background write encoded into.
-func (r *JSONLRecorder) writeChunk(b []byte) error {
+// writeChunk writes the chunk the background write encoded into, lent by
+// the writer or not.
+func (r *JSONLRecorder) writeChunk(b []byte, lent bool) error {
 	var err error
-	if r.lent {
+	if lent {
 		_, err = r.w.(lender).WriteAppended(b)
 	} else {
 		_, err = r.w.Write(b)

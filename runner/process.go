@@ -346,11 +346,12 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 }
 
 // sessionGCPercent is the session process's GOGC, unless $GOGC sets one.
-// A stream through plugs reads into fresh blocks (a plug may keep any
-// message it saw, so their blocks are left to the collector) over a live
-// heap of a few MB: at the default of 100 the collector ran every few
-// milliseconds, and its work took about a tenth of the session process's
-// CPU time (BenchmarkACPFrontEnd, acp-5plugs).
+// A stream through plugs allocates for every message (the handlers'
+// Starlark frames, and fresh blocks for the messages a handler may have
+// kept, left to the collector) over a live heap of a few MB: at the
+// default of 100 the collector ran every few milliseconds, and its work
+// took about a tenth of the session process's CPU time
+// (BenchmarkACPFrontEnd, acp-5plugs).
 const sessionGCPercent = 400
 
 // collectLessOften sets the session process's GOGC to sessionGCPercent.
