@@ -1,5 +1,5 @@
 // Package acpfront presents a blaise-agent chain as an ACP agent to one
-// client on one connection (`blaise-agent acp`, design §1): the client sees
+// client on one connection (`blaise-agent acp`, docs/editors.md): the client sees
 // one agent; behind it every ACP session is a blaise session whose runs go
 // through the plugs, each in a session process of its own (C13).
 //

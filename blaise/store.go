@@ -24,7 +24,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
-// Layout of a state directory (the embedded control plane, §7):
+// Layout of a state directory (the embedded control plane, docs/sessions.md#the-state-directory):
 //
 //	<dir>/version                              the store format version ("1\n")
 //	<dir>/key                                  32 random bytes, 0600: the AES-256 key of persisted state

@@ -130,7 +130,7 @@ func (rc *runnerConn) takesRuns() bool {
 }
 
 // Launch starts a run on a runner of the session's agent: the runner of
-// its last run when it is connected (§9), else the one with fewest runs.
+// its last run when it is connected (docs/server.md#runners), else the one with fewest runs.
 func (s *Server) Launch(run blaise.Launch) (blaise.Process, error) {
 	rc := s.pickRunner(run.Record.AgentName, run.Record.RunnerID)
 	if rc == nil {

@@ -1,4 +1,4 @@
-// Package session holds the words of the lifecycle (§7): run kinds,
+// Package session holds the words of the lifecycle (docs/sessions.md): run kinds,
 // reasons, stops, pauses, teardowns, states, the session record, settings,
 // the control messages between a front end and a run, the clock, and the
 // interfaces of the control plane's store. It imports no Starlark and does
@@ -114,7 +114,7 @@ type Record struct {
 	// PID is the session process of the current run, while one runs.
 	PID int `json:"pid,omitempty"`
 	// Runner is the runner of the session's last run, on a server: the
-	// session resumes there when it can (§9).
+	// session resumes there when it can (docs/server.md#runners).
 	Runner string `json:"runner,omitempty"`
 	// RunnerID is that runner's credential id: names are not unique, so
 	// only this runner may hand the run back after a restart.

@@ -1,4 +1,4 @@
-// Package sqlstore is the Blaise server's store (§9): sessions, their
+// Package sqlstore is the Blaise server's store (docs/server.md#store): sessions, their
 // persisted plug state (encrypted at rest) and transcripts, as
 // session.Store, plus the server's agents, runners and tokens, in SQLite
 // (one file, one writer) or PostgreSQL. It knows nothing of HTTP.
