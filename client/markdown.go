@@ -2,11 +2,9 @@ package client
 
 import (
 	"os"
-	"regexp"
 	"strings"
 
-	"github.com/charmbracelet/glamour"
-	"github.com/muesli/termenv"
+	"github.com/blaiseagent/blaise-agent/internal/termmd"
 )
 
 // markdown renders the agent's messages for a terminal. Text is kept until
@@ -14,30 +12,30 @@ import (
 // block cannot be laid out before its end; then the block is rendered and
 // written. What remains is rendered when the message ends.
 type markdown struct {
-	r       *glamour.TermRenderer
+	r       *termmd.Renderer
 	pending strings.Builder
-	blocks  int  // blocks written in this message
-	plain   bool // no styles at all: the renderer keeps bold and italics
+	blocks  int // blocks written in this message
 }
 
-// newMarkdown returns a renderer wrapping at width columns (0: 80) in the
-// style $GLAMOUR_STYLE, else dark, without colours unless color is set.
-func newMarkdown(width int, color bool) (*markdown, error) {
+// newMarkdown returns a renderer wrapping at width columns (0: 80), in the
+// style $GLAMOUR_STYLE names (light, or notty and ascii for none; anything
+// else is dark: the variable keeps the meaning it had with the renderer
+// the terminal used before), without styles unless color is set.
+func newMarkdown(width int, color bool) *markdown {
 	if width <= 0 {
 		width = 80
 	}
-	style, profile := "dark", termenv.Ascii
-	if s := os.Getenv("GLAMOUR_STYLE"); s != "" {
-		style = s
+	style := termmd.Dark
+	switch os.Getenv("GLAMOUR_STYLE") {
+	case "light":
+		style = termmd.Light
+	case "notty", "ascii":
+		style = termmd.Plain
 	}
-	if color {
-		profile = termenv.ANSI256
+	if !color {
+		style = termmd.Plain
 	}
-	r, err := glamour.NewTermRenderer(glamour.WithStandardStyle(style), glamour.WithColorProfile(profile), glamour.WithWordWrap(width))
-	if err != nil {
-		return nil, err
-	}
-	return &markdown{r: r, plain: !color}, nil
+	return &markdown{r: termmd.New(width, style)}
 }
 
 // add takes a chunk and returns what is ready to be written.
@@ -65,17 +63,10 @@ func (m *markdown) flush() string {
 // render renders complete blocks, each ending its last line, separated
 // from the blocks before them by a blank line.
 func (m *markdown) render(text string) string {
-	if strings.TrimSpace(text) == "" {
+	out := m.r.Render(text)
+	if out == "" {
 		return ""
 	}
-	out, err := m.r.Render(text)
-	if err != nil {
-		out = text // shown as it came rather than lost
-	}
-	if m.plain {
-		out = sgr.ReplaceAllString(out, "")
-	}
-	out = trimPadding(strings.Trim(out, "\n")) + "\n"
 	if m.blocks > 0 {
 		out = "\n" + out
 	}
@@ -105,26 +96,4 @@ func blockEnd(text string) int {
 		}
 	}
 	return end
-}
-
-// sgr is a style sequence.
-var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
-
-// padding is what the renderer fills a line with up to the wrap width:
-// spaces, each maybe in a style of its own.
-var padding = regexp.MustCompile(`(?:\x1b\[[0-9;]*m| )+$`)
-
-// trimPadding removes the padding of each line, which would wrap or fill
-// the line of a terminal narrower than the wrap width.
-func trimPadding(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if t := padding.ReplaceAllString(l, ""); t != l {
-			if strings.Contains(t, "\x1b[") {
-				t += styleReset
-			}
-			lines[i] = t
-		}
-	}
-	return strings.Join(lines, "\n")
 }

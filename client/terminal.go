@@ -448,15 +448,7 @@ func (t *Terminal) markdown() bool {
 		return false
 	}
 	if t.md == nil {
-		md, err := newMarkdown(t.Width, t.Color)
-		if err != nil {
-			t.Markdown = false
-			if t.Err != nil {
-				fmt.Fprintf(t.Err, "client: messages shown raw: %v\n", err)
-			}
-			return false
-		}
-		t.md = md
+		t.md = newMarkdown(t.Width, t.Color)
 	}
 	return true
 }

@@ -8,12 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
+	"github.com/blaiseagent/blaise-agent/internal/safename"
 )
 
 // Layout of the state directory:
@@ -34,9 +34,6 @@ const (
 
 // errSessionNotFound is returned by store.load for an unknown session id.
 var errSessionNotFound = errors.New("session not found")
-
-// validID restricts session ids to safe file names.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // sessionFile is the JSON document stored for each session.
 type sessionFile struct {
@@ -116,7 +113,7 @@ func (s *store) create(cwd string) (*sessionFile, error) {
 
 // load reads a stored session; errSessionNotFound if there is none.
 func (s *store) load(id string) (*sessionFile, error) {
-	if !validID.MatchString(id) {
+	if !safename.Valid(id) {
 		return nil, errSessionNotFound
 	}
 	b, err := os.ReadFile(s.path(id))

@@ -3,18 +3,15 @@ package session
 import (
 	"crypto/rand"
 	"fmt"
-	"regexp"
 	"strings"
-)
 
-// validID is what plug ids (and the store's session ids) may look like:
-// they name files of persisted state, so they must be safe file names.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	"github.com/blaiseagent/blaise-agent/internal/safename"
+)
 
 // CheckID refuses an id that is not a safe file name; what says which kind
 // of id it is ("plug id", "session id").
 func CheckID(what, id string) error {
-	if !validID.MatchString(id) {
+	if !safename.Valid(id) {
 		return fmt.Errorf("invalid %s %q: want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit", what, id)
 	}
 	return nil
