@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkReady measures what a person waits for when an editor starts an
+// agent: from the exec of the command to the answer of session/new, after
+// initialize. The agent answers at once (the flood agent); its time alone,
+// measured in the same run, is the baseline: each path reports its median
+// and the median over the agent's (over-agent-ms), through `acp` with 0 and
+// 10 no-op plugs.
+func BenchmarkReady(b *testing.B) {
+	bin := self(b)
+	agent := func(b *testing.B) *exec.Cmd {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
+		return cmd
+	}
+	acp := func(plugs int) func(b *testing.B) *exec.Cmd {
+		return func(b *testing.B) *exec.Cmd {
+			dir, cfg := floodConfig(b, bin, plugs)
+			cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+			cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
+			return cmd
+		}
+	}
+	var baseline time.Duration
+	for _, p := range []struct {
+		name  string
+		start func(b *testing.B) *exec.Cmd
+	}{
+		{"agent", agent},
+		{"acp", acp(0)},
+		{"acp-10plugs", acp(10)},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			samples := make([]time.Duration, 0, b.N)
+			for i := 0; i < b.N; i++ {
+				samples = append(samples, ready(b, p.start(b)))
+			}
+			slices.Sort(samples)
+			median := samples[len(samples)/2]
+			b.ReportMetric(float64(median.Microseconds())/1e3, "ms/ready-median")
+			if p.name == "agent" {
+				baseline = median
+			} else if baseline > 0 {
+				b.ReportMetric(float64((median-baseline).Microseconds())/1e3, "over-agent-ms")
+			}
+		})
+	}
+}
+
+// ready starts cmd, sends initialize and session/new, and returns the time
+// from the start to session/new's answer; then it closes the client's end
+// and waits for the process.
+func ready(b *testing.B, cmd *exec.Cmd) time.Duration {
+	b.Helper()
+	cmd.Stderr = io.Discard
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cwd := b.TempDir()
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &benchClient{in: in, out: bufio.NewReader(out)}
+	c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+	c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))
+	took := time.Since(t0)
+	in.Close()
+	_, _ = io.Copy(io.Discard, out)
+	_ = cmd.Wait()
+	return took
+}
