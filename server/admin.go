@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,8 +41,19 @@ func MintAPIToken(ctx context.Context, o StoreOptions, name string, w io.Writer)
 	})
 }
 
-// ListCredentials prints the runners and the API tokens.
-func ListCredentials(ctx context.Context, o StoreOptions, w io.Writer) error {
+// Credential is a runner's credential or an API token, as tokens list
+// --json prints it: never the secret, which the store keeps hashed.
+type Credential struct {
+	Kind    string    `json:"kind"` // runner or api
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// ListCredentials prints the runners and the API tokens: a table, or with
+// asJSON a JSON array of Credential.
+func ListCredentials(ctx context.Context, o StoreOptions, w io.Writer, asJSON bool) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
 		runners, err := s.Runners()
 		if err != nil {
@@ -51,13 +63,22 @@ func ListCredentials(ctx context.Context, o StoreOptions, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tID\tNAME\tCREATED\tREVOKED")
+		creds := []Credential{}
 		for _, r := range runners {
-			fmt.Fprintf(tw, "runner\t%s\t%s\t%s\t%s\n", r.ID, r.Name, day(r.Created), day(r.Revoked))
+			creds = append(creds, Credential{Kind: "runner", ID: r.ID, Name: r.Name, Created: r.Created, Revoked: r.Revoked})
 		}
 		for _, t := range tokens {
-			fmt.Fprintf(tw, "api\t%s\t%s\t%s\t%s\n", t.ID, t.Name, day(t.Created), day(t.Revoked))
+			creds = append(creds, Credential{Kind: "api", ID: t.ID, Name: t.Name, Created: t.Created, Revoked: t.Revoked})
+		}
+		if asJSON {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(creds)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tID\tNAME\tCREATED\tREVOKED")
+		for _, c := range creds {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Kind, c.ID, c.Name, day(c.Created), day(c.Revoked))
 		}
 		return tw.Flush()
 	})

@@ -11,6 +11,7 @@ import (
 type DocCmd struct {
 	Refs   []string `arg:"" optional:"" help:"Plugs: blaise:NAME, or paths of plug files (default: every plug of the standard library)." predictor:"ref"`
 	Format string   `help:"Output format: text, markdown or json." enum:"text,markdown,json" default:"text"`
+	JSON   bool     `name:"json" help:"Print the references as JSON (the same as --format json)."`
 }
 
 // Run prints the references.
@@ -21,3 +22,6 @@ func (c *DocCmd) Run(g *Globals) error {
 	}
 	return plugdoc.Write(os.Stdout, refs, c.Format)
 }
+
+// Validate makes --json mean --format json.
+func (c *DocCmd) Validate() error { return jsonFormat(c.JSON, &c.Format) }

@@ -101,7 +101,6 @@ func options() []kong.Option {
 	return []kong.Option{
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
-		kong.UsageOnError(),
 		settingDuration,
 		kong.Vars{"version": buildinfo.Version()},
 	}
@@ -118,6 +117,12 @@ func main() {
 		}),
 	)...)
 	completeWords(parser)
+	// What a mistaken command line is told goes to stderr: the stdout of
+	// acp, demo-agent and hostd is a protocol stream.
+	if len(os.Args) == 1 {
+		summary(os.Stderr, parser.Model)
+		parser.Exit(usageExit)
+	}
 	ctx, err := parser.Parse(os.Args[1:])
 	var perr *kong.ParseError
 	if errors.As(err, &perr) && perr.ExitCode() != usageExit {
@@ -126,10 +131,8 @@ func main() {
 		fail(err)
 	}
 	if err != nil {
-		// The usage of a mistaken command line goes to stderr: the stdout
-		// of acp, demo-agent and hostd is a protocol stream.
-		parser.Stdout = os.Stderr
-		parser.FatalIfErrorf(err)
+		usageError(os.Stderr, perr)
+		parser.Exit(usageExit)
 	}
 	if err := ctx.Run(&cli.Globals); err != nil {
 		fail(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/serverclient"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/termrun"
+	"github.com/charmbracelet/log"
 )
 
 // RunCmd is `blaise-agent run`: a terminal ACP client of one session.
@@ -83,6 +85,15 @@ func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
 func (c *RunCmd) Run(g *Globals) error {
 	if c.Server != "" {
 		return c.runRemote(g)
+	}
+	if c.Session == "" {
+		// The configuration of a new session (or the one to continue)
+		// loads before anything else: a refused one is said once, before
+		// a prompt shows or the state directory is made. Its print()s are
+		// the session process's to show.
+		if _, err := runner.LoadConfig(c.Config, log.New(io.Discard)); err != nil {
+			return err
+		}
 	}
 	e, err := c.engine(g)
 	if err != nil {

@@ -108,6 +108,20 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 	return err
 }
 
+// jsonFormat makes --json, the flag of every command whose output scripts
+// read, mean --format json in a command that has both; with another
+// --format it is a usage error.
+func jsonFormat(asJSON bool, format *string) error {
+	if !asJSON {
+		return nil
+	}
+	if *format != "text" && *format != "json" {
+		return fmt.Errorf("--json and --format %s can't be used together", *format)
+	}
+	*format = "json"
+	return nil
+}
+
 // printJSON prints v as indented JSON on stdout.
 func printJSON(v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")

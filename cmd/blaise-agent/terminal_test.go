@@ -100,6 +100,20 @@ func (p *ptyRun) waitFor(from int, what string) int {
 	}
 }
 
+// drained returns all the terminal showed, once it shows no more (run
+// exited).
+func (p *ptyRun) drained() string {
+	for {
+		p.mu.Lock()
+		out, more, closed := string(p.out), p.more, p.closed
+		p.mu.Unlock()
+		if closed {
+			return out
+		}
+		<-more
+	}
+}
+
 // tail returns the end of a long output.
 func tail(s string) string { return s[max(0, len(s)-3000):] }
 
@@ -382,4 +396,27 @@ func TestIssue16_CtrlCInTheEditor(t *testing.T) {
 	p.typeIn("\x03")
 	p.waitFor(at, `paused \(idle\)`)
 	p.exitOK()
+}
+
+// A configuration that does not load is said once, before the prompt would
+// show, and run exits 1 without a session; the person types nothing first.
+func TestRunRefusesABrokenConfigurationBeforeThePrompt(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
+setup(use("blaise:shell", id = "../wt"))
+`})
+	p := l.startPty(nil)
+	if code := p.exit(); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%q", code, p.screen())
+	}
+	screen := p.drained()
+	if n := strings.Count(screen, `invalid plug id "../wt"`); n != 1 {
+		t.Errorf("the error shows %d times, want once:\n%q", n, screen)
+	}
+	if strings.Contains(screen, "> ") {
+		t.Errorf("the prompt shows:\n%q", screen)
+	}
+	if recs, err := l.engine.Store.Sessions(); err != nil || len(recs) != 0 {
+		t.Errorf("sessions %v (%v), want none", recs, err)
+	}
 }

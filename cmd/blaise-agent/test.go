@@ -17,6 +17,7 @@ type TestCmd struct {
 	Update  bool     `help:"Rewrite the golden sections (want/…) with what the tests produced; the rest of each file stays as it is."`
 	Verbose bool     `short:"v" help:"Also list the tests that pass."`
 	Format  string   `help:"Output format: text, json or junit." enum:"text,json,junit" default:"text"`
+	JSON    bool     `name:"json" help:"Print the results as JSON (the same as --format json)."`
 	Jobs    int      `short:"j" help:"How many tests run at once (default: one per CPU)." default:"0"`
 }
 
@@ -37,3 +38,6 @@ func (c *TestCmd) Run(g *Globals) error {
 		Format: c.Format, Self: self, Out: os.Stdout, Err: os.Stderr,
 	}.Run(ctx)
 }
+
+// Validate makes --json mean --format json.
+func (c *TestCmd) Validate() error { return jsonFormat(c.JSON, &c.Format) }

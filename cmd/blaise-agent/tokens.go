@@ -36,10 +36,11 @@ func (c *TokensAPICmd) Run() error {
 
 type TokensListCmd struct {
 	StoreFlags
+	JSON bool `name:"json" help:"Print the runners and API tokens as a JSON array, for scripts."`
 }
 
 func (c *TokensListCmd) Run() error {
-	return server.ListCredentials(context.Background(), c.options(), os.Stdout)
+	return server.ListCredentials(context.Background(), c.options(), os.Stdout, c.JSON)
 }
 
 type TokensRevokeCmd struct {
