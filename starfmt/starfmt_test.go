@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // TestSource formats each testdata/NAME.in into NAME.want, keeping
@@ -40,15 +42,112 @@ func TestSource(t *testing.T) {
 	}
 }
 
-// TestSourceRefusesWhatItCannotFormat: a syntax error, and a while loop the
-// formatter does not know, are errors that name the file and line.
-func TestSourceRefusesWhatItCannotFormat(t *testing.T) {
+// TestSourceRefusesASyntaxErrorAsCheckDoes: a file that does not parse is
+// refused with the error of the dialect's parser, the one check reports,
+// at the same position.
+func TestSourceRefusesASyntaxErrorAsCheckDoes(t *testing.T) {
 	for src, want := range map[string]string{
-		"def f(:\n": "p.star:1:8: syntax error near :",
-		"def f(a):\n    while a:\n        a -= 1\n": "p.star:2:12: syntax error near a (the formatter does not know while loops",
+		"def f(:\n":                "p.star:1:8: got ':', want ')'",
+		"x = 'a' 'b'\n":            "p.star:1:12: got string literal, want newline",
+		"def f():\n    global x\n": "p.star:2:5: got global, want primary expression (Starlark has no `global`: globals are frozen once the file is loaded; keep what a run changes in `ctx.state`)",
+		"while True\n    pass\n":   "p.star:2:1: got newline, want ':'",
 	} {
-		if _, err := Source("p.star", []byte(src)); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want %q", src, err, want)
+		if _, err := Source("p.star", []byte(src)); err == nil || err.Error() != want {
+			t.Errorf("%q: error %v, want %v", src, err, want)
+		}
+		loader := &interp.Loader{}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "p.star"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := loader.LoadModule(filepath.Join(dir, "p.star")); err == nil || !strings.HasSuffix(err.Error(), strings.TrimPrefix(want, "p.star")) {
+			t.Errorf("%q: loading says %v, want %v", src, err, want)
+		}
+	}
+}
+
+// TestSourceFormatsEveryConstructOfTheDialect: each construct the dialect
+// accepts (while loops and bytes literals too, which buildtools does not
+// know) is formatted into a file that parses, means the same, and that
+// formatting again leaves as it is. want "" is: any such result.
+func TestSourceFormatsEveryConstructOfTheDialect(t *testing.T) {
+	for src, want := range map[string]string{
+		"def f(a):\n  while a>0:\n    a-=1 # down\n  return a\n":                       "def f(a):\n    while a > 0:\n        a -= 1  # down\n    return a\n",
+		"while True:\n    break\n":                                                     "",
+		"while (a or b) and not c:\n    pass\n":                                        "",
+		"def f():\n    while a:\n        while b:\n            continue\n":             "",
+		`x = b'a\xff'` + "\n" + `y = rb'\d' + b'''m` + "\n" + `l'''` + "\n":            `x = b"a\xff"` + "\n" + `y = rb"\d" + b"""m` + "\n" + `l"""` + "\n",
+		"x = f(b'x', [b'y'])\n":                                                        `x = f(b"x", [b"y"])` + "\n",
+		`x = 'é\u00e9\U0001F600\x41\101'` + "\n":                                       `x = "é\u00e9\U0001F600\x41\101"` + "\n",
+		"x = '''it's\n\\tok'''\n":                                                      "x = \"\"\"it's\n\\tok\"\"\"\n",
+		`x = 'say "hi"'` + "\n":                                                        "",
+		"x = set([1, 2])\n":                                                            "",
+		"f = lambda x, *a, **k: x\n":                                                   "",
+		"def f():\n    def g(n):\n        return g(n - 1) if n else 0\n    return g\n": "",
+		"if x:\n    y = 1\nelif z:\n    pass\nelse:\n    pass\n":                       "",
+		"for a, b in c:\n    continue\n":                                               "",
+		"x = [a for a in b if a]\ny = {a: b for a, b in c}\n":                          "",
+		"x = a if b else c\ny = a[1:2:3]\n":                                            "",
+		"def f(a, *, b = 1, **kw):\n    pass\n":                                        "",
+		"x = 1 // 2 | 3 ^ 4 & 5 << 6 >> 7\ny = ~1\nz = not a in b\n":                   "",
+		"x //= 2\nx |= 1\nx <<= 1\nx >>= 1\nx ^= 1\nx &= 1\n":                          "",
+		"x = 0x10 + 0o7 + 0b1 + 1e3 + 1.5 + 12345678901234567890123\n":                 "",
+		"load('b.star', 'z', y = 'w')\nload('a.star', 'q')\n":                          "load(\"a.star\", \"q\")\nload(\"b.star\", \"z\", y = \"w\")\n",
+		"x = (1,)\na, b = 1, 2\n[c, d] = e\n":                                          "",
+		"x = f(*a, **k)\ny = a.b.c(d)[e]\n":                                            "",
+		"x = 1; y = 2\n":                                                               "x = 1\ny = 2\n",
+		"if a: b = 1\n":                                                                "if a:\n    b = 1\n",
+		"def f(): return\n":                                                            "def f():\n    return\n",
+	} {
+		got, err := Source("p.star", []byte(src))
+		if err != nil {
+			t.Errorf("%q: %v", src, err)
+			continue
+		}
+		if want != "" && string(got) != want {
+			t.Errorf("%q:\ngot  %q\nwant %q", src, got, want)
+		}
+		f, _ := interp.FileOptions.Parse("p.star", []byte(src), 0)
+		g, err := interp.FileOptions.Parse("p.star", got, 0)
+		if err != nil || shape(g) != shape(f) {
+			t.Errorf("%q: formatted %q means something else (%v)", src, got, err)
+		}
+		if again, err := Source("p.star", got); err != nil || !bytes.Equal(again, got) {
+			t.Errorf("%q: formatting twice changed it: %q (%v)", src, again, err)
+		}
+	}
+}
+
+// TestShapeSeesWhatFormattingMustKeep: the comparison that guards Source
+// tells programs apart, and not mere spellings.
+func TestShapeSeesWhatFormattingMustKeep(t *testing.T) {
+	parse := func(src string) string {
+		f, err := interp.FileOptions.Parse("p.star", []byte(src), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shape(f)
+	}
+	for a, b := range map[string]string{
+		"x = 'a'\n":                             "x = \"a\"  # c\n",
+		"x = (a)\n":                             "x = a\n",
+		"load('m', 'b', 'a')\nload('l', 'c')\n": "load('l', 'c')\nload('m', 'a', 'b')\n",
+		"x = 0x10\n":                            "x = 16\n",
+	} {
+		if parse(a) != parse(b) {
+			t.Errorf("%q and %q differ", a, b)
+		}
+	}
+	for a, b := range map[string]string{
+		"x = 'a'\n":            "x = b'a'\n",
+		"x = 1\ny = 2\n":       "y = 2\nx = 1\n",
+		"while a:\n    pass\n": "for _ in a:\n    pass\n",
+		"x = a - (b - c)\n":    "x = a - b - c\n",
+		"x = 1\n":              "x = 1.0\n",
+		"load('m', a = 'b')\n": "load('m', b = 'a')\n",
+	} {
+		if parse(a) == parse(b) {
+			t.Errorf("%q and %q are the same", a, b)
 		}
 	}
 }
@@ -77,7 +176,7 @@ func TestRunCheckAndWrite(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err := Run([]string{dir}, true, &out)
-	if err == nil || !strings.Contains(err.Error(), "sub/bad.star:1:8: syntax error") {
+	if err == nil || !strings.Contains(err.Error(), "sub/bad.star:1:8: got ':', want ')'") {
 		t.Fatalf("check: %v, want the bad file's error", err)
 	}
 	if got, want := out.String(), filepath.Join(dir, "a.star")+"\n"+filepath.Join(dir, "sub/b.star")+"\n"; got != want {
@@ -129,4 +228,33 @@ func TestFileReadsOnlyRegularFiles(t *testing.T) {
 	if _, err := File(p, true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("error %v, want a refusal of the named pipe", err)
 	}
+}
+
+// FuzzSource: whatever parses in the dialect is either formatted into a
+// file that means the same and stays as it is when formatted again, or
+// refused with an error; it is never rewritten into something else.
+func FuzzSource(f *testing.F) {
+	ins, _ := filepath.Glob("testdata/*.in")
+	for _, in := range ins {
+		src, _ := os.ReadFile(in)
+		f.Add(src)
+	}
+	f.Add([]byte("def f(a):\n  while a>0:\n    a-=1 # down\n  return b'x' + rb'\\d'\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		before, err := interp.FileOptions.Parse("p.star", src, 0)
+		if err != nil {
+			return
+		}
+		got, err := Source("p.star", src)
+		if err != nil {
+			return
+		}
+		after, err := interp.FileOptions.Parse("p.star", got, 0)
+		if err != nil || shape(after) != shape(before) {
+			t.Fatalf("%q formatted into %q (%v)", src, got, err)
+		}
+		if again, err := Source("p.star", got); err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("%q: formatting %q again gave %q (%v)", src, got, again, err)
+		}
+	})
 }
