@@ -23,6 +23,9 @@ func newLoader(logger *log.Logger, remote *pluglock.Resolver) *interp.Loader {
 	if self, err := Self(); err == nil {
 		predeclared["BLAISE_AGENT"] = starlark.String(self)
 	}
+	if remote.Warn == nil {
+		remote.Warn = func(msg string) { logger.Warn(msg) }
+	}
 	return &interp.Loader{
 		Stdlib:      stdlib.FS,
 		Predeclared: predeclared,
