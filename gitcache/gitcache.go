@@ -164,6 +164,15 @@ func (c *Cache) Resolve(url, rev string) (commit string, tag bool, err error) {
 	return "", false, fmt.Errorf("unknown ref: no tag, branch or commit %q in %s", rev, url)
 }
 
+// Tags lists the tags of the cached url.
+func (c *Cache) Tags(url string) ([]string, error) {
+	out, err := git(c.repoDir(url), "for-each-ref", "--format=%(refname:strip=2)", "refs/tags")
+	if err != nil {
+		return nil, fmt.Errorf("tags of %s: %w", url, err)
+	}
+	return strings.Fields(string(out)), nil
+}
+
 // ReadFile returns the file at path in commit of the cached url, refusing
 // directories, links and files larger than limit bytes. Each object on
 // the way, the commit, the trees and the blob, is checked to hash to its

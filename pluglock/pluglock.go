@@ -89,24 +89,60 @@ func (r *Resolver) lock(dir string) (*state, error) {
 	if st, ok := r.locks[dir]; ok {
 		return st, nil
 	}
-	st := &state{old: File{Version: fileVersion, Plugs: map[string]Entry{}}, now: File{Version: fileVersion, Plugs: map[string]Entry{}}}
+	old, exists, err := Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{old: old, now: File{Version: fileVersion, Plugs: map[string]Entry{}}, exists: exists}
+	r.locks[dir] = st
+	return st, nil
+}
+
+// Read returns the lock file of dir, empty when there is none.
+func Read(dir string) (f File, exists bool, err error) {
+	f = File{Version: fileVersion, Plugs: map[string]Entry{}}
 	name := filepath.Join(dir, FileName)
 	data, err := os.ReadFile(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		return f, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	default:
-		st.exists = true
-		if err := json.Unmarshal(data, &st.old); err != nil {
-			return nil, fmt.Errorf("%s: not a lock file: %w", name, err)
-		}
-		if st.old.Version != fileVersion {
-			return nil, fmt.Errorf("%s: version %d, want %d", name, st.old.Version, fileVersion)
-		}
+		return f, false, fmt.Errorf("read %s: %w", name, err)
 	}
-	r.locks[dir] = st
-	return st, nil
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, true, fmt.Errorf("%s: not a lock file: %w", name, err)
+	}
+	if f.Version != fileVersion {
+		return f, true, fmt.Errorf("%s: version %d, want %d", name, f.Version, fileVersion)
+	}
+	return f, true, nil
+}
+
+// Pinned returns what the configuration in dir loaded so far pins, by
+// reference as written.
+func (r *Resolver) Pinned(dir string) map[string]Entry {
+	if st, ok := r.locks[dir]; ok {
+		return st.now.Plugs
+	}
+	return nil
+}
+
+// NewerTags returns the tags of ref's repository that are versions above
+// its revision, oldest first (none when the revision is a branch or a
+// commit), fetching the repository once.
+func (r *Resolver) NewerTags(ref plugref.Ref) ([]string, error) {
+	c, err := r.openCache()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.fetch(c, ref.Repo); err != nil {
+		return nil, err
+	}
+	tags, err := c.Tags(ref.Repo)
+	if err != nil {
+		return nil, err
+	}
+	return plugref.Newer(ref.Rev, tags), nil
 }
 
 // fetch fetches repo once per process.

@@ -258,3 +258,21 @@ func FuzzSource(f *testing.F) {
 		}
 	})
 }
+
+// TestReplaceStringEditsTheLiteralInPlace: the literals of one value are
+// rewritten with their quotes, and every other byte of the file is kept.
+func TestReplaceStringEditsTheLiteralInPlace(t *testing.T) {
+	src := "# the team's plugs\nsetup(\n  use('git+x//a.star@v1'),   # pinned\n  use(r\"git+x//a.star@v1\", id=\"b\"),\n  use(\"git+x//a.star@v1.0\"),\n)\nX = \"\"\"git+x//a.star@v1\"\"\" + 'git+x//a.star@' + 'v1'\n"
+	got, n, err := ReplaceString("p.star", []byte(src), "git+x//a.star@v1", "git+x//a.star@v2.0.1")
+	want := "# the team's plugs\nsetup(\n  use('git+x//a.star@v2.0.1'),   # pinned\n  use(r\"git+x//a.star@v2.0.1\", id=\"b\"),\n  use(\"git+x//a.star@v1.0\"),\n)\nX = \"\"\"git+x//a.star@v2.0.1\"\"\" + 'git+x//a.star@' + 'v1'\n"
+	if err != nil || n != 3 || string(got) != want {
+		t.Fatalf("ReplaceString = %d, %v:\n%s\nwant\n%s", n, err, got, want)
+	}
+	got, n, err = ReplaceString("p.star", []byte("x = 'a'\n"), "a", "it's \"b\"\\")
+	if err != nil || n != 1 || string(got) != `x = "it's \"b\"\\"`+"\n" {
+		t.Fatalf("ReplaceString with quotes = %d, %v: %s", n, err, got)
+	}
+	if _, _, err := ReplaceString("p.star", []byte("x = (\n"), "a", "b"); err == nil {
+		t.Fatal("a file that does not parse was edited")
+	}
+}
