@@ -1,6 +1,7 @@
 package starfmt
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -119,13 +120,24 @@ func restore(path string, out []byte, n names) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	lines := newOffsets(out).lines
 	var edits []edit
 	build.Walk(f, func(x build.Expr, _ []build.Expr) {
 		switch x := x.(type) {
 		case *build.ForStmt:
 			if id, ok := x.Vars.(*build.Ident); ok && id.Name == n.while {
-				start, _ := x.X.Span()
+				start, end := x.X.Span()
 				edits = append(edits, edit{x.For.Byte, start.Byte, "while "})
+				// Lines of the condition that buildtools aligned under
+				// its opening line move left as much as the header
+				// shrinks; those indented from the margin stay.
+				shrink := start.Byte - x.For.Byte - len("while ")
+				for line := start.Line + 1; line <= end.Line; line++ {
+					at := lines[line-1]
+					if indent := len(out[at:]) - len(bytes.TrimLeft(out[at:], " ")); indent >= start.LineRune-1 {
+						edits = append(edits, edit{at, at + shrink, ""})
+					}
+				}
 			}
 		case *build.CallExpr:
 			if id, ok := x.X.(*build.Ident); ok && id.Name == n.bytes && len(x.List) == 1 {

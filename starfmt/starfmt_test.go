@@ -89,6 +89,9 @@ func TestSourceFormatsEveryConstructOfTheDialect(t *testing.T) {
 	for src, want := range map[string]string{
 		"def f(a):\n  while a>0:\n    a-=1 # down\n  return a\n":                       "def f(a):\n    while a > 0:\n        a -= 1  # down\n    return a\n",
 		"while True:\n    break\n":                                                     "",
+		"def f():\n  while (a and  # first\n     b):\n    pass\n":                      "def f():\n    while (a and  # first\n           b):\n        pass\n",
+		"while (a and\n  f(a,\n  b)):\n    pass\n":                                     "while (a and\n       f(\n           a,\n           b,\n       )):\n    pass\n",
+		"while a in [\n  1,\n  2]:\n    pass\n":                                        "while a in [\n    1,\n    2,\n]:\n    pass\n",
 		"while (a or b) and not c:\n    pass\n":                                        "",
 		"def f():\n    while a:\n        while b:\n            continue\n":             "",
 		`x = b'a\xff'` + "\n" + `y = rb'\d' + b'''m` + "\n" + `l'''` + "\n":            `x = b"a\xff"` + "\n" + `y = rb"\d" + b"""m` + "\n" + `l"""` + "\n",
