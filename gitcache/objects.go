@@ -65,9 +65,12 @@ func (o *objects) read(id, typ string, limit int64, damaged func(string) error) 
 	if len(fields) == 2 && fields[1] == "missing" {
 		return nil, fmt.Errorf("object %s is missing", id)
 	}
-	if len(fields) != 3 || fields[0] != id {
+	// A commit may be named by a prefix (in a lock written by hand): its
+	// content is checked against the full id git found for it.
+	if len(fields) != 3 || !strings.HasPrefix(fields[0], id) {
 		return nil, damaged(id)
 	}
+	id = fields[0]
 	size, err := strconv.ParseInt(fields[2], 10, 64)
 	if err != nil || fields[1] != typ {
 		return nil, damaged(id)

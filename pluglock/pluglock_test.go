@@ -286,3 +286,23 @@ func TestIssue18_CommitReferencePinsThatCommit(t *testing.T) {
 		t.Fatalf("lock of %s = %+v", ref, e)
 	}
 }
+
+// TestLockEntryWithAShortCommitStillRuns: a lock edited by hand to name
+// its commit by a prefix is read as before, its objects checked all the
+// same.
+func TestLockEntryWithAShortCommitStillRuns(t *testing.T) {
+	f := newFixture(t, "v1")
+	f.lock(t, pluglock.Lock)
+	lf := f.readLock(t)
+	e := lf.Plugs[f.ref]
+	e.Commit = e.Commit[:12]
+	lf.Plugs[f.ref] = e
+	data, _ := json.Marshal(lf)
+	if err := os.WriteFile(filepath.Join(f.dir, pluglock.FileName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := f.load(pluglock.Locked)
+	if err != nil || cfg.Uses[0].Plug.Name != "team/greeter" {
+		t.Fatalf("load: %v", err)
+	}
+}

@@ -201,13 +201,16 @@ type PlugsVerifyCmd struct {
 // Run loads the configuration as a run would, from a cache of its own
 // that starts empty and is removed after.
 func (c *PlugsVerifyCmd) Run(g *Globals) error {
-	dir, err := os.MkdirTemp("", "blaise-plugs-verify-")
+	cache, err := gitcache.Open()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if cache.Dir, err = os.MkdirTemp("", "blaise-plugs-verify-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(cache.Dir)
 	res := pluglock.NewResolver(pluglock.Locked)
-	res.Cache = &gitcache.Cache{Dir: dir, Offline: os.Getenv(gitcache.EnvOffline) == "1"}
+	res.Cache = cache
 	cfg, err := runner.LoadConfigWith(c.Config, g.Logger(), res)
 	if err != nil {
 		return err
