@@ -73,3 +73,15 @@ func sourceLine(src []byte, n int) string {
 	}
 	return string(src)
 }
+
+// WithHint returns err, from parsing src of file, with the hint of
+// pythonHint added as a run or check adds it: for `blaise-agent fmt`,
+// which parses files on its own.
+func WithHint(err error, file string, src []byte) error {
+	var se syntax.Error
+	if hint := pythonHint(err, file, src); hint != "" && errors.As(err, &se) {
+		se.Msg += " (" + hint + ")"
+		return se
+	}
+	return err
+}

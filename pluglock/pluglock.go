@@ -51,10 +51,15 @@ const (
 type Resolver struct {
 	Mode Mode
 	Only map[string]bool // for Update: the references to move
+	// Cache holds the clones; nil is the user's (gitcache.Open).
+	Cache *gitcache.Cache
+	// Warn receives what a run goes on despite: a tag that moved away
+	// from its pinned commit. Nil drops it.
+	Warn func(msg string)
 
-	cache   *gitcache.Cache
 	locks   map[string]*state // by directory
 	fetched map[string]bool   // repositories fetched by this process
+	renewed map[string]bool   // repositories cloned anew by this process
 }
 
 // state is a lock file as read, and the lock being made.
@@ -65,18 +70,18 @@ type state struct {
 
 // NewResolver returns a resolver in mode over the user's cache.
 func NewResolver(mode Mode) *Resolver {
-	return &Resolver{Mode: mode, locks: map[string]*state{}, fetched: map[string]bool{}}
+	return &Resolver{Mode: mode, locks: map[string]*state{}, fetched: map[string]bool{}, renewed: map[string]bool{}}
 }
 
 func (r *Resolver) openCache() (*gitcache.Cache, error) {
-	if r.cache == nil {
+	if r.Cache == nil {
 		c, err := gitcache.Open()
 		if err != nil {
 			return nil, err
 		}
-		r.cache = c
+		r.Cache = c
 	}
-	return r.cache, nil
+	return r.Cache, nil
 }
 
 // lock returns the lock file of dir, read on first use.
@@ -84,24 +89,60 @@ func (r *Resolver) lock(dir string) (*state, error) {
 	if st, ok := r.locks[dir]; ok {
 		return st, nil
 	}
-	st := &state{old: File{Version: fileVersion, Plugs: map[string]Entry{}}, now: File{Version: fileVersion, Plugs: map[string]Entry{}}}
+	old, exists, err := Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{old: old, now: File{Version: fileVersion, Plugs: map[string]Entry{}}, exists: exists}
+	r.locks[dir] = st
+	return st, nil
+}
+
+// Read returns the lock file of dir, empty when there is none.
+func Read(dir string) (f File, exists bool, err error) {
+	f = File{Version: fileVersion, Plugs: map[string]Entry{}}
 	name := filepath.Join(dir, FileName)
 	data, err := os.ReadFile(name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		return f, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	default:
-		st.exists = true
-		if err := json.Unmarshal(data, &st.old); err != nil {
-			return nil, fmt.Errorf("%s: not a lock file: %w", name, err)
-		}
-		if st.old.Version != fileVersion {
-			return nil, fmt.Errorf("%s: version %d, want %d", name, st.old.Version, fileVersion)
-		}
+		return f, false, fmt.Errorf("read %s: %w", name, err)
 	}
-	r.locks[dir] = st
-	return st, nil
+	if err := json.Unmarshal(data, &f); err != nil {
+		return f, true, fmt.Errorf("%s: not a lock file: %w", name, err)
+	}
+	if f.Version != fileVersion {
+		return f, true, fmt.Errorf("%s: version %d, want %d", name, f.Version, fileVersion)
+	}
+	return f, true, nil
+}
+
+// Pinned returns what the configuration in dir loaded so far pins, by
+// reference as written.
+func (r *Resolver) Pinned(dir string) map[string]Entry {
+	if st, ok := r.locks[dir]; ok {
+		return st.now.Plugs
+	}
+	return nil
+}
+
+// NewerTags returns the tags of ref's repository that are versions above
+// its revision, oldest first (none when the revision is a branch or a
+// commit), fetching the repository once.
+func (r *Resolver) NewerTags(ref plugref.Ref) ([]string, error) {
+	c, err := r.openCache()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.fetch(c, ref.Repo); err != nil {
+		return nil, err
+	}
+	tags, err := c.Tags(ref.Repo)
+	if err != nil {
+		return nil, err
+	}
+	return plugref.Newer(ref.Rev, tags), nil
 }
 
 // fetch fetches repo once per process.
@@ -148,26 +189,54 @@ func (r *Resolver) Pin(dir string, ref plugref.Ref) (string, error) {
 		return commit, nil
 	}
 	if !c.Has(ref.Repo, e.Commit) {
-		if err := r.fetch(c, ref.Repo); err != nil {
+		if err := r.fetchCommit(c, ref.Repo, e.Commit); err != nil {
 			return "", fmt.Errorf("pinned to commit %s: %w", e.Commit, err)
 		}
-		// A tag names one commit for good: one that moved is refused.
-		if commit, tag, err := c.Resolve(ref.Repo, ref.Rev); err == nil && tag && commit != e.Commit {
-			return "", fmt.Errorf("tag %s moved from commit %s (in %s) to %s: refused; run `blaise-agent plugs update %s` to accept it", ref.Rev, e.Commit, FileName, commit, key)
-		}
-		if !c.Has(ref.Repo, e.Commit) {
-			return "", fmt.Errorf("commit %s of %s is not in the repository", e.Commit, FileName)
+		// A tag names one commit for good; one that moved is named, and
+		// the pinned commit is what runs.
+		if commit, tag, err := c.Resolve(ref.Repo, ref.Rev); err == nil && tag && commit != e.Commit && r.Warn != nil {
+			r.Warn(fmt.Sprintf("%s: tag %s moved from commit %s (in %s) to %s; using the pinned commit. Run `blaise-agent plugs update %s` to move to the tag's commit", key, ref.Rev, e.Commit, FileName, commit, key))
 		}
 	}
 	st.now.Plugs[key] = Entry{Commit: e.Commit}
 	return e.Commit, nil
 }
 
-// Read returns a file of a cached repository at a commit.
+// fetchCommit brings commit of repo into the cache: with its branches and
+// tags, else by its id (a tag moved away from it).
+func (r *Resolver) fetchCommit(c *gitcache.Cache, repo, commit string) error {
+	if err := r.fetch(c, repo); err != nil {
+		return err
+	}
+	if c.Has(repo, commit) {
+		return nil
+	}
+	if err := c.FetchCommit(repo, commit); err != nil || !c.Has(repo, commit) {
+		return fmt.Errorf("commit %s of %s is not in the repository", commit, FileName)
+	}
+	return nil
+}
+
+// Read returns a file of a cached repository at a commit. A clone found
+// damaged is cloned anew once (not offline), so that nothing but the
+// repository's content is read.
 func (r *Resolver) Read(ref plugref.Ref, limit int64) ([]byte, error) {
 	c, err := r.openCache()
 	if err != nil {
 		return nil, err
+	}
+	data, err := c.ReadFile(ref.Repo, ref.Rev, ref.Path, limit)
+	var damaged *gitcache.DamagedError
+	if !errors.As(err, &damaged) || r.renewed[ref.Repo] || c.Offline {
+		return data, err
+	}
+	r.renewed[ref.Repo] = true
+	if rmErr := c.Remove(ref.Repo); rmErr != nil {
+		return nil, fmt.Errorf("%w: %v", err, rmErr)
+	}
+	r.fetched[ref.Repo] = false
+	if fetchErr := r.fetchCommit(c, ref.Repo, ref.Rev); fetchErr != nil {
+		return nil, fmt.Errorf("%w, and cloning it anew failed (%v): run `blaise-agent plugs clean` where the repository can be reached", err, fetchErr)
 	}
 	return c.ReadFile(ref.Repo, ref.Rev, ref.Path, limit)
 }

@@ -2,6 +2,7 @@ package pluglock_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,17 +101,73 @@ func TestIssue18_LockThenRunUsesThePinnedCommit(t *testing.T) {
 	}
 }
 
-// TestIssue18_TagMovedAfterLockingIsRefused: a tag that names another
-// commit than the lock is refused when the cache must fetch.
-func TestIssue18_TagMovedAfterLockingIsRefused(t *testing.T) {
+// TestPinnedCommitRunsWithAWarningWhenItsTagMoved: on a machine with an
+// empty cache, a tag moved away from the pinned commit (which no branch
+// holds any more) does not stop the run: the commit is fetched by its id,
+// used, and the move is named with the command that accepts it.
+func TestPinnedCommitRunsWithAWarningWhenItsTagMoved(t *testing.T) {
 	f := newFixture(t, "v1")
+	testsupport.Git(t, f.repo, "checkout", "--quiet", "-b", "side")
+	old := testsupport.GitCommit(t, f.repo, map[string]string{"team/lib/common.star": "WHO = \"pinned\"\n"})
+	testsupport.Git(t, f.repo, "tag", "-f", "v1")
 	f.lock(t, pluglock.Lock)
-	old := testsupport.Git(t, f.repo, "rev-parse", "HEAD")
-	moved := testsupport.GitCommit(t, f.repo, map[string]string{"team/lib/common.star": "WHO = \"evil\"\n"})
+	hash := f.readLock(t).Plugs[f.ref].Hash
+	testsupport.Git(t, f.repo, "checkout", "--quiet", "main")
+	testsupport.Git(t, f.repo, "branch", "--quiet", "-D", "side")
+	moved := testsupport.GitCommit(t, f.repo, map[string]string{"team/lib/common.star": "WHO = \"moved\"\n"})
 	testsupport.Git(t, f.repo, "tag", "-f", "v1")
 	t.Setenv(gitcache.EnvDir, t.TempDir()) // another machine
-	_, _, err := f.load(pluglock.Locked)
-	testsupport.WantErr(t, err, "blaise.star:3:8", f.ref, "tag v1 moved from commit "+old, moved, "refused")
+
+	res := pluglock.NewResolver(pluglock.Locked)
+	var warnings []string
+	res.Warn = func(msg string) { warnings = append(warnings, msg) }
+	cfg, err := (&interp.Loader{Remote: res}).LoadConfig(filepath.Join(f.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(cfg.Uses[0].Key, "@"+old) {
+		t.Fatalf("used %s, want the pinned commit %s", cfg.Uses[0].Key, old)
+	}
+	if len(warnings) != 1 {
+		t.Fatalf("warnings = %q, want one", warnings)
+	}
+	testsupport.WantErr(t, errors.New(warnings[0]), f.ref, "tag v1 moved from commit "+old, moved, "using the pinned commit", "blaise-agent plugs update "+f.ref)
+	if f.readLock(t).Plugs[f.ref].Hash != hash {
+		t.Fatal("the lock changed")
+	}
+}
+
+// TestLockClonesADamagedCacheAnew: a blob changed in the cache is not
+// locked: plugs lock finds it, clones the repository anew and pins the
+// repository's content; offline, where it cannot clone, the error names
+// the cache's path and the command that empties it.
+func TestLockClonesADamagedCacheAnew(t *testing.T) {
+	f := newFixture(t, "v1")
+	f.lock(t, pluglock.Lock)
+	want := f.readLock(t).Plugs[f.ref]
+	c, err := gitcache.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + f.repo
+	blob := testsupport.Git(t, f.repo, "rev-parse", "v1:team/lib/common.star")
+	testsupport.TamperObject(t, c.Path(url), blob, "blob", "WHO = \"evil\"\n")
+
+	t.Setenv(gitcache.EnvOffline, "1")
+	_, _, err = f.load(pluglock.Locked)
+	testsupport.WantErr(t, err, "blaise.star:3:8", "the cache of "+url+" in "+c.Path(url)+" is damaged", blob, "blaise-agent plugs clean")
+	t.Setenv(gitcache.EnvOffline, "")
+
+	if err := os.Remove(filepath.Join(f.dir, pluglock.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	f.lock(t, pluglock.Lock)
+	if got := f.readLock(t).Plugs[f.ref]; got != want {
+		t.Fatalf("locked %+v from the damaged cache, want %+v", got, want)
+	}
+	if data, err := c.ReadFile(url, want.Commit, "team/lib/common.star", 100); err != nil || string(data) != "WHO = \"v1\"\n" {
+		t.Fatalf("cache after locking: %q, %v", data, err)
+	}
 }
 
 // TestIssue18_HashMismatchIsRefused: content that does not match the
@@ -227,5 +284,25 @@ func TestIssue18_CommitReferencePinsThatCommit(t *testing.T) {
 	f.lock(t, pluglock.Lock)
 	if e := f.readLock(t).Plugs[ref]; e.Commit != first {
 		t.Fatalf("lock of %s = %+v", ref, e)
+	}
+}
+
+// TestLockEntryWithAShortCommitStillRuns: a lock edited by hand to name
+// its commit by a prefix is read as before, its objects checked all the
+// same.
+func TestLockEntryWithAShortCommitStillRuns(t *testing.T) {
+	f := newFixture(t, "v1")
+	f.lock(t, pluglock.Lock)
+	lf := f.readLock(t)
+	e := lf.Plugs[f.ref]
+	e.Commit = e.Commit[:12]
+	lf.Plugs[f.ref] = e
+	data, _ := json.Marshal(lf)
+	if err := os.WriteFile(filepath.Join(f.dir, pluglock.FileName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := f.load(pluglock.Locked)
+	if err != nil || cfg.Uses[0].Plug.Name != "team/greeter" {
+		t.Fatalf("load: %v", err)
 	}
 }

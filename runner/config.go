@@ -23,6 +23,9 @@ func newLoader(logger *log.Logger, remote *pluglock.Resolver) *interp.Loader {
 	if self, err := Self(); err == nil {
 		predeclared["BLAISE_AGENT"] = starlark.String(self)
 	}
+	if remote.Warn == nil {
+		remote.Warn = func(msg string) { logger.Warn(msg) }
+	}
 	return &interp.Loader{
 		Stdlib:      stdlib.FS,
 		Predeclared: predeclared,
@@ -38,10 +41,16 @@ func LoadConfig(path string, logger *log.Logger) (*interp.Config, error) {
 	return NewLoader(logger).LoadConfig(path)
 }
 
+// LoadConfigWith loads a blaise.star as LoadConfig does, with remote for
+// its git+ references.
+func LoadConfigWith(path string, logger *log.Logger, remote *pluglock.Resolver) (*interp.Config, error) {
+	return newLoader(logger, remote).LoadConfig(path)
+}
+
 // LockPlugs loads the configuration at path, pinning its git+ references
 // as remote's mode says, and writes blaise.lock beside it.
 func LockPlugs(path string, logger *log.Logger, remote *pluglock.Resolver) ([]pluglock.Change, error) {
-	cfg, err := newLoader(logger, remote).LoadConfig(path)
+	cfg, err := LoadConfigWith(path, logger, remote)
 	if err != nil {
 		return nil, err
 	}

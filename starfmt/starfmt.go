@@ -20,38 +20,33 @@ import (
 // Ext is the extension of the files Find lists.
 const Ext = ".star"
 
-// Source returns src, the content of the file at path, formatted. The
-// result is checked to parse as Starlark of this dialect, so that a file is
-// never rewritten into one that does not load.
+// Source returns src, the content of the file at path, formatted. A file
+// that does not parse as Starlark of this dialect is refused with the
+// error check gives; the result is checked to parse and to mean what src
+// meant, so that a file is never rewritten into another program.
 func Source(path string, src []byte) ([]byte, error) {
-	f, err := build.ParseDefault(path, src)
-	if err != nil {
-		if usesWhile(path, src) {
-			return nil, fmt.Errorf("%w (the formatter does not know while loops, which this dialect allows: the file is left as it is)", err)
-		}
-		return nil, err
-	}
-	out := build.Format(f)
-	if _, err := interp.FileOptions.Parse(path, out, syntax.RetainComments); err != nil {
-		return nil, fmt.Errorf("%s: formatting would make the file not parse (%v): the file is left as it is", path, err)
-	}
-	return out, nil
-}
-
-// usesWhile reports whether src parses as Starlark and has a while loop.
-func usesWhile(path string, src []byte) bool {
 	f, err := interp.FileOptions.Parse(path, src, 0)
 	if err != nil {
-		return false
+		return nil, interp.WithHint(err, path, src)
 	}
-	found := false
-	syntax.Walk(f, func(n syntax.Node) bool {
-		if _, ok := n.(*syntax.WhileStmt); ok {
-			found = true
-		}
-		return !found
-	})
-	return found
+	n := newNames(src)
+	bf, err := build.ParseDefault(path, disguise(f, src, n))
+	if err != nil {
+		return nil, fmt.Errorf("%s: the formatter cannot read this file (%v): it is left as it is", path, err)
+	}
+	doubleQuote(bf)
+	out, err := restore(path, build.Format(bf), n)
+	var g *syntax.File
+	if err == nil {
+		g, err = interp.FileOptions.Parse(path, out, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: formatting would make the file not parse (%v): the file is left as it is", path, err)
+	}
+	if shape(g) != shape(f) {
+		return nil, fmt.Errorf("%s: formatting would change what the file means: the file is left as it is", path)
+	}
+	return out, nil
 }
 
 // File formats the file at path. With write, a file that changes is

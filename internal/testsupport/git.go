@@ -1,6 +1,9 @@
 package testsupport
 
 import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,5 +50,26 @@ func WriteFiles(t testing.TB, dir string, files map[string]string) {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TamperObject overwrites the loose object id of the bare repository
+// gitDir with an object of type typ and content that does not hash to id,
+// as a damaged disk or a hand in the cache would.
+func TamperObject(t testing.TB, gitDir, id, typ, content string) {
+	t.Helper()
+	p := filepath.Join(gitDir, "objects", id[:2], id[2:])
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("object %s is not loose in %s: %v", id, gitDir, err)
+	}
+	var b bytes.Buffer
+	z := zlib.NewWriter(&b)
+	fmt.Fprintf(z, "%s %d\x00%s", typ, len(content), content)
+	z.Close()
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b.Bytes(), 0o444); err != nil {
+		t.Fatal(err)
 	}
 }
