@@ -10,6 +10,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/pluglock"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/serverclient"
 	"github.com/blaiseagent/blaise-agent/session"
@@ -90,8 +91,12 @@ func (c *RunCmd) Run(g *Globals) error {
 		// The configuration of a new session (or the one to continue)
 		// loads before anything else: a refused one is said once, before
 		// a prompt shows or the state directory is made. Its print()s are
-		// the session process's to show.
-		if _, err := runner.LoadConfig(c.Config, log.New(io.Discard)); err != nil {
+		// the session process's to show; what the plugs' resolver warns of
+		// (a tag that moved) is said here, as the cache it fills has no
+		// more to say when the session process loads.
+		remote := pluglock.NewResolver(pluglock.Locked)
+		remote.Warn = func(msg string) { g.Logger().Warn(msg) }
+		if _, err := runner.LoadConfigWith(c.Config, log.New(io.Discard), remote); err != nil {
 			return err
 		}
 	}
