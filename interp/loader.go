@@ -283,7 +283,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 		return m, m.err
 	}
 	if kind == plugFile {
-		if m.plug, m.err = finishPlug(thread, key, m.globals); m.err == nil {
+		if m.plug, m.err = finishPlug(thread, key, m.globals); m.plug != nil {
 			checkFlow(m.plug, displayName(key), src)
 		}
 	}

@@ -133,6 +133,7 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 	}
 	p := *slot
 	p.File = displayName(key)
+	var errs Errors
 	for _, h := range handlerSpec {
 		v, ok := globals[h.name]
 		if !ok {
@@ -140,10 +141,12 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 		}
 		fn, ok := v.(*starlark.Function)
 		if !ok {
-			return nil, &Error{Pos: p.Pos, Plug: p.Name, Msg: fmt.Sprintf("%s must be a function, got %s", h.name, v.Type())}
+			errs = append(errs, &Error{Pos: p.Pos, Plug: p.Name, Msg: fmt.Sprintf("%s must be a function, got %s", h.name, v.Type())})
+			continue
 		}
 		if err := checkArity(fn, h.name, h.params); err != nil {
-			return nil, &Error{Pos: fn.Position(), Plug: p.Name, Msg: err.Error()}
+			errs = append(errs, &Error{Pos: fn.Position(), Plug: p.Name, Msg: err.Error()})
+			continue
 		}
 		*h.field(p) = fn
 	}
@@ -161,16 +164,20 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 			if fn, ok := globals[name].(*starlark.Function); ok {
 				pos = fn.Position()
 			}
-			return nil, &Error{Pos: pos, Plug: p.Name, Msg: fmt.Sprintf("%s is not a handler name (did you mean %s?)", name, near)}
+			errs = append(errs, &Error{Pos: pos, Plug: p.Name, Msg: fmt.Sprintf("%s is not a handler name (did you mean %s?)", name, near)})
 		}
 	}
-	if p.Extensions && p.OnMessage == nil {
-		return nil, &Error{Pos: p.Pos, Plug: p.Name, Msg: "extensions = True needs an on_message handler to see them"}
+	if p.Extensions && p.OnMessage == nil && globals["on_message"] == nil {
+		errs = append(errs, &Error{Pos: p.Pos, Plug: p.Name, Msg: "extensions = True needs an on_message handler to see them"})
 	}
-	if p.OnMigrate != nil && p.Persisted == nil {
-		return nil, &Error{Pos: p.OnMigrate.Position(), Plug: p.Name, Msg: "on_migrate needs persisted = schema... in plug()"}
+	if _, ok := globals["on_migrate"]; ok && p.Persisted == nil {
+		pos := p.Pos
+		if fn, ok := globals["on_migrate"].(*starlark.Function); ok {
+			pos = fn.Position()
+		}
+		errs = append(errs, &Error{Pos: pos, Plug: p.Name, Msg: "on_migrate needs persisted = schema... in plug()"})
 	}
-	return p, nil
+	return p, errs.err()
 }
 
 // checkArity reports whether fn can be called with exactly the given

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -227,11 +228,11 @@ func (s *server) diagnose(d *document, overlay map[string][]byte) []protocol.Dia
 		d.plug = plug
 	}
 	if err != nil {
-		problems = append(problems, problemOf(err, d.path))
+		problems = problemsOf(err, d.path)
 	}
 	if f, err := interp.FileOptions.Parse(d.path, d.text, 0); err == nil {
 		for _, p := range attrProblems(f, s.topScope(d)) {
-			if len(problems) == 0 || problems[0] != p {
+			if !slices.Contains(problems, p) {
 				problems = append(problems, p)
 			}
 		}
