@@ -30,6 +30,10 @@ type Plug struct {
 	// Warnings are mistakes that do not stop the plug from loading, such
 	// as an on_message that can end without a return; check shows them.
 	Warnings []*Error
+	// Mistakes are what is certainly wrong in the handlers' code on the
+	// paths that have it, such as next() called twice: check reports them
+	// as errors; a run fails at them only when it takes such a path.
+	Mistakes []*Error
 	// OnMessageFallsThrough are the statements after which on_message can
 	// end without a return, named when a request gets None at run time.
 	OnMessageFallsThrough []syntax.Position

@@ -48,7 +48,7 @@ func kindOf(path, text string) fileKind {
 // the error, with the message of `blaise-agent check`.
 func load(newLoader func() *interp.Loader, overlay map[string][]byte, path string, kind fileKind) (*interp.Plug, error) {
 	l := newLoader()
-	l.Overlay = overlay
+	l.Overlay, l.Vet = overlay, true
 	switch kind {
 	case plugFile:
 		return l.LoadPlug(path)

@@ -593,3 +593,54 @@ func TestIssue17_LspBadStreamFailsClearly(t *testing.T) {
 		}
 	}
 }
+
+// TestLspDiagnosesEveryMistakeAndTheCallsOfNext: the diagnostics of a plug
+// hold every mistake check finds in it, each at its own line, the calls of
+// next() that are certainly wrong among them; the configuration beside it
+// shows each at its use(), and its own input mistake at the value.
+func TestLspDiagnosesEveryMistakeAndTheCallsOfNext(t *testing.T) {
+	t.Parallel()
+	plug := `plug(name = "acme/p", inputs = schema.object(repo = schema.string()))
+
+def on_sesion(ctx, next):
+    next()
+
+def on_teardown(ctx, next):
+    if ctx.inputs.repo:
+        return
+    next()
+    next()
+`
+	config := "agent(command = \"demo\")\nsetup(use(\"./p.star\", inputs = {\"repo\": 1}))\n"
+	c := startLSP(t, map[string]string{"p.star": plug, "blaise.star": config})
+	out, err := c.check(map[string]string{"p.star": plug, "blaise.star": config})
+	if err == nil {
+		t.Fatalf("check passes: %s", out)
+	}
+	type diag struct {
+		line, char uint32
+		msg        string
+	}
+	var want []diag
+	for _, m := range regexp.MustCompile(`(?m)^blaise-agent: blaise\.star:2:(\d+): (?:use "\./p\.star": p\.star:(\d+):(\d+): )?(.*)$`).FindAllStringSubmatch(out, -1) {
+		if m[2] != "" {
+			line, _ := strconv.Atoi(m[2])
+			col, _ := strconv.Atoi(m[3])
+			want = append(want, diag{uint32(line - 1), uint32(col - 1), m[4]})
+		}
+	}
+	if len(want) != 3 {
+		t.Fatalf("check says:\n%s\nwant 3 mistakes of p.star", out)
+	}
+	var got []diag
+	for _, d := range c.open("p.star") {
+		got = append(got, diag{d.Range.Start.Line, d.Range.Start.Character, d.Message})
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("diagnostics of p.star:\n%v\nwant (as check):\n%v", got, want)
+	}
+	d := c.open("blaise.star")
+	if len(d) != 4 || d[3].Range.Start.Character != uint32(strings.Index(config[24:], "1}")) || d[3].Message != "plug acme/p: inputs.repo: want string, got int" {
+		t.Errorf("diagnostics of blaise.star: %+v", d)
+	}
+}
