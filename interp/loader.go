@@ -279,6 +279,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	m.globals, err = starlark.ExecFileOptions(FileOptions, thread, displayName(key), src, all)
 	if err != nil {
 		e := WrapError(err, "", "")
+		danglingDot(e, displayName(key), src)
 		if hint := pythonHint(err, displayName(key), src); hint != "" {
 			e.Msg += " (" + hint + ")"
 		}

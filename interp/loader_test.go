@@ -274,3 +274,19 @@ func TestC14_InputMistakePointsAtTheValue(t *testing.T) {
 		}
 	}
 }
+
+// TestDanglingDotSaysAFieldNameIsMissing: `ctx.` with nothing after it, at
+// a line's end or before a bracket, is reported at the dot as a missing
+// field name, not as the parser's "not an identifier".
+func TestDanglingDotSaysAFieldNameIsMissing(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"    x = ctx.\n    next()\n", "p.star:3:12: expected a field name after '.'"},
+		{"    ctx.log.info(ctx.)\n    next()\n", "p.star:3:21: expected a field name after '.'"},
+		{"    ctx.log.info(ctx.\n", "p.star:3:21: expected a field name after '.'"},
+	} {
+		wantError(t, map[string]string{
+			"blaise.star": agentLine + `setup(use("./p.star"))`,
+			"p.star":      "plug(name = \"p\")\ndef on_session(ctx, next):\n" + tc.line,
+		}, tc.want)
+	}
+}

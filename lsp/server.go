@@ -223,7 +223,11 @@ func (s *server) publish(ctx context.Context, u protocol.DocumentURI, version in
 // would fail at run time.
 func (s *server) diagnose(d *document, overlay map[string][]byte) []protocol.Diagnostic {
 	var problems []problem
-	plug, err := load(s.newLoader, overlay, d.path, kindOf(d.path, d.text))
+	kind := kindOf(d.path, d.text)
+	plug, err := load(s.newLoader, overlay, d.path, kind)
+	if plug == nil && kind == plugFile {
+		plug = declaredPlug(s.newLoader, overlay, d.path, d.text)
+	}
 	if plug != nil {
 		d.plug = plug
 	}
@@ -288,7 +292,18 @@ func (s *server) completion(u protocol.DocumentURI, pos protocol.Position) *prot
 		return list
 	}
 	line := lines[pos.Line]
-	before, partial := splitChain(chainBefore(line, byteOfUTF16(line, int(pos.Character))))
+	col := byteOfUTF16(line, int(pos.Character))
+	if kindOf(d.path, d.text) == configFile {
+		off := col
+		for _, l := range lines[:pos.Line] {
+			off += len(l) + 1
+		}
+		if items, ok := s.inputCompletions(d, off); ok {
+			list.Items = items
+			return list
+		}
+	}
+	before, partial := splitChain(chainBefore(line, col))
 	add := func(label, signature, doc string, kind protocol.CompletionItemKind) {
 		if !strings.HasPrefix(label, partial) {
 			return
@@ -393,13 +408,8 @@ func (s *server) plugReference(d *document, pos protocol.Position) string {
 	if ref == "" {
 		return ""
 	}
-	if !strings.HasPrefix(ref, interp.StdlibPrefix) {
-		ref = resolveRef(d.path, ref)
-	}
-	l := s.newLoader()
-	l.Overlay = s.overlay()
-	p, err := l.LoadPlug(ref)
-	if err != nil {
+	p := s.plugOf(d, ref)
+	if p == nil {
 		return ""
 	}
 	r, err := plugdoc.Of(ref, p)
@@ -411,4 +421,16 @@ func (s *server) plugReference(d *document, pos protocol.Position) string {
 		return ""
 	}
 	return b.String()
+}
+
+// plugOf loads the plug that ref, written in d, names; nil when it does
+// not load (a plug with mistakes in its handlers still has its schemas).
+func (s *server) plugOf(d *document, ref string) *interp.Plug {
+	if !strings.HasPrefix(ref, interp.StdlibPrefix) {
+		ref = resolveRef(d.path, ref)
+	}
+	l := s.newLoader()
+	l.Overlay = s.overlay()
+	p, _ := l.LoadPlug(ref)
+	return p
 }
