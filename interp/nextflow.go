@@ -235,25 +235,13 @@ func (nf *nextFlow) expr(e syntax.Expr, s counts) counts {
 	case *syntax.IndexExpr:
 		return nf.expr(e.Y, nf.expr(e.X, s))
 	case *syntax.SliceExpr:
-		for _, x := range []syntax.Expr{e.X, e.Lo, e.Hi, e.Step} {
-			s = nf.expr(x, s)
-		}
-		return s
+		return nf.exprs([]syntax.Expr{e.X, e.Lo, e.Hi, e.Step}, s)
 	case *syntax.ListExpr:
-		for _, x := range e.List {
-			s = nf.expr(x, s)
-		}
-		return s
+		return nf.exprs(e.List, s)
 	case *syntax.TupleExpr:
-		for _, x := range e.List {
-			s = nf.expr(x, s)
-		}
-		return s
+		return nf.exprs(e.List, s)
 	case *syntax.DictExpr:
-		for _, x := range e.List {
-			s = nf.expr(x, s)
-		}
-		return s
+		return nf.exprs(e.List, s)
 	case *syntax.DictEntry:
 		return nf.expr(e.Value, nf.expr(e.Key, s))
 	case *syntax.Literal:
@@ -265,6 +253,14 @@ func (nf *nextFlow) expr(e syntax.Expr, s counts) counts {
 		return s
 	}
 	nf.gaveUp = true
+	return s
+}
+
+// exprs returns the state after evaluating list in order.
+func (nf *nextFlow) exprs(list []syntax.Expr, s counts) counts {
+	for _, x := range list {
+		s = nf.expr(x, s)
+	}
 	return s
 }
 
