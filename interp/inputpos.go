@@ -56,6 +56,14 @@ func inputPos(call *syntax.CallExpr, p Problem, pos syntax.Position) syntax.Posi
 			}
 			path = path[1+len(name):]
 			key, next = entry(x, name)
+		case strings.HasPrefix(path, `["`): // a key that is no name: labels["team name"]
+			q, err := strconv.QuotedPrefix(path[1:])
+			name, err2 := strconv.Unquote(q)
+			if err != nil || err2 != nil || !strings.HasPrefix(path[1+len(q):], "]") {
+				return start(x)
+			}
+			path = path[2+len(q):]
+			key, next = entry(x, name)
 		case path[0] == '[':
 			end := strings.IndexByte(path, ']')
 			if end < 0 {
@@ -63,8 +71,8 @@ func inputPos(call *syntax.CallExpr, p Problem, pos syntax.Position) syntax.Posi
 			}
 			i, err := strconv.Atoi(path[1:end])
 			path = path[end+1:]
-			if l, ok := x.(*syntax.ListExpr); ok && err == nil && i < len(l.List) {
-				next = l.List[i]
+			if elems := elements(x); err == nil && i < len(elems) {
+				next = elems[i]
 			}
 		default:
 			return start(x)
@@ -103,6 +111,19 @@ func entry(x syntax.Expr, name string) (key, value syntax.Expr) {
 		return entry(x.X, name)
 	}
 	return nil, nil
+}
+
+// elements returns the elements of a list or tuple written out, or nil.
+func elements(x syntax.Expr) []syntax.Expr {
+	switch x := x.(type) {
+	case *syntax.ListExpr:
+		return x.List
+	case *syntax.TupleExpr:
+		return x.List
+	case *syntax.ParenExpr:
+		return elements(x.X)
+	}
+	return nil
 }
 
 func start(n syntax.Node) syntax.Position {

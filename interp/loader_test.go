@@ -257,13 +257,15 @@ def on_mesage(ctx, message, next):
 // the value it is about, through nested objects, lists and dict(...), at
 // the key of an unknown field, and at the dict that lacks a required field.
 func TestC14_InputMistakePointsAtTheValue(t *testing.T) {
-	plug := `plug(name = "p", inputs = schema.object(repo = schema.string(), git = schema.object(branch = schema.string(), depth = schema.int(default = 1))))`
+	plug := `plug(name = "p", inputs = schema.object(repo = schema.string(), git = schema.object(branch = schema.string(), depth = schema.int(default = 1)), tags = schema.list(schema.string(), default = []), labels = schema.dict(schema.string(), default = {})))`
 	for _, tc := range []struct{ use, want string }{
 		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": 7}})`, `blaise.star:3:64: plug p: inputs.git.branch: want string, got int`},
 		{`use("./p.star", inputs = dict(repo = "r", git = dict(branch = "b", depth = "deep")))`, `blaise.star:3:82: plug p: inputs.git.depth: want int, got string`},
 		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": "b", "dpth": 2}})`, `blaise.star:3:69: plug p: inputs.git.dpth: unknown field (did you mean "depth"?)`},
 		{`use("./p.star", inputs = {"git": {"branch": "b"}})`, `blaise.star:3:32: plug p: inputs.repo: required field missing (want string)`},
 		{`use("./p.star", inputs = INPUTS)`, `blaise.star:3:32: plug p: inputs.repo: want string, got int`},
+		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": "b"}, "tags": ("a", 1)})`, `blaise.star:3:84: plug p: inputs.tags[1]: want string, got int`},
+		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": "b"}, "labels": {"team name": 1}})`, `blaise.star:3:94: plug p: inputs.labels["team name"]: want string, got int`},
 	} {
 		_, err := load(t, map[string]string{
 			"blaise.star": agentLine + "INPUTS = {\"repo\": 1, \"git\": {\"branch\": \"b\"}}\nsetup(" + tc.use + ")\n",
