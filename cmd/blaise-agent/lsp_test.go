@@ -706,12 +706,15 @@ func TestLspCompletesInputNamesInUse(t *testing.T) {
 
 // TestLspFlagsATypoThroughAVariableOfTheSchema: a field of the persisted
 // value or the inputs read through a variable is checked as the run would
-// check it, also in a plug opened with a mistake that stops it loading
-// (here a misspelled handler), whose schemas are known all the same.
+// check it, through an optional object too, also in a plug opened with a
+// mistake that stops it loading (here a misspelled handler), whose schemas
+// are known all the same.
 func TestLspFlagsATypoThroughAVariableOfTheSchema(t *testing.T) {
 	t.Parallel()
 	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = ctx.host\n    st = ctx.persisted.value\n    x = st.vmm\n    i = ctx.inputs\n    g = i.git\n    y = g.brnch\n", 1)
 	text = strings.Replace(text, "def on_teardown(", "def on_tear_down(", 1)
+	// An optional object is None or a record with its fields.
+	text = strings.Replace(text, `git = schema.object(branch = schema.string(default = "main", doc = "the branch to check out")),`, `git = schema.optional(schema.object(branch = schema.string(default = "main", doc = "the branch to check out"))),`, 1)
 	c := startLSP(t, map[string]string{"deploy.star": text})
 	d := c.open("deploy.star")
 	var got []string
