@@ -8,12 +8,12 @@ import (
 	"testing"
 )
 
-// TestNextCalledTwiceOrNotAtAllFoundBeforeARun: what is certain on every
+// TestC2_NextCalledTwiceOrNotAtAllFoundBeforeARun: what is certain on every
 // path that gets there is reported, with its line and column; what depends
 // on conditions that may be related (two ifs on the same test), on loops,
 // or on a helper that gets next, is not. on_message may answer without
 // next(), and any handler may fail() instead of calling it.
-func TestNextCalledTwiceOrNotAtAllFoundBeforeARun(t *testing.T) {
+func TestC2_NextCalledTwiceOrNotAtAllFoundBeforeARun(t *testing.T) {
 	for _, tc := range []struct {
 		src  string
 		want string // line:col: message start, " | " between
