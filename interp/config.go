@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -71,7 +72,10 @@ func (c *Config) Resumable() bool {
 }
 
 // useValue is what use(...) returns in blaise.star.
-type useValue struct{ use *Use }
+type useValue struct {
+	use    *Use
+	failed bool // a mistake was recorded: setup() leaves it out
+}
 
 func (u *useValue) String() string        { return fmt.Sprintf("use(%q)", u.use.Ref) }
 func (u *useValue) Type() string          { return "use" }
@@ -88,119 +92,96 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 	}
 	cfg := &Config{File: displayName(abs), Dir: filepath.Dir(abs)}
 	l.lockDir = cfg.Dir
-	var agentSet, setupSet bool
+	var agentSet, agentFailed, setupSet bool
 	ids := map[string]*Use{}
-
-	agentFn := starlark.NewBuiltin("agent", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		if agentSet {
-			return nil, fmt.Errorf("agent() called twice: first at %s", cfg.Agent.Pos)
+	// Every builtin records its mistakes and lets the file go on, so that
+	// one pass finds every mistake that does not follow from another.
+	var errs Errors
+	reported := map[string]bool{} // plugs whose own mistakes are in errs
+	var tree *syntax.File         // of the configuration, parsed when a mistake needs it
+	syntaxOf := func() *syntax.File {
+		if tree == nil {
+			if src, err := l.read(abs); err == nil {
+				tree, _ = FileOptions.Parse(cfg.File, src, 0)
+			}
 		}
+		return tree
+	}
+
+	agentFn := recording("agent", &errs, func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) error {
+		if agentSet {
+			return fmt.Errorf("agent() called twice: first at %s", cfg.Agent.Pos)
+		}
+		agentFailed = true
 		var argList *starlark.List
 		var env *starlark.Dict
 		a := Agent{}
 		if err := starlark.UnpackArgs("agent", args, kwargs, "command", &a.Command, "args?", &argList, "env?", &env, "cwd?", &a.Cwd); err != nil {
-			return nil, err
+			return err
 		}
 		if a.Command == "" {
-			return nil, fmt.Errorf("agent: command must not be empty")
+			return fmt.Errorf("agent: command must not be empty")
 		}
 		if a.Args, err = stringList("agent: args", argList); err != nil {
-			return nil, err
+			return err
 		}
 		if a.Env, err = stringDict("agent: env", env); err != nil {
-			return nil, err
+			return err
 		}
 		a.Pos = thread.CallFrame(1).Pos
-		cfg.Agent, agentSet = a, true
-		return starlark.None, nil
+		cfg.Agent, agentSet, agentFailed = a, true, false
+		return nil
 	})
 
 	useFn := starlark.NewBuiltin("use", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		u := &Use{Pos: thread.CallFrame(1).Pos}
-		var inputs *starlark.Dict
-		if err := starlark.UnpackArgs("use", args, kwargs, "ref", &u.Ref, "id?", &u.ID, "inputs?", &inputs); err != nil {
-			return nil, err
-		}
-		if u.ID != "" {
-			if err := session.CheckID("plug id", u.ID); err != nil {
-				return nil, fmt.Errorf("use %q: %v", u.Ref, err)
-			}
-		}
-		key, err := l.resolve(u.Ref, abs)
-		if err != nil {
-			return nil, fmt.Errorf("use %q: %v", u.Ref, err)
-		}
-		u.Plug, err = l.loadPlug(key)
-		if err == nil {
-			err = l.checkRemote(u.Ref, key)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("use %q: %w", u.Ref, err)
-		}
-		u.Key = key
-		if inputs == nil {
-			inputs = new(starlark.Dict)
-		}
-		for _, k := range inputs.Keys() {
-			if _, ok := k.(starlark.String); !ok {
-				return nil, fmt.Errorf("use %q: inputs: keys must be strings, got %s", u.Ref, k.Type())
-			}
-		}
-		inputs.Freeze()
-		u.Inputs = inputs
-		if u.Plug.Persisted != nil && u.ID == "" {
-			return nil, fmt.Errorf("plug %s declares persisted state, so it needs an id: use(%q, id = \"...\")", u.Plug.Name, u.Ref)
-		}
-		if u.Plug.Inputs == nil && inputs.Len() > 0 {
-			return nil, fmt.Errorf("plug %s declares no inputs, but inputs are given", u.Plug.Name)
-		}
-		if !containsFunction(inputs) {
-			u.Static = true
-			if _, err := ValidateInputs(u, inputs); err != nil {
-				return nil, err
-			}
-		}
-		return &useValue{use: u}, nil
+		n := len(errs)
+		l.use(u, args, kwargs, abs, reported, syntaxOf, &errs)
+		return &useValue{use: u, failed: len(errs) > n}, nil
 	})
 
-	setupFn := starlark.NewBuiltin("setup", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	setupFn := recording("setup", &errs, func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) error {
 		if setupSet {
-			return nil, fmt.Errorf("setup() called twice")
+			return fmt.Errorf("setup() called twice")
 		}
+		setupSet = true
 		if len(kwargs) > 0 {
-			return nil, fmt.Errorf("setup: unexpected keyword argument %s", kwargs[0][0])
+			return fmt.Errorf("setup: unexpected keyword argument %s", kwargs[0][0])
 		}
 		for i, a := range args {
 			uv, ok := a.(*useValue)
 			if !ok {
-				return nil, fmt.Errorf("setup: argument %d: want use(...), got %s", i+1, a.Type())
+				errs.add(fmt.Errorf("setup: argument %d: want use(...), got %s", i+1, a.Type()), thread.CallFrame(1).Pos)
+				continue
 			}
 			u := *uv.use
 			u.Index = i
 			if u.ID != "" {
 				if first, dup := ids[u.ID]; dup {
-					return nil, Errorf(u.Pos, "duplicate id %q: also used at %s", u.ID, first.Pos)
+					errs.add(Errorf(u.Pos, "duplicate id %q: also used at %s", u.ID, first.Pos), u.Pos)
+					continue
 				}
 				ids[u.ID] = &u
 			}
-			cfg.Uses = append(cfg.Uses, &u)
+			if !uv.failed {
+				cfg.Uses = append(cfg.Uses, &u)
+			}
 		}
-		setupSet = true
-		return starlark.None, nil
+		return nil
 	})
 
 	predeclared := l.withPlug()
 	var sessionSet bool
-	sessionFn := starlark.NewBuiltin("session", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	sessionFn := recording("session", &errs, func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) error {
 		if sessionSet {
-			return nil, fmt.Errorf("session() called twice: first at %s", cfg.Session.Pos)
+			return fmt.Errorf("session() called twice: first at %s", cfg.Session.Pos)
 		}
 		var policy, paused, inactivity, timeout string
 		if err := starlark.UnpackArgs("session", args, kwargs, "idle_policy?", &policy, "paused_lifetime?", &paused, "inactivity_limit?", &inactivity, "timeout?", &timeout); err != nil {
-			return nil, err
+			return err
 		}
 		if policy != "" && policy != string(session.PolicyPause) && policy != string(session.PolicyEnd) {
-			return nil, fmt.Errorf("session: idle_policy: want \"pause\" or \"end\", got %q", policy)
+			return fmt.Errorf("session: idle_policy: want \"pause\" or \"end\", got %q", policy)
 		}
 		st := SessionSettings{IdlePolicy: policy, Pos: thread.CallFrame(1).Pos}
 		for _, d := range []struct {
@@ -212,21 +193,110 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 			}
 			v, err := ParseSettingDuration(d.text)
 			if err != nil {
-				return nil, fmt.Errorf("session: %s: %w", d.name, err)
+				return fmt.Errorf("session: %s: %w", d.name, err)
 			}
 			*d.dst = v
 		}
 		cfg.Session, sessionSet = st, true
-		return starlark.None, nil
+		return nil
 	})
 	predeclared["agent"], predeclared["setup"], predeclared["use"], predeclared["session"] = agentFn, setupFn, useFn, sessionFn
 	if _, err := l.load(abs, configFile, predeclared, nil); err != nil {
+		errs.add(err, syntax.Position{})
+	} else if !agentSet && !agentFailed {
+		errs.add(&Error{Pos: syntax.MakePosition(&cfg.File, 1, 1), Msg: "no agent: call agent(command = ...)"}, syntax.Position{})
+	}
+	if err := errs.err(); err != nil {
 		return nil, err
 	}
-	if !agentSet {
-		return nil, &Error{Pos: syntax.MakePosition(&cfg.File, 1, 1), Msg: "no agent: call agent(command = ...)"}
-	}
 	return cfg, nil
+}
+
+// recording makes a builtin of a configuration that records its mistake,
+// at the call, in errs and returns None, so that the file goes on.
+func recording(name string, errs *Errors, fn func(*starlark.Thread, starlark.Tuple, []starlark.Tuple) error) *starlark.Builtin {
+	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if err := fn(thread, args, kwargs); err != nil {
+			errs.add(err, thread.CallFrame(1).Pos)
+		}
+		return starlark.None, nil
+	})
+}
+
+// use fills u from the arguments of a use(...) call in the configuration
+// at cfgKey, and records in errs each mistake of the call, of its plug
+// (unless reported already) and of its inputs.
+func (l *Loader) use(u *Use, args starlark.Tuple, kwargs []starlark.Tuple, cfgKey string, reported map[string]bool, tree func() *syntax.File, errs *Errors) {
+	fail := func(format string, a ...any) { errs.add(fmt.Errorf(format, a...), u.Pos) }
+	var inputs *starlark.Dict
+	if err := starlark.UnpackArgs("use", args, kwargs, "ref", &u.Ref, "id?", &u.ID, "inputs?", &inputs); err != nil {
+		fail("%v", err)
+		return
+	}
+	if u.ID != "" {
+		if err := session.CheckID("plug id", u.ID); err != nil {
+			fail("use %q: %v", u.Ref, err)
+		}
+	}
+	key, err := l.resolve(u.Ref, cfgKey)
+	if err != nil {
+		fail("use %q: %v", u.Ref, err)
+		return
+	}
+	u.Key = key
+	u.Plug, err = l.loadPlug(key)
+	if err == nil {
+		err = l.checkRemote(u.Ref, key)
+	}
+	if err != nil && !reported[key] {
+		reported[key] = true
+		var list Errors
+		if !errors.As(err, &list) {
+			list = Errors{{Msg: err.Error(), cause: err}}
+		}
+		for _, e := range list {
+			*errs = append(*errs, &Error{Pos: u.Pos, Msg: fmt.Sprintf("use %q: %v", u.Ref, e), cause: e})
+		}
+	}
+	if u.Plug == nil {
+		return
+	}
+	if inputs == nil {
+		inputs = new(starlark.Dict)
+	}
+	for _, k := range inputs.Keys() {
+		if _, ok := k.(starlark.String); !ok {
+			fail("use %q: inputs: keys must be strings, got %s", u.Ref, k.Type())
+			return
+		}
+	}
+	inputs.Freeze()
+	u.Inputs = inputs
+	if u.Plug.Persisted != nil && u.ID == "" {
+		fail("plug %s declares persisted state, so it needs an id: use(%q, id = \"...\")", u.Plug.Name, u.Ref)
+	}
+	if u.Plug.Inputs == nil && inputs.Len() > 0 {
+		fail("plug %s declares no inputs, but inputs are given", u.Plug.Name)
+		return
+	}
+	if containsFunction(inputs) {
+		return
+	}
+	u.Static = true
+	_, err = ValidateInputs(u, inputs)
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		if err != nil {
+			fail("%v", err)
+		}
+		return
+	}
+	// Each problem is reported at the value it is about, when the call
+	// writes the inputs out.
+	call := callAt(tree(), u.Pos)
+	for _, p := range ve.Problems {
+		*errs = append(*errs, &Error{Pos: inputPos(call, p, u.Pos), Plug: u.Plug.Name, Msg: p.String()})
+	}
 }
 
 // ParseSettingDuration reads a duration of the session settings, in
@@ -240,14 +310,16 @@ func ParseSettingDuration(text string) (time.Duration, error) {
 	return v, nil
 }
 
-// loadPlug loads the plug file with key.
+// loadPlug loads the plug file with key. A plug whose declaration loaded
+// comes back with the mistakes of its handlers, so that its inputs can
+// still be checked.
 func (l *Loader) loadPlug(key string) (*Plug, error) {
 	var slot *Plug
 	m, err := l.load(key, plugFile, l.withPlug(), bindPlugSlot(&slot))
-	if err != nil {
+	if m == nil {
 		return nil, err
 	}
-	return m.plug, nil
+	return m.plug, err
 }
 
 // ValidateInputs validates evaluated inputs against the plug's schema (C14).

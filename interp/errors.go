@@ -1,8 +1,10 @@
 package interp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.starlark.net/resolve"
@@ -103,4 +105,64 @@ func WrapError(err error, plug, handler string) *Error {
 		out.Msg = strings.Join(msgs, "\n")
 	}
 	return out
+}
+
+// Errors are the independent mistakes of a file and the files it uses,
+// all found in one pass, in the order Sort gives them.
+type Errors []*Error
+
+// Error lists the mistakes, one a line.
+func (es Errors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap lets errors.As and errors.Is see each mistake.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Sort orders the mistakes by file, then position; mistakes at one
+// position (those of a plug, reported at its use) keep their order.
+func (es Errors) Sort() {
+	slices.SortStableFunc(es, func(a, b *Error) int {
+		if c := strings.Compare(a.Pos.Filename(), b.Pos.Filename()); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Pos.Line, b.Pos.Line); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Pos.Col, b.Pos.Col)
+	})
+}
+
+// add appends err to es: each mistake of Errors, an *Error as it is,
+// another error as an *Error at pos.
+func (es *Errors) add(err error, pos syntax.Position) {
+	var list Errors
+	var e *Error
+	switch {
+	case errors.As(err, &list):
+		*es = append(*es, list...)
+	case errors.As(err, &e):
+		*es = append(*es, e)
+	default:
+		*es = append(*es, &Error{Pos: pos, Msg: err.Error(), cause: err})
+	}
+}
+
+// err returns es sorted, or nil when there is no mistake.
+func (es Errors) err() error {
+	if len(es) == 0 {
+		return nil
+	}
+	es.Sort()
+	return es
 }

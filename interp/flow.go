@@ -55,15 +55,18 @@ func endsStmt(s syntax.Stmt) (bool, []syntax.Position) {
 	return false, []syntax.Position{start}
 }
 
-// checkFlow warns of an on_message that can end without a return: a
-// request that gets there is answered with an error at run time; and of
-// tests for a dict that a message's objects never pass.
+// checkFlow finds what the handlers' code shows before a run: the calls of
+// next() that are certainly wrong (Mistakes); and warns of an on_message
+// that can end without a return: a request that gets there is answered
+// with an error at run time; and of tests for a dict that a message's
+// objects never pass.
 func checkFlow(p *Plug, file string, src []byte) {
-	if p.OnMessage == nil {
-		return
-	}
 	f, err := FileOptions.Parse(file, src, 0)
 	if err != nil {
+		return
+	}
+	p.Mistakes = nextMistakes(f, p.Name)
+	if p.OnMessage == nil {
 		return
 	}
 	p.OnMessageFallsThrough = fallThrough(f, "on_message")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"go.starlark.net/syntax"
 )
@@ -74,14 +75,61 @@ func sourceLine(src []byte, n int) string {
 	return string(src)
 }
 
-// WithHint returns err, from parsing src of file, with the hint of
-// pythonHint added as a run or check adds it: for `blaise-agent fmt`,
-// which parses files on its own.
-func WithHint(err error, file string, src []byte) error {
-	var se syntax.Error
-	if hint := pythonHint(err, file, src); hint != "" && errors.As(err, &se) {
-		se.Msg += " (" + hint + ")"
-		return se
+// WithHint returns err, from loading src of file, as a run or check
+// reports it: a dangling dot said as such, and the hint of pythonHint
+// added. `blaise-agent fmt`, which parses files on its own, says the same.
+func WithHint(err error, file string, src []byte) *Error {
+	e := WrapError(err, "", "")
+	danglingDot(e, file, src)
+	if hint := pythonHint(err, file, src); hint != "" {
+		e.Msg += " (" + hint + ")"
 	}
-	return err
+	return e
+}
+
+// danglingDot rewrites the parser's "not an identifier" after a dot with
+// nothing but space after it (`ctx.` while typing) to say what is missing,
+// at the dot.
+func danglingDot(e *Error, file string, src []byte) {
+	if e.Msg != "not an identifier" || e.Pos.Filename() != file {
+		return
+	}
+	// The parser places the error after the token that is not a name: a
+	// line end, or a closing bracket as in `f(ctx.)`.
+	i := offsetOf(src, e.Pos)
+	space := func() {
+		for i > 0 && strings.ContainsRune(" \t\r\n", rune(src[i-1])) {
+			i--
+		}
+	}
+	space()
+	if i > 0 && strings.ContainsRune(")]},:", rune(src[i-1])) {
+		i--
+		space()
+	}
+	if i == 0 || src[i-1] != '.' {
+		return
+	}
+	line := bytes.Count(src[:i-1], []byte("\n"))
+	start := bytes.LastIndexByte(src[:i-1], '\n') + 1
+	e.Msg = "expected a field name after '.'"
+	e.Pos.Line, e.Pos.Col = int32(line+1), int32(utf8.RuneCount(src[start:i-1])+1)
+}
+
+// offsetOf returns the byte offset in src of pos (line and column in runes,
+// from 1), or len(src).
+func offsetOf(src []byte, pos syntax.Position) int {
+	off := 0
+	for line := int32(1); line < pos.Line; line++ {
+		j := bytes.IndexByte(src[off:], '\n')
+		if j < 0 {
+			return len(src)
+		}
+		off += j + 1
+	}
+	for col := int32(1); col < pos.Col && off < len(src) && src[off] != '\n'; col++ {
+		_, size := utf8.DecodeRune(src[off:])
+		off += size
+	}
+	return off
 }

@@ -51,6 +51,10 @@ type Loader struct {
 	Overlay map[string][]byte
 	// Remote resolves git+ references; nil refuses them.
 	Remote Remote
+	// Vet makes the mistakes found in the handlers' code (Plug.Mistakes),
+	// which a run meets only on the paths that have them, errors of the
+	// load: for check and the editor, not for a run.
+	Vet bool
 
 	lockDir string // where the lock of git+ references is: the configuration's
 	modules map[string]*module
@@ -274,17 +278,20 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	}
 	m.globals, err = starlark.ExecFileOptions(FileOptions, thread, displayName(key), src, all)
 	if err != nil {
-		e := WrapError(err, "", "")
-		if hint := pythonHint(err, displayName(key), src); hint != "" {
-			e.Msg += " (" + hint + ")"
-		}
-		m.err = e
+		m.err = WithHint(err, displayName(key), src)
 		l.modules[key] = m
 		return m, m.err
 	}
 	if kind == plugFile {
-		if m.plug, m.err = finishPlug(thread, key, m.globals); m.err == nil {
+		if m.plug, m.err = finishPlug(thread, key, m.globals); m.plug != nil {
 			checkFlow(m.plug, displayName(key), src)
+			if l.Vet && len(m.plug.Mistakes) > 0 {
+				var errs Errors
+				if m.err != nil {
+					errs.add(m.err, syntax.Position{})
+				}
+				m.err = append(errs, m.plug.Mistakes...).err()
+			}
 		}
 	}
 	l.modules[key] = m

@@ -1,6 +1,7 @@
 package interp_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -94,14 +95,14 @@ func TestConfig_SyntaxError(t *testing.T) {
 func TestC14_WrongInputTypeNamesPlugAndField(t *testing.T) {
 	wantError(t, map[string]string{
 		"blaise.star": agentLine + `setup(use("blaise:greet", inputs = {"who": 3}))`,
-	}, "blaise.star:2:10", "plug blaise/greet: inputs.who: want string, got int")
+	}, "blaise.star:2:44: plug blaise/greet: inputs.who: want string, got int")
 }
 
 func TestC14_MissingRequiredInput(t *testing.T) {
 	wantError(t, map[string]string{
 		"blaise.star": agentLine + `setup(use("./p.star", inputs = {"other": 1}))`,
 		"p.star":      `plug(name = "p", inputs = schema.object(repo = schema.string(), other = schema.int()))`,
-	}, "blaise.star:2:10", "plug p: inputs.repo: required field missing (want string)")
+	}, "blaise.star:2:32: plug p: inputs.repo: required field missing (want string)")
 }
 
 func TestC14_UnknownInputSuggests(t *testing.T) {
@@ -208,4 +209,86 @@ func TestM2_ExtensionsNeedOnMessage(t *testing.T) {
 		"blaise.star": agentLine + `setup(use("./p.star"))`,
 		"p.star":      "plug(name = \"p\", extensions = True)\ndef on_session(ctx, next):\n    next()\n",
 	}, "p.star:1:5: plug p: extensions = True needs an on_message handler to see them")
+}
+
+// TestCheckReportsEveryIndependentMistakeInOnePass: a handler name typo in
+// one plug does not hide an input of the wrong type, a second plug's
+// mistakes, a duplicate id or a bad session setting; each comes once, with
+// its place, sorted by file and position.
+func TestCheckReportsEveryIndependentMistakeInOnePass(t *testing.T) {
+	_, err := load(t, map[string]string{
+		"blaise.star": agentLine + `session(idle_policy = "sleep")
+setup(
+    use("./p.star", inputs = {"repo": 1}),
+    use("./p.star", id = "x", inputs = {"repo": "r", "tags": ["a", 2]}),
+    use("./q.star", id = "x"),
+)
+`,
+		"p.star": `plug(name = "p", inputs = schema.object(repo = schema.string(), tags = schema.list(schema.string(), default = [])))
+def on_sesion(ctx, next):
+    next()
+def on_teardown(ctx):
+    pass
+`,
+		"q.star": `plug(name = "q")
+def on_mesage(ctx, message, next):
+    return next(message)
+`,
+	})
+	var list interp.Errors
+	if !errors.As(err, &list) {
+		t.Fatalf("error %v (%T), want interp.Errors", err, err)
+	}
+	want := []string{
+		`blaise.star:2:8: session: idle_policy: want "pause" or "end", got "sleep"`,
+		`blaise.star:4:8: use "./p.star": p.star:2:1: plug p: on_sesion is not a handler name (did you mean on_session?)`,
+		`blaise.star:4:8: use "./p.star": p.star:4:1: plug p: on_teardown must take 2 parameters (ctx, next), takes 1`,
+		`blaise.star:4:39: plug p: inputs.repo: want string, got int`,
+		`blaise.star:5:68: plug p: inputs.tags[1]: want string, got int`,
+		`blaise.star:6:8: use "./q.star": q.star:2:1: plug q: on_mesage is not a handler name (did you mean on_message?)`,
+		`blaise.star:6:8: duplicate id "x": also used at blaise.star:5:8`,
+	}
+	if got := strings.Split(err.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%s\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+// TestC14_InputMistakePointsAtTheValue: a problem of inputs is placed at
+// the value it is about, through nested objects, lists and dict(...), at
+// the key of an unknown field, and at the dict that lacks a required field.
+func TestC14_InputMistakePointsAtTheValue(t *testing.T) {
+	plug := `plug(name = "p", inputs = schema.object(repo = schema.string(), git = schema.object(branch = schema.string(), depth = schema.int(default = 1)), tags = schema.list(schema.string(), default = []), labels = schema.dict(schema.string(), default = {})))`
+	for _, tc := range []struct{ use, want string }{
+		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": 7}})`, `blaise.star:3:64: plug p: inputs.git.branch: want string, got int`},
+		{`use("./p.star", inputs = dict(repo = "r", git = dict(branch = "b", depth = "deep")))`, `blaise.star:3:82: plug p: inputs.git.depth: want int, got string`},
+		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": "b", "dpth": 2}})`, `blaise.star:3:69: plug p: inputs.git.dpth: unknown field (did you mean "depth"?)`},
+		{`use("./p.star", inputs = {"git": {"branch": "b"}})`, `blaise.star:3:32: plug p: inputs.repo: required field missing (want string)`},
+		{`use("./p.star", inputs = INPUTS)`, `blaise.star:3:32: plug p: inputs.repo: want string, got int`},
+		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": "b"}, "tags": ("a", 1)})`, `blaise.star:3:84: plug p: inputs.tags[1]: want string, got int`},
+		{`use("./p.star", inputs = {"repo": "r", "git": {"branch": "b"}, "labels": {"team name": 1}})`, `blaise.star:3:94: plug p: inputs.labels["team name"]: want string, got int`},
+	} {
+		_, err := load(t, map[string]string{
+			"blaise.star": agentLine + "INPUTS = {\"repo\": 1, \"git\": {\"branch\": \"b\"}}\nsetup(" + tc.use + ")\n",
+			"p.star":      plug,
+		})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: error %v, want %s", tc.use, err, tc.want)
+		}
+	}
+}
+
+// TestDanglingDotSaysAFieldNameIsMissing: `ctx.` with nothing after it, at
+// a line's end or before a bracket, is reported at the dot as a missing
+// field name, not as the parser's "not an identifier".
+func TestDanglingDotSaysAFieldNameIsMissing(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"    x = ctx.\n    next()\n", "p.star:3:12: expected a field name after '.'"},
+		{"    ctx.log.info(ctx.)\n    next()\n", "p.star:3:21: expected a field name after '.'"},
+		{"    ctx.log.info(ctx.\n", "p.star:3:21: expected a field name after '.'"},
+	} {
+		wantError(t, map[string]string{
+			"blaise.star": agentLine + `setup(use("./p.star"))`,
+			"p.star":      "plug(name = \"p\")\ndef on_session(ctx, next):\n" + tc.line,
+		}, tc.want)
+	}
 }

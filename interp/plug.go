@@ -30,6 +30,10 @@ type Plug struct {
 	// Warnings are mistakes that do not stop the plug from loading, such
 	// as an on_message that can end without a return; check shows them.
 	Warnings []*Error
+	// Mistakes are what is certainly wrong in the handlers' code on the
+	// paths that have it, such as next() called twice: check reports them
+	// as errors; a run fails at them only when it takes such a path.
+	Mistakes []*Error
 	// OnMessageFallsThrough are the statements after which on_message can
 	// end without a return, named when a request gets None at run time.
 	OnMessageFallsThrough []syntax.Position
@@ -133,6 +137,7 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 	}
 	p := *slot
 	p.File = displayName(key)
+	var errs Errors
 	for _, h := range handlerSpec {
 		v, ok := globals[h.name]
 		if !ok {
@@ -140,10 +145,12 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 		}
 		fn, ok := v.(*starlark.Function)
 		if !ok {
-			return nil, &Error{Pos: p.Pos, Plug: p.Name, Msg: fmt.Sprintf("%s must be a function, got %s", h.name, v.Type())}
+			errs = append(errs, &Error{Pos: p.Pos, Plug: p.Name, Msg: fmt.Sprintf("%s must be a function, got %s", h.name, v.Type())})
+			continue
 		}
 		if err := checkArity(fn, h.name, h.params); err != nil {
-			return nil, &Error{Pos: fn.Position(), Plug: p.Name, Msg: err.Error()}
+			errs = append(errs, &Error{Pos: fn.Position(), Plug: p.Name, Msg: err.Error()})
+			continue
 		}
 		*h.field(p) = fn
 	}
@@ -161,16 +168,20 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 			if fn, ok := globals[name].(*starlark.Function); ok {
 				pos = fn.Position()
 			}
-			return nil, &Error{Pos: pos, Plug: p.Name, Msg: fmt.Sprintf("%s is not a handler name (did you mean %s?)", name, near)}
+			errs = append(errs, &Error{Pos: pos, Plug: p.Name, Msg: fmt.Sprintf("%s is not a handler name (did you mean %s?)", name, near)})
 		}
 	}
-	if p.Extensions && p.OnMessage == nil {
-		return nil, &Error{Pos: p.Pos, Plug: p.Name, Msg: "extensions = True needs an on_message handler to see them"}
+	if p.Extensions && p.OnMessage == nil && globals["on_message"] == nil {
+		errs = append(errs, &Error{Pos: p.Pos, Plug: p.Name, Msg: "extensions = True needs an on_message handler to see them"})
 	}
-	if p.OnMigrate != nil && p.Persisted == nil {
-		return nil, &Error{Pos: p.OnMigrate.Position(), Plug: p.Name, Msg: "on_migrate needs persisted = schema... in plug()"}
+	if _, ok := globals["on_migrate"]; ok && p.Persisted == nil {
+		pos := p.Pos
+		if fn, ok := globals["on_migrate"].(*starlark.Function); ok {
+			pos = fn.Position()
+		}
+		errs = append(errs, &Error{Pos: pos, Plug: p.Name, Msg: "on_migrate needs persisted = schema... in plug()"})
 	}
-	return p, nil
+	return p, errs.err()
 }
 
 // checkArity reports whether fn can be called with exactly the given

@@ -48,7 +48,7 @@ func kindOf(path, text string) fileKind {
 // the error, with the message of `blaise-agent check`.
 func load(newLoader func() *interp.Loader, overlay map[string][]byte, path string, kind fileKind) (*interp.Plug, error) {
 	l := newLoader()
-	l.Overlay = overlay
+	l.Overlay, l.Vet = overlay, true
 	switch kind {
 	case plugFile:
 		return l.LoadPlug(path)
@@ -59,20 +59,27 @@ func load(newLoader func() *interp.Loader, overlay map[string][]byte, path strin
 	return nil, l.LoadModule(path)
 }
 
-// problemOf places err in the document at path: at its position when it is
-// in that file, else on the first line with the whole message. (A mistake
-// in a plug or module the document uses is reported at the use() or load()
-// by the loader itself.)
-func problemOf(err error, path string) problem {
-	var e *interp.Error
-	if !errors.As(err, &e) || !e.Pos.IsValid() {
-		return problem{Msg: err.Error()}
+// problemsOf places each mistake of err in the document at path: at its
+// position when it is in that file, else on the first line with the whole
+// message. (A mistake in a plug or module the document uses is reported at
+// the use() or load() by the loader itself.)
+func problemsOf(err error, path string) []problem {
+	var list interp.Errors
+	if !errors.As(err, &list) {
+		var e *interp.Error
+		if !errors.As(err, &e) {
+			return []problem{{Msg: err.Error()}}
+		}
+		list = interp.Errors{e}
 	}
-	abs, _ := filepath.Abs(e.Pos.Filename())
-	if abs != path {
-		return problem{Msg: err.Error()}
+	out := make([]problem, len(list))
+	for i, e := range list {
+		out[i] = problem{Msg: e.Error()}
+		if abs, _ := filepath.Abs(e.Pos.Filename()); e.Pos.IsValid() && abs == path {
+			out[i] = problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: strings.TrimPrefix(e.Error(), e.Pos.String()+": ")}
+		}
 	}
-	return problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: strings.TrimPrefix(e.Error(), e.Pos.String()+": ")}
+	return out
 }
 
 // attrProblems finds the reads of attributes that ctx, message, hosts and

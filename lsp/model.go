@@ -206,12 +206,16 @@ func (m *model) value(t typ) starlark.HasAttrs {
 	if t.schema == nil {
 		return m.values[t.name]
 	}
-	if t.schema.Kind() != interp.KindObject {
+	s := t.schema
+	if s.Kind() == interp.KindOptional {
+		s = s.Elem() // None, or a record that has the fields
+	}
+	if s.Kind() != interp.KindObject {
 		return nil
 	}
 	var names []string
 	var values []starlark.Value
-	for n := range t.schema.Fields() {
+	for n := range s.Fields() {
 		names, values = append(names, n), append(values, starlark.None)
 	}
 	return interp.NewRecord(names, values).WithName(t.path)

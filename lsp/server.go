@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -222,16 +223,20 @@ func (s *server) publish(ctx context.Context, u protocol.DocumentURI, version in
 // would fail at run time.
 func (s *server) diagnose(d *document, overlay map[string][]byte) []protocol.Diagnostic {
 	var problems []problem
-	plug, err := load(s.newLoader, overlay, d.path, kindOf(d.path, d.text))
+	kind := kindOf(d.path, d.text)
+	plug, err := load(s.newLoader, overlay, d.path, kind)
+	if plug == nil && kind == plugFile {
+		plug = declaredPlug(s.newLoader, overlay, d.path, d.text)
+	}
 	if plug != nil {
 		d.plug = plug
 	}
 	if err != nil {
-		problems = append(problems, problemOf(err, d.path))
+		problems = problemsOf(err, d.path)
 	}
 	if f, err := interp.FileOptions.Parse(d.path, d.text, 0); err == nil {
 		for _, p := range attrProblems(f, s.topScope(d)) {
-			if len(problems) == 0 || problems[0] != p {
+			if !slices.Contains(problems, p) {
 				problems = append(problems, p)
 			}
 		}
@@ -287,7 +292,18 @@ func (s *server) completion(u protocol.DocumentURI, pos protocol.Position) *prot
 		return list
 	}
 	line := lines[pos.Line]
-	before, partial := splitChain(chainBefore(line, byteOfUTF16(line, int(pos.Character))))
+	col := byteOfUTF16(line, int(pos.Character))
+	if kindOf(d.path, d.text) == configFile {
+		off := col
+		for _, l := range lines[:pos.Line] {
+			off += len(l) + 1
+		}
+		if items, ok := s.inputCompletions(d, off); ok {
+			list.Items = items
+			return list
+		}
+	}
+	before, partial := splitChain(chainBefore(line, col))
 	add := func(label, signature, doc string, kind protocol.CompletionItemKind) {
 		if !strings.HasPrefix(label, partial) {
 			return
@@ -392,13 +408,8 @@ func (s *server) plugReference(d *document, pos protocol.Position) string {
 	if ref == "" {
 		return ""
 	}
-	if !strings.HasPrefix(ref, interp.StdlibPrefix) {
-		ref = resolveRef(d.path, ref)
-	}
-	l := s.newLoader()
-	l.Overlay = s.overlay()
-	p, err := l.LoadPlug(ref)
-	if err != nil {
+	p := s.plugOf(d, ref)
+	if p == nil {
 		return ""
 	}
 	r, err := plugdoc.Of(ref, p)
@@ -410,4 +421,16 @@ func (s *server) plugReference(d *document, pos protocol.Position) string {
 		return ""
 	}
 	return b.String()
+}
+
+// plugOf loads the plug that ref, written in d, names; nil when it does
+// not load (a plug with mistakes in its handlers still has its schemas).
+func (s *server) plugOf(d *document, ref string) *interp.Plug {
+	if !strings.HasPrefix(ref, interp.StdlibPrefix) {
+		ref = resolveRef(d.path, ref)
+	}
+	l := s.newLoader()
+	l.Overlay = s.overlay()
+	p, _ := l.LoadPlug(ref)
+	return p
 }

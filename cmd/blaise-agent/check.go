@@ -15,9 +15,13 @@ type CheckCmd struct {
 	ConfigFlag
 }
 
-// Run loads the configuration and prints its chain.
+// Run loads the configuration, with the mistakes of the handlers' code
+// that a run would meet only on the paths that have them, and prints its
+// chain.
 func (c *CheckCmd) Run(g *Globals) error {
-	cfg, err := runner.LoadConfig(c.Config, g.Logger())
+	l := runner.NewLoader(g.Logger())
+	l.Vet = true
+	cfg, err := l.LoadConfig(c.Config)
 	if err != nil {
 		return err
 	}

@@ -593,3 +593,140 @@ func TestIssue17_LspBadStreamFailsClearly(t *testing.T) {
 		}
 	}
 }
+
+// TestLspDiagnosesEveryMistakeAndTheCallsOfNext: the diagnostics of a plug
+// hold every mistake check finds in it, each at its own line, the calls of
+// next() that are certainly wrong among them; the configuration beside it
+// shows each at its use(), and its own input mistake at the value.
+func TestLspDiagnosesEveryMistakeAndTheCallsOfNext(t *testing.T) {
+	t.Parallel()
+	plug := `plug(name = "acme/p", inputs = schema.object(repo = schema.string()))
+
+def on_sesion(ctx, next):
+    next()
+
+def on_teardown(ctx, next):
+    if ctx.inputs.repo:
+        return
+    next()
+    next()
+`
+	config := "agent(command = \"demo\")\nsetup(use(\"./p.star\", inputs = {\"repo\": 1}))\n"
+	c := startLSP(t, map[string]string{"p.star": plug, "blaise.star": config})
+	out, err := c.check(map[string]string{"p.star": plug, "blaise.star": config})
+	if err == nil {
+		t.Fatalf("check passes: %s", out)
+	}
+	type diag struct {
+		line, char uint32
+		msg        string
+	}
+	var want []diag
+	for _, m := range regexp.MustCompile(`(?m)^blaise-agent: blaise\.star:2:(\d+): (?:use "\./p\.star": p\.star:(\d+):(\d+): )?(.*)$`).FindAllStringSubmatch(out, -1) {
+		if m[2] != "" {
+			line, _ := strconv.Atoi(m[2])
+			col, _ := strconv.Atoi(m[3])
+			want = append(want, diag{uint32(line - 1), uint32(col - 1), m[4]})
+		}
+	}
+	if len(want) != 3 {
+		t.Fatalf("check says:\n%s\nwant 3 mistakes of p.star", out)
+	}
+	var got []diag
+	for _, d := range c.open("p.star") {
+		got = append(got, diag{d.Range.Start.Line, d.Range.Start.Character, d.Message})
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("diagnostics of p.star:\n%v\nwant (as check):\n%v", got, want)
+	}
+	d := c.open("blaise.star")
+	if len(d) != 4 || d[3].Range.Start.Character != uint32(strings.Index(config[24:], "1}")) || d[3].Message != "plug acme/p: inputs.repo: want string, got int" {
+		t.Errorf("diagnostics of blaise.star: %+v", d)
+	}
+}
+
+// TestLspCompletesInputsInABufferThatDoesNotParse: the schema of the
+// inputs comes from the buffer's own plug(...) when the buffer does not
+// parse (as at the moment a dot is typed), even in a plug that never
+// loaded; hover over ctx.inputs.NAME gives its type and description.
+func TestLspCompletesInputsInABufferThatDoesNotParse(t *testing.T) {
+	t.Parallel()
+	broken := strings.Replace(lspPlug, "    h = ctx.host\n", "    r = ctx.inputs.\n    h = ctx.inputs.repo\n", 1)
+	c := startLSP(t, map[string]string{"deploy.star": broken})
+	d := c.open("deploy.star")
+	if len(d) != 1 || d[0].Message != "expected a field name after '.'" || d[0].Range.Start.Line != 10 {
+		t.Errorf("diagnostics %+v, want one at the dangling dot", d)
+	}
+	items := c.complete("deploy.star", broken, "r = ctx.inputs.")
+	if docOf(items["repo"]) != "the repository to clone" || items["git"].Label == "" {
+		t.Errorf("completions %v, want repo and git with their docs", keys(items))
+	}
+	if got := c.hover("deploy.star", broken, "h = ctx.inputs.re"); !strings.Contains(got, "repo: string") || !strings.Contains(got, "the repository to clone") {
+		t.Errorf("hover over ctx.inputs.repo: %q", got)
+	}
+	// An input added to the schema while the buffer does not parse.
+	added := strings.Replace(broken, "repo = schema.string(", "tag = schema.int(doc = \"the tag\"),\n        repo = schema.string(", 1)
+	c.edit("deploy.star", added)
+	if items := c.complete("deploy.star", added, "r = ctx.inputs."); docOf(items["tag"]) != "the tag" {
+		t.Errorf("completions after an input was added: %v", keys(items))
+	}
+}
+
+// TestLspCompletesInputNamesInUse: inside use(REF, inputs = {, the names
+// of the plug's inputs, at the top and in a nested object, while the
+// configuration does not parse.
+func TestLspCompletesInputNamesInUse(t *testing.T) {
+	t.Parallel()
+	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
+	c.open("blaise.star")
+	for _, tc := range []struct{ text, mark, want, doc, not string }{
+		{"agent(command = \"demo\")\nsetup(use(\"./deploy.star\", id = \"d\", inputs = {", "inputs = {", "repo", "the repository to clone", ""},
+		{"agent(command = \"demo\")\nsetup(use(\"./deploy.star\", id = \"d\", inputs = {\"repo\": \"x\",\n    \"g", "\"g", "git", "", "repo"},
+		{"agent(command = \"demo\")\nsetup(use(\"./deploy.star\", id = \"d\", inputs = {\"git\": {\"b", "{\"b", "branch", "the branch to check out", ""},
+	} {
+		c.edit("blaise.star", tc.text)
+		items := c.complete("blaise.star", tc.text, tc.mark)
+		if _, ok := items[tc.want]; !ok {
+			t.Errorf("%q: completions %v, want %s", tc.text, keys(items), tc.want)
+		}
+		if tc.doc != "" && docOf(items[tc.want]) != tc.doc {
+			t.Errorf("%q: %s has doc %q", tc.text, tc.want, docOf(items[tc.want]))
+		}
+		if _, ok := items[tc.not]; tc.not != "" && ok {
+			t.Errorf("%q: %s offered", tc.text, tc.not)
+		}
+	}
+	// Not in the value of an input.
+	text := "agent(command = \"demo\")\nsetup(use(\"./deploy.star\", id = \"d\", inputs = {\"repo\": "
+	c.edit("blaise.star", text)
+	if items := c.complete("blaise.star", text, "\"repo\": "); items["git"].Label != "" {
+		t.Errorf("input names offered for a value: %v", keys(items))
+	}
+}
+
+// TestLspFlagsATypoThroughAVariableOfTheSchema: a field of the persisted
+// value or the inputs read through a variable is checked as the run would
+// check it, through an optional object too, also in a plug opened with a
+// mistake that stops it loading (here a misspelled handler), whose schemas
+// are known all the same.
+func TestLspFlagsATypoThroughAVariableOfTheSchema(t *testing.T) {
+	t.Parallel()
+	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = ctx.host\n    st = ctx.persisted.value\n    x = st.vmm\n    i = ctx.inputs\n    g = i.git\n    y = g.brnch\n", 1)
+	text = strings.Replace(text, "def on_teardown(", "def on_tear_down(", 1)
+	// An optional object is None or a record with its fields.
+	text = strings.Replace(text, `git = schema.object(branch = schema.string(default = "main", doc = "the branch to check out")),`, `git = schema.optional(schema.object(branch = schema.string(default = "main", doc = "the branch to check out"))),`, 1)
+	c := startLSP(t, map[string]string{"deploy.star": text})
+	d := c.open("deploy.star")
+	var got []string
+	for _, x := range d {
+		got = append(got, fmt.Sprintf("%d: %s", x.Range.Start.Line, x.Message))
+	}
+	want := []string{
+		`20: plug acme/deploy: on_tear_down is not a handler name (did you mean on_teardown?)`,
+		`12: persisted has no field "vmm" (did you mean "vm"?)`,
+		`15: inputs.git has no field "brnch" (did you mean "branch"?)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("diagnostics:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // CLI is the command line.
@@ -141,7 +142,16 @@ func main() {
 
 // fail reports err and exits with its code, else 1.
 func fail(err error) {
-	fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+	// Each mistake of a configuration goes on a line of its own, as
+	// compilers and go vet write them.
+	var list interp.Errors
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintln(os.Stderr, "blaise-agent:", e)
+		}
+	} else {
+		fmt.Fprintln(os.Stderr, "blaise-agent:", err)
+	}
 	var coded interface{ ExitCode() int }
 	if errors.As(err, &coded) {
 		os.Exit(coded.ExitCode())
