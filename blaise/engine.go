@@ -63,9 +63,9 @@ type Engine struct {
 	// PlugTime, when not zero, gives the plugs of every run a clock that
 	// starts there, for tests (runner.SessionProcess.PlugTime).
 	PlugTime time.Time
-	// FallbackFrom and FallbackTo, when set: the files below FallbackFrom
-	// find what they reference and is not there relative to FallbackTo
-	// (runner.SessionProcess.Fallback).
+	// FallbackFrom and FallbackTo, when set: files below FallbackFrom find
+	// the files they reference that are missing there relative to
+	// FallbackTo (runner.SessionProcess.Fallback).
 	FallbackFrom, FallbackTo string
 	// Created, when set, is called with the id of each session Start
 	// creates, before its first run: blaise-agent test stores the

@@ -211,7 +211,7 @@ func TestM2_ExtensionsNeedOnMessage(t *testing.T) {
 }
 
 // TestFallback_FilesBelowFromFindWhatIsMissingRelativeToTo: a file below
-// Fallback.From reaches a file that is not there at the same place
+// Fallback.From reaches a file that is missing there at the same place
 // relative to Fallback.To, ".." included, and what is there wins; files
 // elsewhere do not fall back.
 func TestFallback_FilesBelowFromFindWhatIsMissingRelativeToTo(t *testing.T) {

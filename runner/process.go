@@ -64,9 +64,9 @@ type SessionProcess struct {
 	// reading is one second after the one before, the same every time.
 	// The names of host.fs.mkdtemp count then too (Options.CountTempNames).
 	PlugTime time.Time
-	// Fallback, when set, is where the files of the configuration's
-	// directory find what they reference and is not there
-	// (interp.Loader.Fallback): the plugs beside a test file.
+	// Fallback, when set, is where files below Fallback.From find the
+	// files they reference that are missing there (interp.Loader.Fallback):
+	// the plugs beside a test file.
 	Fallback *interp.Fallback
 }
 

@@ -28,7 +28,7 @@ type SessionProcessCmd struct {
 	Agent        []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
 	StopGrace    time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
 	PlugTime     time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
-	FallbackFrom string        `help:"Files below this directory find what they reference and is not there relative to --fallback-to instead (blaise-agent test: a test's own configuration reaches the plugs beside the test file)." type:"path"`
+	FallbackFrom string        `help:"Files below this directory find the files they reference that are missing there relative to --fallback-to instead (blaise-agent test: a test's own configuration reaches the plugs beside the test file)." type:"path"`
 	FallbackTo   string        `help:"See --fallback-from." type:"path"`
 }
 
