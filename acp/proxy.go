@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,9 @@ type Proxy struct {
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
+	// By then the stream toward the client is cut: the client's requests
+	// not answered yet are answered with the failure (FailedMessage), and
+	// nothing else reaches the client.
 	OnFailure func(error)
 	// OnAgentEnd, when set, is called when the agent's output ends, before
 	// the requests left unanswered get their errors: whoever hears of
@@ -78,6 +82,17 @@ type Proxy struct {
 	// forwardNotification is the Forward of a notification going toward a
 	// side: made once, rather than a closure for each message.
 	forwardNotification [2]Forward
+	// open are the ids of the client's requests not answered yet, in the
+	// order they came; with mu held.
+	open [][]byte
+	// cut is held for reading while a message goes toward the client, and
+	// for writing while a plug's failure cuts that stream (fail): what the
+	// client gets after the failure's answers, it gets from nothing else.
+	cut sync.RWMutex
+	// failure is the error answer's message once a plug failed, set with
+	// cut held; failed tells it without the lock.
+	failure string
+	failed  atomic.Bool
 }
 
 // call is a request forwarded and not answered yet.
@@ -378,6 +393,16 @@ func (p *Proxy) receive(side Side, m *Message) {
 		m.Release()
 		return
 	}
+	if p.failed.Load() {
+		// The run failed: the client's requests get the failure, and the
+		// rest, from either side, goes nowhere.
+		if side == ToAgent && m.Kind == Request {
+			p.answerFailed(m.ID)
+		}
+		p.Log.Debug("dropped a message that arrived after a plug failed", "method", m.Method, "toward", side)
+		m.Release()
+		return
+	}
 	if m.Kind == Response {
 		p.answer(side, m)
 		return
@@ -387,9 +412,85 @@ func (p *Proxy) receive(side Side, m *Message) {
 		p.handle(side, m, nil)
 		return
 	}
+	if side == ToAgent && !p.opened(m.ID) {
+		m.Release()
+		return
+	}
 	c := newChainRun()
 	go p.handle(side, m, c)
 	<-c.yielded
+}
+
+// opened notes a request of the client as open until its answer goes out;
+// false when a plug failed meanwhile, and the request got the failure.
+func (p *Proxy) opened(id []byte) bool {
+	p.mu.Lock()
+	if !p.failed.Load() {
+		p.open = append(p.open, bytes.Clone(id))
+		p.mu.Unlock()
+		return true
+	}
+	p.mu.Unlock()
+	p.answerFailed(id)
+	return false
+}
+
+// reply sends the answer to a request of the client, unless a plug's
+// failure answered it already.
+func (p *Proxy) reply(m *Message, by string) {
+	p.cut.RLock()
+	defer p.cut.RUnlock()
+	if p.failed.Load() {
+		p.Log.Debug("dropped an answer to the client after a plug failed", "id", string(m.ID))
+		return
+	}
+	p.mu.Lock()
+	if i := slices.IndexFunc(p.open, func(id []byte) bool { return bytes.Equal(id, m.ID) }); i >= 0 {
+		p.open = slices.Delete(p.open, i, i+1)
+	}
+	p.mu.Unlock()
+	p.write(ToClient, m, by)
+}
+
+// FailedMessage is the error message of the answers a proxy gives the
+// client's open requests when a plug fails the run: err is the plug's
+// failure, with its place and the plug's name.
+func FailedMessage(err error) string { return "a plug failed: " + err.Error() }
+
+// fail cuts the stream toward the client at a plug's failure: the
+// client's open requests are answered with it, once, and from then on
+// nothing else goes that way (M4). Then OnFailure hears of it.
+func (p *Proxy) fail(err error) {
+	p.cut.Lock()
+	if !p.failed.Load() {
+		p.failure = FailedMessage(err)
+		p.mu.Lock()
+		p.failed.Store(true)
+		open := p.open
+		p.open = nil
+		p.mu.Unlock()
+		for _, id := range open {
+			p.write(ToClient, p.failedAnswer(id), "")
+		}
+	}
+	p.cut.Unlock()
+	if p.OnFailure != nil {
+		p.OnFailure(err)
+	}
+}
+
+// failedAnswer is the answer to request id once a plug failed, with cut
+// held or p.failed set.
+func (p *Proxy) failedAnswer(id []byte) *Message {
+	return mustParse(NewErrorResponse(id, InternalError, p.failure, nil))
+}
+
+// answerFailed answers a request of the client that came after a plug
+// failed.
+func (p *Proxy) answerFailed(id []byte) {
+	p.cut.RLock()
+	defer p.cut.RUnlock()
+	p.write(ToClient, p.failedAnswer(id), "")
 }
 
 // answer delivers a response going toward side to the request it answers,
@@ -434,11 +535,10 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 		}
 		if err != nil {
 			p.Log.Error("a plug failed on a message", "method", m.Method, "err", err)
-			if p.OnFailure != nil {
-				p.OnFailure(err)
-			}
+			p.fail(err)
 			if m.Kind == Request {
-				resp = mustParse(NewErrorResponse(m.ID, InternalError, "a plug failed on this request", nil))
+				// For the client, dropped: the failure answered it.
+				resp = p.failedAnswer(m.ID)
 			}
 		}
 	} else {
@@ -450,8 +550,12 @@ func (p *Proxy) handle(side Side, m *Message, c *chainRun) {
 			defer resp.Release()
 		}
 	}
-	if m.Kind == Request && resp != nil {
-		p.send(side.other(), resp, by)
+	switch {
+	case m.Kind != Request || resp == nil:
+	case side == ToAgent:
+		p.reply(resp, by)
+	default:
+		p.send(ToAgent, resp, by)
 	}
 }
 
@@ -560,8 +664,22 @@ func (p *Proxy) forward(side Side, m *Message, c *chainRun) *Message {
 	return <-pending.resp
 }
 
-// send writes m toward side and records it where it leaves the chain (M5).
+// send writes m toward side and records it where it leaves the chain (M5);
+// toward the client, only until a plug's failure cuts that stream.
 func (p *Proxy) send(side Side, m *Message, by string) {
+	if side == ToClient {
+		p.cut.RLock()
+		defer p.cut.RUnlock()
+		if p.failed.Load() {
+			p.Log.Debug("dropped a message toward the client after a plug failed", "method", m.Method)
+			return
+		}
+	}
+	p.write(side, m, by)
+}
+
+// write writes m toward side and records it.
+func (p *Proxy) write(side Side, m *Message, by string) {
 	w := p.ToAgent
 	if side == ToClient {
 		w = p.ToClient

@@ -552,3 +552,68 @@ func TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone(t *testing
 		t.Fatalf("the message freed has %d holds after the proxy is done with it, %d before", n, f.holds)
 	}
 }
+
+// failingPipeline passes every message on, and fails on the one whose
+// params hold "two", as a plug's fail() in on_message does.
+type failingPipeline struct{}
+
+func (failingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, string, bool, error) {
+	if bytes.Contains(m.Params, []byte(`"two"`)) {
+		return nil, "", false, errors.New("p.star:4:9: plug test/p: on_message: saw two")
+	}
+	return forward(m), "", false, nil
+}
+
+// TestM4_APlugFailingMidTurnCutsTheClientsStreamThere: when a plug fails
+// on the agent's second chunk of a turn, the client gets the first chunk,
+// then the answer to its prompt, an error naming the plug and its
+// message; nothing of what the agent sent after (the third chunk, its own
+// end_turn) reaches it, whichever goroutine gets there first, 200 times
+// in a row.
+func TestM4_APlugFailingMidTurnCutsTheClientsStreamThere(t *testing.T) {
+	chunk := func(text string) string {
+		return string(NewNotification("session/update", fmt.Appendf(nil, `{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}`, text))) + "\n"
+	}
+	want := chunk("one") + string(NewErrorResponse([]byte("1"), InternalError, "a plug failed: p.star:4:9: plug test/p: on_message: saw two", nil)) + "\n"
+	for i := range 200 {
+		clientR, toProxy, _ := os.Pipe()
+		fromProxy, clientW, _ := os.Pipe()
+		agentR, toAgent, _ := os.Pipe()
+		fromAgent, agentW, _ := os.Pipe()
+		failed := make(chan struct{})
+		p := &Proxy{
+			FromClient: NewReader(clientR, 0), ToClient: NewWriter(clientW),
+			FromAgent: NewReader(fromAgent, 0), ToAgent: NewWriter(toAgent),
+			Pipeline:  failingPipeline{},
+			Log:       log.New(io.Discard),
+			OnFailure: func(error) { close(failed) },
+		}
+		done := make(chan error, 1)
+		go func() { done <- p.Run(context.Background()) }()
+		go func() {
+			// The agent: the whole turn at once on the prompt, and its
+			// output ends once the run is stopped for the failure.
+			if _, err := bufio.NewReader(agentR).ReadBytes('\n'); err != nil {
+				return
+			}
+			io.WriteString(agentW, chunk("one")+chunk("two")+chunk("three")+string(NewResponse([]byte("1"), []byte(`{"stopReason":"end_turn"}`)))+"\n")
+			<-failed
+			agentW.Close()
+		}()
+		fmt.Fprintf(toProxy, "%s\n", NewRequest([]byte("1"), "session/prompt", []byte(`{"sessionId":"s","prompt":[]}`)))
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		clientW.Close()
+		got, err := io.ReadAll(fromProxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("run %d: the client got\n%s\nwant\n%s", i+1, got, want)
+		}
+		for _, f := range []*os.File{clientR, toProxy, fromProxy, agentR, toAgent, fromAgent} {
+			f.Close()
+		}
+	}
+}

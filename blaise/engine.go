@@ -63,6 +63,10 @@ type Engine struct {
 	// PlugTime, when not zero, gives the plugs of every run a clock that
 	// starts there, for tests (runner.SessionProcess.PlugTime).
 	PlugTime time.Time
+	// FallbackFrom and FallbackTo, when set: files below FallbackFrom find
+	// the files they reference that are missing there relative to
+	// FallbackTo (runner.SessionProcess.Fallback).
+	FallbackFrom, FallbackTo string
 	// Created, when set, is called with the id of each session Start
 	// creates, before its first run: blaise-agent test stores the
 	// persisted state a test gives there. An error ends the start.
@@ -464,6 +468,9 @@ func (e *Engine) launch(rec *session.Record, kind session.Kind, endReason sessio
 	}
 	if !e.PlugTime.IsZero() {
 		flags = append(flags, "--plug-time", e.PlugTime.UTC().Format(time.RFC3339))
+	}
+	if e.FallbackFrom != "" {
+		flags = append(flags, "--fallback-from", e.FallbackFrom, "--fallback-to", e.FallbackTo)
 	}
 	for _, a := range e.Agent {
 		flags = append(flags, "--agent="+a)

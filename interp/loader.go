@@ -55,6 +55,11 @@ type Loader struct {
 	// which a run meets only on the paths that have them, errors of the
 	// load: for check and the editor, not for a run.
 	Vet bool
+	// Fallback, when set, gives the files below one directory a second
+	// place to find what they reference (blaise-agent test: the test's own
+	// configuration, written to a temporary directory, reaches the plugs
+	// beside the test file).
+	Fallback *Fallback
 
 	lockDir string // where the lock of git+ references is: the configuration's
 	modules map[string]*module
@@ -113,8 +118,39 @@ func (l *Loader) resolve(ref, from string) (string, error) {
 	case filepath.IsAbs(ref):
 		return filepath.Clean(ref), nil
 	default:
-		return filepath.Join(filepath.Dir(from), ref), nil
+		return l.Fallback.resolve(l, filepath.Join(filepath.Dir(from), ref), from), nil
 	}
+}
+
+// A Fallback gives the files below From a second place to find a file
+// they reference: a relative reference of such a file that names no file
+// is taken relative to To, as if the referencing file lay there.
+type Fallback struct{ From, To string }
+
+// resolve returns key, the file a reference of from names, or, when from
+// lies below fb.From and key does not exist, the same place relative to
+// fb.To.
+func (fb *Fallback) resolve(l *Loader, key, from string) string {
+	if fb == nil || !below(fb.From, from) {
+		return key
+	}
+	if _, ok := l.Overlay[key]; ok {
+		return key
+	}
+	if _, err := os.Lstat(key); !errors.Is(err, fs.ErrNotExist) {
+		return key
+	}
+	rel, err := filepath.Rel(fb.From, key)
+	if err != nil {
+		return key
+	}
+	return filepath.Join(fb.To, rel)
+}
+
+// below reports whether path lies below dir.
+func below(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // read returns the source of the file with key.

@@ -292,3 +292,44 @@ func TestDanglingDotSaysAFieldNameIsMissing(t *testing.T) {
 		}, tc.want)
 	}
 }
+
+// TestFallback_FilesBelowFromFindWhatIsMissingRelativeToTo: a file below
+// Fallback.From reaches a file that is missing there at the same place
+// relative to Fallback.To, ".." included, and what is there wins; files
+// elsewhere do not fall back.
+func TestFallback_FilesBelowFromFindWhatIsMissingRelativeToTo(t *testing.T) {
+	dir := t.TempDir()
+	plug := func(name string) string { return "plug(name = \"" + name + "\")\n" }
+	testsupport.WriteFiles(t, dir, map[string]string{
+		"work/config/blaise.star":     "agent(command = \"a\")\nsetup(use(\"./own.star\"), use(\"./plugs/beside.star\"), use(\"../shared/up.star\"), use(\"./plugs/both.star\"))\n",
+		"work/config/own.star":        plug("own"),
+		"work/config/plugs/both.star": plug("both-own"),
+		"repo/t/plugs/beside.star":    plug("beside"),
+		"repo/t/plugs/both.star":      plug("both-beside"),
+		"repo/shared/up.star":         plug("up"),
+		"other/blaise.star":           "agent(command = \"a\")\nsetup(use(\"./plugs/beside.star\"))\n",
+	})
+	l := &interp.Loader{Fallback: &interp.Fallback{From: dir + "/work/config", To: dir + "/repo/t"}}
+	cfg, err := l.LoadConfig(dir + "/work/config/blaise.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"own":    dir + "/work/config/own.star",
+		"beside": dir + "/repo/t/plugs/beside.star",
+		"up":     dir + "/repo/shared/up.star",
+		// A file of the test's own wins over the one beside the test.
+		"both-own": dir + "/work/config/plugs/both.star",
+	}
+	if len(cfg.Uses) != len(want) {
+		t.Fatalf("%d plugs, want %d", len(cfg.Uses), len(want))
+	}
+	for _, u := range cfg.Uses {
+		if u.Key != want[u.Plug.Name] {
+			t.Errorf("plug %s from %s, want %s", u.Plug.Name, u.Key, want[u.Plug.Name])
+		}
+	}
+	l = &interp.Loader{Fallback: &interp.Fallback{From: dir + "/work/config", To: dir + "/repo/t"}}
+	_, err = l.LoadConfig(dir + "/other/blaise.star")
+	checkError(t, err, "cannot read", "other/plugs/beside.star")
+}

@@ -43,6 +43,9 @@ type File struct {
 	Runs   []*Run
 	Want   map[string][]byte // golden sections, by name
 	Masks  []Mask            // #mask directives, in order
+	// Fails are the numbers of the runs the test expects to fail (#fails):
+	// the goldens of a new test whose run fails are written only then.
+	Fails map[int]bool
 	// Persisted is the persisted state stored before run 1, by plug id,
 	// as the JSON of persisted/ID sections: what an older version of a
 	// plug stored, for its on_migrate.
@@ -113,7 +116,7 @@ var (
 
 // placeholders are the names the normalisation of every test uses; a mask
 // may not take one.
-var placeholders = []string{"WORK", "SESSION", "BLAISE_AGENT", "CONFIG", "TIME"}
+var placeholders = []string{"WORK", "SESSION", "BLAISE_AGENT", "CONFIG", "TESTDIR", "TIME"}
 
 // Kinds are the golden sections of a run, in the order they are written.
 var Kinds = []string{"client", "transcript", "log", "host", "outputs", "pause", "teardown", "persisted"}
@@ -137,6 +140,7 @@ func Parse(path string) (*File, error) {
 		Inline:  map[string][]byte{},
 		Seed:    map[string][]byte{},
 		Want:    map[string][]byte{},
+		Fails:   map[int]bool{},
 
 		Persisted: map[string][]byte{},
 	}
@@ -144,6 +148,7 @@ func Parse(path string) (*File, error) {
 		return &ErrorAt{File: path, Line: line, Msg: fmt.Sprintf(format, args...)}
 	}
 	config := ""
+	failsLine := 0
 	for i, line := range strings.Split(string(f.Archive.Comment), "\n") {
 		m := directive.FindStringSubmatch(line)
 		if m == nil {
@@ -158,8 +163,21 @@ func Parse(path string) (*File, error) {
 				return nil, errAt(i+1, "#mask: %v", err)
 			}
 			f.Masks = append(f.Masks, mask)
+		case "fails":
+			failsLine = i + 1
+			for _, name := range strings.FieldsFunc(m[2], func(r rune) bool { return r == ' ' || r == ',' }) {
+				sub := runSection.FindStringSubmatch(name)
+				if sub == nil {
+					return nil, errAt(i+1, "#fails: want the runs that fail, as run1 run2 …, got %q", name)
+				}
+				n, _ := strconv.Atoi(sub[1])
+				f.Fails[n] = true
+			}
+			if len(f.Fails) == 0 {
+				return nil, errAt(i+1, "#fails: name the runs that fail, as run1 run2 …")
+			}
 		default:
-			return nil, errAt(i+1, "unknown directive #%s (want #config or #mask)", m[1])
+			return nil, errAt(i+1, "unknown directive #%s (want #config, #mask or #fails)", m[1])
 		}
 	}
 	runs := map[int]*Run{}
@@ -224,6 +242,11 @@ func Parse(path string) (*File, error) {
 	}
 	if len(f.Runs) == 0 {
 		return nil, errAt(1, "no run: add a run1 section")
+	}
+	for n := range f.Fails {
+		if n > len(f.Runs) {
+			return nil, errAt(failsLine, "#fails: the test has no run%d", n)
+		}
 	}
 	for name := range f.Want {
 		n, _ := strconv.Atoi(wantSection.FindStringSubmatch(name)[1])

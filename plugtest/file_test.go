@@ -65,9 +65,12 @@ INFO x
 // what was expected.
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ content, want string }{
-		{"#conifg: x\n-- run1 --\nprompt a\n", "t.blaisetest:1: unknown directive #conifg (want #config or #mask)"},
+		{"#conifg: x\n-- run1 --\nprompt a\n", "t.blaisetest:1: unknown directive #conifg (want #config, #mask or #fails)"},
+		{"#fails: 1\n-- run1 --\nprompt a\n", `t.blaisetest:1: #fails: want the runs that fail, as run1 run2 …, got "1"`},
+		{"#fails:\n-- run1 --\nprompt a\n", "t.blaisetest:1: #fails: name the runs that fail, as run1 run2 …"},
+		{"\n#fails: run1, run2\n-- run1 --\nprompt a\n", "t.blaisetest:2: #fails: the test has no run2"},
 		{"#mask: x=y\n-- run1 --\nprompt a\n", `t.blaisetest:1: #mask: want NAME=REGEXP, NAME in capitals, got "x=y"`},
-		{"#mask: WORK=y\n-- run1 --\nprompt a\n", "t.blaisetest:1: #mask: $WORK is taken by every test (WORK, SESSION, BLAISE_AGENT, CONFIG, TIME); choose another name"},
+		{"#mask: WORK=y\n-- run1 --\nprompt a\n", "t.blaisetest:1: #mask: $WORK is taken by every test (WORK, SESSION, BLAISE_AGENT, CONFIG, TESTDIR, TIME); choose another name"},
 		{"\n#mask: ID=a(\n-- run1 --\nprompt a\n", "t.blaisetest:2: #mask: ID: error parsing regexp: missing closing ): `a(`"},
 		{"-- run1 --\n#cofig: x.star\nprompt a\n", `t.blaisetest:2: unknown directive "#cofig: x.star" in a run (want #config: PATH)`},
 		{"-- run1 --\nprompt a\n#config: x.star\n", "t.blaisetest:3: #config comes before the run's actions: it is the configuration the run starts with"},

@@ -78,6 +78,13 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 			o.Added, changed = append(o.Added, name), true
 		}
 	}
+	if wrong := failuresAsWritten(f, got); len(wrong) > 0 {
+		// Goldens first written from a run that failed would make the
+		// failure what the test expects: nothing is written.
+		o.Failures = append(wrong, o.Failures...)
+		o.Added, o.Updated, o.Accept = nil, nil, ""
+		return o, nil
+	}
 	if failed := unexpectedFailures(f, got); len(failed) > 0 && !o.Passed() {
 		// The diffs follow from the failure: show it first, and no
 		// --update, which would only make the failure the golden.
@@ -105,24 +112,48 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 	return o, writeFileKeepMode(f.Path, txtar.Format(a))
 }
 
+// failedPause begins the pause of a run that failed.
+var failedPause = []byte("reason: " + session.Failed + "\n")
+
 // unexpectedFailures returns a failure for each run that failed where its
 // golden pause says it should not have, with the run's error.
 func unexpectedFailures(f *File, got Got) []Failure {
-	failed := []byte("reason: " + session.Failed + "\n")
+	var out []Failure
+	for _, r := range f.Runs {
+		name := fmt.Sprintf("want/run%d/pause", r.Number)
+		if bytes.HasPrefix(got[name], failedPause) && !bytes.HasPrefix(f.Want[name], failedPause) {
+			out = append(out, Failure{Line: r.Line, Message: runFailed(r, got[name])})
+		}
+	}
+	return out
+}
+
+// failuresAsWritten returns a failure for each run that failed while the
+// test has no golden pause of it yet, unless #fails names the run, and for
+// each run #fails names that did not fail.
+func failuresAsWritten(f *File, got Got) []Failure {
 	var out []Failure
 	for _, r := range f.Runs {
 		name := fmt.Sprintf("want/run%d/pause", r.Number)
 		pause := got[name]
-		if !bytes.HasPrefix(pause, failed) || bytes.HasPrefix(f.Want[name], failed) {
-			continue
+		failed := bytes.HasPrefix(pause, failedPause)
+		switch {
+		case failed && !f.Fails[r.Number] && f.Want[name] == nil:
+			out = append(out, Failure{Line: r.Line, Message: fmt.Sprintf("%s\nthe goldens are not written: they would expect the failure. Fix the run, or, if the failure is what the test checks, add a line #fails: run%d to the test's comment", runFailed(r, pause), r.Number)})
+		case !failed && f.Fails[r.Number]:
+			out = append(out, Failure{Line: r.Line, Message: fmt.Sprintf("run%d did not fail, as #fails says it does", r.Number)})
 		}
-		msg := fmt.Sprintf("run%d failed", r.Number)
-		if _, e, ok := bytes.Cut(pause, []byte("\nerror: ")); ok {
-			msg += ": " + strings.TrimSuffix(string(e), "\n")
-		}
-		out = append(out, Failure{Line: r.Line, Message: msg})
 	}
 	return out
+}
+
+// runFailed says that run r failed, with the error of its pause.
+func runFailed(r *Run, pause []byte) string {
+	msg := fmt.Sprintf("run%d failed", r.Number)
+	if _, e, ok := bytes.Cut(pause, []byte("\nerror: ")); ok {
+		msg += ": " + strings.TrimSuffix(string(e), "\n")
+	}
+	return msg
 }
 
 // sectionNames lists the golden sections of n runs in the order they are

@@ -83,9 +83,14 @@ func (r *Report) text(w io.Writer) error {
 			fmt.Fprintf(&b, "    accept the change with: %s\n", o.Accept)
 		}
 	}
-	if n := r.Failed(); n > 0 {
+	switch n := r.Failed(); {
+	case len(r.Outcomes) == 0:
+		b.WriteString("FAIL: no test matched\n")
+	case n > 0:
 		fmt.Fprintf(&b, "FAIL: %d of %d tests failed\n", n, len(r.Outcomes))
-	} else {
+	case n == 0 && len(r.Outcomes) == 1:
+		b.WriteString("ok: 1 test passed\n")
+	default:
 		fmt.Fprintf(&b, "ok: %d tests passed\n", len(r.Outcomes))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
@@ -127,7 +129,9 @@ func (w *workDir) prepare() error {
 		}
 	}
 	for i, path := range configs {
-		cfg, err := runner.LoadConfig(path, log.New(io.Discard))
+		loader := runner.NewLoader(log.New(io.Discard))
+		loader.Fallback = w.fallback()
+		cfg, err := loader.LoadConfig(path)
 		if err != nil {
 			return &LoadError{w.normalizeErr(err)}
 		}
@@ -166,6 +170,14 @@ func (w *workDir) prepare() error {
 		}
 	}
 	return nil
+}
+
+// fallback lets the test's own configuration and plugs, written to
+// $WORK/config, reach the files beside the test file: a relative path that
+// names no file there (none of the test's sections) is relative to the
+// test file's directory.
+func (w *workDir) fallback() *interp.Fallback {
+	return &interp.Fallback{From: w.path("config"), To: w.file.Dir}
 }
 
 // runConfig is the path of the configuration that run r names: a .star
@@ -234,6 +246,8 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		Settings:     session.Settings{Timeout: w.timeout},
 		TimeoutGrace: TimeoutGrace,
 		PlugTime:     PlugTime,
+		FallbackFrom: w.fallback().From,
+		FallbackTo:   w.fallback().To,
 		Created:      func(id string) error { return w.seed(ctx, store, id) },
 	}
 	got := Got{}
@@ -305,16 +319,26 @@ func (w *workDir) seed(ctx context.Context, store *blaise.Store, id string) erro
 var timestamp = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 
 // normalizer replaces what differs from one machine or one time to the
-// next: the work directory, this program's path, the session id.
+// next: the work directory, this program's path, the session id, and where
+// the configuration and the test file are (a clone elsewhere).
 func (w *workDir) normalizer(rec *session.Record) *strings.Replacer {
-	pairs := []string{w.root, "$WORK", w.self, "$BLAISE_AGENT"}
-	if rec != nil {
-		pairs = append(pairs, rec.ID, "$SESSION")
-	}
+	type pair struct{ old, new string }
+	pairs := []pair{{w.root, "$WORK"}, {w.self, "$BLAISE_AGENT"}}
 	if w.file.Config != "" {
-		pairs = append(pairs, filepath.Dir(w.file.Config), "$CONFIG")
+		pairs = append(pairs, pair{filepath.Dir(w.file.Config), "$CONFIG"})
 	}
-	return strings.NewReplacer(pairs...)
+	pairs = append(pairs, pair{w.file.Dir, "$TESTDIR"})
+	// The longest first, so that a path below another reads as the
+	// nearer one ($CONFIG before $TESTDIR when they are the same).
+	slices.SortStableFunc(pairs, func(a, b pair) int { return len(b.old) - len(a.old) })
+	var args []string
+	if rec != nil {
+		args = append(args, rec.ID, "$SESSION")
+	}
+	for _, p := range pairs {
+		args = append(args, p.old, p.new)
+	}
+	return strings.NewReplacer(args...)
 }
 
 // runOne runs one run's script: it starts or resumes the session, plays

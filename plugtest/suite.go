@@ -1,12 +1,14 @@
 package plugtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/blaiseagent/blaise-agent/internal/exitcode"
@@ -23,11 +25,10 @@ type Suite struct {
 	Format  string // of the report: text, json or junit
 	Self    string // the blaise-agent binary the sessions run
 	Out     io.Writer
-	Err     io.Writer
 }
 
 // Run runs the tests and writes the report to Out. Its error has the exit
-// status: 1 when one fails (or, under CI, none matched), 2 for a usage
+// status: 1 when one fails or none matched, 2 for a usage
 // error or a test whose configuration or plugs do not load. When ctx ends,
 // the tests running stop and those not started are left out.
 func (s Suite) Run(ctx context.Context) error {
@@ -88,11 +89,13 @@ func (s Suite) Run(ctx context.Context) error {
 		return &exitcode.Error{Code: 2, Err: errors.New("a test could not run")}
 	case report.Failed() > 0:
 		return &exitcode.Error{Code: 1, Err: fmt.Errorf("%d of %d tests failed", report.Failed(), len(report.Outcomes))}
-	case len(report.Outcomes) == 0 && opts.CI:
-		// Under CI a path or --run that selects nothing is a mistake.
-		return &exitcode.Error{Code: 1, Err: errors.New("no test matched (CI=true)")}
 	case len(report.Outcomes) == 0:
-		fmt.Fprintln(s.Err, "blaise-agent test: no test matched")
+		// A path or --run that selects nothing is a mistake, not a pass.
+		where := cmp.Or(strings.Join(s.Paths, " "), ".")
+		if filter != nil {
+			return &exitcode.Error{Code: 1, Err: fmt.Errorf("no test matched: no test under %s has a name that --run %q matches", where, s.Filter)}
+		}
+		return &exitcode.Error{Code: 1, Err: fmt.Errorf("no test matched: no *%s file under %s", Ext, where)}
 	}
 	return nil
 }

@@ -120,7 +120,8 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 		pl.spare = append(pl.spare, way)
 	}
 	if err != nil || resp == nil {
-		return nil, by, free, err
+		// The proxy answers the client's open requests with the error.
+		return nil, by, free, pl.r.opts.Redactions.Error(err)
 	}
 	out, err := resp.Encode()
 	return out, by, free, err

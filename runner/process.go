@@ -64,6 +64,10 @@ type SessionProcess struct {
 	// reading is one second after the one before, the same every time.
 	// The names of host.fs.mkdtemp count then too (Options.CountTempNames).
 	PlugTime time.Time
+	// Fallback, when set, is where files below Fallback.From find the
+	// files they reference that are missing there (interp.Loader.Fallback):
+	// the plugs beside a test file.
+	Fallback *interp.Fallback
 }
 
 // steppingClock starts at start and moves one second at each reading.
@@ -92,7 +96,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	if sp.Config != "" {
 		rec.Config = sp.Config
 	}
-	cfg, err := LoadConfig(rec.Config, logger)
+	loader := NewLoader(logger)
+	loader.Fallback = sp.Fallback
+	cfg, err := loader.LoadConfig(rec.Config)
 	if err != nil {
 		return sp.broken(rec, err)
 	}

@@ -517,9 +517,12 @@ func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(ho
 	})
 }
 
-// handlerError is a failure of the chain's rules in a handler.
+// handlerError is a failure of the chain's rules in a handler, logged as
+// a handler's own failure is (call).
 func (r *Run) handlerError(p *plugRun, handler string, fn *starlark.Function, msg string) error {
-	return &interp.Error{Pos: fn.Position(), Plug: p.use.Plug.Name, Handler: handler, Msg: msg}
+	err := &interp.Error{Pos: fn.Position(), Plug: p.use.Plug.Name, Handler: handler, Msg: msg}
+	r.log.Error("handler failed", "err", err)
+	return err
 }
 
 // unlocked runs f with the session lock released.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/redact"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
@@ -15,24 +16,30 @@ import (
 // session's run lock on file descriptor 4 and holds it until it exits; a
 // runner's session process has its store on --store-fd instead.
 type SessionProcessCmd struct {
-	StateDir  string        `xor:"store" required:"" help:"The state directory." type:"path"`
-	StoreFD   int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
-	Session   string        `required:"" help:"The session id."`
-	Kind      string        `required:"" enum:"start,resume,teardown" help:"The kind of run."`
-	Number    int           `name:"run" required:"" help:"The run's number in the session."`
-	EndReason string        `help:"Why the session ended (teardown runs)."`
-	Config    string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
-	Carry     bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4)."`
-	Bundled   bool          `help:"Send the agent's session/update notifications on stdout in bundles, with the session's id (a front end that passes them on as they are)."`
-	Agent     []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
-	StopGrace time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
-	PlugTime  time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
+	StateDir     string        `xor:"store" required:"" help:"The state directory." type:"path"`
+	StoreFD      int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
+	Session      string        `required:"" help:"The session id."`
+	Kind         string        `required:"" enum:"start,resume,teardown" help:"The kind of run."`
+	Number       int           `name:"run" required:"" help:"The run's number in the session."`
+	EndReason    string        `help:"Why the session ended (teardown runs)."`
+	Config       string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
+	Carry        bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4)."`
+	Bundled      bool          `help:"Send the agent's session/update notifications on stdout in bundles, with the session's id (a front end that passes them on as they are)."`
+	Agent        []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
+	StopGrace    time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
+	PlugTime     time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
+	FallbackFrom string        `help:"Files below this directory find the files they reference that are missing there relative to --fallback-to instead (blaise-agent test: a test's own configuration reaches the plugs beside the test file)." type:"path"`
+	FallbackTo   string        `help:"See --fallback-from." type:"path"`
 }
 
 // Run serves the run.
 func (c *SessionProcessCmd) Run(g *Globals) error {
 	// The log passes through the run's redaction (blaise:secrets).
 	redactions := new(redact.Registry)
+	var fallback *interp.Fallback
+	if c.FallbackFrom != "" {
+		fallback = &interp.Fallback{From: c.FallbackFrom, To: c.FallbackTo}
+	}
 	return runner.ServeInherited(&runner.SessionProcess{
 		SessionID:  c.Session,
 		Kind:       session.Kind(c.Kind),
@@ -46,5 +53,6 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 		Bundled:    c.Bundled,
 		StopGrace:  c.StopGrace,
 		PlugTime:   c.PlugTime,
+		Fallback:   fallback,
 	}, c.StateDir, c.StoreFD)
 }

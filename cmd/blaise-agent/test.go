@@ -21,8 +21,8 @@ type TestCmd struct {
 	Jobs    int      `short:"j" help:"How many tests run at once (default: one per CPU)." default:"0"`
 }
 
-// Run runs the tests: exit status 0 when all pass, 1 when one fails (or,
-// under CI, none matched), 2 for a usage error or a test whose
+// Run runs the tests: exit status 0 when all pass, 1 when one fails or
+// none matched, 2 for a usage error or a test whose
 // configuration or plugs do not load.
 func (c *TestCmd) Run(g *Globals) error {
 	self, err := runner.Self()
@@ -35,7 +35,7 @@ func (c *TestCmd) Run(g *Globals) error {
 	defer stop()
 	return plugtest.Suite{
 		Paths: c.Paths, Filter: c.Filter, Jobs: c.Jobs, Update: c.Update, Verbose: c.Verbose,
-		Format: c.Format, Self: self, Out: os.Stdout, Err: os.Stderr,
+		Format: c.Format, Self: self, Out: os.Stdout,
 	}.Run(ctx)
 }
 

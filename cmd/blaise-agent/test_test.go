@@ -52,13 +52,15 @@ func TestPlugTestExamples(t *testing.T) {
 // TestC15_PlugTestDeterministic: the same test gives byte-identical
 // results run after run (the scripted agent, the chain and the
 // normalisation leave nothing to chance): an example 20 times, the test of
-// cancels and crashes 10 times, the names of mkdtemp (issue 19) twice.
+// cancels and crashes 10 times, a plug failing mid-turn (M4) 20 times, the
+// names of mkdtemp (issue 19) twice.
 func TestC15_PlugTestDeterministic(t *testing.T) {
 	t.Parallel()
 	bin := self(t)
 	for p, times := range map[string]int{
 		"../../examples/worktree/session.blaisetest":         20,
 		"../../plugtest/testdata/scripted.blaisetest":        10,
+		"../../plugtest/testdata/fail-mid-turn.blaisetest":   20,
 		"../../plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
 	} {
 		t.Run(filepath.Base(p), func(t *testing.T) {
