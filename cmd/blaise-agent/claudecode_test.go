@@ -179,7 +179,7 @@ setup(use("blaise:permissions", inputs = {"rules": [{"action": "allow", "kinds":
 `, c.argv[0], c.argv[1]))
 	state := filepath.Join(work, ".state")
 	p := c.start(work, bin, "acp", "-c", config, "--state-dir", state)
-	acpInit, got := claudeTurn(t, p, work, "reject")
+	acpInit, got := claudeTurn(t, p, work, "reject") // the client refuses: the plug must allow
 	checkWritten(t, work)
 	if err := p.close(); err != nil {
 		t.Errorf("acp exited: %v\n%s", err, p.stderr)
