@@ -425,6 +425,51 @@ func TestReadLines(t *testing.T) {
 	}
 }
 
+// TestPermissionYesChoosesAllowOnceWhateverTheOrder: Claude Code lists
+// "Always Allow" first; --yes, a "y" at the prompt and --no still choose
+// the *_once options, so one answer never becomes a standing grant. A
+// number still chooses any option.
+func TestPermissionYesChoosesAllowOnceWhateverTheOrder(t *testing.T) {
+	params := json.RawMessage(`{"sessionId":"s","toolCall":{"toolCallId":"toolu_01","title":"Write /w/hello.txt","rawInput":{"file_path":"/w/hello.txt","content":"hi"}},"options":[
+		{"kind":"allow_always","name":"Always Allow","optionId":"allow_always"},
+		{"kind":"allow_once","name":"Allow","optionId":"allow"},
+		{"kind":"reject_always","name":"Never","optionId":"never"},
+		{"kind":"reject_once","name":"Reject","optionId":"reject"}]}`)
+	tests := []struct {
+		def     string
+		answers []string
+		outcome string
+	}{
+		{"allow", nil, "allow"},
+		{"deny", nil, "reject"},
+		{"", []string{"y"}, "allow"},
+		{"", []string{"yes"}, "allow"},
+		{"", []string{"n"}, "reject"},
+		{"", []string{"1"}, "allow_always"},
+	}
+	for _, tt := range tests {
+		out := new(testsupport.Buffer)
+		term := &Terminal{Out: out, Ask: askWith(out, tt.answers...), Default: tt.def}
+		res, err := term.Request(context.Background(), "session/request_permission", params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"outcome":{"optionId":"` + tt.outcome + `","outcome":"selected"}}`
+		if b, _ := json.Marshal(res); string(b) != want {
+			t.Errorf("default %q, answers %v: outcome %s, want %s", tt.def, tt.answers, b, want)
+		}
+	}
+
+	// Only the standing grants on offer: they are what there is.
+	out := new(testsupport.Buffer)
+	term := &Terminal{Out: out, Default: "allow"}
+	res, err := term.Request(context.Background(), "session/request_permission", json.RawMessage(
+		`{"sessionId":"s","toolCall":{"toolCallId":"c"},"options":[{"kind":"reject_once","name":"No","optionId":"no"},{"kind":"allow_always","name":"Always","optionId":"always"}]}`))
+	if b, _ := json.Marshal(res); err != nil || string(b) != `{"outcome":{"optionId":"always","outcome":"selected"}}` {
+		t.Errorf("outcome %s, %v", b, err)
+	}
+}
+
 func TestPermissionMenu(t *testing.T) {
 	params := json.RawMessage(`{"sessionId":"s","toolCall":{"toolCallId":"call-1","title":"edit main.go"},"options":[
 		{"kind":"allow_once","name":"Allow once","optionId":"a1"},

@@ -21,22 +21,34 @@ var errPromptCancelled = errors.New("prompt cancelled")
 // A menu is the options of a permission request as a person chooses them.
 type menu struct {
 	opts          []sdk.PermissionOption
-	allow, reject int  // the first allow_* and reject_* option; -1 if none
+	allow, reject int  // the options y and n choose (pick); -1 if none
 	yesNo         bool // just one allow and one reject option: ask y/n
 }
 
 func newMenu(opts []sdk.PermissionOption) menu {
-	m := menu{opts: opts, allow: -1, reject: -1}
-	for i, o := range opts {
-		switch {
-		case m.allow < 0 && strings.HasPrefix(string(o.Kind), "allow_"):
-			m.allow = i
-		case m.reject < 0 && strings.HasPrefix(string(o.Kind), "reject_"):
-			m.reject = i
-		}
-	}
+	m := menu{opts: opts, allow: pick(opts, "allow_"), reject: pick(opts, "reject_")}
 	m.yesNo = len(opts) == 2 && m.allow >= 0 && m.reject >= 0
 	return m
+}
+
+// pick returns the option that a "yes" (prefix "allow_") or a "no"
+// ("reject_") chooses without naming one: the first *_once option, else
+// the first option of the prefix (allow_always), else -1. A person's one
+// answer never becomes a standing grant, whatever order the agent lists
+// its options in (Claude Code lists allow_always first). --yes, --no,
+// y and n at the prompt, and the answers of `blaise-agent test` all
+// choose here.
+func pick(opts []sdk.PermissionOption, prefix string) int {
+	first := -1
+	for i, o := range opts {
+		switch kind := string(o.Kind); {
+		case kind == prefix+"once":
+			return i
+		case first < 0 && strings.HasPrefix(kind, prefix):
+			first = i
+		}
+	}
+	return first
 }
 
 // lines returns the lines that show the options.

@@ -569,6 +569,53 @@ func TestAskCarriesKindAndTarget(t *testing.T) {
 	}
 }
 
+// TestUseAnnouncesTheCallThenAsksByItsID: /use makes a tool call as Claude
+// Code's ACP adapter does: the tool_call update has the kind and locations,
+// the permission request names the call by id with its title and rawInput
+// only, offers "Always Allow" first, and the call then completes (allowed)
+// or fails (refused).
+func TestUseAnnouncesTheCallThenAsksByItsID(t *testing.T) {
+	h := start(t, t.TempDir())
+	h.initialize()
+	sid := h.newSession("/ws")
+	answers := []acp.RequestPermissionResponse{
+		{Outcome: acp.NewRequestPermissionOutcomeSelected("allow")},
+		{Outcome: acp.NewRequestPermissionOutcomeSelected("reject")},
+	}
+	h.client.onPerm = func(context.Context, acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+		h.client.mu.Lock()
+		defer h.client.mu.Unlock()
+		a := answers[0]
+		answers = answers[1:]
+		return a, nil
+	}
+	_, got := h.run(sid, "/use edit notes.txt\n/use execute make\n/use edit")
+	want := []string{
+		"tool_call call-1 edit notes.txt pending", "tool_call_update call-1 completed", "agent: permission: allow",
+		"tool_call call-2 execute make pending", "tool_call_update call-2 failed", "agent: permission: reject",
+		"agent: use: error: want /use KIND TARGET",
+	}
+	if !equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	h.client.mu.Lock()
+	defer h.client.mu.Unlock()
+	call := h.client.updates[len(h.client.updates)-len(want)].Update.ToolCall
+	if call.Kind != acp.ToolKindEdit || len(call.Locations) != 1 || call.Locations[0].Path != "/ws/notes.txt" {
+		t.Errorf("tool_call = %+v", call)
+	}
+	if len(h.client.perms) != 2 {
+		t.Fatalf("permission requests = %+v", h.client.perms)
+	}
+	b, err := json.Marshal(h.client.perms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"options":[{"kind":"allow_always","name":"Always Allow","optionId":"allow_always"},{"kind":"allow_once","name":"Allow","optionId":"allow"},{"kind":"reject_once","name":"Reject","optionId":"reject"}],"sessionId":"` + string(sid) + `","toolCall":{"rawInput":{"paths":["/ws/notes.txt"]},"title":"edit notes.txt","toolCallId":"call-1"}}`; string(b) != want {
+		t.Errorf("request\n%s\nwant\n%s", b, want)
+	}
+}
+
 func TestCapabilitiesRespected(t *testing.T) {
 	h := start(t, t.TempDir())
 	if _, err := h.conn.Initialize(ctxT(t), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber}); err != nil {

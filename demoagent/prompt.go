@@ -60,6 +60,7 @@ func init() {
 		{"/tool", "/tool NAME", "tool_call NAME (pending), then tool_call_update (completed)", (*turn).cmdTool},
 		{"/permission", "/permission [TITLE]", "session/request_permission (allow_once, reject_once); reports \"permission: <optionId|cancelled>\"", (*turn).cmdPermission},
 		{"/ask", "/ask KIND TARGET", "session/request_permission for a tool of KIND (read, edit, execute …) on TARGET: a command for execute, else paths; reports \"permission: <optionId|cancelled>\"", (*turn).cmdAsk},
+		{"/use", "/use KIND TARGET", "a tool call as Claude Code makes one: tool_call (KIND, TARGET as for /ask), then session/request_permission naming only its toolCallId, title and rawInput, with Claude Code's options; then tool_call_update completed or failed; reports \"permission: <optionId|cancelled>\"", (*turn).cmdUse},
 		{"/read", "/read PATH", "fs/read_text_file; reports \"read PATH: <content>\"", (*turn).cmdRead},
 		{"/write", "/write PATH TEXT", "fs/write_text_file; reports \"write PATH: ok\"", (*turn).cmdWrite},
 		{"/terminal", "/terminal CMD [ARG...]", "terminal/create, wait_for_exit, output, release; reports \"terminal CMD...: exit N\" and the output", (*turn).cmdTerminal},
@@ -350,31 +351,77 @@ var askOptions = []acp.PermissionOption{
 	{Kind: acp.PermissionOptionKindRejectAlways, Name: "Reject always", OptionId: "reject_always"},
 }
 
-// cmdAsk asks permission for a tool call as real agents do: an execute
-// call carries its command in rawInput, the others their paths (separated
-// by spaces) in locations.
-// A relative path is joined to the session's cwd but not cleaned, so that a
-// ".." reaches the client as written.
+// cmdAsk asks permission for a tool call as most agents do: the request
+// carries the whole tool call.
 func (t *turn) cmdAsk(arg string) error {
+	call, ok := t.toolCall(arg)
+	if !ok {
+		return t.message("ask: error: want /ask KIND TARGET")
+	}
+	return t.askPermission(call, askOptions...)
+}
+
+// claudeOptions are the options Claude Code's ACP adapter offers, in its
+// order.
+var claudeOptions = []acp.PermissionOption{
+	{Kind: acp.PermissionOptionKindAllowAlways, Name: "Always Allow", OptionId: "allow_always"},
+	{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},
+	{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"},
+}
+
+// cmdUse makes a tool call as Claude Code does: the tool_call update
+// carries the kind and locations; the permission request that follows
+// names the call by id, with its title and rawInput only, as ACP allows.
+func (t *turn) cmdUse(arg string) error {
+	call, ok := t.toolCall(arg)
+	if !ok {
+		return t.message("use: error: want /use KIND TARGET")
+	}
+	id := t.nextToolCallID()
+	if err := t.send(acp.StartToolCall(id, *call.Title,
+		acp.WithStartKind(*call.Kind),
+		acp.WithStartStatus(acp.ToolCallStatusPending),
+		acp.WithStartLocations(call.Locations),
+		acp.WithStartRawInput(call.RawInput),
+	)); err != nil {
+		return err
+	}
+	result := t.requestPermission(acp.ToolCallUpdate{ToolCallId: id, Title: call.Title, RawInput: call.RawInput}, claudeOptions)
+	status := acp.ToolCallStatusFailed
+	if result == "allow" || result == "allow_always" {
+		status = acp.ToolCallStatusCompleted
+	}
+	if err := t.send(acp.UpdateToolCall(id, acp.WithUpdateStatus(status))); err != nil {
+		return err
+	}
+	return t.message("permission: " + result)
+}
+
+// toolCall is the tool call of /ask and /use KIND TARGET (no id): an
+// execute call carries its command in rawInput, the others their paths
+// (separated by spaces) in locations and rawInput. A relative path is
+// joined to the session's cwd but not cleaned, so that a ".." reaches the
+// client as written. False when KIND or TARGET is missing.
+func (t *turn) toolCall(arg string) (acp.ToolCallUpdate, bool) {
 	kind, target := splitCommand(arg)
 	if kind == "" || target == "" {
-		return t.message("ask: error: want /ask KIND TARGET")
+		return acp.ToolCallUpdate{}, false
 	}
 	call := acp.ToolCallUpdate{Title: acp.Ptr(kind + " " + target), Kind: acp.Ptr(acp.ToolKind(kind))}
 	if acp.ToolKind(kind) == acp.ToolKindExecute {
 		call.RawInput = map[string]any{"command": target}
-	} else {
-		var paths []string
-		for _, path := range strings.Fields(target) {
-			if !filepath.IsAbs(path) {
-				path = t.s.file.Cwd + "/" + path
-			}
-			paths = append(paths, path)
-			call.Locations = append(call.Locations, acp.ToolCallLocation{Path: path})
-		}
-		call.RawInput = map[string]any{"paths": paths}
+		return call, true
 	}
-	return t.askPermission(call, askOptions...)
+	var paths []string
+	for _, path := range strings.Fields(target) {
+		if !filepath.IsAbs(path) {
+			path = t.s.file.Cwd + "/" + path
+		}
+		paths = append(paths, path)
+		call.Locations = append(call.Locations, acp.ToolCallLocation{Path: path})
+	}
+	call.RawInput = map[string]any{"paths": paths}
+	return call, true
 }
 
 // askPermission sends session/request_permission for call (a new tool call
@@ -382,23 +429,26 @@ func (t *turn) cmdAsk(arg string) error {
 func (t *turn) askPermission(call acp.ToolCallUpdate, options ...acp.PermissionOption) error {
 	call.ToolCallId = t.nextToolCallID()
 	call.Status = acp.Ptr(acp.ToolCallStatusPending)
+	return t.message("permission: " + t.requestPermission(call, options))
+}
+
+// requestPermission sends session/request_permission and returns its
+// outcome: the optionId chosen, "cancelled" or "error: …".
+func (t *turn) requestPermission(call acp.ToolCallUpdate, options []acp.PermissionOption) string {
 	resp, err := t.a.conn.RequestPermission(t.cctx, acp.RequestPermissionRequest{
 		SessionId: t.sid,
 		ToolCall:  call,
 		Options:   options,
 	})
-	var result string
 	switch {
 	case err != nil:
-		result = "error: " + errText(err)
+		return "error: " + errText(err)
 	case resp.Outcome.Cancelled != nil:
-		result = "cancelled"
+		return "cancelled"
 	case resp.Outcome.Selected != nil:
-		result = string(resp.Outcome.Selected.OptionId)
-	default:
-		result = "error: empty outcome"
+		return string(resp.Outcome.Selected.OptionId)
 	}
-	return t.message("permission: " + result)
+	return "error: empty outcome"
 }
 
 func (t *turn) cmdRead(arg string) error {

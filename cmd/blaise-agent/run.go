@@ -24,8 +24,8 @@ type RunCmd struct {
 	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID"`
 	Continue bool     `help:"Continue the most recently paused session of this configuration." xor:"which"`
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
-	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
-	No       bool     `help:"Deny every permission request without asking." xor:"answer"`
+	Yes      bool     `help:"Allow every permission request without asking, once (an allow_once option when one is offered, never a standing grant first)." xor:"answer"`
+	No       bool     `help:"Deny every permission request without asking (a reject_once option when one is offered)." xor:"answer"`
 	Raw      bool     `help:"Show the agent's messages as they come, without rendering their Markdown (as when stdout is not a terminal)."`
 	End      bool     `help:"End the session (reason closed) when done, instead of stopping it as idle; also a session whose run failed. At the interactive prompt, /end does the same."`
 	SessionFlags
