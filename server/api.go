@@ -111,7 +111,7 @@ func (s *Server) client(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r)
 		if tok == "" {
-			fail(w, http.StatusUnauthorized, "no API token: send Authorization: Bearer bla_…")
+			fail(w, http.StatusUnauthorized, "no API token (send Authorization: Bearer bla_…)")
 			return
 		}
 		if _, err := s.Store.APIToken(tok); err != nil {

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// withoutToken is this process's environment without $BLAISE_TOKEN.
+func withoutToken() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BLAISE_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// TestTokensPrintTheTokenAloneForShellSubstitution: `tokens api` and
+// `tokens registration` print the token alone on stdout, what to do with
+// it on stderr, so `export BLAISE_TOKEN=$(blaise-agent tokens api NAME)`
+// works.
+func TestTokensPrintTheTokenAloneForShellSubstitution(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute)
+	script := `export BLAISE_TOKEN=$("$0" tokens api alice --data "$1") && "$0" agents --server "$2"`
+	sh := exec.Command("sh", "-c", script, l.bin, l.data, l.url)
+	sh.Env = withoutToken()
+	var stderr strings.Builder
+	sh.Stderr = &stderr
+	out, err := sh.Output()
+	if err != nil || !strings.Contains(string(out), "demo") {
+		t.Fatalf("agents with the token of $(tokens api alice): %v\n%s%s", err, out, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "# API token") || !strings.Contains(stderr.String(), "export BLAISE_TOKEN=bla_") {
+		t.Fatalf("tokens api says nothing of the token on stderr:\n%s", stderr.String())
+	}
+	reg := exec.Command(l.bin, append([]string{"tokens", "registration"}, l.storeFlags()...)...)
+	stderr.Reset()
+	reg.Stderr = &stderr
+	out, err = reg.Output()
+	if err != nil || !strings.HasPrefix(string(out), "blr_") || strings.Count(string(out), "\n") != 1 {
+		t.Fatalf("tokens registration's stdout: %v %q", err, out)
+	}
+	if !strings.Contains(stderr.String(), "listen --register-token blr_") {
+		t.Fatalf("tokens registration says nothing of the token on stderr:\n%s", stderr.String())
+	}
+}
+
+// TestAMissingOrWrongTokenSaysHowToGetOne: a client refused for its API
+// token says what a person does: set $BLAISE_TOKEN, minted with `tokens
+// api` on the server's machine, or pass --token; and a token with more
+// than the token in it is refused before it is sent, saying so.
+func TestAMissingOrWrongTokenSaysHowToGetOne(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute)
+	const hint = "set $BLAISE_TOKEN (blaise-agent tokens api NAME on the server's machine) or pass --token"
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no token, sessions", []string{"sessions", "--server", l.url}, "no API token"},
+		{"a wrong token, sessions", []string{"sessions", "--server", l.url, "--token", "bla_wrong"}, "invalid token"},
+		{"no token, run", []string{"run", "--server", l.url, "--agent", "demo", "hi"}, "no API token"},
+		{"a wrong token, run", []string{"run", "--server", l.url, "--agent", "demo", "--token", "bla_wrong", "hi"}, "invalid token"},
+	} {
+		cmd := exec.Command(l.bin, c.args...)
+		cmd.Env = withoutToken()
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), hint) || !strings.Contains(string(out), "401") {
+			t.Errorf("%s: %v\n%s", c.name, err, out)
+		}
+	}
+	cmd := exec.Command(l.bin, "agents", "--server", l.url)
+	cmd.Env = append(withoutToken(), "BLAISE_TOKEN="+l.token+"\n# API token for alice")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "it must be the token alone") || strings.Contains(string(out), l.token) {
+		t.Fatalf("a token with a comment after it: %v\n%s", err, out)
+	}
+}
+
+// TestListenRefusesAnInvalidNameBeforeRegistering: `listen --name
+// runnerA` says which names are valid and suggests one, before it spends
+// the registration token, and writes no credential.
+func TestListenRefusesAnInvalidNameBeforeRegistering(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute)
+	reg := l.mint("registration")
+	cred := filepath.Join(l.dir, "runnerA.credential")
+	out, err := exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, "blaise.star"), "--server", l.url, "--agent", "demo",
+		"--name", "runnerA", "--credential", cred, "--register-token", reg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `--name: invalid runner name "runnerA"`) || !strings.Contains(string(out), "for example --name runnera") {
+		t.Fatalf("listen --name runnerA: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(cred); !os.IsNotExist(err) {
+		t.Fatalf("a credential was written: %v", err)
+	}
+	// The token was not spent: the runner registers with it under the name
+	// suggested.
+	r := l.startRunnerWith("runnera", "blaise.star", reg)
+	if !strings.Contains(r.logs.String(), "registered") {
+		t.Fatalf("runnera did not register with the token:\n%s", r.logs)
+	}
+}
