@@ -72,14 +72,14 @@ func TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged(t *testing.T) {
 // keeps its name (and with it its credential file).
 func TestARunnersDefaultNameIsValidForAnyHostName(t *testing.T) {
 	for host, want := range map[string]string{
-		"build-7":                "build-7",
-		"Build-7.example.com":    "build-7",
-		"MacBook-Pro.local":      "macbook-pro",
-		"my_host":                "my-host",
-		"_ci_":                   "ci-",
-		"ünïcode":                "n-code",
-		"":                       "runner",
-		"...":                    "runner",
+		"build-7":               "build-7",
+		"Build-7.example.com":   "build-7",
+		"MacBook-Pro.local":     "macbook-pro",
+		"my_host":               "my-host",
+		"_ci_":                  "ci-",
+		"ünïcode":               "n-code",
+		"":                      "runner",
+		"...":                   "runner",
 		strings.Repeat("a", 70): strings.Repeat("a", 63),
 	} {
 		got := DefaultName(host)
