@@ -288,6 +288,11 @@ func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
 	if rec.State == session.Ended {
 		return rec, nil
 	}
+	if c, ok := e.Launcher.(Checker); ok {
+		if err := c.CanLaunch(rec); err != nil {
+			return nil, err
+		}
+	}
 	rec, err = e.Store.UpdateSession(id, func(r *session.Record) error {
 		if r.State == session.Paused {
 			r.EndReason = session.Closed

@@ -75,7 +75,7 @@ func failErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, sqlstore.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, blaise.ErrNoRun), errors.Is(err, blaise.ErrRunHeld):
+	case errors.Is(err, blaise.ErrNoRun), errors.Is(err, blaise.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
 		status = http.StatusConflict
 	}
 	fail(w, status, "%v", err)

@@ -5,8 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // withoutToken is this process's environment without $BLAISE_TOKEN.
@@ -105,5 +108,55 @@ func TestListenRefusesAnInvalidNameBeforeRegistering(t *testing.T) {
 	r := l.startRunnerWith("runnera", "blaise.star", reg)
 	if !strings.Contains(r.logs.String(), "registered") {
 		t.Fatalf("runnera did not register with the token:\n%s", r.logs)
+	}
+}
+
+// TestL3_EndingAPausedSessionWithNoRunnerChangesNothing: `sessions end` of
+// a paused session while no runner of its agent is connected answers 409,
+// says to start `listen` for the agent, and leaves the record as it was,
+// however often it is asked: no teardown attempt is counted, and the
+// session is never orphaned. Once a runner is there, it ends properly.
+func TestL3_EndingAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--teardown-attempts", "3")
+	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
+	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := l.runner("r1", "blaise.star")
+	l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello")
+	id := l.sessions()[0].ID
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+	before := l.session(id)
+	if before.State != session.Paused {
+		t.Fatalf("before: %s", before.State)
+	}
+	for i := range 6 {
+		out, err := exec.Command(l.bin, "sessions", "end", "--server", l.url, "--token", l.token, id).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "409 Conflict") || !strings.Contains(string(out), "blaise-agent listen --agent demo") {
+			t.Fatalf("sessions end %d with no runner: %v\n%s", i+1, err, out)
+		}
+		after := l.session(id)
+		if after.State != session.Paused || after.Runs != before.Runs || after.Teardown.Attempts != 0 || after.EndReason != "" || len(after.History) != len(before.History) {
+			t.Fatalf("sessions end %d with no runner changed the session: %s, %d runs, %d teardown attempts, end reason %q",
+				i+1, after.State, after.Runs, after.Teardown.Attempts, after.EndReason)
+		}
+	}
+	r = l.runner("r1", "blaise.star")
+	out := l.cli("sessions", "end", "--server", l.url, "--token", l.token, id)
+	if !strings.Contains(out, "ended (closed)") {
+		t.Fatalf("sessions end with a runner: %s", out)
+	}
+	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed || rec.Runs != before.Runs+1 {
+		t.Fatalf("after sessions end: %s (%s), %d runs", rec.State, rec.EndReason, rec.Runs)
+	}
+	if !strings.Contains(r.logs.String(), "torn down reason=closed") {
+		t.Fatalf("the teardown did not run on the runner:\n%s", r.logs)
 	}
 }
