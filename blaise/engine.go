@@ -148,17 +148,24 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 
 // StartAgent is Start for a session of a named agent (a server's), whose
 // settings are asked instead of the engine's.
+//
+// A session of an agent may have its configuration and directory from
+// elsewhere: with cfgPath "" and no Dir, the record has neither until its
+// Launcher records them (a server's, those of the runner that takes it).
 func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Live, error) {
-	abs, err := filepath.Abs(cfgPath)
-	if err != nil {
-		return nil, err
+	var abs string
+	var err error
+	if cfgPath != "" || agent == "" {
+		if abs, err = filepath.Abs(cfgPath); err != nil {
+			return nil, err
+		}
 	}
 	settings, err := NormalizeSettings(asked)
 	if err != nil {
 		return nil, err
 	}
 	dir := e.Dir
-	if dir == "" {
+	if dir == "" && abs != "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("the working directory of the session: %w", err)
 		}

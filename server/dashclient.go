@@ -12,13 +12,11 @@ import (
 // messages from in and writing to out, until in ends or ctx does; then
 // the client's sessions stop as idle (L9).
 func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, in io.Reader, out io.Writer) error {
-	config := a.Config
-	if config == "" {
-		config = "blaise.star" // each runner loads its own
-	}
 	front := &acpfront.Server{
 		Sessions: acpfront.ForAgent(s.engine, a.Name, a.Settings),
-		Config:   config,
+		// No configuration here: each runner loads its own, and the session
+		// records the one of the runner that runs it (Launch).
+		Config: "",
 		In:       in,
 		Out:      out,
 		Log:      s.log().With("agent", a.Name),

@@ -18,6 +18,9 @@ type runnerConn struct {
 	name  string
 	id    string // its credential's
 	build string // the runner's blaise-agent version
+	// config and dir are the runner's blaise.star and where its runs run,
+	// as it said in its hello; "" when it did not.
+	config, dir string
 	// version is the runner protocol's: from 4 on, a run's messages toward
 	// the client come in its transcript appends.
 	version int
@@ -138,6 +141,7 @@ func (s *Server) Launch(run blaise.Launch) (blaise.Process, error) {
 	}
 	if _, err := s.Store.UpdateSession(run.Record.ID, func(r *session.Record) error {
 		r.Runner, r.RunnerID = rc.name, rc.id
+		r.Config, r.Dir = rc.config, rc.dir
 		return nil
 	}); err != nil {
 		return nil, err

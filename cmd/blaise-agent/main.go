@@ -103,6 +103,7 @@ func options() []kong.Option {
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		kong.UsageOnError(),
 		settingDuration,
+		sessionID,
 		kong.Vars{"version": buildinfo.Version()},
 	}
 }

@@ -18,7 +18,7 @@ import (
 // RunCmd is `blaise-agent run`: a terminal ACP client of one session.
 type RunCmd struct {
 	ConfigFlag
-	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID"`
+	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID" type:"session-id"`
 	Continue bool     `help:"Continue the most recently paused session of this configuration." xor:"which"`
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
 	Yes      bool     `help:"Allow every permission request without asking." xor:"answer"`
