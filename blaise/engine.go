@@ -143,16 +143,17 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(cfgPath string) (*Live, error) {
-	return e.StartAgent(cfgPath, "", e.Settings)
+	return e.StartAgent(cfgPath, "", "", e.Settings)
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
-// settings are asked instead of the engine's.
+// settings are asked instead of the engine's, opened by owner (the name of
+// its client's API token; "" for none).
 //
 // A session of an agent may have its configuration and directory from
 // elsewhere: with cfgPath "" and no Dir, the record has neither until its
 // Launcher records them (a server's, those of the runner that takes it).
-func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Live, error) {
+func (e *Engine) StartAgent(cfgPath, agent, owner string, asked session.Settings) (*Live, error) {
 	var abs string
 	var err error
 	if cfgPath != "" || agent == "" {
@@ -177,7 +178,7 @@ func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Liv
 		return nil, err
 	}
 	now := e.now()
-	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent}
+	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner}
 	session.BeginRun(rec, session.StartRun, now)
 	if err := e.Store.CreateSession(rec); err != nil {
 		lock.Release()

@@ -114,12 +114,22 @@ func (s *Server) client(h http.HandlerFunc) http.HandlerFunc {
 			fail(w, http.StatusUnauthorized, "no API token (send Authorization: Bearer bla_…)")
 			return
 		}
-		if _, err := s.Store.APIToken(tok); err != nil {
+		t, err := s.Store.APIToken(tok)
+		if err != nil {
 			fail(w, http.StatusUnauthorized, "%v", err)
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, t.Name)))
 	}
+}
+
+type ownerKey struct{}
+
+// owner is the name of the API token of a client's request: the owner of
+// the sessions it opens.
+func owner(r *http.Request) string {
+	name, _ := r.Context().Value(ownerKey{}).(string)
+	return name
 }
 
 // register exchanges a registration token for a runner credential.
@@ -277,7 +287,7 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 	ws.SetReadLimit(-1)
 	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary), nil)
 	defer nc.Close()
-	if err := s.serveACP(ctx, a, nc, nc); err != nil {
+	if err := s.serveACP(ctx, a, owner(r), nc, nc); err != nil {
 		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)
 	}
 }

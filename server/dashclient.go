@@ -8,12 +8,12 @@ import (
 	"github.com/blaiseagent/blaise-agent/sqlstore"
 )
 
-// serveACP serves the ACP front end of agent a to one client, reading its
-// messages from in and writing to out, until in ends or ctx does; then
-// the client's sessions stop as idle (L9).
-func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, in io.Reader, out io.Writer) error {
+// serveACP serves the ACP front end of agent a to one client, whose API
+// token is owner's, reading its messages from in and writing to out, until
+// in ends or ctx does; then the client's sessions stop as idle (L9).
+func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, owner string, in io.Reader, out io.Writer) error {
 	front := &acpfront.Server{
-		Sessions: acpfront.ForAgent(s.engine, a.Name, a.Settings),
+		Sessions: acpfront.ForAgent(s.engine, a.Name, owner, a.Settings),
 		// No configuration here: each runner loads its own, and the session
 		// records the one of the runner that runs it (Launch).
 		Config: "",
@@ -36,7 +36,8 @@ func (s *Server) openACP(ctx context.Context, agent string) (io.ReadWriteCloser,
 	frontIn, toFront := io.Pipe()
 	fromFront, frontOut := io.Pipe()
 	go func() {
-		if err := s.serveACP(ctx, a, frontIn, frontOut); err != nil {
+		// The dashboard's sessions have no owner: no API token opened them.
+		if err := s.serveACP(ctx, a, "", frontIn, frontOut); err != nil {
 			s.log().Debug("the dashboard's ACP connection ended", "agent", a.Name, "err", err)
 		}
 		toFront.Close() // its reader ends

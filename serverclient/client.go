@@ -170,6 +170,28 @@ func (c *Client) Sessions(ctx context.Context, agent string) ([]*session.Record,
 	return out, c.call(ctx, http.MethodGet, path, nil, &out)
 }
 
+// LastPaused returns the id of the agent's most recently paused session
+// among those opened with an API token of this client's token's name.
+func (c *Client) LastPaused(ctx context.Context, agent string) (string, error) {
+	var recs []*session.Record
+	path := server.PathSessions + "?agent=" + url.QueryEscape(agent) + "&mine=true"
+	if err := c.call(ctx, http.MethodGet, path, nil, &recs); err != nil {
+		return "", err
+	}
+	var last *session.Record
+	for _, r := range recs {
+		// Owner: a server that does not know mine lists every session,
+		// and records no owner.
+		if r.State == session.Paused && r.Owner != "" && (last == nil || r.PausedAt.After(last.PausedAt)) {
+			last = r
+		}
+	}
+	if last == nil {
+		return "", fmt.Errorf("no paused session of agent %s opened with an API token of your name to continue: see `blaise-agent sessions --server %s --agent %s`, and continue one with --session ID", agent, c.URL, agent)
+	}
+	return last.ID, nil
+}
+
 // End ends a session and returns it as it is then.
 func (c *Client) End(ctx context.Context, id string) (*session.Record, error) {
 	var out session.Record

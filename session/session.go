@@ -79,6 +79,10 @@ type Record struct {
 	// of the session runs there, wherever its command was started.
 	Dir       string    `json:"dir,omitempty"`
 	AgentName string    `json:"agent_name"`
+	// Owner, on a server, is the name of the API token whose client opened
+	// the session (`tokens api NAME`): a client's `run --continue` takes
+	// the last paused session of its own.
+	Owner string `json:"owner,omitempty"`
 	State     State     `json:"state"`
 	Created   time.Time `json:"created"`
 	Updated   time.Time `json:"updated"`

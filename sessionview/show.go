@@ -56,6 +56,9 @@ func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) e
 	if rec.Runner != "" {
 		row("runner", "%s", rec.Runner)
 	}
+	if rec.Owner != "" {
+		row("owner", "%s (its API token's name)", rec.Owner)
+	}
 	row("created", "%s", at(rec.Created))
 	row("updated", "%s", at(rec.Updated))
 	resume := "the chain can resume"

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,5 +159,119 @@ func TestL3_EndingAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "torn down reason=closed") {
 		t.Fatalf("the teardown did not run on the runner:\n%s", r.logs)
+	}
+}
+
+// runIn runs `run --server` against the lab's demo agent in dir, with the
+// API token tok, and returns its output and error.
+func (l *serverLab) runIn(dir, tok string, args ...string) (string, error) {
+	cmd := exec.Command(l.bin, append([]string{"run", "--server", l.url, "--agent", "demo"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(withoutToken(), "BLAISE_TOKEN="+tok)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestRunThroughTheServerSaysHowToContinueAndContinuesYourLast: run
+// --server ends as a local run does, saying how the session ended and the
+// --server command that continues it; --continue continues the agent's
+// most recently paused session opened with a token of the same name, not
+// another person's; an empty --session is refused.
+func TestRunThroughTheServerSaysHowToContinueAndContinuesYourLast(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	elsewhere := t.TempDir()
+	out, err := l.runIn(elsewhere, l.token, "hello")
+	if err != nil {
+		t.Fatalf("run --server: %v\n%s", err, out)
+	}
+	mine := l.sessions()[0].ID
+	want := "session " + mine + " paused (idle); continue with: blaise-agent run --server " + l.url + " --agent demo --session " + mine
+	if !strings.Contains(out, want) {
+		t.Fatalf("run --server does not say how to continue (%q):\n%s", want, out)
+	}
+	// Another person's session, paused after mine.
+	bob := l.mint("api", "bob")
+	if out, err := l.runIn(elsewhere, bob, "bob's"); err != nil {
+		t.Fatalf("bob's run --server: %v\n%s", err, out)
+	}
+	var bobs string
+	for _, r := range l.sessions() {
+		if r.ID != mine {
+			bobs = r.ID
+		}
+	}
+	out, err = l.runIn(elsewhere, l.token, "--continue", "again")
+	if err != nil || !strings.Contains(out, "echo: again") || !strings.Contains(out, "session "+mine+" paused (idle)") {
+		t.Fatalf("run --server --continue: %v\n%s", err, out)
+	}
+	if rec := l.session(mine); rec.Runs != 2 {
+		t.Fatalf("--continue: my session has %d runs, want 2", rec.Runs)
+	}
+	if rec := l.session(bobs); rec.Runs != 1 {
+		t.Fatalf("--continue resumed bob's session: %d runs", rec.Runs)
+	}
+	if n := len(l.sessions()); n != 2 {
+		t.Fatalf("--continue started a session: %d sessions", n)
+	}
+	carol := l.mint("api", "carol")
+	out, err = l.runIn(elsewhere, carol, "--continue", "hi")
+	if err == nil || !strings.Contains(out, "no paused session of agent demo opened with an API token of your name") {
+		t.Fatalf("--continue with no paused session of mine: %v\n%s", err, out)
+	}
+	out, err = l.runIn(elsewhere, l.token, "--session", "", "hi")
+	if err == nil || !strings.Contains(out, "--session: an empty session id") {
+		t.Fatalf("--session \"\": %v\n%s", err, out)
+	}
+	if n := len(l.sessions()); n != 2 {
+		t.Fatalf("a refused run started a session: %d sessions", n)
+	}
+	out, err = l.runIn(elsewhere, l.token, "--session", mine, "--end", "bye")
+	if err != nil || !strings.Contains(out, "session "+mine+" ended (closed)") {
+		t.Fatalf("run --server --session --end: %v\n%s", err, out)
+	}
+}
+
+// TestAServersSessionShowsItsRunnersConfiguration: sessions show --server
+// shows the configuration and the directory of the runner that ran the
+// session, and the runner, for sessions opened with run --server and with
+// acp --server; not the client's directory, nor the server's.
+func TestAServersSessionShowsItsRunnersConfiguration(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	elsewhere := t.TempDir()
+	if out, err := l.runIn(elsewhere, l.token, "hello"); err != nil {
+		t.Fatalf("run --server: %v\n%s", err, out)
+	}
+	c, sid := l.open()
+	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	here, err := os.Getwd() // the server's directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := l.sessions()
+	if len(recs) != 2 {
+		t.Fatalf("%d sessions, want 2", len(recs))
+	}
+	for _, rec := range recs {
+		show := l.cli("sessions", "show", rec.ID, "--server", l.url, "--token", l.token)
+		for _, want := range []string{
+			"config: " + filepath.Join(l.dir, "blaise.star"),
+			"directory: " + l.dir,
+			"runner: r1",
+			"owner: tests (its API token's name)",
+		} {
+			k, v, _ := strings.Cut(want, ": ")
+			if !regexp.MustCompile(`(?m)^` + k + `:\s+` + regexp.QuoteMeta(v) + `$`).MatchString(show) {
+				t.Errorf("sessions show %s lacks %q:\n%s", rec.ID, want, show)
+			}
+		}
+		if strings.Contains(show, elsewhere) || strings.Contains(show, here) {
+			t.Errorf("sessions show %s names the client's or the server's directory:\n%s", rec.ID, show)
+		}
 	}
 }
