@@ -16,11 +16,11 @@ func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, owner string, 
 		Sessions: acpfront.ForAgent(s.engine, a.Name, owner, a.Settings),
 		// No configuration here: each runner loads its own, and the session
 		// records the one of the runner that runs it (Launch).
-		Config: "",
-		In:       in,
-		Out:      out,
-		Log:      s.log().With("agent", a.Name),
-		Version:  s.Version,
+		Config:  "",
+		In:      in,
+		Out:     out,
+		Log:     s.log().With("agent", a.Name),
+		Version: s.Version,
 	}
 	return front.Run(ctx)
 }
