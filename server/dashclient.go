@@ -14,9 +14,8 @@ import (
 func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, owner string, in io.Reader, out io.Writer) error {
 	front := &acpfront.Server{
 		Sessions: acpfront.ForAgent(s.engine, a.Name, owner, a.Settings),
-		// No configuration here: each runner loads its own, and the session
-		// records the one of the runner that runs it (Launch).
-		Config:  "",
+		// No Config: each runner loads its own, and a session records the
+		// one of the runner that runs it (Launch).
 		In:      in,
 		Out:     out,
 		Log:     s.log().With("agent", a.Name),
