@@ -105,7 +105,7 @@ func (t *Terminal) Run(ctx context.Context) error {
 			return err
 		}
 		if left {
-			return nil
+			break
 		}
 	}
 	var rec *session.Record
@@ -128,15 +128,24 @@ func (t *Terminal) Run(ctx context.Context) error {
 	return nil
 }
 
-// settled waits until session id has settled after its client left: no
-// longer active. A signal leaves it to settle on its own.
+// settled waits until session id has settled after its client left:
+// paused, or over, or tearing down after a teardown that failed (a retry
+// is due). A signal leaves it to settle on its own.
 func (t *Terminal) settled(ctx context.Context, id string) (*session.Record, error) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		rec, err := t.Client.Session(ctx, id)
-		if err != nil || rec.State != session.Active {
-			return rec, err
+		if err != nil {
+			return nil, err
+		}
+		switch rec.State {
+		case session.Paused, session.Ended, session.Orphaned:
+			return rec, nil
+		case session.TearingDown:
+			if rec.Teardown.Attempts > 0 {
+				return rec, nil
+			}
 		}
 		select {
 		case <-ctx.Done():

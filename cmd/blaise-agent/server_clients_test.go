@@ -231,6 +231,12 @@ func TestRunThroughTheServerSaysHowToContinueAndContinuesYourLast(t *testing.T) 
 	if err != nil || !strings.Contains(out, "session "+mine+" ended (closed)") {
 		t.Fatalf("run --server --session --end: %v\n%s", err, out)
 	}
+	// Under the end policy, leaving ends the session, and run says so.
+	l.cli("agents", "set", "demo", "--server", l.url, "--token", l.token, "--idle-policy", "end")
+	out, err = l.runIn(elsewhere, l.token, "once")
+	if err != nil || !regexp.MustCompile(`session \S+ ended \(completed\)\nit was idle, and its idle policy is end`).MatchString(out) {
+		t.Fatalf("run --server under the end policy: %v\n%s", err, out)
+	}
 }
 
 // TestAServersSessionShowsItsRunnersConfiguration: sessions show --server
