@@ -107,8 +107,8 @@ func (e *APIError) Error() string {
 	return msg
 }
 
-// TokenHint is what a client refused for its API token does.
-const TokenHint = "set $BLAISE_TOKEN (blaise-agent tokens api NAME on the server's machine) or pass --token"
+// tokenHint says what a client refused for its API token does.
+const tokenHint = "set $BLAISE_TOKEN (blaise-agent tokens api NAME on the server's machine) or pass --token"
 
 // apiError is the error of an answer with status and message; a 401 of
 // the client API (api; not a runner's registration, whose token is
@@ -116,7 +116,7 @@ const TokenHint = "set $BLAISE_TOKEN (blaise-agent tokens api NAME on the server
 func apiError(status int, message string, api bool) *APIError {
 	e := &APIError{Status: status, Message: message}
 	if status == http.StatusUnauthorized && api {
-		e.Hint = TokenHint
+		e.Hint = tokenHint
 	}
 	return e
 }
