@@ -412,10 +412,22 @@ func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err err
 		return false, err
 	}
 	defer lock.Release()
-	if _, err := e.settleIfGone(id); err != nil {
+	rec, err := e.settleIfGone(id)
+	if err != nil {
 		return false, err
 	}
-	rec, err := e.Store.UpdateSession(id, func(r *session.Record) error {
+	// A teardown that cannot start now (no runner of a server's agent is
+	// connected) waits, and counts as no failed attempt: Keep sweeps it
+	// again when woken (Wake) or at its next rescan.
+	if c, ok := e.Launcher.(Checker); ok {
+		if _, due := session.Due(rec, e.now()); due {
+			if err := c.CanLaunch(rec); err != nil {
+				e.logger().Info("a teardown waits for a runner", "session", id, "err", err)
+				return false, nil
+			}
+		}
+	}
+	rec, err = e.Store.UpdateSession(id, func(r *session.Record) error {
 		reason, due := session.Due(r, e.now())
 		if !due {
 			return errNotDue

@@ -234,6 +234,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	close(rc.welcomed)
 	s.log().Info("runner connected", "agent", a.Name, "runner", runner.Name)
+	s.engine.Wake() // teardowns that waited for a runner
 	rc.serve(ctx)
 }
 

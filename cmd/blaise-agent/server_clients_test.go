@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -279,5 +280,47 @@ func TestAServersSessionShowsItsRunnersConfiguration(t *testing.T) {
 		if strings.Contains(show, elsewhere) || strings.Contains(show, here) {
 			t.Errorf("sessions show %s names the client's or the server's directory:\n%s", rec.ID, show)
 		}
+	}
+}
+
+// TestL6_AnExpiredSessionWaitsForARunnerToTearDown: a paused session that
+// expires while no runner of its agent is connected is left paused, with
+// no teardown attempt counted (it is never orphaned for want of a runner);
+// once a runner connects, it is torn down there with reason expired.
+func TestL6_AnExpiredSessionWaitsForARunnerToTearDown(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--paused-lifetime", "2s", "--teardown-backoff", "100ms", "--teardown-attempts", "2")
+	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
+	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := l.runner("r1", "blaise.star")
+	c, sid := l.open()
+	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	id := l.sessions()[0].ID
+	// Draining, the runner takes no more runs; the session pauses only
+	// then, and expires with no runner.
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+	testsupport.Eventually(t, "the server says the teardown waits for a runner", func() bool {
+		return strings.Contains(l.logs.String(), "a teardown waits for a runner session="+id)
+	})
+	if rec := l.session(id); rec.State != session.Paused || rec.Teardown.Attempts != 0 || rec.Runs != 1 {
+		t.Fatalf("an expired session with no runner: %s, %d teardown attempts, %d runs; want paused, none, 1", rec.State, rec.Teardown.Attempts, rec.Runs)
+	}
+	r = l.runner("r1", "blaise.star")
+	testsupport.Eventually(t, "the session is torn down on the runner", func() bool { return l.session(id).State == session.Ended })
+	if rec := l.session(id); rec.EndReason != session.Expired || rec.Teardown.Attempts != 0 {
+		t.Fatalf("ended %s after %d failed attempts; want expired after none", rec.EndReason, rec.Teardown.Attempts)
+	}
+	if !strings.Contains(r.logs.String(), "torn down reason=expired") {
+		t.Fatalf("the teardown did not run on the runner:\n%s", r.logs)
 	}
 }
