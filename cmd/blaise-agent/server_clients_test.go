@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -121,20 +120,11 @@ func TestListenRefusesAnInvalidNameBeforeRegistering(t *testing.T) {
 func TestL3_EndingAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--teardown-attempts", "3")
-	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
-	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
-	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.writeCleaner()
 	r := l.runner("r1", "blaise.star")
 	l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello")
 	id := l.sessions()[0].ID
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Wait(); err != nil {
-		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
-	}
+	l.drain(r)
 	before := l.session(id)
 	if before.State != session.Paused {
 		t.Fatalf("before: %s", before.State)
@@ -290,11 +280,7 @@ func TestAServersSessionShowsItsRunnersConfiguration(t *testing.T) {
 func TestL6_AnExpiredSessionWaitsForARunnerToTearDown(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--paused-lifetime", "2s", "--teardown-backoff", "100ms", "--teardown-attempts", "2")
-	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
-	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
-	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.writeCleaner()
 	r := l.runner("r1", "blaise.star")
 	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
@@ -303,12 +289,7 @@ func TestL6_AnExpiredSessionWaitsForARunnerToTearDown(t *testing.T) {
 	id := l.sessions()[0].ID
 	// Draining, the runner takes no more runs; the session pauses only
 	// then, and expires with no runner.
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Wait(); err != nil {
-		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
-	}
+	l.drain(r)
 	testsupport.Eventually(t, "the server says the teardown waits for a runner", func() bool {
 		return strings.Contains(l.logs.String(), "a teardown waits for a runner session="+id)
 	})

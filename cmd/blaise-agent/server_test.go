@@ -108,6 +108,29 @@ func (l *serverLab) cli(args ...string) string {
 	return string(out)
 }
 
+// writeCleaner writes a configuration with a plug that logs the reason of
+// each teardown: "torn down reason=R".
+func (l *serverLab) writeCleaner() {
+	l.t.Helper()
+	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
+	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// drain stops runner r with SIGTERM and waits until it has drained and
+// exited: the server stopped its live runs as idle.
+func (l *serverLab) drain(r *labRunner) {
+	l.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		l.t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+}
+
 // mint runs `tokens ARGS` on the server's store and returns the token it
 // prints: its standard output is the token alone.
 func (l *serverLab) mint(args ...string) string {
@@ -429,12 +452,7 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
 	id := l.sessions()[0].ID
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Wait(); err != nil {
-		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
-	}
+	l.drain(r)
 	rec := l.session(id)
 	if rec.State != session.Paused || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
 		t.Fatalf("after the drain: %s %+v", rec.State, rec.Pause)
@@ -783,11 +801,7 @@ func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s", "--paused-lifetime", "2s")
-	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
-	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
-	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.writeCleaner()
 	r := l.runner("r1", "blaise.star")
 	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
