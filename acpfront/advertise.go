@@ -65,6 +65,17 @@ func (s *Server) advertise(clientParams []byte) (told, known []byte) {
 	return told, known
 }
 
+// ofConfig tells whether r is a session of the front end's configuration.
+// The sessions of a server's agent are all those Sessions lists: each
+// runner has a configuration of its own.
+func (s *Server) ofConfig(r *lifecycle.Record) bool {
+	if r.AgentName != "" {
+		return true
+	}
+	cfg, _ := filepath.Abs(s.Config)
+	return r.Config == cfg
+}
+
 // lastInitResult finds the chain's answer to initialize in the transcripts
 // of the newest sessions of the configuration.
 func (s *Server) lastInitResult() []byte {
@@ -72,11 +83,10 @@ func (s *Server) lastInitResult() []byte {
 	if err != nil {
 		return nil
 	}
-	cfg, _ := filepath.Abs(s.Config)
 	slices.SortFunc(recs, func(a, b *lifecycle.Record) int { return b.Created.Compare(a.Created) })
 	tried := 0
 	for _, r := range recs {
-		if r.Config != cfg {
+		if !s.ofConfig(r) {
 			continue
 		}
 		if res := initResult(s.Sessions, r.ID); res != nil {
@@ -132,7 +142,6 @@ func (c *conn) listSessions(m *acp.Message) {
 		c.replyError(m.ID, acp.InternalError, "Internal error", map[string]string{"reason": "listing the sessions: " + err.Error()})
 		return
 	}
-	cfg, _ := filepath.Abs(c.srv.Config)
 	slices.SortFunc(recs, func(a, b *lifecycle.Record) int { return b.Updated.Compare(a.Updated) })
 	type info struct {
 		SessionID string `json:"sessionId"`
@@ -142,7 +151,7 @@ func (c *conn) listSessions(m *acp.Message) {
 	list := []info{}
 	now := time.Now()
 	for _, r := range recs {
-		if r.Config != cfg || r.ACPSessionID == "" || (r.State != lifecycle.Paused && r.State != lifecycle.Active) {
+		if !c.srv.ofConfig(r) || r.ACPSessionID == "" || (r.State != lifecycle.Paused && r.State != lifecycle.Active) {
 			continue
 		}
 		if _, due := lifecycle.Due(r, now); due {

@@ -57,22 +57,24 @@ type Run interface {
 // FromEngine returns the sessions of a lifecycle engine.
 func FromEngine(e *blaise.Engine) Sessions { return engineSessions{e: e} }
 
-// ForAgent returns the sessions of a server's named agent: new ones get
-// its name and settings, and only its sessions are listed.
-func ForAgent(e *blaise.Engine, agent string, settings lifecycle.Settings) Sessions {
-	return engineSessions{e: e, agent: agent, settings: settings}
+// ForAgent returns the sessions of a server's named agent, for a client
+// whose API token is owner's: new ones get the agent's name and settings
+// and the owner, and only the agent's sessions are listed.
+func ForAgent(e *blaise.Engine, agent, owner string, settings lifecycle.Settings) Sessions {
+	return engineSessions{e: e, agent: agent, owner: owner, settings: settings}
 }
 
 type engineSessions struct {
 	e        *blaise.Engine
 	agent    string // "": the sessions of this machine
+	owner    string
 	settings lifecycle.Settings
 }
 
 func (s engineSessions) Start(config string) (Run, error) {
 	start := s.e.Start
 	if s.agent != "" {
-		start = func(config string) (*blaise.Live, error) { return s.e.StartAgent(config, s.agent, s.settings) }
+		start = func(config string) (*blaise.Live, error) { return s.e.StartAgent(config, s.agent, s.owner, s.settings) }
 	}
 	l, err := start(config)
 	if err != nil {

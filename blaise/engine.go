@@ -147,22 +147,30 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(cfgPath string) (*Live, error) {
-	return e.StartAgent(cfgPath, "", e.Settings)
+	return e.StartAgent(cfgPath, "", "", e.Settings)
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
-// settings are asked instead of the engine's.
-func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Live, error) {
-	abs, err := filepath.Abs(cfgPath)
-	if err != nil {
-		return nil, err
+// settings are asked instead of the engine's, opened by owner (the name of
+// its client's API token; "" for none).
+//
+// A session of an agent may have its configuration and directory from
+// elsewhere: with cfgPath "" and no Dir, the record has neither until its
+// Launcher records them (a server's, those of the runner that takes it).
+func (e *Engine) StartAgent(cfgPath, agent, owner string, asked session.Settings) (*Live, error) {
+	var abs string
+	var err error
+	if cfgPath != "" || agent == "" {
+		if abs, err = filepath.Abs(cfgPath); err != nil {
+			return nil, err
+		}
 	}
 	settings, err := NormalizeSettings(asked)
 	if err != nil {
 		return nil, err
 	}
 	dir := e.Dir
-	if dir == "" {
+	if dir == "" && abs != "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("the working directory of the session: %w", err)
 		}
@@ -174,7 +182,7 @@ func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Liv
 		return nil, err
 	}
 	now := e.now()
-	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent}
+	rec := &session.Record{ID: id, Config: abs, Dir: dir, State: session.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner}
 	session.BeginRun(rec, session.StartRun, now)
 	if err := e.Store.CreateSession(rec); err != nil {
 		lock.Release()
@@ -292,6 +300,11 @@ func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
 	if rec.State == session.Ended {
 		return rec, nil
 	}
+	if c, ok := e.Launcher.(Checker); ok {
+		if err := c.CanLaunch(rec); err != nil {
+			return nil, err
+		}
+	}
 	rec, err = e.Store.UpdateSession(id, func(r *session.Record) error {
 		if r.State == session.Paused {
 			r.EndReason = session.Closed
@@ -403,10 +416,22 @@ func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err err
 		return false, err
 	}
 	defer lock.Release()
-	if _, err := e.settleIfGone(id); err != nil {
+	rec, err := e.settleIfGone(id)
+	if err != nil {
 		return false, err
 	}
-	rec, err := e.Store.UpdateSession(id, func(r *session.Record) error {
+	// A teardown that cannot start now (no runner of a server's agent is
+	// connected) waits, and counts as no failed attempt: Keep sweeps it
+	// again when woken (Wake) or at its next rescan.
+	if c, ok := e.Launcher.(Checker); ok {
+		if _, due := session.Due(rec, e.now()); due {
+			if err := c.CanLaunch(rec); err != nil {
+				e.logger().Info("a teardown waits for a runner", "session", id, "err", err)
+				return false, nil
+			}
+		}
+	}
+	rec, err = e.Store.UpdateSession(id, func(r *session.Record) error {
 		reason, due := session.Due(r, e.now())
 		if !due {
 			return errNotDue

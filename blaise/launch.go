@@ -16,6 +16,16 @@ type Launcher interface {
 	Launch(Launch) (Process, error)
 }
 
+// Checker is a Launcher that may have nowhere to start a run (a server
+// with no runner of the session's agent connected). End, and Keep before
+// an expiry's teardown or a retry, ask it before they change the session:
+// a teardown that cannot start now is no failed attempt, and the session
+// is left as it was (L3).
+type Checker interface {
+	// CanLaunch says why no run of rec can start now; nil: one can.
+	CanLaunch(rec *session.Record) error
+}
+
 // Launch is a run to start.
 type Launch struct {
 	Record *session.Record

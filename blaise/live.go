@@ -309,7 +309,7 @@ func (l *Live) wait() {
 	if rerr == nil && l.e.Settled != nil {
 		l.e.Settled(rec)
 	}
-	l.e.wakeKeeper() // the session at rest may be due some day
+	l.e.Wake() // the session at rest may be due some day
 }
 
 // reported reports whether the run sent a report of kind k.

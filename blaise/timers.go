@@ -160,7 +160,9 @@ func (e *Engine) keeperWake() chan struct{} {
 	return e.wakeCh
 }
 
-func (e *Engine) wakeKeeper() {
+// Wake has Keep sweep now: what a session due waits for may be there (a
+// run ended; a server's runner connected).
+func (e *Engine) Wake() {
 	select {
 	case e.keeperWake() <- struct{}{}:
 	default:

@@ -188,7 +188,8 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	frames := runnerproto.NewConn(first)
 	alive := r.alive()
-	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable()}
+	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable(),
+		Config: r.ConfigPath, Dir: r.Dir}
 	for _, rn := range alive {
 		hello.Runs = append(hello.Runs, rn.ref)
 	}

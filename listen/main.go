@@ -13,6 +13,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/serverclient"
+	"github.com/blaiseagent/blaise-agent/sqlstore"
 	"github.com/charmbracelet/log"
 )
 
@@ -54,7 +55,7 @@ func Main(ctx context.Context, o Options) error {
 		if err != nil {
 			return fmt.Errorf("the runner's name: %w (give one with --name)", err)
 		}
-		o.Name = strings.ToLower(strings.SplitN(host, ".", 2)[0])
+		o.Name = DefaultName(host)
 	}
 	if o.Credential == "" {
 		o.Credential = DefaultCredential(o.Name)
@@ -69,6 +70,12 @@ func Main(ctx context.Context, o Options) error {
 	}
 	cred, err := serverclient.ReadCredential(o.Credential)
 	if errors.Is(err, fs.ErrNotExist) && o.RegisterToken != "" {
+		// The server refuses the name too; said here, it names the flag
+		// and a name that would do, and the registration token is not
+		// spent on a refusal.
+		if nerr := sqlstore.CheckName("runner", o.Name); nerr != nil {
+			return fmt.Errorf("--name: %w; for example --name %s", nerr, DefaultName(o.Name))
+		}
 		cred, err = serverclient.Register(ctx, o.Server, o.HTTP, o.RegisterToken, o.Name, o.Credential)
 		if err == nil {
 			o.Log.Info("registered", "runner", o.Name, "credential", o.Credential)
@@ -96,6 +103,27 @@ func Main(ctx context.Context, o Options) error {
 		Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP,
 	}
 	return r.Run(ctx)
+}
+
+// DefaultName is the runner name made of a host name: its first label,
+// lowercased, with each character that may not be in a name (a letter,
+// a digit or '-') replaced by '-', at most 63 characters; "runner" if
+// nothing is left.
+func DefaultName(host string) string {
+	label, _, _ := strings.Cut(strings.ToLower(host), ".")
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, label)
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	if name = strings.TrimLeft(name, "-"); name == "" {
+		return "runner"
+	}
+	return name
 }
 
 // sessionEnv is this process's environment without Blaise credentials:

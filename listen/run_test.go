@@ -9,6 +9,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
+	"github.com/blaiseagent/blaise-agent/sqlstore"
 	"github.com/charmbracelet/log"
 )
 
@@ -63,5 +64,30 @@ func TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged(t *testing.T) {
 				t.Fatalf("the runner logged %q, want %q with the session", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestARunnersDefaultNameIsValidForAnyHostName: the name made of a host
+// name is one the server accepts, and a host name that is one already
+// keeps its name (and with it its credential file).
+func TestARunnersDefaultNameIsValidForAnyHostName(t *testing.T) {
+	for host, want := range map[string]string{
+		"build-7":               "build-7",
+		"Build-7.example.com":   "build-7",
+		"MacBook-Pro.local":     "macbook-pro",
+		"my_host":               "my-host",
+		"_ci_":                  "ci-",
+		"ünïcode":               "n-code",
+		"":                      "runner",
+		"...":                   "runner",
+		strings.Repeat("a", 70): strings.Repeat("a", 63),
+	} {
+		got := DefaultName(host)
+		if got != want {
+			t.Errorf("DefaultName(%q) = %q, want %q", host, got, want)
+		}
+		if err := sqlstore.CheckName("runner", got); err != nil {
+			t.Errorf("DefaultName(%q): %v", host, err)
+		}
 	}
 }

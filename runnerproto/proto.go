@@ -100,6 +100,11 @@ type Frame struct {
 	// NotResumable the plugs that cannot.
 	Resumable    bool     `json:"resumable,omitempty"`
 	NotResumable []string `json:"not_resumable,omitempty"`
+	// Config and Dir, in hello: the runner's blaise.star (absolute) and
+	// the directory its session processes run in, recorded in the sessions
+	// it runs. A runner before them says neither.
+	Config string `json:"config,omitempty"`
+	Dir    string `json:"dir,omitempty"`
 	// Runs, in hello: the runs the runner still has; in welcome: those the
 	// server takes back (the runner stops the others).
 	Runs []RunRef `json:"runs,omitempty"`

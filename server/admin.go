@@ -15,28 +15,30 @@ import (
 // The admin's commands work on the server's store directly: who may run
 // them is who may read the data directory (or the database).
 
-// MintRegistration mints a registration token and prints it, once.
-func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w io.Writer) error {
+// MintRegistration mints a registration token and prints it, once: the
+// token alone on w, for $(…), and how to use it on note.
+func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w, note io.Writer) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
 		r, err := s.MintRegistration(ttl)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "%s\n", r.Token)
-		fmt.Fprintf(w, "# registers one runner, once, until %s; it is not shown again:\n#   blaise-agent listen --register-token %s …\n", r.Expires.Local().Format(time.DateTime), r.Token)
+		fmt.Fprintf(note, "# registers one runner, once, until %s; it is not shown again:\n#   blaise-agent listen --register-token %s …\n", r.Expires.Local().Format(time.DateTime), r.Token)
 		return nil
 	})
 }
 
 // MintAPIToken mints an API token for a client named name and prints it,
-// once.
-func MintAPIToken(ctx context.Context, o StoreOptions, name string, w io.Writer) error {
+// once: the token alone on w, for $(…), and what it is on note.
+func MintAPIToken(ctx context.Context, o StoreOptions, name string, w, note io.Writer) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
 		tok, id, err := s.MintAPIToken(name)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s\n# API token %s for %s; it is not shown again: export BLAISE_TOKEN=%s\n", tok, id, name, tok)
+		fmt.Fprintf(w, "%s\n", tok)
+		fmt.Fprintf(note, "# API token %s for %s; it is not shown again: export BLAISE_TOKEN=%s\n", id, name, tok)
 		return nil
 	})
 }

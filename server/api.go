@@ -75,7 +75,7 @@ func failErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, sqlstore.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, blaise.ErrNoRun), errors.Is(err, blaise.ErrRunHeld):
+	case errors.Is(err, blaise.ErrNoRun), errors.Is(err, blaise.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
 		status = http.StatusConflict
 	}
 	fail(w, status, "%v", err)
@@ -111,15 +111,25 @@ func (s *Server) client(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok := bearer(r)
 		if tok == "" {
-			fail(w, http.StatusUnauthorized, "no API token: send Authorization: Bearer bla_…")
+			fail(w, http.StatusUnauthorized, "no API token (send Authorization: Bearer bla_…)")
 			return
 		}
-		if _, err := s.Store.APIToken(tok); err != nil {
+		t, err := s.Store.APIToken(tok)
+		if err != nil {
 			fail(w, http.StatusUnauthorized, "%v", err)
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, t.Name)))
 	}
+}
+
+type ownerKey struct{}
+
+// owner is the name of the API token of a client's request: the owner of
+// the sessions it opens.
+func owner(r *http.Request) string {
+	name, _ := r.Context().Value(ownerKey{}).(string)
+	return name
 }
 
 // register exchanges a registration token for a runner credential.
@@ -196,7 +206,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this connection speaks %d", hello.Version, version))
 		return
 	}
-	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{s: s, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, config: hello.Config, dir: hello.Dir, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	// The runs the runner still has, the server takes back, those of its
 	// connection that broke and those it had before it restarted; the
 	// runner stops the others.
@@ -224,6 +234,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	close(rc.welcomed)
 	s.log().Info("runner connected", "agent", a.Name, "runner", runner.Name)
+	s.engine.Wake() // teardowns that waited for a runner
 	rc.serve(ctx)
 }
 
@@ -277,7 +288,7 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 	ws.SetReadLimit(-1)
 	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary), nil)
 	defer nc.Close()
-	if err := s.serveACP(ctx, a, nc, nc); err != nil {
+	if err := s.serveACP(ctx, a, owner(r), nc, nc); err != nil {
 		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)
 	}
 }

@@ -8,21 +8,18 @@ import (
 	"github.com/blaiseagent/blaise-agent/sqlstore"
 )
 
-// serveACP serves the ACP front end of agent a to one client, reading its
-// messages from in and writing to out, until in ends or ctx does; then
-// the client's sessions stop as idle (L9).
-func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, in io.Reader, out io.Writer) error {
-	config := a.Config
-	if config == "" {
-		config = "blaise.star" // each runner loads its own
-	}
+// serveACP serves the ACP front end of agent a to one client, whose API
+// token is owner's, reading its messages from in and writing to out, until
+// in ends or ctx does; then the client's sessions stop as idle (L9).
+func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, owner string, in io.Reader, out io.Writer) error {
 	front := &acpfront.Server{
-		Sessions: acpfront.ForAgent(s.engine, a.Name, a.Settings),
-		Config:   config,
-		In:       in,
-		Out:      out,
-		Log:      s.log().With("agent", a.Name),
-		Version:  s.Version,
+		Sessions: acpfront.ForAgent(s.engine, a.Name, owner, a.Settings),
+		// No Config: each runner loads its own, and a session records the
+		// one of the runner that runs it (Launch).
+		In:      in,
+		Out:     out,
+		Log:     s.log().With("agent", a.Name),
+		Version: s.Version,
 	}
 	return front.Run(ctx)
 }
@@ -38,7 +35,8 @@ func (s *Server) openACP(ctx context.Context, agent string) (io.ReadWriteCloser,
 	frontIn, toFront := io.Pipe()
 	fromFront, frontOut := io.Pipe()
 	go func() {
-		if err := s.serveACP(ctx, a, frontIn, frontOut); err != nil {
+		// The dashboard's sessions have no owner: no API token opened them.
+		if err := s.serveACP(ctx, a, "", frontIn, frontOut); err != nil {
 			s.log().Debug("the dashboard's ACP connection ended", "agent", a.Name, "err", err)
 		}
 		toFront.Close() // its reader ends

@@ -135,9 +135,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	agent := r.URL.Query().Get("agent")
+	// mine: the sessions opened with an API token of the caller's name.
+	mine := r.URL.Query().Get("mine") == "true"
 	out := []*session.Record{}
 	for _, rec := range recs {
-		if agent == "" || rec.AgentName == agent {
+		if (agent == "" || rec.AgentName == agent) && (!mine || rec.Owner == owner(r)) {
 			out = append(out, rec)
 		}
 	}

@@ -18,6 +18,9 @@ type runnerConn struct {
 	name  string
 	id    string // its credential's
 	build string // the runner's blaise-agent version
+	// config and dir are the runner's blaise.star and where its runs run,
+	// as it said in its hello; "" when it did not.
+	config, dir string
 	// version is the runner protocol's: from 4 on, a run's messages toward
 	// the client come in its transcript appends.
 	version int
@@ -134,10 +137,11 @@ func (rc *runnerConn) takesRuns() bool {
 func (s *Server) Launch(run blaise.Launch) (blaise.Process, error) {
 	rc := s.pickRunner(run.Record.AgentName, run.Record.RunnerID)
 	if rc == nil {
-		return nil, fmt.Errorf("session %s: no runner of agent %s is connected (start one with `blaise-agent listen --agent %s`)", run.Record.ID, run.Record.AgentName, run.Record.AgentName)
+		return nil, noRunner(run.Record)
 	}
 	if _, err := s.Store.UpdateSession(run.Record.ID, func(r *session.Record) error {
 		r.Runner, r.RunnerID = rc.name, rc.id
+		r.Config, r.Dir = rc.config, rc.dir
 		return nil
 	}); err != nil {
 		return nil, err
@@ -147,6 +151,26 @@ func (s *Server) Launch(run blaise.Launch) (blaise.Process, error) {
 		return nil, fmt.Errorf("session %s: %w", run.Record.ID, err)
 	}
 	return p, nil
+}
+
+// CanLaunch says whether a runner of rec's agent is connected (blaise.Checker).
+func (s *Server) CanLaunch(rec *session.Record) error {
+	if s.pickRunner(rec.AgentName, rec.RunnerID) == nil {
+		return noRunner(rec)
+	}
+	return nil
+}
+
+// NoRunnerError is the error of a run that no runner of its agent is
+// connected to start.
+type NoRunnerError struct{ Session, Agent string }
+
+func (e *NoRunnerError) Error() string {
+	return fmt.Sprintf("session %s: no runner of agent %s is connected (start one with `blaise-agent listen --agent %s`)", e.Session, e.Agent, e.Agent)
+}
+
+func noRunner(rec *session.Record) error {
+	return &NoRunnerError{Session: rec.ID, Agent: rec.AgentName}
 }
 
 func (s *Server) pickRunner(agent, prefer string) *runnerConn {

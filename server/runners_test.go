@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/runnerproto"
 	"github.com/blaiseagent/blaise-agent/runstore"
@@ -387,5 +388,47 @@ func TestIssue13_ARunnerOfVersion3IsServed(t *testing.T) {
 			t.Errorf("a run of a runner of version %d: %+v, carries its messages in its transcript: %v", version, p, p != nil && p.CarriesMessages())
 		}
 		mux.Close()
+	}
+}
+
+// TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession: a
+// session records the configuration and directory of the runner that
+// takes its run, as the runner's hello says them. A runner from before
+// hello carried them says neither, and the session then has none: not
+// another runner's, nor the front end's.
+func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.T) {
+	l := newLab(t)
+	_, frames, _ := l.helloFrames(l.cred) // a hello without config and dir
+	ref := l.inProgress("demo", l.runnerID, 1, true)
+	if _, err := l.store.UpdateSession(ref.Session, func(r *session.Record) error {
+		r.Config, r.Dir = "/srv/other-runner/blaise.star", "/srv/other-runner"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := l.store.Session(ref.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launched := make(chan error, 1)
+	go func() {
+		_, err := l.s.Launch(blaise.Launch{Record: rec})
+		launched <- err
+	}()
+	f, err := frames.Receive()
+	if err != nil || f.Kind != runnerproto.KindLaunch {
+		t.Fatalf("the runner got %+v %v, want a launch", f, err)
+	}
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunched, Run: &f.Launch.RunRef, Error: "not this time"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-launched; err == nil || !strings.Contains(err.Error(), "not this time") {
+		t.Fatalf("launch: %v", err)
+	}
+	if rec, err = l.store.Session(ref.Session); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Runner != "r1" || rec.Config != "" || rec.Dir != "" {
+		t.Fatalf("the session of a runner that said nothing: runner %q, config %q, directory %q; want r1 and none", rec.Runner, rec.Config, rec.Dir)
 	}
 }

@@ -54,6 +54,9 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	if err != nil {
 		return fmt.Errorf("server %s: %w", c.URL, err)
 	}
+	if err := checkToken(c.Token); err != nil {
+		return err
+	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
@@ -73,7 +76,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return &APIError{Status: resp.StatusCode, Message: e.Error}
+		return apiError(resp.StatusCode, e.Error, path != runnerproto.PathRegister)
 	}
 	if out == nil {
 		return nil
@@ -92,10 +95,40 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 type APIError struct {
 	Status  int
 	Message string
+	// Hint says what a person does about it.
+	Hint string
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("server: %s (%d %s)", e.Message, e.Status, http.StatusText(e.Status))
+	msg := fmt.Sprintf("server: %s (%d %s)", e.Message, e.Status, http.StatusText(e.Status))
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+// tokenHint says what a client refused for its API token does.
+const tokenHint = "set $BLAISE_TOKEN (blaise-agent tokens api NAME on the server's machine) or pass --token"
+
+// apiError is the error of an answer with status and message; a 401 of
+// the client API (api; not a runner's registration, whose token is
+// another) says how to get an API token.
+func apiError(status int, message string, api bool) *APIError {
+	e := &APIError{Status: status, Message: message}
+	if status == http.StatusUnauthorized && api {
+		e.Hint = tokenHint
+	}
+	return e
+}
+
+// checkToken refuses a token that cannot be sent in a header, saying
+// what is wrong rather than leaving net/http to say the header is bad:
+// often $BLAISE_TOKEN holds more than the token.
+func checkToken(tok string) error {
+	if i := strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return fmt.Errorf("the API token (--token or $BLAISE_TOKEN) has a space or a control character at byte %d: it must be the token alone (bla_…), as `blaise-agent tokens api NAME` prints it on its standard output", i)
+	}
+	return nil
 }
 
 // Agents lists the server's agents.
@@ -137,6 +170,28 @@ func (c *Client) Sessions(ctx context.Context, agent string) ([]*session.Record,
 	return out, c.call(ctx, http.MethodGet, path, nil, &out)
 }
 
+// LastPaused returns the id of the agent's most recently paused session
+// among those opened with an API token of this client's token's name.
+func (c *Client) LastPaused(ctx context.Context, agent string) (string, error) {
+	var recs []*session.Record
+	path := server.PathSessions + "?agent=" + url.QueryEscape(agent) + "&mine=true"
+	if err := c.call(ctx, http.MethodGet, path, nil, &recs); err != nil {
+		return "", err
+	}
+	var last *session.Record
+	for _, r := range recs {
+		// Owner: a server that does not know mine lists every session,
+		// and records no owner.
+		if r.State == session.Paused && r.Owner != "" && (last == nil || r.PausedAt.After(last.PausedAt)) {
+			last = r
+		}
+	}
+	if last == nil {
+		return "", fmt.Errorf("no paused session of agent %s opened with an API token of your name to continue: see `blaise-agent sessions --server %s --agent %s`, and continue one with --session ID", agent, c.URL, agent)
+	}
+	return last.ID, nil
+}
+
 // End ends a session and returns it as it is then.
 func (c *Client) End(ctx context.Context, id string) (*session.Record, error) {
 	var out session.Record
@@ -165,6 +220,9 @@ func (c *Client) Resolve(ctx context.Context, id string) (*session.Record, error
 // DialACP connects to an agent's ACP endpoint: ACP messages, one per line,
 // both ways.
 func (c *Client) DialACP(ctx context.Context, agent string) (net.Conn, error) {
+	if err := checkToken(c.Token); err != nil {
+		return nil, err
+	}
 	u := wsURL(c.URL) + server.PathAgents + "/" + url.PathEscape(agent) + "/acp"
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
 		HTTPClient:   c.HTTP,
@@ -178,7 +236,7 @@ func (c *Client) DialACP(ctx context.Context, agent string) (net.Conn, error) {
 				Error string `json:"error"`
 			}
 			if json.Unmarshal(b, &e) == nil && e.Error != "" {
-				return nil, &APIError{Status: resp.StatusCode, Message: e.Error}
+				return nil, apiError(resp.StatusCode, e.Error, true)
 			}
 		}
 		return nil, fmt.Errorf("server %s: %w", c.URL, err)

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/internal/exitcode"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/termrun"
 )
 
 // Terminal is `run --server`: a session of a server's agent in the
@@ -16,6 +20,9 @@ type Terminal struct {
 	Agent   string
 	Term    *client.Terminal
 	Session string // continue this paused session; "": a new one
+	// Continue continues the agent's most recently paused session of
+	// this client's API token's name (Client.LastPaused).
+	Continue bool
 	// Prompts are sent one after the other; with none, Read gives them
 	// until it returns false.
 	Prompts []string
@@ -28,7 +35,9 @@ type Terminal struct {
 }
 
 // Run opens the session, runs the prompts and leaves: the server pauses
-// the session (or, with End, ends it).
+// the session (or, with End, ends it). It then says where the session
+// stands, as a local run does, with the --server form of the command that
+// continues it.
 func (t *Terminal) Run(ctx context.Context) error {
 	if t.Agent == "" {
 		return errors.New("--server needs --agent: the agent whose session to run")
@@ -44,6 +53,13 @@ func (t *Terminal) Run(ctx context.Context) error {
 		}
 	}()
 	defer giveUp()
+	if t.Continue {
+		id, err := t.Client.LastPaused(openCtx, t.Agent)
+		if err != nil {
+			return err
+		}
+		t.Session = id
+	}
 	t.Term.Busy("connecting")
 	conn, err := t.Client.DialACP(openCtx, t.Agent)
 	if err != nil {
@@ -89,15 +105,55 @@ func (t *Terminal) Run(ctx context.Context) error {
 			return err
 		}
 		if left {
-			return nil
+			break
 		}
 	}
+	var rec *session.Record
 	if t.End {
-		rec, err := t.Client.End(ctx, sid)
-		if err != nil {
+		if rec, err = t.Client.End(ctx, sid); err != nil {
 			return err
 		}
-		t.Term.Log(fmt.Sprintf("session %s ended (%s)", rec.ID, rec.EndReason))
+	} else {
+		// Leaving stops the run as idle (L9): it pauses, or ends under the
+		// end policy.
+		conn.Close()
+		if rec, err = t.settled(ctx, sid); err != nil {
+			return err
+		}
+	}
+	resume := fmt.Sprintf("blaise-agent run --server %s --agent %s", t.Client.URL, t.Agent)
+	if err := termrun.Describe(rec, rec.Settings, resume); err != nil {
+		return &exitcode.Error{Code: 1, Err: err}
 	}
 	return nil
+}
+
+// settled waits until session id has settled after its client left:
+// paused, or over, or tearing down after a teardown that failed (a retry
+// is due). A signal leaves it to settle on its own.
+func (t *Terminal) settled(ctx context.Context, id string) (*session.Record, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rec, err := t.Client.Session(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		switch rec.State {
+		case session.Paused, session.Ended, session.Orphaned:
+			return rec, nil
+		case session.TearingDown:
+			if rec.Teardown.Attempts > 0 {
+				return rec, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.Sig:
+			fmt.Fprintf(os.Stderr, "\nleft; session %s settles on its own (see blaise-agent sessions --server %s)\n", id, t.Client.URL)
+			return nil, &exitcode.Error{Code: 130, Err: errors.New("interrupted")}
+		case <-tick.C:
+		}
+	}
 }

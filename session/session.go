@@ -77,12 +77,16 @@ type Record struct {
 	Config string `json:"config"` // absolute path of the blaise.star
 	// Dir is the working directory of the session's first run: every run
 	// of the session runs there, wherever its command was started.
-	Dir       string    `json:"dir,omitempty"`
-	AgentName string    `json:"agent_name"`
-	State     State     `json:"state"`
-	Created   time.Time `json:"created"`
-	Updated   time.Time `json:"updated"`
-	Runs      int       `json:"runs"` // runs started so far
+	Dir       string `json:"dir,omitempty"`
+	AgentName string `json:"agent_name"`
+	// Owner, on a server, is the name of the API token whose client opened
+	// the session (`tokens api NAME`): a client's `run --continue` takes
+	// the last paused session of its own.
+	Owner   string    `json:"owner,omitempty"`
+	State   State     `json:"state"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Runs    int       `json:"runs"` // runs started so far
 	// Settings are in force; until the first run has loaded the
 	// configuration they are Asked's, normalized.
 	Settings Settings `json:"settings"`

@@ -39,12 +39,25 @@ func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) e
 		state += " (" + string(rec.EndReason) + ")"
 	}
 	row("state", "%s", state)
-	row("config", "%s", rec.Config)
+	// A server's session has its runner's configuration and directory, as
+	// the runner said; one that no runner has run, or whose runner did not
+	// say (an older blaise-agent), has none to show.
+	config := rec.Config
+	if config == "" {
+		config = "unknown"
+	}
+	row("config", "%s", config)
 	if rec.Dir != "" {
 		row("directory", "%s", rec.Dir)
 	}
 	if rec.AgentName != "" {
 		row("agent", "%s", rec.AgentName)
+	}
+	if rec.Runner != "" {
+		row("runner", "%s", rec.Runner)
+	}
+	if rec.Owner != "" {
+		row("owner", "%s (its API token's name)", rec.Owner)
 	}
 	row("created", "%s", at(rec.Created))
 	row("updated", "%s", at(rec.Updated))
@@ -87,11 +100,7 @@ func Show(out io.Writer, st *blaise.Store, rec *session.Record, now time.Time) e
 	s := rec.Settings
 	row("settings", "idle policy %s, paused lifetime %s, inactivity limit %s, timeout %s, startup limit %s",
 		s.IdlePolicy, s.PausedLifetime, s.InactivityLimit, s.Timeout, s.StartupLimit)
-	if st == nil {
-		if rec.Runner != "" {
-			row("runner", "%s", rec.Runner)
-		}
-	} else {
+	if st != nil {
 		if err := stored(w, st, rec); err != nil {
 			return err
 		}

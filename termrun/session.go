@@ -261,7 +261,7 @@ func (t *terminalRun) report(end bool) error {
 			return errors.Join(failure, fmt.Errorf("session %s: ending it: %w", s.live.ID, err))
 		}
 	}
-	if err := describe(rec, s.settings); err != nil {
+	if err := Describe(rec, s.settings, "blaise-agent run"); err != nil {
 		failure = errors.Join(failure, err)
 	}
 	if failure == nil && t.failed > 0 {
@@ -273,12 +273,14 @@ func (t *terminalRun) report(end bool) error {
 	return nil
 }
 
-// describe says where the session stands; the error says why a session
-// ended by its timeout, or whose teardown failed, is not fine.
-func describe(rec *session.Record, st session.Settings) error {
+// Describe says on stderr where the session stands, and for a paused one
+// the command that continues it: run, the command that ran it, with
+// --session. The error says why a session ended by its timeout, or whose
+// teardown failed, is not fine.
+func Describe(rec *session.Record, st session.Settings, run string) error {
 	switch rec.State {
 	case session.Paused:
-		fmt.Fprintf(os.Stderr, "session %s paused (%s); continue with: blaise-agent run --session %s\n", rec.ID, rec.Pause.Reason, rec.ID)
+		fmt.Fprintf(os.Stderr, "session %s paused (%s); continue with: %s --session %s\n", rec.ID, rec.Pause.Reason, run, rec.ID)
 	case session.Ended:
 		fmt.Fprintf(os.Stderr, "session %s ended (%s)\n", rec.ID, rec.EndReason)
 		switch rec.EndReason {
@@ -312,7 +314,7 @@ func (t *terminalRun) endAtRest(id string) error {
 	if err != nil {
 		return err
 	}
-	if err := describe(rec, rec.Settings); err != nil {
+	if err := Describe(rec, rec.Settings, "blaise-agent run"); err != nil {
 		return &exitcode.Error{Code: 1, Err: err}
 	}
 	return nil

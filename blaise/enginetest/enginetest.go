@@ -125,7 +125,7 @@ func newLab(t *testing.T, open Open, role string, settings session.Settings, fil
 
 func (l *lab) start() *blaise.Live {
 	l.t.Helper()
-	live, err := l.engine.StartAgent(filepath.Join(l.dir, "blaise.star"), l.agent, l.engine.Settings)
+	live, err := l.engine.StartAgent(filepath.Join(l.dir, "blaise.star"), l.agent, "", l.engine.Settings)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"reflect"
 
 	"github.com/alecthomas/kong"
@@ -21,5 +22,19 @@ var settingDuration = kong.NamedMapper("setting", kong.MapperFunc(func(ctx *kong
 		return err
 	}
 	target.SetInt(int64(d))
+	return nil
+}))
+
+// sessionID reads --session (type:"session-id"): an empty id is refused,
+// not taken for "a new session".
+var sessionID = kong.NamedMapper("session-id", kong.MapperFunc(func(ctx *kong.DecodeContext, target reflect.Value) error {
+	var id string
+	if err := ctx.Scan.PopValueInto("id", &id); err != nil {
+		return err
+	}
+	if id == "" {
+		return errors.New("an empty session id: give the id of a paused session (see blaise-agent sessions), or leave --session out to start a new session")
+	}
+	target.SetString(id)
 	return nil
 }))

@@ -15,7 +15,7 @@ type ListenCmd struct {
 	ConfigFlag
 	Server        string `required:"" help:"The Blaise server's URL." env:"BLAISE_SERVER" placeholder:"URL"`
 	Agent         string `required:"" help:"The agent whose runs to take." placeholder:"NAME"`
-	Name          string `help:"The runner's name (default: this machine's host name)."`
+	Name          string `help:"The runner's name: 1 to 63 lowercase letters, digits or '-', starting with a letter or digit (default: the host name's first label, lowercased, with other characters replaced by '-')."`
 	Credential    string `help:"The runner credential file, 0600 (default: ~/.config/blaise-agent/runners/NAME.credential)." type:"path" placeholder:"FILE"`
 	RegisterToken string `help:"A registration token (blr_…) to register this runner with, when it has no credential yet." env:"BLAISE_REGISTER_TOKEN" placeholder:"TOKEN"`
 }

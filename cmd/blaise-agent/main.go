@@ -103,6 +103,7 @@ func options() []kong.Option {
 		kong.Name("blaise-agent"),
 		kong.Description("Run ACP coding agents inside a chain of Starlark plugs."),
 		settingDuration,
+		sessionID,
 		kong.Vars{"version": buildinfo.Version()},
 	}
 }

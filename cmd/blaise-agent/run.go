@@ -21,8 +21,8 @@ import (
 // RunCmd is `blaise-agent run`: a terminal ACP client of one session.
 type RunCmd struct {
 	ConfigFlag
-	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID"`
-	Continue bool     `help:"Continue the most recently paused session of this configuration." xor:"which"`
+	Session  string   `help:"Continue the paused session with this id: a resume run re-attaches the plugs and loads the ACP session." xor:"which" predictor:"session" placeholder:"ID" type:"session-id"`
+	Continue bool     `help:"Continue the most recently paused session of this configuration (with --server: of the agent, among those opened with an API token of your token's name)." xor:"which"`
 	Prompt   []string `arg:"" optional:"" help:"The prompt. Without one, an interactive prompt reads lines until end of input."`
 	Yes      bool     `help:"Allow every permission request without asking, once (an allow_once option when one is offered, never a standing grant first)." xor:"answer"`
 	No       bool     `help:"Deny every permission request without asking (a reject_once option when one is offered)." xor:"answer"`
@@ -141,7 +141,7 @@ func (c *RunCmd) runRemote(g *Globals) error {
 		term.Default = "deny"
 	}
 	t := &serverclient.Terminal{
-		Client: c.client(), Agent: c.Agent, Term: term, Session: c.Session, Prompts: c.Prompt, Sig: sig, End: c.End,
+		Client: c.client(), Agent: c.Agent, Term: term, Session: c.Session, Continue: c.Continue, Prompts: c.Prompt, Sig: sig, End: c.End,
 		Read: func() (string, bool) {
 			line, err := in.ReadLine(context.Background(), "> ")
 			return line, err == nil

@@ -59,7 +59,7 @@ func newServerLabWith(t testing.TB, serveArgs []string, db string, lease time.Du
 	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease, serveArgs: serveArgs}
 	l.data = filepath.Join(l.dir, "data")
 	l.startServer("127.0.0.1:0")
-	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
+	l.token = l.mint("api", "tests")
 	l.cli(append([]string{"agents", "create", "demo", "--server", l.url, "--token", l.token}, agentFlags...)...)
 	l.writeConfig("blaise.star", "")
 	return l
@@ -108,6 +108,47 @@ func (l *serverLab) cli(args ...string) string {
 	return string(out)
 }
 
+// writeCleaner writes a configuration with a plug that logs the reason of
+// each teardown: "torn down reason=R".
+func (l *serverLab) writeCleaner() {
+	l.t.Helper()
+	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
+	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
+	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// drain stops runner r with SIGTERM and waits until it has drained and
+// exited: the server stopped its live runs as idle.
+func (l *serverLab) drain(r *labRunner) {
+	l.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		l.t.Fatal(err)
+	}
+	if err := r.cmd.Wait(); err != nil {
+		l.t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+}
+
+// mint runs `tokens ARGS` on the server's store and returns the token it
+// prints: its standard output is the token alone.
+func (l *serverLab) mint(args ...string) string {
+	l.t.Helper()
+	cmd := exec.Command(l.bin, append(append([]string{"tokens"}, args...), l.storeFlags()...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		l.t.Fatalf("tokens %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	tok, ok := strings.CutSuffix(string(out), "\n")
+	if !ok || strings.ContainsAny(tok, "\n# ") {
+		l.t.Fatalf("tokens %s printed more than the token on stdout: %q", strings.Join(args, " "), out)
+	}
+	return tok
+}
+
 // writeConfig writes a runner's configuration around the demo agent, with
 // more lines after it.
 func (l *serverLab) writeConfig(name, more string) string {
@@ -144,7 +185,22 @@ func (l *serverLab) startRunner(name, config string) *labRunner {
 // startRunnerVia starts a runner that reaches the server at url.
 func (l *serverLab) startRunnerVia(name, config, url string) *labRunner {
 	l.t.Helper()
-	reg := strings.SplitN(l.cli(append([]string{"tokens", "registration"}, l.storeFlags()...)...), "\n", 2)[0]
+	return l.launchRunner(name, config, url, l.mint("registration"))
+}
+
+// startRunnerWith starts a runner that registers with the token reg, and
+// waits until the server has it.
+func (l *serverLab) startRunnerWith(name, config, reg string) *labRunner {
+	l.t.Helper()
+	r := l.launchRunner(name, config, l.url, reg)
+	testsupport.Eventually(l.t, "runner "+name+" connects", func() bool { return strings.Contains(r.logs.String(), "connected") })
+	return r
+}
+
+// launchRunner starts `listen` as runner name of demo, reaching the server
+// at url, registering with reg.
+func (l *serverLab) launchRunner(name, config, url, reg string) *labRunner {
+	l.t.Helper()
 	r := &labRunner{name: name, logs: &testsupport.Buffer{}}
 	r.cmd = exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, config), "--server", url, "--agent", "demo", "--name", name,
 		"--credential", filepath.Join(l.dir, name+".credential"), "--register-token", reg, "--log-level", "debug")
@@ -351,7 +407,7 @@ func TestIssue13_WrongOrRevokedToken(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "401") {
 		t.Fatalf("a wrong token: %v %s", err, out)
 	}
-	other := strings.SplitN(l.cli(append([]string{"tokens", "api", "other"}, l.storeFlags()...)...), "\n", 2)[0]
+	other := l.mint("api", "other")
 	l.cli("sessions", "--server", l.url, "--token", other)
 	list := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...)
 	m := regexp.MustCompile(`(?m)^api\s+(\S+)\s+other\s`).FindStringSubmatch(list)
@@ -396,12 +452,7 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 		t.Fatalf("turn: %s", resp.Raw)
 	}
 	id := l.sessions()[0].ID
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cmd.Wait(); err != nil {
-		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
-	}
+	l.drain(r)
 	rec := l.session(id)
 	if rec.State != session.Paused || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
 		t.Fatalf("after the drain: %s %+v", rec.State, rec.Pause)
@@ -507,7 +558,7 @@ func TestIssue13_TLS(t *testing.T) {
 	if !strings.HasPrefix(l.url, "https://") {
 		t.Fatalf("url %s, want https", l.url)
 	}
-	l.token = strings.SplitN(l.cli(append([]string{"tokens", "api", "tests"}, l.storeFlags()...)...), "\n", 2)[0]
+	l.token = l.mint("api", "tests")
 	agents := exec.Command(l.bin, "agents", "create", "demo", "--server", l.url, "--token", l.token)
 	agents.Env = append(os.Environ(), "SSL_CERT_FILE="+cert)
 	if out, err := agents.CombinedOutput(); err != nil {
@@ -561,7 +612,7 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string) {
 func TestL8_NoTokenReachesARun(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
-	reg := strings.SplitN(l.cli(append([]string{"tokens", "registration"}, l.storeFlags()...)...), "\n", 2)[0]
+	reg := l.mint("registration")
 	r := &labRunner{name: "r1", logs: &testsupport.Buffer{}}
 	r.cmd = exec.Command(l.bin, "listen", "-c", filepath.Join(l.dir, "blaise.star"), "--server", l.url, "--agent", "demo", "--name", "r1",
 		"--credential", filepath.Join(l.dir, "r1.credential"))
@@ -750,11 +801,7 @@ func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s", "--paused-lifetime", "2s")
-	l.writeConfig("blaise.star", `setup(use("./teardown.star"))`+"\n")
-	plug := "plug(name = \"cleaner\")\n\ndef on_teardown(ctx, next):\n    info = next()\n    ctx.log.info(\"torn down reason=%s\" % info.reason)\n"
-	if err := os.WriteFile(filepath.Join(l.dir, "teardown.star"), []byte(plug), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.writeCleaner()
 	r := l.runner("r1", "blaise.star")
 	c, sid := l.open()
 	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {

@@ -22,7 +22,7 @@ type TokensRegistrationCmd struct {
 }
 
 func (c *TokensRegistrationCmd) Run() error {
-	return server.MintRegistration(context.Background(), c.options(), c.TTL, os.Stdout)
+	return server.MintRegistration(context.Background(), c.options(), c.TTL, os.Stdout, os.Stderr)
 }
 
 type TokensAPICmd struct {
@@ -31,7 +31,7 @@ type TokensAPICmd struct {
 }
 
 func (c *TokensAPICmd) Run() error {
-	return server.MintAPIToken(context.Background(), c.options(), c.Name, os.Stdout)
+	return server.MintAPIToken(context.Background(), c.options(), c.Name, os.Stdout, os.Stderr)
 }
 
 type TokensListCmd struct {
