@@ -57,8 +57,11 @@ func endsStmt(s syntax.Stmt) (bool, []syntax.Position) {
 
 // checkFlow warns of an on_message that can end without a return: a
 // request that gets there is answered with an error at run time; and of
-// tests for a dict that a message's objects never pass.
-func checkFlow(p *Plug, file string, src []byte) {
+// the tests of type() against "object" that were read as "dict".
+func checkFlow(p *Plug, file string, src []byte, objects []syntax.Position) {
+	for _, pos := range objects {
+		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: `type() answers "dict" for a message's JSON objects, so "object" is read as "dict" here; write "dict"`})
+	}
 	if p.OnMessage == nil {
 		return
 	}
@@ -69,8 +72,5 @@ func checkFlow(p *Plug, file string, src []byte) {
 	p.OnMessageFallsThrough = fallThrough(f, "on_message")
 	for _, pos := range p.OnMessageFallsThrough {
 		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: "on_message can reach its end from here without a return: a request that does is answered with an error; end the path with return next(message) (notifications need no return)"})
-	}
-	for _, pos := range dictTests(f) {
-		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: `a message's JSON objects have type "object", so this test for "dict" never holds for them; test for "object", or type(x) in ("object", "dict")`})
 	}
 }

@@ -272,7 +272,8 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	for k, v := range predeclared {
 		all[k] = v
 	}
-	m.globals, err = starlark.ExecFileOptions(FileOptions, thread, displayName(key), src, all)
+	var objects []syntax.Position
+	m.globals, objects, err = execFile(thread, displayName(key), src, all)
 	if err != nil {
 		e := WrapError(err, "", "")
 		if hint := pythonHint(err, displayName(key), src); hint != "" {
@@ -284,11 +285,29 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	}
 	if kind == plugFile {
 		if m.plug, m.err = finishPlug(thread, key, m.globals); m.err == nil {
-			checkFlow(m.plug, displayName(key), src)
+			checkFlow(m.plug, displayName(key), src, objects)
 		}
 	}
 	l.modules[key] = m
 	return m, m.err
+}
+
+// execFile runs a file as starlark.ExecFileOptions does, after its tests
+// of type() against "object" were rewritten (objectTests), which it
+// returns.
+func execFile(thread *starlark.Thread, name string, src []byte, predeclared starlark.StringDict) (starlark.StringDict, []syntax.Position, error) {
+	f, err := FileOptions.Parse(name, src, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	objects := objectTests(f)
+	prog, err := starlark.FileProgram(f, predeclared.Has)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := prog.Init(thread, predeclared)
+	g.Freeze()
+	return g, objects, err
 }
 
 // withPlug returns the predeclared names with plug(), which fails with a
@@ -316,4 +335,5 @@ var commonPredeclared = starlark.StringDict{
 	"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
 	"json":   json.Module,
 	"schema": SchemaModule,
+	"type":   typeOf,
 }
