@@ -65,6 +65,11 @@ func (c *conn) initialize(m *acp.Message) {
 	if m.Kind != acp.Request {
 		return
 	}
+	if err := acp.CheckParams(m.Method, m.Params); err != nil {
+		// As an agent would: nothing is kept, the client may ask again.
+		c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": err.Error()})
+		return
+	}
 	if c.initParams == nil {
 		c.initParams = m.Params
 		if c.initParams == nil {
