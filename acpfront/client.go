@@ -4,6 +4,8 @@ package acpfront
 // when it is paused, or answered by the front end.
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -82,9 +84,18 @@ func (c *conn) initialize(m *acp.Message) {
 }
 
 // newSession starts a session for the client's session/new: its first run
-// gets the handshake, then the request.
+// gets the handshake, then the request. The session's directory, the host
+// workspace of its plugs, is the cwd the client gives when it is a
+// directory here; else the front end's.
 func (c *conn) newSession(m *acp.Message) {
 	sess := &session{setup: c.handshake()}
+	if cwd, ok := stringMember(m.Params, "cwd"); ok {
+		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() && filepath.IsAbs(cwd) {
+			sess.dir = filepath.Clean(cwd)
+		} else {
+			c.log.Info("the cwd of session/new is not a directory here; the session runs in blaise-agent's", "cwd", cwd)
+		}
+	}
 	c.opening = append(c.opening, sess)
 	c.last = sess
 	c.launch(sess, false)

@@ -119,7 +119,7 @@ func (c *conn) launch(sess *session, resume bool) {
 		if resume {
 			r, err = c.srv.Sessions.Resume(id)
 		} else {
-			r, err = c.srv.Sessions.Start(c.srv.Config)
+			r, err = c.srv.Sessions.Start(c.srv.Config, sess.dir)
 		}
 		c.post(event{kind: launched, sess: sess, run: r, err: err})
 	}()

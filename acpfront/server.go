@@ -159,6 +159,7 @@ type session struct {
 	// quotedID is id as a JSON string, once a message needed it.
 	quotedID []byte
 	acpID    string // the agent's ACP session id; "" until session/new answers
+	dir      string // where its first run starts: the cwd of its session/new
 	run      Run
 	phase    phase
 	// over: the session ended; messages to it get ResourceNotFound.

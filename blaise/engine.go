@@ -1,6 +1,7 @@
 package blaise
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -143,12 +144,22 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(cfgPath string) (*Live, error) {
-	return e.StartAgent(cfgPath, "", e.Settings)
+	return e.start(cfgPath, e.Dir, "", e.Settings)
+}
+
+// StartIn is Start in dir rather than Dir (empty: Dir): a front end whose
+// client names the session's directory (the cwd of ACP's session/new).
+func (e *Engine) StartIn(cfgPath, dir string) (*Live, error) {
+	return e.start(cfgPath, cmp.Or(dir, e.Dir), "", e.Settings)
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
 // settings are asked instead of the engine's.
 func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Live, error) {
+	return e.start(cfgPath, e.Dir, agent, asked)
+}
+
+func (e *Engine) start(cfgPath, dir, agent string, asked session.Settings) (*Live, error) {
 	abs, err := filepath.Abs(cfgPath)
 	if err != nil {
 		return nil, err
@@ -157,7 +168,6 @@ func (e *Engine) StartAgent(cfgPath, agent string, asked session.Settings) (*Liv
 	if err != nil {
 		return nil, err
 	}
-	dir := e.Dir
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("the working directory of the session: %w", err)
