@@ -60,9 +60,9 @@ func (c *conn) clientResponse(m *acp.Message) {
 	}
 }
 
-// initialize answers the client without starting anything: a session
-// starts at session/new, and the capabilities are known from the chain's
-// earlier answers (advertise).
+// initialize answers the client without starting a session (that starts
+// at session/new): with the chain's answer kept from earlier sessions, else
+// the agent's, asked once (Capabilities), else the fixed set (advertise).
 func (c *conn) initialize(m *acp.Message) {
 	if m.Kind != acp.Request {
 		return
@@ -72,15 +72,48 @@ func (c *conn) initialize(m *acp.Message) {
 		c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": err.Error()})
 		return
 	}
-	if c.initParams == nil {
-		c.initParams = m.Params
-		if c.initParams == nil {
-			c.initParams = []byte("{}")
+	if c.initParams != nil {
+		// Asked again: the answer does not change.
+		if c.told == nil {
+			c.initIDs = append(c.initIDs, m.ID)
+			return
 		}
-		c.told, c.agentInit = c.srv.advertise(m.Params)
+		c.reply(m.ID, c.told)
+		return
 	}
-	// Asked again: the answer does not change.
-	c.reply(m.ID, c.told)
+	c.initParams = m.Params
+	c.initIDs = [][]byte{m.ID}
+	caps := c.srv.Capabilities
+	if caps == nil {
+		c.answerInit(nil)
+		return
+	}
+	if known, tried := caps.Known(); known != nil || tried {
+		c.answerInit(known)
+		return
+	}
+	// The first connection of this configuration and agent: the agent
+	// answers, alone (no session starts); meanwhile the client's other
+	// messages go on.
+	c.active++
+	params := c.initParams
+	go func() {
+		res, err := caps.Learn(c.ctx, params)
+		c.post(event{kind: learned, init: res, err: err})
+	}()
+}
+
+// answerInit answers the initialize requests waiting, with the agent's
+// answer known; nil: the chain's last, from the transcripts.
+func (c *conn) answerInit(known []byte) {
+	if known == nil {
+		known = c.srv.lastInitResult()
+	}
+	c.told, c.agentInit = c.srv.advertise(known, c.initParams), known
+	for _, id := range c.initIDs {
+		c.reply(id, c.told)
+	}
+	c.initIDs = nil
 }
 
 // newSession starts a session for the client's session/new: its first run

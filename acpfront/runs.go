@@ -231,6 +231,11 @@ func (c *conn) stepAnswered(sess *session, m *acp.Message) {
 	if sess.waitFor == "initialize" {
 		c.agentInit = m.Result
 		c.log.Debug("the agent answered initialize", "session", sess.id, "result", string(m.Result))
+		if caps := c.srv.Capabilities; caps != nil {
+			if err := caps.Keep(m.Result); err != nil {
+				c.log.Warn("keeping the agent's capabilities", "err", err)
+			}
+		}
 	}
 	c.nextStep(sess)
 }
