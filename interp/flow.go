@@ -56,12 +56,8 @@ func endsStmt(s syntax.Stmt) (bool, []syntax.Position) {
 }
 
 // checkFlow warns of an on_message that can end without a return: a
-// request that gets there is answered with an error at run time; and of
-// the tests of type() against "object" that were read as "dict".
-func checkFlow(p *Plug, file string, src []byte, objects []syntax.Position) {
-	for _, pos := range objects {
-		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: `type() answers "dict" for a message's JSON objects, so "object" is read as "dict" here; write "dict"`})
-	}
+// request that gets there is answered with an error at run time.
+func checkFlow(p *Plug, file string, src []byte) {
 	if p.OnMessage == nil {
 		return
 	}

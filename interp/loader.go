@@ -72,6 +72,9 @@ type module struct {
 	err     error
 	sum     [32]byte // of the source, for the lock of git+ references
 	deps    []string // keys it loads
+	// warnings of the file and of the modules it loads, for check: the
+	// comparisons with "object" read as "dict" (objectTests).
+	warnings []*Error
 }
 
 // resolve turns ref, written in the file with key from, into a key: an
@@ -250,6 +253,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 			if err != nil {
 				return nil, err
 			}
+			m.warnings = append(m.warnings, dep.warnings...)
 			if err := l.checkRemote(ref, target); err != nil {
 				return nil, err
 			}
@@ -283,9 +287,17 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 		l.modules[key] = m
 		return m, m.err
 	}
+	own := make([]*Error, len(objects))
+	for i, pos := range objects {
+		own[i] = &Error{Pos: pos, Msg: `type() answers "dict" for a message's JSON objects, so "object" is read as "dict" here; write "dict"`}
+	}
+	m.warnings = append(own, m.warnings...)
 	if kind == plugFile {
 		if m.plug, m.err = finishPlug(thread, key, m.globals); m.err == nil {
-			checkFlow(m.plug, displayName(key), src, objects)
+			for _, w := range m.warnings {
+				m.plug.Warnings = append(m.plug.Warnings, &Error{Pos: w.Pos, Plug: m.plug.Name, Msg: w.Msg})
+			}
+			checkFlow(m.plug, displayName(key), src)
 		}
 	}
 	l.modules[key] = m
