@@ -11,8 +11,8 @@ import (
 	lifecycle "github.com/blaiseagent/blaise-agent/session"
 )
 
-// fixedInit is what initialize is answered with when no session of the
-// configuration has started yet: the baseline of ACP (text prompts, stdio
+// fixedInit is what initialize is answered with when neither the agent
+// nor a session of the configuration gave an answer: the baseline of ACP (text prompts, stdio
 // MCP servers, no authentication) and what the front end itself serves.
 // agentInfo names blaise-agent (Server.Version).
 const fixedInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{}}},"authMethods":[]}`

@@ -13,9 +13,11 @@
 // mapped back. Messages are patched in their raw JSON: what is not rewritten
 // reaches the other side byte for byte.
 //
-// Lifecycle. Nothing starts before the client asks for a session:
-// initialize is answered by the front end (advertise), session/list from
-// the store, and authenticate is kept for the runs. session/new starts a
+// Lifecycle. No session starts before the client asks for one:
+// initialize is answered by the front end (advertise), with the agent's
+// answer kept from an earlier connection or asked of the agent alone
+// (Capabilities), session/list from the store, and authenticate is kept
+// for the runs. session/new starts a
 // session; each run gets the client's initialize (and authenticate) first,
 // their answers swallowed, and a handshake the agent refuses fails the
 // session/new with the agent's error. The engine stops a run that was
