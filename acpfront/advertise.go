@@ -11,8 +11,8 @@ import (
 	lifecycle "github.com/blaiseagent/blaise-agent/session"
 )
 
-// fixedInit is what initialize is answered with when no session of the
-// configuration has started yet: the baseline of ACP (text prompts, stdio
+// fixedInit is what initialize is answered with when neither the agent
+// nor a session of the configuration gave an answer: the baseline of ACP (text prompts, stdio
 // MCP servers, no authentication) and what the front end itself serves.
 // agentInfo names blaise-agent (Server.Version).
 const fixedInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,"sessionCapabilities":{"list":{}}},"authMethods":[]}`
@@ -21,15 +21,12 @@ const fixedInit = `{"protocolVersion":1,"agentCapabilities":{"loadSession":true,
 // chain's last answer.
 const recentTranscripts = 5
 
-// advertise is the initialize result of the connection, known before any
-// agent runs: a session starts at session/new, never at initialize. It is
-// the answer the chain gave to the first initialize of the newest session
-// of the configuration (its transcript keeps it), else fixedInit; with the
-// capabilities the front end always serves on (loadSession, session/list),
-// and the protocol version the client asked for when that is not newer.
-// known is the chain's answer as it was, nil when none.
-func (s *Server) advertise(clientParams []byte) (told, known []byte) {
-	known = s.lastInitResult()
+// advertise is the initialize result of the connection: known, the
+// answer of the chain (or of the agent) to an initialize, else fixedInit;
+// with the capabilities the front end always serves on (loadSession,
+// session/list), and the protocol version the client asked for when that
+// is not newer.
+func (s *Server) advertise(known, clientParams []byte) []byte {
 	var res map[string]any
 	if json.Unmarshal(known, &res) != nil || res == nil {
 		res = nil
@@ -60,9 +57,9 @@ func (s *Server) advertise(clientParams []byte) (told, known []byte) {
 	}
 	told, err := json.Marshal(res)
 	if err != nil {
-		return []byte(fixedInit), known
+		return []byte(fixedInit)
 	}
-	return told, known
+	return told
 }
 
 // ofConfig tells whether r is a session of the front end's configuration.

@@ -4,6 +4,8 @@ package acpfront
 // when it is paused, or answered by the front end.
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -58,28 +60,75 @@ func (c *conn) clientResponse(m *acp.Message) {
 	}
 }
 
-// initialize answers the client without starting anything: a session
-// starts at session/new, and the capabilities are known from the chain's
-// earlier answers (advertise).
+// initialize answers the client without starting a session (that starts
+// at session/new): with the chain's answer kept from earlier sessions, else
+// the agent's, asked once (Capabilities), else the fixed set (advertise).
 func (c *conn) initialize(m *acp.Message) {
 	if m.Kind != acp.Request {
 		return
 	}
-	if c.initParams == nil {
-		c.initParams = m.Params
-		if c.initParams == nil {
-			c.initParams = []byte("{}")
-		}
-		c.told, c.agentInit = c.srv.advertise(m.Params)
+	if err := acp.CheckParams(m.Method, m.Params); err != nil {
+		// As an agent would: nothing is kept, the client may ask again.
+		c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": err.Error()})
+		return
 	}
-	// Asked again: the answer does not change.
-	c.reply(m.ID, c.told)
+	if c.initParams != nil {
+		// Asked again: the answer does not change.
+		if c.told == nil {
+			c.initIDs = append(c.initIDs, m.ID)
+			return
+		}
+		c.reply(m.ID, c.told)
+		return
+	}
+	c.initParams = m.Params
+	c.initIDs = [][]byte{m.ID}
+	caps := c.srv.Capabilities
+	if caps == nil {
+		c.answerInit(nil)
+		return
+	}
+	if known, tried := caps.Known(); known != nil || tried {
+		c.answerInit(known)
+		return
+	}
+	// The first connection of this configuration and agent: the agent
+	// answers, alone (no session starts); meanwhile the client's other
+	// messages go on.
+	c.active++
+	params := c.initParams
+	go func() {
+		res, err := caps.Learn(c.ctx, params)
+		c.post(event{kind: learned, init: res, err: err})
+	}()
+}
+
+// answerInit answers the initialize requests waiting, with the agent's
+// answer known; nil: the chain's last, from the transcripts.
+func (c *conn) answerInit(known []byte) {
+	if known == nil {
+		known = c.srv.lastInitResult()
+	}
+	c.told, c.agentInit = c.srv.advertise(known, c.initParams), known
+	for _, id := range c.initIDs {
+		c.reply(id, c.told)
+	}
+	c.initIDs = nil
 }
 
 // newSession starts a session for the client's session/new: its first run
-// gets the handshake, then the request.
+// gets the handshake, then the request. The session's directory, the host
+// workspace of its plugs, is the cwd the client gives when it is a
+// directory here; else the front end's.
 func (c *conn) newSession(m *acp.Message) {
 	sess := &session{setup: c.handshake()}
+	if cwd, ok := stringMember(m.Params, "cwd"); ok {
+		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() && filepath.IsAbs(cwd) {
+			sess.dir = filepath.Clean(cwd)
+		} else {
+			c.log.Info("the cwd of session/new is not a directory here; the session runs in blaise-agent's", "cwd", cwd)
+		}
+	}
 	c.opening = append(c.opening, sess)
 	c.last = sess
 	c.launch(sess, false)

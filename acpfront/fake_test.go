@@ -37,7 +37,7 @@ func newFakeSessions(dir string) *fakeSessions {
 	return &fakeSessions{agentDir: dir, recs: map[string]*lifecycle.Record{}}
 }
 
-func (f *fakeSessions) Start(config string) (Run, error) {
+func (f *fakeSessions) Start(config, dir string) (Run, error) {
 	f.mu.Lock()
 	if f.startErr != nil {
 		f.mu.Unlock()
@@ -45,7 +45,7 @@ func (f *fakeSessions) Start(config string) (Run, error) {
 	}
 	f.n++
 	id := fmt.Sprintf("bs%02d", f.n)
-	f.recs[id] = &lifecycle.Record{ID: id, Config: config, State: lifecycle.Active, Runs: 1, Resumable: true}
+	f.recs[id] = &lifecycle.Record{ID: id, Config: config, Dir: dir, State: lifecycle.Active, Runs: 1, Resumable: true}
 	f.mu.Unlock()
 	return f.launch(id, 1), nil
 }

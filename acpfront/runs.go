@@ -119,7 +119,7 @@ func (c *conn) launch(sess *session, resume bool) {
 		if resume {
 			r, err = c.srv.Sessions.Resume(id)
 		} else {
-			r, err = c.srv.Sessions.Start(c.srv.Config)
+			r, err = c.srv.Sessions.Start(c.srv.Config, sess.dir)
 		}
 		c.post(event{kind: launched, sess: sess, run: r, err: err})
 	}()
@@ -231,6 +231,11 @@ func (c *conn) stepAnswered(sess *session, m *acp.Message) {
 	if sess.waitFor == "initialize" {
 		c.agentInit = m.Result
 		c.log.Debug("the agent answered initialize", "session", sess.id, "result", string(m.Result))
+		if caps := c.srv.Capabilities; caps != nil {
+			if err := caps.Keep(m.Result); err != nil {
+				c.log.Warn("keeping the agent's capabilities", "err", err)
+			}
+		}
 	}
 	c.nextStep(sess)
 }

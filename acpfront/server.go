@@ -13,9 +13,11 @@
 // mapped back. Messages are patched in their raw JSON: what is not rewritten
 // reaches the other side byte for byte.
 //
-// Lifecycle. Nothing starts before the client asks for a session:
-// initialize is answered by the front end (advertise), session/list from
-// the store, and authenticate is kept for the runs. session/new starts a
+// Lifecycle. No session starts before the client asks for one:
+// initialize is answered by the front end (advertise), with the agent's
+// answer kept from an earlier connection or asked of the agent alone
+// (Capabilities), session/list from the store, and authenticate is kept
+// for the runs. session/new starts a
 // session; each run gets the client's initialize (and authenticate) first,
 // their answers swallowed, and a handshake the agent refuses fails the
 // session/new with the agent's error. The engine stops a run that was
@@ -68,6 +70,23 @@ type Server struct {
 	MaxLine int
 	// Version is blaise-agent's, in agentInfo before any agent answered.
 	Version string
+	// Capabilities, when set, keeps the chain's answer to initialize
+	// between connections, and learns it from the agent when none is kept;
+	// nil: the answer is read from the transcripts of the configuration's
+	// newest sessions.
+	Capabilities Capabilities
+}
+
+// Capabilities keeps the chain's answer to initialize (agentcaps.Cache).
+type Capabilities interface {
+	// Known returns the answer kept, nil when none; tried tells that the
+	// agent could not be asked, so that it is not asked again.
+	Known() (result []byte, tried bool)
+	// Learn asks the agent alone, with the client's initialize params, and
+	// keeps its answer.
+	Learn(ctx context.Context, clientParams []byte) ([]byte, error)
+	// Keep keeps the chain's answer to a session's initialize.
+	Keep(result []byte) error
 }
 
 // Run serves the client until it disconnects (end of In) or ctx ends, then
@@ -82,7 +101,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if timeout <= 0 {
 		timeout = DefaultShutdownTimeout
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a Learn still under way
 	c := &conn{
+		ctx:       ctx,
 		srv:       s,
 		log:       logger,
 		out:       acp.NewWriter(s.Out),
@@ -159,6 +181,7 @@ type session struct {
 	// quotedID is id as a JSON string, once a message needed it.
 	quotedID []byte
 	acpID    string // the agent's ACP session id; "" until session/new answers
+	dir      string // where its first run starts: the cwd of its session/new
 	run      Run
 	phase    phase
 	// over: the session ended; messages to it get ResourceNotFound.
@@ -203,6 +226,7 @@ const (
 	runDone
 	launched
 	ended
+	learned // the agent's answer to initialize, or why there is none
 )
 
 type event struct {
@@ -210,11 +234,13 @@ type event struct {
 	sess *session
 	run  Run
 	msgs []*acp.Message // of runMessages, in the order the run sent them
+	init []byte         // of learned
 	err  error
 }
 
 // conn is the state of the connection; only Run's goroutine touches it.
 type conn struct {
+	ctx context.Context // ends when Run returns
 	srv *Server
 	log *log.Logger
 	out *acp.Writer
@@ -229,10 +255,11 @@ type conn struct {
 	opening  []*session          // sessions whose first run is launching
 	last     *session            // the session the client addressed last
 
-	initParams []byte // the client's initialize params, once answered
-	told       []byte // the initialize result the client got
-	agentInit  []byte // the agent's last initialize result known, nil if none
-	authParams []byte // the client's last authenticate
+	initParams []byte   // the client's initialize params, once answered
+	told       []byte   // the initialize result the client got; nil while it is learned
+	initIDs    [][]byte // the initialize requests waiting for it
+	agentInit  []byte   // the agent's last initialize result known, nil if none
+	authParams []byte   // the client's last authenticate
 
 	frontReqs map[string]frontReq // by IDKey of the front id
 	nextFront int64
@@ -270,6 +297,12 @@ func (c *conn) handle(ev event) {
 		}
 	case runDone:
 		c.runEnded(ev.sess, ev.run)
+	case learned:
+		c.active--
+		if ev.err != nil {
+			c.log.Warn("asking the agent for its capabilities failed; initialize is answered without them", "err", ev.err)
+		}
+		c.answerInit(ev.init)
 	case ended:
 		c.active--
 		ev.sess.ending = false

@@ -16,8 +16,10 @@ import (
 // resuming runs, ending sessions that are not running, and reading their
 // records. [FromEngine] adapts a *blaise.Engine.
 type Sessions interface {
-	// Start creates a session of the configuration and starts its first run.
-	Start(config string) (Run, error)
+	// Start creates a session of the configuration and starts its first
+	// run, in dir (the session's directory, where all its runs run);
+	// empty: the front end's.
+	Start(config, dir string) (Run, error)
 	// Resume starts a resume run of a paused session.
 	Resume(id string) (Run, error)
 	// Claim returns the run in progress of a session that no front end
@@ -71,12 +73,15 @@ type engineSessions struct {
 	settings lifecycle.Settings
 }
 
-func (s engineSessions) Start(config string) (Run, error) {
-	start := s.e.Start
+func (s engineSessions) Start(config, dir string) (Run, error) {
+	var l *blaise.Live
+	var err error
 	if s.agent != "" {
-		start = func(config string) (*blaise.Live, error) { return s.e.StartAgent(config, s.agent, s.owner, s.settings) }
+		// A runner of the server's agent runs it, in a directory of its own.
+		l, err = s.e.StartAgent(config, s.agent, s.owner, s.settings)
+	} else {
+		l, err = s.e.StartIn(config, dir)
 	}
-	l, err := start(config)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package blaise
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,7 +148,13 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(cfgPath string) (*Live, error) {
-	return e.StartAgent(cfgPath, "", "", e.Settings)
+	return e.start(cfgPath, e.Dir, "", "", e.Settings)
+}
+
+// StartIn is Start in dir rather than Dir (empty: Dir): a front end whose
+// client names the session's directory (the cwd of ACP's session/new).
+func (e *Engine) StartIn(cfgPath, dir string) (*Live, error) {
+	return e.start(cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings)
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
@@ -158,6 +165,10 @@ func (e *Engine) Start(cfgPath string) (*Live, error) {
 // elsewhere: with cfgPath "" and no Dir, the record has neither until its
 // Launcher records them (a server's, those of the runner that takes it).
 func (e *Engine) StartAgent(cfgPath, agent, owner string, asked session.Settings) (*Live, error) {
+	return e.start(cfgPath, e.Dir, agent, owner, asked)
+}
+
+func (e *Engine) start(cfgPath, dir, agent, owner string, asked session.Settings) (*Live, error) {
 	var abs string
 	var err error
 	if cfgPath != "" || agent == "" {
@@ -169,7 +180,6 @@ func (e *Engine) StartAgent(cfgPath, agent, owner string, asked session.Settings
 	if err != nil {
 		return nil, err
 	}
-	dir := e.Dir
 	if dir == "" && abs != "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, fmt.Errorf("the working directory of the session: %w", err)

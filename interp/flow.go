@@ -58,8 +58,7 @@ func endsStmt(s syntax.Stmt) (bool, []syntax.Position) {
 // checkFlow finds what the handlers' code shows before a run: the calls of
 // next() that are certainly wrong (Mistakes); and warns of an on_message
 // that can end without a return: a request that gets there is answered
-// with an error at run time; and of tests for a dict that a message's
-// objects never pass.
+// with an error at run time.
 func checkFlow(p *Plug, file string, src []byte) {
 	f, err := FileOptions.Parse(file, src, 0)
 	if err != nil {
@@ -72,8 +71,5 @@ func checkFlow(p *Plug, file string, src []byte) {
 	p.OnMessageFallsThrough = fallThrough(f, "on_message")
 	for _, pos := range p.OnMessageFallsThrough {
 		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: "on_message can reach its end from here without a return: a request that does is answered with an error; end the path with return next(message) (notifications need no return)"})
-	}
-	for _, pos := range dictTests(f) {
-		p.Warnings = append(p.Warnings, &Error{Pos: pos, Plug: p.Name, Msg: `a message's JSON objects have type "object", so this test for "dict" never holds for them; test for "object", or type(x) in ("object", "dict")`})
 	}
 }

@@ -81,6 +81,9 @@ type module struct {
 	err     error
 	sum     [32]byte // of the source, for the lock of git+ references
 	deps    []string // keys it loads
+	// warnings of the file and of the modules it loads, for check: the
+	// comparisons with "object" read as "dict" (objectTests).
+	warnings []*Error
 }
 
 // resolve turns ref, written in the file with key from, into a key: an
@@ -290,6 +293,7 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 			if err != nil {
 				return nil, err
 			}
+			m.warnings = append(m.warnings, dep.warnings...)
 			if err := l.checkRemote(ref, target); err != nil {
 				return nil, err
 			}
@@ -312,14 +316,23 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	for k, v := range predeclared {
 		all[k] = v
 	}
-	m.globals, err = starlark.ExecFileOptions(FileOptions, thread, displayName(key), src, all)
+	var objects []syntax.Position
+	m.globals, objects, err = execFile(thread, displayName(key), src, all)
 	if err != nil {
 		m.err = WithHint(err, displayName(key), src)
 		l.modules[key] = m
 		return m, m.err
 	}
+	own := make([]*Error, len(objects))
+	for i, pos := range objects {
+		own[i] = &Error{Pos: pos, Msg: `type() answers "dict" for a message's JSON objects, so "object" is read as "dict" here; write "dict"`}
+	}
+	m.warnings = append(own, m.warnings...)
 	if kind == plugFile {
 		if m.plug, m.err = finishPlug(thread, key, m.globals); m.plug != nil {
+			for _, w := range m.warnings {
+				m.plug.Warnings = append(m.plug.Warnings, &Error{Pos: w.Pos, Plug: m.plug.Name, Msg: w.Msg})
+			}
 			checkFlow(m.plug, displayName(key), src)
 			if l.Vet && len(m.plug.Mistakes) > 0 {
 				var errs Errors
@@ -332,6 +345,24 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	}
 	l.modules[key] = m
 	return m, m.err
+}
+
+// execFile runs a file as starlark.ExecFileOptions does, after its tests
+// of type() against "object" were rewritten (objectTests), which it
+// returns.
+func execFile(thread *starlark.Thread, name string, src []byte, predeclared starlark.StringDict) (starlark.StringDict, []syntax.Position, error) {
+	f, err := FileOptions.Parse(name, src, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	objects := objectTests(f)
+	prog, err := starlark.FileProgram(f, predeclared.Has)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := prog.Init(thread, predeclared)
+	g.Freeze()
+	return g, objects, err
 }
 
 // withPlug returns the predeclared names with plug(), which fails with a
@@ -359,4 +390,5 @@ var commonPredeclared = starlark.StringDict{
 	"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
 	"json":   json.Module,
 	"schema": SchemaModule,
+	"type":   typeOf,
 }

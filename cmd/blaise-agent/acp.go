@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acpfront"
+	"github.com/blaiseagent/blaise-agent/agentcaps"
 	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/serverclient"
@@ -35,7 +38,8 @@ func (c *AcpCmd) Run(g *Globals) error {
 	logger := g.Logger().WithPrefix("acp")
 	// A configuration that does not load is the person's to fix now, not
 	// an error for the editor to show at its first session.
-	if _, err := runner.LoadConfig(c.Config, logger); err != nil {
+	cfg, err := runner.LoadConfig(c.Config, logger)
+	if err != nil {
 		return err
 	}
 	e, err := c.engine(g)
@@ -55,7 +59,15 @@ func (c *AcpCmd) Run(g *Globals) error {
 	// For as long as the client stays: paused sessions expire, failed
 	// teardowns are retried (L6, L2).
 	go e.Keep(ctx)
+	abs, err := filepath.Abs(c.Config)
+	if err != nil {
+		return err
+	}
+	a := cfg.Agent
+	caps := agentcaps.Open(c.dir(), abs, agentcaps.Agent{Command: a.Command, Args: a.Args, Env: a.Env, Cwd: a.Cwd},
+		cmp.Or(c.StartupLimit, session.DefaultStartupLimit))
 	srv := &acpfront.Server{
+		Capabilities:    caps,
 		Sessions:        acpfront.FromEngine(e),
 		Config:          c.Config,
 		In:              os.Stdin,

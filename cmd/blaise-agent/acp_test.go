@@ -15,10 +15,13 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/agentcaps"
 	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/charmbracelet/log"
 )
 
 // acpLab is a configuration around the demo agent with a plug that keeps
@@ -245,8 +248,9 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"agentInfo"`
 	}
-	// No session of the configuration has answered yet: the fixed set.
-	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-agent" {
+	// No session of the configuration has answered yet: the agent's own
+	// answer, asked of it alone.
+	if err := json.Unmarshal(resp.Result, &init); err != nil || !init.Caps.LoadSession || init.Info.Name != "blaise-demo-agent" {
 		t.Fatalf("initialize: %s", resp.Raw)
 	}
 
@@ -630,6 +634,9 @@ def on_session(ctx, next):
 					t.Fatal(err)
 				}
 			}
+			// As an earlier connection would have learned them: no agent
+			// starts at initialize, and the pid file is the session's.
+			l.knowCapabilities()
 			p := l.start()
 			p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
 			p.await("0")
@@ -666,6 +673,52 @@ def on_session(ctx, next):
 				t.Fatalf("the opened session after the signal: %+v, pause %+v", rec, rec.Pause)
 			}
 		})
+	}
+}
+
+// knowCapabilities keeps an answer to initialize for the lab's
+// configuration and agent, as a first connection would have.
+func (l *acpLab) knowCapabilities() {
+	l.t.Helper()
+	if _, err := blaise.OpenStore(l.state); err != nil {
+		l.t.Fatal(err)
+	}
+	cfg, err := runner.LoadConfig(filepath.Join(l.dir, "blaise.star"), log.New(io.Discard))
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	a := cfg.Agent
+	caps := agentcaps.Open(l.state, filepath.Join(l.dir, "blaise.star"), agentcaps.Agent{Command: a.Command, Args: a.Args, Env: a.Env, Cwd: a.Cwd}, time.Minute)
+	if err := caps.Keep([]byte(`{"protocolVersion":1,"agentCapabilities":{}}`)); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// TestAcpSignalWhileTheAgentIsAskedForItsCapabilities: SIGTERM while the
+// first initialize waits for an agent that never answers stops that agent;
+// initialize is answered without the agent's capabilities, no session was
+// made, and acp exits.
+func TestAcpSignalWhileTheAgentIsAskedForItsCapabilities(t *testing.T) {
+	t.Parallel()
+	l := newAcpLab(t)
+	config := fmt.Sprintf("agent(command = \"sh\", args = [\"-c\", \"echo $$ > %s/agent.pid; exec sleep 600\"])\n", l.dir)
+	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	l.waitFile("agent.pid")
+	if err := p.signalled(syscall.SIGTERM); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if _, resp := p.await("0"); !strings.Contains(string(resp.Result), `"agentInfo":{"name":"blaise-agent"`) {
+		t.Fatalf("initialize: %s", resp.Raw)
+	}
+	if !l.gone("agent.pid") {
+		t.Fatal("the agent asked for its capabilities is still running")
+	}
+	if ids := l.sessionDirs(); len(ids) != 0 {
+		t.Fatalf("sessions: %v", ids)
 	}
 }
 
