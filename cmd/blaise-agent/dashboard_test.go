@@ -78,6 +78,7 @@ func shoot(t *testing.T, tab context.Context, dir, name string) {
 // request are refused; a session is ended and a runner revoked from the
 // page. It takes a picture of each page (screenshotDir).
 func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
 	tab := browsertest.New(t)
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	m := setupToken.FindStringSubmatch(l.logs.String())
@@ -142,9 +143,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	shoot(t, tab, shots, "runners")
 
 	do("a session's page", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS(`a[href="/sessions/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
-	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("pre.transcript"))); err != nil || !strings.Contains(text, "hello there") || !strings.Contains(text, "echo: hello there") {
-		t.Fatalf("the transcript on the page: %q (%v)", text, err)
-	}
+	// Read by the page's script, not through a node of the DevTools
+	// protocol: the script replaces the transcript's text node once it
+	// goes live, and a node read meanwhile is gone ("No node with given id
+	// found").
+	waitText(t, tab, "pre.transcript", "hello there")
+	waitText(t, tab, "pre.transcript", "echo: hello there")
 	shoot(t, tab, shots, "session")
 	// The page follows the transcript: a turn added now appears without a
 	// reload.
@@ -220,7 +224,7 @@ func waitText(t *testing.T, tab context.Context, sel, text string) {
 	t.Helper()
 	js := fmt.Sprintf(`document.querySelector(%q)?.textContent.includes(%q)`, sel, text)
 	if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
-		got, _ := chromedp.Run(tab, chromedp.Text(chromedp.CSS(sel)))
+		got, _ := chromedp.Run(tab, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel)))
 		t.Fatalf("%s never showed %q: %v; it shows:\n%s", sel, text, err, got)
 	}
 }
