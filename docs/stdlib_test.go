@@ -2,14 +2,19 @@ package docs_test
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/plugdoc"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/stdlib"
 	"github.com/charmbracelet/log"
 	"github.com/rogpeppe/go-internal/diff"
 )
@@ -53,4 +58,37 @@ func TestStdlibReference(t *testing.T) {
 		return
 	}
 	t.Errorf("stdlib.md's reference is not what blaise-agent doc prints (-doc +generated); go test ./docs -run TestStdlibReference -update rewrites it:\n%s", diff.Diff("stdlib.md", []byte(old), "generated", []byte(want)))
+}
+
+// TestStdlibReferenceHasEveryPlug: `blaise-agent doc` (and so stdlib.md's
+// reference) lists every plug embedded in the binary: each file of the
+// standard library that loads as a plug on its own, with a loader of its
+// own, is there; the modules are not.
+func TestStdlibReferenceHasEveryPlug(t *testing.T) {
+	files, err := fs.Glob(stdlib.FS, "*.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugs []string
+	for _, f := range files {
+		ref := interp.StdlibPrefix + strings.TrimSuffix(f, ".star")
+		_, err := runner.NewLoader(log.New(io.Discard)).LoadPlug(ref)
+		switch {
+		case err == nil:
+			plugs = append(plugs, ref)
+		case !errors.Is(err, interp.ErrNotAPlug):
+			t.Errorf("%s alone: %v", ref, err)
+		}
+	}
+	refs, err := plugdoc.Load(runner.NewLoader(log.New(io.Discard)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, r := range refs {
+		listed = append(listed, r.Ref)
+	}
+	if !slices.Equal(listed, plugs) {
+		t.Errorf("blaise-agent doc lists %q; the standard library's plugs are %q (of the files %q)", listed, plugs, files)
+	}
 }

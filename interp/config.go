@@ -83,6 +83,10 @@ func (u *useValue) Freeze()               {}
 func (u *useValue) Truth() starlark.Bool  { return true }
 func (u *useValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: use") }
 
+// ConfigNames are the names a configuration sees besides those of every
+// file (Loader.FilePredeclared): LoadConfig predeclares these.
+var ConfigNames = []string{"agent", "session", "setup", "use"}
+
 // LoadConfig loads the configuration at path and every plug and module it
 // reaches. Errors are *Error values naming file:line.
 func (l *Loader) LoadConfig(path string) (*Config, error) {
@@ -200,7 +204,10 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		cfg.Session, sessionSet = st, true
 		return nil
 	})
-	predeclared["agent"], predeclared["setup"], predeclared["use"], predeclared["session"] = agentFn, setupFn, useFn, sessionFn
+	own := starlark.StringDict{"agent": agentFn, "setup": setupFn, "use": useFn, "session": sessionFn}
+	for _, name := range ConfigNames {
+		predeclared[name] = own[name]
+	}
 	if _, err := l.load(abs, configFile, predeclared, nil); err != nil {
 		errs.add(err, syntax.Position{})
 	} else if !agentSet && !agentFailed {

@@ -329,7 +329,15 @@ func (l *Loader) load(key string, kind fileKind, predeclared starlark.StringDict
 	}
 	m.warnings = append(own, m.warnings...)
 	if kind == plugFile {
-		if m.plug, m.err = finishPlug(thread, key, m.globals); m.plug != nil {
+		m.plug, err = finishPlug(thread, key, m.globals)
+		if errors.Is(err, ErrNotAPlug) {
+			// A module, whole: load() of it by a file loaded later (blaise
+			// doc goes through every file of the standard library) gets it.
+			m.kind = helperFile
+			l.modules[key] = m
+			return nil, err
+		}
+		if m.err = err; m.plug != nil {
 			for _, w := range m.warnings {
 				m.plug.Warnings = append(m.plug.Warnings, &Error{Pos: w.Pos, Plug: m.plug.Name, Msg: w.Msg})
 			}
@@ -380,7 +388,7 @@ const loadSteps = 10_000_000
 
 func kindMismatch(key string, kind fileKind) error {
 	if kind == plugFile {
-		return fmt.Errorf("%s is a module for load(), not a plug: it does not call plug()", displayName(key))
+		return &Error{Msg: displayName(key) + " is a module for load(), not a plug: it does not call plug()", cause: ErrNotAPlug}
 	}
 	return fmt.Errorf("%s is a plug, not a module: use it in setup() instead of load()", displayName(key))
 }

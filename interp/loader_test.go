@@ -204,6 +204,29 @@ func TestConfig_PlugFileIsNotAModule(t *testing.T) {
 	}, "p.star:1:5: plug() may only be called in a plug file, not in a configuration or a module for load()")
 }
 
+// TestModuleTriedAsAPlugStillLoads: a module that one Loader was asked
+// to load as a plug (and refused, saying it is not one, each time) is
+// still a module for the plugs that load() it afterwards.
+func TestModuleTriedAsAPlugStillLoads(t *testing.T) {
+	l := &interp.Loader{Stdlib: fstest.MapFS{
+		"lib.star":  {Data: []byte("X = 1\n")},
+		"user.star": {Data: []byte("load(\"blaise:lib\", \"X\")\nplug(name = \"user\", description = \"x is %d\" % X)\n")},
+	}}
+	for range 2 {
+		_, err := l.LoadPlug("blaise:lib")
+		if !errors.Is(err, interp.ErrNotAPlug) {
+			t.Fatalf("blaise:lib as a plug: %v, want ErrNotAPlug", err)
+		}
+	}
+	p, err := l.LoadPlug("blaise:user")
+	if err != nil {
+		t.Fatalf("a plug that loads the module afterwards: %v", err)
+	}
+	if p.Description != "x is 1" {
+		t.Fatalf("the plug saw the module's X as %q", p.Description)
+	}
+}
+
 func TestM2_ExtensionsNeedOnMessage(t *testing.T) {
 	wantError(t, map[string]string{
 		"blaise.star": agentLine + `setup(use("./p.star"))`,

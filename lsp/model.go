@@ -38,9 +38,6 @@ type model struct {
 // they document names first.
 var referenceDocs = []string{"plugs.md", "messages.md", "config.md", "hosts.md"}
 
-// configNames are the builtins only a configuration sees.
-var configNames = []string{"agent", "session", "setup", "use"}
-
 // newModel builds the model from the names every file sees
 // (Loader.FilePredeclared).
 func newModel(predeclared starlark.StringDict) (*model, error) {
@@ -48,7 +45,7 @@ func newModel(predeclared starlark.StringDict) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the reference: %w", err)
 	}
-	m := &model{values: builtins.Blanks(), modules: map[string]bool{}, ref: ref, config: configNames}
+	m := &model{values: builtins.Blanks(), modules: map[string]bool{}, ref: ref, config: interp.ConfigNames}
 	for k, v := range predeclared {
 		m.globals = append(m.globals, k)
 		if mod, ok := v.(starlark.HasAttrs); ok {

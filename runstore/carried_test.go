@@ -87,7 +87,7 @@ func carriedPair(t *testing.T, store *gatedStore, id string) (*Client, *forwarde
 // A message toward the client never waits for a commit: while the store
 // holds the write of one append, the messages of the next are forwarded;
 // the records are committed, in order, once the store lets them go.
-func TestIssue13_CarriedMessagesDoNotWaitForTheCommit(t *testing.T) {
+func TestCarriedMessagesDoNotWaitForTheCommit(t *testing.T) {
 	store, id := newGatedStore(t)
 	c, f := carriedPair(t, store, id)
 	w, _ := c.CarriedTranscript(id)
@@ -121,7 +121,7 @@ func TestIssue13_CarriedMessagesDoNotWaitForTheCommit(t *testing.T) {
 // while a session loads) is forwarded and not stored; a record tagged as
 // stored apart is stored untagged and not forwarded; the records of
 // messages toward the agent are stored and not forwarded (M5).
-func TestIssue13_CarriedLinesAreStoredAsRecords(t *testing.T) {
+func TestCarriedLinesAreStoredAsRecords(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	s := newRawStream(t, &Server{Store: store, Session: id, Forward: f.w})
@@ -144,7 +144,7 @@ func TestIssue13_CarriedLinesAreStoredAsRecords(t *testing.T) {
 // Lines cut short would run into the next append's: the append is
 // refused, nothing of it is forwarded or stored, and the run's later
 // writes are refused as after any failed append.
-func TestIssue13_CarriedLinesCutShortAreRefused(t *testing.T) {
+func TestCarriedLinesCutShortAreRefused(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	s := newRawStream(t, &Server{Store: store, Session: id, Forward: f.w})
@@ -165,7 +165,7 @@ func TestIssue13_CarriedLinesCutShortAreRefused(t *testing.T) {
 // Once an append failed, the run's transcript misses lines and its reports
 // are refused (L7), but the session goes on: the messages of later
 // appends still reach the client, and only Close tells of the failure.
-func TestIssue13_CarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
+func TestCarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	c := served(t, &Server{Store: brokenTranscript{store}, Session: id, Forward: f.w})
@@ -185,7 +185,7 @@ func TestIssue13_CarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
 // An append sent again after its stream broke is forwarded once: the
 // server that read it commits it, and answers it again on the next stream
 // without forwarding it again; one it never read is forwarded then.
-func TestIssue13_ACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
+func TestACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
 	store, id := newGatedStore(t)
 	f := newForwarded(t)
 	srv := &Server{Store: store, Session: id, Run: 1, Forward: f.w}
@@ -224,7 +224,7 @@ func (a appendsRead) Write(p []byte) (int, error) {
 
 // A transcript's write is cut at its lines, each piece as long as fits in
 // the size, or one line when that alone is longer; no byte is lost.
-func TestIssue13_AWriteIsCutAtItsLines(t *testing.T) {
+func TestAWriteIsCutAtItsLines(t *testing.T) {
 	for _, c := range []struct {
 		p    string
 		size int
@@ -250,7 +250,7 @@ func TestIssue13_AWriteIsCutAtItsLines(t *testing.T) {
 // The transcript cuts it at its lines into appends of at most appendSize,
 // or of one line when that alone is longer: every message reaches the
 // client, and the records are stored.
-func TestIssue13_ABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
+func TestABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 	store, id := newStore(t)
 	appends := make(appendsRead, 1024)
 	w, _ := served(t, &Server{Store: store, Session: id, Forward: appends}).CarriedTranscript(id)
@@ -307,7 +307,7 @@ func TestIssue13_ABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 // The record of a message as long as a Reader takes is longer than the
 // message: an append and the reader of what is forwarded take it, and
 // the message reaches the client.
-func TestIssue13_TheRecordOfTheLongestMessageIsCarried(t *testing.T) {
+func TestTheRecordOfTheLongestMessageIsCarried(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(id)
@@ -335,7 +335,7 @@ func TestIssue13_TheRecordOfTheLongestMessageIsCarried(t *testing.T) {
 // nothing of the run from there on (the transcript ends where lines went
 // missing) and Close tells of it. The message of the record still reaches
 // the client, alone, and so do those of the appends after it.
-func TestIssue13_ALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
+func TestALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(id)
@@ -381,7 +381,7 @@ func (uncertainTranscript) TranscriptCall(string, int) (uint64, error) {
 // are: when the transcript does not open, or the store cannot tell (then
 // none is taken as committed), the appends fail and their messages still
 // reach the client.
-func TestIssue13_AppendsInDoubtAreForwardedWhenTheirCommitFails(t *testing.T) {
+func TestAppendsInDoubtAreForwardedWhenTheirCommitFails(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		store func(session.RunStore) session.RunStore
@@ -409,7 +409,7 @@ func TestIssue13_AppendsInDoubtAreForwardedWhenTheirCommitFails(t *testing.T) {
 // An append in doubt whose lines are cut short is refused and not
 // forwarded; the appends read with it, committed in one batch, are
 // forwarded all the same.
-func TestIssue13_AnAppendInDoubtRefusedDoesNotStopTheNext(t *testing.T) {
+func TestAnAppendInDoubtRefusedDoesNotStopTheNext(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	s := newRawStream(t, &Server{Store: store, Session: id, Run: 1, Forward: f.w})
@@ -437,7 +437,7 @@ func TestIssue13_AnAppendInDoubtRefusedDoesNotStopTheNext(t *testing.T) {
 
 // Deflated lines are not carried lines: the server refuses them, whichever
 // way it reads them, and forwards nothing of them.
-func TestIssue13_DeflatedCarriedLinesAreRefused(t *testing.T) {
+func TestDeflatedCarriedLinesAreRefused(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	s := newRawStream(t, &Server{Store: store, Session: id, Forward: f.w})
@@ -451,7 +451,7 @@ func TestIssue13_DeflatedCarriedLinesAreRefused(t *testing.T) {
 // A server that restarted does not know that an append of the run failed:
 // the run tells it as it sends its calls again, and the new server stores
 // nothing more of the run either, while it still forwards its messages.
-func TestIssue13_ARestartedServerKnowsThatTheRunLostLines(t *testing.T) {
+func TestARestartedServerKnowsThatTheRunLostLines(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	r, c := newTestRunner(t)
@@ -480,7 +480,7 @@ func TestIssue13_ARestartedServerKnowsThatTheRunLostLines(t *testing.T) {
 
 // The appends committed together are written up to the first one
 // refused: those before it are stored, it and those after it fail.
-func TestIssue13_AppendsBeforeARefusedOneInABatchAreStored(t *testing.T) {
+func TestAppendsBeforeARefusedOneInABatchAreStored(t *testing.T) {
 	store, id := newGatedStore(t)
 	c, f := carriedPair(t, store, id)
 	w, _ := c.CarriedTranscript(id)

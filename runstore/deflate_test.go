@@ -19,7 +19,7 @@ import (
 // reach the store inflated, every stream of the append; deflated lines
 // that do not inflate are refused, with an error that says so, and so is
 // every later write of the run, as after any failed append.
-func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
+func TestDeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	store, id := newStore(t)
 	a, b := net.Pipe()
 	srv := &Server{Store: store, Session: id}
@@ -73,7 +73,7 @@ func TestIssue13_DeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 // Issue 13: what an append's deflate streams inflate to is bounded in
 // all, as an append sent as it is: streams that each stay within the
 // bound but together pass it are refused, not held in memory.
-func TestIssue13_DeflatedLinesAreBoundedInAll(t *testing.T) {
+func TestDeflatedLinesAreBoundedInAll(t *testing.T) {
 	var one bytes.Buffer
 	fw, _ := flate.NewWriter(&one, flate.BestSpeed)
 	fw.Write(make([]byte, 1<<20))

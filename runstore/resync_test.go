@@ -119,11 +119,11 @@ func openSQLite(t *testing.T, path string, key []byte) *sqlstore.Store {
 	return s
 }
 
-// TestIssue13_CallsInFlightSurviveABrokenStream: appends and a persisted
+// TestCallsInFlightSurviveABrokenStream: appends and a persisted
 // write in flight when the run's store stream breaks are sent again on
 // the next stream, in order; the server, which applied some of them
 // already, answers those as before and applies each call once.
-func TestIssue13_CallsInFlightSurviveABrokenStream(t *testing.T) {
+func TestCallsInFlightSurviveABrokenStream(t *testing.T) {
 	store, id := newGatedStore(t)
 	srv := &Server{Store: store, Session: id, Run: 1}
 	r, c := newTestRunner(t)
@@ -163,12 +163,12 @@ func TestIssue13_CallsInFlightSurviveABrokenStream(t *testing.T) {
 	}
 }
 
-// TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce: a server that
+// TestAppendSentAgainAfterARestartIsCommittedOnce: a server that
 // restarted does not know which calls of the run the one before applied.
 // The appends it committed are told by the transcript's last call, and
 // the teardown it recorded by the run's history: sent again, they are
 // answered and not applied twice; the calls it never got are applied.
-func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
+func TestAppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	path, key := filepath.Join(t.TempDir(), "blaise.db"), make([]byte, 32)
 	rand.Read(key)
 	before := openSQLite(t, path, key)
@@ -229,10 +229,10 @@ func TestIssue13_AppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	}
 }
 
-// TestIssue13_CallSentAgainWithOtherContentIsRefused: a call sent again
+// TestCallSentAgainWithOtherContentIsRefused: a call sent again
 // under a number the server applied, but asking for something else, is
 // refused with an error that says so; what was applied stays.
-func TestIssue13_CallSentAgainWithOtherContentIsRefused(t *testing.T) {
+func TestCallSentAgainWithOtherContentIsRefused(t *testing.T) {
 	store, id := newStore(t)
 	s := newRawStream(t, &Server{Store: store, Session: id, Run: 1})
 	if resp := s.call(request{ID: 1, Op: OpAppend, Session: id, Data: []byte("{\"a\":1}\n")}); resp.ID != 1 || resp.Error != "" || resp.NotFound {
@@ -282,11 +282,11 @@ func blocked(c *Client) bool {
 	return c.blocked > 0
 }
 
-// TestIssue13_AppendsPastTheBoundSurviveABrokenStream: the stream breaks
+// TestAppendsPastTheBoundSurviveABrokenStream: the stream breaks
 // while maxUnanswered appends are unanswered and the next transcript
 // write waits for a free slot. The appends are sent again on the next
 // stream, the write goes on, and each line is committed once.
-func TestIssue13_AppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
+func TestAppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 	base, id := newStore(t)
 	store := &holdingStore{RunStore: base, entered: make(chan struct{}), gate: make(chan struct{})}
 	srv := &Server{Store: store, Session: id, Run: 1}
@@ -381,10 +381,10 @@ func (s *rawStream) call(req request) response {
 	return resp
 }
 
-// TestIssue13_AReadIsKeptWithoutItsData: the server keeps the answer of a
+// TestAReadIsKeptWithoutItsData: the server keeps the answer of a
 // persisted read until the run says it read it, but not the value, which
 // may be 64 MiB: a read sent again is read again.
-func TestIssue13_AReadIsKeptWithoutItsData(t *testing.T) {
+func TestAReadIsKeptWithoutItsData(t *testing.T) {
 	store, id := newStore(t)
 	ctx := context.Background()
 	if err := store.Persisted().Set(ctx, id, "p", "acme/p", []byte(`"first"`)); err != nil {
@@ -410,10 +410,10 @@ func TestIssue13_AReadIsKeptWithoutItsData(t *testing.T) {
 	}
 }
 
-// TestIssue13_AnswersNeverSaidReadAreBounded: a run that never says which
+// TestAnswersNeverSaidReadAreBounded: a run that never says which
 // answers it read gets an error once maxKept are kept, not a server that
 // keeps them without end.
-func TestIssue13_AnswersNeverSaidReadAreBounded(t *testing.T) {
+func TestAnswersNeverSaidReadAreBounded(t *testing.T) {
 	store, id := newStore(t)
 	srv := &Server{Store: store, Session: id, Run: 1}
 	s := newRawStream(t, srv)
@@ -429,11 +429,11 @@ func TestIssue13_AnswersNeverSaidReadAreBounded(t *testing.T) {
 	}
 }
 
-// TestIssue13_AStoreStreamTellsBrokenCallsFromACut: a Serve that ends on
+// TestAStoreStreamTellsBrokenCallsFromACut: a Serve that ends on
 // calls that break the protocol says so (ErrBroken), and the server fails
 // the run; one whose stream was cut in the middle of a call does not, and
 // the run sends the call again on its next stream.
-func TestIssue13_AStoreStreamTellsBrokenCallsFromACut(t *testing.T) {
+func TestAStoreStreamTellsBrokenCallsFromACut(t *testing.T) {
 	call := func(id uint64, size int) string {
 		line, err := json.Marshal(request{ID: id, Op: OpSet, Session: "s", PlugID: "p", Size: size})
 		if err != nil {

@@ -204,12 +204,36 @@ type gatedStore struct {
 	forward io.Writer
 }
 
-// readSignal is a Forward that tells of each append read on read.
-type readSignal chan struct{}
+// heldForward is a Forward that tells of each append the server read
+// (read) and holds the server there until the test releases it. Serve
+// forwards an append before it queues it for the committer: the append
+// before the one held is queued, the one held is not yet.
+type heldForward struct {
+	read    chan string
+	release chan struct{}
+}
 
-func (r readSignal) Write(p []byte) (int, error) {
-	r <- struct{}{}
+func newHeldForward() *heldForward {
+	return &heldForward{read: make(chan string, 16), release: make(chan struct{})}
+}
+
+func (f *heldForward) Write(p []byte) (int, error) {
+	f.read <- string(p)
+	<-f.release
 	return len(p), nil
+}
+
+// next waits until the server read an append and returns its lines; it
+// holds the server, in that append's Forward, until pass.
+func (f *heldForward) next(t *testing.T, what string) string {
+	t.Helper()
+	return within(t, f.read, "the server to read "+what)
+}
+
+// pass lets the server held go on.
+func (f *heldForward) pass(t *testing.T) {
+	t.Helper()
+	hand(t, f.release, "the server to go on from its Forward")
 }
 
 func newGatedStore(t *testing.T) (*gatedStore, string) {
@@ -304,6 +328,16 @@ func within[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// hand sends on ch, failing the test after testsupport.Patience.
+func hand(t *testing.T, ch chan<- struct{}, what string) {
+	t.Helper()
+	select {
+	case ch <- struct{}{}:
+	case <-time.After(testsupport.Patience):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
 // sent writes line to w and returns the write's error; it fails the test
 // if the write waits for the store, which holds it.
 func sent(t *testing.T, w io.Writer, line string) error {
@@ -316,10 +350,10 @@ func sent(t *testing.T, w io.Writer, line string) error {
 	return within(t, wrote, "the write of "+line+" to return while the store holds the ones before")
 }
 
-// TestIssue13_TranscriptWritesDoNotWaitForTheCommit: a run's transcript
+// TestTranscriptWritesDoNotWaitForTheCommit: a run's transcript
 // write returns once sent, while the server's commit is under way, so a
 // turn does not wait for the server's disk; Close waits for every commit.
-func TestIssue13_TranscriptWritesDoNotWaitForTheCommit(t *testing.T) {
+func TestTranscriptWritesDoNotWaitForTheCommit(t *testing.T) {
 	store, id := newGatedStore(t)
 	c := gatedPair(t, store, id)
 	w, _ := c.Transcript(id)
@@ -341,22 +375,30 @@ func TestIssue13_TranscriptWritesDoNotWaitForTheCommit(t *testing.T) {
 	}
 }
 
-// TestIssue13_QueuedAppendsAreCommittedTogether: the appends that arrive
-// while the server commits one are committed together, in one write; a
-// report after them is applied once they are committed (L7); and the
-// failure of an append reaches the transcript's next write. The server
-// tells the test of each append it read through its Forward.
-func TestIssue13_QueuedAppendsAreCommittedTogether(t *testing.T) {
+// TestL7_AppendsQueuedDuringACommitAreCommittedTogether: the appends
+// that arrive while the server commits one are committed together, in
+// one write; a report after them is applied once they are committed (L7);
+// and the failure of an append reaches the transcript's next write. The
+// test knows an append is queued for the committer once the server
+// forwards the one after it (heldForward).
+func TestL7_AppendsQueuedDuringACommitAreCommittedTogether(t *testing.T) {
 	store, id := newGatedStore(t)
-	read := make(readSignal, 4)
-	store.forward = read
+	forward := newHeldForward()
+	store.forward = forward
 	c := gatedPair(t, store, id)
+	t.Cleanup(func() { close(forward.release) }) // before gatedPair's: a server held goes on and ends
 	w, _ := c.Transcript(id)
-	for _, line := range []string{"1", "2", "3", "4"} {
+	for _, line := range []string{"1", "2", "3", "4", "5"} {
 		if err := sent(t, w, line+"\n"); err != nil {
 			t.Fatal(err)
 		}
-		within(t, read, "the server to read append "+line)
+		if got := forward.next(t, "append "+line); got != line+"\n" {
+			t.Fatalf("forwarded %q, want %q", got, line+"\n")
+		}
+		if line == "5" {
+			break // held: 2 to 4 are queued, 5 is not
+		}
+		forward.pass(t)
 		if line == "1" {
 			within(t, store.entered, "the store to get the first write")
 		}
@@ -366,31 +408,38 @@ func TestIssue13_QueuedAppendsAreCommittedTogether(t *testing.T) {
 		_, err := c.Paused(id, session.PauseRecord{Reason: session.Idle, MayResume: true, At: time.Now(), Run: 1})
 		paused <- err
 	}()
-	go func() { store.gate <- struct{}{}; store.gate <- struct{}{} }()
 	var got []string
-	for range 3 {
-		got = append(got, within(t, store.log, "the store's writes and the report"))
+	for range 2 {
+		hand(t, store.gate, "the store to take a write")
+		got = append(got, within(t, store.log, "the store's writes"))
 	}
-	if want := []string{"transcript 1\n", "transcript 2\n3\n4\n", "paused"}; !slices.Equal(got, want) {
+	forward.pass(t)
+	hand(t, store.gate, "the store to take the last write")
+	for range 2 {
+		got = append(got, within(t, store.log, "the last write and the report"))
+	}
+	if want := []string{"transcript 1\n", "transcript 2\n3\n4\n", "transcript 5\n", "paused"}; !slices.Equal(got, want) {
 		t.Fatalf("the store applied %q, want %q", got, want)
 	}
 	if err := within(t, paused, "the pause's answer"); err != nil {
 		t.Fatal(err)
 	}
 	store.refuse.Store(true)
-	if err := sent(t, w, "5\n"); err != nil {
+	if err := sent(t, w, "6\n"); err != nil {
 		t.Fatalf("a write is sent without waiting for its answer: %v", err)
 	}
+	forward.next(t, "append 6")
+	forward.pass(t)
 	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "was failed") {
 		t.Fatalf("close after a refused append: %v", err)
 	}
 }
 
-// TestIssue13_LargeAnswerWhileAppendingDoesNotDeadlock: a large answer
+// TestLargeAnswerWhileAppendingDoesNotDeadlock: a large answer
 // (a persisted value of 512 KiB) comes while large appends are written:
 // the client reads the answer while it writes, so neither side waits for
 // the other without end.
-func TestIssue13_LargeAnswerWhileAppendingDoesNotDeadlock(t *testing.T) {
+func TestLargeAnswerWhileAppendingDoesNotDeadlock(t *testing.T) {
 	store, id := newStore(t)
 	a, b := socketPair(t)
 	srv := &Server{Store: store, Session: id}
@@ -453,11 +502,11 @@ type failingWriter struct{ io.WriteCloser }
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
-// TestIssue13_ReportAfterAFailedAppendIsRefused: once a transcript append
+// TestReportAfterAFailedAppendIsRefused: once a transcript append
 // failed, a pause report and a persisted write that follow it are refused
 // and name the failure, so no report is applied as if the lines before it
 // were committed (L7); Close returns the failure too.
-func TestIssue13_ReportAfterAFailedAppendIsRefused(t *testing.T) {
+func TestReportAfterAFailedAppendIsRefused(t *testing.T) {
 	store, id := newStore(t)
 	var failed error
 	c := pair(t, brokenTranscript{store}, id, &failed)
@@ -490,11 +539,11 @@ type failingCloser struct{ io.WriteCloser }
 
 func (failingCloser) Close() error { return errors.New("disk full") }
 
-// TestIssue13_ATranscriptThatFailsToCloseIsReported: the run closes its
+// TestATranscriptThatFailsToCloseIsReported: the run closes its
 // store stream and the transcript, which holds a last line without its
 // newline, fails to close: Serve says so (ErrTranscriptClose) instead of
 // ending as if all was kept.
-func TestIssue13_ATranscriptThatFailsToCloseIsReported(t *testing.T) {
+func TestATranscriptThatFailsToCloseIsReported(t *testing.T) {
 	store, id := newStore(t)
 	a, b := net.Pipe()
 	srv := &Server{Store: closeFailing{store}, Session: id}

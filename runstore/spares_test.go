@@ -4,7 +4,7 @@ import "testing"
 
 // Issue 13: spares keep buffers of a stream's appends' sizes only, at most
 // spareBytes of them, and hand out one large enough, empty, or none.
-func TestIssue13_SparesKeepBuffersOfRecordsSizes(t *testing.T) {
+func TestSparesKeepBuffersOfRecordsSizes(t *testing.T) {
 	var s spares
 	s.put(make([]byte, 10))                 // too small to be worth keeping
 	s.put(make([]byte, spareMax+1))         // too large to keep

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -31,12 +32,24 @@ func (l *lab) paused() *session.Record {
 // Issue 11, item 1 (L2, L3): two resumes of a paused session and a sweep at
 // the same moment, fifty times: exactly one resume proceeds, the other is
 // told the session is active and changes nothing, and the sweep never takes
-// the starting run for a dead one.
+// the starting run for a dead one. The fifty rounds are ten on each of five
+// sessions, each of its own state directory, which go on at once.
 func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 	t.Parallel()
+	for s := range 5 {
+		t.Run(fmt.Sprintf("session%d", s+1), func(t *testing.T) {
+			t.Parallel()
+			twoResumesAndASweep(t, 10)
+		})
+	}
+}
+
+// twoResumesAndASweep plays rounds of TestL2_TwoResumesAndASweepAtOnceOneRunProceeds
+// on a session of its own.
+func twoResumesAndASweep(t *testing.T, rounds int) {
 	l := counterLab(t, session.Settings{})
 	rec := l.paused()
-	for i := range 50 {
+	for i := range rounds {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		var lives [2]*blaise.Live
@@ -80,9 +93,21 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 // Issue 11, item 1 (L2), through the binary: two `run --session ID` at once,
 // each sweeping at its start, and a `sessions sweep`. The one that gets the
 // session holds it until its person leaves (the end of its input); the other
-// fails at once, saying the session is active.
+// fails at once, saying the session is active. Ten rounds, five on each of
+// two sessions of their own, which go on at once.
 func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 	t.Parallel()
+	for s := range 2 {
+		t.Run(fmt.Sprintf("session%d", s+1), func(t *testing.T) {
+			t.Parallel()
+			twoRunCommands(t, 5)
+		})
+	}
+}
+
+// twoRunCommands plays rounds of TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds
+// on a session of its own.
+func twoRunCommands(t *testing.T, rounds int) {
 	l := counterLab(t, session.Settings{})
 	rec := l.paused()
 	bin := self(t)
@@ -93,7 +118,7 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 		cmd.Stderr = stderr
 		return cmd, stderr
 	}
-	for i := range 10 {
+	for i := range rounds {
 		var stdins [2]io.WriteCloser
 		var stderrs [2]*testsupport.Buffer
 		exited := make(chan int, 2)
