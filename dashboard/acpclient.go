@@ -150,7 +150,7 @@ func (a *acpClient) prompt(ctx context.Context, agent, id, text string) error {
 	a.mu.Unlock()
 	c, err := a.conn(ctx, agent)
 	if err != nil {
-		return a.ended(id, "", err)
+		return a.refused(id, a.ended(id, "", err))
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -161,10 +161,23 @@ func (a *acpClient) prompt(ctx context.Context, agent, id, text string) error {
 	case <-taken:
 		return nil
 	case err := <-done:
-		return err
+		return a.refused(id, err)
 	case <-ctx.Done():
 		return nil // the person left; the turn goes on
 	}
+}
+
+// refused forgets the outcome of a prompt refused before it reached the
+// session's run: the answer to the person who sent it says why, once.
+func (a *acpClient) refused(id string, err error) error {
+	if err != nil {
+		a.mu.Lock()
+		act := a.act(id)
+		act.Outcome, act.Failed = "", false
+		act.version++
+		a.mu.Unlock()
+	}
+	return err
 }
 
 // ended records how a session's prompt ended, and returns its error when

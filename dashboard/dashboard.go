@@ -57,6 +57,7 @@ type Dashboard struct {
 
 	pages  map[string]*template.Template
 	client *acpClient
+	mints  mints
 }
 
 // Handler serves the dashboard. Every state-changing request must come
@@ -86,6 +87,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /runners", d.signedIn(d.runners))
 	mux.HandleFunc("POST /runners/tokens", d.signedIn(d.mintRegistration))
 	mux.HandleFunc("POST /runners/{id}/revoke", d.signedIn(d.revokeRunner))
+	mux.HandleFunc("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
 	mux.HandleFunc("GET /sessions/{id}", d.signedIn(d.sessionDetail))
 	mux.HandleFunc("GET /sessions/{id}/events", d.signedIn(d.follow))

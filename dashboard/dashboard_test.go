@@ -277,7 +277,7 @@ func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	resp, body = s.do(c, http.MethodPost, "/sessions/"+session.NewID()+"/end", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusNotFound, "does not exist: nothing was changed")
 
-	resp, _ = s.do(c, http.MethodPost, "/sessions/orphan1/resolve", url.Values{"csrf": {csrf}})
+	resp, _ = s.do(c, http.MethodPost, "/sessions/orphan1/resolve", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("resolve: %s", resp.Status)
 	}
@@ -326,16 +326,11 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 	if regs, _ := s.store.Registrations(); len(regs) != 0 {
 		t.Fatalf("a refused mint stored %d tokens", len(regs))
 	}
-	resp, body = s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"1h0m0s"}})
-	want(t, resp, body, http.StatusOK, "it is not shown again")
-	m := regexp.MustCompile(`id="minted-token" readonly value="(blr_[^"]+)"`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no token on the page:\n%s", body)
-	}
-	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m[1]) {
+	m := s.mint(c, csrf, "1h0m0s")
+	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m) {
 		t.Fatal("the token is shown again")
 	}
-	cred, id, err := s.store.Register(m[1], "r1")
+	cred, id, err := s.store.Register(m, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +339,7 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 
 	resp, body = s.do(c, http.MethodPost, "/runners/nosuchrunner/revoke", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusNotFound, "Nothing was revoked:", "not found")
-	resp, _ = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}})
+	resp, _ = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("revoke: %s", resp.Status)
 	}
@@ -360,6 +355,24 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
 		t.Fatalf("a revoked runner's credential: %v", err)
 	}
+}
+
+// mint mints a registration token on the runners page with the
+// lifetime ttl, for agent demo, and returns the token the page it is
+// redirected to shows.
+func (s *site) mint(c *http.Client, csrf, ttl string) string {
+	s.t.Helper()
+	resp, body := s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {ttl}, "agent": {"demo"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		s.t.Fatalf("minting: %s\n%s", resp.Status, body)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(s.t, resp, body, http.StatusOK, "it is not shown again")
+	m := regexp.MustCompile(`id="minted-token" readonly value="(blr_[^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no token on the page:\n%s", body)
+	}
+	return m[1]
 }
 
 // Issue 14, item 4: an unknown session's page says so.
@@ -501,4 +514,24 @@ func TestIssue14_StalePermissionAnswerChangesNothing(t *testing.T) {
 	want(t, resp, body, http.StatusConflict, "Nothing was answered: permission request p0 of session live1: it no longer waits for an answer (it was answered, or its turn ended).")
 	resp, body = s.do(c, http.MethodPost, "/sessions/live1/permissions/p0", url.Values{"option": {"allow_once"}})
 	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
+}
+
+// A prompt the session does not take says why once, above the record,
+// and not a second time as the turn's outcome.
+func TestRefusedPromptSaysWhyOnce(t *testing.T) {
+	s := newSite(t, false)
+	paused := &session.Record{ID: "p1", AgentName: "demo", State: session.Paused, Runs: 1, ACPSessionID: "a1", Settings: session.DefaultSettings(),
+		Pause: &session.PauseRecord{Run: 1, Reason: session.Idle, At: time.Now()}}
+	if err := s.store.CreateSession(paused); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	for range 2 { // the second page must not show the first's failure either
+		resp, body := s.do(c, http.MethodPost, "/sessions/p1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+		want(t, resp, body, http.StatusConflict, "Nothing was sent: session p1: no runner of agent demo is connected")
+		if n := strings.Count(body, "no runner of agent demo is connected"); n != 1 {
+			t.Fatalf("the page says why %d times:\n%s", n, body)
+		}
+	}
 }
