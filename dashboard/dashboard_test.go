@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -403,17 +404,32 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 	io.WriteString(tw, notice(1, "first words"))
 	c := s.browser()
 	s.signIn(c)
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/live1/events", nil)
+	next := s.follow(c, "live1", dashboard.EventReset, dashboard.EventAppend)
+	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
+		t.Fatalf("first event %s %q", name, text)
+	}
+	io.WriteString(tw, notice(2, "then more"))
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, "then more") || strings.Contains(text, "first words") {
+		t.Fatalf("next event %s %q", name, text)
+	}
+}
+
+// follow opens the event stream of a session's page and returns a reader
+// of its next event of the kinds named (others are skipped).
+func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string, string) {
+	t := s.t
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/"+id+"/events", nil)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
 	events := bufio.NewReader(resp.Body)
-	next := func() (string, string) {
+	return func() (string, string) {
 		t.Helper()
 		var name, data string
 		for {
@@ -423,7 +439,7 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 			}
 			line = strings.TrimSuffix(line, "\n")
 			switch {
-			case line == "":
+			case line == "" && slices.Contains(kinds, name):
 				var text string
 				if err := json.Unmarshal([]byte(data), &text); err != nil {
 					t.Fatalf("event %s: data %q: %v", name, data, err)
@@ -436,12 +452,29 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 			}
 		}
 	}
-	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
-		t.Fatalf("first event %s %q", name, text)
+}
+
+// A session's page follows its record with its transcript: when a new run
+// starts, the state, runs and runner it shows change without a reload.
+func TestSessionPageFollowsItsRecord(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&session.Record{ID: "p1", AgentName: "demo", State: session.Paused, Runs: 1, Runner: "r1", Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
 	}
-	io.WriteString(tw, notice(2, "then more"))
-	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, "then more") || strings.Contains(text, "first words") {
-		t.Fatalf("next event %s %q", name, text)
+	c := s.browser()
+	s.signIn(c)
+	next := s.follow(c, "p1", dashboard.EventRecord)
+	if _, html := next(); !strings.Contains(html, `<dd class="state">paused</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>1</dd>") {
+		t.Fatalf("the first record event:\n%s", html)
+	}
+	if _, err := s.store.UpdateSession("p1", func(r *session.Record) error {
+		r.State, r.Runs, r.Runner = session.Active, 2, "r2"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, "<dd>r2</dd>") {
+		t.Fatalf("the record event after a new run:\n%s", html)
 	}
 }
 
