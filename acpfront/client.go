@@ -4,6 +4,7 @@ package acpfront
 // when it is paused, or answered by the front end.
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -244,7 +245,7 @@ func (c *conn) lookup(id string) (*session, string) {
 			c.launched(sess, r, nil)
 			return sess, ""
 		}
-		return nil, "the session has a run in progress in another front end"
+		return nil, inUse(rec)
 	default:
 		return nil, "the session is " + string(rec.State)
 	}
@@ -257,6 +258,14 @@ func (c *conn) lookup(id string) (*session, string) {
 	sess := &session{id: id, acpID: rec.ACPSessionID}
 	c.sessions[id] = sess
 	return sess, ""
+}
+
+// inUse says that another front end runs a session, and until when at
+// the latest it holds it: until its client leaves, or stays silent for the
+// session's inactivity limit (L1).
+func inUse(rec *lifecycle.Record) string {
+	return fmt.Sprintf("the session has a run in progress in another front end (an editor, `run`, or the dashboard); it is free once that client leaves, or after %s without a message from it (its inactivity limit)",
+		rec.Settings.InactivityLimit)
 }
 
 // deliver passes a message to the session's run, or queues it while the run

@@ -64,7 +64,7 @@ func (c *conn) canResume(sess *session) *lifecycle.Record {
 	}
 	if err == nil && rec.State == lifecycle.Active {
 		// Not ours to touch: another front end runs it.
-		c.failQueue(sess, acp.InternalError, "Internal error", "the session has a run in progress in another front end")
+		c.failQueue(sess, acp.InternalError, "Internal error", inUse(rec))
 		return nil
 	}
 	sess.over = true

@@ -60,7 +60,7 @@ func (d *Dashboard) agentPage(w http.ResponseWriter, u user, status int, a *sqls
 			label += " (set with agents set)"
 		}
 		if l > max {
-			label += "; sessions get the operator's maximum, " + human(max)
+			label += ", above the operator's maximum: sessions get " + human(max) + ", and a save stores it (L1)"
 		}
 		ls = append(ls, lifetime{Value: l, Label: label, Selected: l == a.Settings.PausedLifetime})
 	}

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/server"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/charmbracelet/log"
 )
 
 const password = "correct horse battery"
@@ -31,6 +34,25 @@ type site struct {
 	t     *testing.T
 	store *sqlstore.Store
 	srv   *httptest.Server
+	logs  *syncBuffer // what the server logged
+}
+
+// syncBuffer is a log's output, read while the server writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func newSite(t *testing.T, tls bool) *site {
@@ -42,7 +64,8 @@ func newSite(t *testing.T, tls bool) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	h := (&server.Server{Store: store}).Handler(ctx)
+	logs := &syncBuffer{}
+	h := (&server.Server{Store: store, Log: log.New(logs)}).Handler(ctx)
 	srv := httptest.NewUnstartedServer(h)
 	if tls {
 		srv.StartTLS()
@@ -60,7 +83,7 @@ func newSite(t *testing.T, tls bool) *site {
 	if _, err := store.CreateFirstAdmin(tok, "ada", password); err != nil {
 		t.Fatal(err)
 	}
-	return &site{t: t, store: store, srv: srv}
+	return &site{t: t, store: store, srv: srv, logs: logs}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -490,7 +513,7 @@ func TestIssue14_PromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	c := s.browser()
 	csrf := s.signIn(c)
 	resp, body := s.do(c, http.MethodPost, "/sessions/live1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
-	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end.", ">hello</textarea>")
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end (an editor, `run`, or the dashboard); it is free once that client leaves, or after 5m0s without a message from it (its inactivity limit).", ">hello</textarea>")
 	if rec, err := s.store.Session("live1"); err != nil || rec.State != session.Active || rec.Runs != 1 {
 		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
 	}

@@ -11,15 +11,15 @@ import (
 )
 
 // Sign-in guessing is limited per user name and per address: after
-// freeFailures failures in a row, each attempt waits a doubling backoff
-// (up to maxBackoff); after lockFailures, the user or address is locked
-// for lockFor. A success clears both. Password hashes (argon2id, 19 MiB
+// freeFailures failures in a row, the next attempt waits firstBackoff,
+// doubling with each failure; after lockFailures, the user or address is
+// locked for lockFor. Failures older than lockFor are forgotten. A success clears both. Password hashes (argon2id, 19 MiB
 // each) run at most maxHashes at a time, and at most maxHashWaiting
 // requests wait for one: guesses cannot exhaust the server's memory.
 const (
 	freeFailures   = 5
 	lockFailures   = 10
-	maxBackoff     = time.Minute
+	firstBackoff   = 30 * time.Second
 	lockFor        = 15 * time.Minute
 	maxHashes      = 2
 	maxHashWaiting = 16
@@ -104,7 +104,7 @@ func (l *signInLimit) failed(name, addr string) (locked []limitKey) {
 				locked = append(locked, k)
 			}
 		case f.n >= freeFailures:
-			f.until = now.Add(min(maxBackoff, time.Second<<(f.n-freeFailures)))
+			f.until = now.Add(firstBackoff << (f.n - freeFailures))
 		}
 	}
 	return locked
