@@ -104,16 +104,12 @@ func (d *Dashboard) runnersPage(w http.ResponseWriter, r *http.Request, u user, 
 		d.serverError(w, u, "listing runners", err)
 		return
 	}
-	regs, err := d.Store.Registrations()
+	regs, apiTokens, err := d.tokens()
 	if err != nil {
-		d.serverError(w, u, "listing registration tokens", err)
+		d.serverError(w, u, "listing tokens", err)
 		return
 	}
-	l := runnerList{Lifetimes: tokenLifetimes}
-	if l.APITokens, err = d.Store.APITokens(); err != nil {
-		d.serverError(w, u, "listing API tokens", err)
-		return
-	}
+	l := runnerList{Lifetimes: tokenLifetimes, APITokens: apiTokens}
 	if l.Agents, err = d.Store.Agents(); err != nil {
 		d.serverError(w, u, "listing agents", err)
 		return
@@ -184,18 +180,23 @@ func serverURL(r *http.Request) string {
 	return "http://" + r.Host
 }
 
+// tokens are the registration tokens and the API tokens.
+func (d *Dashboard) tokens() ([]*sqlstore.Registration, []*sqlstore.APIToken, error) {
+	regs, err := d.Store.Registrations()
+	if err != nil {
+		return nil, nil, err
+	}
+	toks, err := d.Store.APITokens()
+	return regs, toks, err
+}
+
 // revokeToken revokes an unused registration token or an API token, after
 // confirmation.
 func (d *Dashboard) revokeToken(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
-	regs, err := d.Store.Registrations()
+	regs, toks, err := d.tokens()
 	if err != nil {
-		d.serverError(w, u, "listing registration tokens", err)
-		return
-	}
-	toks, err := d.Store.APITokens()
-	if err != nil {
-		d.serverError(w, u, "listing API tokens", err)
+		d.serverError(w, u, "listing tokens", err)
 		return
 	}
 	var c confirmation

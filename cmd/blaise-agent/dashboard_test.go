@@ -114,7 +114,8 @@ func TestIssue14_DashboardInABrowser(t *testing.T) {
 	}
 
 	do("the runners page", chromedp.Navigate(l.url+"/runners"), chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)))
-	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main table"))); err != nil || !strings.Contains(text, "connected: agent demo, 0 live runs, blaise-agent ") {
+	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main table"))); err != nil || !strings.Contains(text, "connected: agent demo, 0 live runs, blaise-agent ") ||
+		!strings.Contains(text, "now (connected)") {
 		t.Fatalf("the runners page says %q (%v)", text, err)
 	}
 	do("minting a registration token", chromedp.Click(chromedp.CSS(`form[action="/runners/tokens"] button`)), chromedp.WaitVisible(chromedp.ID("minted-token")))
