@@ -148,6 +148,8 @@ func (c *conn) launched(sess *session, r Run, err error) {
 		sess.id = r.SessionID()
 		c.sessions[sess.id] = sess
 	}
+	sess.holder = &holder{client: c.clientName(), since: time.Now()}
+	holders.Store(sess.id, sess.holder)
 	c.log.Info("session run started", "session", sess.id, "run", r.Number())
 	go func() {
 		msgs := r.Messages()
@@ -243,6 +245,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 	if sess.run != r {
 		return
 	}
+	holders.CompareAndDelete(sess.id, sess.holder)
 	rec, err := c.srv.Sessions.Session(sess.id)
 	// A run that ended before it was ready is not started again for what
 	// waits: that would go on for ever when the agent cannot start.

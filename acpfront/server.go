@@ -160,6 +160,7 @@ type session struct {
 	quotedID []byte
 	acpID    string // the agent's ACP session id; "" until session/new answers
 	run      Run
+	holder   *holder // this client, in holders while run runs
 	phase    phase
 	// over: the session ended; messages to it get ResourceNotFound.
 	over bool

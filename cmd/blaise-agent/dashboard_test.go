@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -313,6 +314,13 @@ func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
 	m := permissionForm.FindStringSubmatch(page)
 	if m == nil || !strings.Contains(page, "The agent asks permission: Delete the branch") {
 		t.Fatalf("no permission request on the page:\n%s", page)
+	}
+	// The terminal is refused while the page's turn runs, and told who
+	// holds the session and until when.
+	out, err := exec.Command(l.bin, "run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "meanwhile").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in another front end (blaise-agent dashboard, since ") ||
+		!strings.Contains(string(out), "it is free once that client leaves, or after 5m0s without a message from it") {
+		t.Fatalf("run --server --session during the page's turn: %v\n%s", err, out)
 	}
 	// A session takes one prompt at a time.
 	if resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"meanwhile"}}); resp.StatusCode != http.StatusConflict ||
