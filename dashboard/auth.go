@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/sqlstore"
@@ -68,9 +69,9 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 // checked, and each failure is logged with the address.
 func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, password string) {
 	addr := address(r)
-	if why := d.limit.refused(name, addr); why != "" {
+	if why, wait := d.limit.refused(name, addr); why != "" {
 		d.log().Warn("dashboard: sign-in refused: too many failures", "user", name, "address", addr)
-		w.Header().Set("Retry-After", "60")
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		d.render(w, http.StatusTooManyRequests, "signin.html", page{Title: "Sign in", Error: why})
 		return
 	}

@@ -64,8 +64,9 @@ func keys(name, addr string) []limitKey {
 	return []limitKey{{"user", name}, {"address", addr}}
 }
 
-// refused says why an attempt of name from addr may not be made now, or "".
-func (l *signInLimit) refused(name, addr string) string {
+// refused says why an attempt of name from addr may not be made now, and
+// how long it waits; "" when it may.
+func (l *signInLimit) refused(name, addr string) (string, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -75,10 +76,10 @@ func (l *signInLimit) refused(name, addr string) string {
 			if f.n >= lockFailures {
 				what = "Sign-in is locked after too many failures"
 			}
-			return fmt.Sprintf("%s for this %s: try again after %s. Nothing was checked.", what, k.kind, f.until.UTC().Format("15:04:05 UTC"))
+			return fmt.Sprintf("%s for this %s: try again after %s. Nothing was checked.", what, k.kind, f.until.UTC().Format("15:04:05 UTC")), f.until.Sub(now)
 		}
 	}
-	return ""
+	return "", 0
 }
 
 // failed counts a failed attempt; it returns the keys it locked now.

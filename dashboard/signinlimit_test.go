@@ -20,24 +20,27 @@ func TestSignInBacksOffThenLocksPerUserAndPerAddress(t *testing.T) {
 	l := newSignInLimit()
 	l.now = func() time.Time { return now }
 	for i := range freeFailures {
-		if why := l.refused("ada", "10.0.0.1"); why != "" {
+		if why, _ := l.refused("ada", "10.0.0.1"); why != "" {
 			t.Fatalf("attempt %d refused: %s", i+1, why)
 		}
 		l.failed("ada", "10.0.0.1")
 	}
-	if why := l.refused("ada", "10.0.0.9"); !strings.Contains(why, "Too many failed sign-ins for this user: try again after 00:00:30 UTC") {
+	if why, _ := l.refused("ada", "10.0.0.9"); !strings.Contains(why, "Too many failed sign-ins for this user: try again after 00:00:30 UTC") {
 		t.Fatalf("after %d failures, from elsewhere: %q", freeFailures, why)
 	}
-	if why := l.refused("bob", "10.0.0.1"); !strings.Contains(why, "for this address") {
+	if _, wait := l.refused("ada", "10.0.0.1"); wait != firstBackoff {
+		t.Fatalf("after %d failures the next attempt waits %s, want %s", freeFailures, wait, firstBackoff)
+	}
+	if why, _ := l.refused("bob", "10.0.0.1"); !strings.Contains(why, "for this address") {
 		t.Fatalf("after %d failures, another user from the address: %q", freeFailures, why)
 	}
-	if why := l.refused("bob", "10.0.0.9"); why != "" {
+	if why, _ := l.refused("bob", "10.0.0.9"); why != "" {
 		t.Fatalf("another user from another address: %q", why)
 	}
 	var locked []limitKey
 	for n := freeFailures; n < lockFailures; n++ {
 		now = now.Add(firstBackoff << (n - freeFailures)) // the backoff, doubling
-		if why := l.refused("ada", "10.0.0.1"); why != "" {
+		if why, _ := l.refused("ada", "10.0.0.1"); why != "" {
 			t.Fatalf("after the backoff of failure %d: %q", n, why)
 		}
 		locked = l.failed("ada", "10.0.0.1")
@@ -46,11 +49,11 @@ func TestSignInBacksOffThenLocksPerUserAndPerAddress(t *testing.T) {
 		t.Fatalf("after %d failures locked %v, want the user and the address", lockFailures, locked)
 	}
 	now = now.Add(lockFor - time.Second)
-	if why := l.refused("ada", "10.0.0.9"); !strings.Contains(why, "Sign-in is locked after too many failures for this user") {
+	if why, _ := l.refused("ada", "10.0.0.9"); !strings.Contains(why, "Sign-in is locked after too many failures for this user") {
 		t.Fatalf("within the lock: %q", why)
 	}
 	now = now.Add(2 * time.Second)
-	if why := l.refused("ada", "10.0.0.1"); why != "" {
+	if why, _ := l.refused("ada", "10.0.0.1"); why != "" {
 		t.Fatalf("after the lock: %q", why)
 	}
 	l.succeeded("ada", "10.0.0.1")
