@@ -4,8 +4,12 @@ package acpfront
 // when it is paused, or answered by the front end.
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
@@ -293,7 +297,7 @@ func (c *conn) lookup(id string) (*session, string) {
 			c.launched(sess, r, nil)
 			return sess, ""
 		}
-		return nil, "the session has a run in progress in another front end"
+		return nil, inUse(rec)
 	default:
 		return nil, "the session is " + string(rec.State)
 	}
@@ -306,6 +310,45 @@ func (c *conn) lookup(id string) (*session, string) {
 	sess := &session{id: id, acpID: rec.ACPSessionID}
 	c.sessions[id] = sess
 	return sess, ""
+}
+
+// holders are the clients whose front ends in this process run sessions,
+// by session id: a refusal names who holds a session. (Front ends of other
+// processes are not known.)
+var holders sync.Map // string -> *holder
+
+// holder is a client that runs a session, since when.
+type holder struct {
+	client string
+	since  time.Time
+}
+
+// clientName is the client's name from its initialize (clientInfo), or
+// what stands for it.
+func (c *conn) clientName() string {
+	var p struct {
+		ClientInfo *struct {
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"clientInfo"`
+	}
+	if json.Unmarshal(c.initParams, &p) != nil || p.ClientInfo == nil || p.ClientInfo.Name == "" {
+		return "an ACP client that gave no name (`run --server` gives none)"
+	}
+	return strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
+}
+
+// inUse says that another front end runs a session, who (when it is of
+// this process), and until when at the latest it holds it: until its
+// client leaves, or stays silent for the session's inactivity limit (L1).
+func inUse(rec *lifecycle.Record) string {
+	who := "an editor, `run`, or the dashboard"
+	if h, ok := holders.Load(rec.ID); ok {
+		h := h.(*holder)
+		who = h.client + ", since " + h.since.UTC().Format("15:04:05 UTC")
+	}
+	return fmt.Sprintf("the session has a run in progress in another front end (%s); it is free once that client leaves, or after %s without a message from it (its inactivity limit)",
+		who, rec.Settings.InactivityLimit)
 }
 
 // deliver passes a message to the session's run, or queues it while the run

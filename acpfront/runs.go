@@ -64,7 +64,7 @@ func (c *conn) canResume(sess *session) *lifecycle.Record {
 	}
 	if err == nil && rec.State == lifecycle.Active {
 		// Not ours to touch: another front end runs it.
-		c.failQueue(sess, acp.InternalError, "Internal error", "the session has a run in progress in another front end")
+		c.failQueue(sess, acp.InternalError, "Internal error", inUse(rec))
 		return nil
 	}
 	sess.over = true
@@ -148,6 +148,8 @@ func (c *conn) launched(sess *session, r Run, err error) {
 		sess.id = r.SessionID()
 		c.sessions[sess.id] = sess
 	}
+	sess.holder = &holder{client: c.clientName(), since: time.Now()}
+	holders.Store(sess.id, sess.holder)
 	c.log.Info("session run started", "session", sess.id, "run", r.Number())
 	go func() {
 		msgs := r.Messages()
@@ -248,6 +250,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 	if sess.run != r {
 		return
 	}
+	holders.CompareAndDelete(sess.id, sess.holder)
 	rec, err := c.srv.Sessions.Session(sess.id)
 	// A run that ended before it was ready is not started again for what
 	// waits: that would go on for ever when the agent cannot start.

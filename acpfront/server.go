@@ -183,6 +183,7 @@ type session struct {
 	acpID    string // the agent's ACP session id; "" until session/new answers
 	dir      string // where its first run starts: the cwd of its session/new
 	run      Run
+	holder   *holder // this client, in holders while run runs
 	phase    phase
 	// over: the session ended; messages to it get ResourceNotFound.
 	over bool

@@ -334,6 +334,12 @@ func (e *Engine) End(ctx context.Context, id string) (*session.Record, error) {
 func (e *Engine) Resolve(id string) (*session.Record, error) {
 	lock, err := e.locks().RunLock(id, false, true)
 	if errors.Is(err, ErrRunHeld) {
+		// Held by a run: a teardown of another process, or a live run,
+		// which is no orphan.
+		rec, rerr := e.Store.Session(id)
+		if rerr == nil && rec.State != session.TearingDown && rec.State != session.Orphaned {
+			return nil, session.StateError(rec, "only an orphaned session can be resolved")
+		}
 		return nil, fmt.Errorf("session %s is being torn down by another process", id)
 	}
 	if err != nil {

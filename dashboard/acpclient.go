@@ -3,10 +3,11 @@ package dashboard
 // The dashboard as an ACP client. A prompt from a session's page goes to
 // its agent's ACP front end, the one behind GET /v1/agents/NAME/acp,
 // reached in this process: one connection per agent, opened at the first
-// prompt and held for the server's lifetime, so that a session does not
-// stop as idle when its turn ends (L9) but pauses by its inactivity limit
-// (L1) like any other. The agent's permission requests wait on the
-// session's page for a person.
+// prompt and held for the server's lifetime. When a turn sent from the
+// page ends, the dashboard closes the session (session/close), as an
+// editor that leaves would: it stops as idle (L9), and a person at a
+// terminal or an editor can take it up at once. The agent's permission
+// requests wait on the session's page for a person.
 
 import (
 	"context"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/acp"
 	"github.com/blaiseagent/blaise-agent/client"
@@ -150,20 +152,55 @@ func (a *acpClient) prompt(ctx context.Context, agent, id, text string) error {
 	a.mu.Unlock()
 	c, err := a.conn(ctx, agent)
 	if err != nil {
-		return a.ended(id, "", err)
+		return a.refused(id, a.ended(id, "", err))
 	}
 	done := make(chan error, 1)
 	go func() {
 		stop, err := c.Prompt(context.Background(), id, text)
+		if err == nil || a.reached(id) {
+			a.release(c, id)
+		}
 		done <- a.ended(id, stop, err)
 	}()
 	select {
 	case <-taken:
 		return nil
 	case err := <-done:
-		return err
+		return a.refused(id, err)
 	case <-ctx.Done():
 		return nil // the person left; the turn goes on
+	}
+}
+
+// refused forgets the outcome of a prompt refused before it reached the
+// session's run: the answer to the person who sent it says why, once.
+func (a *acpClient) refused(id string, err error) error {
+	if err != nil {
+		a.mu.Lock()
+		act := a.act(id)
+		act.Outcome, act.Failed = "", false
+		act.version++
+		a.mu.Unlock()
+	}
+	return err
+}
+
+// reached reports whether the session's run took the dashboard's prompt.
+func (a *acpClient) reached(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.act(id).taken == nil
+}
+
+// release lets go of a session when the dashboard's turn in it has
+// ended, as an editor that leaves does (session/close): its run stops as
+// idle under its idle policy (L9), and any client may take it up.
+func (a *acpClient) release(c *client.Conn, id string) {
+	// Bounded: an unanswered close must not keep the turn's outcome.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Call(ctx, sdk.AgentMethodSessionClose, sdk.CloseSessionRequest{SessionId: sdk.SessionId(id)}); err != nil {
+		a.log.Debug("dashboard: releasing a session", "session", id, "err", err)
 	}
 }
 
@@ -184,7 +221,7 @@ func (a *acpClient) ended(id string, stop string, err error) error {
 		}
 		return nil
 	}
-	act.Outcome = "The turn ended: " + stop + "."
+	act.Outcome = "The turn ended: " + stop + ". The dashboard let go of the session: it stops as idle, and any client may take it up."
 	return nil
 }
 

@@ -21,10 +21,17 @@ var policies = []session.IdlePolicy{session.PolicyPause, session.PolicyEnd}
 // agentForm is what the settings page shows.
 type agentForm struct {
 	Agent     *sqlstore.Agent
-	Lifetimes []time.Duration
+	Lifetimes []lifetime
 	Policies  []session.IdlePolicy
 	Max       time.Duration
 	Defaults  session.Settings
+}
+
+// lifetime is a paused lifetime the page offers.
+type lifetime struct {
+	Value    time.Duration
+	Label    string
+	Selected bool
 }
 
 func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request, u user) {
@@ -46,13 +53,36 @@ func (d *Dashboard) agentPage(w http.ResponseWriter, u user, status int, a *sqls
 	}
 	p := d.pageFor(u, "Agent "+a.Name)
 	p.Error, p.Notice = problem, notice
-	p.Data = agentForm{Agent: a, Lifetimes: allowed(max), Policies: policies, Max: max, Defaults: session.Settings{
+	var ls []lifetime
+	for _, l := range offered(max, a.Settings.PausedLifetime) {
+		label := human(l)
+		if !slices.Contains(lifetimes, l) && l != max {
+			label += " (set with agents set)"
+		}
+		if l > max {
+			label += ", above the operator's maximum: sessions get " + human(max) + ", and a save stores it (L1)"
+		}
+		ls = append(ls, lifetime{Value: l, Label: label, Selected: l == a.Settings.PausedLifetime})
+	}
+	p.Data = agentForm{Agent: a, Lifetimes: ls, Policies: policies, Max: max, Defaults: session.Settings{
 		InactivityLimit: session.DefaultInactivityLimit, Timeout: session.DefaultTimeout, PausedLifetime: session.DefaultPausedLifetime}}
 	d.render(w, status, "agent.html", p)
 }
 
-func allowed(max time.Duration) []time.Duration {
-	return slices.DeleteFunc(slices.Clone(lifetimes), func(d time.Duration) bool { return d > max })
+// offered are the paused lifetimes the page offers: those of lifetimes
+// up to the operator's maximum (the maximum itself when it is under all
+// of them), and the stored one, whatever it is, so that the page shows it
+// and a save keeps it.
+func offered(max, stored time.Duration) []time.Duration {
+	ls := slices.DeleteFunc(slices.Clone(lifetimes), func(d time.Duration) bool { return d > max })
+	if len(ls) == 0 {
+		ls = append(ls, max)
+	}
+	if !slices.Contains(ls, stored) {
+		ls = append(ls, stored)
+		slices.Sort(ls)
+	}
+	return ls
 }
 
 func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
@@ -68,8 +98,10 @@ func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
 	d.agentPage(w, u, http.StatusOK, a, "", notice)
 }
 
-// saveAgent stores an agent's idle policy and paused lifetime, or, for a
-// value not on offer, says why and changes nothing.
+// saveAgent stores what the person changed of an agent's idle policy and
+// paused lifetime, or, for a value not on offer, says why and changes
+// nothing. A field left as the page showed it (its "was_" field) is not
+// written: the stored value stays, even one changed meanwhile.
 func (d *Dashboard) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 	name := r.PathValue("name")
 	a, err := d.Store.Agent(name)
@@ -77,10 +109,27 @@ func (d *Dashboard) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 		d.serverError(w, u, "agent", err)
 		return
 	}
-	policy, lifetime, err := parseSettings(r.PostFormValue("idle_policy"), r.PostFormValue("paused_lifetime"))
+	touched := func(field string) bool {
+		was, ok := r.PostForm["was_"+field]
+		return !ok || len(was) != 1 || was[0] != r.PostFormValue(field)
+	}
+	// An untouched field is checked as what it is now.
+	pv, lv := r.PostFormValue("idle_policy"), r.PostFormValue("paused_lifetime")
+	if !touched("idle_policy") {
+		pv = string(a.Settings.IdlePolicy)
+	}
+	if !touched("paused_lifetime") {
+		lv = a.Settings.PausedLifetime.String()
+	}
+	policy, lifetime, err := parseSettings(pv, lv, a.Settings.PausedLifetime)
 	if err == nil {
 		a, err = d.Store.UpdateAgent(name, func(a *sqlstore.Agent) error {
-			a.Settings.IdlePolicy, a.Settings.PausedLifetime = policy, lifetime
+			if touched("idle_policy") {
+				a.Settings.IdlePolicy = policy
+			}
+			if touched("paused_lifetime") {
+				a.Settings.PausedLifetime = lifetime
+			}
 			return nil
 		})
 	}
@@ -88,12 +137,12 @@ func (d *Dashboard) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 		d.agentPage(w, u, http.StatusBadRequest, a, "Not saved: "+err.Error(), "")
 		return
 	}
-	d.log().Info("dashboard: agent settings changed", "agent", name, "user", u.Name, "idle_policy", policy, "paused_lifetime", lifetime)
+	d.log().Info("dashboard: agent settings saved", "agent", name, "user", u.Name, "idle_policy", a.Settings.IdlePolicy, "paused_lifetime", a.Settings.PausedLifetime)
 	http.Redirect(w, r, "/agents/"+name+"?saved=1", http.StatusSeeOther)
 }
 
 // parseSettings checks the form's values against what the page offers.
-func parseSettings(policy, lifetime string) (session.IdlePolicy, time.Duration, error) {
+func parseSettings(policy, lifetime string, stored time.Duration) (session.IdlePolicy, time.Duration, error) {
 	p := session.IdlePolicy(policy)
 	if !slices.Contains(policies, p) {
 		return "", 0, fmt.Errorf("idle policy %q: choose %s or %s", policy, session.PolicyPause, session.PolicyEnd)
@@ -102,7 +151,7 @@ func parseSettings(policy, lifetime string) (session.IdlePolicy, time.Duration, 
 	if err != nil {
 		return "", 0, err
 	}
-	ok := allowed(max)
+	ok := offered(max, stored)
 	d, err := time.ParseDuration(lifetime)
 	if err != nil || !slices.Contains(ok, d) {
 		choices := make([]string, len(ok))

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/sqlstore"
@@ -35,7 +36,10 @@ func (d *Dashboard) setupPage(w http.ResponseWriter, r *http.Request) {
 func (d *Dashboard) setup(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
-	if _, err := d.Store.CreateFirstAdmin(r.PostFormValue("token"), name, password); err != nil {
+	if err := d.limit.hash(r.Context(), func() error {
+		_, err := d.Store.CreateFirstAdmin(r.PostFormValue("token"), name, password)
+		return err
+	}); err != nil {
 		d.render(w, http.StatusBadRequest, "setup.html", page{Title: "Create the first admin", Error: err.Error()})
 		return
 	}
@@ -60,10 +64,33 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	d.signInAs(w, r, r.PostFormValue("name"), r.PostFormValue("password"))
 }
 
+// signInAs signs in as name, within the limits on guessing: a user or
+// address with too many failures is refused before its password is
+// checked, and each failure is logged with the address.
 func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, password string) {
-	tok, _, err := d.Store.SignIn(name, password, d.ttl())
+	addr := address(r)
+	if why, wait := d.limit.refused(name, addr); why != "" {
+		d.log().Warn("dashboard: sign-in refused: too many failures", "user", name, "address", addr)
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		d.render(w, http.StatusTooManyRequests, "signin.html", page{Title: "Sign in", Error: why})
+		return
+	}
+	var tok string
+	err := d.limit.hash(r.Context(), func() (err error) {
+		tok, _, err = d.Store.SignIn(name, password, d.ttl())
+		return err
+	})
 	if errors.Is(err, sqlstore.ErrBadSignIn) {
+		d.log().Warn("dashboard: sign-in failed", "user", name, "address", addr)
+		for _, k := range d.limit.failed(name, addr) {
+			d.log().Warn("dashboard: sign-in locked after too many failures", k.kind, k.value, "for", lockFor, "address", addr)
+		}
 		d.render(w, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Error: "Wrong user name or password."})
+		return
+	}
+	if errors.Is(err, errHashBusy) {
+		w.Header().Set("Retry-After", "1")
+		d.render(w, http.StatusServiceUnavailable, "signin.html", page{Title: "Sign in", Error: err.Error()})
 		return
 	}
 	if err != nil {
@@ -71,6 +98,7 @@ func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, passw
 		d.render(w, http.StatusInternalServerError, "signin.html", page{Title: "Sign in", Error: err.Error()})
 		return
 	}
+	d.limit.succeeded(name, addr)
 	d.setCookie(w, r, tok, int(d.ttl().Seconds()))
 	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
 }

@@ -57,6 +57,8 @@ type Dashboard struct {
 
 	pages  map[string]*template.Template
 	client *acpClient
+	mints  mints
+	limit  *signInLimit
 }
 
 // Handler serves the dashboard. Every state-changing request must come
@@ -65,6 +67,7 @@ type Dashboard struct {
 func (d *Dashboard) Handler() http.Handler {
 	d.pages = map[string]*template.Template{}
 	d.client = newACPClient(d.ACP, d.log())
+	d.limit = newSignInLimit()
 	names, _ := fs.Glob(templates, "templates/*.html")
 	for _, n := range names {
 		if n != "templates/layout.html" {
@@ -86,6 +89,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /runners", d.signedIn(d.runners))
 	mux.HandleFunc("POST /runners/tokens", d.signedIn(d.mintRegistration))
 	mux.HandleFunc("POST /runners/{id}/revoke", d.signedIn(d.revokeRunner))
+	mux.HandleFunc("POST /tokens/{id}/revoke", d.signedIn(d.revokeToken))
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
 	mux.HandleFunc("GET /sessions/{id}", d.signedIn(d.sessionDetail))
 	mux.HandleFunc("GET /sessions/{id}/events", d.signedIn(d.follow))
@@ -93,16 +97,32 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", d.signedIn(d.promptSession))
 	mux.HandleFunc("POST /sessions/{id}/permissions/{req}", d.signedIn(d.answerPermission))
-	return http.NewCrossOriginProtection().Handler(secureHeaders(mux))
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.log().Warn("dashboard: a form from another site refused", "path", r.URL.Path, "origin", r.Header.Get("Origin"), "address", address(r))
+		d.render(w, http.StatusForbidden, "error.html", page{Title: "Refused",
+			Error: "This form was sent from another site (" + orNone(r.Header.Get("Origin")) + "), not from a page of this dashboard. Nothing was changed. If you meant it, open the dashboard and do it there."})
+	}))
+	return secureHeaders(cop.Handler(mux))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "origin unknown"
+	}
+	return s
 }
 
 // secureHeaders keep the pages from being framed or loading anything from
-// elsewhere.
+// elsewhere, and a browser that came over TLS from coming back without it.
 func secureHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "same-origin")
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +13,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/server"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
+	"github.com/charmbracelet/log"
 )
 
 const password = "correct horse battery"
@@ -30,6 +34,25 @@ type site struct {
 	t     *testing.T
 	store *sqlstore.Store
 	srv   *httptest.Server
+	logs  *syncBuffer // what the server logged
+}
+
+// syncBuffer is a log's output, read while the server writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 func newSite(t *testing.T, tls bool) *site {
@@ -41,7 +64,8 @@ func newSite(t *testing.T, tls bool) *site {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	h := (&server.Server{Store: store}).Handler(ctx)
+	logs := &syncBuffer{}
+	h := (&server.Server{Store: store, Log: log.New(logs)}).Handler(ctx)
 	srv := httptest.NewUnstartedServer(h)
 	if tls {
 		srv.StartTLS()
@@ -59,7 +83,7 @@ func newSite(t *testing.T, tls bool) *site {
 	if _, err := store.CreateFirstAdmin(tok, "ada", password); err != nil {
 		t.Fatal(err)
 	}
-	return &site{t: t, store: store, srv: srv}
+	return &site{t: t, store: store, srv: srv, logs: logs}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -277,7 +301,7 @@ func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	resp, body = s.do(c, http.MethodPost, "/sessions/"+session.NewID()+"/end", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusNotFound, "does not exist: nothing was changed")
 
-	resp, _ = s.do(c, http.MethodPost, "/sessions/orphan1/resolve", url.Values{"csrf": {csrf}})
+	resp, _ = s.do(c, http.MethodPost, "/sessions/orphan1/resolve", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("resolve: %s", resp.Status)
 	}
@@ -326,16 +350,11 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 	if regs, _ := s.store.Registrations(); len(regs) != 0 {
 		t.Fatalf("a refused mint stored %d tokens", len(regs))
 	}
-	resp, body = s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"1h0m0s"}})
-	want(t, resp, body, http.StatusOK, "it is not shown again")
-	m := regexp.MustCompile(`id="minted-token" readonly value="(blr_[^"]+)"`).FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no token on the page:\n%s", body)
-	}
-	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m[1]) {
+	m := s.mint(c, csrf, "1h0m0s")
+	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m) {
 		t.Fatal("the token is shown again")
 	}
-	cred, id, err := s.store.Register(m[1], "r1")
+	cred, id, err := s.store.Register(m, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +363,7 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 
 	resp, body = s.do(c, http.MethodPost, "/runners/nosuchrunner/revoke", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusNotFound, "Nothing was revoked:", "not found")
-	resp, _ = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}})
+	resp, _ = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("revoke: %s", resp.Status)
 	}
@@ -360,6 +379,24 @@ func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
 	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
 		t.Fatalf("a revoked runner's credential: %v", err)
 	}
+}
+
+// mint mints a registration token on the runners page with the
+// lifetime ttl, for agent demo, and returns the token the page it is
+// redirected to shows.
+func (s *site) mint(c *http.Client, csrf, ttl string) string {
+	s.t.Helper()
+	resp, body := s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {ttl}, "agent": {"demo"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		s.t.Fatalf("minting: %s\n%s", resp.Status, body)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(s.t, resp, body, http.StatusOK, "it is not shown again")
+	m := regexp.MustCompile(`id="minted-token" readonly value="(blr_[^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no token on the page:\n%s", body)
+	}
+	return m[1]
 }
 
 // Issue 14, item 4: an unknown session's page says so.
@@ -390,17 +427,32 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 	io.WriteString(tw, notice(1, "first words"))
 	c := s.browser()
 	s.signIn(c)
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/live1/events", nil)
+	next := s.follow(c, "live1", dashboard.EventReset, dashboard.EventAppend)
+	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
+		t.Fatalf("first event %s %q", name, text)
+	}
+	io.WriteString(tw, notice(2, "then more"))
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, "then more") || strings.Contains(text, "first words") {
+		t.Fatalf("next event %s %q", name, text)
+	}
+}
+
+// follow opens the event stream of a session's page and returns a reader
+// of its next event of the kinds named (others are skipped).
+func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string, string) {
+	t := s.t
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/"+id+"/events", nil)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
 	events := bufio.NewReader(resp.Body)
-	next := func() (string, string) {
+	return func() (string, string) {
 		t.Helper()
 		var name, data string
 		for {
@@ -410,7 +462,7 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 			}
 			line = strings.TrimSuffix(line, "\n")
 			switch {
-			case line == "":
+			case line == "" && slices.Contains(kinds, name):
 				var text string
 				if err := json.Unmarshal([]byte(data), &text); err != nil {
 					t.Fatalf("event %s: data %q: %v", name, data, err)
@@ -423,12 +475,29 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 			}
 		}
 	}
-	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
-		t.Fatalf("first event %s %q", name, text)
+}
+
+// A session's page follows its record with its transcript: when a new run
+// starts, the state, runs and runner it shows change without a reload.
+func TestSessionPageFollowsItsRecord(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&session.Record{ID: "p1", AgentName: "demo", State: session.Paused, Runs: 1, Runner: "r1", Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
 	}
-	io.WriteString(tw, notice(2, "then more"))
-	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, "then more") || strings.Contains(text, "first words") {
-		t.Fatalf("next event %s %q", name, text)
+	c := s.browser()
+	s.signIn(c)
+	next := s.follow(c, "p1", dashboard.EventRecord)
+	if _, html := next(); !strings.Contains(html, `<dd class="state">paused</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>1</dd>") {
+		t.Fatalf("the first record event:\n%s", html)
+	}
+	if _, err := s.store.UpdateSession("p1", func(r *session.Record) error {
+		r.State, r.Runs, r.Runner = session.Active, 2, "r2"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, "<dd>r2</dd>") {
+		t.Fatalf("the record event after a new run:\n%s", html)
 	}
 }
 
@@ -444,7 +513,7 @@ func TestIssue14_PromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	c := s.browser()
 	csrf := s.signIn(c)
 	resp, body := s.do(c, http.MethodPost, "/sessions/live1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
-	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end.", ">hello</textarea>")
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end (an editor, `run`, or the dashboard); it is free once that client leaves, or after 5m0s without a message from it (its inactivity limit).", ">hello</textarea>")
 	if rec, err := s.store.Session("live1"); err != nil || rec.State != session.Active || rec.Runs != 1 {
 		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
 	}
@@ -461,8 +530,15 @@ func TestIssue14_PromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) 
 	}
 	c := s.browser()
 	csrf := s.signIn(c)
-	resp, body := s.do(c, http.MethodPost, "/sessions/p1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
-	want(t, resp, body, http.StatusConflict, "Nothing was sent: session p1: no runner of agent demo is connected")
+	// It says why once, above the record, not again as the turn's
+	// outcome; nor does the page of the next refusal show the first.
+	for range 2 {
+		resp, body := s.do(c, http.MethodPost, "/sessions/p1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+		want(t, resp, body, http.StatusConflict, "Nothing was sent: session p1: no runner of agent demo is connected")
+		if n := strings.Count(body, "no runner of agent demo is connected"); n != 1 {
+			t.Fatalf("the page says why %d times:\n%s", n, body)
+		}
+	}
 	if rec, err := s.store.Session("p1"); err != nil || rec.State != session.Paused || rec.Runs != 1 {
 		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
 	}

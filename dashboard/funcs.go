@@ -11,10 +11,16 @@ import (
 var funcs = template.FuncMap{
 	"human":    human,
 	"policy":   func(p session.IdlePolicy) string { return policyText[p] },
-	"endable":  func(r *session.Record) bool { return r.State == session.Active || r.State == session.Paused },
-	"orphaned": func(r *session.Record) bool { return r.State == session.Orphaned },
+	"endable":  endable,
+	"orphaned": orphaned,
 	"when":     when,
 }
+
+// endable: a session End applies to.
+func endable(r *session.Record) bool { return r.State == session.Active || r.State == session.Paused }
+
+// orphaned: a session Resolve applies to.
+func orphaned(r *session.Record) bool { return r.State == session.Orphaned }
 
 // when says a time as the pages show it; "" for none.
 func when(t time.Time) string {

@@ -21,12 +21,15 @@ const (
 	// dashboard's client does in the session: its prompt and the agent's
 	// permission requests.
 	EventActivity = "activity"
+	// EventRecord replaces the page's part that shows the session's
+	// record (state, runs, runner, times) when it changes.
+	EventRecord = "record"
 )
 
 // follow streams a session's transcript, rendered as its page renders it,
 // as server-sent events: the whole of it, then what is added, until the
 // browser leaves or the server stops; and the session's activity each
-// time it changes.
+// time it changes, and its record each time that changes.
 func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	rc := http.NewResponseController(w)
@@ -35,6 +38,7 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 	render := newRenderer()
 	var last int64
 	shown := 0 // the activity's version the page shows: none at first
+	card := "" // the record part the page was sent last: none at first
 	event := EventReset
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
@@ -62,6 +66,17 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 			}
 			shown = v
 		}
+		html, err := d.renderRecord(u, id)
+		if err != nil {
+			send(w, rc, EventProblem, err.Error())
+			return
+		}
+		if html != card {
+			if err := send(w, rc, EventRecord, html); err != nil {
+				return
+			}
+		}
+		card = html
 		select {
 		case <-r.Context().Done():
 			return

@@ -13,7 +13,15 @@ type sessionPage struct {
 	Record     *session.Record
 	Transcript string
 	Activity   activityPart
+	Card       recordPart
 	Prompt     string // the prompt box's text, kept when it was not sent
+}
+
+// recordPart is the part of a session's page that shows its record: sent
+// alone, as it changes, to a page that follows the session.
+type recordPart struct {
+	Record *session.Record
+	CSRF   string
 }
 
 // activityPart is the part of a session's page that shows what the
@@ -70,7 +78,7 @@ func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, p
 	}
 	p := d.pageFor(u, "Session "+id)
 	p.Error, p.Notice = problem, notice
-	p.Data = sessionPage{Record: rec, Transcript: text, Activity: d.activityPart(u, id), Prompt: prompt}
+	p.Data = sessionPage{Record: rec, Transcript: text, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
 	d.render(w, status, "session.html", p)
 }
 
@@ -82,6 +90,17 @@ func (d *Dashboard) activityPart(u user, id string) activityPart {
 func (d *Dashboard) renderActivity(u user, id string) (string, error) {
 	var b bytes.Buffer
 	err := d.pages["session.html"].ExecuteTemplate(&b, "activity", d.activityPart(u, id))
+	return b.String(), err
+}
+
+// renderRecord renders the record part of a session's page alone.
+func (d *Dashboard) renderRecord(u user, id string) (string, error) {
+	rec, err := d.Store.Session(id)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	err = d.pages["session.html"].ExecuteTemplate(&b, "record", recordPart{rec, csrfToken(u.token)})
 	return b.String(), err
 }
 

@@ -67,9 +67,18 @@ func (d *Dashboard) sessions(w http.ResponseWriter, r *http.Request, u user) {
 }
 
 // action runs an engine action on a session and goes back to the list,
-// or shows what went wrong: nothing changed then.
-func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, u user, name string, do func(id string) (*session.Record, error)) {
+// or shows what went wrong: nothing changed then. A session the action
+// applies to (its state allows it) is asked for confirmation first.
+func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, u user, name string, applies func(*session.Record) bool,
+	ask func(*session.Record) confirmation, do func(id string) (*session.Record, error)) {
 	id := r.PathValue("id")
+	if rec, err := d.Store.Session(id); err == nil && applies(rec) {
+		c := ask(rec)
+		c.Back = "/sessions/" + id
+		if !d.confirmed(w, r, u, c) {
+			return
+		}
+	}
 	if _, err := do(id); err != nil {
 		p := d.pageFor(u, "Not done")
 		p.Error = "Nothing was changed: " + err.Error()
@@ -86,9 +95,19 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, u user, name 
 }
 
 func (d *Dashboard) endSession(w http.ResponseWriter, r *http.Request, u user) {
-	d.action(w, r, u, "ended", func(id string) (*session.Record, error) { return d.Sessions.EndSession(r.Context(), id) })
+	d.action(w, r, u, "ended", endable, func(rec *session.Record) confirmation {
+		return confirmation{Question: "End session " + title(rec) + "?", Button: "End the session",
+			Detail: "A live run stops, a paused session is torn down: its plugs clean up what they prepared. An ended session cannot be resumed."}
+	}, func(id string) (*session.Record, error) { return d.Sessions.EndSession(r.Context(), id) })
 }
 
 func (d *Dashboard) resolveSession(w http.ResponseWriter, r *http.Request, u user) {
-	d.action(w, r, u, "resolved", d.Sessions.ResolveSession)
+	d.action(w, r, u, "resolved", orphaned, func(rec *session.Record) confirmation {
+		return confirmation{Question: "Resolve session " + title(rec) + "?", Button: "Resolve: I cleaned up",
+			Detail: "It is marked ended and its stored state is deleted; nothing cleans up after it any more. What its teardown left: " + rec.Teardown.LastError}
+	}, d.Sessions.ResolveSession)
 }
+
+// title names a session in a question: its id (sessions have no title
+// yet).
+func title(rec *session.Record) string { return rec.ID }

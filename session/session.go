@@ -165,13 +165,20 @@ type TeardownRecord struct {
 // a retry by the next sweep, or, once orphaned, a person who cleans up what
 // its plugs left behind and resolves it (L2). It is nil for other states.
 func (r *Record) Unsettled() error {
+	// A server's session (it ran on a runner) is retried by the server,
+	// and resolved through it.
+	retry, resolve := "`blaise-agent sessions sweep` retries it", "run `blaise-agent sessions resolve "+r.ID+"`"
+	if r.Runner != "" {
+		retry = "the server retries it"
+		resolve = "resolve it: `blaise-agent sessions resolve " + r.ID + " --server URL`, or Resolve on the server's dashboard"
+	}
 	switch r.State {
 	case TearingDown:
-		return fmt.Errorf("teardown failed (attempt %d of %d): %s; `blaise-agent sessions sweep` retries it from %s",
-			r.Teardown.Attempts, r.Settings.TeardownAttempts, r.Teardown.LastError, r.Teardown.NextAt.Local().Format(time.DateTime))
+		return fmt.Errorf("teardown failed (attempt %d of %d): %s; %s from %s",
+			r.Teardown.Attempts, r.Settings.TeardownAttempts, r.Teardown.LastError, retry, r.Teardown.NextAt.Local().Format(time.DateTime))
 	case Orphaned:
-		return fmt.Errorf("orphaned: teardown failed %d times: %s; clean up what its plugs left behind, then run `blaise-agent sessions resolve %s`",
-			r.Teardown.Attempts, r.Teardown.LastError, r.ID)
+		return fmt.Errorf("orphaned: teardown failed %d times: %s; clean up what its plugs left behind, then %s",
+			r.Teardown.Attempts, r.Teardown.LastError, resolve)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -510,6 +511,38 @@ func TestIssue13_APITokensRevocable(t *testing.T) {
 		all, err := s.APITokens()
 		if err != nil || len(all) != 1 || all[0].Revoked.IsZero() {
 			t.Errorf("APITokens = %+v, %v", all, err)
+		}
+	})
+}
+
+// An unused registration token revoked expires at once: no runner
+// registers with it. A used or expired one stays as it was; an unknown id
+// is not found.
+func TestRevokedRegistrationTokenRegistersNoRunner(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		clock := session.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		s.Clock = clock
+		unused, _ := s.MintRegistration(time.Hour)
+		used, _ := s.MintRegistration(time.Hour)
+		if _, _, err := s.Register(used.Token, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		for _, id := range []string{unused.ID, used.ID} {
+			if err := s.RevokeRegistration(id); err != nil {
+				t.Fatalf("revoking %s: %v", id, err)
+			}
+		}
+		_, _, err := s.Register(unused.Token, "r2")
+		testsupport.WantErr(t, err, "expired at 2026-01-02T03:05:05Z")
+		regs, _ := s.Registrations()
+		i := slices.IndexFunc(regs, func(r *Registration) bool { return r.ID == used.ID })
+		if i < 0 || !regs[i].Expires.Equal(used.Expires) || regs[i].Used.IsZero() {
+			t.Errorf("the used token after a revocation: %+v", regs)
+		}
+		if err := s.RevokeRegistration("nope"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("revoking an unknown token: %v", err)
 		}
 	})
 }

@@ -94,6 +94,22 @@ func (s *Store) Registrations() ([]*Registration, error) {
 		})
 }
 
+// RevokeRegistration makes an unused registration token expire now: no
+// runner can register with it any more. One already used or expired is
+// no error. An unknown id is an error wrapping ErrNotFound.
+func (s *Store) RevokeRegistration(id string) error {
+	now := s.now().UnixNano()
+	n, err := affected(s.writer().exec(context.Background(),
+		"UPDATE registration_tokens SET expires = CASE WHEN used = 0 AND expires > ? THEN ? ELSE expires END WHERE id = ?", now, now, id))
+	if err != nil {
+		return fmt.Errorf("registration token %s: %s: %w", id, s.where, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("registration token %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
 // Runner is a registered runner.
 type Runner struct {
 	ID       string

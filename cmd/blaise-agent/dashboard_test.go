@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -133,13 +134,18 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 
 	do("the runners page", chromedp.Navigate(l.url+"/runners"), chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)))
-	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main table"))); err != nil || !strings.Contains(text, "connected: agent demo, 0 live runs, blaise-agent ") {
+	if text, err := chromedp.Run(tab, chromedp.Text(chromedp.CSS("main table"))); err != nil || !strings.Contains(text, "connected: agent demo, 0 live runs, blaise-agent ") ||
+		!strings.Contains(text, "now (connected)") {
 		t.Fatalf("the runners page says %q (%v)", text, err)
 	}
 	do("minting a registration token", chromedp.Click(chromedp.CSS(`form[action="/runners/tokens"] button`)), chromedp.WaitVisible(chromedp.ID("minted-token")))
 	if tok, err := chromedp.Run(tab, chromedp.Value(chromedp.ID("minted-token"))); err != nil || !strings.HasPrefix(tok, "blr_") {
 		t.Fatalf("the minted token: %q (%v)", tok, err)
 	}
+	// The listen command names this server and the agent chosen; a copy
+	// button copies it.
+	waitText(t, tab, "#minted-command", "--server "+l.url+" --agent demo --register-token blr_")
+	do("the copy button", chromedp.WaitVisible(chromedp.CSS(`button[data-copy="minted-command"]`)))
 	shoot(t, tab, shots, "runners")
 
 	do("a session's page", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS(`a[href="/sessions/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
@@ -173,6 +179,15 @@ func TestDashboardInABrowser(t *testing.T) {
 	if got := l.session(id).Runs; got != runs+1 {
 		t.Fatalf("after a prompt to the paused session: %d runs, want %d", got, runs+1)
 	}
+	// The page let go of the session when its turn ended: it pauses, the
+	// card says so without a reload, and the terminal takes it up at once.
+	testsupport.Eventually(t, "the session pauses after the page's turn", func() bool { return l.session(id).State == session.Paused })
+	waitText(t, tab, "#record .state", "paused")
+	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "from the terminal"); !strings.Contains(out, "echo: from the terminal") {
+		t.Fatalf("run --server --session after the page's turn:\n%s", out)
+	}
+	waitText(t, tab, "#record", fmt.Sprintf("Runs%d", runs+2))
+	testsupport.Eventually(t, "the session pauses after the terminal's turn", func() bool { return l.session(id).State == session.Paused })
 	// The agent asks permission: the page shows the request, a person
 	// answers it with the keyboard, and the turn ends with that option.
 	do("a prompt that asks permission", chromedp.SetValue(chromedp.ID("prompt"), "/say before asking\n/permission Run the tests"), dropNotices,
@@ -185,20 +200,28 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "pre.transcript", "permission: allow_once")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
-	// The dashboard's connection held the session between the prompts: it
-	// did not stop as idle when the first turn ended (L9).
-	if rec := l.session(id); rec.Runs != runs+1 || rec.State != session.Active {
-		t.Fatalf("after the second prompt: %s, %d runs; want active, %d runs", rec.State, rec.Runs, runs+1)
-	}
+	// Released again (L9): it pauses.
+	testsupport.Eventually(t, "the session pauses after the second page turn", func() bool { return l.session(id).State == session.Paused })
 
+	// End asks first, naming the session; Cancel changes nothing.
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
+		chromedp.WaitVisible(chromedp.CSS("form.confirm")))
+	waitText(t, tab, "#question", "End session "+id+"?")
+	do("cancelling", chromedp.Click(chromedp.CSS("form.confirm a.button")), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
+	if rec := l.session(id); rec.State != session.Paused {
+		t.Fatalf("after a cancelled End: %s", rec.State)
+	}
+	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
+		chromedp.WaitVisible(chromedp.CSS("form.confirm")), chromedp.Click(chromedp.CSS("form.confirm button.danger")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
 		t.Fatalf("after End: %s (%s)", rec.State, rec.EndReason)
 	}
 
 	do("revoking a runner", chromedp.Navigate(l.url+"/runners"), chromedp.Click(chromedp.CSS(`button[aria-label="Revoke runner r1"]`)),
-		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+		chromedp.WaitVisible(chromedp.CSS("form.confirm")))
+	waitText(t, tab, "#question", "Revoke runner r1 (")
+	do("confirming the revocation", chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	if out := l.cli(append([]string{"tokens", "list"}, l.storeFlags()...)...); !regexp.MustCompile(`runner .* r1 .* 20\d\d-`).MatchString(out) {
 		t.Fatalf("after revoking r1, tokens list says:\n%s", out)
 	}
@@ -314,12 +337,19 @@ func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
 	if m == nil || !strings.Contains(page, "The agent asks permission: Delete the branch") {
 		t.Fatalf("no permission request on the page:\n%s", page)
 	}
+	// The terminal is refused while the page's turn runs, and told who
+	// holds the session and until when.
+	out, err := exec.Command(l.bin, "run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "meanwhile").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in another front end (blaise-agent dashboard, since ") ||
+		!strings.Contains(string(out), "it is free once that client leaves, or after 5m0s without a message from it") {
+		t.Fatalf("run --server --session during the page's turn: %v\n%s", err, out)
+	}
 	// A session takes one prompt at a time.
 	if resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"meanwhile"}}); resp.StatusCode != http.StatusConflict ||
 		!strings.Contains(page, "Nothing was sent: a prompt sent from this dashboard is still running in the session") {
 		t.Fatalf("a second prompt during the turn: %s\n%s", resp.Status, page)
 	}
-	if resp, page := post(t, c, l.url+"/sessions/"+id+"/end", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusSeeOther {
+	if resp, page := post(t, c, l.url+"/sessions/"+id+"/end", url.Values{"csrf": {csrf}, "confirmed": {"yes"}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("ending the session: %s\n%s", resp.Status, page)
 	}
 	testsupport.Eventually(t, "the request leaves the page", func() bool {

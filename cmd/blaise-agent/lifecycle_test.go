@@ -361,6 +361,26 @@ def on_teardown(ctx, next):
 	}
 }
 
+// L2: resolving is for orphaned sessions; a session with a live run says
+// so, not that another process tears it down.
+func TestL2_ResolvingALiveSessionSaysOnlyOrphanedOnesResolve(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `setup()`})
+	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.open(live, "")
+	_, err = l.engine.Resolve(live.ID)
+	if err == nil || !strings.Contains(err.Error(), "session "+live.ID+" is active; only an orphaned session can be resolved") {
+		t.Fatalf("resolving a live session: %v", err)
+	}
+	_ = live.Stop(session.Stop{Reason: session.Closed})
+	if rec := l.wait(live); rec.State != session.Ended {
+		t.Fatalf("after the refused resolve and a close: %+v", rec)
+	}
+}
+
 func TestL7_UnresumableChainIsNeverPaused(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{

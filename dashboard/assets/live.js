@@ -1,5 +1,5 @@
-// Follows a session's transcript as it grows, and the agent's permission
-// requests: server-sent events from /sessions/ID/events
+// Follows a session's transcript as it grows, its record (state, runs,
+// runner, times), and the agent's permission requests: server-sent events from /sessions/ID/events
 // (dashboard/live.go). Without script, the page shows both as they were
 // when loaded.
 (() => {
@@ -20,6 +20,10 @@
   const activity = document.getElementById("activity");
   source.addEventListener("activity", (e) => {
     if (activity) activity.innerHTML = JSON.parse(e.data);
+  });
+  const record = document.getElementById("record");
+  source.addEventListener("record", (e) => {
+    if (record) record.innerHTML = JSON.parse(e.data);
   });
   source.addEventListener("problem", (e) => {
     source.close();
