@@ -264,4 +264,3 @@ func extract(t *testing.T, file, dir string) {
 		}
 	}
 }
-
