@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/sealed"
@@ -46,6 +47,7 @@ type Store struct {
 	box   *sealed.Box
 	// transcripts are the files of the sessions' transcripts.
 	transcripts transcriptFiles
+	written     atomic.Int64 // transcript bytes appended
 	// Clock dates records; nil: the machine's.
 	Clock session.Clock
 	// Observe, when set before the store is shared, is told how long

@@ -119,3 +119,33 @@ func addFile(tw *tar.Writer, path, name string) error {
 	}
 	return nil
 }
+
+// TranscriptBytes is how many bytes of transcript lines this store has
+// appended since it opened.
+func (s *Store) TranscriptBytes() int64 { return s.written.Load() }
+
+// SessionCount is the number of sessions of an agent in a state.
+type SessionCount struct {
+	Agent string
+	State string
+	N     int64
+}
+
+// CountSessions counts the sessions by agent and state, from the index
+// on both.
+func (s *Store) CountSessions(ctx context.Context) ([]SessionCount, error) {
+	rows, err := s.read.rows(ctx, "SELECT agent_name, state, COUNT(*) FROM sessions GROUP BY agent_name, state")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.where, err)
+	}
+	defer rows.Close()
+	var out []SessionCount
+	for rows.Next() {
+		var c SessionCount
+		if err := rows.Scan(&c.Agent, &c.State, &c.N); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.where, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
