@@ -7,11 +7,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/pgtest"
 	"github.com/blaiseagent/blaise-agent/internal/sealed"
 	"github.com/blaiseagent/blaise-agent/sqlstore/storetest"
 	"github.com/klauspost/compress/flate"
@@ -262,5 +264,54 @@ func extract(t *testing.T, file, dir string) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The procedure docs/server.md#backups gives for PostgreSQL: pg_dump,
+// then the transcripts; pg_restore into an empty database, the
+// transcripts beside, and the same key: the same sessions, state and
+// transcripts.
+func TestPgDumpAndRestoreKeepTheStore(t *testing.T) {
+	ctx := context.Background()
+	dsn := databases[1].dsn(t)
+	key := newKey()
+	s := open(t, dsn, key)
+	storetest.Create(t, s, "s1")
+	if err := s.Persisted().Set(ctx, "s1", "wt", "blaise:worktree", []byte(`"secret"`)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Transcript("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"n\":1}\n")
+	w.Close()
+
+	bin := pgtest.BinDir()
+	dump := filepath.Join(t.TempDir(), "blaise.pgdump")
+	if out, err := exec.Command(filepath.Join(bin, "pg_dump"), "--format=custom", "--file="+dump, dsn).CombinedOutput(); err != nil {
+		t.Fatalf("pg_dump: %v\n%s", err, out)
+	}
+	copied := filepath.Join(t.TempDir(), "transcripts")
+	if out, err := exec.Command("cp", "-a", transcriptDir(t, dsn), copied).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	target := databases[1].dsn(t)
+	if out, err := exec.Command(filepath.Join(bin, "pg_restore"), "--no-owner", "--dbname="+target, dump).CombinedOutput(); err != nil {
+		t.Fatalf("pg_restore: %v\n%s", err, out)
+	}
+	transcriptDirs.Store(target, copied)
+	r := open(t, target, key)
+	if err := r.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := r.Session("s1"); err != nil || rec.Config != "/w/blaise.star" {
+		t.Errorf("session: %+v, %v", rec, err)
+	}
+	if v, ok, err := r.Persisted().Get(ctx, "s1", "wt"); err != nil || !ok || string(v) != `"secret"` {
+		t.Errorf("persisted state: %s, %v, %v", v, ok, err)
+	}
+	if got := storetest.ReadTranscript(t, r, "s1"); got != "{\"n\":1}\n" {
+		t.Errorf("transcript %q", got)
 	}
 }
