@@ -85,6 +85,12 @@ func Run(ctx context.Context, o Options) error {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
 	}
+	if o.DebugAddr != "" {
+		host, _, err := net.SplitHostPort(o.DebugAddr)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return fmt.Errorf("--debug-addr %s: want a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT): profiles show the server's memory", o.DebugAddr)
+		}
+	}
 	store, err := o.Open(ctx)
 	if err != nil {
 		return err
@@ -94,6 +100,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	context.AfterFunc(ctx, func() { ln.Close() }) // on an error before Serve
 	scheme := "http"
 	if o.TLSCert != "" {
 		scheme = "https"
@@ -120,10 +129,6 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	if o.DebugAddr != "" {
-		host, _, err := net.SplitHostPort(o.DebugAddr)
-		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
-			return fmt.Errorf("--debug-addr %s: want a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT): profiles show the server's memory", o.DebugAddr)
-		}
 		if err := serveAside(ctx, o.Log, "debug", o.DebugAddr, http.DefaultServeMux); err != nil {
 			return err
 		}

@@ -118,3 +118,14 @@ func TestConnectionsOfOneAddressAreCapped(t *testing.T) {
 		t.Error("a connection over the cap is open")
 	}
 }
+
+func TestProfilesAreServedOnlyOnALoopbackDebugAddress(t *testing.T) {
+	l := newLab(t)
+	if code, _ := l.get("/debug/pprof/", l.token); code != 404 {
+		t.Errorf("profiles on the API's address: %d, want 404", code)
+	}
+	err := Run(context.Background(), Options{StoreOptions: StoreOptions{Data: t.TempDir()}, Addr: "127.0.0.1:0", DebugAddr: "0.0.0.0:0", Log: l.s.Log})
+	if err == nil || !strings.Contains(err.Error(), "--debug-addr 0.0.0.0:0: want a loopback address") {
+		t.Errorf("a debug address beyond loopback: %v", err)
+	}
+}
