@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func (l *lab) get(path, token string) (int, string) {
@@ -127,5 +130,30 @@ func TestProfilesAreServedOnlyOnALoopbackDebugAddress(t *testing.T) {
 	err := Run(context.Background(), Options{StoreOptions: StoreOptions{Data: t.TempDir()}, Addr: "127.0.0.1:0", DebugAddr: "0.0.0.0:0", Log: l.s.Log})
 	if err == nil || !strings.Contains(err.Error(), "--debug-addr 0.0.0.0:0: want a loopback address") {
 		t.Errorf("a debug address beyond loopback: %v", err)
+	}
+}
+
+// A client whose WebSocket stops answering (a machine gone without a
+// word) is cut by the server's pings rather than held.
+func TestAClientThatAnswersNoPingIsCut(t *testing.T) {
+	l := newLab(t)
+	l.s.KeepAlive = 100 * time.Millisecond
+	c, err := net.Dial("tcp", strings.TrimPrefix(l.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s/demo/acp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: %s\r\n\r\n", PathAgents, l.token, ACPSubprotocol)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	// This end never answers the pings: the server closes the connection.
+	// (The deadline only turns a hang into a failure.)
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatalf("the connection was not cut: %v", err)
 	}
 }
