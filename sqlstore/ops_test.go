@@ -157,16 +157,7 @@ func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.Create(t, s, "s1")
-	if err := s.Persisted().Set(ctx, "s1", "wt", "blaise:worktree", []byte(`"secret"`)); err != nil {
-		t.Fatal(err)
-	}
-	w, err := s.Transcript("s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(w, "{\"n\":1}\n")
-	w.Close()
+	fill(t, s)
 	// Writes go on during the backup; it holds what was committed before
 	// its snapshot, and what it holds reads whole.
 	stop := make(chan struct{})
@@ -203,12 +194,7 @@ func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if rec, err := r.Session("s1"); err != nil || rec.Config != "/w/blaise.star" {
-		t.Errorf("session: %+v, %v", rec, err)
-	}
-	if v, ok, err := r.Persisted().Get(ctx, "s1", "wt"); err != nil || !ok || string(v) != `"secret"` {
-		t.Errorf("persisted state: %s, %v, %v", v, ok, err)
-	}
+	holdsWhatFillWrote(t, r)
 	got := storetest.ReadTranscript(t, r, "s1")
 	if want := "{\"n\":1}\n"; len(got) < len(want) || got[:len(want)] != want {
 		t.Errorf("transcript starts %q, want %q", got, want)
@@ -276,16 +262,7 @@ func TestPgDumpAndRestoreKeepTheStore(t *testing.T) {
 	dsn := databases[1].dsn(t)
 	key := newKey()
 	s := open(t, dsn, key)
-	storetest.Create(t, s, "s1")
-	if err := s.Persisted().Set(ctx, "s1", "wt", "blaise:worktree", []byte(`"secret"`)); err != nil {
-		t.Fatal(err)
-	}
-	w, err := s.Transcript("s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(w, "{\"n\":1}\n")
-	w.Close()
+	fill(t, s)
 
 	bin := pgtest.BinDir()
 	dump := filepath.Join(t.TempDir(), "blaise.pgdump")
@@ -305,13 +282,35 @@ func TestPgDumpAndRestoreKeepTheStore(t *testing.T) {
 	if err := r.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	holdsWhatFillWrote(t, r)
+	if got := storetest.ReadTranscript(t, r, "s1"); got != "{\"n\":1}\n" {
+		t.Errorf("transcript %q", got)
+	}
+}
+
+// fill writes a session s1 with persisted state and a transcript line.
+func fill(t *testing.T, s *Store) {
+	t.Helper()
+	storetest.Create(t, s, "s1")
+	if err := s.Persisted().Set(context.Background(), "s1", "wt", "blaise:worktree", []byte(`"secret"`)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Transcript("s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(w, "{\"n\":1}\n")
+	w.Close()
+}
+
+// holdsWhatFillWrote checks the session and state fill wrote (its
+// transcript is checked by the caller: a backup may hold more).
+func holdsWhatFillWrote(t *testing.T, r *Store) {
+	t.Helper()
 	if rec, err := r.Session("s1"); err != nil || rec.Config != "/w/blaise.star" {
 		t.Errorf("session: %+v, %v", rec, err)
 	}
-	if v, ok, err := r.Persisted().Get(ctx, "s1", "wt"); err != nil || !ok || string(v) != `"secret"` {
+	if v, ok, err := r.Persisted().Get(context.Background(), "s1", "wt"); err != nil || !ok || string(v) != `"secret"` {
 		t.Errorf("persisted state: %s, %v, %v", v, ok, err)
-	}
-	if got := storetest.ReadTranscript(t, r, "s1"); got != "{\"n\":1}\n" {
-		t.Errorf("transcript %q", got)
 	}
 }
