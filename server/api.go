@@ -51,7 +51,10 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(),
 		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.openACP(ctx, agent) }}
 	mux.Handle("/", dash.Handler())
-	return mux
+	mux.HandleFunc("GET "+PathHealth, s.health)
+	mux.HandleFunc("GET "+PathReady, s.ready)
+	mux.Handle("GET "+PathMetrics, s.client(s.MetricsHandler().ServeHTTP))
+	return s.counted(mux)
 }
 
 // apiError is the body of every error answer.
@@ -288,6 +291,9 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 	ws.SetReadLimit(-1)
 	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary), nil)
 	defer nc.Close()
+	kctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.keepAlive(kctx, ws)
 	if err := s.serveACP(ctx, a, owner(r), nc, nc); err != nil {
 		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)
 	}

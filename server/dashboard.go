@@ -22,8 +22,10 @@ func (s *Server) EndSession(ctx context.Context, id string) (*session.Record, er
 	defer cancel()
 	if l := s.engine.Running(id); l != nil {
 		if err := l.Stop(session.Stop{Reason: session.Closed}); err != nil {
+			s.metrics.stops.Inc("refused")
 			return nil, err
 		}
+		s.metrics.stops.Inc("sent")
 		rec, err := l.Wait(ctx)
 		// A stop sent before ours (idle, when its client left) pauses the
 		// run; the session is ended all the same.

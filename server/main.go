@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // on DefaultServeMux, served only on --debug-addr
 	"os"
 	"path/filepath"
 	"time"
@@ -68,6 +70,12 @@ type Options struct {
 	StopGrace       time.Duration // Server.StopGrace
 	Log             *log.Logger
 	Version         string
+	// MaxConns and MaxConnsPerAddr: see Server.
+	MaxConns, MaxConnsPerAddr int
+	// MetricsAddr, when set, serves /metrics there without a token.
+	MetricsAddr string
+	// DebugAddr, when set, serves net/http/pprof there; loopback only.
+	DebugAddr string
 	// Ready, when set, is told the address the server listens on.
 	Ready func(addr string)
 }
@@ -76,6 +84,12 @@ type Options struct {
 func Run(ctx context.Context, o Options) error {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if o.DebugAddr != "" {
+		host, _, err := net.SplitHostPort(o.DebugAddr)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return fmt.Errorf("--debug-addr %s: want a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT): profiles show the server's memory", o.DebugAddr)
+		}
 	}
 	store, err := o.Open(ctx)
 	if err != nil {
@@ -86,6 +100,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	context.AfterFunc(ctx, func() { ln.Close() }) // on an error before Serve
 	scheme := "http"
 	if o.TLSCert != "" {
 		scheme = "https"
@@ -104,8 +121,33 @@ func Run(ctx context.Context, o Options) error {
 	if err := announceSetup(store, o.Log, scheme+"://"+addr); err != nil {
 		return err
 	}
-	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version}
+	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version,
+		MaxConns: o.MaxConns, MaxConnsPerAddr: o.MaxConnsPerAddr}
+	if o.MetricsAddr != "" {
+		if err := serveAside(ctx, o.Log, "metrics", o.MetricsAddr, s.MetricsHandler()); err != nil {
+			return err
+		}
+	}
+	if o.DebugAddr != "" {
+		if err := serveAside(ctx, o.Log, "debug", o.DebugAddr, http.DefaultServeMux); err != nil {
+			return err
+		}
+	}
 	return s.Serve(ctx, ln, o.TLSCert, o.TLSKey)
+}
+
+// serveAside serves h on addr until ctx is done: the metrics' and the
+// profiles' listeners, apart from the API's.
+func serveAside(ctx context.Context, l *log.Logger, what, addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--%s-addr: %w", what, err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
+	go hs.Serve(ln)
+	context.AfterFunc(ctx, func() { hs.Close() })
+	l.Info("serving "+what, "url", "http://"+ln.Addr().String())
+	return nil
 }
 
 // announceSetup prints, while no one can sign in to the dashboard, a new

@@ -97,6 +97,7 @@ func (rc *runnerConn) launch(run blaise.Launch) (*remoteProcess, error) {
 		return forget(err)
 	}
 	p.serveStore()
+	rc.s.metrics.runsStarted.Inc(rc.agent)
 	return p, nil
 }
 

@@ -37,18 +37,43 @@ type Server struct {
 	Clock     session.Clock
 	// Version is blaise-agent's.
 	Version string
+	// MaxConns caps the connections open at once; 0: DefaultMaxConns.
+	MaxConns int
+	// MaxConnsPerAddr caps those of one IP address; 0: no cap.
+	MaxConnsPerAddr int
+	// KeepAlive is how often a client's WebSocket is pinged, to find a
+	// dead peer and keep proxies from closing it as idle; 0:
+	// DefaultKeepAlive.
+	KeepAlive time.Duration
 
 	initOnce sync.Once
 	engine   *blaise.Engine // the lifecycle of every session
 	mu       sync.Mutex
 	runners  map[string]map[*runnerConn]bool // by agent
 	procs    map[runnerproto.RunRef]*remoteProcess
+	metrics  *serverMetrics
 }
+
+// Timeouts of the HTTP server: a request's header and body must arrive
+// within theirs, and a connection between requests is closed after
+// idleTimeout. WebSockets are not bound by them once upgraded; their
+// keepalives find dead peers. Answers are not bounded (transcripts and
+// event streams are long); the connection caps bound what slow readers
+// hold.
+const (
+	headerTimeout = 10 * time.Second
+	bodyTimeout   = time.Minute
+	idleTimeout   = 2 * time.Minute
+	// DefaultKeepAlive: see Server.KeepAlive.
+	DefaultKeepAlive = 30 * time.Second
+)
 
 func (s *Server) init() {
 	s.initOnce.Do(func() {
 		s.runners = map[string]map[*runnerConn]bool{}
 		s.procs = map[runnerproto.RunRef]*remoteProcess{}
+		s.metrics = s.newMetrics()
+		s.Store.Observe = func(verb string, took time.Duration) { s.metrics.store.Observe(took, verb) }
 		s.engine = &blaise.Engine{
 			Store:        s.Store,
 			Locks:        &blaise.MemLocks{},
@@ -61,6 +86,7 @@ func (s *Server) init() {
 			Log:        s.log(),
 			Settled: func(r *session.Record) {
 				s.log().Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
+				s.runSettled(r)
 			},
 		}
 	})
@@ -111,7 +137,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) e
 	defer cancel()
 	go s.engine.Keep(ctx)
 	go s.cutRevoked(ctx)
-	hs := &http.Server{Handler: s.Handler(ctx), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	maxConns := s.MaxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns()
+	}
+	ln = &limitListener{Listener: ln, total: maxConns, perAddr: s.MaxConnsPerAddr, opened: func(d int) { s.metrics.conns.Add(float64(d)) }}
+	hs := &http.Server{Handler: s.Handler(ctx), ReadHeaderTimeout: headerTimeout, ReadTimeout: bodyTimeout, IdleTimeout: idleTimeout,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan error, 1)
 	go func() {
 		if cert != "" {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 	_ "modernc.org/sqlite"             // registers "sqlite"
@@ -86,6 +87,7 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 		if err != nil {
 			return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
 		}
+		bound(db, MaxConns)
 		return db, db, postgresDialect, where, nil
 	}
 	path, ok := strings.CutPrefix(dsn, "sqlite:")
@@ -113,13 +115,33 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 	if err != nil {
 		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
 	}
-	write.SetMaxOpenConns(1)
+	bound(write, 1)
 	read, err = sql.Open("sqlite", path+"?"+sqliteParams)
 	if err != nil {
 		write.Close()
 		return nil, nil, nil, "", fmt.Errorf("%s: %w", where, err)
 	}
+	bound(read, MaxConns)
 	return read, write, sqliteDialect, where, nil
+}
+
+// Pools are bounded: a burst of requests queues for a connection rather
+// than opening one each (a descriptor each, on SQLite; a backend process
+// each, on PostgreSQL), and what a burst opened is closed once idle.
+const (
+	// MaxConns bounds a pool of reads (SQLite) or of everything
+	// (PostgreSQL).
+	MaxConns = 16
+	// maxIdleConns stay open between requests.
+	maxIdleConns = 4
+	// maxIdleTime is how long an idle connection beyond those stays.
+	maxIdleTime = time.Minute
+)
+
+func bound(db *sql.DB, open int) {
+	db.SetMaxOpenConns(open)
+	db.SetMaxIdleConns(min(open, maxIdleConns))
+	db.SetConnMaxIdleTime(maxIdleTime)
 }
 
 // redactParseError drops the URL from a url.Parse error: it may hold a
@@ -139,22 +161,37 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// conn runs queries written for SQLite in the dialect of its database.
+// conn runs queries written for SQLite in the dialect of its database,
+// telling s.Observe how long each took.
 type conn struct {
 	q querier
 	d *dialect
+	s *Store
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	defer c.s.observe(query, time.Now())
 	return c.q.ExecContext(ctx, c.d.rebind(query), args...)
 }
 
 func (c conn) rows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	defer c.s.observe(query, time.Now())
 	return c.q.QueryContext(ctx, c.d.rebind(query), args...)
 }
 
 func (c conn) row(ctx context.Context, query string, args ...any) *sql.Row {
+	defer c.s.observe(query, time.Now())
 	return c.q.QueryRowContext(ctx, c.d.rebind(query), args...)
+}
+
+// observe tells Observe how long a statement took, named by its first
+// word (SELECT, INSERT …).
+func (s *Store) observe(query string, start time.Time) {
+	if s.Observe == nil {
+		return
+	}
+	verb, _, _ := strings.Cut(strings.TrimSpace(query), " ")
+	s.Observe(strings.ToLower(verb), time.Since(start))
 }
 
 // affected is the number of rows a statement changed.

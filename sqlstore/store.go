@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/sealed"
@@ -46,8 +47,12 @@ type Store struct {
 	box   *sealed.Box
 	// transcripts are the files of the sessions' transcripts.
 	transcripts transcriptFiles
+	written     atomic.Int64 // transcript bytes appended
 	// Clock dates records; nil: the machine's.
 	Clock session.Clock
+	// Observe, when set before the store is shared, is told how long
+	// each statement took, by its verb (select, insert …).
+	Observe func(verb string, took time.Duration)
 }
 
 var _ session.Store = (*Store)(nil)
@@ -67,7 +72,8 @@ func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Sto
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{read: conn{read, d}, db: read, write: write, d: d, where: where, box: box, transcripts: transcriptFiles{dir: transcripts}}
+	s := &Store{db: read, write: write, d: d, where: where, box: box, transcripts: transcriptFiles{dir: transcripts}}
+	s.read = conn{read, d, s}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -101,7 +107,7 @@ func (s *Store) inTx(ctx context.Context, f func(c conn) error) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.where, err)
 	}
-	if err := f(conn{tx, s.d}); err != nil {
+	if err := f(conn{tx, s.d, s}); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -112,7 +118,7 @@ func (s *Store) inTx(ctx context.Context, f func(c conn) error) error {
 }
 
 // writer runs single statements outside a transaction.
-func (s *Store) writer() conn { return conn{s.write, s.d} }
+func (s *Store) writer() conn { return conn{s.write, s.d, s} }
 
 type migration struct {
 	version int
@@ -144,6 +150,12 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.migrateTo(ctx, ms, ms[len(ms)-1].version)
+}
+
+// migrateTo applies the migrations up to version upto (tests make
+// databases of earlier versions with it).
+func (s *Store) migrateTo(ctx context.Context, ms []migration, upto int) error {
 	latest := ms[len(ms)-1].version
 	return s.inTx(ctx, func(c conn) error {
 		if s.d.lockSchema != "" {
@@ -161,7 +173,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if have > latest {
 			return fmt.Errorf("%s has schema version %d, newer than this blaise-agent's %d: run a blaise-agent at least as new as the one that wrote it", s.where, have, latest)
 		}
-		for _, m := range ms[have:] {
+		for _, m := range ms[have:max(have, upto)] {
 			text, err := fs.ReadFile(migrations, path.Join("migrations", m.name))
 			if err != nil {
 				return err

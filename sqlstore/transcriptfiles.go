@@ -317,6 +317,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 	}()
 	if err == nil {
 		sf.end += int64(len(lines))
+		s.written.Add(int64(len(lines)))
 		return nil
 	}
 	cut := sf.end

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -22,22 +24,57 @@ func (f StoreFlags) options() server.StoreOptions {
 	return server.StoreOptions{Data: f.Data, DB: f.DB, KeyFile: f.KeyFile}
 }
 
-// ServeCmd is `blaise-agent serve`.
+// ServeCmd is `blaise-agent serve`: serving, or backing up what it
+// serves.
 type ServeCmd struct {
+	Start  ServeStartCmd  `cmd:"" default:"withargs" help:"Serve (what serve does without a subcommand)."`
+	Backup ServeBackupCmd `cmd:"" help:"Back up a server's SQLite store while it serves: one tar archive of its database and transcripts, to extract into an empty data directory beside its store key (docs/server.md#backups)."`
+}
+
+// ServeStartCmd serves.
+type ServeStartCmd struct {
 	StoreFlags
-	Addr      string        `help:"Where to listen (host:port); a host other than loopback serves other machines." default:"127.0.0.1:7420"`
-	TLSCert   string        `name:"tls-cert" help:"Serve TLS with this certificate (PEM)." type:"path"`
-	TLSKey    string        `name:"tls-key" help:"The TLS certificate's private key (PEM)." type:"path"`
-	Lease     time.Duration `help:"How long a run whose runner is gone, or that ignores a timeout stop, has before it is failed." default:"1m"`
-	StopGrace time.Duration `help:"How long a handler still attaching when its run is stopped may take to reach next() (default 10s); a run killed for ignoring its stop has this and 5s more between SIGTERM and SIGKILL."`
+	Addr            string        `help:"Where to listen (host:port); a host other than loopback serves other machines." default:"127.0.0.1:7420"`
+	TLSCert         string        `name:"tls-cert" help:"Serve TLS with this certificate (PEM)." type:"path"`
+	TLSKey          string        `name:"tls-key" help:"The TLS certificate's private key (PEM)." type:"path"`
+	Lease           time.Duration `help:"How long a run whose runner is gone, or that ignores a timeout stop, has before it is failed." default:"1m"`
+	StopGrace       time.Duration `help:"How long a handler still attaching when its run is stopped may take to reach next() (default 10s); a run killed for ignoring its stop has this and 5s more between SIGTERM and SIGKILL."`
+	MaxConns        int           `help:"Connections open at once, at most; more are closed as they come (default: three quarters of the file descriptor limit, less 256)." placeholder:"N"`
+	MaxConnsPerAddr int           `help:"Connections of one IP address open at once, at most; 0: no cap (behind a reverse proxy, whose address all connections have)." default:"256" placeholder:"N"`
+	MetricsAddr     string        `help:"Also serve the Prometheus metrics at /metrics on this address (host:port), without a token; they are always at /metrics on --addr with an API token." placeholder:"ADDR"`
+	DebugAddr       string        `help:"Serve Go's profiles (net/http/pprof, /debug/pprof/) on this loopback address (127.0.0.1:PORT)." placeholder:"ADDR"`
 }
 
 // Run serves until SIGINT or SIGTERM.
-func (c *ServeCmd) Run(g *Globals) error {
+func (c *ServeStartCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return server.Run(ctx, server.Options{
 		StoreOptions: c.options(), Addr: c.Addr, TLSCert: c.TLSCert, TLSKey: c.TLSKey, Lease: c.Lease, StopGrace: c.StopGrace,
 		Log: g.Logger().WithPrefix("serve"), Version: buildinfo.Version(),
+		MaxConns: c.MaxConns, MaxConnsPerAddr: c.MaxConnsPerAddr, MetricsAddr: c.MetricsAddr, DebugAddr: c.DebugAddr,
 	})
+}
+
+// ServeBackupCmd is `blaise-agent serve backup FILE`.
+type ServeBackupCmd struct {
+	StoreFlags
+	File string `arg:"" help:"The archive to write (tar); replaced only once it is whole." type:"path"`
+}
+
+// Run writes the backup.
+func (c *ServeBackupCmd) Run(g *Globals) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	store, err := c.options().Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Backup(ctx, c.File); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(c.File)
+	fmt.Fprintf(os.Stdout, "backed up %s to %s\n", store, abs)
+	return nil
 }

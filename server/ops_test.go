@@ -1,0 +1,159 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func (l *lab) get(path, token string) (int, string) {
+	l.t.Helper()
+	req, err := http.NewRequest("GET", l.srv.URL+path, nil)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHealthAndReadinessAnswerWithoutAToken(t *testing.T) {
+	l := newLab(t)
+	if code, body := l.get(PathHealth, ""); code != 200 || body != "ok\n" {
+		t.Errorf("%s: %d %q", PathHealth, code, body)
+	}
+	if code, body := l.get(PathReady, ""); code != 200 || body != "ready\n" {
+		t.Errorf("%s: %d %q", PathReady, code, body)
+	}
+	l.store.Close()
+	if code, body := l.get(PathReady, ""); code != 503 || !strings.Contains(body, "closed") {
+		t.Errorf("%s of a closed store: %d %q, want 503 and why", PathReady, code, body)
+	}
+}
+
+func TestMetricsNeedAnAPITokenAndCountRequests(t *testing.T) {
+	l := newLab(t)
+	if code, _ := l.get(PathMetrics, ""); code != 401 {
+		t.Errorf("metrics without a token: %d, want 401", code)
+	}
+	l.get(PathHealth, "")
+	l.get("/v1/sessions/nosuchsess01", l.token)
+	code, body := l.get(PathMetrics, l.token)
+	if code != 200 {
+		t.Fatalf("metrics: %d %s", code, body)
+	}
+	for _, want := range []string{
+		`blaise_http_requests_total{route="GET /healthz",code="200"} 1`,
+		`blaise_http_requests_total{route="GET /v1/sessions/{id}",code="404"} 1`,
+		`blaise_store_seconds_count{verb="select"}`,
+		"# TYPE blaise_sessions gauge",
+		"# TYPE blaise_runs_started_total counter",
+		"# TYPE blaise_signin_failures_total counter",
+		"blaise_transcript_bytes_total 0",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	l.s.SignInFailed()
+	if _, body := l.get(PathMetrics, l.token); !strings.Contains(body, "blaise_signin_failures_total 1") {
+		t.Errorf("a failed sign-in is not counted:\n%s", body)
+	}
+}
+
+// An address that opens connections and sends nothing holds no more
+// than its cap; others are closed as they come. Meanwhile a health check
+// answers and a runner connects.
+func TestConnectionsOfOneAddressAreCapped(t *testing.T) {
+	l := newLab(t)
+	const perAddr = 20
+	l.s.MaxConnsPerAddr = perAddr
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
+	defer func() { cancel(); <-served }()
+	// The lab's helpers reach the server at srv.URL: this one now.
+	l.srv.URL = "http://" + ln.Addr().String()
+
+	// The attacker is 127.0.0.2, which loopback also is.
+	attacker := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	var held []net.Conn
+	for range 5 * perAddr {
+		c, err := attacker.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The server accepts in order: once the health check is answered, it
+	// has taken or closed every attacker's connection.
+	if code, _ := l.get(PathHealth, ""); code != 200 {
+		t.Fatalf("health check: %d", code)
+	}
+	_, body := l.get(PathMetrics, l.token)
+	// The attacker's, and the one of this test's requests.
+	if want := "blaise_http_connections 21\n"; !strings.Contains(body, want) {
+		t.Errorf("want %q in\n%s", want, body)
+	}
+	mux, _ := l.hello(l.cred)
+	mux.Close()
+	// A connection over the cap was closed: it reads EOF.
+	if _, err := held[len(held)-1].Read(make([]byte, 1)); err == nil {
+		t.Error("a connection over the cap is open")
+	}
+}
+
+func TestProfilesAreServedOnlyOnALoopbackDebugAddress(t *testing.T) {
+	l := newLab(t)
+	if code, _ := l.get("/debug/pprof/", l.token); code != 404 {
+		t.Errorf("profiles on the API's address: %d, want 404", code)
+	}
+	err := Run(context.Background(), Options{StoreOptions: StoreOptions{Data: t.TempDir()}, Addr: "127.0.0.1:0", DebugAddr: "0.0.0.0:0", Log: l.s.Log})
+	if err == nil || !strings.Contains(err.Error(), "--debug-addr 0.0.0.0:0: want a loopback address") {
+		t.Errorf("a debug address beyond loopback: %v", err)
+	}
+}
+
+// A client whose WebSocket stops answering (a machine gone without a
+// word) is cut by the server's pings rather than held.
+func TestAClientThatAnswersNoPingIsCut(t *testing.T) {
+	l := newLab(t)
+	l.s.KeepAlive = 100 * time.Millisecond
+	c, err := net.Dial("tcp", strings.TrimPrefix(l.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s/demo/acp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: %s\r\n\r\n", PathAgents, l.token, ACPSubprotocol)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	// This end never answers the pings: the server closes the connection.
+	// (The deadline only turns a hang into a failure.)
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatalf("the connection was not cut: %v", err)
+	}
+}
