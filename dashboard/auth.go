@@ -82,6 +82,9 @@ func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, passw
 	})
 	if errors.Is(err, sqlstore.ErrBadSignIn) {
 		d.log().Warn("dashboard: sign-in failed", "user", name, "address", addr)
+		if d.SignInFailed != nil {
+			d.SignInFailed()
+		}
 		for _, k := range d.limit.failed(name, addr) {
 			d.log().Warn("dashboard: sign-in locked after too many failures", k.kind, k.value, "for", lockFor, "address", addr)
 		}

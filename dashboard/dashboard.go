@@ -54,6 +54,9 @@ type Dashboard struct {
 	Log *log.Logger
 	// SignInTTL: see DefaultSignInTTL; 0 means it.
 	SignInTTL time.Duration
+	// SignInFailed, when set, is told of each refused sign-in (the
+	// server's metrics count them).
+	SignInFailed func()
 
 	pages  map[string]*template.Template
 	client *acpClient

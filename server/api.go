@@ -48,7 +48,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+PathSessions+"/{id}/transcript", s.client(s.getTranscript))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
 	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
-	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(),
+	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(), SignInFailed: s.SignInFailed,
 		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.openACP(ctx, agent) }}
 	mux.Handle("/", dash.Handler())
 	mux.HandleFunc("GET "+PathHealth, s.health)

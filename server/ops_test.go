@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,21 @@ func TestMetricsNeedAnAPITokenAndCountRequests(t *testing.T) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}
 	}
-	l.s.SignInFailed()
+	// A wrong password at the dashboard's sign-in is counted.
+	req, err := http.NewRequest("POST", l.srv.URL+"/signin", strings.NewReader(url.Values{"name": {"nobody"}, "password": {"wrong"}}.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %s", resp.Status)
+	}
 	if _, body := l.get(PathMetrics, l.token); !strings.Contains(body, "blaise_signin_failures_total 1") {
 		t.Errorf("a failed sign-in is not counted:\n%s", body)
 	}
