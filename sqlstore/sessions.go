@@ -28,6 +28,29 @@ func (s *Store) CreateSession(rec *session.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
+	return s.createSession(context.Background(), s.writer(), rec)
+}
+
+// CreateSessions stores many new sessions in one transaction, as
+// CreateSession does each: all of them, or, on an error, none. An import
+// (and the benchmarks' generator) takes it, as a commit each would be slow.
+func (s *Store) CreateSessions(ctx context.Context, recs []*session.Record) error {
+	for _, rec := range recs {
+		if err := checkSessionID(rec.ID); err != nil {
+			return err
+		}
+	}
+	return s.inTx(ctx, func(c conn) error {
+		for _, rec := range recs {
+			if err := s.createSession(ctx, c, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) createSession(ctx context.Context, c conn, rec *session.Record) error {
 	if rec.Created.IsZero() {
 		rec.Created = s.now()
 	}
@@ -38,7 +61,7 @@ func (s *Store) CreateSession(rec *session.Record) error {
 	if err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
 	}
-	n, err := affected(s.writer().exec(context.Background(),
+	n, err := affected(c.exec(ctx,
 		"INSERT INTO sessions (id, "+sessionColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
 		append([]any{rec.ID}, columnValues(rec, data)...)...))
 	if err != nil {
