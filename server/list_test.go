@@ -14,15 +14,7 @@ import (
 // getSessions sends a GET with the API token and decodes the sessions it answers.
 func (l *lab) getSessions(path string) (recs []*session.Record, next string) {
 	l.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, l.srv.URL+path, nil)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+l.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	resp := l.request(http.MethodGet, path, "")
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		l.t.Fatalf("GET %s: %s", path, resp.Status)
