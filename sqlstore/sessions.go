@@ -175,19 +175,20 @@ func (s *Store) writeColumns(ctx context.Context, c conn, rec *session.Record, d
 // says.
 func (s *Store) indexRecords(ctx context.Context) error {
 	for {
-		var ids []string
+		var ids, records []string
 		err := func() error {
-			rows, err := s.read.rows(ctx, "SELECT id FROM sessions WHERE due IS NULL LIMIT 500")
+			rows, err := s.read.rows(ctx, "SELECT id, record FROM sessions WHERE due IS NULL LIMIT 500")
 			if err != nil {
 				return err
 			}
 			defer rows.Close()
 			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
+				var id, data string
+				if err := rows.Scan(&id, &data); err != nil {
 					return err
 				}
 				ids = append(ids, id)
+				records = append(records, data)
 			}
 			return rows.Err()
 		}()
@@ -197,20 +198,16 @@ func (s *Store) indexRecords(ctx context.Context) error {
 		if len(ids) == 0 {
 			return nil
 		}
+		// Only rows still unindexed: another server on the database may
+		// have written a newer record meanwhile, with its columns.
 		err = s.inTx(ctx, func(c conn) error {
-			for _, id := range ids {
-				rec, err := s.readSession(ctx, c, id, s.d.forUpdate)
+			for i, id := range ids {
+				rec, err := decodeRecord(id, records[i])
 				if err != nil {
-					if _, err := c.exec(ctx, "UPDATE sessions SET due = 0 WHERE id = ?", id); err != nil {
-						return err
-					}
-					continue
+					rec = &session.Record{} // never due; found by its other columns
 				}
-				data, err := json.Marshal(rec)
-				if err != nil {
-					return err
-				}
-				if err := s.writeColumns(ctx, c, rec, data); err != nil {
+				if _, err := c.exec(ctx, "UPDATE sessions SET due = ?, owner = ?, runner = ?, title = ? WHERE id = ? AND due IS NULL",
+					session.DueKey(rec), rec.Owner, rec.Runner, rec.Title, id); err != nil {
 					return err
 				}
 			}
