@@ -48,7 +48,6 @@ type Live struct {
 	settings  session.Settings
 	resumable bool
 	got       map[session.ControlKind]bool // report kinds received
-	titled    bool                         // the session has its title (noteTitle)
 	unclaimed bool                         // adopted, and no front end took its messages (Claim)
 }
 
@@ -70,8 +69,6 @@ func (l *Live) Send(m *acp.Message) error {
 		switch m.Method {
 		case sdk.AgentMethodSessionNew, sdk.AgentMethodSessionLoad, sdk.AgentMethodSessionResume:
 			l.noteACPSession(m.Params, true)
-		case sdk.AgentMethodSessionPrompt:
-			l.noteTitle(m.Params)
 		}
 	}
 	return l.in.Write(m.Raw)
@@ -161,56 +158,6 @@ func (l *Live) noteACPSession(raw []byte, opened bool) {
 		l.e.logger().Warn("recording the ACP session failed", "session", l.ID, "err", err)
 	}
 }
-
-// noteTitle records the session's title, once: the first line of the
-// first text of the first prompt that has one (raw is its params), up to
-// MaxTitle characters.
-func (l *Live) noteTitle(raw []byte) {
-	l.mu.Lock()
-	titled := l.titled || l.rec.Title != ""
-	l.mu.Unlock()
-	if titled {
-		return
-	}
-	var v struct {
-		Prompt []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"prompt"`
-	}
-	if json.Unmarshal(raw, &v) != nil {
-		return
-	}
-	var title string
-	for _, b := range v.Prompt {
-		if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
-			line, _, _ := strings.Cut(strings.TrimSpace(b.Text), "\n")
-			title = strings.TrimSpace(line)
-			if r := []rune(title); len(r) > MaxTitle {
-				title = string(r[:MaxTitle-1]) + "…"
-			}
-			break
-		}
-	}
-	if title == "" {
-		return
-	}
-	l.mu.Lock()
-	l.titled = true
-	l.mu.Unlock()
-	_, err := l.e.Store.UpdateSession(l.ID, func(r *session.Record) error {
-		if r.Title == "" {
-			r.Title = title
-		}
-		return nil
-	})
-	if err != nil {
-		l.e.logger().Warn("recording the session's title failed", "session", l.ID, "err", err)
-	}
-}
-
-// MaxTitle is the length of a session's title, in characters, at most.
-const MaxTitle = 120
 
 // Stop sends a stop directive once it is recorded durably (L3). Only the
 // first stop that was recorded counts; failed and expired are never sent.

@@ -126,8 +126,10 @@ type Record struct {
 	// RunnerID is that runner's credential id: names are not unique, so
 	// only this runner may hand the run back after a restart.
 	RunnerID string `json:"runner_id,omitempty"`
-	// Title names the session in lists: the first line of its first
-	// prompt, when a front end records it; lists filter on it.
+	// Title names the session in lists, which filter on it; empty until
+	// something records one (the first line of the first prompt is meant,
+	// redacted as the transcript is: the session process knows the
+	// secrets, the front end does not).
 	Title string `json:"title,omitempty"`
 	// History is the last MaxHistory runs, oldest first (BeginRun,
 	// ApplyPause, ApplyTeardown).

@@ -70,7 +70,6 @@ func Run(t *testing.T, open Open) {
 		{"TestL2_TeardownRetriedByKeepThenOrphaned", teardownRetriedThenOrphaned},
 		{"TestL7_UnresumableChainIsNeverPaused", unresumableNeverPaused},
 		{"TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing", stopNoRunReceives},
-		{"TestTheTitleIsTheFirstLineOfTheFirstPrompt", titleOfTheFirstPrompt},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open) })
 	}
@@ -309,21 +308,6 @@ def on_teardown(ctx, next):
 	}
 	if b, _ := os.ReadFile(filepath.Join(l.dir, "teardown")); string(b) != "completed" {
 		t.Fatalf("teardown saw %q", b)
-	}
-}
-
-// A session's title, which lists show and filter on, is the first line of
-// its first prompt that has text; later prompts leave it.
-func titleOfTheFirstPrompt(t *testing.T, open Open) {
-	l := newLab(t, open, roleSessionProcess, session.Settings{InactivityLimit: time.Minute}, map[string]string{})
-	live := l.start()
-	c, sid := l.open(live)
-	c.Turn(2, sid, "  ")
-	c.Turn(3, sid, "\n  fix the flaky build  \nthen run the tests")
-	c.Turn(4, sid, "and a second prompt")
-	l.clock.Advance(time.Minute)
-	if rec := l.wait(live); rec.Title != "fix the flaky build" || rec.State != session.Paused {
-		t.Fatalf("title %q, want %q; record %s", rec.Title, "fix the flaky build", show(rec))
 	}
 }
 
