@@ -386,30 +386,34 @@ func (e *Engine) Sweep(ctx context.Context) error {
 }
 
 // sweep is Sweep; next is when a session it left is due next (zero: none
-// is), or now when it settled one, whose record may be due again.
+// is), or now when it settled one, whose record may be due again. It reads
+// only the records of what the store finds due (DueSessions): its cost does
+// not grow with the sessions stored.
 func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
-	recs, err := e.Store.Sessions()
+	now := e.now()
+	ids, next, err := e.Store.DueSessions(ctx, now)
 	var errs []error
 	if broken := (*BrokenError)(nil); errors.As(err, &broken) {
 		errs = append(errs, broken) // the others are swept
 	} else if err != nil {
-		return next, err
+		return time.Time{}, err
 	}
-	now := e.now()
-	for _, rec := range recs {
-		if e.adopting(rec) {
-			if next.IsZero() || e.AdoptUntil.Before(next) {
-				next = e.AdoptUntil
+	for _, id := range ids {
+		if now.Before(e.AdoptUntil) {
+			// A run in progress may yet be handed back: left until then.
+			rec, err := e.Store.Session(id)
+			if err != nil {
+				errs = append(errs, err)
+				continue
 			}
-			continue
-		}
-		if _, due := session.Due(rec, now); !due && rec.State != session.Active {
-			if at, ok := session.DueAt(rec); ok && (next.IsZero() || at.Before(next)) {
-				next = at
+			if e.adopting(rec) {
+				if next.IsZero() || e.AdoptUntil.Before(next) {
+					next = e.AdoptUntil
+				}
+				continue
 			}
-			continue
 		}
-		settled, err := e.sweepOne(ctx, rec.ID)
+		settled, err := e.sweepOne(ctx, id)
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -484,6 +484,21 @@ func (s *Store) Sessions() ([]*session.Record, error) {
 	return recs, nil
 }
 
+// DueSessions reads every record (session.DueIn): a state directory is a
+// person's, whose sessions are few, and it keeps no index. Records that
+// cannot be read are named in a *BrokenError, with the others' answer.
+func (s *Store) DueSessions(ctx context.Context, now time.Time) ([]string, time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, time.Time{}, err
+	}
+	recs, err := s.Sessions()
+	if broken := (*BrokenError)(nil); err != nil && !errors.As(err, &broken) {
+		return nil, time.Time{}, err
+	}
+	ids, next := session.DueIn(recs, now)
+	return ids, next, err
+}
+
 // BrokenRecord is an entry of the sessions directory that cannot be read as
 // a session: a session.json that is corrupt, unreadable or not a file, or
 // something that is not a session directory.

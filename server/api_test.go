@@ -69,6 +69,18 @@ func newLab(t *testing.T) *lab {
 // error message of the answer.
 func (l *lab) do(method, path, body string) (int, string) {
 	l.t.Helper()
+	resp := l.request(method, path, body)
+	defer resp.Body.Close()
+	var e apiError
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &e)
+	return resp.StatusCode, e.Error
+}
+
+// request sends a request with the API token; the caller closes the
+// answer's body.
+func (l *lab) request(method, path, body string) *http.Response {
+	l.t.Helper()
 	req, err := http.NewRequest(method, l.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		l.t.Fatal(err)
@@ -78,11 +90,7 @@ func (l *lab) do(method, path, body string) (int, string) {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var e apiError
-	b, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(b, &e)
-	return resp.StatusCode, e.Error
+	return resp
 }
 
 // TestIssue13_BadRequestsChangeNothing: bad input on the API gets a clear

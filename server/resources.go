@@ -1,11 +1,15 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/blaise"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sqlstore"
 )
@@ -128,22 +132,60 @@ func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// Page sizes of the sessions list (docs/protocol.md#sessions).
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// HeaderNextCursor carries the cursor of the sessions list's next page;
+// absent on its last.
+const HeaderNextCursor = "Blaise-Next-Cursor"
+
+// listSessions answers a page of the sessions list, newest first, filtered
+// in the database (sqlstore.ListSessions).
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.Store.Sessions()
+	q, err := listQuery(r)
 	if err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	page, err := s.Store.ListSessions(r.Context(), q)
+	if broken := (*blaise.BrokenError)(nil); errors.As(err, &broken) {
+		s.log().Warn("listing sessions", "err", err) // the others are listed
+	} else if err != nil {
 		failErr(w, err)
 		return
 	}
-	agent := r.URL.Query().Get("agent")
-	// mine: the sessions opened with an API token of the caller's name.
-	mine := r.URL.Query().Get("mine") == "true"
-	out := []*session.Record{}
-	for _, rec := range recs {
-		if (agent == "" || rec.AgentName == agent) && (!mine || rec.Owner == owner(r)) {
-			out = append(out, rec)
-		}
+	if page.Next != "" {
+		w.Header().Set(HeaderNextCursor, page.Next)
 	}
-	writeJSON(w, http.StatusOK, out)
+	if page.Sessions == nil {
+		page.Sessions = []*session.Record{} // [], not null
+	}
+	writeJSON(w, http.StatusOK, page.Sessions)
+}
+
+// listQuery reads the sessions list's parameters.
+func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
+	v := r.URL.Query()
+	q := sqlstore.ListQuery{Agent: v.Get("agent"), State: v.Get("state"), Runner: v.Get("runner"), Text: v.Get("q"), After: v.Get("cursor"), Limit: DefaultListLimit}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return q, fmt.Errorf("limit %q: want a number from 1 to %d", l, MaxListLimit)
+		}
+		q.Limit = n
+	}
+	if q.State != "" && !slices.Contains(session.States, session.State(q.State)) {
+		return q, fmt.Errorf("state %q: want one of %v", q.State, session.States)
+	}
+	// mine: the sessions opened with an API token of the caller's name.
+	if v.Get("mine") == "true" {
+		name := owner(r)
+		q.Owner = &name
+	}
+	return q, nil
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {

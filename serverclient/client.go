@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
@@ -42,20 +43,26 @@ func (c *Client) http() *http.Client {
 // answer into out (unless nil; an io.Writer gets the body as it is); an
 // error answer becomes an error that says what the server said.
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.do(ctx, method, path, in, out)
+	return err
+}
+
+// do is call, returning the answer's header too.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) (http.Header, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, body)
 	if err != nil {
-		return fmt.Errorf("server %s: %w", c.URL, err)
+		return nil, fmt.Errorf("server %s: %w", c.URL, err)
 	}
 	if err := checkToken(c.Token); err != nil {
-		return err
+		return nil, err
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -65,7 +72,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return fmt.Errorf("server %s: %w", c.URL, err)
+		return nil, fmt.Errorf("server %s: %w", c.URL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -76,19 +83,19 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		if json.Unmarshal(b, &e) != nil || e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return apiError(resp.StatusCode, e.Error, path != runnerproto.PathRegister)
+		return nil, apiError(resp.StatusCode, e.Error, path != runnerproto.PathRegister)
 	}
 	if out == nil {
-		return nil
+		return resp.Header, nil
 	}
 	if w, ok := out.(io.Writer); ok { // a body that is not JSON
 		_, err := io.Copy(w, resp.Body)
-		return err
+		return resp.Header, err
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("server %s: a bad answer to %s %s: %w", c.URL, method, path, err)
+		return nil, fmt.Errorf("server %s: a bad answer to %s %s: %w", c.URL, method, path, err)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // APIError is an error answer of the server.
@@ -160,22 +167,71 @@ func (c *Client) DeleteAgent(ctx context.Context, name string) error {
 	return c.call(ctx, http.MethodDelete, server.PathAgents+"/"+url.PathEscape(name), nil, nil)
 }
 
-// Sessions lists the sessions, of agent when it is not "".
-func (c *Client) Sessions(ctx context.Context, agent string) ([]*session.Record, error) {
-	path := server.PathSessions
-	if agent != "" {
-		path += "?agent=" + url.QueryEscape(agent)
+// ListOptions choose a page of the sessions list (GET /v1/sessions).
+type ListOptions struct {
+	Agent, State, Runner string
+	// Text: only sessions whose title holds it.
+	Text string
+	// Mine: only the sessions opened with an API token of this client's
+	// token's name.
+	Mine bool
+	// Limit is the page's size; 0: the server's default (100).
+	Limit int
+	// Cursor is the Next of the page before; "" for the first.
+	Cursor string
+}
+
+func (o ListOptions) query() string {
+	v := url.Values{}
+	for k, s := range map[string]string{"agent": o.Agent, "state": o.State, "runner": o.Runner, "q": o.Text, "cursor": o.Cursor} {
+		if s != "" {
+			v.Set(k, s)
+		}
 	}
-	var out []*session.Record
-	return out, c.call(ctx, http.MethodGet, path, nil, &out)
+	if o.Mine {
+		v.Set("mine", "true")
+	}
+	if o.Limit != 0 {
+		v.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}
+
+// Sessions returns a page of the sessions list, newest first, and the
+// cursor of the next page ("" when this one is the last).
+func (c *Client) Sessions(ctx context.Context, o ListOptions) (recs []*session.Record, next string, err error) {
+	h, err := c.do(ctx, http.MethodGet, server.PathSessions+o.query(), nil, &recs)
+	if err != nil {
+		return nil, "", err
+	}
+	return recs, h.Get(server.HeaderNextCursor), nil
+}
+
+// AllSessions returns every session of the list o chooses, page by page
+// (o.Limit sessions a request).
+func (c *Client) AllSessions(ctx context.Context, o ListOptions) ([]*session.Record, error) {
+	var all []*session.Record
+	for {
+		recs, next, err := c.Sessions(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, recs...)
+		if next == "" {
+			return all, nil
+		}
+		o.Cursor = next
+	}
 }
 
 // LastPaused returns the id of the agent's most recently paused session
 // among those opened with an API token of this client's token's name.
 func (c *Client) LastPaused(ctx context.Context, agent string) (string, error) {
-	var recs []*session.Record
-	path := server.PathSessions + "?agent=" + url.QueryEscape(agent) + "&mine=true"
-	if err := c.call(ctx, http.MethodGet, path, nil, &recs); err != nil {
+	recs, err := c.AllSessions(ctx, ListOptions{Agent: agent, Mine: true, State: string(session.Paused), Limit: server.MaxListLimit})
+	if err != nil {
 		return "", err
 	}
 	var last *session.Record

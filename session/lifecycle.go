@@ -106,3 +106,28 @@ func DueAt(rec *Record) (at time.Time, ok bool) {
 	}
 	return time.Time{}, false
 }
+
+// DueKey is when rec is next due (DueAt) as an index keeps it: Unix
+// nanoseconds, at least 1; 0 when it is never due.
+func DueKey(rec *Record) int64 {
+	at, ok := DueAt(rec)
+	if !ok {
+		return 0
+	}
+	return max(at.UnixNano(), 1)
+}
+
+// DueIn is DueSessions answered by reading recs, for a store without an
+// index (the file store of one machine, whose sessions are few).
+func DueIn(recs []*Record, now time.Time) (ids []string, next time.Time) {
+	for _, rec := range recs {
+		at, ok := DueAt(rec)
+		switch {
+		case rec.State == Active || ok && !now.Before(at):
+			ids = append(ids, rec.ID)
+		case ok && (next.IsZero() || at.Before(next)):
+			next = at
+		}
+	}
+	return ids, next
+}

@@ -50,6 +50,9 @@ const (
 	Orphaned    State = "orphaned"     // teardown kept failing; a person must act
 )
 
+// States are the states, in the order a session may pass through them.
+var States = []State{Active, Paused, TearingDown, Ended, Orphaned}
+
 // Stop is a stop directive: why the run must end and whether the session
 // may resume later (L3).
 type Stop struct {
@@ -123,6 +126,11 @@ type Record struct {
 	// RunnerID is that runner's credential id: names are not unique, so
 	// only this runner may hand the run back after a restart.
 	RunnerID string `json:"runner_id,omitempty"`
+	// Title names the session in lists, which filter on it; empty until
+	// something records one (the first line of the first prompt is meant,
+	// redacted as the transcript is: the session process knows the
+	// secrets, the front end does not).
+	Title string `json:"title,omitempty"`
 	// History is the last MaxHistory runs, oldest first (BeginRun,
 	// ApplyPause, ApplyTeardown).
 	History []RunRecord `json:"history,omitempty"`

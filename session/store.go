@@ -23,6 +23,12 @@ type Sessions interface {
 	UpdateSession(id string, f func(*Record) error) (*Record, error)
 	// Sessions returns every record.
 	Sessions() ([]*Record, error)
+	// DueSessions is what a sweep at now looks at, found through an index
+	// rather than by reading every record: the ids of the active sessions
+	// (whose run may have died) and of the sessions at rest due at or
+	// before now (DueAt); next is the earliest due time after now of the
+	// others, zero when none is ever due.
+	DueSessions(ctx context.Context, now time.Time) (ids []string, next time.Time, err error)
 }
 
 // Persisted keeps persisted plug state per (session, plug id) (C11). Set

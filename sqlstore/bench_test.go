@@ -6,14 +6,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/internal/sessiongen"
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // BenchmarkStores compares the file store and SQLite, both durable (fsync
-// per write), creating and updating a session, listing 1,000, setting
+// per write), creating and updating a session, listing 1,000, finding
+// what is due among 1,000 (a sweep's question), setting
 // persisted state and appending a megabyte of transcript lines (with the
 // CPU time of the process per append), in one run:
 // `go test ./sqlstore -bench . -run '^$'`; docs/server.md reports the
@@ -57,6 +60,22 @@ func BenchmarkStores(b *testing.B) {
 			for b.Loop() {
 				if recs, err := s.Sessions(); err != nil || len(recs) != 1000 {
 					b.Fatalf("Sessions: %d, %v", len(recs), err)
+				}
+			}
+		})
+		// What a sweep asks at each run's end: the file store reads every
+		// record, SQLite its indexes.
+		b.Run("DueSessions1000/"+st.name, func(b *testing.B) {
+			s := st.open(b)
+			now := time.Now()
+			for _, r := range sessiongen.Records(1000, "a", "gen", now) {
+				if err := s.CreateSession(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if ids, _, err := s.DueSessions(context.Background(), now); err != nil || len(ids) != 0 {
+					b.Fatalf("DueSessions: %v, %v", ids, err)
 				}
 			}
 		})

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
@@ -26,6 +28,29 @@ func (s *Store) CreateSession(rec *session.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
+	return s.createSession(context.Background(), s.writer(), rec)
+}
+
+// CreateSessions stores many new sessions in one transaction, as
+// CreateSession does each: all of them, or, on an error, none. An import
+// (and the benchmarks' generator) takes it, as a commit each would be slow.
+func (s *Store) CreateSessions(ctx context.Context, recs []*session.Record) error {
+	for _, rec := range recs {
+		if err := checkSessionID(rec.ID); err != nil {
+			return err
+		}
+	}
+	return s.inTx(ctx, func(c conn) error {
+		for _, rec := range recs {
+			if err := s.createSession(ctx, c, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) createSession(ctx context.Context, c conn, rec *session.Record) error {
 	if rec.Created.IsZero() {
 		rec.Created = s.now()
 	}
@@ -36,9 +61,9 @@ func (s *Store) CreateSession(rec *session.Record) error {
 	if err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
 	}
-	n, err := affected(s.writer().exec(context.Background(),
-		"INSERT INTO sessions (id, agent_name, state, runs, created, updated, record) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-		rec.ID, rec.AgentName, string(rec.State), rec.Runs, rec.Created.UnixNano(), rec.Updated.UnixNano(), string(data)))
+	n, err := affected(c.exec(ctx,
+		"INSERT INTO sessions (id, "+sessionColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+		append([]any{rec.ID}, columnValues(rec, data)...)...))
 	if err != nil {
 		return fmt.Errorf("session %s: %s: %w", rec.ID, s.where, err)
 	}
@@ -111,8 +136,7 @@ func (s *Store) updateSession(ctx context.Context, id string, f func(*session.Re
 		if err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}
-		if _, err := c.exec(ctx, "UPDATE sessions SET agent_name = ?, state = ?, runs = ?, created = ?, updated = ?, record = ? WHERE id = ?",
-			rec.AgentName, string(rec.State), rec.Runs, rec.Created.UnixNano(), rec.Updated.UnixNano(), string(data), id); err != nil {
+		if err := s.writeColumns(ctx, c, rec, data); err != nil {
 			return fmt.Errorf("session %s: %s: %w", id, s.where, err)
 		}
 		if after != nil {
@@ -124,6 +148,104 @@ func (s *Store) updateSession(ctx context.Context, id string, f func(*session.Re
 		return nil, err
 	}
 	return rec, nil
+}
+
+// sessionColumns are the columns of sessions besides id, in the order of
+// columnValues: the record, and the fields of it that queries find
+// sessions by.
+const sessionColumns = "agent_name, state, runs, created, updated, due, owner, runner, title, record"
+
+func columnValues(rec *session.Record, data []byte) []any {
+	return []any{rec.AgentName, string(rec.State), rec.Runs, rec.Created.UnixNano(), rec.Updated.UnixNano(),
+		session.DueKey(rec), rec.Owner, rec.Runner, rec.Title, string(data)}
+}
+
+// writeColumns writes rec, encoded as data, to its row.
+func (s *Store) writeColumns(ctx context.Context, c conn, rec *session.Record, data []byte) error {
+	set := strings.ReplaceAll(sessionColumns, ",", " = ?,") + " = ?"
+	if _, err := c.exec(ctx, "UPDATE sessions SET "+set+" WHERE id = ?", append(columnValues(rec, data), rec.ID)...); err != nil {
+		return fmt.Errorf("session %s: %s: %w", rec.ID, s.where, err)
+	}
+	return nil
+}
+
+// indexRecords fills the columns of the rows written before they were
+// (due NULL) from their records, once, when the store opens. A record that
+// cannot be decoded is left: it is never due, and listed by what its row
+// says.
+func (s *Store) indexRecords(ctx context.Context) error {
+	for {
+		var ids, records []string
+		err := func() error {
+			rows, err := s.read.rows(ctx, "SELECT id, record FROM sessions WHERE due IS NULL LIMIT 500")
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, data string
+				if err := rows.Scan(&id, &data); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+				records = append(records, data)
+			}
+			return rows.Err()
+		}()
+		if err != nil {
+			return fmt.Errorf("%s: indexing sessions: %w", s.where, err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		// Only rows still unindexed: another server on the database may
+		// have written a newer record meanwhile, with its columns.
+		err = s.inTx(ctx, func(c conn) error {
+			for i, id := range ids {
+				rec, err := decodeRecord(id, records[i])
+				if err != nil {
+					rec = &session.Record{} // never due; found by its other columns
+				}
+				if _, err := c.exec(ctx, "UPDATE sessions SET due = ?, owner = ?, runner = ?, title = ? WHERE id = ? AND due IS NULL",
+					session.DueKey(rec), rec.Owner, rec.Runner, rec.Title, id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: indexing sessions: %w", s.where, err)
+		}
+	}
+}
+
+// DueSessions finds what a sweep at now looks at through the indexes of
+// state and due, reading no record.
+func (s *Store) DueSessions(ctx context.Context, now time.Time) (ids []string, next time.Time, err error) {
+	at := now.UnixNano()
+	rows, err := s.read.rows(ctx, "SELECT id FROM sessions WHERE state = ? UNION SELECT id FROM sessions WHERE due > 0 AND due <= ?", string(session.Active), at)
+	if err != nil {
+		return nil, next, fmt.Errorf("%s: sessions due: %w", s.where, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, next, fmt.Errorf("%s: sessions due: %w", s.where, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, next, fmt.Errorf("%s: sessions due: %w", s.where, err)
+	}
+	var n sql.NullInt64
+	if err := s.read.row(ctx, "SELECT MIN(due) FROM sessions WHERE due > ?", at).Scan(&n); err != nil {
+		return nil, next, fmt.Errorf("%s: sessions due: %w", s.where, err)
+	}
+	if n.Valid {
+		next = time.Unix(0, n.Int64)
+	}
+	return ids, next, nil
 }
 
 // Sessions returns every session, sorted by Created, then ID. Records that
@@ -211,4 +333,124 @@ func (s *Store) TornDown(id string, failure error, at time.Time) (*session.Recor
 		}
 		return s.deletePersisted(context.Background(), c, id)
 	})
+}
+
+// ListQuery is a page of the sessions list: the sessions matching every
+// filter given, newest first (by Created, then ID), after the cursor of
+// the page before.
+type ListQuery struct {
+	Agent, State, Runner string
+	// Owner, when not nil: only the sessions opened with an API token of
+	// this name ("": with none).
+	Owner *string
+	// Text: only sessions whose title holds it, in any case.
+	Text string
+	// Limit is the page's size, at least 1.
+	Limit int
+	// After is the cursor of the page before (ListPage.Next); "" for the
+	// first.
+	After string
+}
+
+// ListPage is a page of the sessions list.
+type ListPage struct {
+	Sessions []*session.Record
+	// Next is the cursor of the page after this one; "" when this one is
+	// the last.
+	Next string
+}
+
+// ErrCursor is wrapped in the error for a cursor this store did not give.
+var ErrCursor = errors.New("not a cursor of this list")
+
+// ListSessions returns a page of the sessions list, from the indexes of
+// its filters and of Created: a page costs the same whatever the number
+// of sessions stored, but for a Text filter, which reads the titles of
+// the newest sessions until the page is full. Records that cannot be
+// decoded do not hide the others: they are returned with a
+// *blaise.BrokenError naming each broken one.
+func (s *Store) ListSessions(ctx context.Context, q ListQuery) (ListPage, error) {
+	if q.Limit < 1 {
+		return ListPage{}, fmt.Errorf("listing sessions: limit %d: want at least 1", q.Limit)
+	}
+	var where []string
+	var args []any
+	for _, f := range []struct{ col, val string }{{"agent_name", q.Agent}, {"state", q.State}, {"runner", q.Runner}} {
+		if f.val != "" {
+			where = append(where, f.col+" = ?")
+			args = append(args, f.val)
+		}
+	}
+	if q.Owner != nil {
+		where = append(where, "owner = ?")
+		args = append(args, *q.Owner)
+	}
+	if q.Text != "" {
+		where = append(where, "LOWER(title) LIKE ? ESCAPE '\\'")
+		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(q.Text))+"%")
+	}
+	if q.After != "" {
+		created, id, err := parseCursor(q.After)
+		if err != nil {
+			return ListPage{}, err
+		}
+		where = append(where, "(created < ? OR (created = ? AND id < ?))")
+		args = append(args, created, created, id)
+	}
+	query := "SELECT id, created, record FROM sessions"
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created DESC, id DESC LIMIT ?"
+	args = append(args, q.Limit+1) // one more: is there a page after?
+	rows, err := s.read.rows(ctx, query, args...)
+	if err != nil {
+		return ListPage{}, fmt.Errorf("%s: listing sessions: %w", s.where, err)
+	}
+	defer rows.Close()
+	var page ListPage
+	var broken blaise.BrokenError
+	n := 0
+	for rows.Next() {
+		var id, data string
+		var created int64
+		if err := rows.Scan(&id, &created, &data); err != nil {
+			return ListPage{}, fmt.Errorf("%s: listing sessions: %w", s.where, err)
+		}
+		n++
+		if n > q.Limit {
+			break
+		}
+		page.Next = fmt.Sprintf("%d.%s", created, id)
+		rec, err := decodeRecord(id, data)
+		if err != nil {
+			broken.Records = append(broken.Records, blaise.BrokenRecord{ID: id, Err: err})
+			continue
+		}
+		page.Sessions = append(page.Sessions, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return ListPage{}, fmt.Errorf("%s: listing sessions: %w", s.where, err)
+	}
+	if n <= q.Limit {
+		page.Next = ""
+	}
+	if len(broken.Records) > 0 {
+		return page, &broken
+	}
+	return page, nil
+}
+
+// likeEscaper escapes what LIKE takes for wildcards.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// parseCursor reads a cursor of ListPage.Next: the created time and id of
+// the last session of its page.
+func parseCursor(c string) (created int64, id string, err error) {
+	num, id, ok := strings.Cut(c, ".")
+	created, perr := strconv.ParseInt(num, 10, 64)
+	if !ok || perr != nil || checkSessionID(id) != nil {
+		return 0, "", fmt.Errorf("cursor %q: %w", c, ErrCursor)
+	}
+	return created, id, nil
 }

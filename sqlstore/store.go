@@ -78,6 +78,10 @@ func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Sto
 		s.Close()
 		return nil, err
 	}
+	if err := s.indexRecords(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

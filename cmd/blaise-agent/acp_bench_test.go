@@ -67,7 +67,11 @@ func startProcess(b *testing.B, cmd *exec.Cmd, stdin func() (io.WriteCloser, err
 // open initializes and opens a session.
 func (c *benchClient) open(b *testing.B) {
 	c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
-	resp := c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, b.TempDir()))
+	c.sid = newSessionID(b, c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, b.TempDir())))
+}
+
+// newSessionID is the session id of session/new's answer.
+func newSessionID(b *testing.B, resp []byte) string {
 	var r struct {
 		Result struct {
 			SessionID string `json:"sessionId"`
@@ -76,7 +80,7 @@ func (c *benchClient) open(b *testing.B) {
 	if err := json.Unmarshal(resp, &r); err != nil || r.Result.SessionID == "" {
 		b.Fatalf("session/new: %s", resp)
 	}
-	c.sid = r.Result.SessionID
+	return r.Result.SessionID
 }
 
 // request sends a request and returns its answer; it fails on anything else

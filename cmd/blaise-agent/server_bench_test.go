@@ -124,7 +124,7 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 	c := &serverclient.Client{URL: l.url, Token: l.token}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		recs, err := c.Sessions(context.Background(), "")
+		recs, err := c.AllSessions(context.Background(), serverclient.ListOptions{Limit: server.MaxListLimit})
 		if err != nil || len(recs) != 1000 {
 			b.Fatalf("%d sessions: %v", len(recs), err)
 		}

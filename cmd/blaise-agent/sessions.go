@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/blaise"
+	"github.com/blaiseagent/blaise-agent/serverclient"
 	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/blaiseagent/blaise-agent/sessionview"
 )
@@ -57,8 +58,12 @@ type SessionsListCmd struct {
 	StateFlags
 	ServerFlags
 	Agent string `help:"With --server: only the sessions of this agent." placeholder:"NAME"`
-	All   bool   `help:"Include ended sessions."`
-	JSON  bool   `name:"json" help:"Print the sessions' records as a JSON array, for scripts."`
+	State string `help:"With --server: only the sessions in this state (active, paused, tearing_down, ended, orphaned)." placeholder:"STATE"`
+	Limit int    `help:"With --server: list this many sessions, newest first (the server's default: 100; at most 1000)." placeholder:"N"`
+	// Cursor continues a list that had more sessions than Limit.
+	Cursor string `help:"With --server: the page after the one that printed this cursor." placeholder:"CURSOR"`
+	All    bool   `help:"Include ended sessions; with --server, every page of the list."`
+	JSON   bool   `name:"json" help:"Print the sessions' records as a JSON array, for scripts."`
 }
 
 // Run prints the table, then what to do about orphaned sessions. Records
@@ -66,14 +71,10 @@ type SessionsListCmd struct {
 // others.
 func (c *SessionsListCmd) Run(g *Globals) error {
 	if c.Server != "" {
-		recs, err := c.client().Sessions(context.Background(), c.Agent)
-		if err != nil {
-			return err
-		}
-		if c.JSON {
-			return printJSON(recs)
-		}
-		return sessionview.List(os.Stdout, nil, recs, time.Now(), c.All)
+		return c.fromServer()
+	}
+	if c.State != "" || c.Limit != 0 || c.Cursor != "" {
+		return errors.New("--state, --limit and --cursor page a server's list (--server URL); this machine's sessions are listed whole")
 	}
 	e, err := c.existingEngine(g)
 	if err != nil {
@@ -104,6 +105,33 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 	}
 	if lerr := sessionview.List(os.Stdout, e.Store.(*blaise.Store), recs, time.Now(), c.All); lerr != nil {
 		return lerr
+	}
+	return err
+}
+
+// fromServer lists a page of a server's sessions, or with --all every
+// page, and says on stderr how to get the next page when there is one.
+func (c *SessionsListCmd) fromServer() error {
+	ctx := context.Background()
+	o := serverclient.ListOptions{Agent: c.Agent, State: c.State, Limit: c.Limit, Cursor: c.Cursor}
+	var recs []*session.Record
+	var next string
+	var err error
+	if c.All {
+		recs, err = c.client().AllSessions(ctx, o)
+	} else {
+		recs, next, err = c.client().Sessions(ctx, o)
+	}
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		err = printJSON(recs)
+	} else {
+		err = sessionview.List(os.Stdout, nil, recs, time.Now(), c.All)
+	}
+	if next != "" {
+		fmt.Fprintf(os.Stderr, "more sessions: add --cursor %s for the next page, or --all for every one\n", next)
 	}
 	return err
 }

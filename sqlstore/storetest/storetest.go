@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"UpdateIsAtomic", updateIsAtomic},
 		{"ConcurrentUpdatesAllCount", concurrentUpdates},
 		{"ListedByCreatedThenID", listing},
+		{"DueSessionsAreWhatASweepNeeds", dueSessions},
 		{"Persisted", persistedState},
 		{"SetHonoursItsContext", setHonoursContext},
 		{"Reports", reports},
@@ -238,6 +239,57 @@ func listing(t *testing.T, s Store) {
 	if want := []string{"z", "B", "a", "c", "b"}; !slices.Equal(ids, want) {
 		t.Errorf("Sessions() = %v, want %v", ids, want)
 	}
+}
+
+// dueSessions: the sweep is told of the active sessions and those at rest
+// whose expiry or teardown retry is due, and when the next of the others
+// is due, whatever the store (L2, L6); an update moves a session in or out.
+func dueSessions(t *testing.T, s Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	later, latest := now.Add(time.Hour), now.Add(2*time.Hour)
+	recs := []*session.Record{
+		{ID: "active", State: session.Active},
+		{ID: "expired", State: session.Paused, ExpiresAt: now},
+		{ID: "expires-later", State: session.Paused, ExpiresAt: latest},
+		{ID: "retry-due", State: session.TearingDown, Teardown: session.TeardownRecord{NextAt: now.Add(-time.Minute)}},
+		{ID: "retry-later", State: session.TearingDown, Teardown: session.TeardownRecord{NextAt: later}},
+		{ID: "teardown-now", State: session.TearingDown},
+		{ID: "ended", State: session.Ended},
+		{ID: "orphaned", State: session.Orphaned},
+	}
+	for _, r := range recs {
+		r.Created = now
+		if err := s.CreateSession(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(wantIDs []string, wantNext time.Time) {
+		t.Helper()
+		ids, next, err := s.DueSessions(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(ids)
+		if slices.Sort(wantIDs); !slices.Equal(ids, wantIDs) {
+			t.Errorf("DueSessions ids = %v, want %v", ids, wantIDs)
+		}
+		if !next.Equal(wantNext) {
+			t.Errorf("DueSessions next = %v, want %v", next, wantNext)
+		}
+	}
+	check([]string{"active", "expired", "retry-due", "teardown-now"}, later)
+	// The retry that was later is due now; the active session paused.
+	if _, err := s.UpdateSession("retry-later", func(r *session.Record) error { r.Teardown.NextAt = now; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateSession("active", func(r *session.Record) error {
+		r.State, r.ExpiresAt = session.Paused, now.Add(3*time.Hour)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	check([]string{"expired", "retry-due", "retry-later", "teardown-now"}, latest)
 }
 
 func persistedState(t *testing.T, s Store) {
