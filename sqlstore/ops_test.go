@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"github.com/blaiseagent/blaise-agent/session"
 	"io"
 	"os"
 	"os/exec"
@@ -89,7 +91,18 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 		ctx := context.Background()
 		key := newKey()
 		old := openAt(t, dsn, key, 1)
-		storetest.Create(t, old, "s1")
+		// The session's row as the first schema has it: the store's code
+		// of today writes columns added since.
+		rec := &session.Record{ID: "s1", Config: "/w/blaise.star", AgentName: "a", State: session.Paused, Runs: 1,
+			Created: time.Unix(1, 0).UTC(), Updated: time.Unix(2, 0).UTC(), Settings: session.DefaultSettings()}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.writer().exec(ctx, "INSERT INTO sessions (id, agent_name, state, runs, created, updated, record) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			rec.ID, rec.AgentName, string(rec.State), rec.Runs, rec.Created.UnixMilli(), rec.Updated.UnixMilli(), string(data)); err != nil {
+			t.Fatal(err)
+		}
 		if err := old.Persisted().Set(ctx, "s1", "wt", "blaise:worktree", []byte(`{"branch":"b"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -121,8 +134,12 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 		if err := s.Ready(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if rec, err := s.Session("s1"); err != nil || rec.AgentName != "a" {
-			t.Errorf("session: %+v, %v", rec, err)
+		if got, err := s.Session("s1"); err != nil || got.AgentName != "a" || got.State != session.Paused {
+			t.Errorf("session: %+v, %v", got, err)
+		}
+		// The columns added since are filled for it: a list by state finds it.
+		if page, err := s.ListSessions(ctx, ListQuery{State: string(session.Paused), Limit: 10}); err != nil || len(page.Sessions) != 1 {
+			t.Errorf("the paused sessions after the upgrade: %v, %v", page.Sessions, err)
 		}
 		if v, ok, err := s.Persisted().Get(ctx, "s1", "wt"); err != nil || !ok || string(v) != `{"branch":"b"}` {
 			t.Errorf("persisted state: %s, %v, %v", v, ok, err)
