@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testsupport"
@@ -18,11 +19,14 @@ import (
 
 // BenchmarkMemory measures the resident memory of each process of a session
 // through `blaise-agent acp` around the demo agent, with 0 and 10 no-op
-// on_message plugs, once a prompt was answered: the front end (acp), the
-// session process and the agent, each in MiB (front-MiB, session-MiB,
-// agent-MiB; medians over b.N sessions), and apart the anonymous memory
-// (heap, stacks: -anon-MiB) and the pages of the binary and of libraries
-// (-file-MiB), as /proc/PID/status counts them.
+// on_message plugs, at rest: after a prompt, two seconds (past startOver,
+// when they gave back what their start needed), and another prompt. The
+// processes: the front end (acp), the session process and the agent, each
+// in MiB (front-MiB, session-MiB, agent-MiB; medians over b.N sessions),
+// and apart the anonymous memory (heap, stacks: -anon-MiB) and the pages of
+// the binary and of libraries (-file-MiB), as /proc/PID/status counts them;
+// -pss-MiB is the process's share (PSS): a page mapped by n processes (of
+// the binary, of libc) counts 1/n in each.
 //
 // It measures the binary a user runs, built here without the tests (or
 // $BLAISE_BENCH_BIN, to compare builds): the test binary is larger, and
@@ -75,8 +79,28 @@ func sessionMemory(b *testing.B, bin string, plugs int) map[string]int {
 	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
 	c := startProcess(b, cmd, cmd.StdinPipe)
+	say(b, c, "hello")
+	time.Sleep(2 * startOver)
+	// What a prompt at rest touches again counts.
+	say(b, c, "again")
+	session := childRunning(b, c.pid, "session-process")
+	procs := map[string]int{"front": c.pid, "session": session, "agent": childRunning(b, session, "demo-agent")}
+	out := map[string]int{}
+	for name, pid := range procs {
+		rss := procKiB(b, pid, "status", "VmRSS")
+		out[name] = rss["VmRSS"]
+		out[name+"-anon"] = rss["RssAnon"]
+		out[name+"-file"] = rss["RssFile"]
+		out[name+"-pss"] = procKiB(b, pid, "smaps_rollup", "Pss")["Pss"]
+	}
+	return out
+}
+
+// say sends a prompt of text and reads until its answer.
+func say(b *testing.B, c *benchClient, text string) {
+	b.Helper()
 	c.id++
-	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"hello"}]}}`+"\n", c.id, c.sid); err != nil {
+	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", c.id, c.sid, text); err != nil {
 		b.Fatal(err)
 	}
 	answer := []byte(fmt.Sprintf(`"id":%d,`, c.id))
@@ -86,19 +110,9 @@ func sessionMemory(b *testing.B, bin string, plugs int) map[string]int {
 			b.Fatalf("the prompt's answer: %v", err)
 		}
 		if bytes.Contains(line, answer) && bytes.Contains(line, []byte(`"stopReason"`)) {
-			break
+			return
 		}
 	}
-	session := childRunning(b, c.pid, "session-process")
-	procs := map[string]int{"front": c.pid, "session": session, "agent": childRunning(b, session, "demo-agent")}
-	out := map[string]int{}
-	for name, pid := range procs {
-		rss := residentKiB(b, pid)
-		out[name] = rss["VmRSS"]
-		out[name+"-anon"] = rss["RssAnon"]
-		out[name+"-file"] = rss["RssFile"]
-	}
-	return out
 }
 
 // childRunning returns the child of pid whose command line holds arg.
@@ -114,11 +128,11 @@ func childRunning(b *testing.B, pid int, arg string) int {
 	return 0
 }
 
-// residentKiB returns the VmRSS, RssAnon and RssFile lines of
-// /proc/PID/status, in KiB.
-func residentKiB(b *testing.B, pid int) map[string]int {
+// procKiB returns the lines in kB of /proc/PID/FILE, in KiB by name; want
+// is one that must be there.
+func procKiB(b *testing.B, pid int, file, want string) map[string]int {
 	b.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		b.Skip("no /proc: ", err)
 	}
@@ -134,8 +148,8 @@ func residentKiB(b *testing.B, pid int) map[string]int {
 			out[name], _ = strconv.Atoi(kib)
 		}
 	}
-	if _, ok := out["VmRSS"]; !ok {
-		b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	if _, ok := out[want]; !ok {
+		b.Fatalf("no %s in /proc/%d/%s", want, pid, file)
 	}
 	return out
 }
