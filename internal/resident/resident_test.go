@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -61,4 +63,34 @@ func readOnlyResidentKiB(t *testing.T) int {
 		t.Fatal("no resident read-only mapping of the binary")
 	}
 	return total
+}
+
+// TestDropStartupPagesLeavesRelocatedReadOnlyData: a position-independent
+// binary's relocated data is mapped read-only after the loader wrote it
+// (GNU_RELRO): its pages are the process's own (Anonymous), and dropping
+// them would bring back the file's, unrelocated. Only the read-only
+// mappings of the binary whose pages are all the file's are dropped.
+func TestDropStartupPagesLeavesRelocatedReadOnlyData(t *testing.T) {
+	smaps := `557e61f3b000-557e62ae5000 r-xp 00000000 fe:00 10313759                   /usr/bin/blaise-agent
+Size:              11944 kB
+Rss:                1920 kB
+Anonymous:             0 kB
+557e62ae5000-557e63727000 r--p 00baa000 fe:00 10313759                   /usr/bin/blaise-agent
+Rss:                4936 kB
+Anonymous:             0 kB
+557e63727000-557e639af000 r--p 017ec000 fe:00 10313759                   /usr/bin/blaise-agent
+Rss:                2216 kB
+Anonymous:          2216 kB
+557e639af000-557e63abd000 rw-p 01a74000 fe:00 10313759                   /usr/bin/blaise-agent
+Anonymous:           292 kB
+7f8e6f070000-7f8e6f1f0000 r-xp 00000000 fe:00 326269                     /usr/lib/x86_64-linux-gnu/libc.so.6
+Anonymous:             0 kB
+7f8e6f1f0000-7f8e6f200000 rw-p 00000000 00:00 0 
+Anonymous:            64 kB
+`
+	got := droppable(strings.NewReader(smaps), "/usr/bin/blaise-agent")
+	want := []mapping{{0x557e61f3b000, 0x557e62ae5000}, {0x557e62ae5000, 0x557e63727000}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("droppable: %x, want %x (the code and the constant data, not the relocated data, the data, libc or the heap)", got, want)
+	}
 }
