@@ -64,27 +64,17 @@ func benchBinary(b *testing.B) string {
 	return bin
 }
 
-// sessionMemory starts `acp` with plugs no-op plugs around the demo agent,
-// opens a session, has a prompt answered, and returns the resident memory
-// of its processes in KiB, by process (front, session, agent) and kind
-// (NAME for all, NAME-anon, NAME-file).
+// sessionMemory starts a session (startSession), has a prompt answered,
+// waits past startOver, has another answered, and returns the resident
+// memory of its processes in KiB, by process (front, session, agent) and
+// kind (NAME for all, NAME-anon, NAME-file, NAME-pss).
 func sessionMemory(b *testing.B, bin string, plugs int) map[string]int {
 	b.Helper()
-	dir := b.TempDir()
-	cfg := filepath.Join(dir, "blaise.star")
-	src := fmt.Sprintf("agent(command = %q, args = [\"demo-agent\"])\nsetup(%s)\n", bin, strings.Join(acptest.NoopPlugs(b, dir, plugs), ", "))
-	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
-	c := startProcess(b, cmd, cmd.StdinPipe)
+	c, procs := startSession(b, bin, plugs)
 	say(b, c, "hello")
 	time.Sleep(2 * startOver)
 	// What a prompt at rest touches again counts.
 	say(b, c, "again")
-	session := childRunning(b, c.pid, "session-process")
-	procs := map[string]int{"front": c.pid, "session": session, "agent": childRunning(b, session, "demo-agent")}
 	out := map[string]int{}
 	for name, pid := range procs {
 		rss := procKiB(b, pid, "status", "VmRSS")
@@ -96,8 +86,75 @@ func sessionMemory(b *testing.B, bin string, plugs int) map[string]int {
 	return out
 }
 
+// startSession starts `acp` of bin with plugs no-op plugs around the demo
+// agent and opens a session; it returns the client and the processes by
+// name: front, session, agent.
+func startSession(tb testing.TB, bin string, plugs int) (*benchClient, map[string]int) {
+	tb.Helper()
+	dir := tb.TempDir()
+	cfg := filepath.Join(dir, "blaise.star")
+	src := fmt.Sprintf("agent(command = %q, args = [\"demo-agent\"])\nsetup(%s)\n", bin, strings.Join(acptest.NoopPlugs(tb, dir, plugs), ", "))
+	if err := os.WriteFile(cfg, []byte(src), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
+	c := startProcess(tb, cmd, cmd.StdinPipe)
+	session := childRunning(tb, c.pid, "session-process")
+	return c, map[string]int{"front": c.pid, "session": session, "agent": childRunning(tb, session, "demo-agent")}
+}
+
+// TestSessionProcessesGiveBackTheirStartsPages: once their start is over
+// (startOver), the front end, the session process and the agent each hold
+// fewer pages of the binary's code and constant data than when the session
+// was ready (they unmapped those only their start needed), and the session
+// goes on: a prompt after that is answered.
+func TestSessionProcessesGiveBackTheirStartsPages(t *testing.T) {
+	c, procs := startSession(t, self(t), 0)
+	say(t, c, "hello")
+	ready := map[string]int{}
+	for name, pid := range procs {
+		ready[name] = readOnlyBinaryKiB(t, pid)
+	}
+	for name, pid := range procs {
+		testsupport.Eventually(t, fmt.Sprintf("the %s (%d KiB of the binary read-only when ready) to give back pages", name, ready[name]), func() bool {
+			return readOnlyBinaryKiB(t, pid) < ready[name]
+		})
+	}
+	say(t, c, "again")
+}
+
+// readOnlyBinaryKiB sums the resident memory of the read-only mappings of
+// the process's binary, from /proc/PID/smaps.
+func readOnlyBinaryKiB(tb testing.TB, pid int) int {
+	tb.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		tb.Skip("no /proc: ", err)
+	}
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	total, counting := 0, false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-"):
+			counting = len(f) >= 6 && f[5] == exe && !strings.Contains(f[1], "w")
+		case counting && len(f) == 3 && f[0] == "Rss:":
+			kib, _ := strconv.Atoi(f[1])
+			total += kib
+		}
+	}
+	if total == 0 {
+		tb.Fatalf("process %d: no resident read-only mapping of %s", pid, exe)
+	}
+	return total
+}
+
 // say sends a prompt of text and reads until its answer.
-func say(b *testing.B, c *benchClient, text string) {
+func say(b testing.TB, c *benchClient, text string) {
 	b.Helper()
 	c.id++
 	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":%q}]}}`+"\n", c.id, c.sid, text); err != nil {
@@ -116,7 +173,7 @@ func say(b *testing.B, c *benchClient, text string) {
 }
 
 // childRunning returns the child of pid whose command line holds arg.
-func childRunning(b *testing.B, pid int, arg string) int {
+func childRunning(b testing.TB, pid int, arg string) int {
 	b.Helper()
 	for _, child := range testsupport.Children(pid) {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child))
@@ -130,7 +187,7 @@ func childRunning(b *testing.B, pid int, arg string) int {
 
 // procKiB returns the lines in kB of /proc/PID/FILE, in KiB by name; want
 // is one that must be there.
-func procKiB(b *testing.B, pid int, file, want string) map[string]int {
+func procKiB(b testing.TB, pid int, file, want string) map[string]int {
 	b.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
