@@ -357,7 +357,8 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 // kept, left to the collector) over a live heap of a few MB: at the
 // default of 100 the collector ran every few milliseconds, and its work
 // took about a tenth of the session process's CPU time
-// (BenchmarkACPFrontEnd, acp-5plugs).
+// (BenchmarkACPFrontEnd, acp-5plugs). At rest it holds no more than at
+// 100 (docs/performance.md).
 const sessionGCPercent = 400
 
 // collectLessOften sets the session process's GOGC to sessionGCPercent.

@@ -40,7 +40,7 @@ type benchClient struct {
 
 // startProcess starts cmd with a client reading its stdout and writing to
 // the pipe that stdin returns (cmd's, or that of the process before it).
-func startProcess(b *testing.B, cmd *exec.Cmd, stdin func() (io.WriteCloser, error)) *benchClient {
+func startProcess(b testing.TB, cmd *exec.Cmd, stdin func() (io.WriteCloser, error)) *benchClient {
 	b.Helper()
 	cmd.Stderr = io.Discard
 	in, err := stdin()
@@ -65,7 +65,7 @@ func startProcess(b *testing.B, cmd *exec.Cmd, stdin func() (io.WriteCloser, err
 }
 
 // open initializes and opens a session.
-func (c *benchClient) open(b *testing.B) {
+func (c *benchClient) open(b testing.TB) {
 	c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
 	c.sid = newSessionID(b, c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, b.TempDir())))
 }
@@ -85,7 +85,7 @@ func newSessionID(b *testing.B, resp []byte) string {
 
 // request sends a request and returns its answer; it fails on anything else
 // that comes first.
-func (c *benchClient) request(b *testing.B, method, params string) []byte {
+func (c *benchClient) request(b testing.TB, method, params string) []byte {
 	c.id++
 	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", c.id, method, params); err != nil {
 		b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/blaiseagent/blaise-agent/client"
@@ -14,6 +15,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
+	"github.com/blaiseagent/blaise-agent/internal/resident"
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
@@ -108,6 +110,11 @@ func options() []kong.Option {
 	}
 }
 
+// startOver is when a process's start is over: a session's processes
+// are ready within tens of milliseconds, so a second later they are
+// serving, and the pages of their start are behind them.
+const startOver = time.Second
+
 func main() {
 	var cli CLI
 	parser := kong.Must(&cli, append(options(),
@@ -136,6 +143,9 @@ func main() {
 		usageError(os.Stderr, perr)
 		parser.Exit(usageExit)
 	}
+	// A process that outlives its start (a session's) gives back what
+	// only the start needed, once it is over (docs/performance.md).
+	time.AfterFunc(startOver, resident.Release)
 	if err := ctx.Run(&cli.Globals); err != nil {
 		fail(err)
 	}
