@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,11 @@ type SessionProcess struct {
 	Kind      session.Kind
 	Run       int            // the run's number
 	EndReason session.Reason // for teardown runs
-	ACPIn     io.Reader
+	// Action and ActionArgs are the action of an action run and its
+	// arguments (ActionCall); its output goes to ACPOut.
+	Action     string
+	ActionArgs json.RawMessage
+	ACPIn      io.Reader
 	ACPOut    io.Writer
 	Control   *blaise.ControlConn // nil: no front end
 	Logger    *log.Logger
@@ -93,6 +98,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		rec.Config = sp.Config
 	}
 	cfg, err := LoadConfig(rec.Config, logger)
+	if sp.Kind == session.ActionRun {
+		return sp.serveAction(ctx, cfg, err)
+	}
 	if err != nil {
 		return sp.broken(rec, err)
 	}

@@ -88,6 +88,8 @@ type Options struct {
 	// Redactions, when set, receives the values plugs give redact.secrets,
 	// for what lets the run's output out to redact them (blaise:secrets).
 	Redactions *redact.Registry
+	// Action is the action of an action run (Kind session.ActionRun).
+	Action *ActionCall
 	// OnAttach is told, as a start or resume run attaches, the name of
 	// the plug whose handlers run now, and "" when the agent starts: the
 	// progress a front end shows.
@@ -119,6 +121,8 @@ type Result struct {
 	TeardownErr error
 	// ReportErr is the error of OnPause, if any.
 	ReportErr error
+	// Action is the outcome of an action run; nil for other runs.
+	Action *ActionOutcome
 }
 
 // Run is one run of a session's chain.
@@ -337,6 +341,13 @@ func (r *Run) Run(ctx context.Context) Result {
 	r.runnerHost = runnerHost
 
 	res := Result{Resumable: r.opts.Config.Resumable()}
+	if r.opts.Kind == session.ActionRun {
+		r.lock.Acquire()
+		defer r.lock.Release()
+		out := r.act(host)
+		res.Action = &out
+		return res
+	}
 	if !res.Resumable {
 		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 	}

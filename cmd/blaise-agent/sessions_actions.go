@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+)
+
+// SessionsDoCmd is `sessions do ID ACTION [ARGS]`: an action a plug of
+// the session offers (docs/plugs.md#actions).
+type SessionsDoCmd struct {
+	StateFlags
+	ID     string   `arg:"" help:"The session id." predictor:"session"`
+	Action string   `arg:"" help:"The action: NAME, or ID.NAME when several plugs offer NAME (sessions show lists them)." predictor:"action"`
+	Args   []string `arg:"" optional:"" passthrough:"" help:"The action's arguments: --NAME (true), --no-NAME (false), --NAME VALUE, --NAME=VALUE or NAME=VALUE; the action's schema reads them."`
+	ActionFlags
+}
+
+// ActionFlags are the flags of every command that does an action.
+type ActionFlags struct {
+	JSON bool `name:"json" help:"Print the value the action returned as JSON on stdout, after its output."`
+	End  bool `help:"When the action offers to end the session (a merge), end it without asking."`
+}
+
+// Run does the action.
+func (c *SessionsDoCmd) Run(g *Globals) error {
+	args, err := actionArgs(c.Args)
+	if err != nil {
+		return err
+	}
+	return c.ActionFlags.act(g, c.StateFlags, c.ID, c.Action, args)
+}
+
+// SessionsDiffCmd is `sessions diff ID`: the action diff.
+type SessionsDiffCmd struct {
+	StateFlags
+	ID   string `arg:"" help:"The session id." predictor:"session"`
+	Stat bool   `help:"A summary of the changed files instead of the diff."`
+	ActionFlags
+}
+
+// Run does the action diff.
+func (c *SessionsDiffCmd) Run(g *Globals) error {
+	return c.ActionFlags.act(g, c.StateFlags, c.ID, "diff", map[string]any{"stat": c.Stat})
+}
+
+// SessionsMergeCmd is `sessions merge ID`: the action merge.
+type SessionsMergeCmd struct {
+	StateFlags
+	ID     string `arg:"" help:"The session id." predictor:"session"`
+	Squash bool   `help:"Merge the session's changes as one new commit."`
+	ActionFlags
+}
+
+// Run does the action merge.
+func (c *SessionsMergeCmd) Run(g *Globals) error {
+	return c.ActionFlags.act(g, c.StateFlags, c.ID, "merge", map[string]any{"squash": c.Squash})
+}
+
+// act does the action, printing its output as it comes, then offers to
+// end the session when the action's result asks it to (offer_end).
+func (f ActionFlags) act(g *Globals, sf StateFlags, id, action string, args map[string]any) error {
+	e, err := sf.existingEngine(g)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return sf.noSession(id)
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := e.Act(ctx, id, action, raw, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if f.JSON {
+		out := res.Result
+		if out == nil {
+			out = json.RawMessage("null")
+		}
+		fmt.Printf("%s\n", out)
+	}
+	var result struct {
+		OfferEnd string `json:"offer_end"`
+	}
+	_ = json.Unmarshal(res.Result, &result) // a result of another shape offers nothing
+	if result.OfferEnd == "" {
+		return nil
+	}
+	if !f.End && !confirmEnd(id, result.OfferEnd) {
+		fmt.Fprintf(os.Stderr, "%s; end the session with: blaise-agent sessions end %s\n", result.OfferEnd, id)
+		return nil
+	}
+	rec, err := e.End(context.Background(), id)
+	if err != nil {
+		return err
+	}
+	printState(rec)
+	if err := rec.Unsettled(); err != nil {
+		return fmt.Errorf("session %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// confirmEnd asks the person at a terminal whether to end the session;
+// without one, the answer is no.
+func confirmEnd(id, why string) bool {
+	if !isatty.IsTerminal(os.Stdin.Fd()) || !isatty.IsTerminal(os.Stderr.Fd()) {
+		return false
+	}
+	fmt.Fprintf(os.Stderr, "%s. End session %s now (its plugs tear down)? [y/N] ", why, id)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes"
+}
+
+// actionArgs reads an action's arguments from a command line: --NAME is
+// true, --no-NAME false, --NAME VALUE, --NAME=VALUE and NAME=VALUE the
+// string VALUE, which the action's schema reads by the kind of its field;
+// - in a name stands for _.
+func actionArgs(args []string) (map[string]any, error) {
+	out := map[string]any{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		var v any = value
+		switch {
+		case hasValue:
+		case strings.HasPrefix(a, "--no-"):
+			name, v = strings.TrimPrefix(a, "--no-"), false
+		case strings.HasPrefix(a, "--") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") && !strings.Contains(args[i+1], "="):
+			i++
+			v = args[i]
+		case strings.HasPrefix(a, "--"):
+			v = true
+		default:
+			return nil, fmt.Errorf("argument %q: an action's arguments are --NAME, --no-NAME, --NAME VALUE, --NAME=VALUE or NAME=VALUE", a)
+		}
+		name = strings.ReplaceAll(name, "-", "_")
+		if name == "" {
+			return nil, fmt.Errorf("argument %q has no name", a)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("argument %s is given twice", name)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
