@@ -91,8 +91,10 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 		proc.Signal(false)
 		waitErr = <-waited
 	}
-	_ = proc.Control().Close()
+	// The report is read to the channel's end, which the process's exit
+	// closes: closing it before would lose a report still in flight.
 	report := <-reported
+	_ = proc.Control().Close()
 	copyErr := <-copied
 	switch {
 	case report == nil && waitErr != nil:

@@ -36,11 +36,7 @@ type SessionProcess struct {
 	Kind      session.Kind
 	Run       int            // the run's number
 	EndReason session.Reason // for teardown runs
-	// Action and ActionArgs are the action of an action run and its
-	// arguments (ActionCall); its output goes to ACPOut.
-	Action     string
-	ActionArgs json.RawMessage
-	ACPIn      io.Reader
+	ACPIn     io.Reader
 	ACPOut    io.Writer
 	Control   *blaise.ControlConn // nil: no front end
 	Logger    *log.Logger
@@ -69,6 +65,11 @@ type SessionProcess struct {
 	// reading is one second after the one before, the same every time.
 	// The names of host.fs.mkdtemp count then too (Options.CountTempNames).
 	PlugTime time.Time
+
+	// Action and ActionArgs are the action of an action run and its
+	// arguments (ActionCall); its output goes to ACPOut.
+	Action     string
+	ActionArgs json.RawMessage
 }
 
 // steppingClock starts at start and moves one second at each reading.

@@ -16,20 +16,21 @@ import (
 // session's run lock on file descriptor 4 and holds it until it exits; a
 // runner's session process has its store on --store-fd instead.
 type SessionProcessCmd struct {
-	StateDir   string        `xor:"store" required:"" help:"The state directory." type:"path"`
-	StoreFD    int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
-	Session    string        `required:"" help:"The session id."`
-	Kind       string        `required:"" enum:"start,resume,teardown,action" help:"The kind of run."`
-	Number     int           `name:"run" required:"" help:"The run's number in the session."`
-	EndReason  string        `help:"Why the session ended (teardown runs)."`
-	Action     string        `help:"The action of an action run: NAME or ID.NAME."`
-	ActionArgs string        `help:"The action's arguments, a JSON object (action runs)."`
-	Config     string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
-	Carry      bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4)."`
-	Bundled    bool          `help:"Send the agent's session/update notifications on stdout in bundles, with the session's id (a front end that passes them on as they are)."`
-	Agent      []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
-	StopGrace  time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
-	PlugTime   time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
+	StateDir  string        `xor:"store" required:"" help:"The state directory." type:"path"`
+	StoreFD   int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
+	Session   string        `required:"" help:"The session id."`
+	Kind      string        `required:"" enum:"start,resume,teardown,action" help:"The kind of run."`
+	Number    int           `name:"run" required:"" help:"The run's number in the session."`
+	EndReason string        `help:"Why the session ended (teardown runs)."`
+	Config    string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
+	Carry     bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4)."`
+	Bundled   bool          `help:"Send the agent's session/update notifications on stdout in bundles, with the session's id (a front end that passes them on as they are)."`
+	Agent     []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
+	StopGrace time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`
+	PlugTime  time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
+
+	Action     string `help:"The action of an action run: NAME or ID.NAME."`
+	ActionArgs string `help:"The action's arguments, a JSON object (action runs)."`
 }
 
 // Run serves the run.

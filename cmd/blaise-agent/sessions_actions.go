@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/mattn/go-isatty"
 )
 
@@ -31,7 +32,7 @@ type ActionFlags struct {
 
 // Run does the action.
 func (c *SessionsDoCmd) Run(g *Globals) error {
-	args, err := actionArgs(c.Args)
+	args, err := runner.ActionArgs(c.Args)
 	if err != nil {
 		return err
 	}
@@ -123,38 +124,4 @@ func confirmEnd(id, why string) bool {
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	answer := strings.ToLower(strings.TrimSpace(line))
 	return answer == "y" || answer == "yes"
-}
-
-// actionArgs reads an action's arguments from a command line: --NAME is
-// true, --no-NAME false, --NAME VALUE, --NAME=VALUE and NAME=VALUE the
-// string VALUE, which the action's schema reads by the kind of its field;
-// - in a name stands for _.
-func actionArgs(args []string) (map[string]any, error) {
-	out := map[string]any{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		var v any = value
-		switch {
-		case hasValue:
-		case strings.HasPrefix(a, "--no-"):
-			name, v = strings.TrimPrefix(a, "--no-"), false
-		case strings.HasPrefix(a, "--") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") && !strings.Contains(args[i+1], "="):
-			i++
-			v = args[i]
-		case strings.HasPrefix(a, "--"):
-			v = true
-		default:
-			return nil, fmt.Errorf("argument %q: an action's arguments are --NAME, --no-NAME, --NAME VALUE, --NAME=VALUE or NAME=VALUE", a)
-		}
-		name = strings.ReplaceAll(name, "-", "_")
-		if name == "" {
-			return nil, fmt.Errorf("argument %q has no name", a)
-		}
-		if _, dup := out[name]; dup {
-			return nil, fmt.Errorf("argument %s is given twice", name)
-		}
-		out[name] = v
-	}
-	return out, nil
 }
