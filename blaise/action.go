@@ -106,5 +106,10 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	case copyErr != nil:
 		return nil, fmt.Errorf("session %s: action %s: its output: %w", id, action, copyErr)
 	}
+	if report.Changes != nil {
+		if _, err := e.Store.UpdateSession(id, func(r *session.Record) error { r.Changes = report.Changes; return nil }); err != nil {
+			return nil, fmt.Errorf("session %s: recording the summary of its changes: %w", id, err)
+		}
+	}
 	return &ActionResult{Result: report.Result}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
 	"go.starlark.net/starlark"
 )
 
@@ -30,6 +31,8 @@ type ActionCall struct {
 type ActionOutcome struct {
 	Result json.RawMessage
 	Err    error
+	// Changes is the summary of the session's changes a plug reported.
+	Changes *session.Changes
 }
 
 // act does the action of an action run: on_action of the plugs that define

@@ -32,7 +32,7 @@ func (sp *SessionProcess) serveAction(ctx context.Context, cfg *interp.Config, l
 	}
 	_ = w.Close() // an unfinished last line
 
-	report := &session.ActionReport{Result: out.Result}
+	report := &session.ActionReport{Result: out.Result, Changes: out.Changes}
 	if err := sp.Redactions.Error(out.Err); err != nil {
 		report.Error = err.Error()
 	}

@@ -156,6 +156,7 @@ type Run struct {
 	runValue     starlark.Value // ctx.run
 	setup        *builtins.Setup
 	tdErr        error
+	changes      *session.Changes // the last ctx.report_changes
 }
 
 // plugRun is a plug's state during the run.
@@ -345,6 +346,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		r.lock.Acquire()
 		defer r.lock.Release()
 		out := r.act(host)
+		out.Changes = r.changes
 		res.Action = &out
 		return res
 	}
@@ -362,6 +364,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		if pause.Reason != session.Failed && pause.MayResume && !res.Resumable {
 			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 		}
+		pause.Changes = r.changes
 		res.Pause = &pause
 		if r.opts.OnPause != nil {
 			r.unlocked(func() { res.ReportErr = r.opts.OnPause(pause) })
@@ -833,6 +836,7 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 			Signal:            &r.signal,
 			Runner:            r.hostValue(r.runnerHost),
 			SetOutput:         p.setOutput,
+			ReportChanges:     func(c session.Changes) { r.changes = &c },
 		}
 	}
 	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted

@@ -15,4 +15,6 @@ const ControlAction ControlKind = "action"
 type ActionReport struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
+	// Changes is the summary of the session's changes a plug reported.
+	Changes *Changes `json:"changes,omitempty"`
 }

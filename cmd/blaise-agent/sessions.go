@@ -152,7 +152,10 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 	if c.JSON {
 		return printJSON(rec)
 	}
-	return sessionview.Show(os.Stdout, st, rec, time.Now())
+	if err := sessionview.Show(os.Stdout, st, rec, time.Now()); err != nil || st == nil {
+		return err
+	}
+	return showActions(rec)
 }
 
 // session reads one session's record, without creating a state directory;

@@ -5,12 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
+	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/sessionview"
+	"github.com/charmbracelet/log"
 	"github.com/mattn/go-isatty"
 )
 
@@ -124,4 +129,15 @@ func confirmEnd(id, why string) bool {
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	answer := strings.ToLower(strings.TrimSpace(line))
 	return answer == "y" || answer == "yes"
+}
+
+// showActions writes what sessions show adds for actions: the summary of
+// the session's changes and the actions its configuration offers.
+func showActions(rec *session.Record) error {
+	var cfg *interp.Config
+	var err error
+	if rec.State != session.Ended {
+		cfg, err = runner.LoadConfig(rec.Config, log.New(io.Discard))
+	}
+	return sessionview.Actions(os.Stdout, rec, cfg, err)
 }
