@@ -2,25 +2,29 @@ package main
 
 import (
 	"io"
-	"slices"
+	"strings"
 
 	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 	"github.com/posener/complete"
 )
 
-// predictActions lists the actions of the session named after "do" on the
-// command line: what the plugs of its configuration offer.
+// predictActions lists the actions of the session named on the command
+// line of sessions do (whose words a.Completed holds, flags and the id):
+// what the plugs of its configuration offer.
 func predictActions(a complete.Args) []string {
-	i := slices.Index(a.Completed, "do")
-	if i < 0 || i+1 >= len(a.Completed) {
-		return nil
+	id := ""
+	for i, w := range a.Completed {
+		if !strings.HasPrefix(w, "-") && (i == 0 || a.Completed[i-1] != "--state-dir") {
+			id = w
+			break
+		}
 	}
 	st := completionStore(a)
-	if st == nil {
+	if id == "" || st == nil {
 		return nil
 	}
-	rec, err := st.Session(a.Completed[i+1])
+	rec, err := st.Session(id)
 	if err != nil {
 		return nil
 	}
