@@ -243,6 +243,12 @@ func (c *SessionsEndCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	return printEnded(rec)
+}
+
+// printEnded says where a session that was ended stands, and fails when
+// its teardown failed.
+func printEnded(rec *session.Record) error {
 	printState(rec)
 	if err := rec.Unsettled(); err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)

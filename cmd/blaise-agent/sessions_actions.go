@@ -112,11 +112,7 @@ func (f ActionFlags) act(g *Globals, sf StateFlags, id, action string, args map[
 	if err != nil {
 		return err
 	}
-	printState(rec)
-	if err := rec.Unsettled(); err != nil {
-		return fmt.Errorf("session %s: %w", rec.ID, err)
-	}
-	return nil
+	return printEnded(rec)
 }
 
 // confirmEnd asks the person at a terminal whether to end the session;
