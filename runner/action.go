@@ -37,7 +37,8 @@ type ActionOutcome struct {
 
 // act does the action of an action run: on_action of the plugs that define
 // it, outermost first, down to the plug that offers the action, each
-// passing it on with next() as on_teardown does.
+// passing it on with next() as on_teardown does. Every plug of the chain
+// is loaded.
 func (r *Run) act(host hosts.Host) ActionOutcome {
 	call := r.opts.Action
 	if call == nil {
@@ -78,10 +79,23 @@ func (r *Run) actStep(order []int, k int, offered interp.OfferedAction, args sta
 		return nil
 	}
 	p := r.plugs[order[k]]
-	if err := r.load(p, host); err != nil {
-		return err
-	}
 	mine := p.use == offered.Use
+	// Every plug loads as in a run (its inputs, on_load: blaise:secrets
+	// registers what the action's output is redacted of), on the host
+	// where it sits: those before p here, and at the plug that offers the
+	// action, every plug after it too.
+	from, to := 0, order[k]
+	if k > 0 {
+		from = order[k-1] + 1
+	}
+	if mine {
+		to = len(r.plugs) - 1
+	}
+	for i := from; i <= to; i++ {
+		if err := r.load(r.plugs[i], host); err != nil {
+			return err
+		}
+	}
 	var innerErr error
 	calls := 0
 	next := r.nextBuiltin(p, &calls, host, func(h hosts.Host) starlark.Value {
