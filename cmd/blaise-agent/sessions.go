@@ -25,9 +25,12 @@ type SessionsCmd struct {
 	End     SessionsEndCmd     `cmd:"" help:"End a paused session now: its plugs tear down (reason closed)."`
 	Sweep   SessionsSweepCmd   `cmd:"" help:"Tear down expired sessions, retry due teardowns, and settle runs whose process died."`
 	Resolve SessionsResolveCmd `cmd:"" help:"Mark an orphaned session ended once you cleaned up what its plugs left behind."`
-	Do      SessionsDoCmd      `cmd:"" help:"Do an action a plug offers on a paused session's environment (diff, merge …), without its agent; sessions show lists them."`
-	Diff    SessionsDiffCmd    `cmd:"" help:"The session's changes against its base (the action diff of blaise:worktree)."`
-	Merge   SessionsMergeCmd   `cmd:"" help:"Merge the session's branch into the branch it came from (the action merge of blaise:worktree)."`
+
+	// Actions (sessions_actions.go).
+	Do       SessionsDoCmd       `cmd:"" help:"Do an action a plug offers on a paused session's environment (diff, merge …), without its agent; sessions show lists them."`
+	Diff     SessionsDiffCmd     `cmd:"" help:"The session's changes against its base (the action diff of blaise:worktree)."`
+	Merge    SessionsMergeCmd    `cmd:"" help:"Merge the session's branch into the branch it came from (the action merge of blaise:worktree)."`
+	Checkout SessionsCheckoutCmd `cmd:"" help:"Print the session's worktree path, or open a shell there (the action checkout of blaise:worktree)."`
 }
 
 // dir is the state directory the flags name, else the default one.

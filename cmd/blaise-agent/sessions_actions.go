@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -68,6 +69,47 @@ type SessionsMergeCmd struct {
 // Run does the action merge.
 func (c *SessionsMergeCmd) Run(g *Globals) error {
 	return c.ActionFlags.act(g, c.StateFlags, c.ID, "merge", map[string]any{"squash": c.Squash})
+}
+
+// SessionsCheckoutCmd is `sessions checkout ID`: the action checkout,
+// and with --shell a shell in the path it returned.
+type SessionsCheckoutCmd struct {
+	StateFlags
+	ID    string `arg:"" help:"The session id." predictor:"session"`
+	Shell bool   `help:"Open $SHELL (else sh) in the worktree; the session stays as it is when it exits."`
+}
+
+// Run does the action checkout, then opens the shell.
+func (c *SessionsCheckoutCmd) Run(g *Globals) error {
+	e, err := c.existingEngine(g)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return c.noSession(c.ID)
+	}
+	out := io.Writer(os.Stdout)
+	if c.Shell {
+		out = io.Discard
+	}
+	res, err := e.Act(context.Background(), c.ID, "checkout", nil, out)
+	if err != nil || !c.Shell {
+		return err
+	}
+	var result struct {
+		Path string `json:"path"`
+	}
+	if err := json.Unmarshal(res.Result, &result); err != nil || result.Path == "" {
+		return fmt.Errorf("session %s: the action checkout returned no path to open a shell in", c.ID)
+	}
+	shell := os.Getenv("SHELL")
+	if shell == "" {
+		shell = "sh"
+	}
+	fmt.Fprintf(os.Stderr, "a shell in %s; exit it to come back\n", result.Path)
+	cmd := exec.Command(shell)
+	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = result.Path, os.Stdin, os.Stdout, os.Stderr
+	return cmd.Run()
 }
 
 // act does the action, printing its output as it comes, then offers to
