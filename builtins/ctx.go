@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 	"go.starlark.net/starlark"
 )
@@ -31,6 +32,9 @@ type CtxBase struct {
 	Runner            starlark.Value
 	// SetOutput publishes an output of this plug for later plugs (C10).
 	SetOutput func(name string, v starlark.Value) error
+	// ReportChanges records the summary of the session's changes
+	// (ctx.report_changes); nil: the run keeps none.
+	ReportChanges func(session.Changes)
 }
 
 // Ctx is the ctx value of one handler call. It is bound to its plug and to
@@ -70,7 +74,7 @@ func (c *Ctx) Freeze()               {}
 func (c *Ctx) Truth() starlark.Bool  { return true }
 func (c *Ctx) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: ctx") }
 
-var ctxAttrs = []string{"agent", "host", "inputs", "log", "persisted", "plug", "run", "runner", "runner_env", "session", "set_output", "setup", "signal", "state"}
+var ctxAttrs = []string{"agent", "host", "inputs", "log", "persisted", "plug", "report_changes", "run", "runner", "runner_env", "session", "set_output", "setup", "signal", "state"}
 
 func (c *Ctx) AttrNames() []string { return ctxAttrs }
 
@@ -120,6 +124,8 @@ func (c *Ctx) Attr(name string) (starlark.Value, error) {
 		return c.Runner, nil
 	case "set_output":
 		return starlark.NewBuiltin("set_output", c.setOutput), nil
+	case "report_changes":
+		return starlark.NewBuiltin("report_changes", c.reportChanges), nil
 	}
 	return nil, noSuchAttr("ctx", name, ctxAttrs)
 }

@@ -37,12 +37,17 @@ type Plug struct {
 	// OnMessageFallsThrough are the statements after which on_message can
 	// end without a return, named when a request gets None at run time.
 	OnMessageFallsThrough []syntax.Position
+	// Actions are the named actions the plug offers on its session's
+	// environment (action runs, docs/plugs.md#actions): each an object
+	// schema of its arguments, whose doc says what it does.
+	Actions map[string]*Schema
 
 	OnSession  *starlark.Function
 	OnTeardown *starlark.Function
 	OnMessage  *starlark.Function
 	OnLoad     *starlark.Function
 	OnMigrate  *starlark.Function
+	OnAction   *starlark.Function
 }
 
 // handlerSpec lists the handler names and their parameters.
@@ -56,6 +61,7 @@ var handlerSpec = []struct {
 	{"on_message", []string{"ctx", "message", "next"}, func(p *Plug) **starlark.Function { return &p.OnMessage }},
 	{"on_load", []string{"ctx"}, func(p *Plug) **starlark.Function { return &p.OnLoad }},
 	{"on_migrate", []string{"ctx", "stored"}, func(p *Plug) **starlark.Function { return &p.OnMigrate }},
+	{"on_action", []string{"ctx", "action", "next"}, func(p *Plug) **starlark.Function { return &p.OnAction }},
 }
 
 // HandlerNames are the names of the functions a plug may define.
@@ -70,7 +76,7 @@ var HandlerNames = func() []string {
 const plugKey = "blaise.plug"
 
 // plugBuiltin implements plug(name=, description=, inputs=, persisted=,
-// resumable=True, extensions=False).
+// resumable=True, extensions=False, actions=).
 var plugBuiltin = starlark.NewBuiltin("plug", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	slot, ok := thread.Local(plugKey).(**Plug)
 	if !ok {
@@ -83,7 +89,7 @@ var plugBuiltin = starlark.NewBuiltin("plug", func(thread *starlark.Thread, b *s
 		return nil, fmt.Errorf("plug() must be called at the top level of the file")
 	}
 	p := &Plug{Resumable: true, APIVersion: APIVersion}
-	var inputs, persisted starlark.Value = starlark.None, starlark.None
+	var inputs, persisted, actions starlark.Value = starlark.None, starlark.None, starlark.None
 	if err := starlark.UnpackArgs("plug", args, kwargs,
 		"name", &p.Name,
 		"description?", &p.Description,
@@ -91,6 +97,7 @@ var plugBuiltin = starlark.NewBuiltin("plug", func(thread *starlark.Thread, b *s
 		"persisted?", &persisted,
 		"resumable?", &p.Resumable,
 		"extensions?", &p.Extensions,
+		"actions?", &actions,
 	); err != nil {
 		return nil, err
 	}
@@ -102,6 +109,9 @@ var plugBuiltin = starlark.NewBuiltin("plug", func(thread *starlark.Thread, b *s
 		return nil, err
 	}
 	if p.Persisted, err = optionalSchema("persisted", persisted); err != nil {
+		return nil, err
+	}
+	if p.Actions, err = actionSchemas(actions); err != nil {
 		return nil, err
 	}
 	p.Pos = thread.CallFrame(1).Pos
@@ -173,6 +183,9 @@ func finishPlug(thread *starlark.Thread, key string, globals starlark.StringDict
 	}
 	if p.Extensions && p.OnMessage == nil && globals["on_message"] == nil {
 		errs = append(errs, &Error{Pos: p.Pos, Plug: p.Name, Msg: "extensions = True needs an on_message handler to see them"})
+	}
+	if len(p.Actions) > 0 && p.OnAction == nil && globals["on_action"] == nil {
+		errs = append(errs, &Error{Pos: p.Pos, Plug: p.Name, Msg: "actions = {...} needs an on_action(ctx, action, next) handler that does them"})
 	}
 	if _, ok := globals["on_migrate"]; ok && p.Persisted == nil {
 		pos := p.Pos

@@ -25,6 +25,15 @@ type Reference struct {
 	Extensions  bool     `json:"extensions"`
 	Inputs      []Field  `json:"inputs"`
 	Persisted   []Field  `json:"persisted"`
+	// Actions are the actions the plug offers (docs/plugs.md#actions).
+	Actions []Action `json:"actions,omitempty"`
+}
+
+// Action is an action a plug offers: its name, its doc and its arguments.
+type Action struct {
+	Name string  `json:"name"`
+	Doc  string  `json:"doc,omitempty"`
+	Args []Field `json:"args"`
 }
 
 // Field is one field of a schema, a nested one named by its path (a.b).
@@ -47,6 +56,14 @@ func Of(ref string, p *interp.Plug) (*Reference, error) {
 	}
 	if r.Persisted, err = fields(p.Persisted, ""); err != nil {
 		return nil, fmt.Errorf("%s: persisted: %w", ref, err)
+	}
+	for _, name := range p.ActionNames() {
+		s := p.Actions[name]
+		args, err := fields(s, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: actions[%q]: %w", ref, name, err)
+		}
+		r.Actions = append(r.Actions, Action{Name: name, Doc: s.Doc(), Args: args})
 	}
 	return r, nil
 }
@@ -242,7 +259,27 @@ func (r *Reference) text(w io.Writer) error {
 			}
 		}
 	}
+	if len(r.Actions) > 0 {
+		fmt.Fprintf(w, "\nactions:\n")
+		for _, a := range r.Actions {
+			fmt.Fprintf(w, "  %s%s: %s\n", a.Name, a.argList(), a.Doc)
+		}
+	}
 	return nil
+}
+
+// argList is the action's arguments as a command line gives them:
+// " [--stat bool = False]".
+func (a Action) argList() string {
+	var b strings.Builder
+	for _, f := range a.Args {
+		fmt.Fprintf(&b, " [--%s %s", f.name(), f.Type)
+		if d := f.dflt(); d != "" && d != "(required)" {
+			fmt.Fprintf(&b, " = %s", d)
+		}
+		b.WriteString("]")
+	}
+	return b.String()
 }
 
 func (r *Reference) markdown(w io.Writer) {
@@ -265,6 +302,16 @@ func (r *Reference) markdown(w io.Writer) {
 				dflt = "`" + dflt + "`"
 			}
 			fmt.Fprintf(w, "| `%s` | %s | %s | %s |\n", f.name(), cell(f.Type), dflt, cell(f.Doc))
+		}
+	}
+	if len(r.Actions) > 0 {
+		fmt.Fprintf(w, "\n| action | arguments | description |\n| --- | --- | --- |\n")
+		for _, a := range r.Actions {
+			args := strings.TrimSpace(a.argList())
+			if args != "" {
+				args = "`" + strings.ReplaceAll(args, "] [", "]` `[") + "`"
+			}
+			fmt.Fprintf(w, "| `%s` | %s | %s |\n", a.Name, cell(args), cell(a.Doc))
 		}
 	}
 }

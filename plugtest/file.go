@@ -119,7 +119,7 @@ var (
 var placeholders = []string{"WORK", "SESSION", "BLAISE_AGENT", "CONFIG", "TESTDIR", "TIME"}
 
 // Kinds are the golden sections of a run, in the order they are written.
-var Kinds = []string{"client", "transcript", "log", "host", "outputs", "pause", "teardown", "persisted"}
+var Kinds = []string{"client", "transcript", "log", "host", "outputs", "pause", "teardown", "persisted", "action"}
 
 // Parse reads and checks the test file at path.
 func Parse(path string) (*File, error) {
@@ -240,6 +240,13 @@ func Parse(path string) (*File, error) {
 		}
 		f.Runs = append(f.Runs, r)
 	}
+	for _, r := range f.Runs[:max(len(f.Runs)-1, 0)] {
+		if len(r.Actions) > 0 && leadingDos(r.Actions) == len(r.Actions) {
+			// Action runs are not runs of the session: the numbers of
+			// the runs after it would not be the session's.
+			return nil, errAt(r.Line, "run%d has only do lines: only the last run may; put them at the start of the next run", r.Number)
+		}
+	}
 	if len(f.Runs) == 0 {
 		return nil, errAt(1, "no run: add a run1 section")
 	}
@@ -347,8 +354,15 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 			if arg != "" {
 				return nil, bad("end")
 			}
+		case "do":
+			if arg == "" {
+				return nil, bad("do ACTION [ARGS]")
+			}
+			if n := len(r.Actions); n > 0 && r.Actions[n-1].Verb != "do" {
+				return nil, &ErrorAt{path, line, "do comes first in a run: the actions run on the paused session before the run starts"}
+			}
 		default:
-			return nil, &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop or end)", verb)}
+			return nil, &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop, end or do)", verb)}
 		}
 		if n := len(r.Actions); n > 0 && isLast(r.Actions[n-1].Verb) {
 			return nil, &ErrorAt{path, line, fmt.Sprintf("%s after the run was stopped: stop and end come last", verb)}

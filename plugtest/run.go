@@ -347,6 +347,18 @@ func (w *workDir) runOne(ctx context.Context, e *blaise.Engine, r *Run, prev *se
 	errAt := func(format string, args ...any) error {
 		return &ErrorAt{w.file.Path, r.Line, fmt.Sprintf("run%d: ", r.Number) + fmt.Sprintf(format, args...)}
 	}
+	if n := leadingDos(r.Actions); n > 0 {
+		if prev == nil || prev.State != session.Paused {
+			return nil, errAt("do runs an action on a paused session: it needs a run before it that paused")
+		}
+		if err := w.act(ctx, e, prev.ID, r, got); err != nil {
+			return nil, err
+		}
+		if r.Actions = r.Actions[n:]; len(r.Actions) == 0 {
+			// Only actions: no run starts, the session stays paused.
+			return e.Store.Session(prev.ID)
+		}
+	}
 	if prev != nil && prev.State != session.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
 		// A paused session ended, or a failed teardown tried again: a
 		// teardown run, no agent (C8). It ends by itself, or by the

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -68,6 +69,11 @@ type SessionProcess struct {
 	// files they reference that are missing there (interp.Loader.Fallback):
 	// the plugs beside a test file.
 	Fallback *interp.Fallback
+
+	// Action and ActionArgs are the action of an action run and its
+	// arguments (ActionCall); its output goes to ACPOut.
+	Action     string
+	ActionArgs json.RawMessage
 }
 
 // steppingClock starts at start and moves one second at each reading.
@@ -99,6 +105,9 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	loader := NewLoader(logger)
 	loader.Fallback = sp.Fallback
 	cfg, err := loader.LoadConfig(rec.Config)
+	if sp.Kind == session.ActionRun {
+		return sp.serveAction(ctx, cfg, err)
+	}
 	if err != nil {
 		return sp.broken(rec, err)
 	}

@@ -88,6 +88,8 @@ type Options struct {
 	// Redactions, when set, receives the values plugs give redact.secrets,
 	// for what lets the run's output out to redact them (blaise:secrets).
 	Redactions *redact.Registry
+	// Action is the action of an action run (Kind session.ActionRun).
+	Action *ActionCall
 	// OnAttach is told, as a start or resume run attaches, the name of
 	// the plug whose handlers run now, and "" when the agent starts: the
 	// progress a front end shows.
@@ -119,6 +121,8 @@ type Result struct {
 	TeardownErr error
 	// ReportErr is the error of OnPause, if any.
 	ReportErr error
+	// Action is the outcome of an action run; nil for other runs.
+	Action *ActionOutcome
 }
 
 // Run is one run of a session's chain.
@@ -152,6 +156,7 @@ type Run struct {
 	runValue     starlark.Value // ctx.run
 	setup        *builtins.Setup
 	tdErr        error
+	changes      *session.Changes // the last ctx.report_changes
 }
 
 // plugRun is a plug's state during the run.
@@ -337,6 +342,14 @@ func (r *Run) Run(ctx context.Context) Result {
 	r.runnerHost = runnerHost
 
 	res := Result{Resumable: r.opts.Config.Resumable()}
+	if r.opts.Kind == session.ActionRun {
+		r.lock.Acquire()
+		defer r.lock.Release()
+		out := r.act(host)
+		out.Changes = r.changes
+		res.Action = &out
+		return res
+	}
 	if !res.Resumable {
 		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 	}
@@ -351,6 +364,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		if pause.Reason != session.Failed && pause.MayResume && !res.Resumable {
 			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
 		}
+		pause.Changes = r.changes
 		res.Pause = &pause
 		if r.opts.OnPause != nil {
 			r.unlocked(func() { res.ReportErr = r.opts.OnPause(pause) })
@@ -825,6 +839,7 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 			Signal:            &r.signal,
 			Runner:            r.hostValue(r.runnerHost),
 			SetOutput:         p.setOutput,
+			ReportChanges:     func(c session.Changes) { r.changes = &c },
 		}
 	}
 	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted

@@ -30,6 +30,7 @@ type Control struct {
 	Pause    *PauseRecord    `json:"pause,omitempty"`
 	Teardown *TeardownReport `json:"teardown,omitempty"`
 	Plug     string          `json:"plug,omitempty"`
+	Action   *ActionReport   `json:"action,omitempty"`
 }
 
 // Loaded is what a run reports once its plugs are loaded: whether the

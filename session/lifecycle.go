@@ -42,6 +42,9 @@ func RecordPaused(s Sessions, id string, p PauseRecord) (*Record, error) {
 // torn down.
 func ApplyPause(rec *Record, p PauseRecord) {
 	rec.Pause = &p
+	if p.Changes != nil {
+		rec.Changes = p.Changes
+	}
 	rec.ended(p.Run, p.At).Pause = &RunPause{Reason: p.Reason, MayResume: p.MayResume, Error: p.Error}
 	if p.MayResume {
 		rec.State = Paused

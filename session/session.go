@@ -66,6 +66,8 @@ type Pause struct {
 	Reason    Reason
 	MayResume bool
 	Err       error
+	// Changes is the summary a plug reported during the run, if any.
+	Changes *Changes
 }
 
 // Teardown is how a teardown ended (C8): its reason, and Err when it failed.
@@ -134,6 +136,9 @@ type Record struct {
 	// History is the last MaxHistory runs, oldest first (BeginRun,
 	// ApplyPause, ApplyTeardown).
 	History []RunRecord `json:"history,omitempty"`
+	// Changes is the last summary of the session's changes a plug
+	// reported, at a pause or in an action.
+	Changes *Changes `json:"changes,omitempty"`
 }
 
 // StopRecord is a stop directive as recorded.
@@ -151,11 +156,12 @@ type PauseRecord struct {
 	Error     string    `json:"error,omitempty"`
 	At        time.Time `json:"at"`
 	Run       int       `json:"run"`
+	Changes   *Changes  `json:"changes,omitempty"`
 }
 
 // Record is the record of p, the pause of run, at at.
 func (p Pause) Record(run int, at time.Time) PauseRecord {
-	r := PauseRecord{Reason: p.Reason, MayResume: p.MayResume, At: at, Run: run}
+	r := PauseRecord{Reason: p.Reason, MayResume: p.MayResume, At: at, Run: run, Changes: p.Changes}
 	if p.Err != nil {
 		r.Error = p.Err.Error()
 	}

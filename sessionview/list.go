@@ -3,6 +3,7 @@ package sessionview
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,12 @@ func List(out io.Writer, st *blaise.Store, recs []*session.Record, now time.Time
 	// A server's sessions are an agent's; its runners have the configuration.
 	where := func(r *session.Record) string { return r.Config }
 	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
+	// A column of changes only where a plug reported some: the listing
+	// of sessions whose plugs report none stays as it was.
+	changes := slices.ContainsFunc(recs, func(r *session.Record) bool { return r.Changes != nil && (all || r.State != session.Ended) })
+	if changes {
+		fmt.Fprint(w, "CHANGES\t")
+	}
 	if st == nil {
 		where = func(r *session.Record) string { return r.AgentName }
 		fmt.Fprintln(w, "AGENT")
@@ -34,7 +41,15 @@ func List(out io.Writer, st *blaise.Store, recs []*session.Record, now time.Time
 		if r.Pause != nil {
 			pause = string(r.Pause.Reason)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause, where(r))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause)
+		if changes {
+			summary := "-"
+			if r.Changes != nil {
+				summary = r.Changes.String()
+			}
+			fmt.Fprintf(w, "%s\t", summary)
+		}
+		fmt.Fprintf(w, "%s\n", where(r))
 		if r.State == session.Orphaned {
 			orphaned = append(orphaned, r)
 		}

@@ -71,7 +71,7 @@ func (c *benchClient) open(b testing.TB) {
 }
 
 // newSessionID is the session id of session/new's answer.
-func newSessionID(b *testing.B, resp []byte) string {
+func newSessionID(b testing.TB, resp []byte) string {
 	var r struct {
 		Result struct {
 			SessionID string `json:"sessionId"`

@@ -55,6 +55,7 @@ func completeWords(parser *kong.Kong) {
 	}
 	kongcompletion.Register(parser,
 		kongcompletion.WithPredictor("session", complete.PredictFunc(predictSessions)),
+		kongcompletion.WithPredictor("action", complete.PredictFunc(predictActions)),
 		kongcompletion.WithPredictor("ref", complete.PredictOr(complete.PredictFunc(predictStdlib), complete.PredictFiles("*.star"))),
 		kongcompletion.WithPredictor("star", complete.PredictFiles("*.star")),
 	)
@@ -63,6 +64,23 @@ func completeWords(parser *kong.Kong) {
 // predictSessions lists the sessions that are not ended, from the state
 // directory the command line names, else the one run would use.
 func predictSessions(a complete.Args) []string {
+	st := completionStore(a)
+	if st == nil {
+		return nil
+	}
+	recs, _ := st.Sessions()
+	var ids []string
+	for _, r := range recs {
+		if r.State != session.Ended {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// completionStore is the store of the state directory the command line
+// names, else the one run would use; nil when there is none.
+func completionStore(a complete.Args) *blaise.Store {
 	dir := os.Getenv("BLAISE_STATE_DIR")
 	for i, w := range a.All {
 		if v, ok := strings.CutPrefix(w, "--state-dir="); ok {
@@ -81,14 +99,7 @@ func predictSessions(a complete.Args) []string {
 	if err != nil {
 		return nil
 	}
-	recs, _ := st.Sessions()
-	var ids []string
-	for _, r := range recs {
-		if r.State != session.Ended {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
+	return st
 }
 
 // predictStdlib lists the plugs of the standard library as blaise:NAME.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"time"
 
@@ -19,7 +20,7 @@ type SessionProcessCmd struct {
 	StateDir     string        `xor:"store" required:"" help:"The state directory." type:"path"`
 	StoreFD      int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
 	Session      string        `required:"" help:"The session id."`
-	Kind         string        `required:"" enum:"start,resume,teardown" help:"The kind of run."`
+	Kind         string        `required:"" enum:"start,resume,teardown,action" help:"The kind of run."`
 	Number       int           `name:"run" required:"" help:"The run's number in the session."`
 	EndReason    string        `help:"Why the session ended (teardown runs)."`
 	Config       string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
@@ -30,6 +31,9 @@ type SessionProcessCmd struct {
 	PlugTime     time.Time     `help:"Make time.now() of the plugs start at this time (RFC 3339) plus an hour per run, one second per reading, and name the directories of host.fs.mkdtemp by count (blaise-agent test)." format:"2006-01-02T15:04:05Z07:00"`
 	FallbackFrom string        `help:"Files below this directory find the files they reference that are missing there relative to --fallback-to instead (blaise-agent test: a test's own configuration reaches the plugs beside the test file)." type:"path"`
 	FallbackTo   string        `help:"See --fallback-from." type:"path"`
+
+	Action     string `help:"The action of an action run: NAME or ID.NAME."`
+	ActionArgs string `help:"The action's arguments, a JSON object (action runs)."`
 }
 
 // Run serves the run.
@@ -45,6 +49,8 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 		Kind:       session.Kind(c.Kind),
 		Run:        c.Number,
 		EndReason:  session.Reason(c.EndReason),
+		Action:     c.Action,
+		ActionArgs: json.RawMessage(c.ActionArgs),
 		Logger:     g.LoggerTo(redactions.Writer(os.Stderr)).With("session", c.Session),
 		Redactions: redactions,
 		Agent:      c.Agent,

@@ -26,6 +26,12 @@ type SessionsCmd struct {
 	End     SessionsEndCmd     `cmd:"" help:"End a paused session now: its plugs tear down (reason closed)."`
 	Sweep   SessionsSweepCmd   `cmd:"" help:"Tear down expired sessions, retry due teardowns, and settle runs whose process died."`
 	Resolve SessionsResolveCmd `cmd:"" help:"Mark an orphaned session ended once you cleaned up what its plugs left behind."`
+
+	// Actions (sessions_actions.go).
+	Do       SessionsDoCmd       `cmd:"" help:"Do an action a plug offers on a paused session's environment (diff, merge …), without its agent; sessions show lists them."`
+	Diff     SessionsDiffCmd     `cmd:"" help:"The session's changes against its base (the action diff of blaise:worktree)."`
+	Merge    SessionsMergeCmd    `cmd:"" help:"Merge the session's branch into the branch it came from (the action merge of blaise:worktree)."`
+	Checkout SessionsCheckoutCmd `cmd:"" help:"Print the session's worktree path, or open a shell there (the action checkout of blaise:worktree)."`
 }
 
 // dir is the state directory the flags name, else the default one.
@@ -177,7 +183,10 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 	if c.JSON {
 		return printJSON(rec)
 	}
-	return sessionview.Show(os.Stdout, st, rec, time.Now())
+	if err := sessionview.Show(os.Stdout, st, rec, time.Now()); err != nil || st == nil {
+		return err
+	}
+	return showActions(rec)
 }
 
 // session reads one session's record, without creating a state directory;
@@ -265,6 +274,12 @@ func (c *SessionsEndCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	return printEnded(rec)
+}
+
+// printEnded says where a session that was ended stands, and fails when
+// its teardown failed.
+func printEnded(rec *session.Record) error {
 	printState(rec)
 	if err := rec.Unsettled(); err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
