@@ -93,6 +93,8 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
 	mux.HandleFunc("GET /sessions/{id}", d.signedIn(d.sessionDetail))
 	mux.HandleFunc("GET /sessions/{id}/events", d.signedIn(d.follow))
+	mux.HandleFunc("GET /sessions/{id}/transcript", d.signedIn(d.transcript))
+	mux.HandleFunc("GET /sessions/{id}/transcript.jsonl", d.signedIn(d.transcript))
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", d.signedIn(d.promptSession))
