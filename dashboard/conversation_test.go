@@ -3,8 +3,8 @@ package dashboard_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -126,5 +126,15 @@ func TestConversationsRawTranscriptAndDownload(t *testing.T) {
 	}
 	resp, body = s.do(c, http.MethodGet, "/sessions/"+session.NewID()+"/transcript", nil)
 	want(t, resp, body, http.StatusNotFound, "does not exist")
-	_ = io.Discard
+}
+
+// Cancel applies to a turn the page sent: with none running, it says so
+// and sends nothing.
+func TestCancelWithNoTurnFromThePageChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	id := s.transcriptOf(chunk("agent_message_chunk", "idle"))
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/"+id+"/cancel", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusConflict, "Nothing was cancelled: no turn sent from this dashboard runs in the session")
 }

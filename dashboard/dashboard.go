@@ -98,6 +98,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", d.signedIn(d.promptSession))
+	mux.HandleFunc("POST /sessions/{id}/cancel", d.signedIn(d.cancelSession))
 	mux.HandleFunc("POST /sessions/{id}/permissions/{req}", d.signedIn(d.answerPermission))
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/sessionview"
 
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -23,6 +24,7 @@ var funcs = template.FuncMap{
 	"diff":        lineDiff,
 	"duration":    func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
 	"join":        strings.Join,
+	"runs":        sessionview.Runs,
 }
 
 // endable: a session End applies to.

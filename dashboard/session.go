@@ -40,6 +40,7 @@ type activityPart struct {
 var pageNotices = []struct{ query, text string }{
 	{"prompted", "Prompt sent: the agent's answer appears in the transcript as it streams."},
 	{"answered", "Permission request answered."},
+	{"cancelled", "Cancel sent: the agent stops its turn, which ends as cancelled."},
 }
 
 // sessionDetail shows a session's record, what the dashboard's client

@@ -225,8 +225,37 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatalf("the conversation lacks %s: %v", what, err)
 		}
 	}
+	do("the conversation in view", chromedp.ScrollIntoView(chromedp.ID("transcript-title")))
 	shoot(t, tab, shots, "session-conversation")
 	testsupport.Eventually(t, "the session pauses after the third page turn", func() bool { return l.session(id).State == session.Paused })
+
+	// The page's turn is cancelled from the page (session/cancel): the
+	// turn ends as cancelled, before the line after the wait.
+	do("a long turn", chromedp.SetValue(chromedp.ID("prompt"), "/say waiting now\n/sleep 600000\nnever said"), dropNotices,
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "#conversation", "waiting now")
+	do("cancelling the turn", dropNotices, chromedp.Click(chromedp.CSS(`form[action="/sessions/`+id+`/cancel"] button`)), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "#activity", "The turn ended: cancelled.")
+	waitText(t, tab, "#conversation", "Turn ended: cancelled")
+	if text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("conversation").textContent`)); err != nil || strings.Contains(text, "echo: never said") {
+		t.Fatalf("the cancelled turn went on: %v\n%s", err, text)
+	}
+	testsupport.Eventually(t, "the session pauses after the cancelled turn", func() bool { return l.session(id).State == session.Paused })
+
+	// Its history: a table of runs like `sessions show`, each run linked
+	// to its start in the conversation; the agent and runner linked.
+	do("the session's page again", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.WaitVisible(chromedp.CSS("table.runs")))
+	waitText(t, tab, "table.runs", "Duration")
+	waitText(t, tab, "table.runs #runs-1", "idle")
+	for what, js := range map[string]string{
+		"a run's link to its start": `document.querySelector("table.runs a[href='#run-2']") !== null && document.getElementById("run-2") !== null`,
+		"the agent's link":          `document.querySelector("#record a[href='/agents/demo']") !== null`,
+		"the runner's link":         `document.querySelector("#record a[href='/runners#r-r1']") !== null`,
+	} {
+		if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("the session's page lacks %s: %v", what, err)
+		}
+	}
 
 	// End asks first, naming the session; Cancel changes nothing.
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
