@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -137,4 +138,40 @@ func TestCancelWithNoTurnFromThePageChangesNothing(t *testing.T) {
 	csrf := s.signIn(c)
 	resp, body := s.do(c, http.MethodPost, "/sessions/"+id+"/cancel", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusConflict, "Nothing was cancelled: no turn sent from this dashboard runs in the session")
+}
+
+// Links where they help: a runner's row links the active sessions it
+// runs, a session's page its agent and the runner's row; the favicon is
+// the dashboard's own.
+func TestRunnersAndSessionsLinkEachOther(t *testing.T) {
+	s := newSite(t, false)
+	reg, err := s.store.MintRegistration(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.store.Register(reg.Token, "r7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.CreateSession(&session.Record{ID: "onr7", AgentName: "demo", State: session.Active, Runner: "r7", Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.CreateSession(&session.Record{ID: "endedonr7", AgentName: "demo", State: session.Ended, Runner: "r7", Settings: session.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/runners", nil)
+	want(t, resp, body, http.StatusOK, `id="runner-r7"`, `running: <a href="/sessions/onr7">onr7</a>`)
+	if strings.Contains(body, "endedonr7") {
+		t.Errorf("the runners page links an ended session:\n%s", body)
+	}
+	resp, body = s.do(c, http.MethodGet, "/sessions/onr7", nil)
+	want(t, resp, body, http.StatusOK, `<a href="/agents/demo">demo</a>`, `<a href="/runners#runner-r7">r7</a>`, `<link rel="icon" href="/assets/favicon.svg"`)
+	for _, path := range []string{"/favicon.ico", "/assets/favicon.svg"} {
+		resp, body = s.do(c, http.MethodGet, path, nil)
+		want(t, resp, body, http.StatusOK, "<svg")
+		if ct := resp.Header.Get("Content-Type"); ct != "image/svg+xml" {
+			t.Errorf("%s: content type %q", path, ct)
+		}
+	}
 }

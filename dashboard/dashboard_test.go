@@ -498,7 +498,7 @@ func TestSessionPageFollowsItsRecord(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, `<dd><a href="/runners#r-r2">r2</a></dd>`) {
+	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, `<dd><a href="/runners#runner-r2">r2</a></dd>`) {
 		t.Fatalf("the record event after a new run:\n%s", html)
 	}
 }

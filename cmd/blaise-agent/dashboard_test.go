@@ -250,7 +250,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	for what, js := range map[string]string{
 		"a run's link to its start": `document.querySelector("table.runs a[href='#run-2']") !== null && document.getElementById("run-2") !== null`,
 		"the agent's link":          `document.querySelector("#record a[href='/agents/demo']") !== null`,
-		"the runner's link":         `document.querySelector("#record a[href='/runners#r-r1']") !== null`,
+		"the runner's link":         `document.querySelector("#record a[href='/runners#runner-r1']") !== null`,
 	} {
 		if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
 			t.Fatalf("the session's page lacks %s: %v", what, err)
