@@ -51,7 +51,7 @@ func screenshotDir(t *testing.T) string {
 var viewports = []struct{ w, h int64 }{{1280, 800}, {390, 844}}
 
 // shoot writes the page the browser shows into dir as NAME-WxH.png at each
-// width.
+// width, and checks its accessibility there (axe-core).
 func shoot(t *testing.T, tab context.Context, dir, name string) {
 	t.Helper()
 	for _, v := range viewports {
@@ -65,6 +65,7 @@ func shoot(t *testing.T, tab context.Context, dir, name string) {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%dx%d.png", name, v.w, v.h)), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		browsertest.Accessible(t, tab, fmt.Sprintf("%s at %dx%d", name, v.w, v.h))
 	}
 	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 800)); err != nil {
 		t.Fatal(err)
