@@ -226,7 +226,7 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatalf("the conversation lacks %s: %v", what, err)
 		}
 	}
-	do("the conversation in view", chromedp.ScrollIntoView(chromedp.ID("transcript-title")))
+	do("the conversation in view", chromedp.Evaluate[chromedp.Void](`(document.getElementById("transcript-title").scrollIntoView({block: "start"}), {})`))
 	shoot(t, tab, shots, "session-conversation")
 	testsupport.Eventually(t, "the session pauses after the third page turn", func() bool { return l.session(id).State == session.Paused })
 
@@ -245,7 +245,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// Its history: a table of runs like `sessions show`, each run linked
 	// to its start in the conversation; the agent and runner linked.
-	do("the session's page again", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.WaitVisible(chromedp.CSS("table.runs")))
+	do("the session's runs", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.Click(chromedp.CSS("details.runs summary")), chromedp.WaitVisible(chromedp.CSS("table.runs")))
 	waitText(t, tab, "table.runs", "Duration")
 	waitText(t, tab, "table.runs #runs-1", "idle")
 	for what, js := range map[string]string{
@@ -257,6 +257,8 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatalf("the session's page lacks %s: %v", what, err)
 		}
 	}
+	do("the runs in view", chromedp.ScrollIntoView(chromedp.CSS("details.runs")))
+	shoot(t, tab, shots, "session-runs")
 
 	// End asks first, naming the session; Cancel changes nothing.
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),

@@ -69,7 +69,11 @@
   });
   const record = document.getElementById("record");
   source.addEventListener("record", (e) => {
-    if (record) record.innerHTML = JSON.parse(e.data);
+    if (!record) return;
+    // What the person opened (the runs) stays open.
+    const open = [...record.querySelectorAll("details[open][id]")].map((d) => d.id);
+    record.innerHTML = JSON.parse(e.data);
+    for (const id of open) document.getElementById(id)?.setAttribute("open", "");
   });
   source.addEventListener("problem", (e) => {
     source.close();
