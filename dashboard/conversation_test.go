@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/dashboard"
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
@@ -173,5 +175,32 @@ func TestRunnersAndSessionsLinkEachOther(t *testing.T) {
 		if ct := resp.Header.Get("Content-Type"); ct != "image/svg+xml" {
 			t.Errorf("%s: content type %q", path, ct)
 		}
+	}
+}
+
+// A tool call's card follows its updates on an open page: the update
+// comes as the card again, under the same id, with its new status.
+func TestConversationToolCardStatusFollowsItsUpdates(t *testing.T) {
+	s := newSite(t, false)
+	id := s.transcriptOf(update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Run the tests","kind":"execute","status":"in_progress"}`))
+	c := s.browser()
+	s.signIn(c)
+	next := s.follow(c, id, dashboard.EventReset, dashboard.EventAppend)
+	_, reset := next()
+	card := regexp.MustCompile(`<article class="tool status-in_progress" id="(b\d+)">`).FindStringSubmatch(reset)
+	if card == nil {
+		t.Fatalf("no tool card in progress:\n%s", reset)
+	}
+	tw, err := s.store.Transcript(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	u := update(`{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"failed","content":[{"type":"content","content":{"type":"text","text":"exit status 1"}}]}`)
+	fmt.Fprintf(tw, `{"seq":2,"time":"2026-01-01T00:00:01Z","direction":"from_agent","kind":"notification","method":"session/update","message":%s}`+"\n", u[4])
+	name, html := next()
+	if name != dashboard.EventAppend || !strings.Contains(html, `<article class="tool status-failed" id="`+card[1]+`">`) ||
+		!strings.Contains(html, `<span class="status">failed</span>`) || !strings.Contains(html, "exit status 1") || strings.Count(html, "<article") != 1 {
+		t.Fatalf("after the update, %s:\n%s", name, html)
 	}
 }
