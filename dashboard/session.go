@@ -38,7 +38,7 @@ type activityPart struct {
 // pageNotices are the messages of a redirect to a session's page, by
 // query parameter; the first one present is shown.
 var pageNotices = []struct{ query, text string }{
-	{"prompted", "Prompt sent: the agent's answer appears in the transcript as it streams."},
+	{"prompted", "Prompt sent: the agent's answer appears in the conversation as it streams."},
 	{"answered", "Permission request answered."},
 	{"cancelled", "Cancel sent: the agent stops its turn, which ends as cancelled."},
 }
