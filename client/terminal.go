@@ -204,19 +204,19 @@ func (t *Terminal) update(raw json.RawMessage) error {
 		if err != nil {
 			return err
 		}
-		t.text(messageStream, contentText(u.Content))
+		t.text(messageStream, ContentText(u.Content))
 	case "agent_thought_chunk":
 		u, err := decode[sdk.SessionUpdateAgentThoughtChunk](raw)
 		if err != nil {
 			return err
 		}
-		t.text(thoughtStream, contentText(u.Content))
+		t.text(thoughtStream, ContentText(u.Content))
 	case "user_message_chunk":
 		u, err := decode[sdk.SessionUpdateUserMessageChunk](raw)
 		if err != nil {
 			return err
 		}
-		t.text(userStream, contentText(u.Content))
+		t.text(userStream, ContentText(u.Content))
 	case "tool_call":
 		u, err := decode[sdk.SessionUpdateToolCall](raw)
 		if err != nil {
@@ -321,7 +321,7 @@ func (t *Terminal) toolContent(content []sdk.ToolCallContent) {
 		var s string
 		switch {
 		case c.Content != nil:
-			s = contentText(c.Content.Content)
+			s = ContentText(c.Content.Content)
 		case c.Diff != nil:
 			s = "[diff " + c.Diff.Path + "]"
 		case c.Terminal != nil:
@@ -361,9 +361,9 @@ func (t *Terminal) plan(entries []sdk.PlanEntry) {
 	}
 }
 
-// contentText returns the text of a content block, or a short description
+// ContentText returns the text of a content block, or a short description
 // of a block that is not text.
-func contentText(c sdk.ContentBlock) string {
+func ContentText(c sdk.ContentBlock) string {
 	switch {
 	case c.Text != nil:
 		return c.Text.Text

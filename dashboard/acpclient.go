@@ -37,6 +37,10 @@ var errBusy = errors.New("a prompt sent from this dashboard is still running in 
 // errStale answers a permission request that no longer waits.
 var errStale = errors.New("it no longer waits for an answer (it was answered, or its turn ended)")
 
+// errNoTurn refuses a cancel: the dashboard cancels only the turns it
+// sent; an editor's or a terminal's turn is cancelled there.
+var errNoTurn = errors.New("no turn sent from this dashboard runs in the session (a turn an editor or a terminal sent is cancelled there)")
+
 // acpClient is the dashboard's ACP connections and what they do in each
 // session; it is the connections' client.Handler.
 type acpClient struct {
@@ -59,6 +63,7 @@ type activity struct {
 	// taken is closed at the session's first message after a prompt:
 	// the prompt reached its run. nil once closed.
 	taken chan struct{}
+	conn  *client.Conn // the connection of the running prompt
 }
 
 // permission is an agent's permission request as the page shows it.
@@ -154,6 +159,9 @@ func (a *acpClient) prompt(ctx context.Context, agent, id, text string) error {
 	if err != nil {
 		return a.refused(id, a.ended(id, "", err))
 	}
+	a.mu.Lock()
+	act.conn = c
+	a.mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
 		stop, err := c.Prompt(context.Background(), id, text)
@@ -211,7 +219,7 @@ func (a *acpClient) ended(id string, stop string, err error) error {
 	defer a.mu.Unlock()
 	act := a.act(id)
 	refused := act.taken != nil
-	act.Busy, act.taken, act.Failed = false, nil, err != nil
+	act.Busy, act.taken, act.Failed, act.conn = false, nil, err != nil, nil
 	act.version++
 	if err != nil {
 		err = errors.New(reason(err))
@@ -293,12 +301,37 @@ func (a *acpClient) Request(ctx context.Context, method string, params json.RawM
 		if !a.take(id, p.ID) {
 			return selected(<-p.answer), nil // answered meanwhile
 		}
-		return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{}}}, nil
+		return selected(""), nil
 	}
 }
 
+// selected answers a permission request with an option, or, for none,
+// cancelled.
 func selected(opt sdk.PermissionOptionId) sdk.RequestPermissionResponse {
+	if opt == "" {
+		return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Cancelled: &sdk.RequestPermissionOutcomeCancelled{}}}
+	}
 	return sdk.RequestPermissionResponse{Outcome: sdk.RequestPermissionOutcome{Selected: &sdk.RequestPermissionOutcomeSelected{OptionId: opt}}}
+}
+
+// cancel cancels the turn the dashboard sent to a session
+// (session/cancel); as ACP asks of a client, the turn's waiting permission
+// requests are answered cancelled.
+func (a *acpClient) cancel(id string) error {
+	a.mu.Lock()
+	act := a.acts[id]
+	if act == nil || !act.Busy || act.conn == nil {
+		a.mu.Unlock()
+		return errNoTurn
+	}
+	c := act.conn
+	for _, p := range act.Permissions {
+		p.answer <- ""
+	}
+	act.Permissions = nil
+	act.version++
+	a.mu.Unlock()
+	return c.Notify(sdk.AgentMethodSessionCancel, sdk.CancelNotification{SessionId: sdk.SessionId(id)})
 }
 
 func mustJSON(v any) json.RawMessage {

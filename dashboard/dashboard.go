@@ -80,6 +80,10 @@ func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
+	// Browsers ask for /favicon.ico whatever a page links.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "favicon.svg")
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/sessions", http.StatusSeeOther) })
 	mux.HandleFunc("GET /setup", d.setupPage)
 	mux.HandleFunc("POST /setup", d.setup)
@@ -96,9 +100,12 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /sessions", d.signedIn(d.sessions))
 	mux.HandleFunc("GET /sessions/{id}", d.signedIn(d.sessionDetail))
 	mux.HandleFunc("GET /sessions/{id}/events", d.signedIn(d.follow))
+	mux.HandleFunc("GET /sessions/{id}/transcript", d.signedIn(d.transcript))
+	mux.HandleFunc("GET /sessions/{id}/transcript.jsonl", d.signedIn(d.transcript))
 	mux.HandleFunc("POST /sessions/{id}/end", d.signedIn(d.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", d.signedIn(d.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", d.signedIn(d.promptSession))
+	mux.HandleFunc("POST /sessions/{id}/cancel", d.signedIn(d.cancelSession))
 	mux.HandleFunc("POST /sessions/{id}/permissions/{req}", d.signedIn(d.answerPermission))
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

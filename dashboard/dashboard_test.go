@@ -410,7 +410,8 @@ func TestIssue14_UnknownSessionPage(t *testing.T) {
 }
 
 // Issue 14, item 4: a session's transcript is followed as server-sent
-// events: what it holds, then each line as it is written.
+// events: what it holds, then each block added or changed as lines are
+// written.
 func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&session.Record{ID: "live1", AgentName: "demo", State: session.Active, Settings: session.DefaultSettings()}); err != nil {
@@ -432,7 +433,8 @@ func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
 		t.Fatalf("first event %s %q", name, text)
 	}
 	io.WriteString(tw, notice(2, "then more"))
-	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, "then more") || strings.Contains(text, "first words") {
+	// The answer grows: its block comes again, whole, under its id.
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, `id="b2"`) || !strings.Contains(text, "first wordsthen more") {
 		t.Fatalf("next event %s %q", name, text)
 	}
 }
@@ -496,7 +498,7 @@ func TestSessionPageFollowsItsRecord(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, "<dd>r2</dd>") {
+	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, `<dd><a href="/runners#runner-r2">r2</a></dd>`) {
 		t.Fatalf("the record event after a new run:\n%s", html)
 	}
 }

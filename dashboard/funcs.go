@@ -3,7 +3,11 @@ package dashboard
 import (
 	"fmt"
 	"html/template"
+	"strings"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/sessionview"
 
 	"github.com/blaiseagent/blaise-agent/session"
 )
@@ -14,6 +18,13 @@ var funcs = template.FuncMap{
 	"endable":  endable,
 	"orphaned": orphaned,
 	"when":     when,
+	// The conversation's.
+	"markdown":    markdown,
+	"contentText": client.ContentText,
+	"diff":        lineDiff,
+	"duration":    func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
+	"join":        strings.Join,
+	"runs":        sessionview.Runs,
 }
 
 // endable: a session End applies to.

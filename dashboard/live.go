@@ -11,11 +11,15 @@ import (
 // store tells no one when a transcript grows.
 const followInterval = 250 * time.Millisecond
 
-// Events of a followed transcript; each carries rendered text as a JSON
+// Events of a followed transcript; each carries rendered HTML as a JSON
 // string.
 const (
-	EventReset   = "reset"   // the transcript so far: replaces what the page shows
-	EventAppend  = "append"  // text to add
+	// EventReset: the conversation so far, which replaces what the page
+	// shows.
+	EventReset = "reset"
+	// EventAppend: blocks of the conversation added or changed; each
+	// replaces the page's element of its id, or is added at the end.
+	EventAppend  = "append"
 	EventProblem = "problem" // the transcript cannot be read; the stream ends
 	// EventActivity replaces the page's part that shows what the
 	// dashboard's client does in the session: its prompt and the agent's
@@ -35,7 +39,7 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	render := newRenderer()
+	conv := newConversationFeeder()
 	var last int64
 	shown := 0 // the activity's version the page shows: none at first
 	card := "" // the record part the page was sent last: none at first
@@ -49,8 +53,22 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 			return
 		}
 		last = next
-		if text := render.feed(lines); text != "" || event == EventReset {
-			if err := send(w, rc, event, text); err != nil {
+		rec, err := d.Store.Session(id)
+		if err != nil {
+			send(w, rc, EventProblem, err.Error())
+			return
+		}
+		changed := conv.add(lines)
+		if len(changed) > 0 || event == EventReset {
+			if event == EventReset {
+				changed = conv.conv.blocks
+			}
+			html, err := d.renderBlocks(changed, rec)
+			if err != nil {
+				send(w, rc, EventProblem, err.Error())
+				return
+			}
+			if err := send(w, rc, event, string(html)); err != nil {
 				return
 			}
 			event = EventAppend
@@ -66,7 +84,7 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 			}
 			shown = v
 		}
-		html, err := d.renderRecord(u, id)
+		html, err := d.renderRecord(u, rec)
 		if err != nil {
 			send(w, rc, EventProblem, err.Error())
 			return
@@ -74,6 +92,13 @@ func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
 		if html != card {
 			if err := send(w, rc, EventRecord, html); err != nil {
 				return
+			}
+			// The runs' lines show what the record keeps of them.
+			if runs := conv.conv.runs(); card != "" && len(runs) > 0 {
+				html, err := d.renderBlocks(runs, rec)
+				if err != nil || send(w, rc, EventAppend, string(html)) != nil {
+					return
+				}
 			}
 		}
 		card = html

@@ -50,3 +50,16 @@ func (d *Dashboard) answerPermission(w http.ResponseWriter, r *http.Request, u u
 	d.log().Info("dashboard: permission request answered", "session", id, "request", req, "option", name, "user", u.Name)
 	http.Redirect(w, r, "/sessions/"+id+"?"+url.Values{"answered": {"1"}}.Encode(), http.StatusSeeOther)
 }
+
+// cancelSession cancels the turn the page sent to a session (ACP
+// session/cancel): the agent stops it, and its end shows in the
+// conversation as cancelled.
+func (d *Dashboard) cancelSession(w http.ResponseWriter, r *http.Request, u user) {
+	id := r.PathValue("id")
+	if err := d.client.cancel(id); err != nil {
+		d.sessionView(w, u, http.StatusConflict, id, "Nothing was cancelled: "+err.Error()+".", "", "")
+		return
+	}
+	d.log().Info("dashboard: turn cancelled", "session", id, "user", u.Name)
+	http.Redirect(w, r, "/sessions/"+id+"?"+url.Values{"cancelled": {"1"}}.Encode(), http.StatusSeeOther)
+}

@@ -7,45 +7,68 @@ import (
 	"github.com/blaiseagent/blaise-agent/sessionview"
 )
 
-// renderer renders a transcript's lines as `sessions log` does, as they
-// come: what the client received, redacted as it was. A line that cannot
-// be read is said so in the text.
-type renderer struct {
-	out     bytes.Buffer
-	term    *client.Terminal
+// feeder gives a transcript's complete lines, as they come, to a Log. A
+// line that cannot be read is said so in the view.
+type feeder struct {
 	log     *sessionview.Log
 	partial []byte // a line whose newline has not come yet
 }
 
-func newRenderer() *renderer {
-	r := &renderer{}
+func (f *feeder) feed(b []byte) {
+	f.partial = append(f.partial, b...)
+	for {
+		line, rest, ok := bytes.Cut(f.partial, []byte("\n"))
+		if !ok {
+			break
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			f.log.Record(line)
+		}
+		f.partial = rest
+	}
+}
+
+// textRenderer renders a transcript's lines as `sessions log` does: what
+// the client received, redacted as it was.
+type textRenderer struct {
+	feeder
+	out  bytes.Buffer
+	term *client.Terminal
+}
+
+func newTextRenderer() *textRenderer {
+	r := &textRenderer{}
 	r.term = &client.Terminal{Out: &r.out, Err: &r.out}
 	r.log = &sessionview.Log{Term: r.term, Err: &r.out}
 	return r
 }
 
-// feed renders the complete lines of b and returns the text they add.
-func (r *renderer) feed(b []byte) string {
-	r.partial = append(r.partial, b...)
-	for {
-		line, rest, ok := bytes.Cut(r.partial, []byte("\n"))
-		if !ok {
-			break
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			r.log.Record(line)
-		}
-		r.partial = rest
-	}
-	text := r.out.String()
-	r.out.Reset()
-	return text
+// text renders b's lines, closes an open turn, and returns the text.
+func (r *textRenderer) text(b []byte) string {
+	r.feed(b)
+	r.term.EndTurn("")
+	return r.out.String()
 }
 
-// end closes an open turn and returns the text that adds.
-func (r *renderer) end() string {
-	r.term.EndTurn("")
-	text := r.out.String()
-	r.out.Reset()
-	return text
+// conversationFeeder renders a transcript's lines as a conversation.
+type conversationFeeder struct {
+	feeder
+	conv *conversation
+	errs bytes.Buffer
+}
+
+func newConversationFeeder() *conversationFeeder {
+	f := &conversationFeeder{conv: newConversation()}
+	f.log = &sessionview.Log{Term: f.conv, Err: &f.errs}
+	return f
+}
+
+// add renders b's lines and returns the blocks they add or change.
+func (f *conversationFeeder) add(b []byte) []*block {
+	f.feed(b)
+	if f.errs.Len() > 0 {
+		f.conv.Notice(f.errs.String())
+		f.errs.Reset()
+	}
+	return f.conv.changed()
 }

@@ -35,6 +35,8 @@ var tokenLifetimes = []time.Duration{time.Hour, 24 * time.Hour, 7 * 24 * time.Ho
 type runnerRow struct {
 	*sqlstore.Runner
 	Live *LiveRunner
+	// Sessions are the active sessions whose run it holds.
+	Sessions []string
 }
 
 // runnerList is what the runners page shows. Minted is set once, on the
@@ -121,10 +123,20 @@ func (d *Dashboard) runnersPage(w http.ResponseWriter, r *http.Request, u user, 
 		}
 	}
 	live := d.Runners.LiveRunners()
+	sessions, err := d.Store.Sessions()
+	if err != nil {
+		d.serverError(w, u, "listing sessions", err)
+		return
+	}
 	for _, rn := range rs {
 		row := runnerRow{Runner: rn}
 		if lr, ok := live[rn.Name]; ok {
 			row.Live = &lr
+		}
+		for _, s := range sessions {
+			if s.Runner == rn.Name && s.State == session.Active {
+				row.Sessions = append(row.Sessions, s.ID)
+			}
 		}
 		l.Runners = append(l.Runners, row)
 	}

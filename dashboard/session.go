@@ -3,18 +3,20 @@ package dashboard
 import (
 	"bytes"
 	"errors"
+	"html/template"
 	"net/http"
+	"strings"
 
 	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // sessionPage is what a session's page shows.
 type sessionPage struct {
-	Record     *session.Record
-	Transcript string
-	Activity   activityPart
-	Card       recordPart
-	Prompt     string // the prompt box's text, kept when it was not sent
+	Record       *session.Record
+	Conversation template.HTML
+	Activity     activityPart
+	Card         recordPart
+	Prompt       string // the prompt box's text, kept when it was not sent
 }
 
 // recordPart is the part of a session's page that shows its record: sent
@@ -36,8 +38,9 @@ type activityPart struct {
 // pageNotices are the messages of a redirect to a session's page, by
 // query parameter; the first one present is shown.
 var pageNotices = []struct{ query, text string }{
-	{"prompted", "Prompt sent: the agent's answer appears in the transcript as it streams."},
+	{"prompted", "Prompt sent: the agent's answer appears in the conversation as it streams."},
 	{"answered", "Permission request answered."},
+	{"cancelled", "Cancel sent: the agent stops its turn, which ends as cancelled."},
 }
 
 // sessionDetail shows a session's record, what the dashboard's client
@@ -71,14 +74,19 @@ func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, p
 		d.serverError(w, u, "reading the session", err)
 		return
 	}
-	text, err := d.transcript(id)
+	lines, _, err := d.Store.TranscriptAfter(id, 0)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return
 	}
+	conv, err := d.renderBlocks(newConversationFeeder().add(lines), rec)
+	if err != nil {
+		d.serverError(w, u, "rendering the transcript", err)
+		return
+	}
 	p := d.pageFor(u, "Session "+id)
 	p.Error, p.Notice = problem, notice
-	p.Data = sessionPage{Record: rec, Transcript: text, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	p.Data = sessionPage{Record: rec, Conversation: conv, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
 	d.render(w, status, "session.html", p)
 }
 
@@ -94,22 +102,52 @@ func (d *Dashboard) renderActivity(u user, id string) (string, error) {
 }
 
 // renderRecord renders the record part of a session's page alone.
-func (d *Dashboard) renderRecord(u user, id string) (string, error) {
-	rec, err := d.Store.Session(id)
-	if err != nil {
-		return "", err
-	}
+func (d *Dashboard) renderRecord(u user, rec *session.Record) (string, error) {
 	var b bytes.Buffer
-	err = d.pages["session.html"].ExecuteTemplate(&b, "record", recordPart{rec, csrfToken(u.token)})
+	err := d.pages["session.html"].ExecuteTemplate(&b, "record", recordPart{rec, csrfToken(u.token)})
 	return b.String(), err
 }
 
-// transcript renders a session's transcript as plain text.
-func (d *Dashboard) transcript(id string) (string, error) {
+// renderBlocks renders a conversation's blocks; a run's shows what the
+// record keeps of it.
+func (d *Dashboard) renderBlocks(blocks []*block, rec *session.Record) (template.HTML, error) {
+	var b bytes.Buffer
+	for _, blk := range blocks {
+		if blk.Kind == "run" {
+			blk.Info = nil
+			for i := range rec.History {
+				if rec.History[i].Run == blk.Run {
+					blk.Info = &rec.History[i]
+				}
+			}
+		}
+		if err := d.pages["session.html"].ExecuteTemplate(&b, "block", blk); err != nil {
+			return "", err
+		}
+	}
+	return template.HTML(b.String()), nil
+}
+
+// transcript serves a session's transcript: as `sessions log` renders it,
+// or, as transcript.jsonl, its records as the store keeps them (redacted
+// as they were written), to download.
+func (d *Dashboard) transcript(w http.ResponseWriter, r *http.Request, u user) {
+	id := r.PathValue("id")
+	if _, err := d.Store.Session(id); err != nil {
+		d.sessionView(w, u, http.StatusNotFound, id, "", "", "")
+		return
+	}
 	lines, _, err := d.Store.TranscriptAfter(id, 0)
 	if err != nil {
-		return "", err
+		d.serverError(w, u, "reading the transcript", err)
+		return
 	}
-	r := newRenderer()
-	return r.feed(lines) + r.end(), nil
+	if strings.HasSuffix(r.URL.Path, ".jsonl") {
+		w.Header().Set("Content-Type", "application/jsonl; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
+		w.Write(lines)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte(newTextRenderer().text(lines)))
 }

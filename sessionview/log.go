@@ -22,14 +22,61 @@ import (
 // lines of their own for the start of each run, requests the agent made of
 // the client, permission decisions and answers plugs gave.
 type Log struct {
-	Term *client.Terminal
+	Term View
 	// Err receives a line for each record that cannot be read.
 	Err io.Writer
 
 	line int
+	at   time.Time // the time of the record being rendered
 	// requests maps the direction and id of each request to its method, so
 	// that a response, which names neither, can be told apart.
 	requests map[string]string
+}
+
+// A View is what a Log renders to: a [client.Terminal], or the
+// dashboard's conversation. A View that also has a method Note(Note) gets
+// the Log's own lines as notes that say what they are; the others get
+// their text as a notice.
+type View interface {
+	Notification(method string, params json.RawMessage)
+	Notice(msg string)
+	EndTurn(stopReason string)
+}
+
+var _ View = (*client.Terminal)(nil)
+
+// A Note is a line of the Log's own: not the agent's, but about the
+// session.
+type Note struct {
+	Kind NoteKind
+	Text string    // as the terminal shows it
+	Plug string    // the plug that answered, if one did
+	Time time.Time // the record's
+	// Title and Options of a permission request; Choice of its answer.
+	Title   string
+	Options []string
+	Choice  string
+}
+
+// NoteKind says what a Note is about.
+type NoteKind uint8
+
+const (
+	NoteInfo       NoteKind = iota
+	NoteRun                 // a run started
+	NotePermission          // the agent asked permission
+	NoteDecision            // a permission request was answered
+	NoteError               // a request failed
+)
+
+// note sends n to the view.
+func (l *Log) note(n Note) {
+	n.Time = l.at
+	if v, ok := l.Term.(interface{ Note(Note) }); ok {
+		v.Note(n)
+		return
+	}
+	l.Term.Notice(n.Text)
 }
 
 // Record renders one line of a transcript.
@@ -40,8 +87,9 @@ func (l *Log) Record(line []byte) {
 		fmt.Fprintf(l.Err, "transcript line %d: not a record: %v\n", l.line, err)
 		return
 	}
+	l.at = r.Time
 	if r.Seq == 1 {
-		l.Term.Notice("── run started " + r.Time.UTC().Format(time.DateTime) + " UTC ──")
+		l.note(Note{Kind: NoteRun, Text: "── run started " + r.Time.UTC().Format(time.DateTime) + " UTC ──"})
 	}
 	var m struct {
 		Params json.RawMessage `json:"params"`
@@ -70,7 +118,7 @@ func (l *Log) Record(line []byte) {
 		case !toAgent:
 			l.Term.Notification(r.Method, m.Params)
 		case r.Method == sdk.AgentMethodSessionCancel:
-			l.Term.Notice("· the client cancelled the turn")
+			l.note(Note{Text: "· the client cancelled the turn"})
 		}
 	case acp.Response.String():
 		// A response travels against its request.
@@ -86,7 +134,7 @@ func (l *Log) Record(line []byte) {
 			if len(m.Error.Data) > 0 {
 				msg += ": " + string(m.Error.Data)
 			}
-			l.Term.Notice(msg)
+			l.note(Note{Kind: NoteError, Text: msg, Plug: r.Plug})
 		case toAgent:
 			l.decision(method, m.Result, r.Plug)
 		default:
@@ -102,7 +150,7 @@ func (l *Log) clientRequest(method string, params json.RawMessage) {
 	case sdk.AgentMethodSessionPrompt:
 		var p sdk.PromptRequest
 		if err := json.Unmarshal(params, &p); err != nil {
-			l.Term.Notice("· a prompt that cannot be read: " + err.Error())
+			l.note(Note{Kind: NoteError, Text: "· a prompt that cannot be read: " + err.Error()})
 			return
 		}
 		// The prompt is rendered as the user's message, as the history of
@@ -115,7 +163,7 @@ func (l *Log) clientRequest(method string, params json.RawMessage) {
 		}
 		l.Term.EndTurn("")
 	default:
-		l.Term.Notice("· " + method)
+		l.note(Note{Text: "· " + method})
 	}
 }
 
@@ -125,7 +173,7 @@ func (l *Log) agentRequest(method string, params json.RawMessage) {
 	case sdk.ClientMethodSessionRequestPermission:
 		var p sdk.RequestPermissionRequest
 		if err := json.Unmarshal(params, &p); err != nil {
-			l.Term.Notice("· a permission request that cannot be read: " + err.Error())
+			l.note(Note{Kind: NoteError, Text: "· a permission request that cannot be read: " + err.Error()})
 			return
 		}
 		title := "(untitled)"
@@ -136,17 +184,17 @@ func (l *Log) agentRequest(method string, params json.RawMessage) {
 		for i, o := range p.Options {
 			opts[i] = string(o.OptionId)
 		}
-		l.Term.Notice("? permission asked: " + title + " [" + strings.Join(opts, ", ") + "]")
+		l.note(Note{Kind: NotePermission, Text: "? permission asked: " + title + " [" + strings.Join(opts, ", ") + "]", Title: title, Options: opts})
 	case sdk.ClientMethodFsReadTextFile:
 		var p sdk.ReadTextFileRequest
 		json.Unmarshal(params, &p)
-		l.Term.Notice("· the agent reads " + p.Path)
+		l.note(Note{Text: "· the agent reads " + p.Path})
 	case sdk.ClientMethodFsWriteTextFile:
 		var p sdk.WriteTextFileRequest
 		json.Unmarshal(params, &p)
-		l.Term.Notice("· the agent writes " + p.Path)
+		l.note(Note{Text: "· the agent writes " + p.Path})
 	default:
-		l.Term.Notice("· the agent asks " + method)
+		l.note(Note{Text: "· the agent asks " + method})
 	}
 }
 
@@ -164,11 +212,11 @@ func (l *Log) decision(method string, result json.RawMessage, plug string) {
 		if plug != "" {
 			who = " (by plug " + plug + ")"
 		}
-		l.Term.Notice("→ permission: " + choice + who)
+		l.note(Note{Kind: NoteDecision, Text: "→ permission: " + choice + who, Plug: plug, Choice: choice})
 		return
 	}
 	if plug != "" {
-		l.Term.Notice("· " + orRequest(method) + " answered" + by(plug))
+		l.note(Note{Text: "· " + orRequest(method) + " answered" + by(plug), Plug: plug})
 	}
 }
 
@@ -180,12 +228,12 @@ func (l *Log) answer(method string, result json.RawMessage, plug string) {
 		json.Unmarshal(result, &p)
 		l.Term.EndTurn(string(p.StopReason))
 		if plug != "" {
-			l.Term.Notice("· the turn was answered" + by(plug))
+			l.note(Note{Text: "· the turn was answered" + by(plug), Plug: plug})
 		}
 		return
 	}
 	if plug != "" {
-		l.Term.Notice("· " + orRequest(method) + " answered" + by(plug))
+		l.note(Note{Text: "· " + orRequest(method) + " answered" + by(plug), Plug: plug})
 	}
 }
 

@@ -148,10 +148,52 @@ func StoredPlugs(st *blaise.Store, session string) ([]string, error) {
 	return ids, nil
 }
 
+// A RunRow is one run of a session's history as `sessions show` and the
+// dashboard show it; a column with nothing to say is "-".
+type RunRow struct {
+	Run                         int
+	Kind, Stop, Pause, Teardown string
+	Started, Ended              time.Time // zero when not recorded
+	PauseError, TeardownError   string
+}
+
+// Runs returns the rows of the runs rec's history keeps, oldest first.
+func Runs(rec *session.Record) []RunRow {
+	rows := make([]RunRow, len(rec.History))
+	for i, h := range rec.History {
+		r := RunRow{Run: h.Run, Kind: "-", Stop: "-", Pause: "-", Teardown: "-", Started: h.Started, Ended: h.Ended}
+		if h.Kind != "" {
+			r.Kind = string(h.Kind)
+		}
+		if s := h.Stop; s != nil {
+			r.Stop = string(s.Reason)
+		} else if s := rec.Stop; s != nil && s.Run == h.Run {
+			r.Stop = string(s.Reason) // sent to a run that has not ended
+		}
+		if p := h.Pause; p != nil {
+			r.Pause = fmt.Sprintf("%s, %s", p.Reason, mayResume(p.MayResume))
+			r.PauseError = p.Error
+		}
+		if t := h.Teardown; t != nil {
+			r.Teardown = "ok"
+			if t.Error != "" {
+				r.Teardown = "error"
+			}
+			if t.Reason != "" {
+				r.Teardown = string(t.Reason) + ", " + r.Teardown
+			}
+			r.TeardownError = t.Error
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
 // history writes the runs the record keeps as a table below the runs row,
 // then the errors of their pauses and teardowns.
 func history(w io.Writer, rec *session.Record, now time.Time) {
-	if len(rec.History) == 0 {
+	rows := Runs(rec)
+	if len(rows) == 0 {
 		return
 	}
 	when := func(t time.Time) string {
@@ -160,42 +202,21 @@ func history(w io.Writer, rec *session.Record, now time.Time) {
 		}
 		return t.In(now.Location()).Format(time.DateTime)
 	}
-	if first := rec.History[0].Run; first > 1 {
-		fmt.Fprintf(w, "\tthe last %d runs (from run %d)\n", len(rec.History), first)
+	if first := rows[0].Run; first > 1 {
+		fmt.Fprintf(w, "\tthe last %d runs (from run %d)\n", len(rows), first)
 	}
 	fmt.Fprintln(w, "\tRUN\tKIND\tSTARTED\tENDED\tSTOP\tPAUSE\tTEARDOWN")
-	for _, h := range rec.History {
-		kind, stop, pause, teardown := "-", "-", "-", "-"
-		if h.Kind != "" {
-			kind = string(h.Kind)
-		}
-		if s := h.Stop; s != nil {
-			stop = string(s.Reason)
-		} else if s := rec.Stop; s != nil && s.Run == h.Run {
-			stop = string(s.Reason) // sent to a run that has not ended
-		}
-		if p := h.Pause; p != nil {
-			pause = fmt.Sprintf("%s, %s", p.Reason, mayResume(p.MayResume))
-		}
-		if t := h.Teardown; t != nil {
-			teardown = "ok"
-			if t.Error != "" {
-				teardown = "error"
-			}
-			if t.Reason != "" {
-				teardown = string(t.Reason) + ", " + teardown
-			}
-		}
-		fmt.Fprintf(w, "\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Run, kind, when(h.Started), when(h.Ended), stop, pause, teardown)
+	for _, r := range rows {
+		fmt.Fprintf(w, "\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Run, r.Kind, when(r.Started), when(r.Ended), r.Stop, r.Pause, r.Teardown)
 	}
-	for _, h := range rec.History {
-		if h.Pause != nil && h.Pause.Error != "" {
-			fmt.Fprintf(w, "\trun %d, pause:\n", h.Run)
-			indented(w, h.Pause.Error)
+	for _, r := range rows {
+		if r.PauseError != "" {
+			fmt.Fprintf(w, "\trun %d, pause:\n", r.Run)
+			indented(w, r.PauseError)
 		}
-		if h.Teardown != nil && h.Teardown.Error != "" {
-			fmt.Fprintf(w, "\trun %d, teardown:\n", h.Run)
-			indented(w, h.Teardown.Error)
+		if r.TeardownError != "" {
+			fmt.Fprintf(w, "\trun %d, teardown:\n", r.Run)
+			indented(w, r.TeardownError)
 		}
 	}
 }

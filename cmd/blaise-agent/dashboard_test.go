@@ -51,7 +51,7 @@ func screenshotDir(t *testing.T) string {
 var viewports = []struct{ w, h int64 }{{1280, 800}, {390, 844}}
 
 // shoot writes the page the browser shows into dir as NAME-WxH.png at each
-// width.
+// width, and checks its accessibility there (axe-core).
 func shoot(t *testing.T, tab context.Context, dir, name string) {
 	t.Helper()
 	for _, v := range viewports {
@@ -65,6 +65,7 @@ func shoot(t *testing.T, tab context.Context, dir, name string) {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%dx%d.png", name, v.w, v.h)), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		browsertest.Accessible(t, tab, fmt.Sprintf("%s at %dx%d", name, v.w, v.h))
 	}
 	if err := chromedp.Do(tab, chromedp.EmulateViewport(1280, 800)); err != nil {
 		t.Fatal(err)
@@ -148,23 +149,23 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("the copy button", chromedp.WaitVisible(chromedp.CSS(`button[data-copy="minted-command"]`)))
 	shoot(t, tab, shots, "runners")
 
-	do("a session's page", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS(`a[href="/sessions/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
+	do("a session's page", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS(`a[href="/sessions/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("#conversation")))
 	// Read by the page's script, not through a node of the DevTools
 	// protocol: the script replaces the transcript's text node once it
 	// goes live, and a node read meanwhile is gone ("No node with given id
 	// found").
-	waitText(t, tab, "pre.transcript", "hello there")
-	waitText(t, tab, "pre.transcript", "echo: hello there")
+	waitText(t, tab, "#conversation", "hello there")
+	waitText(t, tab, "#conversation", "echo: hello there")
 	shoot(t, tab, shots, "session")
 	// The page follows the transcript: a turn added now appears without a
 	// reload.
-	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("pre.transcript").dataset.live === "1"`, chromedp.WithPollingMutation())); err != nil {
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("#conversation").dataset.live === "1"`, chromedp.WithPollingMutation())); err != nil {
 		t.Fatalf("the transcript does not go live: %v", err)
 	}
 	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "and more"); !strings.Contains(out, "echo: and more") {
 		t.Fatalf("run --server --session:\n%s", out)
 	}
-	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("pre.transcript").textContent.includes("echo: and more")`, chromedp.WithPollingMutation())); err != nil {
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.querySelector("#conversation").textContent.includes("echo: and more")`, chromedp.WithPollingMutation())); err != nil {
 		t.Fatalf("the second turn never appeared on the page: %v", err)
 	}
 
@@ -174,7 +175,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	runs := l.session(id).Runs
 	do("a prompt from the page", chromedp.SetValue(chromedp.ID("prompt"), "hello from the page"), dropNotices,
 		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
-	waitText(t, tab, "pre.transcript", "echo: hello from the page")
+	waitText(t, tab, "#conversation", "echo: hello from the page")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
 	if got := l.session(id).Runs; got != runs+1 {
 		t.Fatalf("after a prompt to the paused session: %d runs, want %d", got, runs+1)
@@ -194,20 +195,76 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")),
 		chromedp.WaitVisible(chromedp.CSS(`#activity button[value="allow_once"]`)))
 	waitText(t, tab, "#activity", "The agent asks permission: Run the tests")
-	waitText(t, tab, "pre.transcript", "before asking")
+	waitText(t, tab, "#conversation", "before asking")
 	shoot(t, tab, shots, "session-permission")
 	do("answering with the keyboard", dropNotices, chromedp.Focus(chromedp.CSS(`#activity button[value="allow_once"]`)), chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
-	waitText(t, tab, "pre.transcript", "permission: allow_once")
+	waitText(t, tab, "#conversation", "permission: allow_once")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
 	// Released again (L9): it pauses.
 	testsupport.Eventually(t, "the session pauses after the second page turn", func() bool { return l.session(id).State == session.Paused })
+
+	// The conversation: the agent's Markdown rendered, its code with a
+	// copy button, thinking collapsed, the plan a checklist, a tool call a
+	// card whose status follows its updates; and it follows its end.
+	do("a prompt with Markdown, thinking, a plan and a tool", chromedp.SetValue(chromedp.ID("prompt"),
+		"/think hidden musings\n/plan read the code; fix it\n/tool grep\n/say # Findings\\n\\nSome **bold** words.\\n\\n```\\ngo test ./...\\n```"), dropNotices,
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "#activity", "The turn ended: end_turn.")
+	waitText(t, tab, "#conversation .tool.status-completed", "grep: done")
+	for what, js := range map[string]string{
+		"the answer's heading":    `[...document.querySelectorAll("#conversation .msg.agent h1")].some(h => h.textContent === "Findings")`,
+		"bold words":              `[...document.querySelectorAll("#conversation .msg.agent strong")].some(e => e.textContent === "bold")`,
+		"a copy button":           `[...document.querySelectorAll("#conversation button.copy-code")].some(b => b.nextElementSibling.textContent.includes("go test ./..."))`,
+		"thinking collapsed":      `[...document.querySelectorAll("#conversation details.thought")].some(d => !d.open && d.textContent.includes("hidden musings"))`,
+		"the plan's checkboxes":   `[...document.querySelectorAll("#conversation .plan input[type=checkbox]")].length >= 2`,
+		"the prompt as a block":   `[...document.querySelectorAll("#conversation .msg.user")].some(d => d.textContent.includes("/tool grep"))`,
+		"the end of the stream":   `(c => c.scrollTop + c.clientHeight >= c.scrollHeight - 24)(document.getElementById("conversation"))`,
+		"each run with an anchor": `document.querySelector("#conversation h3.run a[href='#run-1']") !== null`,
+	} {
+		if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("the conversation lacks %s: %v", what, err)
+		}
+	}
+	do("the conversation in view", chromedp.Evaluate[chromedp.Void](`(document.getElementById("transcript-title").scrollIntoView({block: "start"}), {})`))
+	shoot(t, tab, shots, "session-conversation")
+	testsupport.Eventually(t, "the session pauses after the third page turn", func() bool { return l.session(id).State == session.Paused })
+
+	// The page's turn is cancelled from the page (session/cancel): the
+	// turn ends as cancelled, before the line after the wait.
+	do("a long turn", chromedp.SetValue(chromedp.ID("prompt"), "/say waiting now\n/sleep 600000\nnever said"), dropNotices,
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "#conversation", "waiting now")
+	do("cancelling the turn", dropNotices, chromedp.Click(chromedp.CSS(`form[action="/sessions/`+id+`/cancel"] button`)), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "#activity", "The turn ended: cancelled.")
+	waitText(t, tab, "#conversation", "Turn ended: cancelled")
+	if text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("conversation").textContent`)); err != nil || strings.Contains(text, "echo: never said") {
+		t.Fatalf("the cancelled turn went on: %v\n%s", err, text)
+	}
+	testsupport.Eventually(t, "the session pauses after the cancelled turn", func() bool { return l.session(id).State == session.Paused })
+
+	// Its history: a table of runs like `sessions show`, each run linked
+	// to its start in the conversation; the agent and runner linked.
+	do("the session's runs", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.Click(chromedp.CSS("details.runs summary")), chromedp.WaitVisible(chromedp.CSS("table.runs")))
+	waitText(t, tab, "table.runs", "Duration")
+	waitText(t, tab, "table.runs #runs-1", "idle")
+	for what, js := range map[string]string{
+		"a run's link to its start": `document.querySelector("table.runs a[href='#run-2']") !== null && document.getElementById("run-2") !== null`,
+		"the agent's link":          `document.querySelector("#record a[href='/agents/demo']") !== null`,
+		"the runner's link":         `document.querySelector("#record a[href='/runners#runner-r1']") !== null`,
+	} {
+		if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("the session's page lacks %s: %v", what, err)
+		}
+	}
+	do("the runs in view", chromedp.ScrollIntoView(chromedp.CSS("details.runs")))
+	shoot(t, tab, shots, "session-runs")
 
 	// End asks first, naming the session; Cancel changes nothing.
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("form.confirm")))
 	waitText(t, tab, "#question", "End session "+id+"?")
-	do("cancelling", chromedp.Click(chromedp.CSS("form.confirm a.button")), chromedp.WaitVisible(chromedp.CSS("pre.transcript")))
+	do("cancelling", chromedp.Click(chromedp.CSS("form.confirm a.button")), chromedp.WaitVisible(chromedp.CSS("#conversation")))
 	if rec := l.session(id); rec.State != session.Paused {
 		t.Fatalf("after a cancelled End: %s", rec.State)
 	}
