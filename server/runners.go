@@ -67,6 +67,11 @@ func (rc *runnerConn) serve(ctx context.Context) {
 	close(rc.gone)
 	rc.s.removeRunner(rc)
 	rc.s.log().Info("runner disconnected", "agent", rc.agent, "runner", rc.name)
+	// Last seen now, as it leaves; a server shutting down (ctx done)
+	// still records it.
+	if err := rc.s.Store.RunnerSeen(context.WithoutCancel(ctx), rc.id); err != nil {
+		rc.s.log().Warn("recording when a runner was last seen", "runner", rc.name, "err", err)
+	}
 }
 
 func (rc *runnerConn) proc(ref *runnerproto.RunRef) *remoteProcess {

@@ -432,3 +432,26 @@ func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.
 		t.Fatalf("the session of a runner that said nothing: runner %q, config %q, directory %q; want r1 and none", rec.Runner, rec.Config, rec.Dir)
 	}
 }
+
+// A runner whose connection ended was last seen then, not when it
+// connected (the runners page shows it).
+func TestARunnerIsLastSeenWhenItsConnectionEnds(t *testing.T) {
+	l := newLab(t)
+	seen := func() time.Time {
+		rs, err := l.store.Runners()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.ID == l.runnerID {
+				return r.LastSeen
+			}
+		}
+		t.Fatalf("no runner %s in %v", l.runnerID, rs)
+		return time.Time{}
+	}
+	mux, _ := l.hello(l.cred)
+	connected := seen()
+	mux.Close()
+	testsupport.Eventually(t, "the runner is last seen as it leaves", func() bool { return seen().After(connected) })
+}

@@ -199,6 +199,15 @@ func (s *Store) RunnerByCredential(cred string) (*Runner, error) {
 	return r, nil
 }
 
+// RunnerSeen records that the runner of id was seen now: a runner whose
+// connection ended was last seen then, not when it connected.
+func (s *Store) RunnerSeen(ctx context.Context, id string) error {
+	if _, err := s.writer().exec(ctx, "UPDATE runners SET last_seen = ? WHERE id = ?", s.now().UnixNano(), id); err != nil {
+		return fmt.Errorf("runner %s: %s: %w", id, s.where, err)
+	}
+	return nil
+}
+
 // Runners returns every registered runner, revoked ones included, by name
 // then id.
 func (s *Store) Runners() ([]*Runner, error) {
