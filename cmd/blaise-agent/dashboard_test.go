@@ -235,7 +235,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("a long turn", chromedp.SetValue(chromedp.ID("prompt"), "/say waiting now\n/sleep 600000\nnever said"), dropNotices,
 		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "#conversation", "waiting now")
-	do("cancelling the turn", dropNotices, chromedp.Click(chromedp.CSS(`form[action="/sessions/`+id+`/cancel"] button`)), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	// Clicked by the page's script: the form is in #activity, which the
+	// live stream replaces, and a node held meanwhile is gone.
+	do("cancelling the turn", dropNotices)
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`(() => { const b = document.querySelector('form[action="/sessions/`+id+`/cancel"] button'); if (!b) return false; b.click(); return true })()`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("cancelling the turn: %v", err)
+	}
+	do("the answer to the cancel", chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "#activity", "The turn ended: cancelled.")
 	waitText(t, tab, "#conversation", "Turn ended: cancelled")
 	if text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("conversation").textContent`)); err != nil || strings.Contains(text, "echo: never said") {
@@ -245,7 +251,13 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// Its history: a table of runs like `sessions show`, each run linked
 	// to its start in the conversation; the agent and runner linked.
-	do("the session's runs", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.Click(chromedp.CSS("details.runs summary")), chromedp.WaitVisible(chromedp.CSS("table.runs")))
+	// Opened and read through the page's script, not a node of the
+	// DevTools protocol: the record, runs included, is replaced when the
+	// page's live stream sends it again, and a node held meanwhile is gone.
+	do("the session's page", chromedp.Navigate(l.url+"/sessions/"+id))
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`(() => { const d = document.querySelector("details.runs"); if (!d) return false; d.open = true; const r = document.querySelector("table.runs"); return r !== null && r.offsetParent !== null })()`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the session's runs: %v", err)
+	}
 	waitText(t, tab, "table.runs", "Duration")
 	waitText(t, tab, "table.runs #runs-1", "idle")
 	for what, js := range map[string]string{
