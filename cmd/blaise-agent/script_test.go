@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/acptest"
@@ -24,8 +25,30 @@ func TestMain(m *testing.M) {
 		acptest.Flood(os.Stdin, os.Stdout)
 		return
 	}
+	isolateMounts()
 	noRaceExitSleep()
 	testscript.Main(testBinary{m}, map[string]func(){"blaise-agent": profiled(main)})
+}
+
+// isolateMounts runs the tests, as root, in a mount namespace of their own
+// without the network namespaces' mounts (/run/netns). bwrap (the sandbox
+// examples) binds the whole mount table read-only and fails ("Unable to
+// apply mount flags: remount …/run/netns/…: Invalid argument") when a
+// mount under it comes or goes meanwhile, as the SSH tests' namespaces do
+// in the packages go test runs at the same time. The marker, inherited by
+// every process the tests start, makes this happen once.
+func isolateMounts() {
+	const marker = "BLAISE_TEST_MOUNTNS"
+	if os.Geteuid() != 0 || os.Getenv(marker) != "" {
+		return
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return
+	}
+	os.Setenv(marker, "1")
+	args := append([]string{unshare, "--mount", "--propagation", "private", "--", "sh", "-c", `umount -l /run/netns/* 2>/dev/null; exec "$@"`, "sh"}, os.Args...)
+	_ = syscall.Exec(unshare, args, os.Environ()) // returns only if it failed: the tests run as they are
 }
 
 // profiled is main, writing a CPU profile of the process to
