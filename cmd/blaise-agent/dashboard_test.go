@@ -192,13 +192,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	// The agent asks permission: the page shows the request, a person
 	// answers it with the keyboard, and the turn ends with that option.
 	do("a prompt that asks permission", chromedp.SetValue(chromedp.ID("prompt"), "/say before asking\n/permission Run the tests"), dropNotices,
-		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")),
-		chromedp.WaitVisible(chromedp.CSS(`#activity button[value="allow_once"]`)))
+		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "#activity", "The agent asks permission: Run the tests")
 	waitText(t, tab, "#conversation", "before asking")
 	shoot(t, tab, shots, "session-permission")
-	do("answering with the keyboard", dropNotices, chromedp.Focus(chromedp.CSS(`#activity button[value="allow_once"]`)), chromedp.KeyEvent("\r"),
-		chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	// Focused by the page's script: #activity is replaced by the live
+	// stream, and a DevTools node held meanwhile would be gone.
+	do("the request's buttons", dropNotices)
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`(() => { const b = document.querySelector('#activity button[value="allow_once"]'); if (!b) return false; b.focus(); return document.activeElement === b })()`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("focusing allow_once: %v", err)
+	}
+	do("answering with the keyboard", chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	waitText(t, tab, "#conversation", "permission: allow_once")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
 	// Released again (L9): it pauses.
@@ -269,7 +273,10 @@ func TestDashboardInABrowser(t *testing.T) {
 			t.Fatalf("the session's page lacks %s: %v", what, err)
 		}
 	}
-	do("the runs in view", chromedp.ScrollIntoView(chromedp.CSS("details.runs")))
+	// Scrolled by the page's script too: the runs are in the record.
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`(() => { const d = document.querySelector("details.runs"); if (!d) return false; d.scrollIntoView(); return true })()`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the runs in view: %v", err)
+	}
 	shoot(t, tab, shots, "session-runs")
 
 	// End asks first, naming the session; Cancel changes nothing.
