@@ -242,10 +242,7 @@ func TestAServersSessionShowsItsRunnersConfiguration(t *testing.T) {
 	if out, err := l.runIn(elsewhere, l.token, "hello"); err != nil {
 		t.Fatalf("run --server: %v\n%s", err, out)
 	}
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	l.openAfter("hello")
 	here, err := os.Getwd() // the server's directory
 	if err != nil {
 		t.Fatal(err)
@@ -282,10 +279,7 @@ func TestL6_AnExpiredSessionWaitsForARunnerToTearDown(t *testing.T) {
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--paused-lifetime", "2s", "--teardown-backoff", "100ms", "--teardown-attempts", "2")
 	l.writeCleaner()
 	r := l.runner("r1", "blaise.star")
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	l.openAfter("hello")
 	id := l.sessions()[0].ID
 	// Draining, the runner takes no more runs; the session pauses only
 	// then, and expires with no runner.

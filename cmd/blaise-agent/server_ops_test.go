@@ -26,10 +26,7 @@ func TestServeBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
 	r := l.runner("r1", "blaise.star")
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	c, sid := l.openAfter("hello")
 	c.in.Close()
 	_ = c.cmd.Wait()
 	id := l.sessions()[0].ID

@@ -235,6 +235,17 @@ func (l *serverLab) open() (*acpProc, string) {
 	return c, c.NewSession(l.dir)
 }
 
+// openAfter opens a session as open does and has its first turn, prompt,
+// answered.
+func (l *serverLab) openAfter(prompt string) (*acpProc, string) {
+	l.t.Helper()
+	c, sid := l.open()
+	if _, resp := c.Turn(2, sid, prompt); resp.Error != nil {
+		l.t.Fatalf("turn: %s", resp.Raw)
+	}
+	return c, sid
+}
+
 // sessions lists the server's sessions through `sessions --server --json`.
 func (l *serverLab) sessions() []*session.Record {
 	l.t.Helper()
@@ -447,10 +458,7 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	r := l.runner("r1", "blaise.star")
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	l.openAfter("hello")
 	id := l.sessions()[0].ID
 	l.drain(r)
 	rec := l.session(id)
@@ -474,10 +482,7 @@ func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
 	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")
 	l.writeCounter()
 	r := l.runner("r1", "blaise.star")
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	c, sid := l.openAfter("hello")
 	id := l.sessions()[0].ID
 	addr := strings.TrimPrefix(l.url, "http://")
 	if err := l.serve.Process.Kill(); err != nil {
@@ -803,10 +808,7 @@ func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause", "--inactivity-limit", "1s", "--paused-lifetime", "2s")
 	l.writeCleaner()
 	r := l.runner("r1", "blaise.star")
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	l.openAfter("hello")
 	id := l.sessions()[0].ID
 	testsupport.Eventually(t, "the session expires and ends", func() bool { return l.session(id).State == session.Ended })
 	if rec := l.session(id); rec.EndReason != session.Expired {
@@ -829,10 +831,7 @@ func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.runner("r1", "blaise.star")
-	c, sid := l.open()
-	if _, resp := c.Turn(2, sid, "hello"); resp.Error != nil {
-		t.Fatalf("turn: %s", resp.Raw)
-	}
+	l.openAfter("hello")
 	id := l.sessions()[0].ID
 	// The first teardown fails: sessions end says so, and the server
 	// retries it.
