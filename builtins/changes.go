@@ -3,7 +3,7 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"go.starlark.net/starlark"
 )
 
@@ -11,7 +11,7 @@ import (
 // summary of the session's changes that sessions lists (+12 −3, 2 files).
 // The run records the last one reported, at its pause or with its action.
 func (c *Ctx) reportChanges(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var ch session.Changes
+	var ch lifecycle.Changes
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "added", &ch.Added, "removed", &ch.Removed, "files", &ch.Files); err != nil {
 		return nil, err
 	}

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/session"
 	"github.com/charmbracelet/log"
 	"go.starlark.net/starlark"
 )
@@ -34,7 +34,7 @@ type CtxBase struct {
 	SetOutput func(name string, v starlark.Value) error
 	// ReportChanges records the summary of the session's changes
 	// (ctx.report_changes); nil: the run keeps none.
-	ReportChanges func(session.Changes)
+	ReportChanges func(lifecycle.Changes)
 }
 
 // Ctx is the ctx value of one handler call. It is bound to its plug and to

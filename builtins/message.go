@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
 )

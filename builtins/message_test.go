@@ -3,7 +3,7 @@ package builtins
 import (
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/lib/json"
 	"go.starlark.net/starlark"

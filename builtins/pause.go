@@ -5,13 +5,13 @@ import (
 
 	"go.starlark.net/starlark"
 
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // PauseInfo wraps a pause for Starlark: what next() returns in on_session (C3), and, with
 // Teardown set, what it returns in on_teardown (C8).
 type PauseInfo struct {
-	session.Pause
+	lifecycle.Pause
 	Teardown bool // a TeardownInfo: no may_resume
 }
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/session"
 	"go.starlark.net/starlark"
 )
 
@@ -50,7 +50,7 @@ func (m *MemStore) Delete(_ context.Context, session, plugID string) error {
 
 // Persisted is ctx.persisted: the plug's value hosted by the control plane.
 type Persisted struct {
-	Store   session.Persisted
+	Store   lifecycle.Persisted
 	Session string
 	PlugID  string
 	Plug    string

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/blaiseagent/blaise-agent/redact"
+	"github.com/blaiseagent/blaise-agent/internal/support/redact"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )

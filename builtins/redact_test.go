@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/support/redact"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/redact"
 	"go.starlark.net/starlark"
 )
 

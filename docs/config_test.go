@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 	"go.starlark.net/starlark"
 )
@@ -114,7 +114,7 @@ func loadProbe(t *testing.T, p probe, expr string) error {
 			t.Fatal(err)
 		}
 	}
-	_, err := runner.NewLoader(log.New(io.Discard)).LoadConfig(filepath.Join(dir, "blaise.star"))
+	_, err := chain.NewLoader(log.New(io.Discard)).LoadConfig(filepath.Join(dir, "blaise.star"))
 	return err
 }
 
@@ -127,7 +127,7 @@ func TestConfigNamesTable(t *testing.T) {
 	if want := []string{"configuration", "plug file", "module"}; !slices.Equal(kinds, want) {
 		t.Fatalf("the table's columns are %q, want %q", kinds, want)
 	}
-	predeclared := runner.NewLoader(log.New(io.Discard)).FilePredeclared()
+	predeclared := chain.NewLoader(log.New(io.Discard)).FilePredeclared()
 	var listed []string
 	for _, r := range rows {
 		if len(r.names) == 0 {

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/charmbracelet/log"
 )
 
@@ -152,7 +152,7 @@ func checkExample(t *testing.T, doc, group string, files []block) {
 	if _, ok := findBlock(files, config); !ok {
 		t.Fatalf("%s: example %s has no %s", doc, group, config)
 	}
-	cfg, err := runner.LoadConfig(filepath.FromSlash(config), log.New(io.Discard))
+	cfg, err := chain.LoadConfig(filepath.FromSlash(config), log.New(io.Discard))
 	if err != nil {
 		b, _ := findBlock(files, config)
 		t.Fatalf("%s:%d: %s does not load:\n%v", doc, b.line, config, err)

@@ -2,7 +2,7 @@ package docs_test
 
 // Tests of docs/messages.md: its examples load, the complete example plugs
 // do what the doc says when a client talks to the demo agent through them,
-// and its table of methods is the one of acp/methods.go.
+// and its table of methods is the one of internal/acp/methods.go.
 //
 // The examples of messages.md are named messages-example-N/PATH (not
 // example-N/PATH as in plugs.md and config.md), and their blaise.star start
@@ -13,7 +13,7 @@ package docs_test
 // which is what a reader types. A test has no blaise-agent binary on its
 // PATH, so runExample replaces that line with an agent() that starts this
 // test binary, with BLAISE_TEST_AGENT=demo: TestMain then serves the demo
-// agent (demoagent.Run) on stdio, as runner/proxy_test.go does. The plugs are
+// agent (demoagent.Run) on stdio, as internal/chain/proxy_test.go does. The plugs are
 // used as written.
 
 import (
@@ -30,12 +30,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/demoagent"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acp/demoagent"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
 
@@ -139,8 +139,8 @@ type proxySession struct {
 	*acptest.Client
 	t       *testing.T
 	dir     string // the example's directory, also the ACP session's cwd
-	run     *runner.Run
-	done    chan runner.Result
+	run     *chain.Run
+	done    chan chain.Result
 	logs    *testsupport.Buffer
 	records *testsupport.Buffer
 	rec     *acp.JSONLRecorder
@@ -186,13 +186,13 @@ func startChain(t *testing.T, files map[string]string) *proxySession {
 	config := filepath.Join(dir, "blaise.star")
 	logs := &testsupport.Buffer{}
 	logger := log.NewWithOptions(logs, log.Options{Level: log.DebugLevel})
-	cfg, err := runner.LoadConfig(config, logger)
+	cfg, err := chain.LoadConfig(config, logger)
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	s := &proxySession{t: t, dir: dir, done: make(chan runner.Result, 1), logs: logs, records: &testsupport.Buffer{}}
+	s := &proxySession{t: t, dir: dir, done: make(chan chain.Result, 1), logs: logs, records: &testsupport.Buffer{}}
 	s.Client = &acptest.Client{
 		T:    t,
 		In:   acptest.Read(outR, func(err error) { t.Errorf("the client got a line that is not a message: %v", err) }),
@@ -200,13 +200,13 @@ func startChain(t *testing.T, files map[string]string) *proxySession {
 		Logs: logs.String,
 	}
 	s.rec = acp.NewJSONLRecorder(s.records)
-	s.run = runner.New(runner.Options{
+	s.run = chain.New(chain.Options{
 		Config:     cfg,
 		SessionID:  "s1",
-		Kind:       session.StartRun,
+		Kind:       lifecycle.StartRun,
 		Logger:     logger,
 		AgentGrace: time.Second,
-		Client:     &runner.Client{In: inR, Out: outW},
+		Client:     &chain.Client{In: inR, Out: outW},
 		Recorder:   s.rec,
 	})
 	go func() {
@@ -215,7 +215,7 @@ func startChain(t *testing.T, files map[string]string) *proxySession {
 		s.done <- res
 	}()
 	t.Cleanup(func() {
-		s.run.Stop(session.Stop{Reason: "closed"})
+		s.run.Stop(lifecycle.Stop{Reason: "closed"})
 		inW.Close()
 		s.Drain()
 		select {
@@ -398,7 +398,7 @@ func TestMessagesExampleUsage(t *testing.T) {
 	s.Turn(4, sid, "/think hmm")
 	s.waitLog("acme/usage: turn stop_reason=end_turn updates=3 kinds=agent_message_chunk:3")
 	s.waitLog("acme/usage: turn stop_reason=end_turn updates=1 kinds=agent_thought_chunk:1")
-	s.run.Stop(session.Stop{Reason: "idle", MayResume: true})
+	s.run.Stop(lifecycle.Stop{Reason: "idle", MayResume: true})
 	s.waitLog("acme/usage: usage reason=idle context=None turns=2 updates=4 words=6 tokens=0")
 }
 

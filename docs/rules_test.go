@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // A rule label is cited in prose as a word (C3, L5) and in a test's name

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugdoc"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/plugdoc"
-	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 	"github.com/charmbracelet/log"
 	"github.com/rogpeppe/go-internal/diff"
@@ -30,7 +30,7 @@ const (
 // `blaise-agent doc --format markdown` prints for the standard library, so
 // it never lags behind the plugs' schemas.
 func TestStdlibReference(t *testing.T) {
-	refs, err := plugdoc.Load(runner.NewLoader(log.New(io.Discard)), nil)
+	refs, err := plugdoc.Load(chain.NewLoader(log.New(io.Discard)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestStdlibReferenceHasEveryPlug(t *testing.T) {
 	var plugs []string
 	for _, f := range files {
 		ref := interp.StdlibPrefix + strings.TrimSuffix(f, ".star")
-		_, err := runner.NewLoader(log.New(io.Discard)).LoadPlug(ref)
+		_, err := chain.NewLoader(log.New(io.Discard)).LoadPlug(ref)
 		switch {
 		case err == nil:
 			plugs = append(plugs, ref)
@@ -80,7 +80,7 @@ func TestStdlibReferenceHasEveryPlug(t *testing.T) {
 			t.Errorf("%s alone: %v", ref, err)
 		}
 	}
-	refs, err := plugdoc.Load(runner.NewLoader(log.New(io.Discard)), nil)
+	refs, err := plugdoc.Load(chain.NewLoader(log.New(io.Discard)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // newTestLocal returns a local host whose workspace is a fresh directory,

@@ -9,7 +9,7 @@ import (
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // Config is a loaded blaise.star: the agent and the chain of plugs.
@@ -184,7 +184,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 		if err := starlark.UnpackArgs("session", args, kwargs, "idle_policy?", &policy, "paused_lifetime?", &paused, "inactivity_limit?", &inactivity, "timeout?", &timeout); err != nil {
 			return err
 		}
-		if policy != "" && policy != string(session.PolicyPause) && policy != string(session.PolicyEnd) {
+		if policy != "" && policy != string(lifecycle.PolicyPause) && policy != string(lifecycle.PolicyEnd) {
 			return fmt.Errorf("session: idle_policy: want \"pause\" or \"end\", got %q", policy)
 		}
 		st := SessionSettings{IdlePolicy: policy, Pos: thread.CallFrame(1).Pos}
@@ -241,7 +241,7 @@ func (l *Loader) use(u *Use, args starlark.Tuple, kwargs []starlark.Tuple, cfgKe
 		return
 	}
 	if u.ID != "" {
-		if err := session.CheckID("plug id", u.ID); err != nil {
+		if err := lifecycle.CheckID("plug id", u.ID); err != nil {
 			fail("use %q: %v", u.Ref, err)
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
-	"github.com/blaiseagent/blaise-agent/plugref"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugref"
 )
 
 // StdlibPrefix marks references to plugs and modules embedded in the binary.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/blaiseagent/blaise-agent/plugref"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugref"
 )
 
 // Remote gives the loader the plugs of git repositories, pinned by a lock

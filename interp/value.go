@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/blaiseagent/blaise-agent/internal/jsonstr"
+	"github.com/blaiseagent/blaise-agent/internal/support/jsonstr"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )

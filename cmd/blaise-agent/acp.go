@@ -9,12 +9,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acpfront"
-	"github.com/blaiseagent/blaise-agent/agentcaps"
-	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/serverclient"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/acp/agentcaps"
+	"github.com/blaiseagent/blaise-agent/internal/acp/front"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
 
 // AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
@@ -33,12 +33,12 @@ func (c *AcpCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if c.Server != "" {
-		return serverclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
+		return apiclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
 	}
 	logger := g.Logger().WithPrefix("acp")
 	// A configuration that does not load is the person's to fix now, not
 	// an error for the editor to show at its first session.
-	cfg, err := runner.LoadConfig(c.Config, logger)
+	cfg, err := chain.LoadConfig(c.Config, logger)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 	// The front end passes the agent's session/updates on as they come.
 	e.Bundled = true
 	// Set before the first sweep, whose teardown runs report to it.
-	e.Settled = func(r *session.Record) {
+	e.Settled = func(r *lifecycle.Record) {
 		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
 	}
 	if err := e.Sweep(ctx); err != nil {
@@ -65,10 +65,10 @@ func (c *AcpCmd) Run(g *Globals) error {
 	}
 	a := cfg.Agent
 	caps := agentcaps.Open(c.dir(), abs, agentcaps.Agent{Command: a.Command, Args: a.Args, Env: a.Env, Cwd: a.Cwd},
-		cmp.Or(c.StartupLimit, session.DefaultStartupLimit))
-	srv := &acpfront.Server{
+		cmp.Or(c.StartupLimit, lifecycle.DefaultStartupLimit))
+	srv := &front.Server{
 		Capabilities:    caps,
-		Sessions:        acpfront.FromEngine(e),
+		Sessions:        front.FromEngine(e),
 		Config:          c.Config,
 		In:              os.Stdin,
 		Out:             os.Stdout,

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
 
@@ -229,11 +229,11 @@ func throughACP(plugs int) func(b *testing.B) *benchClient {
 func throughEngine(b *testing.B) *benchClient {
 	bin := self(b)
 	dir, cfg := floodConfig(b, bin, 0)
-	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
+	store, err := engine.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := &blaise.Engine{Store: store, Command: []string{bin, "session-process"}, Stderr: io.Discard, Log: log.New(io.Discard)}
+	e := &engine.Engine{Store: store, Command: []string{bin, "session-process"}, Stderr: io.Discard, Log: log.New(io.Discard)}
 	live, err := e.Start(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -241,7 +241,7 @@ func throughEngine(b *testing.B) *benchClient {
 	r, w := live.Stream()
 	c := &benchClient{in: w, out: bufio.NewReaderSize(r, 1<<20)}
 	b.Cleanup(func() {
-		_ = live.Stop(session.Stop{Reason: session.Closed})
+		_ = live.Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 		_, _ = live.Wait(context.Background())
 		r.Close()
 	})

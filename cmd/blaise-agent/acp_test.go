@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/agentcaps"
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/acp/agentcaps"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
 
@@ -64,9 +64,9 @@ func (l *acpLab) file(name string) string {
 	return string(b)
 }
 
-func (l *acpLab) record(id string) *session.Record {
+func (l *acpLab) record(id string) *lifecycle.Record {
 	l.t.Helper()
-	store, err := blaise.OpenStore(l.state)
+	store, err := engine.OpenStore(l.state)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -78,9 +78,9 @@ func (l *acpLab) record(id string) *session.Record {
 }
 
 // waitState waits until the session is in state.
-func (l *acpLab) waitState(id string, state session.State) *session.Record {
+func (l *acpLab) waitState(id string, state lifecycle.State) *lifecycle.Record {
 	l.t.Helper()
-	var rec *session.Record
+	var rec *lifecycle.Record
 	if !testsupport.Wait(func() bool { rec = l.record(id); return rec.State == state }) {
 		l.t.Fatalf("session %s is %s, want %s", id, rec.State, state)
 	}
@@ -339,7 +339,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 
 	// The inactivity limit passes: a pauses (agent stopped, environment
 	// kept); the next prompt resumes it transparently.
-	paused := l.waitState(a, session.Paused)
+	paused := l.waitState(a, lifecycle.Paused)
 	if paused.Pause.Reason != "idle" || !paused.Pause.MayResume {
 		t.Fatalf("pause %+v", paused.Pause)
 	}
@@ -354,7 +354,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 	}
 
 	// session/load of a paused session: the client sees the history.
-	l.waitState(b, session.Paused)
+	l.waitState(b, lifecycle.Paused)
 	p.send(`{"jsonrpc":"2.0","id":8,"method":"session/load","params":{"sessionId":%q,"cwd":%q,"mcpServers":[]}}`, b, l.dir)
 	msgs, resp := p.await("8")
 	if resp.Error != nil {
@@ -393,7 +393,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 	for _, id := range []string{a, b} {
-		if rec := l.record(id); rec.State != session.Paused || rec.PID != 0 {
+		if rec := l.record(id); rec.State != lifecycle.Paused || rec.PID != 0 {
 			t.Fatalf("%s after the client left: %+v", id, rec)
 		}
 	}
@@ -417,7 +417,7 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 	rec := l.record(a)
-	if rec.State != session.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" || rec.Stop.Run != runs || !rec.Stop.Delivered || rec.Pause.Reason != "idle" {
+	if rec.State != lifecycle.Paused || rec.Stop == nil || rec.Stop.Reason != "idle" || rec.Stop.Run != runs || !rec.Stop.Delivered || rec.Pause.Reason != "idle" {
 		t.Fatalf("L9: %+v stop %+v pause %+v", rec, rec.Stop, rec.Pause)
 	}
 	if got := l.file(fmt.Sprintf("%s-run-%d", a, runs)); got != fmt.Sprintf("n=%d kind=resume", runs) {
@@ -470,7 +470,7 @@ func TestAcp_TypeScriptSDKClient(t *testing.T) {
 		t.Fatalf("no result from client.mjs: %s", out)
 	}
 	rec := l.record(res.SessionID)
-	if rec.State != session.Paused || rec.Runs != 2 || rec.Stop == nil || rec.Stop.Reason != "idle" {
+	if rec.State != lifecycle.Paused || rec.Runs != 2 || rec.Stop == nil || rec.Stop.Reason != "idle" {
 		t.Fatalf("the session after the second connection: %+v", rec)
 	}
 	if got := l.file(res.SessionID + "-run-2"); got != "n=2 kind=resume" {
@@ -560,7 +560,7 @@ func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
 	if len(ids) != 1 {
 		t.Fatalf("sessions: %v", ids)
 	}
-	if rec := l.record(ids[0]); rec.State != session.Ended {
+	if rec := l.record(ids[0]); rec.State != lifecycle.Ended {
 		t.Fatalf("the session that could not start is %s", rec.State)
 	}
 }
@@ -666,10 +666,10 @@ def on_session(ctx, next):
 				t.Fatalf("sessions: %v", ids)
 			}
 			rec := l.record(ids[0])
-			if rec.State == session.Active || rec.PID != 0 {
+			if rec.State == lifecycle.Active || rec.PID != 0 {
 				t.Fatalf("the session after the signal: %+v", rec)
 			}
-			if c.turn && (rec.State != session.Paused || rec.Pause.Reason != "idle") {
+			if c.turn && (rec.State != lifecycle.Paused || rec.Pause.Reason != "idle") {
 				t.Fatalf("the opened session after the signal: %+v, pause %+v", rec, rec.Pause)
 			}
 		})
@@ -680,10 +680,10 @@ def on_session(ctx, next):
 // configuration and agent, as a first connection would have.
 func (l *acpLab) knowCapabilities() {
 	l.t.Helper()
-	if _, err := blaise.OpenStore(l.state); err != nil {
+	if _, err := engine.OpenStore(l.state); err != nil {
 		l.t.Fatal(err)
 	}
-	cfg, err := runner.LoadConfig(filepath.Join(l.dir, "blaise.star"), log.New(io.Discard))
+	cfg, err := chain.LoadConfig(filepath.Join(l.dir, "blaise.star"), log.New(io.Discard))
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -738,7 +738,7 @@ func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
 	id := p.newSession(1)
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":%q}}`, id)
 	p.await("2")
-	l.waitState(id, session.Paused)
+	l.waitState(id, lifecycle.Paused)
 	if err := os.WriteFile(filepath.Join(l.dir, "broken"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -767,7 +767,7 @@ func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
 	if err := p.close(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
-	l.waitState(id, session.Paused)
+	l.waitState(id, lifecycle.Paused)
 	broken := filepath.Join(l.state, "sessions", "broken0record")
 	if err := os.MkdirAll(broken, 0o700); err != nil {
 		t.Fatal(err)
@@ -808,8 +808,8 @@ def on_teardown(ctx, next):
 		t.Fatalf("a: %q", got)
 	}
 	// Idle, then paused; then its paused lifetime passes while acp runs.
-	rec := l.waitState(a, session.Ended)
-	if rec.EndReason != session.Expired || rec.Pause == nil || rec.Pause.Reason != session.Idle {
+	rec := l.waitState(a, lifecycle.Ended)
+	if rec.EndReason != lifecycle.Expired || rec.Pause == nil || rec.Pause.Reason != lifecycle.Idle {
 		t.Fatalf("record %+v", rec)
 	}
 	if got := l.file("teardown"); got != "expired" {
@@ -840,12 +840,12 @@ func TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
 	if err := p.close(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
-	rec := l.waitState(sid, session.Paused)
+	rec := l.waitState(sid, lifecycle.Paused)
 	if rec.CWD != l.dir || compact(t, rec.MCPServers) != mcp {
 		t.Fatalf("the record keeps cwd %q and mcpServers %s, want %q and %s", rec.CWD, rec.MCPServers, l.dir, mcp)
 	}
 	// Nothing else to learn them from.
-	store, err := blaise.OpenStore(l.state)
+	store, err := engine.OpenStore(l.state)
 	if err != nil {
 		t.Fatal(err)
 	}

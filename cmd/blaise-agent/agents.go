@@ -5,8 +5,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/server"
-	"github.com/blaiseagent/blaise-agent/serverclient"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 )
 
 // ServerFlags reach a Blaise server as a client.
@@ -15,8 +15,8 @@ type ServerFlags struct {
 	Token  string `help:"An API token of the server (bla_…); better in $BLAISE_TOKEN than on the command line." env:"BLAISE_TOKEN" placeholder:"TOKEN"`
 }
 
-func (f ServerFlags) client() *serverclient.Client {
-	return &serverclient.Client{URL: f.Server, Token: f.Token}
+func (f ServerFlags) client() *apiclient.Client {
+	return &apiclient.Client{URL: f.Server, Token: f.Token}
 }
 
 // AgentsCmd is `blaise-agent agents`: a server's named agents.
@@ -40,7 +40,7 @@ func (c *AgentsListCmd) Run() error {
 	if c.JSON {
 		return printJSON(agents)
 	}
-	return serverclient.PrintAgents(os.Stdout, agents)
+	return apiclient.PrintAgents(os.Stdout, agents)
 }
 
 // AgentSettingsFlags are an agent's settings (L1).
@@ -78,7 +78,7 @@ func (c *AgentsCreateCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return serverclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
+	return apiclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
 }
 
 type AgentsSetCmd struct {
@@ -92,7 +92,7 @@ func (c *AgentsSetCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return serverclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
+	return apiclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
 }
 
 type AgentsDeleteCmd struct {

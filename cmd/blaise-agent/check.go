@@ -5,9 +5,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugref"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/plugref"
-	"github.com/blaiseagent/blaise-agent/runner"
 )
 
 // CheckCmd is `blaise-agent check`.
@@ -19,7 +19,7 @@ type CheckCmd struct {
 // that a run would meet only on the paths that have them, and prints its
 // chain.
 func (c *CheckCmd) Run(g *Globals) error {
-	l := runner.NewLoader(g.Logger())
+	l := chain.NewLoader(g.Logger())
 	l.Vet = true
 	cfg, err := l.LoadConfig(c.Config)
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/claudetest"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/claudetest"
 	"github.com/rogpeppe/go-internal/diff"
 )
 

@@ -12,8 +12,8 @@ import (
 	kongcompletion "github.com/jotaen/kong-completion"
 	"github.com/posener/complete"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 )
 
@@ -71,7 +71,7 @@ func predictSessions(a complete.Args) []string {
 	recs, _ := st.Sessions()
 	var ids []string
 	for _, r := range recs {
-		if r.State != session.Ended {
+		if r.State != lifecycle.Ended {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -80,7 +80,7 @@ func predictSessions(a complete.Args) []string {
 
 // completionStore is the store of the state directory the command line
 // names, else the one run would use; nil when there is none.
-func completionStore(a complete.Args) *blaise.Store {
+func completionStore(a complete.Args) *engine.Store {
 	dir := os.Getenv("BLAISE_STATE_DIR")
 	for i, w := range a.All {
 		if v, ok := strings.CutPrefix(w, "--state-dir="); ok {
@@ -90,12 +90,12 @@ func completionStore(a complete.Args) *blaise.Store {
 		}
 	}
 	if dir == "" {
-		dir = blaise.DefaultStateDir()
+		dir = engine.DefaultStateDir()
 	}
-	if ok, err := blaise.StoreExists(dir); err != nil || !ok {
+	if ok, err := engine.StoreExists(dir); err != nil || !ok {
 		return nil // completing must not create a state directory
 	}
-	st, err := blaise.OpenStore(dir)
+	st, err := engine.OpenStore(dir)
 	if err != nil {
 		return nil
 	}

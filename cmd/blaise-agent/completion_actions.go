@@ -4,7 +4,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/charmbracelet/log"
 	"github.com/posener/complete"
 )
@@ -28,7 +28,7 @@ func predictActions(a complete.Args) []string {
 	if err != nil {
 		return nil
 	}
-	cfg, err := runner.LoadConfig(rec.Config, log.New(io.Discard))
+	cfg, err := chain.LoadConfig(rec.Config, log.New(io.Discard))
 	if err != nil {
 		return nil
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/creack/pty"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // TestIssue16_ShellsCompleteASessionID (issue 16, item 6): in a real bash
@@ -32,12 +32,12 @@ func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
 		t.Skipf("cannot link the test binary: %v", err)
 	}
 	state := filepath.Join(t.TempDir(), "state")
-	st, err := blaise.OpenStore(state)
+	st, err := engine.OpenStore(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const id = "k3x9pausedone"
-	if err := st.CreateSession(&session.Record{ID: id, Config: "/w/blaise.star", State: session.Paused, Settings: session.DefaultSettings()}); err != nil {
+	if err := st.CreateSession(&lifecycle.Record{ID: id, Config: "/w/blaise.star", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, shell := range []struct{ name, arg string }{{"bash", "--norc"}, {"zsh", "-f"}} {

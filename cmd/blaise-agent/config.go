@@ -6,8 +6,8 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/blaiseagent/blaise-agent/gitcache"
-	"github.com/blaiseagent/blaise-agent/internal/findconfig"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/gitcache"
+	"github.com/blaiseagent/blaise-agent/internal/support/findconfig"
 )
 
 // ConfigFlag is -c of the commands that run a configuration.

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/browsertest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/server"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/browsertest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/chromedp/chromedp"
 )
 
@@ -130,7 +130,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("a post without the form token: %d, %v", status, err)
 	}
 	getJSON(t, l, server.PathAgents+"/demo", &agent)
-	if agent.PausedLifetime != "48h0m0s" || agent.IdlePolicy != string(session.PolicyPause) {
+	if agent.PausedLifetime != "48h0m0s" || agent.IdlePolicy != string(lifecycle.PolicyPause) {
 		t.Fatalf("after a refused post the API reads %+v", agent)
 	}
 
@@ -171,7 +171,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// A prompt from the page resumes the paused session (L6); the answer
 	// streams into the transcript.
-	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == lifecycle.Paused })
 	runs := l.session(id).Runs
 	do("a prompt from the page", chromedp.SetValue(chromedp.ID("prompt"), "hello from the page"), dropNotices,
 		chromedp.Click(chromedp.CSS("form.prompt button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
@@ -182,13 +182,13 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	// The page let go of the session when its turn ended: it pauses, the
 	// card says so without a reload, and the terminal takes it up at once.
-	testsupport.Eventually(t, "the session pauses after the page's turn", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses after the page's turn", func() bool { return l.session(id).State == lifecycle.Paused })
 	waitText(t, tab, "#record .state", "paused")
 	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "--session", id, "from the terminal"); !strings.Contains(out, "echo: from the terminal") {
 		t.Fatalf("run --server --session after the page's turn:\n%s", out)
 	}
 	waitText(t, tab, "#record", fmt.Sprintf("Runs%d", runs+2))
-	testsupport.Eventually(t, "the session pauses after the terminal's turn", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses after the terminal's turn", func() bool { return l.session(id).State == lifecycle.Paused })
 	// The agent asks permission: the page shows the request, a person
 	// answers it with the keyboard, and the turn ends with that option.
 	do("a prompt that asks permission", chromedp.SetValue(chromedp.ID("prompt"), "/say before asking\n/permission Run the tests"), dropNotices,
@@ -206,7 +206,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitText(t, tab, "#conversation", "permission: allow_once")
 	waitText(t, tab, "#activity", "The turn ended: end_turn.")
 	// Released again (L9): it pauses.
-	testsupport.Eventually(t, "the session pauses after the second page turn", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses after the second page turn", func() bool { return l.session(id).State == lifecycle.Paused })
 
 	// The conversation: the agent's Markdown rendered, its code with a
 	// copy button, thinking collapsed, the plan a checklist, a tool call a
@@ -232,7 +232,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	do("the conversation in view", chromedp.Evaluate[chromedp.Void](`(document.getElementById("transcript-title").scrollIntoView({block: "start"}), {})`))
 	shoot(t, tab, shots, "session-conversation")
-	testsupport.Eventually(t, "the session pauses after the third page turn", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses after the third page turn", func() bool { return l.session(id).State == lifecycle.Paused })
 
 	// The page's turn is cancelled from the page (session/cancel): the
 	// turn ends as cancelled, before the line after the wait.
@@ -251,7 +251,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if text, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById("conversation").textContent`)); err != nil || strings.Contains(text, "echo: never said") {
 		t.Fatalf("the cancelled turn went on: %v\n%s", err, text)
 	}
-	testsupport.Eventually(t, "the session pauses after the cancelled turn", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses after the cancelled turn", func() bool { return l.session(id).State == lifecycle.Paused })
 
 	// Its history: a table of runs like `sessions show`, each run linked
 	// to its start in the conversation; the agent and runner linked.
@@ -284,13 +284,13 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("form.confirm")))
 	waitText(t, tab, "#question", "End session "+id+"?")
 	do("cancelling", chromedp.Click(chromedp.CSS("form.confirm a.button")), chromedp.WaitVisible(chromedp.CSS("#conversation")))
-	if rec := l.session(id); rec.State != session.Paused {
+	if rec := l.session(id); rec.State != lifecycle.Paused {
 		t.Fatalf("after a cancelled End: %s", rec.State)
 	}
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("form.confirm")), chromedp.Click(chromedp.CSS("form.confirm button.danger")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")))
-	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
+	if rec := l.session(id); rec.State != lifecycle.Ended || rec.EndReason != lifecycle.Closed {
 		t.Fatalf("after End: %s (%s)", rec.State, rec.EndReason)
 	}
 
@@ -402,7 +402,7 @@ func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
 		t.Fatalf("run --server:\n%s", out)
 	}
 	id := l.sessions()[0].ID
-	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == lifecycle.Paused })
 	c, csrf := l.signedIn(t)
 	resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"/permission Delete the branch"}})
 	if resp.StatusCode != http.StatusSeeOther {
@@ -436,7 +436,7 @@ func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "it no longer waits for an answer") {
 		t.Fatalf("answering after the turn ended: %s\n%s", resp.Status, page)
 	}
-	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
+	if rec := l.session(id); rec.State != lifecycle.Ended || rec.EndReason != lifecycle.Closed {
 		t.Fatalf("the session: %s (%s)", rec.State, rec.EndReason)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/blaiseagent/blaise-agent/demoagent"
+	"github.com/blaiseagent/blaise-agent/internal/acp/demoagent"
 )
 
 // DemoAgentCmd is `blaise-agent demo-agent`.

@@ -3,8 +3,8 @@ package main
 import (
 	"os"
 
-	"github.com/blaiseagent/blaise-agent/plugdoc"
-	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugdoc"
 )
 
 // DocCmd is `blaise-agent doc`: the reference of plugs.
@@ -16,7 +16,7 @@ type DocCmd struct {
 
 // Run prints the references.
 func (c *DocCmd) Run(g *Globals) error {
-	refs, err := plugdoc.Load(runner.NewLoader(g.Logger()), c.Refs)
+	refs, err := plugdoc.Load(chain.NewLoader(g.Logger()), c.Refs)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"github.com/blaiseagent/blaise-agent/starfmt"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/starfmt"
 )
 
 // FmtCmd is `blaise-agent fmt`: formats .star files in place.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/alecthomas/kong"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // TestIssue16_HelpOfEveryCommand (issue 16, item 8): the --help of every

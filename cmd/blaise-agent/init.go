@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/blaiseagent/blaise-agent/scaffold"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/scaffold"
 )
 
 // InitCmd is `blaise-agent init`: a new project's first files.

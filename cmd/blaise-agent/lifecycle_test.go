@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
 
@@ -41,11 +41,11 @@ func self(t testing.TB) string {
 type lab struct {
 	t      *testing.T
 	dir    string
-	engine *blaise.Engine
+	engine *engine.Engine
 	logs   *testsupport.Buffer
 }
 
-func newLab(t *testing.T, settings session.Settings, files map[string]string) *lab {
+func newLab(t *testing.T, settings lifecycle.Settings, files map[string]string) *lab {
 	t.Helper()
 	bin := self(t)
 	dir := t.TempDir()
@@ -55,12 +55,12 @@ func newLab(t *testing.T, settings session.Settings, files map[string]string) *l
 			t.Fatal(err)
 		}
 	}
-	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
+	store, err := engine.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &testsupport.Buffer{}
-	l := &lab{t: t, dir: dir, logs: logs, engine: &blaise.Engine{
+	l := &lab{t: t, dir: dir, logs: logs, engine: &engine.Engine{
 		Store:        store,
 		Command:      []string{bin, "session-process"},
 		Settings:     settings,
@@ -82,7 +82,7 @@ type acpSession struct {
 }
 
 // open initializes and creates (or, with acpID, loads) the ACP session.
-func (l *lab) open(live *blaise.Live, acpID string) *acpSession {
+func (l *lab) open(live *engine.Live, acpID string) *acpSession {
 	l.t.Helper()
 	s := &acpSession{Client: &acptest.Client{
 		T:  l.t,
@@ -115,7 +115,7 @@ func (s *acpSession) prompt(id int, text string) []string {
 	return acptest.Chunks(before)
 }
 
-func (l *lab) wait(live *blaise.Live) *session.Record {
+func (l *lab) wait(live *engine.Live) *lifecycle.Record {
 	l.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -140,7 +140,7 @@ def on_teardown(ctx, next):
     ctx.runner.fs.write_file("$DIR/teardown", "reason=%s" % info.reason)
 `
 
-func counterLab(t *testing.T, settings session.Settings) *lab {
+func counterLab(t *testing.T, settings lifecycle.Settings) *lab {
 	return newLab(t, settings, map[string]string{
 		"blaise.star":  `setup(use("./counter.star", id = "c"))`,
 		"counter.star": counterPlug,
@@ -154,7 +154,7 @@ func (l *lab) file(name string) string {
 
 func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{InactivityLimit: 300 * time.Millisecond})
+	l := counterLab(t, lifecycle.Settings{InactivityLimit: 300 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +164,10 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 		t.Fatalf("chunks %q", got)
 	}
 	rec := l.wait(live) // the inactivity limit passes: idle
-	if rec.State != session.Paused || rec.Pause.Reason != "idle" || !rec.Pause.MayResume || rec.Stop == nil || !rec.Stop.Delivered {
+	if rec.State != lifecycle.Paused || rec.Pause.Reason != "idle" || !rec.Pause.MayResume || rec.Stop == nil || !rec.Stop.Delivered {
 		t.Fatalf("after idle: %+v", rec)
 	}
-	if rec.ExpiresAt.Sub(rec.PausedAt) != session.DefaultPausedLifetime {
+	if rec.ExpiresAt.Sub(rec.PausedAt) != lifecycle.DefaultPausedLifetime {
 		t.Fatalf("paused lifetime %s", rec.ExpiresAt.Sub(rec.PausedAt))
 	}
 	live, err = l.engine.Resume(rec.ID)
@@ -182,7 +182,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = l.wait(live)
-	if rec.State != session.Paused || rec.Runs != 2 {
+	if rec.State != lifecycle.Paused || rec.Runs != 2 {
 		t.Fatalf("after run 2: %+v", rec)
 	}
 	if got := l.file("run-2"); got != "n=2 kind=resume" {
@@ -192,7 +192,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 
 func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond})
+	l := counterLab(t, lifecycle.Settings{InactivityLimit: 200 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +210,14 @@ func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
 
 func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{IdlePolicy: session.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
+	l := counterLab(t, lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "").prompt(3, "hi")
 	rec := l.wait(live)
-	if rec.State != session.Ended || rec.EndReason != "completed" || rec.Pause.MayResume {
+	if rec.State != lifecycle.Ended || rec.EndReason != "completed" || rec.Pause.MayResume {
 		t.Fatalf("record %+v", rec)
 	}
 	if got := l.file("teardown"); got != "reason=completed" {
@@ -230,16 +230,16 @@ func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 
 func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "").prompt(3, "hi")
-	if err := live.Stop(session.Stop{Reason: session.Closed}); err != nil {
+	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); err != nil {
 		t.Fatal(err)
 	}
-	if rec := l.wait(live); rec.State != session.Ended || l.file("teardown") != "reason=closed" {
+	if rec := l.wait(live); rec.State != lifecycle.Ended || l.file("teardown") != "reason=closed" {
 		t.Fatalf("closed while active: %+v, %q", rec, l.file("teardown"))
 	}
 
@@ -250,7 +250,7 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 	l.open(live, "").prompt(3, "hi")
 	_ = live.StopIdle()
 	paused := l.wait(live)
-	if paused.State != session.Paused {
+	if paused.State != lifecycle.Paused {
 		t.Fatalf("not paused: %+v", paused)
 	}
 	os.Remove(filepath.Join(l.dir, "teardown"))
@@ -258,16 +258,16 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != session.Ended || l.file("teardown") != "reason=closed" || rec.Runs != 2 {
+	if rec.State != lifecycle.Ended || l.file("teardown") != "reason=closed" || rec.Runs != 2 {
 		t.Fatalf("closed while paused: %+v, %q", rec, l.file("teardown"))
 	}
 }
 
 func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{PausedLifetime: 100 * time.Millisecond})
+	l := counterLab(t, lifecycle.Settings{PausedLifetime: 100 * time.Millisecond})
 	// The engine's time, moved past the lifetime once the session paused.
-	clock := session.NewFakeClock(time.Now())
+	clock := lifecycle.NewFakeClock(time.Now())
 	l.engine.Clock = clock
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -281,14 +281,14 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ = l.engine.Store.Session(rec.ID)
-	if rec.State != session.Ended || rec.EndReason != "expired" || l.file("teardown") != "reason=expired" {
+	if rec.State != lifecycle.Ended || rec.EndReason != "expired" || l.file("teardown") != "reason=expired" {
 		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
 	}
 }
 
 func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{Timeout: 3 * time.Second})
+	l := counterLab(t, lifecycle.Settings{Timeout: 3 * time.Second})
 	l.engine.TimeoutGrace = time.Minute // this run obeys its stop
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -296,7 +296,7 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	}
 	l.open(live, "")
 	rec := l.wait(live)
-	if rec.State != session.Ended || rec.Pause.Reason != "timeout" || rec.Pause.MayResume {
+	if rec.State != lifecycle.Ended || rec.Pause.Reason != "timeout" || rec.Pause.MayResume {
 		t.Fatalf("timeout: %+v", rec)
 	}
 
@@ -304,7 +304,7 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	// down, its plugs' processes with it (issue 11, item 12). The timeout
 	// leaves the run time to start on a busy machine: it counts from the
 	// start, and a run stopped before its first report fails Start instead.
-	stubborn := newLab(t, session.Settings{Timeout: 3 * time.Second}, map[string]string{
+	stubborn := newLab(t, lifecycle.Settings{Timeout: 3 * time.Second}, map[string]string{
 		"blaise.star": `setup(use("./stubborn.star"))`,
 		"stubborn.star": `plug(name = "stubborn")
 def on_session(ctx, next):
@@ -320,7 +320,7 @@ def on_session(ctx, next):
 		t.Fatal(err)
 	}
 	rec = stubborn.wait(live)
-	if rec.Pause == nil || rec.Pause.Reason != "failed" || rec.State != session.Ended {
+	if rec.Pause == nil || rec.Pause.Reason != "failed" || rec.State != lifecycle.Ended {
 		t.Fatalf("ignored timeout: %+v", rec.Pause)
 	}
 	if !stubborn.childGone() {
@@ -330,7 +330,7 @@ def on_session(ctx, next):
 
 func TestL2_TeardownFailingUntilOrphanedThenResolved(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{TeardownBackoff: time.Minute, TeardownAttempts: 3}, map[string]string{
+	l := newLab(t, lifecycle.Settings{TeardownBackoff: time.Minute, TeardownAttempts: 3}, map[string]string{
 		"blaise.star": `setup(use("./stuck.star"))`,
 		"stuck.star": `plug(name = "stuck")
 def on_teardown(ctx, next):
@@ -339,24 +339,24 @@ def on_teardown(ctx, next):
 `,
 	})
 	// The engine's time, moved past each retry's backoff.
-	clock := session.NewFakeClock(time.Now())
+	clock := lifecycle.NewFakeClock(time.Now())
 	l.engine.Clock = clock
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "")
-	_ = live.Stop(session.Stop{Reason: session.Closed})
+	_ = live.Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 	rec := l.wait(live)
-	for i := 0; i < 5 && rec.State == session.TearingDown; i++ {
+	for i := 0; i < 5 && rec.State == lifecycle.TearingDown; i++ {
 		clock.Advance(time.Hour)
 		_ = l.engine.Sweep(context.Background())
 		rec, _ = l.engine.Store.Session(rec.ID)
 	}
-	if rec.State != session.Orphaned || rec.Teardown.Attempts != 3 || !strings.Contains(rec.Teardown.LastError, "cannot remove the worktree") {
+	if rec.State != lifecycle.Orphaned || rec.Teardown.Attempts != 3 || !strings.Contains(rec.Teardown.LastError, "cannot remove the worktree") {
 		t.Fatalf("record %+v", rec)
 	}
-	if rec, err = l.engine.Resolve(rec.ID); err != nil || rec.State != session.Ended {
+	if rec, err = l.engine.Resolve(rec.ID); err != nil || rec.State != lifecycle.Ended {
 		t.Fatalf("resolve: %+v %v", rec, err)
 	}
 }
@@ -365,7 +365,7 @@ def on_teardown(ctx, next):
 // so, not that another process tears it down.
 func TestL2_ResolvingALiveSessionSaysOnlyOrphanedOnesResolve(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `setup()`})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `setup()`})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -375,15 +375,15 @@ func TestL2_ResolvingALiveSessionSaysOnlyOrphanedOnesResolve(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "session "+live.ID+" is active; only an orphaned session can be resolved") {
 		t.Fatalf("resolving a live session: %v", err)
 	}
-	_ = live.Stop(session.Stop{Reason: session.Closed})
-	if rec := l.wait(live); rec.State != session.Ended {
+	_ = live.Stop(lifecycle.Stop{Reason: lifecycle.Closed})
+	if rec := l.wait(live); rec.State != lifecycle.Ended {
 		t.Fatalf("after the refused resolve and a close: %+v", rec)
 	}
 }
 
 func TestL7_UnresumableChainIsNeverPaused(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{
+	l := newLab(t, lifecycle.Settings{InactivityLimit: 200 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./once.star"))`,
 		"once.star": `plug(name = "once", resumable = False)
 def on_session(ctx, next):
@@ -396,14 +396,14 @@ def on_session(ctx, next):
 	}
 	l.open(live, "").prompt(3, "hi")
 	rec := l.wait(live)
-	if rec.Resumable || rec.State != session.Ended || rec.Pause.Reason != "idle" || rec.Pause.MayResume {
+	if rec.Resumable || rec.State != lifecycle.Ended || rec.Pause.Reason != "idle" || rec.Pause.MayResume {
 		t.Fatalf("record %+v", rec)
 	}
 }
 
 func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -417,18 +417,18 @@ func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
 	if after.State != before.State || after.Stop != nil {
 		t.Fatalf("the record changed: %+v", after)
 	}
-	_ = live.Stop(session.Stop{Reason: session.Closed})
+	_ = live.Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 	l.wait(live)
-	if err := live.Stop(session.Stop{Reason: session.Closed}); err != nil {
+	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); err != nil {
 		t.Fatalf("a second stop: %v", err)
 	}
 }
 
 // soleSession waits until the store holds one session, in state, and
 // returns it.
-func (l *lab) soleSession(state session.State) *session.Record {
+func (l *lab) soleSession(state lifecycle.State) *lifecycle.Record {
 	l.t.Helper()
-	var recs []*session.Record
+	var recs []*lifecycle.Record
 	if !testsupport.Wait(func() bool {
 		recs, _ = l.engine.Store.Sessions()
 		return len(recs) == 1 && recs[0].State == state
@@ -441,7 +441,7 @@ func (l *lab) soleSession(state session.State) *session.Record {
 // killMidTurn starts a session, begins a long turn, and kills its session
 // process with SIGKILL; it returns the record after the front end settled
 // it and the agent's pid.
-func killMidTurn(t *testing.T, l *lab) (*session.Record, int) {
+func killMidTurn(t *testing.T, l *lab) (*lifecycle.Record, int) {
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -461,9 +461,9 @@ func killMidTurn(t *testing.T, l *lab) (*session.Record, int) {
 
 func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	rec, agent := killMidTurn(t, l)
-	if rec.State != session.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
+	if rec.State != lifecycle.Paused || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "without reporting its pause") {
 		t.Fatalf("record %+v pause %+v", rec, rec.Pause)
 	}
 	testsupport.WaitGone(t, agent, "the agent of the killed session process")
@@ -473,16 +473,16 @@ func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = live.StopIdle()
-	if rec := l.wait(live); rec.State != session.Paused || rec.Runs != 2 {
+	if rec := l.wait(live); rec.State != lifecycle.Paused || rec.Runs != 2 {
 		t.Fatalf("after resume: %+v", rec)
 	}
 }
 
 func TestL7_SessionProcessKilledUnderEndPolicyTearsDown(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{IdlePolicy: session.PolicyEnd})
+	l := counterLab(t, lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd})
 	rec, _ := killMidTurn(t, l)
-	if rec.State != session.Ended || rec.EndReason != "failed" || l.file("teardown") != "reason=failed" {
+	if rec.State != lifecycle.Ended || rec.EndReason != "failed" || l.file("teardown") != "reason=failed" {
 		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
 	}
 }
@@ -511,11 +511,11 @@ func (l *lab) killFrontEndAfterATurn() {
 
 func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	l.killFrontEndAfterATurn()
 	// The session process lost its front end: it stops as idle and pauses.
-	var rec *session.Record
-	rec = l.soleSession(session.Paused)
+	var rec *lifecycle.Record
+	rec = l.soleSession(lifecycle.Paused)
 	if rec.Pause.Reason != "idle" {
 		t.Fatalf("pause %+v", rec.Pause)
 	}
@@ -536,7 +536,7 @@ func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
 
 func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 	t.Setenv("SESSION_MAX_PAUSED_LIFETIME_MS", "3600000")
-	l := counterLab(t, session.Settings{Timeout: 42 * time.Minute})
+	l := counterLab(t, lifecycle.Settings{Timeout: 42 * time.Minute})
 	cfg := filepath.Join(l.dir, "blaise.star")
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, append(b, []byte("\nsession(idle_policy = \"end\", paused_lifetime = \"48h\", inactivity_limit = \"90s\", timeout = \"10m\")\n")...), 0o644)
@@ -545,17 +545,17 @@ func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, _ := l.engine.Store.Session(live.ID)
-	want := session.Settings{IdlePolicy: session.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, StartupLimit: session.DefaultStartupLimit, TeardownBackoff: session.DefaultTeardownBackoff, TeardownAttempts: session.DefaultTeardownAttempts}
+	want := lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, StartupLimit: lifecycle.DefaultStartupLimit, TeardownBackoff: lifecycle.DefaultTeardownBackoff, TeardownAttempts: lifecycle.DefaultTeardownAttempts}
 	if rec.Settings != want {
 		t.Fatalf("settings %+v, want %+v (the cap, the file, the flag)", rec.Settings, want)
 	}
-	_ = live.Stop(session.Stop{Reason: session.Closed})
+	_ = live.Stop(lifecycle.Stop{Reason: lifecycle.Closed})
 	l.wait(live)
 }
 
 func TestL9_LostFrontEndEndsAChainThatCannotResume(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{
+	l := newLab(t, lifecycle.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./once.star"))`,
 		"once.star": `plug(name = "once", resumable = False)
 def on_session(ctx, next):
@@ -566,14 +566,14 @@ def on_teardown(ctx, next):
 `,
 	})
 	l.killFrontEndAfterATurn()
-	if rec := l.soleSession(session.Ended); rec.Pause.MayResume || l.file("teardown") != "reason=idle" {
+	if rec := l.soleSession(lifecycle.Ended); rec.Pause.MayResume || l.file("teardown") != "reason=idle" {
 		t.Fatalf("pause %+v teardown %q", rec.Pause, l.file("teardown"))
 	}
 }
 
 func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	cfg := filepath.Join(l.dir, "blaise.star")
 	live, err := l.engine.Start(cfg)
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
-	"github.com/blaiseagent/blaise-agent/listen"
+	"github.com/blaiseagent/blaise-agent/internal/server/listen"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
 
 // ListenCmd is `blaise-agent listen`.

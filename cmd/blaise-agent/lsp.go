@@ -5,10 +5,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/lsp"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/lsp"
-	"github.com/blaiseagent/blaise-agent/runner"
 	"github.com/charmbracelet/log"
 )
 
@@ -19,6 +19,6 @@ type LspCmd struct{}
 func (c *LspCmd) Run(g *Globals) error {
 	// print() of files being checked is the editor's business, not a log line.
 	quiet := log.New(io.Discard)
-	newLoader := func() *interp.Loader { return runner.NewLoader(quiet) }
+	newLoader := func() *interp.Loader { return chain.NewLoader(quiet) }
 	return lsp.Serve(context.Background(), os.Stdin, os.Stdout, newLoader, buildinfo.Version())
 }

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/blaiseagent/blaise-agent/client"
+	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/charmbracelet/log"
 	"github.com/muesli/termenv"
 
-	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
-	"github.com/blaiseagent/blaise-agent/internal/resident"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
+	"github.com/blaiseagent/blaise-agent/internal/support/resident"
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 

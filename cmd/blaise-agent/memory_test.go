@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // BenchmarkMemory measures the resident memory of each process of a session

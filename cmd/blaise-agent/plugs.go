@@ -7,13 +7,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/blaiseagent/blaise-agent/gitcache"
-	"github.com/blaiseagent/blaise-agent/internal/atomicfile"
-	"github.com/blaiseagent/blaise-agent/internal/findconfig"
-	"github.com/blaiseagent/blaise-agent/pluglock"
-	"github.com/blaiseagent/blaise-agent/plugref"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/starfmt"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/gitcache"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/pluglock"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugref"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/starfmt"
+	"github.com/blaiseagent/blaise-agent/internal/support/atomicfile"
+	"github.com/blaiseagent/blaise-agent/internal/support/findconfig"
 )
 
 // PlugsCmd is `blaise-agent plugs`.
@@ -54,7 +54,7 @@ func (c *PlugsUpdateCmd) Run(g *Globals) error {
 
 // lockPlugs writes the lock and prints its changes.
 func lockPlugs(config string, g *Globals, res *pluglock.Resolver) error {
-	changes, err := runner.LockPlugs(config, g.Logger(), res)
+	changes, err := chain.LockPlugs(config, g.Logger(), res)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ type outdatedRef struct {
 // named in only, when given) that have newer version tags.
 func outdated(config string, g *Globals, only []string) ([]outdatedRef, error) {
 	res := pluglock.NewResolver(pluglock.Lock)
-	cfg, err := runner.LoadConfigWith(config, g.Logger(), res)
+	cfg, err := chain.LoadConfigWith(config, g.Logger(), res)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (c *PlugsUpgradeCmd) Run(g *Globals) error {
 	if err := atomicfile.Write(c.Config, out, info.Mode().Perm(), false); err != nil {
 		return err
 	}
-	changes, err := runner.LockPlugs(c.Config, g.Logger(), pluglock.NewResolver(pluglock.Lock))
+	changes, err := chain.LockPlugs(c.Config, g.Logger(), pluglock.NewResolver(pluglock.Lock))
 	if err != nil {
 		if restoreErr := atomicfile.Write(c.Config, src, info.Mode().Perm(), false); restoreErr != nil {
 			return fmt.Errorf("%w; and putting back %s failed: %v", err, c.Config, restoreErr)
@@ -211,7 +211,7 @@ func (c *PlugsVerifyCmd) Run(g *Globals) error {
 	defer os.RemoveAll(cache.Dir)
 	res := pluglock.NewResolver(pluglock.Locked)
 	res.Cache = cache
-	cfg, err := runner.LoadConfigWith(c.Config, g.Logger(), res)
+	cfg, err := chain.LoadConfigWith(c.Config, g.Logger(), res)
 	if err != nil {
 		return err
 	}

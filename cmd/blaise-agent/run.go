@@ -8,13 +8,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/client"
-	"github.com/blaiseagent/blaise-agent/pluglock"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/serverclient"
-	"github.com/blaiseagent/blaise-agent/session"
-	"github.com/blaiseagent/blaise-agent/termrun"
+	"github.com/blaiseagent/blaise-agent/internal/acp/client"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/pluglock"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/terminal/termrun"
 	"github.com/charmbracelet/log"
 )
 
@@ -49,13 +49,13 @@ type SessionFlags struct {
 }
 
 // engine returns the lifecycle engine with these settings.
-func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
+func (f *SessionFlags) engine(g *Globals) (*engine.Engine, error) {
 	e, err := f.StateFlags.engine(g)
 	if err != nil {
 		return nil, err
 	}
-	e.Settings = session.Settings{
-		IdlePolicy:      session.IdlePolicy(f.IdlePolicy),
+	e.Settings = lifecycle.Settings{
+		IdlePolicy:      lifecycle.IdlePolicy(f.IdlePolicy),
 		PausedLifetime:  f.PausedLifetime,
 		InactivityLimit: f.InactivityLimit,
 		Timeout:         f.Timeout,
@@ -65,16 +65,16 @@ func (f *SessionFlags) engine(g *Globals) (*blaise.Engine, error) {
 }
 
 // engine opens the store and returns the lifecycle engine.
-func (f *StateFlags) engine(g *Globals) (*blaise.Engine, error) {
-	store, err := blaise.OpenStore(f.dir())
+func (f *StateFlags) engine(g *Globals) (*engine.Engine, error) {
+	store, err := engine.OpenStore(f.dir())
 	if err != nil {
 		return nil, err
 	}
-	self, err := runner.Self()
+	self, err := chain.Self()
 	if err != nil {
 		return nil, err
 	}
-	return &blaise.Engine{
+	return &engine.Engine{
 		Store:   store,
 		Command: []string{self, "session-process"},
 		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat, "--color", g.childColor()},
@@ -96,7 +96,7 @@ func (c *RunCmd) Run(g *Globals) error {
 		// more to say when the session process loads.
 		remote := pluglock.NewResolver(pluglock.Locked)
 		remote.Warn = func(msg string) { g.Logger().Warn(msg) }
-		if _, err := runner.LoadConfigWith(c.Config, log.New(io.Discard), remote); err != nil {
+		if _, err := chain.LoadConfigWith(c.Config, log.New(io.Discard), remote); err != nil {
 			return err
 		}
 	}
@@ -140,7 +140,7 @@ func (c *RunCmd) runRemote(g *Globals) error {
 	case c.No:
 		term.Default = "deny"
 	}
-	t := &serverclient.Terminal{
+	t := &apiclient.Terminal{
 		Client: c.client(), Agent: c.Agent, Term: term, Session: c.Session, Continue: c.Continue, Prompts: c.Prompt, Sig: sig, End: c.End,
 		Read: func() (string, bool) {
 			line, err := in.ReadLine(context.Background(), "> ")

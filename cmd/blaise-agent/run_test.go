@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // terminal is `blaise-agent run` started on pipes, as from a terminal.
@@ -122,7 +122,7 @@ func (term *terminal) exit() int {
 // pauses the session, never ends it.
 func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 	t.Parallel()
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	term := l.startRun()
 	// A turn waiting for a permission answer is a turn in flight for sure:
 	// the interrupts below cannot land between two turns.
@@ -142,7 +142,7 @@ func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
 	}
 	recs, _ := l.engine.Store.Sessions()
-	if len(recs) != 1 || recs[0].State != session.Paused || recs[0].Pause.Reason != "idle" || l.file("teardown") != "" {
+	if len(recs) != 1 || recs[0].State != lifecycle.Paused || recs[0].Pause.Reason != "idle" || l.file("teardown") != "" {
 		t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
 	}
 	term.waitFor("paused (idle); continue with", term.stderr.String)
@@ -156,7 +156,7 @@ func TestIssue11_RunHonoursSignalsWhileAPlugAttaches(t *testing.T) {
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
-			l := newLab(t, session.Settings{}, map[string]string{
+			l := newLab(t, lifecycle.Settings{}, map[string]string{
 				"blaise.star": `setup(use("./slow.star"))`,
 				// It attaches until the test lets it go.
 				"slow.star": `plug(name = "slow")
@@ -180,10 +180,10 @@ def on_session(ctx, next):
 			if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			var recs []*session.Record
+			var recs []*lifecycle.Record
 			if !testsupport.Wait(func() bool {
 				recs, _ = l.engine.Store.Sessions()
-				return len(recs) == 1 && recs[0].State == session.Paused && recs[0].Pause.Reason == "idle"
+				return len(recs) == 1 && recs[0].State == lifecycle.Paused && recs[0].Pause.Reason == "idle"
 			}) {
 				t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
 			}
@@ -196,7 +196,7 @@ def on_session(ctx, next):
 // Ctrl-C.
 func TestIssue11_RunHonoursSignalsWhileItSettlesEarlierSessions(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{PausedLifetime: time.Millisecond}, map[string]string{
+	l := newLab(t, lifecycle.Settings{PausedLifetime: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./slow.star"))`,
 		"slow.star": `plug(name = "slow")
 def on_session(ctx, next):
@@ -222,10 +222,10 @@ def on_teardown(ctx, next):
 	if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var rec *session.Record
+	var rec *lifecycle.Record
 	if !testsupport.Wait(func() bool {
 		rec, _ = l.engine.Store.Session(live.ID)
-		return rec != nil && rec.State == session.Ended
+		return rec != nil && rec.State == lifecycle.Ended
 	}) {
 		t.Fatalf("session %+v\n%s", rec, term.stderr.String())
 	}

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // paused starts a session and pauses it (idle).
-func (l *lab) paused() *session.Record {
+func (l *lab) paused() *lifecycle.Record {
 	l.t.Helper()
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
@@ -47,12 +47,12 @@ func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 // twoResumesAndASweep plays rounds of TestL2_TwoResumesAndASweepAtOnceOneRunProceeds
 // on a session of its own.
 func twoResumesAndASweep(t *testing.T, rounds int) {
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	rec := l.paused()
 	for i := range rounds {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		var lives [2]*blaise.Live
+		var lives [2]*engine.Live
 		var errs [3]error
 		for j := range lives {
 			wg.Go(func() { <-start; lives[j], errs[j] = l.engine.Resume(rec.ID) })
@@ -63,7 +63,7 @@ func twoResumesAndASweep(t *testing.T, rounds int) {
 		if errs[2] != nil {
 			t.Fatalf("round %d: sweep: %v", i, errs[2])
 		}
-		var winner *blaise.Live
+		var winner *engine.Live
 		for j, lv := range lives {
 			switch {
 			case lv != nil && winner == nil:
@@ -78,12 +78,12 @@ func twoResumesAndASweep(t *testing.T, rounds int) {
 			t.Fatalf("round %d: no resume proceeded: %v", i, errs)
 		}
 		mid, err := l.engine.Store.Session(rec.ID)
-		if err != nil || mid.State != session.Active || mid.Runs != rec.Runs+1 || mid.Pause.Reason != "idle" {
+		if err != nil || mid.State != lifecycle.Active || mid.Runs != rec.Runs+1 || mid.Pause.Reason != "idle" {
 			t.Fatalf("round %d: while the run starts: %+v %v (pause %+v)", i, mid, err, mid.Pause)
 		}
 		_ = winner.StopIdle()
 		next := l.wait(winner)
-		if next.State != session.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" || next.Pause.Run != next.Runs {
+		if next.State != lifecycle.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" || next.Pause.Run != next.Runs {
 			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
 		}
 		rec = next
@@ -108,7 +108,7 @@ func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 // twoRunCommands plays rounds of TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds
 // on a session of its own.
 func twoRunCommands(t *testing.T, rounds int) {
-	l := counterLab(t, session.Settings{})
+	l := counterLab(t, lifecycle.Settings{})
 	rec := l.paused()
 	bin := self(t)
 	command := func(args ...string) (*exec.Cmd, *testsupport.Buffer) {
@@ -160,7 +160,7 @@ func twoRunCommands(t *testing.T, rounds int) {
 			t.Fatalf("round %d: the run: %v\n%s", i, errs[1-loser], stderrs[1-loser])
 		}
 		next, _ := l.engine.Store.Session(rec.ID)
-		if next.State != session.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" {
+		if next.State != lifecycle.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" {
 			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
 		}
 		rec = next
@@ -172,7 +172,7 @@ func twoRunCommands(t *testing.T, rounds int) {
 // the session in TeardownInfo.error.
 func TestC8_TeardownRetriedAfterAFailureSeesItsError(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{IdlePolicy: session.PolicyEnd, TeardownBackoff: time.Millisecond}, map[string]string{
+	l := newLab(t, lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd, TeardownBackoff: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./outer.star"), use("./inner.star"))`,
 		"outer.star": `plug(name = "outer")
 def on_session(ctx, next):
@@ -194,10 +194,10 @@ def on_session(ctx, next):
 		t.Fatal(err)
 	}
 	rec := l.wait(live)
-	if rec.State != session.TearingDown || rec.Teardown.Attempts != 1 {
+	if rec.State != lifecycle.TearingDown || rec.Teardown.Attempts != 1 {
 		t.Fatalf("after run 1: %+v", rec)
 	}
-	for rec.State == session.TearingDown {
+	for rec.State == lifecycle.TearingDown {
 		if err := l.engine.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ def on_session(ctx, next):
 			t.Fatalf("no %q…%q in the logs:\n%s", run, want, logs)
 		}
 	}
-	if rec.State != session.Ended {
+	if rec.State != lifecycle.Ended {
 		t.Fatalf("record %+v", rec)
 	}
 }
@@ -220,7 +220,7 @@ def on_session(ctx, next):
 // and the record keeps no stale, undelivered stop.
 func TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{
+	l := newLab(t, lifecycle.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./broken.star"))`,
 		"broken.star": `plug(name = "broken")
 def on_session(ctx, next):
@@ -246,14 +246,14 @@ def on_session(ctx, next):
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
-	if err := live.Stop(session.Stop{Reason: session.Closed}); !errors.Is(err, blaise.ErrNoRun) {
+	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); !errors.Is(err, engine.ErrNoRun) {
 		t.Fatalf("stop after the pause: %v", err)
 	}
 	rec := l.wait(live)
-	if err := live.Stop(session.Stop{Reason: session.Closed}); !errors.Is(err, blaise.ErrNoRun) {
+	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); !errors.Is(err, engine.ErrNoRun) {
 		t.Fatalf("stop after the run: %v", err)
 	}
-	if rec, _ = l.engine.Store.Session(rec.ID); rec.Stop != nil || rec.State != session.Paused || rec.Pause.Reason != "failed" {
+	if rec, _ = l.engine.Store.Session(rec.ID); rec.Stop != nil || rec.State != lifecycle.Paused || rec.Pause.Reason != "failed" {
 		t.Fatalf("record %+v stop %+v", rec, rec.Stop)
 	}
 }
@@ -284,7 +284,7 @@ func (l *lab) childGone() bool {
 // timeout after the stop.
 func TestL5_AShortTimeoutKeepsTheStopGraceAndLeavesNothingRunning(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{Timeout: 200 * time.Millisecond}, map[string]string{
+	l := newLab(t, lifecycle.Settings{Timeout: 200 * time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./outer.star"), use("./slow.star"))`,
 		"outer.star": `plug(name = "outer")
 def on_session(ctx, next):
@@ -307,7 +307,7 @@ def on_session(ctx, next):
 	if got := l.file("paused"); got != "reason=failed" {
 		t.Fatalf("the outer pause code saw %q; record %+v pause %+v", got, rec, rec.Pause)
 	}
-	if rec.State != session.Ended || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "plug slow: on_session") {
+	if rec.State != lifecycle.Ended || rec.Pause.Reason != "failed" || !strings.Contains(rec.Pause.Error, "plug slow: on_session") {
 		t.Fatalf("record %+v pause %+v", rec, rec.Pause)
 	}
 	if !l.childGone() {

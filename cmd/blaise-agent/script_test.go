@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/pgtest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 

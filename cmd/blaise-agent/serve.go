@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/buildinfo"
-	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
 
 // StoreFlags say where a server keeps its state.

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/server"
-	"github.com/blaiseagent/blaise-agent/serverclient"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // throughServer starts a server, a runner of the flood agent and `acp
@@ -113,18 +113,18 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 	}
 	now := time.Now()
 	for i := 0; i < 1000; i++ {
-		rec := &session.Record{ID: store.NewSessionID(), AgentName: "demo", State: session.Paused, Created: now, Updated: now, Runs: 1,
-			Settings: session.DefaultSettings(), Resumable: true, PausedAt: now, ExpiresAt: now.Add(24 * time.Hour),
-			Pause: &session.PauseRecord{Reason: session.Idle, MayResume: true, At: now, Run: 1}}
+		rec := &lifecycle.Record{ID: store.NewSessionID(), AgentName: "demo", State: lifecycle.Paused, Created: now, Updated: now, Runs: 1,
+			Settings: lifecycle.DefaultSettings(), Resumable: true, PausedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: now, Run: 1}}
 		if err := store.CreateSession(rec); err != nil {
 			b.Fatal(err)
 		}
 	}
 	store.Close()
-	c := &serverclient.Client{URL: l.url, Token: l.token}
+	c := &apiclient.Client{URL: l.url, Token: l.token}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		recs, err := c.AllSessions(context.Background(), serverclient.ListOptions{Limit: server.MaxListLimit})
+		recs, err := c.AllSessions(context.Background(), apiclient.ListOptions{Limit: server.MaxListLimit})
 		if err != nil || len(recs) != 1000 {
 			b.Fatalf("%d sessions: %v", len(recs), err)
 		}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // withoutToken is this process's environment without $BLAISE_TOKEN.
@@ -126,7 +126,7 @@ func TestL3_EndingAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	id := l.sessions()[0].ID
 	l.drain(r)
 	before := l.session(id)
-	if before.State != session.Paused {
+	if before.State != lifecycle.Paused {
 		t.Fatalf("before: %s", before.State)
 	}
 	for i := range 6 {
@@ -135,7 +135,7 @@ func TestL3_EndingAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 			t.Fatalf("sessions end %d with no runner: %v\n%s", i+1, err, out)
 		}
 		after := l.session(id)
-		if after.State != session.Paused || after.Runs != before.Runs || after.Teardown.Attempts != 0 || after.EndReason != "" || len(after.History) != len(before.History) {
+		if after.State != lifecycle.Paused || after.Runs != before.Runs || after.Teardown.Attempts != 0 || after.EndReason != "" || len(after.History) != len(before.History) {
 			t.Fatalf("sessions end %d with no runner changed the session: %s, %d runs, %d teardown attempts, end reason %q",
 				i+1, after.State, after.Runs, after.Teardown.Attempts, after.EndReason)
 		}
@@ -145,7 +145,7 @@ func TestL3_EndingAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	if !strings.Contains(out, "ended (closed)") {
 		t.Fatalf("sessions end with a runner: %s", out)
 	}
-	if rec := l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed || rec.Runs != before.Runs+1 {
+	if rec := l.session(id); rec.State != lifecycle.Ended || rec.EndReason != lifecycle.Closed || rec.Runs != before.Runs+1 {
 		t.Fatalf("after sessions end: %s (%s), %d runs", rec.State, rec.EndReason, rec.Runs)
 	}
 	if !strings.Contains(r.logs.String(), "torn down reason=closed") {
@@ -287,12 +287,12 @@ func TestL6_AnExpiredSessionWaitsForARunnerToTearDown(t *testing.T) {
 	testsupport.Eventually(t, "the server says the teardown waits for a runner", func() bool {
 		return strings.Contains(l.logs.String(), "a teardown waits for a runner session="+id)
 	})
-	if rec := l.session(id); rec.State != session.Paused || rec.Teardown.Attempts != 0 || rec.Runs != 1 {
+	if rec := l.session(id); rec.State != lifecycle.Paused || rec.Teardown.Attempts != 0 || rec.Runs != 1 {
 		t.Fatalf("an expired session with no runner: %s, %d teardown attempts, %d runs; want paused, none, 1", rec.State, rec.Teardown.Attempts, rec.Runs)
 	}
 	r = l.runner("r1", "blaise.star")
-	testsupport.Eventually(t, "the session is torn down on the runner", func() bool { return l.session(id).State == session.Ended })
-	if rec := l.session(id); rec.EndReason != session.Expired || rec.Teardown.Attempts != 0 {
+	testsupport.Eventually(t, "the session is torn down on the runner", func() bool { return l.session(id).State == lifecycle.Ended })
+	if rec := l.session(id); rec.EndReason != lifecycle.Expired || rec.Teardown.Attempts != 0 {
 		t.Fatalf("ended %s after %d failed attempts; want expired after none", rec.EndReason, rec.Teardown.Attempts)
 	}
 	if !strings.Contains(r.logs.String(), "torn down reason=expired") {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/sessiongen"
-	"github.com/blaiseagent/blaise-agent/server"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/store/sessiongen"
 )
 
 // `sessions --server` lists a page of the server's sessions, newest first,
@@ -39,7 +39,7 @@ func TestSessionsOfAServerComeInPages(t *testing.T) {
 		t.Helper()
 		out = l.cli(append([]string{"sessions", "--server", l.url, "--token", l.token}, args...)...)
 		if i := strings.Index(out, "["); i >= 0 && slices.Contains(args, "--json") {
-			var got []*session.Record
+			var got []*lifecycle.Record
 			if err := json.Unmarshal([]byte(out[i:strings.LastIndex(out, "]")+1]), &got); err != nil {
 				t.Fatalf("sessions %v: %v\n%s", args, err, out)
 			}

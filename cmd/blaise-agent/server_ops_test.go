@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // `serve backup` while the server serves; the archive extracted into a
@@ -30,7 +30,7 @@ func TestServeBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 	c.in.Close()
 	_ = c.cmd.Wait()
 	id := l.sessions()[0].ID
-	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == lifecycle.Paused })
 
 	archive := filepath.Join(l.dir, "backup.tar")
 	if out := l.cli(append([]string{"serve", "backup", archive}, l.storeFlags()...)...); !strings.Contains(out, "backed up") {
@@ -56,7 +56,7 @@ func TestServeBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 	_ = r.cmd.Wait()
 	l.data = fresh
 	l.startServer("127.0.0.1:0")
-	if rec := l.session(id); rec.State != session.Paused || rec.Runs != 1 {
+	if rec := l.session(id); rec.State != lifecycle.Paused || rec.Runs != 1 {
 		t.Fatalf("restored session: %s with %d runs, want paused after 1", rec.State, rec.Runs)
 	}
 	r = l.runner("r1", "blaise.star") // its credential is in the backup

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/acp"
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // transcriptRecords reads a session's transcript from the server.
@@ -178,9 +178,9 @@ func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
 	}
 	c.in.Close()
 	_ = c.cmd.Wait()
-	testsupport.Eventually(t, "the session pauses", func() bool { return l.sessions()[0].State == session.Paused })
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.sessions()[0].State == lifecycle.Paused })
 	rec := l.sessions()[0]
-	if rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
+	if rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != lifecycle.Idle || !rec.Pause.MayResume {
 		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
 	}
 	l.onceEach(rec.ID, first+second)
@@ -256,8 +256,8 @@ func TestIssue13_StoreCallsSurviveAServerRestartMidTurn(t *testing.T) {
 	}
 	c.in.Close()
 	_ = c.cmd.Wait()
-	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
-	if rec := l.session(id); rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != session.Idle {
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == lifecycle.Paused })
+	if rec := l.session(id); rec.Runs != 1 || rec.Pause == nil || rec.Pause.Reason != lifecycle.Idle {
 		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
 	}
 	l.onceEach(id, first+second)

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/pgtest"
-	"github.com/blaiseagent/blaise-agent/internal/sessiongen"
-	"github.com/blaiseagent/blaise-agent/server"
-	"github.com/blaiseagent/blaise-agent/serverclient"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/store/sessiongen"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
 )
 
 // BenchmarkServerStoredSessions: a server whose store holds 0, 10,000 or
-// 100,000 sessions of history (internal/sessiongen), on SQLite and on
+// 100,000 sessions of history (internal/store/sessiongen), on SQLite and on
 // PostgreSQL, with a runner of the demo agent. Each iteration opens a
 // session through `acp --server` (session/new) and ends it through the
 // API, so that a run starts and ends. It reports:
@@ -47,8 +47,8 @@ func BenchmarkServerStoredSessions(b *testing.B) {
 				empty.runner("r1", "blaise.star")
 				ce := acpServerClient(b, empty)
 
-				api := &serverclient.Client{URL: l.url, Token: l.token}
-				apiEmpty := &serverclient.Client{URL: empty.url, Token: empty.token}
+				api := &apiclient.Client{URL: l.url, Token: l.token}
+				apiEmpty := &apiclient.Client{URL: empty.url, Token: empty.token}
 				cpu0 := cpuOf(b, l.serve.Process.Pid)
 				var took, tookEmpty time.Duration
 				n := 0
@@ -64,11 +64,11 @@ func BenchmarkServerStoredSessions(b *testing.B) {
 
 				for _, p := range []struct {
 					unit string
-					o    serverclient.ListOptions
+					o    apiclient.ListOptions
 				}{
-					{"page-ms", serverclient.ListOptions{Limit: 100}},
-					{"paused-page-ms", serverclient.ListOptions{Limit: 100, State: "paused"}},
-					{"title-page-ms", serverclient.ListOptions{Limit: 100, Text: "flaky"}},
+					{"page-ms", apiclient.ListOptions{Limit: 100}},
+					{"paused-page-ms", apiclient.ListOptions{Limit: 100, State: "paused"}},
+					{"title-page-ms", apiclient.ListOptions{Limit: 100, Text: "flaky"}},
 				} {
 					b.ReportMetric(pageTime(b, api, p.o), p.unit)
 				}
@@ -118,7 +118,7 @@ func acpServerClient(b *testing.B, l *serverLab) *benchClient {
 
 // newAndEnd opens a session through c, returning session/new's round trip,
 // then ends it through the API: its run starts and ends.
-func newAndEnd(b *testing.B, c *benchClient, api *serverclient.Client) time.Duration {
+func newAndEnd(b *testing.B, c *benchClient, api *apiclient.Client) time.Duration {
 	t0 := time.Now()
 	resp := c.answer(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, b.TempDir()))
 	took := time.Since(t0)
@@ -147,7 +147,7 @@ func (c *benchClient) answer(b *testing.B, method, params string) []byte {
 }
 
 // pageTime is the median time of a page of the list o chooses, of 21.
-func pageTime(b *testing.B, api *serverclient.Client, o serverclient.ListOptions) float64 {
+func pageTime(b *testing.B, api *apiclient.Client, o apiclient.ListOptions) float64 {
 	var took []time.Duration
 	for range 21 {
 		t0 := time.Now()

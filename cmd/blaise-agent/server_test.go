@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acptest"
-	"github.com/blaiseagent/blaise-agent/internal/pgtest"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // serverLab is a real `blaise-agent serve` on loopback with an API token
@@ -247,9 +247,9 @@ func (l *serverLab) openAfter(prompt string) (*acpProc, string) {
 }
 
 // sessions lists the server's sessions through `sessions --server --json`.
-func (l *serverLab) sessions() []*session.Record {
+func (l *serverLab) sessions() []*lifecycle.Record {
 	l.t.Helper()
-	var recs []*session.Record
+	var recs []*lifecycle.Record
 	out := l.cli("sessions", "--server", l.url, "--token", l.token, "--json", "--all")
 	if err := json.Unmarshal([]byte(out), &recs); err != nil {
 		l.t.Fatalf("sessions --json: %v\n%s", err, out)
@@ -257,7 +257,7 @@ func (l *serverLab) sessions() []*session.Record {
 	return recs
 }
 
-func (l *serverLab) session(id string) *session.Record {
+func (l *serverLab) session(id string) *lifecycle.Record {
 	l.t.Helper()
 	for _, r := range l.sessions() {
 		if r.ID == id {
@@ -287,10 +287,10 @@ func endToEnd(t *testing.T, db string) {
 			return false
 		}
 		id = recs[0].ID
-		return recs[0].State == session.Paused
+		return recs[0].State == lifecycle.Paused
 	})
 	rec := l.session(id)
-	if rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume || rec.AgentName != "demo" || rec.Runner == "" {
+	if rec.Pause == nil || rec.Pause.Reason != lifecycle.Idle || !rec.Pause.MayResume || rec.AgentName != "demo" || rec.Runner == "" {
 		t.Fatalf("paused session: %+v", rec)
 	}
 	first := rec.Runner
@@ -302,12 +302,12 @@ func endToEnd(t *testing.T, db string) {
 	if rec.Runs != 2 || rec.Runner != first {
 		t.Fatalf("after the resume: runs %d on %s, want 2 on %s (the session resumes on its runner)", rec.Runs, rec.Runner, first)
 	}
-	testsupport.Eventually(t, "the session pauses again", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the session pauses again", func() bool { return l.session(id).State == lifecycle.Paused })
 	out := l.cli("sessions", "end", "--server", l.url, "--token", l.token, id)
 	if !strings.Contains(out, "ended (closed)") {
 		t.Fatalf("sessions end: %s", out)
 	}
-	if rec = l.session(id); rec.State != session.Ended || rec.EndReason != session.Closed {
+	if rec = l.session(id); rec.State != lifecycle.Ended || rec.EndReason != lifecycle.Closed {
 		t.Fatalf("after sessions end: %+v", rec)
 	}
 }
@@ -365,14 +365,14 @@ func TestL5_RunnerKilledMidTurn(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "no run receives the stop") {
 		t.Fatalf("sessions end with the runner gone: %v %s", err, out)
 	}
-	if after := l.session(id); after.State != session.Active || after.Stop != nil || after.Runs != before.Runs {
+	if after := l.session(id); after.State != lifecycle.Active || after.Stop != nil || after.Runs != before.Runs {
 		t.Fatalf("a stop no runner received changed the session: %+v", after)
 	}
 	// The turn ends with the run; the session pauses as failed after the lease.
 	c.Until(acptest.ResponseTo("2"))
-	testsupport.Eventually(t, "the run fails after the lease", func() bool { return l.session(id).State == session.Paused })
+	testsupport.Eventually(t, "the run fails after the lease", func() bool { return l.session(id).State == lifecycle.Paused })
 	rec := l.session(id)
-	if rec.Pause == nil || rec.Pause.Reason != session.Failed || !rec.Pause.MayResume || !strings.Contains(rec.Pause.Error, "runner r1 is gone") {
+	if rec.Pause == nil || rec.Pause.Reason != lifecycle.Failed || !rec.Pause.MayResume || !strings.Contains(rec.Pause.Error, "runner r1 is gone") {
 		t.Fatalf("after the lease: %+v", rec.Pause)
 	}
 	r2 := l.runner("r2", "blaise.star")
@@ -462,7 +462,7 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 	id := l.sessions()[0].ID
 	l.drain(r)
 	rec := l.session(id)
-	if rec.State != session.Paused || rec.Pause == nil || rec.Pause.Reason != session.Idle || !rec.Pause.MayResume {
+	if rec.State != lifecycle.Paused || rec.Pause == nil || rec.Pause.Reason != lifecycle.Idle || !rec.Pause.MayResume {
 		t.Fatalf("after the drain: %s %+v", rec.State, rec.Pause)
 	}
 	if !strings.Contains(r.logs.String(), "draining") {
@@ -505,14 +505,14 @@ func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
 	if resp.Error != nil || !strings.Contains(acptest.Texts(t, sid, ms), "echo: again") {
 		t.Fatalf("turn after the restart: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
 	}
-	if rec := l.session(id); rec.State != session.Active || rec.Runs != 1 {
+	if rec := l.session(id); rec.State != lifecycle.Active || rec.Runs != 1 {
 		t.Fatalf("after the restart: %s with %d runs, want active in run 1", rec.State, rec.Runs)
 	}
 	// The client leaves: the run pauses as idle (L9), its own pause.
 	c.in.Close()
 	_ = c.cmd.Wait()
-	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == session.Paused })
-	if rec := l.session(id); rec.Runs != 1 || rec.Pause.Reason != session.Idle {
+	testsupport.Eventually(t, "the session pauses", func() bool { return l.session(id).State == lifecycle.Paused })
+	if rec := l.session(id); rec.Runs != 1 || rec.Pause.Reason != lifecycle.Idle {
 		t.Fatalf("paused: run %d, pause %+v; want run 1 paused idle", rec.Runs, rec.Pause)
 	}
 	c = l.client()
@@ -536,7 +536,7 @@ func TestIssue13_RunThroughTheServer(t *testing.T) {
 		t.Fatalf("run --server:\n%s", out)
 	}
 	recs := l.sessions()
-	if len(recs) != 1 || recs[0].State != session.Paused {
+	if len(recs) != 1 || recs[0].State != lifecycle.Paused {
 		t.Fatalf("after run --server: %+v", recs)
 	}
 	id := recs[0].ID
@@ -544,7 +544,7 @@ func TestIssue13_RunThroughTheServer(t *testing.T) {
 	if !strings.Contains(out, "echo: more") || !strings.Contains(out, "ended (closed)") {
 		t.Fatalf("run --server --session --end:\n%s", out)
 	}
-	if rec := l.session(id); rec.State != session.Ended || rec.Runs != 2 {
+	if rec := l.session(id); rec.State != lifecycle.Ended || rec.Runs != 2 {
 		t.Fatalf("after --end: %s, %d runs", rec.State, rec.Runs)
 	}
 }
@@ -792,7 +792,7 @@ func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 		t.Fatalf("turn after the reconnection: %s %s", acptest.Texts(t, sid, ms), resp.Raw)
 	}
 	rec := l.sessions()[0]
-	if rec.State != session.Active || rec.Runs != 1 || rec.Pause != nil {
+	if rec.State != lifecycle.Active || rec.Runs != 1 || rec.Pause != nil {
 		t.Fatalf("after the reconnection: %s, %d runs, pause %+v; want the same run going on", rec.State, rec.Runs, rec.Pause)
 	}
 	if n := strings.Count(r.logs.String(), "counted run="); n != 1 {
@@ -810,8 +810,8 @@ func TestL6_TheServerTearsDownAnExpiredSession(t *testing.T) {
 	r := l.runner("r1", "blaise.star")
 	l.openAfter("hello")
 	id := l.sessions()[0].ID
-	testsupport.Eventually(t, "the session expires and ends", func() bool { return l.session(id).State == session.Ended })
-	if rec := l.session(id); rec.EndReason != session.Expired {
+	testsupport.Eventually(t, "the session expires and ends", func() bool { return l.session(id).State == lifecycle.Ended })
+	if rec := l.session(id); rec.EndReason != lifecycle.Expired {
 		t.Fatalf("ended with %s, want expired", rec.EndReason)
 	}
 	if !strings.Contains(r.logs.String(), "torn down reason=expired") {
@@ -839,13 +839,13 @@ func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "tearing_down") {
 		t.Fatalf("sessions end: %v %s", err, out)
 	}
-	testsupport.Eventually(t, "the session is orphaned", func() bool { return l.session(id).State == session.Orphaned })
+	testsupport.Eventually(t, "the session is orphaned", func() bool { return l.session(id).State == lifecycle.Orphaned })
 	rec := l.session(id)
 	if rec.Teardown.Attempts != rec.Settings.TeardownAttempts || !strings.Contains(rec.Teardown.LastError, "the volume is busy") {
 		t.Fatalf("orphaned after %d of %d attempts: %q", rec.Teardown.Attempts, rec.Settings.TeardownAttempts, rec.Teardown.LastError)
 	}
 	l.cli("sessions", "resolve", "--server", l.url, "--token", l.token, id)
-	if rec = l.session(id); rec.State != session.Ended {
+	if rec = l.session(id); rec.State != lifecycle.Ended {
 		t.Fatalf("after resolve: %s", rec.State)
 	}
 }
@@ -891,10 +891,10 @@ func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 	id := l.sessions()[0].ID
 	testsupport.Eventually(t, "the run is failed and the session over", func() bool {
 		rec := l.session(id)
-		return rec.State == session.Ended || rec.State == session.Orphaned
+		return rec.State == lifecycle.Ended || rec.State == lifecycle.Orphaned
 	})
 	rec := l.session(id)
-	if rec.Stop == nil || rec.Stop.Reason != session.Timeout || rec.Pause == nil || rec.Pause.Reason != session.Failed {
+	if rec.Stop == nil || rec.Stop.Reason != lifecycle.Timeout || rec.Pause == nil || rec.Pause.Reason != lifecycle.Failed {
 		t.Fatalf("stop %+v pause %+v, want a timeout stop and a failed run", rec.Stop, rec.Pause)
 	}
 	testsupport.Eventually(t, "the runner has no process of the run", func() bool { return len(descendants(r.cmd.Process.Pid)) == 1 })

@@ -5,10 +5,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/support/redact"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/redact"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/session"
 )
 
 // SessionProcessCmd is the hidden `blaise-agent session-process`: one run of
@@ -44,11 +44,11 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 	if c.FallbackFrom != "" {
 		fallback = &interp.Fallback{From: c.FallbackFrom, To: c.FallbackTo}
 	}
-	return runner.ServeInherited(&runner.SessionProcess{
+	return chain.ServeInherited(&chain.SessionProcess{
 		SessionID:  c.Session,
-		Kind:       session.Kind(c.Kind),
+		Kind:       lifecycle.Kind(c.Kind),
 		Run:        c.Number,
-		EndReason:  session.Reason(c.EndReason),
+		EndReason:  lifecycle.Reason(c.EndReason),
 		Action:     c.Action,
 		ActionArgs: json.RawMessage(c.ActionArgs),
 		Logger:     g.LoggerTo(redactions.Writer(os.Stderr)).With("session", c.Session),

@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/serverclient"
-	"github.com/blaiseagent/blaise-agent/session"
-	"github.com/blaiseagent/blaise-agent/sessionview"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 )
 
 // SessionsCmd is `blaise-agent sessions`.
@@ -39,14 +39,14 @@ func (f *StateFlags) dir() string {
 	if f.StateDir != "" {
 		return f.StateDir
 	}
-	return blaise.DefaultStateDir()
+	return engine.DefaultStateDir()
 }
 
 // existingEngine is the engine of the sessions commands, which read and
 // settle sessions but never create a state directory: it is nil, with no
 // error, when there is none.
-func (f *StateFlags) existingEngine(g *Globals) (*blaise.Engine, error) {
-	ok, err := blaise.StoreExists(f.dir())
+func (f *StateFlags) existingEngine(g *Globals) (*engine.Engine, error) {
+	ok, err := engine.StoreExists(f.dir())
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (f *StateFlags) existingEngine(g *Globals) (*blaise.Engine, error) {
 // noSession is the error of a command about one session when there is no
 // state directory.
 func (f *StateFlags) noSession(id string) error {
-	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, blaise.ErrNotFound, f.dir())
+	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, engine.ErrNotFound, f.dir())
 }
 
 // SessionsListCmd lists sessions.
@@ -94,13 +94,13 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		return nil
 	}
 	recs, err := e.Store.Sessions()
-	if broken := (*blaise.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
+	if broken := (*engine.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return err
 	}
 	if c.JSON {
-		shown := []*session.Record{}
+		shown := []*lifecycle.Record{}
 		for _, r := range recs {
-			if r.State != session.Ended || c.All {
+			if r.State != lifecycle.Ended || c.All {
 				shown = append(shown, r)
 			}
 		}
@@ -109,7 +109,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		}
 		return err
 	}
-	if lerr := sessionview.List(os.Stdout, e.Store.(*blaise.Store), recs, time.Now(), c.All); lerr != nil {
+	if lerr := sessionview.List(os.Stdout, e.Store.(*engine.Store), recs, time.Now(), c.All); lerr != nil {
 		return lerr
 	}
 	return err
@@ -119,8 +119,8 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 // page, and says on stderr how to get the next page when there is one.
 func (c *SessionsListCmd) fromServer() error {
 	ctx := context.Background()
-	o := serverclient.ListOptions{Agent: c.Agent, State: c.State, Limit: c.Limit, Cursor: c.Cursor}
-	var recs []*session.Record
+	o := apiclient.ListOptions{Agent: c.Agent, State: c.State, Limit: c.Limit, Cursor: c.Cursor}
+	var recs []*lifecycle.Record
 	var next string
 	var err error
 	if c.All {
@@ -191,7 +191,7 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 
 // session reads one session's record, without creating a state directory;
 // with a server, the server's (the store is nil).
-func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*blaise.Store, *session.Record, error) {
+func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*engine.Store, *lifecycle.Record, error) {
 	if sf.Server != "" {
 		rec, err := sf.client().Session(context.Background(), id)
 		return nil, rec, err
@@ -204,7 +204,7 @@ func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*blaise.Sto
 		return nil, nil, f.noSession(id)
 	}
 	rec, err := e.Store.Session(id)
-	return e.Store.(*blaise.Store), rec, err
+	return e.Store.(*engine.Store), rec, err
 }
 
 // SessionsLogCmd shows a session's transcript.
@@ -253,7 +253,7 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 	if err != nil || e == nil {
 		return err // no state directory: nothing to prune
 	}
-	pruned, err := e.Store.(*blaise.Store).Prune(time.Now().Add(-c.OlderThan))
+	pruned, err := e.Store.(*engine.Store).Prune(time.Now().Add(-c.OlderThan))
 	for _, id := range pruned {
 		fmt.Printf("pruned session %s\n", id)
 	}
@@ -279,7 +279,7 @@ func (c *SessionsEndCmd) Run(g *Globals) error {
 
 // printEnded says where a session that was ended stands, and fails when
 // its teardown failed.
-func printEnded(rec *session.Record) error {
+func printEnded(rec *lifecycle.Record) error {
 	printState(rec)
 	if err := rec.Unsettled(); err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
@@ -287,7 +287,7 @@ func printEnded(rec *session.Record) error {
 	return nil
 }
 
-func (c *SessionsEndCmd) end(g *Globals) (*session.Record, error) {
+func (c *SessionsEndCmd) end(g *Globals) (*lifecycle.Record, error) {
 	if c.Server != "" {
 		return c.client().End(context.Background(), c.ID)
 	}
@@ -348,8 +348,8 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 
 // printState says where a session stands; why a teardown failed is the
 // command's error.
-func printState(rec *session.Record) {
-	if rec.State == session.Ended {
+func printState(rec *lifecycle.Record) {
+	if rec.State == lifecycle.Ended {
 		fmt.Printf("session %s ended (%s)\n", rec.ID, rec.EndReason)
 		return
 	}

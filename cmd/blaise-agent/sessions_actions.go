@@ -12,10 +12,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 	"github.com/blaiseagent/blaise-agent/interp"
-	"github.com/blaiseagent/blaise-agent/runner"
-	"github.com/blaiseagent/blaise-agent/session"
-	"github.com/blaiseagent/blaise-agent/sessionview"
 	"github.com/charmbracelet/log"
 	"github.com/mattn/go-isatty"
 )
@@ -38,7 +38,7 @@ type ActionFlags struct {
 
 // Run does the action.
 func (c *SessionsDoCmd) Run(g *Globals) error {
-	args, err := runner.ActionArgs(c.Args)
+	args, err := chain.ActionArgs(c.Args)
 	if err != nil {
 		return err
 	}
@@ -171,11 +171,11 @@ func confirmEnd(id, why string) bool {
 
 // showActions writes what sessions show adds for actions: the summary of
 // the session's changes and the actions its configuration offers.
-func showActions(rec *session.Record) error {
+func showActions(rec *lifecycle.Record) error {
 	var cfg *interp.Config
 	var err error
-	if rec.State != session.Ended {
-		cfg, err = runner.LoadConfig(rec.Config, log.New(io.Discard))
+	if rec.State != lifecycle.Ended {
+		cfg, err = chain.LoadConfig(rec.Config, log.New(io.Discard))
 	}
 	return sessionview.Actions(os.Stdout, rec, cfg, err)
 }

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // TestIssue16_LogFollowsALiveRun (issue 16, item 4): `sessions log --follow`
@@ -15,7 +15,7 @@ import (
 // its own once the run has paused.
 func TestIssue16_LogFollowsALiveRun(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestIssue16_LogFollowsALiveRun(t *testing.T) {
 	if err := live.StopIdle(); err != nil {
 		t.Fatal(err)
 	}
-	if rec := l.wait(live); rec.State != session.Paused {
+	if rec := l.wait(live); rec.State != lifecycle.Paused {
 		t.Fatalf("after the stop: %s", rec.State)
 	}
 	for lines.Scan() {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/blaise"
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/charmbracelet/log"
 )
 
@@ -23,12 +23,12 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	t.Parallel()
 	bin := self(t)
 	dir, cfg := floodConfig(t, bin, 0)
-	store, err := blaise.OpenStore(filepath.Join(dir, "state"))
+	store, err := engine.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A grace longer than the test: a blocked run is not failed for it.
-	e := &blaise.Engine{Store: store, Command: []string{bin, "session-process"}, TimeoutGrace: time.Hour, Stderr: io.Discard, Log: log.New(io.Discard)}
+	e := &engine.Engine{Store: store, Command: []string{bin, "session-process"}, TimeoutGrace: time.Hour, Stderr: io.Discard, Log: log.New(io.Discard)}
 	live, err := e.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, io.ErrClosedPipe) {
 		t.Fatalf("reading the closed stream: %v, want %v", err, io.ErrClosedPipe)
 	}
-	if err := live.Stop(session.Stop{Reason: session.Closed}); err != nil {
+	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -63,7 +63,7 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the run did not end: %v", err)
 	}
-	if rec.State != session.TearingDown && rec.State != session.Ended {
+	if rec.State != lifecycle.TearingDown && rec.State != lifecycle.Ended {
 		t.Fatalf("the session is %s, want it ended (closed)", rec.State)
 	}
 }

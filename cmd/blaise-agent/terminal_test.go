@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/session"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/creack/pty"
 )
 
@@ -167,7 +167,7 @@ const eraseLine = "\r\x1b[K"
 // next line is written.
 func TestIssue16_SpinnerNamesThePlugAndIsCleared(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go ]; do sleep 0.02; done"}))
 `})
 	p := l.startPty(nil, "--raw", "/sleep 100\nhello")
@@ -195,7 +195,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go 
 // being written, start lines of their own.
 func TestIssue16_LogLinesNeverGluedToAgentText(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{
+	l := newLab(t, lifecycle.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./tap.star"))`,
 		"tap.star": `
 plug(name = "acme/tap")
@@ -230,7 +230,7 @@ def on_message(ctx, message, next):
 // again, with what was being typed.
 func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--inactivity-limit", "1s")
 	at := p.waitFor(0, `> `)
 	p.typeIn("hi\r")
@@ -254,7 +254,7 @@ func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
 // the first prompt, and no prompt among the history's lines.
 func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	first := l.startPty(nil, "--raw", "hello")
 	first.waitFor(0, `echo: hello`)
 	first.exitOK()
@@ -281,7 +281,7 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 // in the next run.
 func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
 	at := p.waitFor(0, `> `)
 	p.typeIn("/think one\\\r")
@@ -306,7 +306,7 @@ func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 // shows it as it came.
 func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, `/say # Title\n\nSome **bold** words.`)
 	p.waitFor(0, `Some bold words\.`)
 	p.exitOK()
@@ -323,7 +323,7 @@ func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
 // editor's sequences.
 func TestIssue16_ColorOffEverywhere(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 `})
 	style := regexp.MustCompile(`\x1b\[[0-9;]*m`)
@@ -363,7 +363,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 // rather than its life (SIGPIPE).
 func TestIssue16_SessionProcessOutlivesTheTerminalsLog(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 `})
 	p := l.startPty(nil, "--raw")
@@ -375,7 +375,7 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 	}
 	<-p.exited
 	// The session process lost its front end: it stops as idle and pauses.
-	if rec := l.soleSession(session.Paused); rec.Pause.Reason != "idle" {
+	if rec := l.soleSession(lifecycle.Paused); rec.Pause.Reason != "idle" {
 		t.Fatalf("pause %+v", rec.Pause)
 	}
 }
@@ -385,7 +385,7 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 // still leaves, the session paused.
 func TestIssue16_CtrlCInTheEditor(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": ""})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
 	at := p.waitFor(0, `> `)
 	p.typeIn("/permission\r")
@@ -402,7 +402,7 @@ func TestIssue16_CtrlCInTheEditor(t *testing.T) {
 // show, and run exits 1 without a session; the person types nothing first.
 func TestRunRefusesABrokenConfigurationBeforeThePrompt(t *testing.T) {
 	t.Parallel()
-	l := newLab(t, session.Settings{}, map[string]string{"blaise.star": `
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", id = "../wt"))
 `})
 	p := l.startPty(nil)

@@ -6,8 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/blaiseagent/blaise-agent/plugtest"
-	"github.com/blaiseagent/blaise-agent/runner"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugtest"
 )
 
 // TestCmd is `blaise-agent test`: golden-file tests of plugs.
@@ -25,7 +25,7 @@ type TestCmd struct {
 // none matched, 2 for a usage error or a test whose
 // configuration or plugs do not load.
 func (c *TestCmd) Run(g *Globals) error {
-	self, err := runner.Self()
+	self, err := chain.Self()
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/blaiseagent/blaise-agent/plugtest"
+	"github.com/blaiseagent/blaise-agent/internal/plugs/plugtest"
 	"github.com/rogpeppe/go-internal/diff"
 )
 
@@ -20,7 +20,7 @@ import (
 // golden section must be there and hold.
 func TestPlugTestExamples(t *testing.T) {
 	t.Parallel()
-	paths, err := plugtest.Find([]string{"../../examples/...", "../../plugtest/testdata", "../../stdlib/testdata"})
+	paths, err := plugtest.Find([]string{"../../examples/...", "../../internal/plugs/plugtest/testdata", "../../stdlib/testdata"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +61,9 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 	bin := self(t)
 	for p, times := range map[string]int{
 		"../../examples/worktree/session.blaisetest":         20,
-		"../../plugtest/testdata/scripted.blaisetest":        10,
-		"../../plugtest/testdata/fail-mid-turn.blaisetest":   20,
-		"../../plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
+		"../../internal/plugs/plugtest/testdata/scripted.blaisetest":        10,
+		"../../internal/plugs/plugtest/testdata/fail-mid-turn.blaisetest":   20,
+		"../../internal/plugs/plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
 	} {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			t.Parallel()

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/server"
+	"github.com/blaiseagent/blaise-agent/internal/server"
 )
 
 // TokensCmd is `blaise-agent tokens`: the server admin's credentials.

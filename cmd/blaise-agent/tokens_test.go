@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // Issue 14: `tokens revoke` writes the server's store, not to the server;

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
-	"github.com/blaiseagent/blaise-agent/internal/testsupport"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // pipeTransport is one end of a pair of OS pipes.

@@ -1,0 +1,142 @@
+package chain_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
+	"github.com/charmbracelet/log"
+)
+
+// unclosableTranscript is a store whose transcript fails to close, as one
+// over a connection does when an append failed.
+type unclosableTranscript struct{ lifecycle.RunStore }
+
+func (s unclosableTranscript) Transcript(id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(id)
+	return failingClose{w}, err
+}
+
+type failingClose struct{ io.WriteCloser }
+
+func (f failingClose) Close() error {
+	f.WriteCloser.Close()
+	return errors.New("store: transcript: disk full")
+}
+
+// newProcessSession creates a session of the chain of files, in state, in
+// a store beside it.
+func newProcessSession(t *testing.T, files map[string]string, state lifecycle.State) (*engine.Store, string, string) {
+	t.Helper()
+	dir := newChain(t, files).dir
+	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := store.NewSessionID()
+	now := time.Now()
+	if err := store.CreateSession(&lifecycle.Record{ID: id, State: state, Config: filepath.Join(dir, "blaise.star"), Created: now, Updated: now, Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return store, id, dir
+}
+
+// TestIssue13_TranscriptFailureIsLogged: a session process logs the
+// failure of its transcript, which would otherwise reach no one.
+func TestIssue13_TranscriptFailureIsLogged(t *testing.T) {
+	store, id, _ := newProcessSession(t, map[string]string{"blaise.star": `agent(command = "true")` + "\n"}, lifecycle.TearingDown)
+	var logs testsupport.Buffer
+	sp := &chain.SessionProcess{Store: unclosableTranscript{store}, SessionID: id, Kind: lifecycle.TeardownRun, EndReason: lifecycle.Completed, Run: 1, Logger: log.New(&logs)}
+	if err := sp.Serve(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "the transcript is incomplete") || !strings.Contains(got, "disk full") {
+		t.Fatalf("the log does not tell of the transcript's failure:\n%s", got)
+	}
+}
+
+// transcriptAtPause is a store that sends the transcript as it is when
+// the pause is reported.
+type transcriptAtPause struct {
+	*engine.Store
+	atPause chan string
+}
+
+func (s transcriptAtPause) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+	r, err := s.ReadTranscript(id)
+	if err != nil {
+		return nil, err
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	s.atPause <- string(got)
+	return s.Store.Paused(id, p)
+}
+
+// lateAgent answers initialize and session/new, then sends an update
+// outside any turn and waits: no response follows the update to carry it
+// into the transcript.
+const lateAgent = `agent(command = "sh", args = ["-c", """
+read l; echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentCapabilities":{}}}'
+read l; echo '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}'
+echo '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"late words"}}}}'
+exec cat >/dev/null
+"""])
+`
+
+// TestIssue13_NotificationsBeforeAPauseAreRecordedFirst: the
+// notifications gathered when a stop comes are in the transcript before
+// the pause is reported, as every line before a report is (L7).
+func TestIssue13_NotificationsBeforeAPauseAreRecordedFirst(t *testing.T) {
+	store, id, dir := newProcessSession(t, map[string]string{"blaise.star": lateAgent}, lifecycle.Active)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctlR, ctlW := io.Pipe()
+	var logs testsupport.Buffer
+	atPause := make(chan string, 1)
+	sp := &chain.SessionProcess{
+		Store: transcriptAtPause{store, atPause}, SessionID: id, Kind: lifecycle.StartRun, Run: 1,
+		ACPIn: inR, ACPOut: outW, Control: engine.NewControlConn(ctlR, io.Discard), Logger: log.New(&logs),
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- sp.Serve(context.Background())
+		outW.Close()
+	}()
+	c := &acptest.Client{
+		T:       t,
+		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),
+		Out:     acptest.WriteLines(inW),
+		Timeout: testsupport.Patience,
+		Logs:    logs.String,
+	}
+	c.Open(dir)
+	c.Until(func(m *acp.Message) bool { return strings.Contains(string(m.Params), "late words") })
+	stop := engine.NewControlConn(nil, ctlW)
+	if err := stop.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Stop: &lifecycle.Stop{Reason: lifecycle.Idle, MayResume: true}}); err != nil {
+		t.Fatal(err)
+	}
+	var transcript string
+	select {
+	case transcript = <-atPause:
+	case <-time.After(testsupport.Patience):
+		t.Fatalf("no pause was reported:\n%s", logs.String())
+	}
+	ctlW.Close()
+	inW.Close()
+	c.Drain()
+	<-served
+	if !strings.Contains(transcript, "late words") {
+		t.Fatalf("the update before the pause is not in the transcript when the pause is reported:\n%s", transcript)
+	}
+}

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+)
+
+// Adopt takes over run number run of a session, in progress in proc, that
+// a process before this one started on the same store: a server that
+// restarted, whose runner hands the run back. The record must show the run
+// in progress (active or tearing down, the run not ended) and no run of
+// this engine may hold the session; otherwise the run is not the
+// session's any more, and its error says why. The run goes on as if this
+// engine had started it; its messages wait for a front end to Claim it.
+// proc must be connected: a stop recorded and never sent is sent now (L3).
+func (e *Engine) Adopt(id string, run int, proc Process) (*Live, error) {
+	lock, err := e.locks().RunLock(id, false, false)
+	if errors.Is(err, ErrRunHeld) {
+		err = activeError(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, err)
+	}
+	rec, h, err := e.inProgress(id, run)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	l := e.newLive(rec, h.Kind, proc, lock)
+	// Its plugs are loaded: inactivity counts from now; its timeout from
+	// when it began.
+	close(l.loaded)
+	l.got[lifecycle.ControlLoaded] = true
+	l.started, l.unclaimed = h.Started, true
+	if st := rec.Stop; st != nil && st.Run == run {
+		l.stopped, l.stopping = st, true
+		if !st.Delivered {
+			// Recorded before the restart, never sent (L3): sent now,
+			// before the timers start, and its grace counts from now,
+			// not from when it was recorded (L5).
+			resent := *st
+			resent.At = e.now()
+			l.stopped = &resent
+			e.resendStop(l, &resent)
+		}
+	}
+	e.run(l)
+	return l, nil
+}
+
+// resendStop sends st, the stop of the run l takes over, and records it
+// as sent at st.At, delivered when the send succeeded.
+func (e *Engine) resendStop(l *Live, st *lifecycle.StopRecord) {
+	err := l.ctl.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Run: l.Run, Stop: &st.Stop})
+	if err != nil {
+		e.logger().Warn("sending the stop of a run taken back failed", "session", l.ID, "run", l.Run, "err", err)
+	}
+	st.Delivered = err == nil
+	if _, err := e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+		if r.Stop != nil && r.Stop.Run == l.Run {
+			r.Stop.At, r.Stop.Delivered = st.At, st.Delivered
+		}
+		return nil
+	}); err != nil {
+		e.logger().Warn("recording the stop sent again failed", "session", l.ID, "run", l.Run, "err", err)
+	}
+}
+
+// Adoptable says why Adopt would not take run number run of a session, or
+// nil when it would, as things are now.
+func (e *Engine) Adoptable(id string, run int) error {
+	if e.Running(id) != nil {
+		return fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, activeError(id))
+	}
+	_, _, err := e.inProgress(id, run)
+	return err
+}
+
+// inProgress returns the record of a session, and the history of its run
+// n, when the record shows that run in progress.
+func (e *Engine) inProgress(id string, n int) (*lifecycle.Record, lifecycle.RunRecord, error) {
+	rec, err := e.Store.Session(id)
+	var h lifecycle.RunRecord
+	if err == nil {
+		h, err = runInProgress(rec, n)
+	}
+	if err != nil {
+		return nil, h, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, n, err)
+	}
+	return rec, h, nil
+}
+
+// runInProgress returns the history of run n of rec when the record shows
+// it in progress: the session active or tearing down, at that run, which
+// has not ended.
+func runInProgress(rec *lifecycle.Record, n int) (lifecycle.RunRecord, error) {
+	if rec.State != lifecycle.Active && rec.State != lifecycle.TearingDown {
+		return lifecycle.RunRecord{}, lifecycle.StateError(rec, "its run is not in progress")
+	}
+	if rec.Runs != n {
+		return lifecycle.RunRecord{}, fmt.Errorf("the session is at run %d", rec.Runs)
+	}
+	for _, h := range rec.History {
+		if h.Run != n {
+			continue
+		}
+		if !h.Ended.IsZero() {
+			return h, errors.New("the run has ended")
+		}
+		return h, nil
+	}
+	return lifecycle.RunRecord{}, errors.New("the record has no history of the run")
+}
+
+// Claim returns the run of a session that Adopt took over, once: the front
+// end that claims it takes its messages. Nil when there is none.
+func (e *Engine) Claim(id string) *Live {
+	l := e.Running(id)
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.unclaimed {
+		return nil
+	}
+	l.unclaimed = false
+	return l
+}
+
+// adopting reports whether rec shows a run in progress that may still be
+// handed back (AdoptUntil): no one settles it meanwhile.
+func (e *Engine) adopting(rec *lifecycle.Record) bool {
+	if !e.now().Before(e.AdoptUntil) {
+		return false
+	}
+	_, err := runInProgress(rec, rec.Runs)
+	return err == nil
+}

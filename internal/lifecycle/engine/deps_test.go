@@ -1,0 +1,24 @@
+package engine
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Issue 12, item 2: the control plane imports no Starlark: not the
+// interpreter, the plug API, the chain runner or the host daemon.
+func TestIssue12_BlaiseImportsNoStarlark(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	banned := []string{"go.starlark.net", "/interp", "/builtins", "/runner", "/hosts/hostd", "/hosts"}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, b := range banned {
+			if strings.HasPrefix(dep, b) || strings.HasSuffix(dep, "blaise-agent"+b) {
+				t.Errorf("blaise depends on %s", dep)
+			}
+		}
+	}
+}

@@ -1,0 +1,327 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	sdk "github.com/coder/acp-go-sdk"
+)
+
+// Live is a session with a run in progress, held by its front end.
+type Live struct {
+	ID   string
+	Run  int
+	Kind lifecycle.Kind
+
+	e    *Engine
+	proc Process
+	rec  *lifecycle.Record
+	in   *acp.Writer
+	out  <-chan *acp.Message
+	ctl  *ControlConn
+	lock RunLock // released once the run is settled
+	// reportsDone is closed when the control channel has been read to its end.
+	reportsDone chan struct{}
+	exited      chan struct{} // closed when the session process has exited
+	loaded      chan struct{} // closed at the run's first report
+	done        chan struct{}
+	final       *lifecycle.Record
+	err         error
+	// poke wakes the timers when a deadline may have moved closer.
+	poke chan struct{}
+
+	stopMu    sync.Mutex // one Stop at a time
+	mu        sync.Mutex
+	activity  time.Time       // the last message either way
+	turns     map[string]bool // client requests waiting for their answer, by id
+	started   time.Time
+	stopped   *lifecycle.StopRecord
+	stopping  bool // a stop is decided: Send refuses
+	settings  lifecycle.Settings
+	resumable bool
+	got       map[lifecycle.ControlKind]bool // report kinds received
+	unclaimed bool                           // adopted, and no front end took its messages (Claim)
+}
+
+// Send passes a message of the client to the session.
+func (l *Live) Send(m *acp.Message) error {
+	l.mu.Lock()
+	if l.stopping {
+		l.mu.Unlock()
+		return ErrStopping
+	}
+	l.activity = l.e.now()
+	if m.Kind == acp.Request {
+		// A request waiting for its answer (a prompt's turn above all)
+		// keeps the session busy: inactivity does not count (L1).
+		l.turns[acp.IDKey(m.ID)] = true
+	}
+	l.mu.Unlock()
+	if m.Kind == acp.Request {
+		switch m.Method {
+		case sdk.AgentMethodSessionNew, sdk.AgentMethodSessionLoad, sdk.AgentMethodSessionResume:
+			l.noteACPSession(m.Params, true)
+		}
+	}
+	return l.in.Write(m.Raw)
+}
+
+// ErrStopping is what Send returns once the run is being stopped: the
+// message was not sent, and goes to the next run.
+var ErrStopping = errors.New("the run is stopping; send the message again once it has ended")
+
+// Messages delivers the session's messages for the client; it is closed
+// when the run ends.
+func (l *Live) Messages() <-chan *acp.Message { return l.out }
+
+// seen watches the session's messages, on the goroutine that reads them,
+// for the end of turns and the ACP session id. The clock is read for the
+// messages of each read of the stream, not for each message: those that
+// came together are seen within a moment. At the end (m nil), it closes
+// the stream.
+//
+// The messages of a run taken back that no front end has claimed yet are
+// dropped (released), not sent: the run waits for no reader that is not
+// there. Its process's output (a runner's store, which forwards a run's
+// messages before it answers its calls) would fill and stop the run, its
+// persisted writes and its reports unanswered, until a client came back.
+// The records are stored; a client that loads the session gets its
+// history.
+func (l *Live) seen(m *acp.Message, fresh bool) (send bool) {
+	if m == nil {
+		l.proc.Stdout().Close()
+		return false
+	}
+	l.mu.Lock()
+	if fresh {
+		l.activity = l.e.now()
+	}
+	send = !l.unclaimed
+	newSession, idle := false, false
+	if m.Kind == acp.Response {
+		key := acp.IDKey(m.ID)
+		_, waited := l.turns[key]
+		delete(l.turns, key)
+		idle = waited && len(l.turns) == 0
+		newSession = strings.Contains(string(m.Result), `"sessionId"`)
+	}
+	l.mu.Unlock()
+	if idle {
+		l.wake() // inactivity counts from now
+	}
+	if newSession {
+		l.noteACPSession(m.Result, false)
+	}
+	if !send {
+		m.Release()
+	}
+	return send
+}
+
+func (l *Live) wake() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
+}
+
+// noteACPSession records the agent's session id that raw holds, and when
+// opened (raw is the params of the client's session/new, session/load or
+// session/resume) the cwd and mcpServers that a resume loads it with.
+func (l *Live) noteACPSession(raw []byte, opened bool) {
+	var v struct {
+		SessionID  string          `json:"sessionId"`
+		CWD        string          `json:"cwd"`
+		MCPServers json.RawMessage `json:"mcpServers"`
+	}
+	if json.Unmarshal(raw, &v) != nil || v.SessionID == "" && !opened {
+		return
+	}
+	_, err := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+		if v.SessionID != "" {
+			r.ACPSessionID = v.SessionID
+		}
+		if opened {
+			r.CWD, r.MCPServers = v.CWD, v.MCPServers
+		}
+		return nil
+	})
+	if err != nil {
+		l.e.logger().Warn("recording the ACP session failed", "session", l.ID, "err", err)
+	}
+}
+
+// Stop sends a stop directive once it is recorded durably (L3). Only the
+// first stop that was recorded counts; failed and expired are never sent.
+// A stop no run receives (the run reported its pause, or is gone) is an
+// error wrapping ErrNoRun, and leaves the record as it was.
+func (l *Live) Stop(s lifecycle.Stop) error {
+	if !slices.Contains(lifecycle.StopReasons, s.Reason) {
+		return fmt.Errorf("%q is not a stop reason (want one of %s)", s.Reason, lifecycle.ReasonList(lifecycle.StopReasons))
+	}
+	l.stopMu.Lock()
+	defer l.stopMu.Unlock()
+	if l.stopSent() {
+		return nil
+	}
+	noRun := fmt.Errorf("session %s: run %d: %w", l.ID, l.Run, ErrNoRun)
+	select {
+	case <-l.exited:
+		return noRun
+	default:
+	}
+	stop := &lifecycle.StopRecord{Stop: s, At: l.e.now(), Run: l.Run}
+	var before *lifecycle.StopRecord
+	if _, err := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+		if l.Kind != lifecycle.TeardownRun && r.Pause != nil && r.Pause.Run == l.Run {
+			return noRun // its pause is recorded: it takes no stop any more
+		}
+		before, r.Stop = r.Stop, stop
+		return nil
+	}); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.stopped, l.stopping = stop, true
+	l.mu.Unlock()
+	l.wake()
+	if err := l.ctl.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Run: l.Run, Stop: &s}); err != nil {
+		// Not sent: no stale, undelivered stop is left behind.
+		_, uerr := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+			if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+				r.Stop = before
+			}
+			return nil
+		})
+		l.mu.Lock()
+		l.stopped, l.stopping = nil, false
+		l.mu.Unlock()
+		return errors.Join(fmt.Errorf("%w: %w", noRun, err), uerr)
+	}
+	_, err := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+		if r.Stop != nil && r.Stop.At.Equal(stop.At) {
+			r.Stop.Delivered = true
+		}
+		return nil
+	})
+	return err
+}
+
+// ErrNoRun is what Stop returns when no run receives the stop.
+var ErrNoRun = errors.New("no run receives the stop")
+
+func (l *Live) stopSent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stopped != nil
+}
+
+// StopIdle stops the session as idle under its policy (L4, L9).
+func (l *Live) StopIdle() error {
+	l.mu.Lock()
+	s := l.settings.IdlePolicy.IdleStop(l.resumable)
+	l.mu.Unlock()
+	return l.Stop(s)
+}
+
+// Wait waits for the run to end and returns the session as it is then.
+func (l *Live) Wait(ctx context.Context) (*lifecycle.Record, error) {
+	select {
+	case <-l.done:
+		return l.final, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Done is closed when the run has ended.
+func (l *Live) Done() <-chan struct{} { return l.done }
+
+func (l *Live) readControl() {
+	defer close(l.reportsDone)
+	for {
+		c, err := l.ctl.Receive()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		first := !l.got[c.Kind]
+		l.got[c.Kind] = true
+		if c.Kind == lifecycle.ControlLoaded && c.Loaded != nil {
+			l.resumable, l.settings = c.Loaded.Resumable, c.Loaded.Settings
+			l.activity = l.e.now()
+		}
+		l.mu.Unlock()
+		if c.Kind == lifecycle.ControlLoaded && first {
+			close(l.loaded)
+			l.wake() // the settings may be shorter than the engine's
+		}
+		if c.Kind == lifecycle.ControlAttaching && l.e.OnAttach != nil {
+			l.e.OnAttach(l.ID, c.Plug)
+		}
+	}
+}
+
+// wait reaps the session process and settles what it left undone: a run
+// that ended without reporting its pause failed (L7), and one whose
+// teardown never reported counts as a failed teardown.
+func (l *Live) wait() {
+	err := l.proc.Wait()
+	close(l.exited)
+	<-l.reportsDone
+	l.proc.Control().Close()
+	l.proc.Stdin().Close()
+	// A stop being sent ends first: its delivery, recorded once the send
+	// returns, is part of the record the run ends with.
+	l.stopMu.Lock()
+	l.stopMu.Unlock()
+	rec, rerr := l.e.Store.Session(l.ID)
+	status := exitStatus(err)
+	switch {
+	case rerr != nil:
+	case l.Kind != lifecycle.TeardownRun && !l.reported(lifecycle.ControlPause):
+		cause := fmt.Errorf("the session process ended without reporting its pause (%s)", status)
+		l.e.logger().Error("run failed", "session", l.ID, "err", cause)
+		if rec, rerr = l.e.settleCrash(rec, cause); rerr == nil && rec.State == lifecycle.TearingDown {
+			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error { lifecycle.BeginRun(r, lifecycle.TeardownRun, l.e.now()); return nil })
+			if rerr == nil {
+				rec, rerr = l.e.teardownNow(context.Background(), rec, l.lock)
+			}
+		}
+	case rec.State == lifecycle.TearingDown && !l.reported(lifecycle.ControlTeardown):
+		rec, rerr = l.e.Store.TornDown(l.ID, fmt.Errorf("the teardown did not finish (%s)", status), l.e.now())
+	}
+	if rerr == nil {
+		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error { r.PID = 0; return nil })
+	}
+	l.lock.Release()
+	l.e.track(l, false)
+	l.final, l.err = rec, rerr
+	close(l.done)
+	if rerr == nil && l.e.Settled != nil {
+		l.e.Settled(rec)
+	}
+	l.e.Wake() // the session at rest may be due some day
+}
+
+// reported reports whether the run sent a report of kind k.
+func (l *Live) reported(k lifecycle.ControlKind) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.got[k]
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

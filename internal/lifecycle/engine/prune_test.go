@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"errors"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestIssue16_PruneRemovesOnlyEndedSessions (issue 16, item 4; L2): prune
+// removes the directories of sessions that ended before the cutoff, and
+// keeps every other state, a session ended after the cutoff, and an ended
+// session whose run lock a command holds (one that is starting to look at
+// it at the same moment).
+func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
+	s := openTestStore(t)
+	for id, st := range map[string]lifecycle.State{
+		"active1": lifecycle.Active, "paused1": lifecycle.Paused, "tearing1": lifecycle.TearingDown, "orphan1": lifecycle.Orphaned,
+		"ended1": lifecycle.Ended, "ended2": lifecycle.Ended, "held1": lifecycle.Ended,
+	} {
+		createSession(t, s, id)
+		if _, err := s.UpdateSession(id, func(r *lifecycle.Record) error { r.State = st; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := s.tryRunLock("held1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	cutoff := time.Now()
+	createSession(t, s, "late1")
+	if _, err := s.UpdateSession("late1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	pruned, err := s.Prune(cutoff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(pruned)
+	if want := []string{"ended1", "ended2"}; !slices.Equal(pruned, want) {
+		t.Errorf("pruned %v, want %v", pruned, want)
+	}
+	for _, id := range pruned {
+		if _, err := os.Stat(s.sessionDir(id)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("session %s: directory left: %v", id, err)
+		}
+	}
+	recs, err := s.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, r := range recs {
+		kept = append(kept, r.ID)
+	}
+	slices.Sort(kept)
+	if want := []string{"active1", "held1", "late1", "orphan1", "paused1", "tearing1"}; !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	entries, err := os.ReadDir(s.path(sessionsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(kept) {
+		t.Errorf("sessions directory holds %d entries, want %d (no leftovers)", len(entries), len(kept))
+	}
+}
+
+// TestIssue16_PruneNamesBrokenRecords (issue 16, item 4): a record that
+// cannot be read is kept and named; the others are still pruned.
+func TestIssue16_PruneNamesBrokenRecords(t *testing.T) {
+	s := openTestStore(t)
+	createSession(t, s, "ended1")
+	if _, err := s.UpdateSession("ended1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	createSession(t, s, "broken1")
+	if err := os.WriteFile(s.sessionPath("broken1"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := s.Prune(time.Now())
+	wantErr(t, err, "broken1", "corrupt")
+	if !slices.Equal(pruned, []string{"ended1"}) {
+		t.Errorf("pruned %v, want [ended1]", pruned)
+	}
+}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+)
+
+// The store is the control plane's store of session.
+var (
+	_ lifecycle.Sessions    = (*Store)(nil)
+	_ lifecycle.Transcripts = (*Store)(nil)
+	_ lifecycle.Reports     = (*Store)(nil)
+	_ lifecycle.Store       = (*Store)(nil)
+)
+
+// Loaded records a run's first report (session.RecordLoaded).
+func (s *Store) Loaded(id string, l lifecycle.Loaded) error { return lifecycle.RecordLoaded(s, id, l) }
+
+// Paused records a reported pause (session.RecordPaused).
+func (s *Store) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+	return lifecycle.RecordPaused(s, id, p)
+}
+
+// TornDown records a teardown's outcome: the session ends and its
+// persisted state goes, or a retry is due (L2).
+func (s *Store) TornDown(id string, failure error, at time.Time) (*lifecycle.Record, error) {
+	rec, err := s.UpdateSession(id, func(r *lifecycle.Record) error {
+		lifecycle.ApplyTeardown(r, failure, at)
+		return nil
+	})
+	if err == nil && rec.State == lifecycle.Ended {
+		err = s.DeletePersisted(id)
+	}
+	return rec, err
+}

@@ -1,0 +1,109 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// ErrNotFound is wrapped, with the session id, in the error of every store
+// for a session it does not hold, so that callers test it with errors.Is
+// whichever store they have.
+var ErrNotFound = errors.New("no such session")
+
+// Sessions keeps session records.
+type Sessions interface {
+	// CreateSession stores a new session; it fails when the id is in use.
+	CreateSession(rec *Record) error
+	// Session returns a session's record.
+	Session(id string) (*Record, error)
+	// UpdateSession changes a record atomically: an error from f writes
+	// nothing.
+	UpdateSession(id string, f func(*Record) error) (*Record, error)
+	// Sessions returns every record.
+	Sessions() ([]*Record, error)
+	// DueSessions is what a sweep at now looks at, found through an index
+	// rather than by reading every record: the ids of the active sessions
+	// (whose run may have died) and of the sessions at rest due at or
+	// before now (DueAt); next is the earliest due time after now of the
+	// others, zero when none is ever due.
+	DueSessions(ctx context.Context, now time.Time) (ids []string, next time.Time, err error)
+}
+
+// Persisted keeps persisted plug state per (session, plug id) (C11). Set
+// returns once the write is durable.
+type Persisted interface {
+	Get(ctx context.Context, session, plugID string) (data []byte, ok bool, err error)
+	Set(ctx context.Context, session, plugID, plugName string, data []byte) error
+	Delete(ctx context.Context, session, plugID string) error
+}
+
+// Transcripts keeps the sessions' transcripts (M5).
+type Transcripts interface {
+	// Transcript opens a session's transcript for appending.
+	Transcript(session string) (io.WriteCloser, error)
+	// ReadTranscript opens a session's transcript for reading.
+	ReadTranscript(session string) (io.ReadCloser, error)
+}
+
+// CallTranscripts is a store whose transcripts keep, with the lines of a
+// run's append, the number of its call (runstore): a server that
+// restarted does not know which calls of a run taken back the server
+// before it applied, and an append sent again must not be committed twice.
+type CallTranscripts interface {
+	// TranscriptCall is the number of the last call of run whose lines
+	// session's transcript holds; 0 if it holds none.
+	TranscriptCall(session string, run int) (uint64, error)
+}
+
+// CallTranscript is a transcript of a CallTranscripts store open for
+// appending.
+type CallTranscript interface {
+	io.WriteCloser
+	// Call says that the lines written next are those of call of run,
+	// up to the next Call.
+	Call(run int, call uint64)
+}
+
+// Reports records what runs report (L7), so that a front end that dies
+// loses nothing.
+type Reports interface {
+	Loaded(session string, l Loaded) error
+	Paused(session string, p PauseRecord) (*Record, error)
+	// TornDown records a teardown that failed with failure, or, nil,
+	// succeeded.
+	TornDown(session string, failure error, at time.Time) (*Record, error)
+}
+
+// Store is everything the control plane keeps. The file store of one
+// machine (blaise.Store) and the server's SQL stores implement it, and the
+// lifecycle engine and the runs need nothing else.
+type Store interface {
+	RunStore
+	Sessions
+	Transcripts
+	// NewSessionID returns an id that no session has.
+	NewSessionID() string
+	// Discard removes a session whose first run never loaded its
+	// configuration, with all it stored.
+	Discard(id string) error
+	// DeletePersisted deletes a session's persisted state (once it ends).
+	DeletePersisted(session string) error
+}
+
+// RunStore is what a run reads and records: its session, its reports, its
+// transcript and its plugs' persisted state. A run of this machine has the
+// file store; a run on a server's runner has it over its connection.
+type RunStore interface {
+	Session(id string) (*Record, error)
+	Reports
+	// Transcript opens a session's transcript for appending.
+	Transcript(session string) (io.WriteCloser, error)
+	// Persisted is the sessions' persisted plug state.
+	Persisted() Persisted
+	// PersistedIDs lists the plug ids a session has state of.
+	PersistedIDs(session string) ([]string, error)
+	// PersistedPlug names the plug that stored a plug id's state.
+	PersistedPlug(session, plugID string) (name string, ok bool, err error)
+}

@@ -1,0 +1,116 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+)
+
+func (d *Dashboard) ttl() time.Duration {
+	if d.SignInTTL > 0 {
+		return d.SignInTTL
+	}
+	return DefaultSignInTTL
+}
+
+// setCookie sets the sign-in cookie: HttpOnly, SameSite=Lax, Secure when
+// the request came over TLS.
+func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+}
+
+func (d *Dashboard) setupPage(w http.ResponseWriter, r *http.Request) {
+	if has, err := d.Store.HasUsers(); err != nil || has {
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	d.render(w, http.StatusOK, "setup.html", page{Title: "Create the first admin"})
+}
+
+// setup spends the setup token `serve` printed on the first admin, and
+// signs them in.
+func (d *Dashboard) setup(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	name, password := r.PostFormValue("name"), r.PostFormValue("password")
+	if err := d.limit.hash(r.Context(), func() error {
+		_, err := d.Store.CreateFirstAdmin(r.PostFormValue("token"), name, password)
+		return err
+	}); err != nil {
+		d.render(w, http.StatusBadRequest, "setup.html", page{Title: "Create the first admin", Error: err.Error()})
+		return
+	}
+	d.log().Info("dashboard: first admin created", "user", name)
+	d.signInAs(w, r, name, password)
+}
+
+func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
+	if has, err := d.Store.HasUsers(); err == nil && !has {
+		http.Redirect(w, r, "/setup", http.StatusSeeOther)
+		return
+	}
+	p := page{Title: "Sign in"}
+	if r.URL.Query().Get("expired") != "" {
+		p.Error = "Your sign-in has expired or ended: sign in again."
+	}
+	d.render(w, http.StatusOK, "signin.html", p)
+}
+
+func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	d.signInAs(w, r, r.PostFormValue("name"), r.PostFormValue("password"))
+}
+
+// signInAs signs in as name, within the limits on guessing: a user or
+// address with too many failures is refused before its password is
+// checked, and each failure is logged with the address.
+func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, password string) {
+	addr := address(r)
+	if why, wait := d.limit.refused(name, addr); why != "" {
+		d.log().Warn("dashboard: sign-in refused: too many failures", "user", name, "address", addr)
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		d.render(w, http.StatusTooManyRequests, "signin.html", page{Title: "Sign in", Error: why})
+		return
+	}
+	var tok string
+	err := d.limit.hash(r.Context(), func() (err error) {
+		tok, _, err = d.Store.SignIn(name, password, d.ttl())
+		return err
+	})
+	if errors.Is(err, sqlstore.ErrBadSignIn) {
+		d.log().Warn("dashboard: sign-in failed", "user", name, "address", addr)
+		if d.SignInFailed != nil {
+			d.SignInFailed()
+		}
+		for _, k := range d.limit.failed(name, addr) {
+			d.log().Warn("dashboard: sign-in locked after too many failures", k.kind, k.value, "for", lockFor, "address", addr)
+		}
+		d.render(w, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Error: "Wrong user name or password."})
+		return
+	}
+	if errors.Is(err, errHashBusy) {
+		w.Header().Set("Retry-After", "1")
+		d.render(w, http.StatusServiceUnavailable, "signin.html", page{Title: "Sign in", Error: err.Error()})
+		return
+	}
+	if err != nil {
+		d.log().Error("dashboard: signing in", "user", name, "err", err)
+		d.render(w, http.StatusInternalServerError, "signin.html", page{Title: "Sign in", Error: err.Error()})
+		return
+	}
+	d.limit.succeeded(name, addr)
+	d.setCookie(w, r, tok, int(d.ttl().Seconds()))
+	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+}
+
+func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request, u user) {
+	if err := d.Store.SignOut(u.token); err != nil {
+		d.serverError(w, u, "signing out", err)
+		return
+	}
+	d.setCookie(w, r, "", -1)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}

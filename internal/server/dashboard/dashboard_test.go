@@ -1,0 +1,582 @@
+package dashboard_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+	"github.com/charmbracelet/log"
+)
+
+const password = "correct horse battery"
+
+// site is a real server (SQLite store, the API and the dashboard) behind
+// an HTTP listener, with an agent "demo" and an admin "ada".
+type site struct {
+	t     *testing.T
+	store *sqlstore.Store
+	srv   *httptest.Server
+	logs  *syncBuffer // what the server logged
+}
+
+// syncBuffer is a log's output, read while the server writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func newSite(t *testing.T, tls bool) *site {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	logs := &syncBuffer{}
+	h := (&server.Server{Store: store, Log: log.New(logs)}).Handler(ctx)
+	srv := httptest.NewUnstartedServer(h)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	if _, err := store.CreateAgent(sqlstore.Agent{Name: "demo"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := store.MintSetupToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateFirstAdmin(tok, "ada", password); err != nil {
+		t.Fatal(err)
+	}
+	return &site{t: t, store: store, srv: srv, logs: logs}
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+func (s *site) browser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	c := s.srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+func (s *site) do(c *http.Client, method, path string, form url.Values, header ...string) (*http.Response, string) {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// signIn signs c in and returns the form token of its pages.
+func (s *site) signIn(c *http.Client) string {
+	s.t.Helper()
+	resp, _ := s.do(c, http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {password}})
+	if resp.StatusCode != http.StatusSeeOther {
+		s.t.Fatalf("sign-in: %s", resp.Status)
+	}
+	_, body := s.do(c, http.MethodGet, "/agents/demo", nil)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no form token in the settings page:\n%s", body)
+	}
+	return m[1]
+}
+
+func (s *site) lifetime() time.Duration {
+	s.t.Helper()
+	a, err := s.store.Agent("demo")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return a.Settings.PausedLifetime
+}
+
+func want(t *testing.T, resp *http.Response, body string, status int, parts ...string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %s, want %d; body:\n%s", resp.Status, status, body)
+	}
+	for _, p := range parts {
+		if !strings.Contains(body, p) {
+			t.Fatalf("the page lacks %q:\n%s", p, body)
+		}
+	}
+}
+
+// Issue 14, item 1: a signed-out browser sees no page and changes nothing;
+// a signed-out or expired cookie is no better than none.
+func TestIssue14_SignedOutRequestIsRefused(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	resp, _ := s.do(c, http.MethodGet, "/sessions", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Fatalf("a signed-out GET: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"idle_policy": {"end"}, "paused_lifetime": {"1h"}})
+	want(t, resp, body, http.StatusUnauthorized, "Sign in to see this page", "Nothing was changed")
+
+	csrf := s.signIn(c)
+	resp, _ = s.do(c, http.MethodPost, "/signout", url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out: %s", resp.Status)
+	}
+	// The old cookie, sent again as a copied one would be.
+	u, _ := url.Parse(s.srv.URL)
+	old := c.Jar.Cookies(u)
+	if len(old) != 0 {
+		t.Fatalf("the cookie outlived the sign-out: %v", old)
+	}
+	resp, body = s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"end"}, "paused_lifetime": {"1h"}})
+	want(t, resp, body, http.StatusUnauthorized)
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after refused posts, want 24h", got)
+	}
+}
+
+// Issue 14, item 1: every form needs this page's token and this site's
+// origin; without either, nothing changes.
+func TestIssue14_CSRFLessPostIsRefused(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	csrf := s.signIn(c)
+	form := url.Values{"idle_policy": {"end"}, "paused_lifetime": {"1h"}}
+	resp, body := s.do(c, http.MethodPost, "/agents/demo", form)
+	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong", "Nothing was changed")
+	form.Set("csrf", csrf)
+	resp, body = s.do(c, http.MethodPost, "/agents/demo", form, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+	want(t, resp, body, http.StatusForbidden)
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after refused posts, want 24h", got)
+	}
+	resp, _ = s.do(c, http.MethodPost, "/agents/demo", form)
+	if resp.StatusCode != http.StatusSeeOther || s.lifetime() != time.Hour {
+		t.Fatalf("a good post: %s, lifetime %s", resp.Status, s.lifetime())
+	}
+}
+
+// Issue 14, item 2: a paused lifetime outside 1 hour to 7 days, or above
+// the operator's maximum, gets a clear message and changes nothing.
+func TestIssue14_PausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	csrf := s.signIn(c)
+	for _, bad := range []string{"192h", "30m", "soon"} {
+		resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"pause"}, "paused_lifetime": {bad}})
+		want(t, resp, body, http.StatusBadRequest, "Not saved: paused lifetime &#34;"+bad+"&#34;: choose one of 1 hour,", "7 days (the operator&#39;s maximum is 7 days)")
+	}
+	t.Setenv("SESSION_MAX_PAUSED_LIFETIME_MS", "172800000") // 2 days
+	resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"pause"}, "paused_lifetime": {"72h"}})
+	want(t, resp, body, http.StatusBadRequest, "2 days (the operator&#39;s maximum is 2 days)")
+	if strings.Contains(body, `value="72h0m0s"`) {
+		t.Fatalf("the page offers more than the operator's maximum:\n%s", body)
+	}
+	resp, body = s.do(c, http.MethodPost, "/agents/demo", url.Values{"csrf": {csrf}, "idle_policy": {"never"}, "paused_lifetime": {"1h"}})
+	want(t, resp, body, http.StatusBadRequest, "idle policy &#34;never&#34;: choose pause or end")
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after bad input, want 24h", got)
+	}
+}
+
+// Issue 14, item 1: the sign-in cookie is HttpOnly and SameSite=Lax, and
+// Secure under TLS.
+func TestIssue14_SignInCookieFlags(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		s := newSite(t, tls)
+		resp, _ := s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {password}})
+		cs := resp.Cookies()
+		if len(cs) != 1 || cs[0].Name != dashboard.CookieName || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteLaxMode || cs[0].Secure != tls {
+			t.Fatalf("TLS %v: cookies %+v", tls, cs)
+		}
+	}
+}
+
+// Issue 14, item 1: the setup token creates the first admin, once; then
+// the setup page is gone and a wrong password is refused.
+func TestIssue14_SetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
+	ctx := t.Context()
+	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := httptest.NewServer((&server.Server{Store: store}).Handler(ctx))
+	defer srv.Close()
+	s := &site{t: t, store: store, srv: srv}
+	c := s.browser()
+	resp, _ := s.do(c, http.MethodGet, "/signin", nil)
+	if resp.Header.Get("Location") != "/setup" {
+		t.Fatalf("sign-in with no user: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	tok, err := store.MintSetupToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := s.do(c, http.MethodPost, "/setup", url.Values{"token": {tok}, "name": {"ada"}, "password": {"short"}})
+	want(t, resp, body, http.StatusBadRequest, "the password has 5 characters; want at least 12")
+	resp, body = s.do(c, http.MethodPost, "/setup", url.Values{"token": {tok}, "name": {"ada"}, "password": {password}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("setup: %s\n%s", resp.Status, body)
+	}
+	resp, body = s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK, "Sign out")
+	resp, body = s.do(s.browser(), http.MethodPost, "/setup", url.Values{"token": {tok}, "name": {"eve"}, "password": {password}})
+	want(t, resp, body, http.StatusBadRequest, "already used")
+	resp, body = s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {"not the password"}})
+	want(t, resp, body, http.StatusUnauthorized, "Wrong user name or password.")
+}
+
+// Issue 14, item 4: an orphaned session says what its teardown left
+// behind and is resolved from the page; resolving any other session, or
+// ending an unknown one, says why and changes nothing.
+func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
+	s := newSite(t, false)
+	for _, rec := range []*lifecycle.Record{
+		{ID: "orphan1", AgentName: "demo", State: lifecycle.Orphaned, Settings: lifecycle.DefaultSettings(),
+			Teardown: lifecycle.TeardownRecord{Attempts: 3, LastError: "worktree /w/x: device busy"}, OrphanedState: []string{"gone-plug"}},
+		{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()},
+	} {
+		if err := s.store.CreateSession(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions?state=orphaned", nil)
+	want(t, resp, body, http.StatusOK, "teardown failed 3 times: worktree /w/x: device busy", "<code>gone-plug</code>", `action="/sessions/orphan1/resolve"`)
+	if strings.Contains(body, "live1") {
+		t.Fatalf("the orphaned filter shows an active session:\n%s", body)
+	}
+
+	resp, body = s.do(c, http.MethodPost, "/sessions/live1/resolve", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusConflict, "Nothing was changed: session live1 is active; only an orphaned session can be resolved")
+	resp, body = s.do(c, http.MethodPost, "/sessions/"+lifecycle.NewID()+"/end", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusNotFound, "does not exist: nothing was changed")
+
+	resp, _ = s.do(c, http.MethodPost, "/sessions/orphan1/resolve", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resolve: %s", resp.Status)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(t, resp, body, http.StatusOK, "Session orphan1 resolved: it is ended.")
+	for id, st := range map[string]lifecycle.State{"orphan1": lifecycle.Ended, "live1": lifecycle.Active} {
+		if rec, err := s.store.Session(id); err != nil || rec.State != st {
+			t.Fatalf("session %s: %v, %v; want %s", id, rec, err, st)
+		}
+	}
+}
+
+// Issue 14, bad input: an expired sign-in is sent to sign in again, and
+// told why; what it posts changes nothing.
+func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
+	s := newSite(t, false)
+	tok, _, err := s.store.SignIn("ada", password, -time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := s.do(s.browser(), http.MethodGet, "/agents", nil, "Cookie", dashboard.CookieName+"="+tok)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?expired=1" {
+		t.Fatalf("an expired sign-in: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, body := s.do(s.browser(), http.MethodGet, resp.Header.Get("Location"), nil)
+	want(t, resp, body, http.StatusOK, "Your sign-in has expired or ended: sign in again.")
+	// A form posted with it changes nothing, and says why.
+	resp, body = s.do(s.browser(), http.MethodPost, "/agents/demo", url.Values{"csrf": {"any"}, "idle_policy": {"end"}, "paused_lifetime": {"1h0m0s"}},
+		"Cookie", dashboard.CookieName+"="+tok)
+	want(t, resp, body, http.StatusUnauthorized, "Your sign-in has expired or ended: sign in again. Nothing was changed.")
+	if got := s.lifetime(); got != 24*time.Hour {
+		t.Fatalf("paused lifetime %s after a post of an expired sign-in, want 24h", got)
+	}
+}
+
+// Issue 14, item 3: a registration token minted on the runners page is
+// shown once and registers a runner; a runner revoked there cannot
+// connect; a bad lifetime, an unknown runner or one revoked already (the
+// issue's "a revoked token") says why and changes nothing.
+func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"720h"}})
+	want(t, resp, body, http.StatusBadRequest, "No token minted: lifetime 720h is not one of 1 hour, 1 day or 7 days.")
+	if regs, _ := s.store.Registrations(); len(regs) != 0 {
+		t.Fatalf("a refused mint stored %d tokens", len(regs))
+	}
+	m := s.mint(c, csrf, "1h0m0s")
+	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m) {
+		t.Fatal("the token is shown again")
+	}
+	cred, id, err := s.store.Register(m, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body = s.do(c, http.MethodGet, "/runners", nil)
+	want(t, resp, body, http.StatusOK, "r1", "not connected", `action="/runners/`+id+`/revoke"`)
+
+	resp, body = s.do(c, http.MethodPost, "/runners/nosuchrunner/revoke", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusNotFound, "Nothing was revoked:", "not found")
+	resp, _ = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("revoke: %s", resp.Status)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(t, resp, body, http.StatusOK, "Runner "+id+" revoked: its connection is cut, and it cannot connect again.", "revoked 20")
+	// Revoked again from a stale page: said so, and nothing changes.
+	before, _ := s.store.Runners()
+	resp, body = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}})
+	want(t, resp, body, http.StatusConflict, "Nothing was changed: runner r1 ("+id+") was revoked already, at 20")
+	if after, _ := s.store.Runners(); !after[0].Revoked.Equal(before[0].Revoked) {
+		t.Fatalf("revoked again: %s, then %s", before[0].Revoked, after[0].Revoked)
+	}
+	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
+		t.Fatalf("a revoked runner's credential: %v", err)
+	}
+}
+
+// mint mints a registration token on the runners page with the
+// lifetime ttl, for agent demo, and returns the token the page it is
+// redirected to shows.
+func (s *site) mint(c *http.Client, csrf, ttl string) string {
+	s.t.Helper()
+	resp, body := s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {ttl}, "agent": {"demo"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		s.t.Fatalf("minting: %s\n%s", resp.Status, body)
+	}
+	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
+	want(s.t, resp, body, http.StatusOK, "it is not shown again")
+	m := regexp.MustCompile(`id="minted-token" readonly value="(blr_[^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no token on the page:\n%s", body)
+	}
+	return m[1]
+}
+
+// Issue 14, item 4: an unknown session's page says so.
+func TestIssue14_UnknownSessionPage(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	s.signIn(c)
+	id := lifecycle.NewID()
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist.")
+}
+
+// Issue 14, item 4: a session's transcript is followed as server-sent
+// events: what it holds, then each block added or changed as lines are
+// written.
+func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	tw, err := s.store.Transcript("live1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tw.Close()
+	notice := func(seq int, text string) string {
+		return fmt.Sprintf(`{"seq":%d,"time":"2026-01-01T00:00:00Z","dir":"to_client","kind":"notification","method":"session/update","message":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":%q}}}}}`+"\n", seq, text)
+	}
+	io.WriteString(tw, notice(1, "first words"))
+	c := s.browser()
+	s.signIn(c)
+	next := s.follow(c, "live1", dashboard.EventReset, dashboard.EventAppend)
+	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
+		t.Fatalf("first event %s %q", name, text)
+	}
+	io.WriteString(tw, notice(2, "then more"))
+	// The answer grows: its block comes again, whole, under its id.
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, `id="b2"`) || !strings.Contains(text, "first wordsthen more") {
+		t.Fatalf("next event %s %q", name, text)
+	}
+}
+
+// follow opens the event stream of a session's page and returns a reader
+// of its next event of the kinds named (others are skipped).
+func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string, string) {
+	t := s.t
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/"+id+"/events", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	events := bufio.NewReader(resp.Body)
+	return func() (string, string) {
+		t.Helper()
+		var name, data string
+		for {
+			line, err := events.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended: %v", err)
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "" && slices.Contains(kinds, name):
+				var text string
+				if err := json.Unmarshal([]byte(data), &text); err != nil {
+					t.Fatalf("event %s: data %q: %v", name, data, err)
+				}
+				return name, text
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}
+}
+
+// A session's page follows its record with its transcript: when a new run
+// starts, the state, runs and runner it shows change without a reload.
+func TestSessionPageFollowsItsRecord(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, Runner: "r1", Settings: lifecycle.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	s.signIn(c)
+	next := s.follow(c, "p1", dashboard.EventRecord)
+	if _, html := next(); !strings.Contains(html, `<dd class="state">paused</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>1</dd>") {
+		t.Fatalf("the first record event:\n%s", html)
+	}
+	if _, err := s.store.UpdateSession("p1", func(r *lifecycle.Record) error {
+		r.State, r.Runs, r.Runner = lifecycle.Active, 2, "r2"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, html := next(); !strings.Contains(html, `<dd class="state">active</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>2</dd>") || !strings.Contains(html, `<dd><a href="/runners#runner-r2">r2</a></dd>`) {
+		t.Fatalf("the record event after a new run:\n%s", html)
+	}
+}
+
+// Issue 14, item 5: a prompt from the page to a session another client is
+// running (an editor through `acp --server`) says so and changes nothing:
+// the engine lets one front end at a time run a session.
+func TestIssue14_PromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	live := &lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings()}
+	if err := s.store.CreateSession(live); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/live1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end (an editor, `run`, or the dashboard); it is free once that client leaves, or after 5m0s without a message from it (its inactivity limit).", ">hello</textarea>")
+	if rec, err := s.store.Session("live1"); err != nil || rec.State != lifecycle.Active || rec.Runs != 1 {
+		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
+	}
+}
+
+// Issue 14, item 5: a prompt to a paused session that no runner can
+// resume says why; the session stays paused.
+func TestIssue14_PromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	paused := &lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings(),
+		Pause: &lifecycle.PauseRecord{Run: 1, Reason: lifecycle.Idle, At: time.Now()}}
+	if err := s.store.CreateSession(paused); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	// It says why once, above the record, not again as the turn's
+	// outcome; nor does the page of the next refusal show the first.
+	for range 2 {
+		resp, body := s.do(c, http.MethodPost, "/sessions/p1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+		want(t, resp, body, http.StatusConflict, "Nothing was sent: session p1: no runner of agent demo is connected")
+		if n := strings.Count(body, "no runner of agent demo is connected"); n != 1 {
+			t.Fatalf("the page says why %d times:\n%s", n, body)
+		}
+	}
+	if rec, err := s.store.Session("p1"); err != nil || rec.State != lifecycle.Paused || rec.Runs != 1 {
+		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
+	}
+}
+
+// Issue 14, item 5: a prompt that is empty, to an ended session, to an
+// unknown one, or without the form's token says why and sends nothing.
+func TestIssue14_BadPromptsAreRefused(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&lifecycle.Record{ID: "done1", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Closed, Settings: lifecycle.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/done1/prompt", url.Values{"csrf": {csrf}, "text": {"  "}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: the prompt is empty.")
+	resp, body = s.do(c, http.MethodPost, "/sessions/done1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was sent: session done1 is ended; only a paused or active session takes a prompt.")
+	id := lifecycle.NewID()
+	resp, body = s.do(c, http.MethodPost, "/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
+	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist. Nothing was changed.")
+	resp, body = s.do(c, http.MethodPost, "/sessions/done1/prompt", url.Values{"text": {"hello"}})
+	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
+}
+
+// Issue 14, item 5: answering a permission request that no longer waits
+// (answered, its turn over, or never asked) says so and changes nothing.
+func TestIssue14_StalePermissionAnswerChangesNothing(t *testing.T) {
+	s := newSite(t, false)
+	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodPost, "/sessions/live1/permissions/p0", url.Values{"csrf": {csrf}, "option": {"allow_once"}})
+	want(t, resp, body, http.StatusConflict, "Nothing was answered: permission request p0 of session live1: it no longer waits for an answer (it was answered, or its turn ended).")
+	resp, body = s.do(c, http.MethodPost, "/sessions/live1/permissions/p0", url.Values{"option": {"allow_once"}})
+	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
+}

@@ -1,0 +1,298 @@
+// Package listen is the runner of a Blaise server (`blaise-agent listen`):
+// it connects to the server, takes the runs of one agent and starts a
+// session process for each (C13), whose ACP, control channel and store it
+// carries over its connection (runnerproto). It reconnects with backoff
+// and, stopped, drains: it takes no more runs, the server stops its live
+// runs as idle, and it leaves once they have ended.
+package listen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
+	"github.com/blaiseagent/blaise-agent/interp"
+	"github.com/charmbracelet/log"
+	"github.com/coder/websocket"
+	"github.com/hashicorp/yamux"
+)
+
+// Runner takes runs of Agent from Server.
+type Runner struct {
+	Server     string // the server's URL (http:// or https://)
+	Credential string // the runner credential (blc_…)
+	Agent      string
+	Name       string // the runner's name, unique per server
+	Version    string // blaise-agent's, told to the server
+	// Config is the runner's blaise.star (absolute), loaded by each of its
+	// session processes.
+	Config *interp.Config
+	// ConfigPath is Config's file.
+	ConfigPath string
+	// Command starts a session process; the run's flags are appended.
+	Command []string
+	// Dir is where session processes run.
+	Dir string
+	// Env is the session processes' environment: never a Blaise token.
+	Env    []string
+	Stderr io.Writer
+	Log    *log.Logger
+	// HTTPClient dials the server (TLS settings); nil: http.DefaultClient.
+	HTTPClient *http.Client
+	// Backoff bounds the wait between two connection attempts (default
+	// 250 ms doubling to 30 s).
+	MinBackoff, MaxBackoff time.Duration
+	// Connected, when set, is called each time the runner is welcomed.
+	Connected func()
+
+	mu     sync.Mutex
+	runs   map[runnerproto.RunRef]*run
+	leaseD time.Duration // the server's, from its welcome
+}
+
+// lease is how long a run waits to be taken back after its connection
+// broke: the server's lease, after which it fails the run anyway.
+func (r *Runner) lease() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leaseD <= 0 {
+		return time.Minute
+	}
+	return r.leaseD
+}
+
+// alive lists the runs not given up, which a new connection offers the
+// server to take back.
+func (r *Runner) alive() []*run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*run
+	for _, rn := range r.runs {
+		rn.mu.Lock()
+		given := rn.given
+		rn.mu.Unlock()
+		if !given {
+			out = append(out, rn)
+		}
+	}
+	return out
+}
+
+// ErrRefused is wrapped by errors that no reconnection mends: a wrong or
+// revoked credential, an unknown agent, a protocol the server does not
+// speak, a configuration the agent's policy does not allow (L8).
+var ErrRefused = errors.New("refused")
+
+// Run serves until ctx is done, then drains. It returns an error wrapping
+// ErrRefused when the server refuses the runner.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.runs == nil {
+		r.runs = map[runnerproto.RunRef]*run{}
+	}
+	backoff := r.minBackoff()
+	for {
+		err := r.connect(ctx)
+		if errors.Is(err, ErrRefused) {
+			// No connection will take the runs back: they stop, and none
+			// outlives the runner.
+			for _, rn := range r.alive() {
+				rn.giveUp()
+			}
+			r.waitRuns()
+			return err
+		}
+		if ctx.Err() != nil {
+			r.waitRuns()
+			return nil
+		}
+		if err != nil {
+			r.Log.Warn("connection to the server lost; reconnecting", "server", r.Server, "in", backoff, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			r.waitRuns()
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, r.maxBackoff())
+	}
+}
+
+func (r *Runner) minBackoff() time.Duration {
+	if r.MinBackoff > 0 {
+		return r.MinBackoff
+	}
+	return 250 * time.Millisecond
+}
+
+func (r *Runner) maxBackoff() time.Duration {
+	if r.MaxBackoff > 0 {
+		return r.MaxBackoff
+	}
+	return 30 * time.Second
+}
+
+// notResumable names the plugs that cannot resume (C12).
+func (r *Runner) notResumable() []string {
+	var out []string
+	for _, u := range r.Config.Uses {
+		if !u.Plug.Resumable {
+			out = append(out, u.Plug.Name)
+		}
+	}
+	return out
+}
+
+// connect serves one connection until it breaks or ctx is done (then it
+// drains on it).
+func (r *Runner) connect(ctx context.Context) error {
+	u := strings.Replace(strings.TrimRight(r.Server, "/"), "http", "ws", 1) + runnerproto.PathRunner + "?agent=" + r.Agent + "&runner=" + r.Name
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hc, dialed := runnerproto.CorkingClient(r.HTTPClient)
+	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
+		HTTPClient:   hc,
+		HTTPHeader:   http.Header{"Authorization": {"Bearer " + r.Credential}},
+		Subprotocols: []string{runnerproto.Subprotocol(runnerproto.Version)},
+	})
+	if err != nil {
+		// 400: the server speaks another protocol version.
+		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
+			return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, refusal(resp))
+		}
+		return err
+	}
+	ws.SetReadLimit(-1) // yamux frames its own streams
+	if proto := runnerproto.Subprotocol(runnerproto.Version); ws.Subprotocol() != proto {
+		ws.Close(websocket.StatusProtocolError, "protocol version")
+		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, proto)
+	}
+	netConn := websocket.NetConn(context.Background(), ws, websocket.MessageBinary)
+	mux, err := yamux.Client(runnerproto.Coalesce(netConn, dialed()), runnerproto.YamuxConfig())
+	if err != nil {
+		netConn.Close()
+		return err
+	}
+	defer mux.Close()
+	first, err := mux.OpenStream()
+	if err != nil {
+		return err
+	}
+	frames := runnerproto.NewConn(first)
+	alive := r.alive()
+	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable(),
+		Config: r.ConfigPath, Dir: r.Dir}
+	for _, rn := range alive {
+		hello.Runs = append(hello.Runs, rn.ref)
+	}
+	if err := frames.Send(hello); err != nil {
+		return err
+	}
+	welcome, err := frames.Receive()
+	if err != nil {
+		return fmt.Errorf("waiting for the server's welcome: %w", err)
+	}
+	if welcome.Kind != runnerproto.KindWelcome || welcome.Error != "" || welcome.Settings == nil {
+		return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, welcome.Error)
+	}
+	// L8: under the pause policy every plug must be able to resume.
+	if welcome.Settings.IdlePolicy == lifecycle.PolicyPause && !r.Config.Resumable() {
+		return fmt.Errorf("%w: agent %s pauses idle sessions, but plugs of %s cannot resume: %s (set resumable = True in them, or the agent's idle policy to end)",
+			ErrRefused, r.Agent, r.ConfigPath, strings.Join(r.notResumable(), ", "))
+	}
+	r.mu.Lock()
+	r.leaseD = time.Duration(welcome.LeaseMS) * time.Millisecond
+	r.mu.Unlock()
+	c := &conn{r: r, mux: mux, frames: frames}
+	// The runs the server took back are attached to this connection; it
+	// has forgotten the others, which stop.
+	for _, rn := range alive {
+		if slices.Contains(welcome.Runs, rn.ref) {
+			if err := rn.attach(c); err != nil {
+				return err
+			}
+			r.Log.Info("run re-attached", "session", rn.ref.Session, "run", rn.ref.Run)
+		} else {
+			r.Log.Warn("the server does not have the run any more: stopping it", "session", rn.ref.Session, "run", rn.ref.Run)
+			rn.giveUp()
+		}
+	}
+	r.Log.Info("connected", "server", r.Server, "agent", r.Agent, "runner", r.Name)
+	if r.Connected != nil {
+		r.Connected()
+	}
+	received := make(chan error, 1)
+	go func() { received <- c.receive() }()
+	// A broken connection leaves the runs waiting for the next one.
+	defer r.detachAll(c)
+	select {
+	case err := <-received:
+		return err
+	case <-ctx.Done():
+	}
+	// Drain: the server stops our runs as idle; we leave once they ended.
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindDrain}); err != nil {
+		return err
+	}
+	r.Log.Info("draining: the server stops this runner's runs", "runs", r.count())
+	drained := make(chan struct{})
+	go func() { r.waitRuns(); close(drained) }()
+	select {
+	case <-drained:
+	case err := <-received:
+		return err
+	}
+	return nil
+}
+
+func refusal(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return s
+	}
+	return resp.Status
+}
+
+func (r *Runner) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs)
+}
+
+// detachAll detaches the runs attached to c, whose connection ended.
+func (r *Runner) detachAll(c *conn) {
+	r.mu.Lock()
+	runs := make([]*run, 0, len(r.runs))
+	for _, rn := range r.runs {
+		runs = append(runs, rn)
+	}
+	r.mu.Unlock()
+	for _, rn := range runs {
+		rn.detach(c)
+	}
+}
+
+// waitRuns waits for every run to end.
+func (r *Runner) waitRuns() {
+	for {
+		r.mu.Lock()
+		var one *run
+		for _, rn := range r.runs {
+			one = rn
+			break
+		}
+		r.mu.Unlock()
+		if one == nil {
+			return
+		}
+		<-one.done
+	}
+}

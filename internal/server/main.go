@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // on DefaultServeMux, served only on --debug-addr
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+	"github.com/charmbracelet/log"
+)
+
+// StoreOptions say where a server keeps its state.
+type StoreOptions struct {
+	// Data is the data directory: the SQLite database, the key file and
+	// the transcripts' files.
+	Data string
+	// DB is a SQLite file or postgres://…; "": Data/blaise.db.
+	DB string
+	// KeyFile holds the key of persisted plug state; "": Data/store.key.
+	// sqlstore.KeyEnv, when set, has the key instead.
+	KeyFile string
+}
+
+// DefaultData is the data directory of a server: $XDG_DATA_HOME or
+// ~/.local/share, then blaise-agent/server.
+func DefaultData() string {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, _ := os.UserHomeDir()
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "blaise-agent", "server")
+}
+
+// Open opens the server's store.
+func (o StoreOptions) Open(ctx context.Context) (*sqlstore.Store, error) {
+	data := o.Data
+	if data == "" {
+		data = DefaultData()
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	dsn, keyFile := o.DB, o.KeyFile
+	if dsn == "" {
+		dsn = filepath.Join(data, "blaise.db")
+	}
+	if keyFile == "" {
+		keyFile = filepath.Join(data, "store.key")
+	}
+	key, err := sqlstore.LoadKey(keyFile, sqlstore.KeyEnv)
+	if err != nil {
+		return nil, err
+	}
+	return sqlstore.Open(ctx, dsn, key, filepath.Join(data, "transcripts"))
+}
+
+// Options are a server's flags.
+type Options struct {
+	StoreOptions
+	// Addr is where to listen; a host other than loopback must be asked for.
+	Addr            string
+	TLSCert, TLSKey string
+	Lease           time.Duration
+	StopGrace       time.Duration // Server.StopGrace
+	Log             *log.Logger
+	Version         string
+	// MaxConns and MaxConnsPerAddr: see Server.
+	MaxConns, MaxConnsPerAddr int
+	// MetricsAddr, when set, serves /metrics there without a token.
+	MetricsAddr string
+	// DebugAddr, when set, serves net/http/pprof there; loopback only.
+	DebugAddr string
+	// Ready, when set, is told the address the server listens on.
+	Ready func(addr string)
+}
+
+// Run opens the store and serves until ctx is done.
+func Run(ctx context.Context, o Options) error {
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if o.DebugAddr != "" {
+		host, _, err := net.SplitHostPort(o.DebugAddr)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return fmt.Errorf("--debug-addr %s: want a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT): profiles show the server's memory", o.DebugAddr)
+		}
+	}
+	store, err := o.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	context.AfterFunc(ctx, func() { ln.Close() }) // on an error before Serve
+	scheme := "http"
+	if o.TLSCert != "" {
+		scheme = "https"
+	}
+	addr := ln.Addr().String()
+	if host, _, _ := net.SplitHostPort(addr); !net.ParseIP(host).IsLoopback() {
+		o.Log.Warn("listening beyond this machine", "addr", addr)
+		if o.TLSCert == "" {
+			o.Log.Warn("without TLS: tokens cross the network in clear; use --tls-cert and --tls-key")
+		}
+	}
+	o.Log.Info("serving", "url", scheme+"://"+addr, "store", store.String())
+	if o.Ready != nil {
+		o.Ready(scheme + "://" + addr)
+	}
+	if err := announceSetup(store, o.Log, scheme+"://"+addr); err != nil {
+		return err
+	}
+	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version,
+		MaxConns: o.MaxConns, MaxConnsPerAddr: o.MaxConnsPerAddr}
+	if o.MetricsAddr != "" {
+		if err := serveAside(ctx, o.Log, "metrics", o.MetricsAddr, s.MetricsHandler()); err != nil {
+			return err
+		}
+	}
+	if o.DebugAddr != "" {
+		if err := serveAside(ctx, o.Log, "debug", o.DebugAddr, http.DefaultServeMux); err != nil {
+			return err
+		}
+	}
+	return s.Serve(ctx, ln, o.TLSCert, o.TLSKey)
+}
+
+// serveAside serves h on addr until ctx is done: the metrics' and the
+// profiles' listeners, apart from the API's.
+func serveAside(ctx context.Context, l *log.Logger, what, addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--%s-addr: %w", what, err)
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
+	go hs.Serve(ln)
+	context.AfterFunc(ctx, func() { hs.Close() })
+	l.Info("serving "+what, "url", "http://"+ln.Addr().String())
+	return nil
+}
+
+// announceSetup prints, while no one can sign in to the dashboard, a new
+// setup token that creates its first admin. It is printed once: the store
+// keeps only its hash, and a later start replaces it.
+func announceSetup(store *sqlstore.Store, l *log.Logger, url string) error {
+	tok, err := store.MintSetupToken()
+	if err != nil || tok == "" {
+		return err
+	}
+	l.Info("no dashboard user yet: create the first admin at "+url+"/setup with this setup token (shown once)", "token", tok)
+	return nil
+}

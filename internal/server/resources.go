@@ -1,0 +1,235 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+)
+
+// AgentJSON is an agent in the API: durations as Go durations ("24h").
+type AgentJSON struct {
+	Name            string `json:"name"`
+	Config          string `json:"config,omitempty"`
+	IdlePolicy      string `json:"idle_policy,omitempty"`
+	PausedLifetime  string `json:"paused_lifetime,omitempty"`
+	InactivityLimit string `json:"inactivity_limit,omitempty"`
+	Timeout         string `json:"timeout,omitempty"`
+	// A failed teardown is tried again after TeardownBackoff, doubling,
+	// TeardownAttempts times in all (L2).
+	TeardownBackoff  string `json:"teardown_backoff,omitempty"`
+	TeardownAttempts int    `json:"teardown_attempts,omitempty"`
+	Created          string `json:"created,omitempty"`
+	Updated          string `json:"updated,omitempty"`
+}
+
+func agentJSON(a *sqlstore.Agent) AgentJSON {
+	return AgentJSON{
+		Name: a.Name, Config: a.Config, IdlePolicy: string(a.Settings.IdlePolicy),
+		PausedLifetime: a.Settings.PausedLifetime.String(), InactivityLimit: a.Settings.InactivityLimit.String(), Timeout: a.Settings.Timeout.String(),
+		TeardownBackoff: a.Settings.TeardownBackoff.String(), TeardownAttempts: a.Settings.TeardownAttempts,
+		Created: a.Created.UTC().Format(time.RFC3339), Updated: a.Updated.UTC().Format(time.RFC3339),
+	}
+}
+
+// apply lays the fields j sets over a, naming a field that does not parse.
+func (j AgentJSON) apply(a *sqlstore.Agent) error {
+	if j.Config != "" {
+		a.Config = j.Config
+	}
+	if j.IdlePolicy != "" {
+		a.Settings.IdlePolicy = lifecycle.IdlePolicy(j.IdlePolicy)
+	}
+	if j.TeardownAttempts != 0 {
+		a.Settings.TeardownAttempts = j.TeardownAttempts
+	}
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *time.Duration
+	}{{"paused_lifetime", j.PausedLifetime, &a.Settings.PausedLifetime}, {"inactivity_limit", j.InactivityLimit, &a.Settings.InactivityLimit}, {"timeout", j.Timeout, &a.Settings.Timeout}, {"teardown_backoff", j.TeardownBackoff, &a.Settings.TeardownBackoff}} {
+		if f.in == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f.in)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a duration (want e.g. 30m or 24h)", f.name, f.in)
+		}
+		*f.out = d
+	}
+	return nil
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	as, err := s.Store.Agents()
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	out := []AgentJSON{}
+	for _, a := range as {
+		out = append(out, agentJSON(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
+	var j AgentJSON
+	if !readJSON(w, r, &j) {
+		return
+	}
+	a := sqlstore.Agent{Name: j.Name}
+	if err := j.apply(&a); err != nil {
+		failErr(w, err)
+		return
+	}
+	created, err := s.Store.CreateAgent(a)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, agentJSON(created))
+}
+
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := s.Store.Agent(r.PathValue("name"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentJSON(a))
+}
+
+func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
+	var j AgentJSON
+	if !readJSON(w, r, &j) {
+		return
+	}
+	if j.Name != "" && j.Name != r.PathValue("name") {
+		fail(w, http.StatusBadRequest, "name: an agent cannot be renamed")
+		return
+	}
+	a, err := s.Store.UpdateAgent(r.PathValue("name"), j.apply)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentJSON(a))
+}
+
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := s.Store.DeleteAgent(r.PathValue("name")); err != nil {
+		failErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Page sizes of the sessions list (docs/protocol.md#sessions).
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// HeaderNextCursor carries the cursor of the sessions list's next page;
+// absent on its last.
+const HeaderNextCursor = "Blaise-Next-Cursor"
+
+// listSessions answers a page of the sessions list, newest first, filtered
+// in the database (sqlstore.ListSessions).
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	q, err := listQuery(r)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	page, err := s.Store.ListSessions(r.Context(), q)
+	if broken := (*engine.BrokenError)(nil); errors.As(err, &broken) {
+		s.log().Warn("listing sessions", "err", err) // the others are listed
+	} else if err != nil {
+		failErr(w, err)
+		return
+	}
+	if page.Next != "" {
+		w.Header().Set(HeaderNextCursor, page.Next)
+	}
+	if page.Sessions == nil {
+		page.Sessions = []*lifecycle.Record{} // [], not null
+	}
+	writeJSON(w, http.StatusOK, page.Sessions)
+}
+
+// listQuery reads the sessions list's parameters.
+func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
+	v := r.URL.Query()
+	q := sqlstore.ListQuery{Agent: v.Get("agent"), State: v.Get("state"), Runner: v.Get("runner"), Text: v.Get("q"), After: v.Get("cursor"), Limit: DefaultListLimit}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return q, fmt.Errorf("limit %q: want a number from 1 to %d", l, MaxListLimit)
+		}
+		q.Limit = n
+	}
+	if q.State != "" && !slices.Contains(lifecycle.States, lifecycle.State(q.State)) {
+		return q, fmt.Errorf("state %q: want one of %v", q.State, lifecycle.States)
+	}
+	// mine: the sessions opened with an API token of the caller's name.
+	if v.Get("mine") == "true" {
+		name := owner(r)
+		q.Owner = &name
+	}
+	return q, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.Store.Session(r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// getTranscript streams a session's transcript: its records, one JSON
+// object a line (docs/messages.md).
+func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
+	rd, err := s.Store.ReadTranscript(r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	defer rd.Close()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	if _, err := io.Copy(w, rd); err != nil {
+		s.log().Debug("sending a transcript", "session", r.PathValue("id"), "err", err)
+	}
+}
+
+// endSession ends a session: a live run gets a closed stop, recorded
+// before it is sent (L3); a paused one a teardown run. A session whose run
+// no runner receives is an error, and nothing changes.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	rec, err := s.EndSession(r.Context(), id)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.ResolveSession(r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}

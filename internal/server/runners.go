@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
+	"github.com/hashicorp/yamux"
+)
+
+// runnerConn is a connected runner.
+type runnerConn struct {
+	s     *Server
+	agent string
+	name  string
+	id    string // its credential's
+	build string // the runner's blaise-agent version
+	// config and dir are the runner's blaise.star and where its runs run,
+	// as it said in its hello; "" when it did not.
+	config, dir string
+	// version is the runner protocol's: from 4 on, a run's messages toward
+	// the client come in its transcript appends.
+	version int
+	mux     *yamux.Session
+	frames  *runnerproto.Conn
+	gone    chan struct{} // closed when the connection ended
+	// welcomed is closed once the runner was sent its welcome, the first
+	// frame it reads.
+	welcomed chan struct{}
+
+	mu       sync.Mutex
+	draining bool
+	procs    map[runnerproto.RunRef]*remoteProcess
+}
+
+// serve handles the runner's frames and streams until its connection ends.
+func (rc *runnerConn) serve(ctx context.Context) {
+	go rc.acceptStreams()
+	for {
+		f, err := rc.frames.Receive()
+		if err != nil {
+			break
+		}
+		switch f.Kind {
+		case runnerproto.KindLaunched:
+			if p := rc.proc(f.Run); p != nil {
+				var err error
+				if f.Error != "" {
+					err = fmt.Errorf("runner %s: %s", rc.name, f.Error)
+				}
+				p.launched <- err
+			}
+		case runnerproto.KindExited:
+			if p := rc.proc(f.Run); p != nil {
+				p.exit(f.Status)
+			}
+		case runnerproto.KindDrain:
+			rc.drain()
+		default:
+			rc.s.log().Warn("an unknown frame from a runner", "runner", rc.name, "type", f.Kind)
+		}
+	}
+	rc.mux.Close()
+	close(rc.gone)
+	rc.s.removeRunner(rc)
+	rc.s.log().Info("runner disconnected", "agent", rc.agent, "runner", rc.name)
+	// Last seen now, as it leaves; a server shutting down (ctx done)
+	// still records it.
+	if err := rc.s.Store.RunnerSeen(context.WithoutCancel(ctx), rc.id); err != nil {
+		rc.s.log().Warn("recording when a runner was last seen", "runner", rc.name, "err", err)
+	}
+}
+
+func (rc *runnerConn) proc(ref *runnerproto.RunRef) *remoteProcess {
+	if ref == nil {
+		return nil
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.procs[*ref]
+}
+
+// acceptStreams routes the streams the runner opens to their runs.
+func (rc *runnerConn) acceptStreams() {
+	for {
+		st, err := rc.mux.AcceptStream()
+		if err != nil {
+			return
+		}
+		go func() {
+			h, err := runnerproto.ReadHeader(st)
+			if err != nil {
+				rc.s.log().Warn("a bad stream from a runner", "runner", rc.name, "err", err)
+				st.Close()
+				return
+			}
+			p := rc.proc(&h.RunRef)
+			if p == nil || !p.attach(rc, h.Channel, st) {
+				st.Close()
+			}
+		}()
+	}
+}
+
+// drain stops the runner's live runs as idle: it is leaving (SIGTERM).
+func (rc *runnerConn) drain() {
+	rc.mu.Lock()
+	rc.draining = true
+	refs := make([]runnerproto.RunRef, 0, len(rc.procs))
+	for ref := range rc.procs {
+		refs = append(refs, ref)
+	}
+	rc.mu.Unlock()
+	rc.s.log().Info("runner draining", "agent", rc.agent, "runner", rc.name, "runs", len(refs))
+	for _, ref := range refs {
+		if l := rc.s.engine.Running(ref.Session); l != nil && l.Run == ref.Run {
+			go func() {
+				if err := l.StopIdle(); err != nil {
+					rc.s.log().Warn("stopping a draining runner's run", "session", ref.Session, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+func (rc *runnerConn) takesRuns() bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	select {
+	case <-rc.gone:
+		return false
+	default:
+	}
+	return !rc.draining
+}
+
+// Launch starts a run on a runner of the session's agent: the runner of
+// its last run when it is connected (docs/server.md#runners), else the one with fewest runs.
+func (s *Server) Launch(run engine.Launch) (engine.Process, error) {
+	rc := s.pickRunner(run.Record.AgentName, run.Record.RunnerID)
+	if rc == nil {
+		return nil, noRunner(run.Record)
+	}
+	if _, err := s.Store.UpdateSession(run.Record.ID, func(r *lifecycle.Record) error {
+		r.Runner, r.RunnerID = rc.name, rc.id
+		r.Config, r.Dir = rc.config, rc.dir
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	p, err := rc.launch(run)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", run.Record.ID, err)
+	}
+	return p, nil
+}
+
+// CanLaunch says whether a runner of rec's agent is connected (blaise.Checker).
+func (s *Server) CanLaunch(rec *lifecycle.Record) error {
+	if s.pickRunner(rec.AgentName, rec.RunnerID) == nil {
+		return noRunner(rec)
+	}
+	return nil
+}
+
+// NoRunnerError is the error of a run that no runner of its agent is
+// connected to start.
+type NoRunnerError struct{ Session, Agent string }
+
+func (e *NoRunnerError) Error() string {
+	return fmt.Sprintf("session %s: no runner of agent %s is connected (start one with `blaise-agent listen --agent %s`)", e.Session, e.Agent, e.Agent)
+}
+
+func noRunner(rec *lifecycle.Record) error {
+	return &NoRunnerError{Session: rec.ID, Agent: rec.AgentName}
+}
+
+func (s *Server) pickRunner(agent, prefer string) *runnerConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best *runnerConn
+	bestRuns := 0
+	for rc := range s.runners[agent] {
+		if !rc.takesRuns() {
+			continue
+		}
+		if rc.id == prefer {
+			return rc
+		}
+		rc.mu.Lock()
+		n := len(rc.procs)
+		rc.mu.Unlock()
+		if best == nil || n < bestRuns {
+			best, bestRuns = rc, n
+		}
+	}
+	return best
+}
+
+// takeBack takes over a run the runner still has that the server does not
+// know: one that began before the server restarted (Engine.Adopt). Its
+// session must be of the runner's agent, its last run on this runner, and
+// its record must show the run in progress; it reports whether the server
+// takes the run (the runner stops the others). This runner is the one of
+// the record's credential id: another runner of the same name takes
+// nothing. The engine adopts the run once its streams are there, before
+// its store calls are answered; should it no longer be the session's
+// then, the server lets it go, and the runner stops it after the lease.
+func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
+	rec, err := rc.s.Store.Session(ref.Session)
+	if err == nil && (rec.AgentName != rc.agent || rec.RunnerID != rc.id) {
+		err = fmt.Errorf("session %s is of agent %s, last run on runner %s of credential %s; this runner is %s of credential %s, of agent %s", ref.Session, rec.AgentName, rec.Runner, rec.RunnerID, rc.name, rc.id, rc.agent)
+	}
+	if err == nil {
+		err = rc.s.engine.Adoptable(ref.Session, ref.Run)
+	}
+	if err != nil {
+		rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
+		return false
+	}
+	p, first := rc.newProcess(ref)
+	go func() {
+		err := rc.streams(first, rc.s.clock().After(rc.s.lease()))
+		if err == nil {
+			// Adopted first: a run the sweep settled meanwhile writes
+			// nothing.
+			_, err = rc.s.engine.Adopt(ref.Session, ref.Run, p)
+		}
+		if err == nil {
+			p.serveStore()
+		}
+		if err != nil {
+			rc.drop(p, err)
+			rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
+			return
+		}
+		rc.s.log().Info("run taken back after a restart", "session", ref.Session, "run", ref.Run, "runner", rc.name)
+	}()
+	return true
+}

@@ -1,0 +1,78 @@
+package sessionview
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+)
+
+// List writes the table of recs (ended ones only with all), then,
+// for each orphaned session, what it left and how to resolve it (L2); st
+// is nil for a server's sessions.
+func List(out io.Writer, st *engine.Store, recs []*lifecycle.Record, now time.Time, all bool) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	// A server's sessions are an agent's; its runners have the configuration.
+	where := func(r *lifecycle.Record) string { return r.Config }
+	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
+	// A column of changes only where a plug reported some: the listing
+	// of sessions whose plugs report none stays as it was.
+	changes := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Changes != nil && (all || r.State != lifecycle.Ended) })
+	if changes {
+		fmt.Fprint(w, "CHANGES\t")
+	}
+	if st == nil {
+		where = func(r *lifecycle.Record) string { return r.AgentName }
+		fmt.Fprintln(w, "AGENT")
+	} else {
+		fmt.Fprintln(w, "CONFIG")
+	}
+	var orphaned []*lifecycle.Record
+	for _, r := range recs {
+		if r.State == lifecycle.Ended && !all {
+			continue
+		}
+		pause := "-"
+		if r.Pause != nil {
+			pause = string(r.Pause.Reason)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause)
+		if changes {
+			summary := "-"
+			if r.Changes != nil {
+				summary = r.Changes.String()
+			}
+			fmt.Fprintf(w, "%s\t", summary)
+		}
+		fmt.Fprintf(w, "%s\n", where(r))
+		if r.State == lifecycle.Orphaned {
+			orphaned = append(orphaned, r)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, r := range orphaned {
+		fmt.Fprintf(out, "\nsession %s is orphaned: its teardown failed %d times; the last error:\n", r.ID, r.Teardown.Attempts)
+		for line := range strings.SplitSeq(strings.TrimRight(r.Teardown.LastError, "\n"), "\n") {
+			fmt.Fprintf(out, "    %s\n", line)
+		}
+		var named []string
+		if st != nil { // a server's store is the server's to read
+			var err error
+			if named, err = StoredPlugs(st, r.ID); err != nil {
+				return err
+			}
+		}
+		if len(named) > 0 {
+			fmt.Fprintf(out, "  plugs with stored state: %s\n", strings.Join(named, ", "))
+		}
+		fmt.Fprintf(out, "  clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", r.ID)
+	}
+	return nil
+}
