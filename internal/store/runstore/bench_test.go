@@ -18,7 +18,7 @@ import (
 // 1.2 KiB as it is costs the session process, the runner and the server
 // about 3 µs together (docs/server.md#speed): deflate and zstd cost more
 // than that to pack it, and S2 about what the bytes it saves cost.
-// `go test ./runstore -run '^$' -bench Coders`.
+// `go test ./internal/store/runstore -run '^$' -bench Coders`.
 func BenchmarkTranscriptCoders(b *testing.B) {
 	var batch bytes.Buffer
 	rec := acp.NewJSONLRecorder(&batch)

@@ -19,7 +19,7 @@ import (
 // what is due among 1,000 (a sweep's question), setting
 // persisted state and appending a megabyte of transcript lines (with the
 // CPU time of the process per append), in one run:
-// `go test ./sqlstore -bench . -run '^$'`; docs/server.md reports the
+// `go test ./internal/store/sqlstore -bench . -run '^$'`; docs/server.md reports the
 // ratios.
 func BenchmarkStores(b *testing.B) {
 	stores := []struct {
