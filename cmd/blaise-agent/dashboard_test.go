@@ -394,7 +394,7 @@ var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)
 // its turn ends (the session is ended), it is
 // gone from the page, and an answer to it says it no longer waits and
 // changes nothing.
-func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
+func TestPermissionRequestEndsWithItsTurn(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")

@@ -165,7 +165,7 @@ const eraseLine = "\r\x1b[K"
 // Issue 16, item 1: while a plug attaches, a spinner names it; while the
 // agent has not answered, a spinner says so; both are erased before the
 // next line is written.
-func TestIssue16_SpinnerNamesThePlugAndIsCleared(t *testing.T) {
+func TestSpinnerNamesThePlugAndIsCleared(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go ]; do sleep 0.02; done"}))
@@ -193,7 +193,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go 
 
 // Issue 16, item 2: a plug's log lines, logged while the agent's line is
 // being written, start lines of their own.
-func TestIssue16_LogLinesNeverGluedToAgentText(t *testing.T) {
+func TestLogLinesNeverGluedToAgentText(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./tap.star"))`,
@@ -228,7 +228,7 @@ def on_message(ctx, message, next):
 // Issue 16, item 2: when the session pauses while the person is at the
 // prompt, the pause is said on a line of its own and the prompt is drawn
 // again, with what was being typed.
-func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
+func TestPromptRedrawnAfterIdlePause(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--inactivity-limit", "1s")
@@ -252,7 +252,7 @@ func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
 
 // Issue 16, item 2: --continue shows the session and its history before
 // the first prompt, and no prompt among the history's lines.
-func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
+func TestHistoryBeforePromptOnResume(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	first := l.startPty(nil, "--raw", "hello")
@@ -279,7 +279,7 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 // Issue 16, item 2: a line ending in a backslash, or ended with Alt-Enter,
 // goes on on the next one, and the lines typed are there again (arrow up)
 // in the next run.
-func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
+func TestMultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
@@ -304,7 +304,7 @@ func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 
 // Issue 16, item 2: on a terminal the agent's Markdown is rendered; --raw
 // shows it as it came.
-func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
+func TestMarkdownRenderedUnlessRaw(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, `/say # Title\n\nSome **bold** words.`)
@@ -321,7 +321,7 @@ func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
 // Issue 16, item 3: NO_COLOR and --color never take every style away, the
 // session process's log included; TERM=dumb also the spinner and the line
 // editor's sequences.
-func TestIssue16_ColorOffEverywhere(t *testing.T) {
+func TestColorOffEverywhere(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
@@ -361,7 +361,7 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 // Issue 16, item 2: the session process's log goes through run; when run
 // is gone (killed), the session process still pauses, its log lines lost
 // rather than its life (SIGPIPE).
-func TestIssue16_SessionProcessOutlivesTheTerminalsLog(t *testing.T) {
+func TestSessionProcessOutlivesTheTerminalsLog(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
@@ -383,7 +383,7 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 // Issue 16, item 2: the line editor reads keys itself, Ctrl-C included: at
 // a permission question it still cancels the turn, and at the prompt it
 // still leaves, the session paused.
-func TestIssue16_CtrlCInTheEditor(t *testing.T) {
+func TestCtrlCInTheEditor(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")

@@ -63,7 +63,7 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 		"../../examples/worktree/session.blaisetest":                        20,
 		"../../internal/plugs/plugtest/testdata/scripted.blaisetest":        10,
 		"../../internal/plugs/plugtest/testdata/fail-mid-turn.blaisetest":   20,
-		"../../internal/plugs/plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
+		"../../internal/plugs/plugtest/testdata/mkdtemp.blaisetest": 2,
 	} {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			t.Parallel()

@@ -13,7 +13,7 @@ import (
 // the running server finds the revocation and cuts the runner's
 // connection, as the dashboard's Revoke does: the runner is refused when
 // it reconnects, and exits.
-func TestIssue14_TokensRevokeCutsTheRunnersConnection(t *testing.T) {
+func TestTokensRevokeCutsTheRunnersConnection(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute)
 	r := l.runner("r1", "blaise.star")

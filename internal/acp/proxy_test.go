@@ -230,7 +230,7 @@ func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, 
 
 // A notification that no plug sees passes through the proxy without an
 // allocation: its Forward is made once per side (issue 12).
-func TestIssue12_ProxyForwardsANotificationWithoutAllocating(t *testing.T) {
+func TestProxyForwardsANotificationWithoutAllocating(t *testing.T) {
 	p := &Proxy{ToClient: NewWriter(io.Discard), ToAgent: NewWriter(io.Discard)}
 	p.init()
 	m, err := Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`))
@@ -246,7 +246,7 @@ func TestIssue12_ProxyForwardsANotificationWithoutAllocating(t *testing.T) {
 // ReadMessages: only the Reader's blocks, now and then (issue 12). The
 // stream comes a line at a time, so that the proxy writes each message on
 // its own goroutine, without a flusher's.
-func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
+func TestReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 	const n = 2000
 	stream := bytes.Repeat(append(bytes.Clone(update1KiB), '\n'), n)
 	perMessage := func(read func()) float64 {
@@ -278,7 +278,7 @@ func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 // ended in a read of their own, and ends with nil: a watcher of a stream
 // needs no goroutine of its own, and reads the clock once a read, not once
 // a message (issue 12).
-func TestIssue12_ReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
+func TestReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
 	pr, pw := io.Pipe()
 	var (
 		mu    sync.Mutex
@@ -355,7 +355,7 @@ func updates(n int) []byte {
 // While the plugs see a message, the lines read with it are framed and
 // checked (issue 12), at most maxAhead of them, and still met in the order
 // they came (M6); the last one tells that nothing more has arrived.
-func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
+func TestM6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 	n := maxAhead + 40
 	a := newAhead(NewReader(bytes.NewReader(updates(n)), 0), false)
 	go a.run(log.New(io.Discard), ToClient)
@@ -398,7 +398,7 @@ func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 
 // Through the proxy, messages read ahead while the plugs hold one meet
 // the plugs and the client in the order they came (M6).
-func TestIssue12_M6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
+func TestM6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
 	const n = 100
 	pl := &orderPipeline{held: make(chan struct{}), release: make(chan struct{})}
 	out := &testsupport.Buffer{}
@@ -430,7 +430,7 @@ func TestIssue12_M6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
 
 // NextRead returns what was read already and never reads: a line not
 // fully arrived is left for Next.
-func TestIssue12_NextReadNeverReadsTheStream(t *testing.T) {
+func TestNextReadNeverReadsTheStream(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := NewReader(pr, 0)
 	go func() {
@@ -523,11 +523,11 @@ func (f *freeingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message,
 	return nil, "", m.Kind == Notification, errors.New("the handler failed after next()")
 }
 
-// TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone: the
+// TestAMessageThePipelineFreesIsReleasedOnceTheProxyIsDone: the
 // proxy releases a message that the pipeline tells free after its last use
 // of it (the failure's report reads its method and kind), not before: once
 // released, its block and the Message itself are the Reader's again.
-func TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone(t *testing.T) {
+func TestAMessageThePipelineFreesIsReleasedOnceTheProxyIsDone(t *testing.T) {
 	f := &freeingPipeline{}
 	var failures int
 	p := &Proxy{

@@ -93,7 +93,7 @@ func TestM5_StreamedRecordsDoNotWaitForTheFile(t *testing.T) {
 // Record times are written as time.RFC3339Nano writes them in UTC, from a
 // second formatted once (issue 12): whole seconds, trailing zeros, times
 // before 1970 and far ahead, and seconds that follow each other.
-func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
+func TestRecordTimesAsRFC3339Nano(t *testing.T) {
 	var st stamp
 	base := time.Date(2026, 12, 1, 23, 59, 58, 0, time.FixedZone("x", 3600))
 	var times []time.Time
@@ -115,7 +115,7 @@ func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
 // into chunks with room for them, not moved again by a buffer's growth
 // (issue 12: a stream's transcript cost half the session process's time in
 // copies).
-func TestIssue12_RecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
+func TestRecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
 	g, r, update, n := heldRecorder()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)

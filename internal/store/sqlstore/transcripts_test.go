@@ -85,7 +85,7 @@ func insertDeflated(t *testing.T, s *Store, id string, chunk []byte) {
 // Issue 13: a session's transcript lines are in a file of the transcript
 // directory (0600), as they were written, and the database's rows hold
 // none of their bytes.
-func TestIssue13_TranscriptLinesAreInTheSessionsFile(t *testing.T) {
+func TestTranscriptLinesAreInTheSessionsFile(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -111,7 +111,7 @@ func TestIssue13_TranscriptLinesAreInTheSessionsFile(t *testing.T) {
 // never read, and are cut when the file is next appended to; a file
 // shorter than its rows lost lines, which reading and appending say,
 // naming the file.
-func TestIssue13_TranscriptFileIsCutToItsCommittedRows(t *testing.T) {
+func TestTranscriptFileIsCutToItsCommittedRows(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -156,7 +156,7 @@ func TestIssue13_TranscriptFileIsCutToItsCommittedRows(t *testing.T) {
 // keep the order of their writes; a discarded session's file goes, its
 // writer's next append fails, and a new session of the same id starts an
 // empty file.
-func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
+func TestTranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -205,7 +205,7 @@ func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 // lock and removes the files of sessions the database does not hold (a
 // discard whose file could not be removed); it keeps the others and files
 // of other names. A store that only reads leaves the directory as it is.
-func TestIssue13_FilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) {
+func TestFilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "kept")
@@ -240,7 +240,7 @@ func TestIssue13_FilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) 
 // Issue 13: one store appends to a transcript directory: another store of
 // the same database (a second server) is refused its appends, with an
 // error that says why, until the first is closed.
-func TestIssue13_OneStoreAppendsToATranscriptDirectory(t *testing.T) {
+func TestOneStoreAppendsToATranscriptDirectory(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	a := open(t, dsn, newKey())
 	storetest.Create(t, a, "s")
@@ -263,7 +263,7 @@ func TestIssue13_OneStoreAppendsToATranscriptDirectory(t *testing.T) {
 // Issue 13: chunks stored deflated in their rows, before transcripts had
 // files, are read in order with those in the file, by ReadTranscript and
 // by TranscriptAfter.
-func TestIssue13_ChunksStoredDeflatedBeforeAreRead(t *testing.T) {
+func TestChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -291,7 +291,7 @@ func TestIssue13_ChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 // without end, ends the reading of the transcript with an error that
 // names the session, after the lines before it (and, streamed, what came
 // of the chunk before its end).
-func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
+func TestBadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 	s := open(t, databases[0].dsn(t), newKey())
 	for _, c := range []struct {
 		id, want string
@@ -316,7 +316,7 @@ func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 // that names the session and the database's reason; what it wrote to the
 // file is cut, and the session's writers, that one and another, go on
 // after the committed lines.
-func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
+func TestAnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "s")
@@ -357,7 +357,7 @@ func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 // append (large lines too, past streamfile's direct writes) and close
 // their transcripts at once, while readers read them: every line is kept
 // once, whole, and each writer's lines in the order it wrote them.
-func TestIssue13_ConcurrentWritersLoseNothing(t *testing.T) {
+func TestConcurrentWritersLoseNothing(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		sessions := []string{"s0", "s1", "s2"}
@@ -434,7 +434,7 @@ func TestIssue13_ConcurrentWritersLoseNothing(t *testing.T) {
 // Issue 13: a writer that shares a session's file while another writer
 // opens it gets the open's failure, not a file that never opened; the
 // session's next append opens the file again, and goes on.
-func TestIssue13_AWriterSharingAFailedOpenIsToldAndRetries(t *testing.T) {
+func TestAWriterSharingAFailedOpenIsToldAndRetries(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "s")
@@ -514,7 +514,7 @@ func (d committedThenFailsDriver) Open(name string) (driver.Conn, error) {
 
 // Issue 13: an append whose commit went through but reported an error is
 // kept: the rows tell, and its lines are neither cut nor written again.
-func TestIssue13_AnAppendCommittedDespiteAnErrorIsKept(t *testing.T) {
+func TestAnAppendCommittedDespiteAnErrorIsKept(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "s")

@@ -14,7 +14,7 @@ import (
 // Issue 14, item 1: the setup token creates the first admin once; its
 // password is stored as an argon2id hash, never in clear; a sign-in opens
 // a web session that signing out or expiry closes.
-func TestIssue14_SetupTokenSignInAndOut(t *testing.T) {
+func TestSetupTokenSignInAndOut(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		tok, err := s.MintSetupToken()
@@ -77,7 +77,7 @@ func TestIssue14_SetupTokenSignInAndOut(t *testing.T) {
 
 // Issue 14, item 4: a reader following a transcript gets what was written
 // since it last asked, and nothing twice.
-func TestIssue14_TranscriptAfterReadsWhatIsNew(t *testing.T) {
+func TestTranscriptAfterReadsWhatIsNew(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s1")

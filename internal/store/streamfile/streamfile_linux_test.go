@@ -45,7 +45,7 @@ func throughTheCache(t testing.TB) {
 // file system refuses direct writes) has its pages written back and
 // dropped behind it, lag bytes from the end, and keeps every byte in
 // order, after what the file held before.
-func TestIssue12_StreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
+func TestStreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
 	throughTheCache(t)
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	if err := os.WriteFile(path, []byte("before\n"), 0o600); err != nil {
@@ -120,7 +120,7 @@ func directStream(t *testing.T, path, before string) *File {
 // Issue 12: a stream written directly leaves none of its pages in the
 // cache, but for its last unfinished block, and keeps every byte in order
 // after what the file held before (an unfinished block of its own).
-func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
+func TestDirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 64<<10) // 1 MiB
@@ -147,7 +147,7 @@ func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
 // Issue 12: when a Write returns, the file holds what it wrote, whatever
 // the sizes of the writes, written directly or through the cache; a
 // stream reopened goes on after what the file holds.
-func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
+func TestEveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 	for _, mode := range []string{"direct", "cache"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "cache" {
@@ -206,7 +206,7 @@ func randomWrite(rng *rand.Rand, oneIn, max int) []byte {
 // wrote) goes on from the cut, at any offset, aligned or not, on both
 // paths: the file holds what was written before the cut, then what came
 // after it.
-func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
+func TestAStreamCutBackGoesOnFromTheCut(t *testing.T) {
 	for _, mode := range []string{"direct", "cache"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "cache" {
@@ -259,7 +259,7 @@ func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
 
 // Issue 12: a file system that opens a file for direct writes but refuses
 // one has the stream go on through the cache, with nothing lost.
-func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
+func TestARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	want := []byte("before\n")
@@ -286,7 +286,7 @@ func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 
 // Issue 12: a direct write that fails for another reason fails the Write,
 // which tells how much of it the file holds.
-func TestIssue12_AFailedDirectWriteIsReported(t *testing.T) {
+func TestAFailedDirectWriteIsReported(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "")
 	replaceWriteDirect(t, func(*os.File, []byte, int64) (int, error) { return 0, unix.ENOSPC })
@@ -349,7 +349,7 @@ func fileHolds(t *testing.T, path string, want []byte) {
 // Issue 12: the small writes of a stream (the records of requests, on
 // their way) go through the cache and never wait for the device; a large
 // one is written directly, with the blocks the small ones left.
-func TestIssue12_SmallWritesGoThroughTheCache(t *testing.T) {
+func TestSmallWritesGoThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	direct := 0
@@ -383,7 +383,7 @@ func TestIssue12_SmallWritesGoThroughTheCache(t *testing.T) {
 // Issue 12 (review): a file not opened for appending is written through
 // the cache, where its writes go: the direct writes would not move its
 // offset, and the cache's would land over the start of the file.
-func TestIssue12_AFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
+func TestAFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -407,7 +407,7 @@ func TestIssue12_AFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T
 
 // Issue 12 (review): a direct write cut short, then refused, leaves the
 // file with each byte once: what went out is kept account of.
-func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
+func TestADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
@@ -426,7 +426,7 @@ func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T)
 
 // Issue 12 (review): a direct write cut short by a failure tells how much
 // of the Write the file holds.
-func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
+func TestADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
@@ -451,7 +451,7 @@ func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 // Issue 12: what is appended to the buffer a File lends goes to the file
 // from there, not copied once more, among writes of every size; a write
 // that outgrew the room lent is written as any other.
-func TestIssue12_WhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
+func TestWhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	want := []byte("before\n")
@@ -489,7 +489,7 @@ func TestIssue12_WhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
 }
 
 // Issue 12: a stream through the cache lends no buffer.
-func TestIssue12_AStreamThroughTheCacheLendsNoBuffer(t *testing.T) {
+func TestAStreamThroughTheCacheLendsNoBuffer(t *testing.T) {
 	throughTheCache(t)
 	s := openStream(t, filepath.Join(t.TempDir(), "transcript.jsonl"), "")
 	if b := s.AppendBuffer(directChunk); b != nil {
