@@ -312,12 +312,12 @@ func endToEnd(t *testing.T, db string) {
 	}
 }
 
-// TestServeListenAndAcpEndToEndOnSQLite: serve + two listen runners + acp --server,
+// TestServerEndToEndOnSQLite: serve + two listen runners + acp --server,
 // on SQLite.
-func TestServeListenAndAcpEndToEndOnSQLite(t *testing.T) { t.Parallel(); endToEnd(t, "") }
+func TestServerEndToEndOnSQLite(t *testing.T) { t.Parallel(); endToEnd(t, "") }
 
-// TestServeListenAndAcpEndToEndOnPostgreSQL: the same on a real PostgreSQL.
-func TestServeListenAndAcpEndToEndOnPostgreSQL(t *testing.T) { t.Parallel(); endToEnd(t, pgtest.DSN(t)) }
+// TestServerEndToEndOnPostgreSQL: the same on a real PostgreSQL.
+func TestServerEndToEndOnPostgreSQL(t *testing.T) { t.Parallel(); endToEnd(t, pgtest.DSN(t)) }
 
 // writeCounter writes a configuration with a plug that counts the runs
 // of its session in persisted state and logs the count.
