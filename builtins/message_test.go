@@ -69,8 +69,8 @@ func evalMessage(t *testing.T, line string, cases []exprCase) *Message {
 
 const promptLine = `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}}`
 
-// TestMessagesReadWithDots: the JSON objects of a message read as
-// attributes at any depth, and still as a dict (issue 19, item 3).
+// TestMessagesReadWithDots: the JSON objects of a message read as attributes
+// at any depth, and still as a dict.
 func TestMessagesReadWithDots(t *testing.T) {
 	evalMessage(t, promptLine, []exprCase{
 		{`message.params.prompt[0].text`, `"hi"`},
@@ -97,9 +97,9 @@ func TestMessagesReadWithDots(t *testing.T) {
 	})
 }
 
-// TestObjectsCompareWithoutPanic: == between an object and a dict
-// is False in either order, never Starlark's panic on a foreign "dict"
-// type; objects compare by members (issue 19, item 3).
+// TestObjectsCompareWithoutPanic: == between an object and a dict is False
+// in either order, never Starlark's panic on a foreign "dict" type; objects
+// compare by members.
 func TestObjectsCompareWithoutPanic(t *testing.T) {
 	evalMessage(t, promptLine, []exprCase{
 		{`message.params.prompt[0] == {"type": "text", "text": "hi"}`, `False`},
@@ -114,9 +114,9 @@ func TestObjectsCompareWithoutPanic(t *testing.T) {
 	})
 }
 
-// TestMessagesChangeInPlaceWithDotsOrIndex: writing a member with
-// a dot or by index changes what the message sends, with the rest as it
-// came; json.encode(message) shows it (issue 19, item 3).
+// TestMessagesChangeInPlaceWithDotsOrIndex: writing a member with a dot or
+// by index changes what the message sends, with the rest as it came;
+// json.encode(message) shows it.
 func TestMessagesChangeInPlaceWithDotsOrIndex(t *testing.T) {
 	want := `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"dot"}],"x":1,"y":{"z":[2]}}}`
 	msg := evalMessage(t, promptLine, []exprCase{

@@ -83,9 +83,9 @@ func TestRedactErrors(t *testing.T) {
 	})
 }
 
-// TestRedactSecretsRegistersWithTheRun (issue 15, item 4): the
-// values a plug gives redact.secrets reach the run's registry, which
-// redacts what no plug's redactor sees (logs, errors).
+// TestRedactSecretsRegistersWithTheRun: the values a plug gives
+// redact.secrets reach the run's registry, which redacts what no plug's
+// redactor sees (logs, errors).
 func TestRedactSecretsRegistersWithTheRun(t *testing.T) {
 	thread := &starlark.Thread{Name: "test"}
 	var run redact.Registry

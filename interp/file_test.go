@@ -10,10 +10,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
-// TestOnlyRegularFilesAreRead (issue 11, item 14): a plug, a module
-// or a configuration that is a device, a named pipe or a directory is refused
-// before it is read (a pipe would block the load forever, /dev/zero never
-// ends), and so is a file larger than the limit; the error names the file.
+// TestOnlyRegularFilesAreRead: a plug, a module or a configuration that is a
+// device, a named pipe or a directory is refused before it is read (a pipe
+// would block the load forever, /dev/zero never ends), and so is a file
+// larger than the limit; the error names the file.
 func TestOnlyRegularFilesAreRead(t *testing.T) {
 	plug := "plug(name = \"p\")\n"
 	big := "# " + strings.Repeat("x", interp.MaxFileSize) + "\n" + plug
@@ -57,9 +57,9 @@ func TestOnlyRegularFilesAreRead(t *testing.T) {
 	}
 }
 
-// TestC11_CheckRefusesPathLikePlugIDs (issue 11, item 14): an id names
-// the file of a plug's persisted state, so an id with "/" or ".." is refused
-// when the configuration loads (by check as by run), at the use(...).
+// TestC11_CheckRefusesPathLikePlugIDs: an id names the file of a plug's
+// persisted state, so an id with "/" or ".." is refused when the
+// configuration loads (by check as by run), at the use(...).
 func TestC11_CheckRefusesPathLikePlugIDs(t *testing.T) {
 	for _, id := range []string{"a/b", "..", "../x", "x/../../y", ".hidden"} {
 		wantError(t, map[string]string{"blaise.star": agentLine + `setup(use("blaise:greet", id = "` + id + `"))`},

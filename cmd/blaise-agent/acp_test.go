@@ -492,10 +492,10 @@ func (l *acpLab) sessionDirs() []string {
 	return ids
 }
 
-// TestAcpStartsASessionAtSessionNewNotAtInitialize guards issue 11,
-// item 5: a client that initializes, lists sessions and leaves starts no
-// session and runs no plug (the plug writes a file when it attaches);
-// session/new then starts exactly one.
+// TestAcpStartsASessionAtSessionNewNotAtInitialize: a client that
+// initializes, lists sessions and leaves starts no session and runs no plug
+// (the plug writes a file when it attaches); session/new then starts exactly
+// one.
 func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
@@ -789,7 +789,7 @@ func TestAcpListsPastABrokenRecord(t *testing.T) {
 
 // TestL6_ExpiredSessionTornDownByAcpWithoutSweep: a long-lived `acp` tears
 // down a session whose paused lifetime passed, with reason expired, by
-// itself: no `sessions sweep`, no new command (issue 12, item 3).
+// itself: no `sessions sweep`, no new command.
 func TestL6_ExpiredSessionTornDownByAcpWithoutSweep(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
@@ -817,10 +817,9 @@ def on_teardown(ctx, next):
 	}
 }
 
-// TestResumeLoadsTheCwdAndMcpServersOfTheRecord guards issue 12,
-// item 4: the session's record keeps the cwd and mcpServers of the client's
-// session/new, and a later front end's transparent resume loads the
-// agent's session with them, transcript or not.
+// TestResumeLoadsTheCwdAndMcpServersOfTheRecord: the session's record keeps
+// the cwd and mcpServers of the client's session/new, and a later front end's
+// transparent resume loads the agent's session with them, transcript or not.
 func TestResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)

@@ -875,10 +875,10 @@ func TestShowAndLogAServersSession(t *testing.T) {
 	}
 }
 
-// TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds
-// it past its timeout stop is killed on its runner after the lease and
-// failed; a timeout ends the session (L4). The stop grace of serve bounds
-// how long the killed run takes to go (issue 13).
+// TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds it
+// past its timeout stop is killed on its runner after the lease and failed;
+// a timeout ends the session (L4). The stop grace of serve bounds how long
+// the killed run takes to go.
 func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 	l := newServerLabWith(t, []string{"--stop-grace", "1s"}, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
 	l.writeConfig("blaise.star", `setup(use("./stubborn.star"))`+"\n")

@@ -162,9 +162,9 @@ func (p *ptyRun) leave() {
 // eraseLine is how the spinner takes itself away.
 const eraseLine = "\r\x1b[K"
 
-// Issue 16, item 1: while a plug attaches, a spinner names it; while the
-// agent has not answered, a spinner says so; both are erased before the
-// next line is written.
+// TestSpinnerNamesThePlugAndIsCleared: while a plug attaches, a spinner
+// names it; while the agent has not answered, a spinner says so; both are
+// erased before the next line is written.
 func TestSpinnerNamesThePlugAndIsCleared(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
@@ -191,8 +191,8 @@ setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go 
 	}
 }
 
-// Issue 16, item 2: a plug's log lines, logged while the agent's line is
-// being written, start lines of their own.
+// TestLogLinesNeverGluedToAgentText: a plug's log lines, logged while the
+// agent's line is being written, start lines of their own.
 func TestLogLinesNeverGluedToAgentText(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{
@@ -225,9 +225,9 @@ def on_message(ctx, message, next):
 	}
 }
 
-// Issue 16, item 2: when the session pauses while the person is at the
-// prompt, the pause is said on a line of its own and the prompt is drawn
-// again, with what was being typed.
+// TestPromptRedrawnAfterIdlePause: when the session pauses while the person
+// is at the prompt, the pause is said on a line of its own and the prompt is
+// drawn again, with what was being typed.
 func TestPromptRedrawnAfterIdlePause(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
@@ -250,8 +250,8 @@ func TestPromptRedrawnAfterIdlePause(t *testing.T) {
 	p.exitOK()
 }
 
-// Issue 16, item 2: --continue shows the session and its history before
-// the first prompt, and no prompt among the history's lines.
+// TestHistoryBeforePromptOnResume: --continue shows the session and its
+// history before the first prompt, and no prompt among the history's lines.
 func TestHistoryBeforePromptOnResume(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
@@ -276,9 +276,9 @@ func TestHistoryBeforePromptOnResume(t *testing.T) {
 	p.leave()
 }
 
-// Issue 16, item 2: a line ending in a backslash, or ended with Alt-Enter,
-// goes on on the next one, and the lines typed are there again (arrow up)
-// in the next run.
+// TestMultiLinePromptAndHistoryAcrossRuns: a line ending in a backslash, or
+// ended with Alt-Enter, goes on on the next one, and the lines typed are
+// there again (arrow up) in the next run.
 func TestMultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
@@ -302,8 +302,8 @@ func TestMultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	again.leave()
 }
 
-// Issue 16, item 2: on a terminal the agent's Markdown is rendered; --raw
-// shows it as it came.
+// TestMarkdownRenderedUnlessRaw: on a terminal the agent's Markdown is
+// rendered; --raw shows it as it came.
 func TestMarkdownRenderedUnlessRaw(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
@@ -318,9 +318,9 @@ func TestMarkdownRenderedUnlessRaw(t *testing.T) {
 	raw.exitOK()
 }
 
-// Issue 16, item 3: NO_COLOR and --color never take every style away, the
-// session process's log included; TERM=dumb also the spinner and the line
-// editor's sequences.
+// TestColorOffEverywhere: NO_COLOR and --color never take every style away,
+// the session process's log included; TERM=dumb also the spinner and the
+// line editor's sequences.
 func TestColorOffEverywhere(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
@@ -358,9 +358,9 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 	}
 }
 
-// Issue 16, item 2: the session process's log goes through run; when run
-// is gone (killed), the session process still pauses, its log lines lost
-// rather than its life (SIGPIPE).
+// TestSessionProcessOutlivesTheTerminalsLog: the session process's log goes
+// through run; when run is gone (killed), the session process still pauses,
+// its log lines lost rather than its life (SIGPIPE).
 func TestSessionProcessOutlivesTheTerminalsLog(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
@@ -380,8 +380,8 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 	}
 }
 
-// Issue 16, item 2: the line editor reads keys itself, Ctrl-C included: at
-// a permission question it still cancels the turn, and at the prompt it
+// TestCtrlCInTheEditor: the line editor reads keys itself, Ctrl-C included:
+// at a permission question it still cancels the turn, and at the prompt it
 // still leaves, the session paused.
 func TestCtrlCInTheEditor(t *testing.T) {
 	t.Parallel()

@@ -218,9 +218,9 @@ func checkConsistent(t testing.TB, m *Message) {
 // bytesEqual is bytes.Equal that tells nil from empty.
 func bytesEqual(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
-// TestSessionIDFoundWhileParsing checks that a message tells where
-// its params' sessionId is, as parsing found it, so that the front end
-// rewrites it without reading params again (issue 12, item 4).
+// TestSessionIDFoundWhileParsing checks that a message tells where its
+// params' sessionId is, as parsing found it, so that the front end rewrites
+// it without reading params again.
 func TestSessionIDFoundWhileParsing(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionId":"inner"}}}`, `"s1"`},
@@ -711,8 +711,7 @@ func TestPlainRunOfLongRuns(t *testing.T) {
 }
 
 // A stream that repeats a method not in the SDK's tables (an extension's,
-// say) shares one string for it: reading its messages allocates nothing
-// (issue 12).
+// say) shares one string for it: reading its messages allocates nothing .
 func TestReaderSharesARepeatedMethod(t *testing.T) {
 	line := []byte(`{"jsonrpc":"2.0","method":"_vendor/progress","params":{"sessionId":"s","n":1}}` + "\n")
 	r := NewReader(&loopReader{data: bytes.Repeat(line, 64)}, 0)

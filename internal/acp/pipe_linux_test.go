@@ -31,7 +31,7 @@ func TestPipesAreEnlarged(t *testing.T) {
 }
 
 // A batch written with writev allocates nothing: the iovecs of the last
-// batch are used again (issue 12, the front end's writes).
+// batch are used again (the front end's writes).
 func TestWritevAllocatesNothing(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {

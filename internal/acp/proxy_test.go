@@ -186,9 +186,8 @@ func TestACopyOfAMessageKeepsItsBlock(t *testing.T) {
 }
 
 // A request that reaches the agent's side once the agent is gone (a plug
-// held it while the agent died at startup) gets the answer of one the
-// agent left unanswered, so that its client tells that the run ended on
-// its own (issue 12).
+// held it while the agent died at startup) gets the answer of one the agent
+// left unanswered, so that its client tells that the run ended on its own.
 func TestProxyRequestAfterTheAgentIsGoneIsAnsweredAsStopped(t *testing.T) {
 	clientR, toProxy, _ := os.Pipe()
 	fromProxy, clientW, _ := os.Pipe()
@@ -229,7 +228,7 @@ func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, 
 }
 
 // A notification that no plug sees passes through the proxy without an
-// allocation: its Forward is made once per side (issue 12).
+// allocation: its Forward is made once per side.
 func TestProxyForwardsANotificationWithoutAllocating(t *testing.T) {
 	p := &Proxy{ToClient: NewWriter(io.Discard), ToAgent: NewWriter(io.Discard)}
 	p.init()
@@ -243,9 +242,9 @@ func TestProxyForwardsANotificationWithoutAllocating(t *testing.T) {
 }
 
 // Reading a stream allocates nothing per message, in the proxy and in
-// ReadMessages: only the Reader's blocks, now and then (issue 12). The
-// stream comes a line at a time, so that the proxy writes each message on
-// its own goroutine, without a flusher's.
+// ReadMessages: only the Reader's blocks, now and then. The stream comes a
+// line at a time, so that the proxy writes each message on its own
+// goroutine, without a flusher's.
 func TestReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 	const n = 2000
 	stream := bytes.Repeat(append(bytes.Clone(update1KiB), '\n'), n)
@@ -276,8 +275,8 @@ func TestReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 
 // ReadMessages shows each message to seen before sending it, telling which
 // ended in a read of their own, and ends with nil: a watcher of a stream
-// needs no goroutine of its own, and reads the clock once a read, not once
-// a message (issue 12).
+// needs no goroutine of its own, and reads the clock once a read, not once a
+// message.
 func TestReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
 	pr, pw := io.Pipe()
 	var (
@@ -353,8 +352,8 @@ func updates(n int) []byte {
 }
 
 // While the plugs see a message, the lines read with it are framed and
-// checked (issue 12), at most maxAhead of them, and still met in the order
-// they came (M6); the last one tells that nothing more has arrived.
+// checked, at most maxAhead of them, and still met in the order they came
+// (M6); the last one tells that nothing more has arrived.
 func TestM6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 	n := maxAhead + 40
 	a := newAhead(NewReader(bytes.NewReader(updates(n)), 0), false)

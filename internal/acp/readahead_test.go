@@ -16,8 +16,8 @@ import (
 )
 
 // While a plug holds a message, what the stream holds past the read that
-// brought it is read and checked ahead too, not only the lines read with
-// it (issue 12); they meet the plugs in order (M6).
+// brought it is read and checked ahead too, not only the lines read with it;
+// they meet the plugs in order (M6).
 func TestM6_ThePlugsHoldingAMessageLetTheStreamBeReadAhead(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -87,7 +87,7 @@ func (h *backHolder) Handle(_ Side, m *Message, forward Forward) (*Message, stri
 
 // A notification the plugs hold past its handler keeps its bytes while the
 // stream is read into other blocks: a message the plugs saw is never
-// released (issue 12).
+// released.
 func TestANotificationHeldByThePlugsKeepsItsBytes(t *testing.T) {
 	agent, agentW, _ := os.Pipe()
 	fromProxy, clientW, _ := os.Pipe()
@@ -127,7 +127,7 @@ func TestANotificationHeldByThePlugsKeepsItsBytes(t *testing.T) {
 // While the goroutine ahead tries the stream, the goroutine handling the
 // messages takes those it queued already, without waiting for that read;
 // once nothing is queued, it waits for the read ahead to end, then reads
-// the stream itself (issue 12, throughput with plugs).
+// the stream itself (throughput with plugs).
 func TestM6_MessagesReadAheadAreTakenWhileTheStreamIsTried(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {

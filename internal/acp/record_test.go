@@ -91,8 +91,8 @@ func TestM5_StreamedRecordsDoNotWaitForTheFile(t *testing.T) {
 }
 
 // Record times are written as time.RFC3339Nano writes them in UTC, from a
-// second formatted once (issue 12): whole seconds, trailing zeros, times
-// before 1970 and far ahead, and seconds that follow each other.
+// second formatted once: whole seconds, trailing zeros, times before 1970
+// and far ahead, and seconds that follow each other.
 func TestRecordTimesAsRFC3339Nano(t *testing.T) {
 	var st stamp
 	base := time.Date(2026, 12, 1, 23, 59, 58, 0, time.FixedZone("x", 3600))
@@ -113,7 +113,7 @@ func TestRecordTimesAsRFC3339Nano(t *testing.T) {
 
 // While the file takes a batch, the records that gather are copied once,
 // into chunks with room for them, not moved again by a buffer's growth
-// (issue 12: a stream's transcript cost half the session process's time in
+// (a stream's transcript cost half the session process's time in
 // copies).
 func TestRecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
 	g, r, update, n := heldRecorder()

@@ -22,7 +22,7 @@ import (
 
 // TestPipelineStepsCostNoAllocation checks that a plug's step of a
 // message allocates nothing beyond the Starlark call of its handler: the
-// steps of a message are allocated together (issue 12, throughput with
+// steps of a message are allocated together (throughput with
 // plugs).
 func TestPipelineStepsCostNoAllocation(t *testing.T) {
 	perMessage := func(plugs int) float64 {

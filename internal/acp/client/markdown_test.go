@@ -14,8 +14,9 @@ func chunk(t *Terminal, text string) {
 	t.Notification("session/update", params)
 }
 
-// Issue 16, item 2: Markdown is written a complete block at a time, a fence
-// holding its blank lines; the rest is written when the turn ends.
+// TestMarkdownRendersCompleteBlocks: Markdown is written a complete block at
+// a time, a fence holding its blank lines; the rest is written when the turn
+// ends.
 func TestMarkdownRendersCompleteBlocks(t *testing.T) {
 	var out strings.Builder
 	term := &Terminal{Out: &out, Markdown: true, Width: 60}
@@ -45,9 +46,9 @@ func TestMarkdownRendersCompleteBlocks(t *testing.T) {
 	}
 }
 
-// Issue 16, items 1 and 2: a log line ends the agent's line first and the
-// spinner is erased before it and drawn again after it; the agent's text
-// stops the spinner.
+// TestLogLineOfItsOwnAndSpinnerErased: a log line ends the agent's line
+// first and the spinner is erased before it and drawn again after it; the
+// agent's text stops the spinner.
 func TestLogLineOfItsOwnAndSpinnerErased(t *testing.T) {
 	var out strings.Builder
 	term := &Terminal{Out: &out, Err: &out, Status: &out}

@@ -108,10 +108,9 @@ func (c *testClient) close() error {
 	return nil
 }
 
-// TestInitializeAndListStartNoSession guards issue 11, item 5: a
-// client that initializes, lists sessions and leaves starts nothing; the
-// answer to initialize, with no earlier session to learn from, is the
-// documented fixed set.
+// TestInitializeAndListStartNoSession: a client that initializes, lists
+// sessions and leaves starts nothing; the answer to initialize, with no
+// earlier session to learn from, is the documented fixed set.
 func TestInitializeAndListStartNoSession(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)

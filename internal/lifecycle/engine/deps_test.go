@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// Issue 12, item 2: the control plane imports no Starlark: not the
-// interpreter, the plug API, the chain runner or the host daemon.
+// TestEngineImportsNoStarlark: the control plane imports no Starlark: not
+// the interpreter, the plug API, the chain runner or the host daemon.
 func TestEngineImportsNoStarlark(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {

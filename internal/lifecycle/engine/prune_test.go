@@ -9,11 +9,10 @@ import (
 	"time"
 )
 
-// TestL2_PruneRemovesOnlyEndedSessions (issue 16, item 4; L2): prune
-// removes the directories of sessions that ended before the cutoff, and
-// keeps every other state, a session ended after the cutoff, and an ended
-// session whose run lock a command holds (one that is starting to look at
-// it at the same moment).
+// TestL2_PruneRemovesOnlyEndedSessions (L2): prune removes the directories
+// of sessions that ended before the cutoff, and keeps every other state, a
+// session ended after the cutoff, and an ended session whose run lock a
+// command holds (one that is starting to look at it at the same moment).
 func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	s := openTestStore(t)
 	for id, st := range map[string]lifecycle.State{
@@ -70,8 +69,8 @@ func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	}
 }
 
-// TestPruneNamesBrokenRecords (issue 16, item 4): a record that
-// cannot be read is kept and named; the others are still pruned.
+// TestPruneNamesBrokenRecords: a record that cannot be read is kept and
+// named; the others are still pruned.
 func TestPruneNamesBrokenRecords(t *testing.T) {
 	s := openTestStore(t)
 	createSession(t, s, "ended1")

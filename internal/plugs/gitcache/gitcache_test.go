@@ -31,9 +31,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestTwoProcessesFillTheCacheAtOnce: processes that fetch the
-// same repository into an empty cache at once all succeed, and the cache
-// then holds the commit (issue 18, item 3).
+// TestTwoProcessesFillTheCacheAtOnce: processes that fetch the same
+// repository into an empty cache at once all succeed, and the cache then
+// holds the commit.
 func TestTwoProcessesFillTheCacheAtOnce(t *testing.T) {
 	repo := filepath.Join(t.TempDir(), "plugs")
 	commit := testsupport.GitCommit(t, repo, map[string]string{"x.star": "X = 1\n"})

@@ -9,8 +9,8 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestPlugReferencesParse: https, ssh and file URLs, with a tag,
-// branch or commit (issue 18, item 1).
+// TestPlugReferencesParse: https, ssh and file URLs, with a tag, branch or
+// commit.
 func TestPlugReferencesParse(t *testing.T) {
 	for _, c := range []struct {
 		in   string
@@ -31,8 +31,8 @@ func TestPlugReferencesParse(t *testing.T) {
 	}
 }
 
-// TestBadReferencesSayWhichPart: every error names the reference
-// and the part that is wrong (issue 18, item 4).
+// TestBadReferencesSayWhichPart: every error names the reference and the
+// part that is wrong.
 func TestBadReferencesSayWhichPart(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://host/p//x.star@v1":       `want it to start with "git+"`,

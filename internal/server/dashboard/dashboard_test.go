@@ -152,8 +152,8 @@ func want(t *testing.T, resp *http.Response, body string, status int, parts ...s
 	}
 }
 
-// Issue 14, item 1: a signed-out browser sees no page and changes nothing;
-// a signed-out or expired cookie is no better than none.
+// TestSignedOutRequestIsRefused: a signed-out browser sees no page and
+// changes nothing; a signed-out or expired cookie is no better than none.
 func TestSignedOutRequestIsRefused(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
@@ -182,8 +182,8 @@ func TestSignedOutRequestIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 14, item 1: every form needs this page's token and this site's
-// origin; without either, nothing changes.
+// TestCSRFLessPostIsRefused: every form needs this page's token and this
+// site's origin; without either, nothing changes.
 func TestCSRFLessPostIsRefused(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
@@ -203,8 +203,9 @@ func TestCSRFLessPostIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 14, item 2: a paused lifetime outside 1 hour to 7 days, or above
-// the operator's maximum, gets a clear message and changes nothing.
+// TestPausedLifetimeOutOfRangeChangesNothing: a paused lifetime outside 1
+// hour to 7 days, or above the operator's maximum, gets a clear message and
+// changes nothing.
 func TestPausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
@@ -226,8 +227,8 @@ func TestPausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
 	}
 }
 
-// Issue 14, item 1: the sign-in cookie is HttpOnly and SameSite=Lax, and
-// Secure under TLS.
+// TestSignInCookieFlags: the sign-in cookie is HttpOnly and SameSite=Lax,
+// and Secure under TLS.
 func TestSignInCookieFlags(t *testing.T) {
 	for _, tls := range []bool{false, true} {
 		s := newSite(t, tls)
@@ -239,8 +240,8 @@ func TestSignInCookieFlags(t *testing.T) {
 	}
 }
 
-// Issue 14, item 1: the setup token creates the first admin, once; then
-// the setup page is gone and a wrong password is refused.
+// TestSetupTokenCreatesTheFirstAdminOnce: the setup token creates the first
+// admin, once; then the setup page is gone and a wrong password is refused.
 func TestSetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	ctx := t.Context()
 	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
@@ -274,9 +275,9 @@ func TestSetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	want(t, resp, body, http.StatusUnauthorized, "Wrong user name or password.")
 }
 
-// Issue 14, item 4: an orphaned session says what its teardown left
-// behind and is resolved from the page; resolving any other session, or
-// ending an unknown one, says why and changes nothing.
+// TestResolveAnOrphanedSessionFromThePage: an orphaned session says what its
+// teardown left behind and is resolved from the page; resolving any other
+// session, or ending an unknown one, says why and changes nothing.
 func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	s := newSite(t, false)
 	for _, rec := range []*lifecycle.Record{
@@ -314,8 +315,8 @@ func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	}
 }
 
-// Issue 14, bad input: an expired sign-in is sent to sign in again, and
-// told why; what it posts changes nothing.
+// TestExpiredSignInIsToldSo: an expired sign-in is sent to sign in again,
+// and told why; what it posts changes nothing.
 func TestExpiredSignInIsToldSo(t *testing.T) {
 	s := newSite(t, false)
 	tok, _, err := s.store.SignIn("ada", password, -time.Second)
@@ -337,10 +338,10 @@ func TestExpiredSignInIsToldSo(t *testing.T) {
 	}
 }
 
-// Issue 14, item 3: a registration token minted on the runners page is
-// shown once and registers a runner; a runner revoked there cannot
-// connect; a bad lifetime, an unknown runner or one revoked already (the
-// issue's "a revoked token") says why and changes nothing.
+// TestMintAndRevokeOnTheRunnersPage: a registration token minted on the
+// runners page is shown once and registers a runner; a runner revoked there
+// cannot connect; a bad lifetime, an unknown runner or one revoked already
+// (the issue's "a revoked token") says why and changes nothing.
 func TestMintAndRevokeOnTheRunnersPage(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
@@ -399,7 +400,7 @@ func (s *site) mint(c *http.Client, csrf, ttl string) string {
 	return m[1]
 }
 
-// Issue 14, item 4: an unknown session's page says so.
+// TestUnknownSessionPage: an unknown session's page says so.
 func TestUnknownSessionPage(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
@@ -409,9 +410,9 @@ func TestUnknownSessionPage(t *testing.T) {
 	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist.")
 }
 
-// Issue 14, item 4: a session's transcript is followed as server-sent
-// events: what it holds, then each block added or changed as lines are
-// written.
+// TestTranscriptFollowedAsEvents: a session's transcript is followed as
+// server-sent events: what it holds, then each block added or changed as
+// lines are written.
 func TestTranscriptFollowedAsEvents(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
@@ -503,9 +504,10 @@ func TestSessionPageFollowsItsRecord(t *testing.T) {
 	}
 }
 
-// Issue 14, item 5: a prompt from the page to a session another client is
-// running (an editor through `acp --server`) says so and changes nothing:
-// the engine lets one front end at a time run a session.
+// TestPromptToASessionInUseElsewhereChangesNothing: a prompt from the page
+// to a session another client is running (an editor through `acp --server`)
+// says so and changes nothing: the engine lets one front end at a time run a
+// session.
 func TestPromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	live := &lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings()}
@@ -521,8 +523,8 @@ func TestPromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	}
 }
 
-// Issue 14, item 5: a prompt to a paused session that no runner can
-// resume says why; the session stays paused.
+// TestPromptToAPausedSessionWithNoRunnerChangesNothing: a prompt to a paused
+// session that no runner can resume says why; the session stays paused.
 func TestPromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	paused := &lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings(),
@@ -546,8 +548,8 @@ func TestPromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	}
 }
 
-// Issue 14, item 5: a prompt that is empty, to an ended session, to an
-// unknown one, or without the form's token says why and sends nothing.
+// TestBadPromptsAreRefused: a prompt that is empty, to an ended session, to
+// an unknown one, or without the form's token says why and sends nothing.
 func TestBadPromptsAreRefused(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&lifecycle.Record{ID: "done1", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Closed, Settings: lifecycle.DefaultSettings()}); err != nil {
@@ -566,8 +568,9 @@ func TestBadPromptsAreRefused(t *testing.T) {
 	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
 }
 
-// Issue 14, item 5: answering a permission request that no longer waits
-// (answered, its turn over, or never asked) says so and changes nothing.
+// TestStalePermissionAnswerChangesNothing: answering a permission request
+// that no longer waits (answered, its turn over, or never asked) says so and
+// changes nothing.
 func TestStalePermissionAnswerChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {

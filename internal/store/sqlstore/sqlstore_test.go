@@ -66,8 +66,9 @@ func open(t testing.TB, dsn string, key []byte) *Store {
 	return s
 }
 
-// Issue 13, item 1: SQLite and PostgreSQL pass the behaviour suite of
-// every store, as the file store does (blaise's tests): the three agree.
+// TestSQLStoresPassTheStoreSuite: SQLite and PostgreSQL pass the behaviour
+// suite of every store, as the file store does (blaise's tests): the three
+// agree.
 func TestSQLStoresPassTheStoreSuite(t *testing.T) {
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
@@ -76,9 +77,9 @@ func TestSQLStoresPassTheStoreSuite(t *testing.T) {
 	}
 }
 
-// Issue 13, item 5: persisted plug state is encrypted at rest; another key
-// gives an error naming the session and plug, not garbage; a row moved to
-// another session or plug does not decrypt.
+// TestPersistedStateEncryptedAtRest: persisted plug state is encrypted at
+// rest; another key gives an error naming the session and plug, not garbage;
+// a row moved to another session or plug does not decrypt.
 func TestPersistedStateEncryptedAtRest(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
@@ -117,8 +118,8 @@ func TestPersistedStateEncryptedAtRest(t *testing.T) {
 	})
 }
 
-// Issue 13, item 1: a record row that does not decode is an error naming
-// the session, and does not hide the other sessions.
+// TestCorruptRecordNamesTheSession: a record row that does not decode is an
+// error naming the session, and does not hide the other sessions.
 func TestCorruptRecordNamesTheSession(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
@@ -148,8 +149,8 @@ func TestCorruptRecordNamesTheSession(t *testing.T) {
 	})
 }
 
-// Issue 13, item 1: migrations are recorded, applied once, and a database
-// newer than the binary is refused.
+// TestMigrationsForwardOnly: migrations are recorded, applied once, and a
+// database newer than the binary is refused.
 func TestMigrationsForwardOnly(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
@@ -179,9 +180,9 @@ func TestMigrationsForwardOnly(t *testing.T) {
 	})
 }
 
-// Issue 13, item 1: SQLite has one writer: writes from many goroutines,
-// and from a second store on the same file (another process), queue
-// instead of failing with SQLITE_BUSY.
+// TestSQLiteWritesNeverBusy: SQLite has one writer: writes from many
+// goroutines, and from a second store on the same file (another process),
+// queue instead of failing with SQLITE_BUSY.
 func TestSQLiteWritesNeverBusy(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "blaise.db")
 	a, b := open(t, path, newKey()), open(t, path, newKey())
@@ -209,8 +210,8 @@ func TestSQLiteWritesNeverBusy(t *testing.T) {
 	}
 }
 
-// Issue 13, items 1 and 5: a new SQLite database and its log are the
-// server's user's only: they hold transcripts.
+// TestSQLiteFilesPrivate: a new SQLite database and its log are the server's
+// user's only: they hold transcripts.
 func TestSQLiteFilesPrivate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "blaise.db")
 	s := open(t, path, newKey())
@@ -226,7 +227,8 @@ func TestSQLiteFilesPrivate(t *testing.T) {
 	}
 }
 
-// Issue 13, item 1: bad input to Open says what was expected and where.
+// TestOpenRefusesBadInput: bad input to Open says what was expected and
+// where.
 func TestOpenRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
 	for dsn, want := range map[string]string{
@@ -259,8 +261,8 @@ func TestOpenRefusesBadInput(t *testing.T) {
 	testsupport.WantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
 
-// Issue 13, item 1: the server fences a run's writes by the session's run
-// number.
+// TestCurrentRunFencesWritesByRunNumber: the server fences a run's writes by
+// the session's run number.
 func TestCurrentRunFencesWritesByRunNumber(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
@@ -280,8 +282,9 @@ func TestCurrentRunFencesWritesByRunNumber(t *testing.T) {
 	})
 }
 
-// Issue 13, item 5: the store key comes from the environment (base64), or
-// from a 0600 file made on first use; a looser file is refused.
+// TestLoadKeyFromEnvironmentOrPrivateFile: the store key comes from the
+// environment (base64), or from a 0600 file made on first use; a looser file
+// is refused.
 func TestLoadKeyFromEnvironmentOrPrivateFile(t *testing.T) {
 	const env = "BLAISE_TEST_STORE_KEY"
 	dir := t.TempDir()
@@ -320,7 +323,7 @@ func TestLoadKeyFromEnvironmentOrPrivateFile(t *testing.T) {
 	testsupport.WantErr(t, err, "no store key", "$"+env)
 }
 
-// L1, issue 13 item 1: an agent's settings are validated and normalized:
+// L1: an agent's settings are validated and normalized:
 // defaults filled in, the paused lifetime capped by the operator's
 // SESSION_MAX_PAUSED_LIFETIME_MS; a bad name or setting writes nothing.
 func TestL1_AgentSettingsNormalized(t *testing.T) {
@@ -387,9 +390,9 @@ func TestL1_AgentSettingsNormalized(t *testing.T) {
 	})
 }
 
-// Issue 13, item 5: a registration token is stored hashed, expires, and is
-// exchanged once (even by racing runners) for a revocable runner
-// credential.
+// TestRegistrationTokenExchangedOnce: a registration token is stored hashed,
+// expires, and is exchanged once (even by racing runners) for a revocable
+// runner credential.
 func TestRegistrationTokenExchangedOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
@@ -482,7 +485,7 @@ func TestRegistrationTokenExchangedOnce(t *testing.T) {
 	})
 }
 
-// Issue 13, item 5: API tokens are named, stored hashed and revocable.
+// TestAPITokensRevocable: API tokens are named, stored hashed and revocable.
 func TestAPITokensRevocable(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())

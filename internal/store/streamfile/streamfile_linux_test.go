@@ -41,10 +41,10 @@ func throughTheCache(t testing.TB) {
 	t.Cleanup(func() { openDirectFile = open })
 }
 
-// Issue 12: a transcript written as a fast stream through the cache (its
-// file system refuses direct writes) has its pages written back and
-// dropped behind it, lag bytes from the end, and keeps every byte in
-// order, after what the file held before.
+// TestStreamThroughTheCacheHasItsPagesDroppedBehindIt: a transcript written
+// as a fast stream through the cache (its file system refuses direct writes)
+// has its pages written back and dropped behind it, lag bytes from the end,
+// and keeps every byte in order, after what the file held before.
 func TestStreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
 	throughTheCache(t)
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
@@ -117,9 +117,10 @@ func directStream(t *testing.T, path, before string) *File {
 	return s
 }
 
-// Issue 12: a stream written directly leaves none of its pages in the
-// cache, but for its last unfinished block, and keeps every byte in order
-// after what the file held before (an unfinished block of its own).
+// TestDirectStreamLeavesNoPageInTheCache: a stream written directly leaves
+// none of its pages in the cache, but for its last unfinished block, and
+// keeps every byte in order after what the file held before (an unfinished
+// block of its own).
 func TestDirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
@@ -144,9 +145,9 @@ func TestDirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	fileHolds(t, path, want.Bytes())
 }
 
-// Issue 12: when a Write returns, the file holds what it wrote, whatever
-// the sizes of the writes, written directly or through the cache; a
-// stream reopened goes on after what the file holds.
+// TestEveryWriteIsInTheFileWhenItReturns: when a Write returns, the file
+// holds what it wrote, whatever the sizes of the writes, written directly or
+// through the cache; a stream reopened goes on after what the file holds.
 func TestEveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 	for _, mode := range []string{"direct", "cache"} {
 		t.Run(mode, func(t *testing.T) {
@@ -202,10 +203,10 @@ func randomWrite(rng *rand.Rand, oneIn, max int) []byte {
 	return p
 }
 
-// Issue 13: a stream cut back (a server's store cuts what a failed append
-// wrote) goes on from the cut, at any offset, aligned or not, on both
-// paths: the file holds what was written before the cut, then what came
-// after it.
+// TestAStreamCutBackGoesOnFromTheCut: a stream cut back (a server's store
+// cuts what a failed append wrote) goes on from the cut, at any offset,
+// aligned or not, on both paths: the file holds what was written before the
+// cut, then what came after it.
 func TestAStreamCutBackGoesOnFromTheCut(t *testing.T) {
 	for _, mode := range []string{"direct", "cache"} {
 		t.Run(mode, func(t *testing.T) {
@@ -257,8 +258,9 @@ func TestAStreamCutBackGoesOnFromTheCut(t *testing.T) {
 	}
 }
 
-// Issue 12: a file system that opens a file for direct writes but refuses
-// one has the stream go on through the cache, with nothing lost.
+// TestARefusedDirectWriteGoesThroughTheCache: a file system that opens a
+// file for direct writes but refuses one has the stream go on through the
+// cache, with nothing lost.
 func TestARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
@@ -284,8 +286,8 @@ func TestARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	fileHolds(t, path, want)
 }
 
-// Issue 12: a direct write that fails for another reason fails the Write,
-// which tells how much of it the file holds.
+// TestAFailedDirectWriteIsReported: a direct write that fails for another
+// reason fails the Write, which tells how much of it the file holds.
 func TestAFailedDirectWriteIsReported(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "")
@@ -346,9 +348,10 @@ func fileHolds(t *testing.T, path string, want []byte) {
 	}
 }
 
-// Issue 12: the small writes of a stream (the records of requests, on
-// their way) go through the cache and never wait for the device; a large
-// one is written directly, with the blocks the small ones left.
+// TestSmallWritesGoThroughTheCache: the small writes of a stream (the
+// records of requests, on their way) go through the cache and never wait for
+// the device; a large one is written directly, with the blocks the small
+// ones left.
 func TestSmallWritesGoThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
@@ -380,9 +383,10 @@ func TestSmallWritesGoThroughTheCache(t *testing.T) {
 	fileHolds(t, path, want)
 }
 
-// Issue 12 (review): a file not opened for appending is written through
-// the cache, where its writes go: the direct writes would not move its
-// offset, and the cache's would land over the start of the file.
+// TestAFileNotOpenedForAppendingIsWrittenThroughTheCache: a file not opened
+// for appending is written through the cache, where its writes go: the
+// direct writes would not move its offset, and the cache's would land over
+// the start of the file.
 func TestAFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
@@ -405,8 +409,9 @@ func TestAFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
 	fileHolds(t, path, want)
 }
 
-// Issue 12 (review): a direct write cut short, then refused, leaves the
-// file with each byte once: what went out is kept account of.
+// TestADirectWriteCutShortThenRefusedWritesEachByteOnce: a direct write cut
+// short, then refused, leaves the file with each byte once: what went out is
+// kept account of.
 func TestADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
@@ -424,8 +429,8 @@ func TestADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
 	fileHolds(t, path, append([]byte("before\n"), p...))
 }
 
-// Issue 12 (review): a direct write cut short by a failure tells how much
-// of the Write the file holds.
+// TestADirectWriteCutShortTellsWhatTheFileHolds: a direct write cut short by
+// a failure tells how much of the Write the file holds.
 func TestADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
@@ -448,9 +453,10 @@ func TestADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	fileHolds(t, path, append([]byte("before\n"), p[:n]...))
 }
 
-// Issue 12: what is appended to the buffer a File lends goes to the file
-// from there, not copied once more, among writes of every size; a write
-// that outgrew the room lent is written as any other.
+// TestWhatIsAppendedToTheLentBufferIsInTheFile: what is appended to the
+// buffer a File lends goes to the file from there, not copied once more,
+// among writes of every size; a write that outgrew the room lent is written
+// as any other.
 func TestWhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
@@ -488,7 +494,8 @@ func TestWhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
 	}
 }
 
-// Issue 12: a stream through the cache lends no buffer.
+// TestAStreamThroughTheCacheLendsNoBuffer: a stream through the cache lends
+// no buffer.
 func TestAStreamThroughTheCacheLendsNoBuffer(t *testing.T) {
 	throughTheCache(t)
 	s := openStream(t, filepath.Join(t.TempDir(), "transcript.jsonl"), "")

@@ -7,9 +7,8 @@ import (
 	"testing"
 )
 
-// TestNearestConfigInAParent (issue 16, item 5): the nearest
-// blaise.star wins, found from a subdirectory as git finds .git; a
-// directory called blaise.star is not one.
+// TestNearestConfigInAParent: the nearest blaise.star wins, found from a
+// subdirectory as git finds .git; a directory called blaise.star is not one.
 func TestNearestConfigInAParent(t *testing.T) {
 	root := t.TempDir()
 	deep := filepath.Join(root, "a", "b", "c")
@@ -30,7 +29,7 @@ func TestNearestConfigInAParent(t *testing.T) {
 	}
 }
 
-// TestNoConfigSaysWhereItLooked (issue 16, item 5).
+// TestNoConfigSaysWhereItLooked.
 func TestNoConfigSaysWhereItLooked(t *testing.T) {
 	dir := t.TempDir()
 	_, err := Nearest(dir)

@@ -10,9 +10,9 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestRegistryRedactsWhatIsRegisteredLater (issue 15, item 4): a
-// writer made before a secret is registered redacts it once it is, even
-// when the writes split it; errors keep what errors.As finds.
+// TestRegistryRedactsWhatIsRegisteredLater: a writer made before a secret is
+// registered redacts it once it is, even when the writes split it; errors
+// keep what errors.As finds.
 func TestRegistryRedactsWhatIsRegisteredLater(t *testing.T) {
 	var g Registry
 	var out bytes.Buffer

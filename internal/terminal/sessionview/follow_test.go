@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestFollowReadsOnUntilTheRunEnds (issue 16, item 4): with live,
-// Lines waits for a transcript that does not exist yet, passes each line as
-// it is completed (a half-written one only once its end is there), and
-// returns once live reports the run over, after the last lines.
+// TestFollowReadsOnUntilTheRunEnds: with live, Lines waits for a transcript
+// that does not exist yet, passes each line as it is completed (a
+// half-written one only once its end is there), and returns once live
+// reports the run over, after the last lines.
 func TestFollowReadsOnUntilTheRunEnds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	var running atomic.Bool
