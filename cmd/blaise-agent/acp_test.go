@@ -595,13 +595,12 @@ func (l *acpLab) gone(pidFile string) bool {
 	return !testsupport.Alive(pid)
 }
 
-// TestL9_AcpHonoursSignalsAtEveryMoment guards the acp side of issue
-// 11, item 4: SIGTERM or SIGINT during a slow plug attach, while an agent
-// never answers initialize, or during a turn, stops the runs (an opened
-// session pauses as idle, one that never opened ends) and acp exits, with
-// nothing left running. The plug attaching for ever is cancelled by the
-// runner's stop grace (runner.DefaultStopGrace), within acp's default
-// shutdown timeout.
+// TestL9_AcpHonoursSignalsAtEveryMoment: SIGTERM or SIGINT during a slow plug
+// attach, while an agent never answers initialize, or during a turn, stops
+// the runs (an opened session pauses as idle, one that never opened ends) and
+// acp exits, with nothing left running. The plug attaching for ever is
+// cancelled by the runner's stop grace (runner.DefaultStopGrace), within
+// acp's default shutdown timeout.
 func TestL9_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
 	t.Parallel()
 	const slowAttach = `plug(name = "slow")
@@ -756,7 +755,7 @@ func TestAcpResumeThatCannotStartSaysWhy(t *testing.T) {
 }
 
 // TestAcpListsPastABrokenRecord: one corrupt session.json does not
-// hide the other sessions from session/list (item 13).
+// hide the other sessions from session/list.
 func TestAcpListsPastABrokenRecord(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)

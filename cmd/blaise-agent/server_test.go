@@ -268,7 +268,7 @@ func (l *serverLab) session(id string) *lifecycle.Record {
 	return nil
 }
 
-// endToEnd is the end-to-end check on one store: a server, two
+// endToEnd is the server's end-to-end check on one store: a server, two
 // runners, a client through acp --server: start, prompt, idle pause,
 // resume on the next prompt, sessions end → teardown closed.
 func endToEnd(t *testing.T, db string) {

@@ -139,9 +139,9 @@ func TestRecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
 
 // A notification recorded from the block it was read into is encoded by the
 // background write, after the stream has gone on into other blocks: its
-// record keeps the message's bytes, and the records stay in order among
-// those encoded at once (notifications a plug made, requests) (M5, issue
-// 12: recording costs the stream's goroutine no copy).
+// record keeps the message's bytes, and the records stay in order among those
+// encoded at once (notifications a plug made, requests) (M5; recording costs
+// the stream's goroutine no copy).
 func TestM5_ANotificationRecordedFromItsBlockKeepsItsBytes(t *testing.T) {
 	var lines []string
 	for i := range 3000 {

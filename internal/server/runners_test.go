@@ -157,10 +157,9 @@ func TestRunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 	}
 }
 
-// TestARunnerOfTheSameNameCannotTakeARunBack (review, item 2):
-// runner names are not unique, so the run goes back only to the runner of
-// the credential it was launched on; another runner registered as r1 gets
-// nothing.
+// TestARunnerOfTheSameNameCannotTakeARunBack: runner names are not unique, so
+// the run goes back only to the runner of the credential it was launched on;
+// another runner registered as r1 gets nothing.
 func TestARunnerOfTheSameNameCannotTakeARunBack(t *testing.T) {
 	l := newLab(t)
 	ref, impostor := l.runOfR1WithAnImpostor()
@@ -189,9 +188,8 @@ func (l *lab) onlyItsRunnerTakesBack(ref runnerproto.RunRef, impostor, how strin
 	}
 }
 
-// TestARunHandedBackTwiceIsTakenOnce (review, item 4): a run named
-// twice in a hello is taken back once, and adopted once its streams are
-// there.
+// TestARunHandedBackTwiceIsTakenOnce: a run named twice in a hello is taken
+// back once, and adopted once its streams are there.
 func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
@@ -203,9 +201,9 @@ func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
 }
 
-// TestADroppedRunLeavesItsSuccessor (review, item 4): a run the
-// server gives up forgets only itself, not another process of the same
-// run ref that the connection has since.
+// TestADroppedRunLeavesItsSuccessor: a run the server gives up forgets only
+// itself, not another process of the same run ref that the connection has
+// since.
 func TestADroppedRunLeavesItsSuccessor(t *testing.T) {
 	l := newLab(t)
 	l.s.init()
@@ -219,10 +217,9 @@ func TestADroppedRunLeavesItsSuccessor(t *testing.T) {
 	}
 }
 
-// TestARunSettledBeforeItsStreamsWritesNothing (review, item 1):
-// a run handed back whose session was settled (failed, by the sweep after
-// AdoptUntil) before its streams were there is not adopted, and its store
-// calls are not applied.
+// TestARunSettledBeforeItsStreamsWritesNothing: a run handed back whose
+// session was settled (failed, by the sweep after AdoptUntil) before its
+// streams were there is not adopted, and its store calls are not applied.
 func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
@@ -245,9 +242,9 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	}
 }
 
-// TestARunnerOfTheSameNameCannotReattachARun (review, item 2): a
-// run whose runner's connection broke goes back only to a connection of
-// the same credential, not to another runner registered as r1.
+// TestARunnerOfTheSameNameCannotReattachARun: a run whose runner's connection
+// broke goes back only to a connection of the same credential, not to another
+// runner registered as r1.
 func TestARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	l := newLab(t)
 	ref, impostor := l.runOfR1WithAnImpostor()

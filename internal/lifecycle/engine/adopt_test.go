@@ -132,11 +132,10 @@ func (p *pipeProcess) Wait() error      { <-p.exited; return nil }
 func (p *pipeProcess) Signal(kill bool) { p.signals <- kill }
 func (p *pipeProcess) PID() int         { return 0 }
 
-// TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow (review, item 3):
-// a timeout stop recorded before the restart and never sent, older than
-// its grace, is sent to the run taken back, and the run has its whole
-// grace from then (L5) before it is failed: it is not killed at once for
-// a stop it never received.
+// TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow: a timeout stop
+// recorded before the restart and never sent, older than its grace, is sent
+// to the run taken back, and the run has its whole grace from then (L5)
+// before it is failed: it is not killed at once for a stop it never received.
 func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 	const grace = time.Minute
 	store, clock, rec := runInProgress(t, func(rec *lifecycle.Record) {

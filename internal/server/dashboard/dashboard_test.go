@@ -341,7 +341,7 @@ func TestExpiredSignInIsToldSo(t *testing.T) {
 // TestMintAndRevokeOnTheRunnersPage: a registration token minted on the
 // runners page is shown once and registers a runner; a runner revoked there
 // cannot connect; a bad lifetime, an unknown runner or one revoked already
-// (the "a revoked token") says why and changes nothing.
+// says why and changes nothing.
 func TestMintAndRevokeOnTheRunnersPage(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
