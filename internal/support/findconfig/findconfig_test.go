@@ -29,7 +29,9 @@ func TestNearestConfigInAParent(t *testing.T) {
 	}
 }
 
-// TestNoConfigSaysWhereItLooked.
+// TestNoConfigSaysWhereItLooked: with no blaise.star in the directory or
+// above it, the error names where it looked and the two other ways to give
+// one ($BLAISE_CONFIG, -c FILE).
 func TestNoConfigSaysWhereItLooked(t *testing.T) {
 	dir := t.TempDir()
 	_, err := Nearest(dir)
