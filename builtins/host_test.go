@@ -296,11 +296,11 @@ func TestHostExec_Errors(t *testing.T) {
 	}
 }
 
-// TestIssue16_ExecOnStdoutStreamsLines checks that on_stdout sees each line
+// TestExecOnStdoutStreamsLines checks that on_stdout sees each line
 // while the command still runs: the command goes on only once the
 // callback of its first line created a file, so that without streaming it
 // would time out with lines unseen.
-func TestIssue16_ExecOnStdoutStreamsLines(t *testing.T) {
+func TestExecOnStdoutStreamsLines(t *testing.T) {
 	e := newHostTestEnv(t)
 	e.ok(`
 seen = []

@@ -69,9 +69,9 @@ func evalMessage(t *testing.T, line string, cases []exprCase) *Message {
 
 const promptLine = `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"hi"}]}}`
 
-// TestIssue19_MessagesReadWithDots: the JSON objects of a message read as
-// attributes at any depth, and still as a dict (issue 19, item 3).
-func TestIssue19_MessagesReadWithDots(t *testing.T) {
+// TestMessagesReadWithDots: the JSON objects of a message read as attributes
+// at any depth, and still as a dict.
+func TestMessagesReadWithDots(t *testing.T) {
 	evalMessage(t, promptLine, []exprCase{
 		{`message.params.prompt[0].text`, `"hi"`},
 		{`message["params"]["prompt"][0]["text"]`, `"hi"`},
@@ -97,10 +97,10 @@ func TestIssue19_MessagesReadWithDots(t *testing.T) {
 	})
 }
 
-// TestIssue19_ObjectsCompareWithoutPanic: == between an object and a dict
-// is False in either order, never Starlark's panic on a foreign "dict"
-// type; objects compare by members (issue 19, item 3).
-func TestIssue19_ObjectsCompareWithoutPanic(t *testing.T) {
+// TestObjectsCompareWithoutPanic: == between an object and a dict is False
+// in either order, never Starlark's panic on a foreign "dict" type; objects
+// compare by members.
+func TestObjectsCompareWithoutPanic(t *testing.T) {
 	evalMessage(t, promptLine, []exprCase{
 		{`message.params.prompt[0] == {"type": "text", "text": "hi"}`, `False`},
 		{`{"type": "text", "text": "hi"} == message.params.prompt[0]`, `False`},
@@ -114,10 +114,10 @@ func TestIssue19_ObjectsCompareWithoutPanic(t *testing.T) {
 	})
 }
 
-// TestIssue19_MessagesChangeInPlaceWithDotsOrIndex: writing a member with
-// a dot or by index changes what the message sends, with the rest as it
-// came; json.encode(message) shows it (issue 19, item 3).
-func TestIssue19_MessagesChangeInPlaceWithDotsOrIndex(t *testing.T) {
+// TestMessagesChangeInPlaceWithDotsOrIndex: writing a member with a dot or
+// by index changes what the message sends, with the rest as it came;
+// json.encode(message) shows it.
+func TestMessagesChangeInPlaceWithDotsOrIndex(t *testing.T) {
 	want := `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"dot"}],"x":1,"y":{"z":[2]}}}`
 	msg := evalMessage(t, promptLine, []exprCase{
 		{expr: `message.params.prompt[0].text = "dot"`},
@@ -147,9 +147,9 @@ func TestIssue19_MessagesChangeInPlaceWithDotsOrIndex(t *testing.T) {
 	}
 }
 
-// TestIssue19_ABodyThatIsNotJSONFailsWherePassed: a value that is not JSON
+// TestABodyThatIsNotJSONFailsWherePassed: a value that is not JSON
 // fails at the next() of the plug that put it there, naming where.
-func TestIssue19_ABodyThatIsNotJSONFailsWherePassed(t *testing.T) {
+func TestABodyThatIsNotJSONFailsWherePassed(t *testing.T) {
 	msg := evalMessage(t, promptLine, []exprCase{
 		{expr: `message.params.prompt[0].text = set`},
 	})

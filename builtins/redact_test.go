@@ -83,10 +83,10 @@ func TestRedactErrors(t *testing.T) {
 	})
 }
 
-// TestIssue15_RedactSecretsRegistersWithTheRun (issue 15, item 4): the
-// values a plug gives redact.secrets reach the run's registry, which
-// redacts what no plug's redactor sees (logs, errors).
-func TestIssue15_RedactSecretsRegistersWithTheRun(t *testing.T) {
+// TestRedactSecretsRegistersWithTheRun: the values a plug gives
+// redact.secrets reach the run's registry, which redacts what no plug's
+// redactor sees (logs, errors).
+func TestRedactSecretsRegistersWithTheRun(t *testing.T) {
 	thread := &starlark.Thread{Name: "test"}
 	var run redact.Registry
 	SetRedactions(thread, &run)

@@ -10,11 +10,11 @@ import (
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
-// TestIssue11_OnlyRegularFilesAreRead (issue 11, item 14): a plug, a module
-// or a configuration that is a device, a named pipe or a directory is refused
-// before it is read (a pipe would block the load forever, /dev/zero never
-// ends), and so is a file larger than the limit; the error names the file.
-func TestIssue11_OnlyRegularFilesAreRead(t *testing.T) {
+// TestOnlyRegularFilesAreRead: a plug, a module or a configuration that is a
+// device, a named pipe or a directory is refused before it is read (a pipe
+// would block the load forever, /dev/zero never ends), and so is a file
+// larger than the limit; the error names the file.
+func TestOnlyRegularFilesAreRead(t *testing.T) {
 	plug := "plug(name = \"p\")\n"
 	big := "# " + strings.Repeat("x", interp.MaxFileSize) + "\n" + plug
 	for _, c := range []struct {
@@ -57,10 +57,10 @@ func TestIssue11_OnlyRegularFilesAreRead(t *testing.T) {
 	}
 }
 
-// TestIssue11_CheckRefusesPathLikePlugIDs (issue 11, item 14): an id names
-// the file of a plug's persisted state, so an id with "/" or ".." is refused
-// when the configuration loads (by check as by run), at the use(...).
-func TestIssue11_CheckRefusesPathLikePlugIDs(t *testing.T) {
+// TestC11_CheckRefusesPathLikePlugIDs: an id names the file of a plug's
+// persisted state, so an id with "/" or ".." is refused when the
+// configuration loads (by check as by run), at the use(...).
+func TestC11_CheckRefusesPathLikePlugIDs(t *testing.T) {
 	for _, id := range []string{"a/b", "..", "../x", "x/../../y", ".hidden"} {
 		wantError(t, map[string]string{"blaise.star": agentLine + `setup(use("blaise:greet", id = "` + id + `"))`},
 			`blaise.star:2:10: use "blaise:greet": invalid plug id "`+id+`": want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit`)

@@ -6,10 +6,10 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// TestIssue19_ObjectsEncodeValidateAndPatchAsDicts: the objects of a
-// message are JSON objects wherever a dict is: encoding, patching only
-// what changed, and schemas (issue 19, item 3).
-func TestIssue19_ObjectsEncodeValidateAndPatchAsDicts(t *testing.T) {
+// TestObjectsEncodeValidateAndPatchAsDicts: the objects of a message are
+// JSON objects wherever a dict is: encoding, patching only what changed, and
+// schemas.
+func TestObjectsEncodeValidateAndPatchAsDicts(t *testing.T) {
 	orig := []byte(`{"sessionId":"s", "n": 1.50, "update":{"content":{"type":"text","text":"hunter2"}}}`)
 	v, err := DecodeObjects(orig, "message.params")
 	if err != nil {

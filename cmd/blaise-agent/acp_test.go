@@ -492,11 +492,11 @@ func (l *acpLab) sessionDirs() []string {
 	return ids
 }
 
-// TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize guards issue 11,
-// item 5: a client that initializes, lists sessions and leaves starts no
-// session and runs no plug (the plug writes a file when it attaches);
-// session/new then starts exactly one.
-func TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
+// TestAcpStartsASessionAtSessionNewNotAtInitialize: a client that
+// initializes, lists sessions and leaves starts no session and runs no plug
+// (the plug writes a file when it attaches); session/new then starts exactly
+// one.
+func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
 	p := l.start()
@@ -537,10 +537,10 @@ func TestIssue11_AcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	}
 }
 
-// TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart: an agent that
+// TestAcpSessionNewSaysWhyTheSessionCannotStart: an agent that
 // cannot start fails session/new with the command and the OS error, not
 // a bare "connection closed"; the session it made is ended.
-func TestIssue11_AcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
+func TestAcpSessionNewSaysWhyTheSessionCannotStart(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
 	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte("agent(command = \"/nonexistent/agent\")\n"), 0o644); err != nil {
@@ -595,14 +595,13 @@ func (l *acpLab) gone(pidFile string) bool {
 	return !testsupport.Alive(pid)
 }
 
-// TestIssue11_AcpHonoursSignalsAtEveryMoment guards the acp side of issue
-// 11, item 4: SIGTERM or SIGINT during a slow plug attach, while an agent
-// never answers initialize, or during a turn, stops the runs (an opened
-// session pauses as idle, one that never opened ends) and acp exits, with
-// nothing left running. The plug attaching for ever is cancelled by the
-// runner's stop grace (runner.DefaultStopGrace), within acp's default
-// shutdown timeout.
-func TestIssue11_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
+// TestL9_AcpHonoursSignalsAtEveryMoment: SIGTERM or SIGINT during a slow plug
+// attach, while an agent never answers initialize, or during a turn, stops
+// the runs (an opened session pauses as idle, one that never opened ends) and
+// acp exits, with nothing left running. The plug attaching for ever is
+// cancelled by the runner's stop grace (runner.DefaultStopGrace), within
+// acp's default shutdown timeout.
+func TestL9_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
 	t.Parallel()
 	const slowAttach = `plug(name = "slow")
 
@@ -722,10 +721,10 @@ func TestAcpSignalWhileTheAgentIsAskedForItsCapabilities(t *testing.T) {
 	}
 }
 
-// TestIssue11_AcpResumeThatCannotStartSaysWhy: when the agent of a paused
+// TestAcpResumeThatCannotStartSaysWhy: when the agent of a paused
 // session can no longer start, the prompt that resumes it gets the agent's
 // exit code and stderr, and the front end does not try again by itself.
-func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
+func TestAcpResumeThatCannotStartSaysWhy(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
 	config := fmt.Sprintf("agent(command = \"sh\", args = [\"-c\", \"if [ -e %s/broken ]; then echo no such model >&2; exit 4; fi; exec %s demo-agent\"])\n", l.dir, l.bin)
@@ -755,9 +754,9 @@ func TestIssue11_AcpResumeThatCannotStartSaysWhy(t *testing.T) {
 	}
 }
 
-// TestIssue11_AcpListsPastABrokenRecord: one corrupt session.json does not
-// hide the other sessions from session/list (item 13).
-func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
+// TestAcpListsPastABrokenRecord: one corrupt session.json does not
+// hide the other sessions from session/list.
+func TestAcpListsPastABrokenRecord(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
 	p := l.start()
@@ -789,7 +788,7 @@ func TestIssue11_AcpListsPastABrokenRecord(t *testing.T) {
 
 // TestL6_ExpiredSessionTornDownByAcpWithoutSweep: a long-lived `acp` tears
 // down a session whose paused lifetime passed, with reason expired, by
-// itself: no `sessions sweep`, no new command (issue 12, item 3).
+// itself: no `sessions sweep`, no new command.
 func TestL6_ExpiredSessionTornDownByAcpWithoutSweep(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
@@ -817,11 +816,10 @@ def on_teardown(ctx, next):
 	}
 }
 
-// TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord guards issue 12,
-// item 4: the session's record keeps the cwd and mcpServers of the client's
-// session/new, and a later front end's transparent resume loads the
-// agent's session with them, transcript or not.
-func TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
+// TestResumeLoadsTheCwdAndMcpServersOfTheRecord: the session's record keeps
+// the cwd and mcpServers of the client's session/new, and a later front end's
+// transparent resume loads the agent's session with them, transcript or not.
+func TestResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
 	mcp := `[{"name":"tools","command":"/bin/true","args":[],"env":[]}]`

@@ -15,11 +15,11 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
-// TestIssue16_ShellsCompleteASessionID (issue 16, item 6): in a real bash
-// and zsh at a terminal, with the script of `blaise-agent completion SHELL`
-// loaded, Tab after `sessions show ` inserts the id of the paused session,
-// and Tab after `doc blaise:sa` the whole reference, once.
-func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
+// TestShellsCompleteASessionID: in a real bash and zsh at a terminal, with
+// the script of `blaise-agent completion SHELL` loaded, Tab after `sessions
+// show ` inserts the id of the paused session, and Tab after `doc blaise:sa`
+// the whole reference, once.
+func TestShellsCompleteASessionID(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {

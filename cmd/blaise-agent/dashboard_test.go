@@ -389,12 +389,12 @@ func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
 
 var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)"`)
 
-// Issue 14, item 5: a permission request waits on the session's page while
-// no one answers it, and the session takes no other prompt meanwhile; when
-// its turn ends (the session is ended), it is
-// gone from the page, and an answer to it says it no longer waits and
-// changes nothing.
-func TestIssue14_PermissionRequestEndsWithItsTurn(t *testing.T) {
+// TestPermissionRequestEndsWithItsTurn: a permission request waits on the
+// session's page while no one answers it, and the session takes no other
+// prompt meanwhile; when its turn ends (the session is ended), it is gone
+// from the page, and an answer to it says it no longer waits and changes
+// nothing.
+func TestPermissionRequestEndsWithItsTurn(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")

@@ -10,11 +10,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestIssue16_HelpOfEveryCommand (issue 16, item 8): the --help of every
-// command is kept in testdata/help/ (BLAISE_UPDATE_GOLDEN=1 rewrites the
-// files), so a change of a flag or its text shows in review beside the docs
-// it must agree with.
-func TestIssue16_HelpOfEveryCommand(t *testing.T) {
+// TestHelpOfEveryCommand: the --help of every command is kept in
+// testdata/help/ (BLAISE_UPDATE_GOLDEN=1 rewrites the files), so a change of
+// a flag or its text shows in review beside the docs it must agree with.
+func TestHelpOfEveryCommand(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	type exited struct{}

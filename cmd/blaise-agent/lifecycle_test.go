@@ -301,7 +301,7 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	}
 
 	// Ignored, the stop fails the run after the grace: SIGTERM shuts it
-	// down, its plugs' processes with it (issue 11, item 12). The timeout
+	// down, its plugs' processes with it. The timeout
 	// leaves the run time to start on a busy machine: it counts from the
 	// start, and a run stopped before its first report fails Start instead.
 	stubborn := newLab(t, lifecycle.Settings{Timeout: 3 * time.Second}, map[string]string{

@@ -263,10 +263,10 @@ const lspConfig = `agent(command = "demo")
 setup(use("./deploy.star", id = "d", inputs = {"repo": "acme/app"}))
 `
 
-// TestIssue17_LspCompletesNamesWithTheirDocs: completion of predeclared
+// TestLspCompletesNamesWithTheirDocs: completion of predeclared
 // names and of the attributes of ctx, message, hosts, fs, processes,
 // PauseInfo and TeardownInfo, with the text of docs/plugs.md.
-func TestIssue17_LspCompletesNamesWithTheirDocs(t *testing.T) {
+func TestLspCompletesNamesWithTheirDocs(t *testing.T) {
 	t.Parallel()
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
 	if d := c.open("deploy.star"); len(d) != 0 {
@@ -334,10 +334,10 @@ func TestIssue17_LspCompletesNamesWithTheirDocs(t *testing.T) {
 	}
 }
 
-// TestIssue17_LspCompletesTheFieldsOfTheSchemas: ctx.inputs. completes the
+// TestLspCompletesTheFieldsOfTheSchemas: ctx.inputs. completes the
 // fields of the plug's inputs schema, ctx.persisted.value. those of its
 // persisted schema, with their doc.
-func TestIssue17_LspCompletesTheFieldsOfTheSchemas(t *testing.T) {
+func TestLspCompletesTheFieldsOfTheSchemas(t *testing.T) {
 	t.Parallel()
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug})
 	c.open("deploy.star")
@@ -355,10 +355,10 @@ func TestIssue17_LspCompletesTheFieldsOfTheSchemas(t *testing.T) {
 	}
 }
 
-// TestIssue17_LspHoverShowsTheDocs: hover over predeclared names,
+// TestLspHoverShowsTheDocs: hover over predeclared names,
 // attributes and schema fields shows their documentation; over the
 // reference of a use(), the plug's inputs.
-func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
+func TestLspHoverShowsTheDocs(t *testing.T) {
 	t.Parallel()
 	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = ctx.host\n    r = ctx.inputs.repo\n    x = request_error(1, \"no\")\n", 1)
 	c := startLSP(t, map[string]string{"deploy.star": text, "blaise.star": lspConfig})
@@ -383,11 +383,11 @@ func TestIssue17_LspHoverShowsTheDocs(t *testing.T) {
 	}
 }
 
-// TestIssue17_LspDiagnosesEachKindOfMistake: after each edit that brings
+// TestLspDiagnosesEachKindOfMistake: after each edit that brings
 // in a mistake, the diagnostics say what `blaise-agent check` says of the
 // same files on disk, at the mistake's line; mistakes only a run would meet
 // (unknown attributes) say what the run would: the interpreter's message.
-func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
+func TestLspDiagnosesEachKindOfMistake(t *testing.T) {
 	t.Parallel()
 	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
 	if d := c.open("blaise.star"); len(d) != 0 {
@@ -448,9 +448,9 @@ func TestIssue17_LspDiagnosesEachKindOfMistake(t *testing.T) {
 	}
 }
 
-// TestIssue17_LspDiagnosesModules: a module for load() is checked on its
+// TestLspDiagnosesModules: a module for load() is checked on its
 // own, with check's messages, and helpers that take a ctx too.
-func TestIssue17_LspDiagnosesModules(t *testing.T) {
+func TestLspDiagnosesModules(t *testing.T) {
 	t.Parallel()
 	lib := "def greet(ctx, name):\n    ctx.log.info(name)\n    return name\n"
 	config := "load(\"./lib.star\", \"greet\")\n\nagent(command = \"demo\")\n"
@@ -473,10 +473,10 @@ func TestIssue17_LspDiagnosesModules(t *testing.T) {
 	}
 }
 
-// TestIssue17_LspCountsColumnsInUTF16: positions, both ways, count
+// TestLspCountsColumnsInUTF16: positions, both ways, count
 // characters as LSP does by default, in UTF-16 units, whatever comes before
 // them on the line.
-func TestIssue17_LspCountsColumnsInUTF16(t *testing.T) {
+func TestLspCountsColumnsInUTF16(t *testing.T) {
 	t.Parallel()
 	text := strings.Replace(lspPlug, "    h = ctx.host\n", "    h = \"é😀\" + ctx.host\n    x = \"é😀\" + ctx.inptus\n", 1)
 	c := startLSP(t, map[string]string{"deploy.star": text})
@@ -504,9 +504,9 @@ func (c *lspClient) check(files map[string]string) (string, error) {
 	return string(out), err
 }
 
-// TestIssue17_LspGoesToDefinitionThroughLoadAndUse: definition on a name
+// TestLspGoesToDefinitionThroughLoadAndUse: definition on a name
 // load() binds, on load()'s module and on use()'s reference.
-func TestIssue17_LspGoesToDefinitionThroughLoadAndUse(t *testing.T) {
+func TestLspGoesToDefinitionThroughLoadAndUse(t *testing.T) {
 	t.Parallel()
 	lib := "# helpers\n\ndef greet(name):\n    return \"hi \" + name\n"
 	plug := "load(\"../lib/common.star\", \"greet\")\n\nplug(name = \"greeter\")\n\ndef on_session(ctx, next):\n    ctx.log.info(greet(\"x\"))\n    next()\n"
@@ -538,10 +538,10 @@ func keys(m map[string]protocol.CompletionItem) []string {
 	return out
 }
 
-// BenchmarkIssue17_LspDiagnostics500Lines measures the time from an edit of
+// BenchmarkLspDiagnostics500Lines measures the time from an edit of
 // a 500-line plug to its diagnostics, through the real process (docs/editors.md
 // reports it; the target is under 50 ms).
-func BenchmarkIssue17_LspDiagnostics500Lines(b *testing.B) {
+func BenchmarkLspDiagnostics500Lines(b *testing.B) {
 	var src strings.Builder
 	src.WriteString(lspPlug)
 	for i := 0; strings.Count(src.String(), "\n") < 500; i++ {
@@ -574,10 +574,10 @@ def step_%d(ctx, files):
 	}
 }
 
-// TestIssue17_LspBadStreamFailsClearly: a stream that is not LSP ends the
+// TestLspBadStreamFailsClearly: a stream that is not LSP ends the
 // server with status 1 and what was wrong on stderr; a closed stdin ends it
 // quietly.
-func TestIssue17_LspBadStreamFailsClearly(t *testing.T) {
+func TestLspBadStreamFailsClearly(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ in, stderr string }{
 		{"garbage\r\n\r\n", `blaise-agent: lsp: invalid header line "garbage"`},

@@ -118,9 +118,9 @@ func (term *terminal) exit() int {
 	}
 }
 
-// Issue 11, item 3 (L9): Ctrl-C cancels the turn; a second one leaves and
-// pauses the session, never ends it.
-func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
+// TestL9_CtrlCCancelsTheTurnThenLeavesPausing: Ctrl-C cancels the turn; a
+// second one leaves and pauses the session, never ends it.
+func TestL9_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{})
 	term := l.startRun()
@@ -148,10 +148,11 @@ func TestIssue11_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 	term.waitFor("paused (idle); continue with", term.stderr.String)
 }
 
-// Issue 11, item 4: while a plug attaches (and the agent has not answered
-// initialize), Ctrl-C and SIGTERM stop the run, and a second signal leaves
-// at once; the session pauses on its own, with nothing left running.
-func TestIssue11_RunHonoursSignalsWhileAPlugAttaches(t *testing.T) {
+// TestRunHonoursSignalsWhileAPlugAttaches: while a plug attaches (and the
+// agent has not answered initialize), Ctrl-C and SIGTERM stop the run, and a
+// second signal leaves at once; the session pauses on its own, with nothing
+// left running.
+func TestRunHonoursSignalsWhileAPlugAttaches(t *testing.T) {
 	t.Parallel()
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -191,10 +192,10 @@ def on_session(ctx, next):
 	}
 }
 
-// Issue 11, item 4: the sweep run does at its start (here the teardown of
-// an expired session, whose plug takes its time) does not make it deaf to
-// Ctrl-C.
-func TestIssue11_RunHonoursSignalsWhileItSettlesEarlierSessions(t *testing.T) {
+// TestRunHonoursSignalsWhileItSettlesEarlierSessions: the sweep run does at
+// its start (here the teardown of an expired session, whose plug takes its
+// time) does not make it deaf to Ctrl-C.
+func TestRunHonoursSignalsWhileItSettlesEarlierSessions(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{PausedLifetime: time.Millisecond}, map[string]string{
 		"blaise.star": `setup(use("./slow.star"))`,

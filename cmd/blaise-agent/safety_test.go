@@ -29,11 +29,12 @@ func (l *lab) paused() *lifecycle.Record {
 	return l.wait(live)
 }
 
-// Issue 11, item 1 (L2, L3): two resumes of a paused session and a sweep at
-// the same moment, fifty times: exactly one resume proceeds, the other is
-// told the session is active and changes nothing, and the sweep never takes
-// the starting run for a dead one. The fifty rounds are ten on each of five
-// sessions, each of its own state directory, which go on at once.
+// TestL2_TwoResumesAndASweepAtOnceOneRunProceeds: two resumes of a paused
+// session and a sweep at the same moment, fifty times: exactly one resume
+// proceeds, the other is told the session is active and changes nothing, and
+// the sweep never takes the starting run for a dead one. The fifty rounds
+// are ten on each of five sessions, each of its own state directory, which
+// go on at once.
 func TestL2_TwoResumesAndASweepAtOnceOneRunProceeds(t *testing.T) {
 	t.Parallel()
 	for s := range 5 {
@@ -90,11 +91,11 @@ func twoResumesAndASweep(t *testing.T, rounds int) {
 	}
 }
 
-// Issue 11, item 1 (L2), through the binary: two `run --session ID` at once,
-// each sweeping at its start, and a `sessions sweep`. The one that gets the
-// session holds it until its person leaves (the end of its input); the other
-// fails at once, saying the session is active. Ten rounds, five on each of
-// two sessions of their own, which go on at once.
+// TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds, through the binary: two
+// `run --session ID` at once, each sweeping at its start, and a `sessions
+// sweep`. The one that gets the session holds it until its person leaves (the
+// end of its input); the other fails at once, saying the session is active.
+// Ten rounds, five on each of two sessions of their own, which go on at once.
 func TestL2_TwoRunCommandsOfOneSessionAtOnceOneProceeds(t *testing.T) {
 	t.Parallel()
 	for s := range 2 {
@@ -167,9 +168,9 @@ func twoRunCommands(t *testing.T, rounds int) {
 	}
 }
 
-// Issue 11, item 10 (C8): a teardown in a run of its own after a failure (a
-// retry of a teardown that failed) gives the plugs the failure that ended
-// the session in TeardownInfo.error.
+// TestC8_TeardownRetriedAfterAFailureSeesItsError: a teardown in a run of
+// its own after a failure (a retry of a teardown that failed) gives the
+// plugs the failure that ended the session in TeardownInfo.error.
 func TestC8_TeardownRetriedAfterAFailureSeesItsError(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd, TeardownBackoff: time.Millisecond}, map[string]string{
@@ -215,9 +216,10 @@ def on_session(ctx, next):
 	}
 }
 
-// Issue 11, item 11 (L3): a stop sent to a run that has reported its pause
-// (here a run that failed before any prompt) reaches no run: it is an error,
-// and the record keeps no stale, undelivered stop.
+// TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing: a stop sent to a run
+// that has reported its pause (here a run that failed before any prompt)
+// reaches no run: it is an error, and the record keeps no stale, undelivered
+// stop.
 func TestL3_AStopNoRunReceivesIsAnErrorAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{
@@ -278,10 +280,10 @@ func (l *lab) childGone() bool {
 	return testsupport.Gone(pid)
 }
 
-// Issue 11, item 12 (L5): a run timeout shorter than the stop grace. The
-// handler still attaching has its stop grace, is then cancelled with its
-// processes, and the outer plug's pause code runs: the run is not killed one
-// timeout after the stop.
+// TestL5_AShortTimeoutKeepsTheStopGraceAndLeavesNothingRunning: a run
+// timeout shorter than the stop grace. The handler still attaching has its
+// stop grace, is then cancelled with its processes, and the outer plug's
+// pause code runs: the run is not killed one timeout after the stop.
 func TestL5_AShortTimeoutKeepsTheStopGraceAndLeavesNothingRunning(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{Timeout: 200 * time.Millisecond}, map[string]string{

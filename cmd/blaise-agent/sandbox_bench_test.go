@@ -9,8 +9,8 @@ import (
 )
 
 // BenchmarkSandboxStart measures what blaise:sandbox adds to starting the
-// agent (issue 15): a whole `blaise-agent run` of one prompt with the demo
-// agent, alone and under the sandbox, one after the other in each iteration.
+// agent: a whole `blaise-agent run` of one prompt with the demo agent, alone
+// and under the sandbox, one after the other in each iteration.
 // x-agent-alone is the sandboxed time over the time alone.
 func BenchmarkSandboxStart(b *testing.B) {
 	if !bwrapWorks() {

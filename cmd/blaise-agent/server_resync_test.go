@@ -130,13 +130,13 @@ func (l *serverLab) onceEach(id string, updates int) {
 	}
 }
 
-// TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn: the runner's
+// TestStoreCallsSurviveABrokenConnectionMidTurn: the runner's
 // connection goes silent, then breaks, while a turn streams and a plug's
 // persisted write and transcript appends are on their way to the server.
 // The run is taken back, the session process sends again what was not
 // answered, and the turn completes; the next prompt is answered, the
 // pause is reported, and the transcript has every record exactly once.
-func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
+func TestStoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	const held = 500 // the update the plug holds while it writes
@@ -186,14 +186,14 @@ func TestIssue13_StoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
 	l.onceEach(rec.ID, first+second)
 }
 
-// TestIssue13_StoreCallsSurviveAServerRestartMidTurn: while a turn
+// TestStoreCallsSurviveAServerRestartMidTurn: while a turn
 // streams, a plug's persisted write is sent into a connection that went
 // silent, and the server is killed without having read it. Once a new
 // server runs on the same store, the runner reconnects, the run is taken
 // back, the session process sends the write again and the turn completes:
 // the next prompt is answered in the same run, the transcript has every
 // record once, and the write is there when the session resumes.
-func TestIssue13_StoreCallsSurviveAServerRestartMidTurn(t *testing.T) {
+func TestStoreCallsSurviveAServerRestartMidTurn(t *testing.T) {
 	t.Parallel()
 	// A lease the runner's reconnection fits in, under the race detector.
 	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")

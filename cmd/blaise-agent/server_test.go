@@ -268,7 +268,7 @@ func (l *serverLab) session(id string) *lifecycle.Record {
 	return nil
 }
 
-// endToEnd is the issue's end-to-end check on one store: a server, two
+// endToEnd is the server's end-to-end check on one store: a server, two
 // runners, a client through acp --server: start, prompt, idle pause,
 // resume on the next prompt, sessions end → teardown closed.
 func endToEnd(t *testing.T, db string) {
@@ -312,12 +312,12 @@ func endToEnd(t *testing.T, db string) {
 	}
 }
 
-// TestIssue13_EndToEndOnSQLite: serve + two listen runners + acp --server,
+// TestServerEndToEndOnSQLite: serve + two listen runners + acp --server,
 // on SQLite.
-func TestIssue13_EndToEndOnSQLite(t *testing.T) { t.Parallel(); endToEnd(t, "") }
+func TestServerEndToEndOnSQLite(t *testing.T) { t.Parallel(); endToEnd(t, "") }
 
-// TestIssue13_EndToEndOnPostgreSQL: the same on a real PostgreSQL.
-func TestIssue13_EndToEndOnPostgreSQL(t *testing.T) { t.Parallel(); endToEnd(t, pgtest.DSN(t)) }
+// TestServerEndToEndOnPostgreSQL: the same on a real PostgreSQL.
+func TestServerEndToEndOnPostgreSQL(t *testing.T) { t.Parallel(); endToEnd(t, pgtest.DSN(t)) }
 
 // writeCounter writes a configuration with a plug that counts the runs
 // of its session in persisted state and logs the count.
@@ -409,9 +409,9 @@ func TestL8_ListenRefusesAPlugThatCannotResume(t *testing.T) {
 	l.runner("r2", "fragile.star")
 }
 
-// TestIssue13_WrongOrRevokedToken: a wrong API token, a revoked one and a
+// TestWrongOrRevokedTokenIsRefused: a wrong API token, a revoked one and a
 // revoked runner credential are refused, and change nothing.
-func TestIssue13_WrongOrRevokedToken(t *testing.T) {
+func TestWrongOrRevokedTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second)
 	out, err := exec.Command(l.bin, "sessions", "--server", l.url, "--token", "bla_wrong").CombinedOutput()
@@ -451,10 +451,10 @@ func TestIssue13_WrongOrRevokedToken(t *testing.T) {
 	}
 }
 
-// TestIssue13_ListenDrainsOnSIGTERM: a runner told to stop takes no more
+// TestListenDrainsOnSIGTERM: a runner told to stop takes no more
 // runs, the server stops its live runs as idle (they pause), then it
 // exits.
-func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
+func TestListenDrainsOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	r := l.runner("r1", "blaise.star")
@@ -470,13 +470,13 @@ func TestIssue13_ListenDrainsOnSIGTERM(t *testing.T) {
 	}
 }
 
-// TestIssue13_ServerRestartAdoptsRuns: the server is killed while a
+// TestServerRestartAdoptsRuns: the server is killed while a
 // session runs and started again; its runner reconnects and hands the run
 // back, and the server takes it over: the session goes on in the same run
 // (no second run), with the client that loads it again. No acknowledged
 // persisted write is lost: once the run has paused, the next one counts on
 // from it.
-func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
+func TestServerRestartAdoptsRuns(t *testing.T) {
 	t.Parallel()
 	// A lease the runner's reconnection fits in, under the race detector.
 	l := newServerLab(t, "", 5*time.Second, "--idle-policy", "pause")
@@ -524,10 +524,10 @@ func TestIssue13_ServerRestartAdoptsRuns(t *testing.T) {
 	}
 }
 
-// TestIssue13_RunThroughTheServer: run --server starts a session of the
+// TestRunThroughTheServer: run --server starts a session of the
 // agent on a runner and leaves it paused; run --session continues it and,
 // with --end, ends it.
-func TestIssue13_RunThroughTheServer(t *testing.T) {
+func TestRunThroughTheServer(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")
@@ -549,10 +549,10 @@ func TestIssue13_RunThroughTheServer(t *testing.T) {
 	}
 }
 
-// TestIssue13_TLS: with --tls-cert and --tls-key the server serves TLS; a
+// TestServerServesTLSToClientsThatTrustIt: with --tls-cert and --tls-key the server serves TLS; a
 // client trusts its certificate through SSL_CERT_FILE, and refuses it
 // otherwise.
-func TestIssue13_TLS(t *testing.T) {
+func TestServerServesTLSToClientsThatTrustIt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -655,11 +655,11 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 	}
 }
 
-// TestIssue13_ServerGoneLeavesNoProcess: when the server goes away while a
+// TestServerGoneLeavesNoProcess: when the server goes away while a
 // run streams and does not take the run back within the lease, the runner
 // stops the run, and neither the session process nor the agent is left
 // behind, blocked on output no one reads.
-func TestIssue13_ServerGoneLeavesNoProcess(t *testing.T) {
+func TestServerGoneLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second)
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
@@ -771,10 +771,10 @@ func (p *cutter) cut() {
 	p.pairs = nil
 }
 
-// TestIssue13_RunnerReconnectsAndKeepsItsRuns: a runner whose connection
+// TestRunnerReconnectsAndKeepsItsRuns: a runner whose connection
 // breaks reconnects, and the server takes its live run back: the session
 // goes on in the same run, neither lost nor started twice.
-func TestIssue13_RunnerReconnectsAndKeepsItsRuns(t *testing.T) {
+func TestRunnerReconnectsAndKeepsItsRuns(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	l.writeCounter()
@@ -850,10 +850,10 @@ func TestL2_TheServerRetriesAFailedTeardownThenOrphans(t *testing.T) {
 	}
 }
 
-// TestIssue13_ShowAndLogAServersSession: sessions show and log with
+// TestShowAndLogAServersSession: sessions show and log with
 // --server show a server's session: its record, its runs and its
 // transcript as run renders it.
-func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
+func TestShowAndLogAServersSession(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	l.runner("r1", "blaise.star")
@@ -875,10 +875,10 @@ func TestIssue13_ShowAndLogAServersSession(t *testing.T) {
 	}
 }
 
-// TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds
-// it past its timeout stop is killed on its runner after the lease and
-// failed; a timeout ends the session (L4). The stop grace of serve bounds
-// how long the killed run takes to go (issue 13).
+// TestL5_TheServerFailsARunThatIgnoresItsTimeout: a run whose plug holds it
+// past its timeout stop is killed on its runner after the lease and failed;
+// a timeout ends the session (L4). The stop grace of serve bounds how long
+// the killed run takes to go.
 func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 	l := newServerLabWith(t, []string{"--stop-grace", "1s"}, "", time.Second, "--idle-policy", "pause", "--timeout", "2s")
 	l.writeConfig("blaise.star", `setup(use("./stubborn.star"))`+"\n")
@@ -900,10 +900,10 @@ func TestL5_TheServerFailsARunThatIgnoresItsTimeout(t *testing.T) {
 	testsupport.Eventually(t, "the runner has no process of the run", func() bool { return len(descendants(r.cmd.Process.Pid)) == 1 })
 }
 
-// TestIssue13_ARefusedRunnerLeavesNoProcess: a runner whose credential was
+// TestARefusedRunnerLeavesNoProcess: a runner whose credential was
 // revoked while it had a live run is refused when it reconnects; it stops
 // the run and exits, and no process of the run outlives it.
-func TestIssue13_ARefusedRunnerLeavesNoProcess(t *testing.T) {
+func TestARefusedRunnerLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
 	proxy := newCutter(t, strings.TrimPrefix(l.url, "http://"))

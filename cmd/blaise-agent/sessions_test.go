@@ -10,10 +10,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
-// TestIssue16_LogFollowsALiveRun (issue 16, item 4): `sessions log --follow`
-// shows the turns of a run in progress as they are recorded, and exits on
-// its own once the run has paused.
-func TestIssue16_LogFollowsALiveRun(t *testing.T) {
+// TestLogFollowsALiveRun: `sessions log --follow` shows the turns of a run
+// in progress as they are recorded, and exits on its own once the run has
+// paused.
+func TestLogFollowsALiveRun(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))

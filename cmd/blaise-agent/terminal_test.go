@@ -162,10 +162,10 @@ func (p *ptyRun) leave() {
 // eraseLine is how the spinner takes itself away.
 const eraseLine = "\r\x1b[K"
 
-// Issue 16, item 1: while a plug attaches, a spinner names it; while the
-// agent has not answered, a spinner says so; both are erased before the
-// next line is written.
-func TestIssue16_SpinnerNamesThePlugAndIsCleared(t *testing.T) {
+// TestSpinnerNamesThePlugAndIsCleared: while a plug attaches, a spinner
+// names it; while the agent has not answered, a spinner says so; both are
+// erased before the next line is written.
+func TestSpinnerNamesThePlugAndIsCleared(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go ]; do sleep 0.02; done"}))
@@ -191,9 +191,9 @@ setup(use("blaise:shell", inputs = {"attach": "echo waiting; until [ -e $DIR/go 
 	}
 }
 
-// Issue 16, item 2: a plug's log lines, logged while the agent's line is
-// being written, start lines of their own.
-func TestIssue16_LogLinesNeverGluedToAgentText(t *testing.T) {
+// TestLogLinesNeverGluedToAgentText: a plug's log lines, logged while the
+// agent's line is being written, start lines of their own.
+func TestLogLinesNeverGluedToAgentText(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{
 		"blaise.star": `setup(use("./tap.star"))`,
@@ -225,10 +225,10 @@ def on_message(ctx, message, next):
 	}
 }
 
-// Issue 16, item 2: when the session pauses while the person is at the
-// prompt, the pause is said on a line of its own and the prompt is drawn
-// again, with what was being typed.
-func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
+// TestPromptRedrawnAfterIdlePause: when the session pauses while the person
+// is at the prompt, the pause is said on a line of its own and the prompt is
+// drawn again, with what was being typed.
+func TestPromptRedrawnAfterIdlePause(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--inactivity-limit", "1s")
@@ -250,9 +250,9 @@ func TestIssue16_PromptRedrawnAfterIdlePause(t *testing.T) {
 	p.exitOK()
 }
 
-// Issue 16, item 2: --continue shows the session and its history before
-// the first prompt, and no prompt among the history's lines.
-func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
+// TestHistoryBeforePromptOnResume: --continue shows the session and its
+// history before the first prompt, and no prompt among the history's lines.
+func TestHistoryBeforePromptOnResume(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	first := l.startPty(nil, "--raw", "hello")
@@ -276,10 +276,10 @@ func TestIssue16_HistoryBeforePromptOnResume(t *testing.T) {
 	p.leave()
 }
 
-// Issue 16, item 2: a line ending in a backslash, or ended with Alt-Enter,
-// goes on on the next one, and the lines typed are there again (arrow up)
-// in the next run.
-func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
+// TestMultiLinePromptAndHistoryAcrossRuns: a line ending in a backslash, or
+// ended with Alt-Enter, goes on on the next one, and the lines typed are
+// there again (arrow up) in the next run.
+func TestMultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")
@@ -302,9 +302,9 @@ func TestIssue16_MultiLinePromptAndHistoryAcrossRuns(t *testing.T) {
 	again.leave()
 }
 
-// Issue 16, item 2: on a terminal the agent's Markdown is rendered; --raw
-// shows it as it came.
-func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
+// TestMarkdownRenderedUnlessRaw: on a terminal the agent's Markdown is
+// rendered; --raw shows it as it came.
+func TestMarkdownRenderedUnlessRaw(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, `/say # Title\n\nSome **bold** words.`)
@@ -318,10 +318,10 @@ func TestIssue16_MarkdownRenderedUnlessRaw(t *testing.T) {
 	raw.exitOK()
 }
 
-// Issue 16, item 3: NO_COLOR and --color never take every style away, the
-// session process's log included; TERM=dumb also the spinner and the line
-// editor's sequences.
-func TestIssue16_ColorOffEverywhere(t *testing.T) {
+// TestColorOffEverywhere: NO_COLOR and --color never take every style away,
+// the session process's log included; TERM=dumb also the spinner and the
+// line editor's sequences.
+func TestColorOffEverywhere(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
@@ -358,10 +358,10 @@ setup(use("blaise:shell", inputs = {"attach": "echo attached"}))
 	}
 }
 
-// Issue 16, item 2: the session process's log goes through run; when run
-// is gone (killed), the session process still pauses, its log lines lost
-// rather than its life (SIGPIPE).
-func TestIssue16_SessionProcessOutlivesTheTerminalsLog(t *testing.T) {
+// TestSessionProcessOutlivesTheTerminalsLog: the session process's log goes
+// through run; when run is gone (killed), the session process still pauses,
+// its log lines lost rather than its life (SIGPIPE).
+func TestSessionProcessOutlivesTheTerminalsLog(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `
 setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
@@ -380,10 +380,10 @@ setup(use("blaise:shell", inputs = {"pause": "echo pausing"}))
 	}
 }
 
-// Issue 16, item 2: the line editor reads keys itself, Ctrl-C included: at
-// a permission question it still cancels the turn, and at the prompt it
+// TestCtrlCInTheEditor: the line editor reads keys itself, Ctrl-C included:
+// at a permission question it still cancels the turn, and at the prompt it
 // still leaves, the session paused.
-func TestIssue16_CtrlCInTheEditor(t *testing.T) {
+func TestCtrlCInTheEditor(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
 	p := l.startPty(nil, "--raw")

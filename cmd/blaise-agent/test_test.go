@@ -60,10 +60,10 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 	t.Parallel()
 	bin := self(t)
 	for p, times := range map[string]int{
-		"../../examples/worktree/session.blaisetest":                        20,
-		"../../internal/plugs/plugtest/testdata/scripted.blaisetest":        10,
-		"../../internal/plugs/plugtest/testdata/fail-mid-turn.blaisetest":   20,
-		"../../internal/plugs/plugtest/testdata/issue19-mkdtemp.blaisetest": 2,
+		"../../examples/worktree/session.blaisetest":                      20,
+		"../../internal/plugs/plugtest/testdata/scripted.blaisetest":      10,
+		"../../internal/plugs/plugtest/testdata/fail-mid-turn.blaisetest": 20,
+		"../../internal/plugs/plugtest/testdata/mkdtemp.blaisetest":       2,
 	} {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			t.Parallel()

@@ -9,11 +9,11 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// Issue 14: `tokens revoke` writes the server's store, not to the server;
-// the running server finds the revocation and cuts the runner's
-// connection, as the dashboard's Revoke does: the runner is refused when
-// it reconnects, and exits.
-func TestIssue14_TokensRevokeCutsTheRunnersConnection(t *testing.T) {
+// TestTokensRevokeCutsTheRunnersConnection: `tokens revoke` writes the
+// server's store, not to the server; the running server finds the revocation
+// and cuts the runner's connection, as the dashboard's Revoke does: the
+// runner is refused when it reconnects, and exits.
+func TestTokensRevokeCutsTheRunnersConnection(t *testing.T) {
 	t.Parallel()
 	l := newServerLab(t, "", time.Minute)
 	r := l.runner("r1", "blaise.star")

@@ -35,7 +35,7 @@ func readAll(t *testing.T, stream string) (msgs []*Message, lineErrs []string) {
 	}
 }
 
-func TestIssue12_BundledLinesGoUnderOneHeadAndAreReadAsOneMessage(t *testing.T) {
+func TestBundledLinesGoUnderOneHeadAndAreReadAsOneMessage(t *testing.T) {
 	var out bytes.Buffer
 	w := NewWriter(&out)
 	blaiseID := []byte(`"blaise-1"`)
@@ -98,7 +98,7 @@ func TestIssue12_BundledLinesGoUnderOneHeadAndAreReadAsOneMessage(t *testing.T) 
 	}
 }
 
-func TestIssue12_ABundleEndsAtMaxBundle(t *testing.T) {
+func TestABundleEndsAtMaxBundle(t *testing.T) {
 	var out bytes.Buffer
 	w := NewWriter(&out)
 	line := update("s", strings.Repeat("x", 1000))
@@ -127,7 +127,7 @@ func TestIssue12_ABundleEndsAtMaxBundle(t *testing.T) {
 	}
 }
 
-func TestIssue12_M7_BadBundleHeadsAreLineErrors(t *testing.T) {
+func TestM7_BadBundleHeadsAreLineErrors(t *testing.T) {
 	good := update("s", "ok") + "\n"
 	for _, tc := range []struct{ name, stream, reason string }{
 		{"not a number", "+x\n" + good, "not the head of a bundle"},
@@ -157,7 +157,7 @@ func TestIssue12_M7_BadBundleHeadsAreLineErrors(t *testing.T) {
 	}
 }
 
-func TestIssue12_AnUncheckedReaderTakesNoBundles(t *testing.T) {
+func TestAnUncheckedReaderTakesNoBundles(t *testing.T) {
 	good := update("s", "ok")
 	r := NewReader(strings.NewReader(fmt.Sprintf("+%d 1\n%s\n", len(good)+1, good)), 0)
 	var le *LineError
@@ -170,7 +170,7 @@ func TestIssue12_AnUncheckedReaderTakesNoBundles(t *testing.T) {
 	}
 }
 
-func TestIssue12_NextReadLeavesABundleNotArrivedWhole(t *testing.T) {
+func TestNextReadLeavesABundleNotArrivedWhole(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := NewCheckedReader(pr, 0)
 	line := update("s", "ok") + "\n"
@@ -191,7 +191,7 @@ func TestIssue12_NextReadLeavesABundleNotArrivedWhole(t *testing.T) {
 	}
 }
 
-func TestIssue12_ProxyBundlesUpdatesWithTheClientsSessionID(t *testing.T) {
+func TestProxyBundlesUpdatesWithTheClientsSessionID(t *testing.T) {
 	var out bytes.Buffer
 	p := &Proxy{ToClient: NewWriter(&out), ClientSession: []byte(`"blaise-1"`)}
 	p.send(ToClient, mustParse([]byte(update("agent-7", "a"))), "")
@@ -208,7 +208,7 @@ func TestIssue12_ProxyBundlesUpdatesWithTheClientsSessionID(t *testing.T) {
 
 // The lines of a bundle count in the line numbers of the stream: a bad
 // line after one is told by its own number.
-func TestIssue12_M7_ALineErrorAfterABundleHasTheLinesNumber(t *testing.T) {
+func TestM7_ALineErrorAfterABundleHasTheLinesNumber(t *testing.T) {
 	up := update("s", "a") + "\n"
 	stream := fmt.Sprintf("+%d 3\n%s%s%s", 3*len(up), up, up, up) + "not json\n"
 	r := NewCheckedReader(strings.NewReader(stream), 0)
@@ -223,7 +223,7 @@ func TestIssue12_M7_ALineErrorAfterABundleHasTheLinesNumber(t *testing.T) {
 
 // A line as long as a bundle goes on its own, not bundled, so that a
 // Reader whose lines may be as long as its limit still takes it.
-func TestIssue12_ALineLongerThanABundleIsNotBundled(t *testing.T) {
+func TestALineLongerThanABundleIsNotBundled(t *testing.T) {
 	var out bytes.Buffer
 	w := NewWriter(&out)
 	long := mustParse([]byte(update("agent-7", strings.Repeat("z", maxBundle))))

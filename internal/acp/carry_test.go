@@ -43,7 +43,7 @@ func carriedLines(t *testing.T, out string) (records []Record, messages []string
 // record of a message toward the agent is written before Record returns:
 // the transcript is what it is locally (M5), and the client gets every
 // message in order.
-func TestIssue13_CarriedRecordsHoldTheMessagesTowardTheClient(t *testing.T) {
+func TestM5_CarriedRecordsHoldTheMessagesTowardTheClient(t *testing.T) {
 	out := &testsupport.Buffer{}
 	c := NewCarrier(out, nil)
 	prompt := mustParse([]byte(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[]}}`))
@@ -97,7 +97,7 @@ func TestIssue13_CarriedRecordsHoldTheMessagesTowardTheClient(t *testing.T) {
 
 // History an agent replays while it loads a session is not recorded again
 // (M5), and still reaches the client: alone, on a line of its own.
-func TestIssue13_AMessageNotRecordedIsCarriedAlone(t *testing.T) {
+func TestM5_AMessageNotRecordedIsCarriedAlone(t *testing.T) {
 	out := &testsupport.Buffer{}
 	c := NewCarrier(out, nil)
 	replayed := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1"}}`))
@@ -116,7 +116,7 @@ func TestIssue13_AMessageNotRecordedIsCarriedAlone(t *testing.T) {
 // The transcript is redacted with the run's secrets, and the client gets
 // the message as the plugs left it: a record that redaction changes is
 // stored redacted, apart from its message (blaise:secrets).
-func TestIssue13_ARedactedRecordIsStoredApartFromItsMessage(t *testing.T) {
+func TestARedactedRecordIsStoredApartFromItsMessage(t *testing.T) {
 	const secret = "sk-live-0123456789"
 	out := &testsupport.Buffer{}
 	c := NewCarrier(out, func(b []byte) []byte {
@@ -159,7 +159,7 @@ func TestIssue13_ARedactedRecordIsStoredApartFromItsMessage(t *testing.T) {
 
 // A line that is neither a record nor tagged is refused with what it is;
 // nothing is taken from it.
-func TestIssue13_CarriedLinesThatAreNotRecordsAreRefused(t *testing.T) {
+func TestCarriedLinesThatAreNotRecordsAreRefused(t *testing.T) {
 	for _, line := range []string{
 		``,
 		`{"jsonrpc":"2.0","method":"session/update"}`,
@@ -200,7 +200,7 @@ func FuzzCarriedLine(f *testing.F) {
 // lie: the records toward the agent and those stored apart are skipped,
 // and a line that is not one a Carrier writes is a LineError (M7), after
 // which the reader goes on.
-func TestIssue13_ACarriedReaderReadsTheMessagesOfTheRecords(t *testing.T) {
+func TestM7_ACarriedReaderReadsTheMessagesOfTheRecords(t *testing.T) {
 	out := &testsupport.Buffer{}
 	c := NewCarrier(out, func(b []byte) []byte {
 		return bytes.ReplaceAll(b, []byte("sk-live-0123456789"), []byte("[REDACTED:key]"))
@@ -245,7 +245,7 @@ func TestIssue13_ACarriedReaderReadsTheMessagesOfTheRecords(t *testing.T) {
 // A message larger than what a Writer queues before it waits (4 MiB) is
 // written at once, toward the agent and toward the client alike: nothing
 // waits for a write that no one started.
-func TestIssue13_AMessageLargerThanTheQueueIsCarried(t *testing.T) {
+func TestAMessageLargerThanTheQueueIsCarried(t *testing.T) {
 	out := &testsupport.Buffer{}
 	c := NewCarrier(out, nil)
 	big := mustParse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"` + strings.Repeat("x", maxPending+1<<20) + `"}}`))

@@ -218,10 +218,10 @@ func checkConsistent(t testing.TB, m *Message) {
 // bytesEqual is bytes.Equal that tells nil from empty.
 func bytesEqual(a, b []byte) bool { return (a == nil) == (b == nil) && bytes.Equal(a, b) }
 
-// TestIssue12_SessionIDFoundWhileParsing checks that a message tells where
-// its params' sessionId is, as parsing found it, so that the front end
-// rewrites it without reading params again (issue 12, item 4).
-func TestIssue12_SessionIDFoundWhileParsing(t *testing.T) {
+// TestSessionIDFoundWhileParsing checks that a message tells where its
+// params' sessionId is, as parsing found it, so that the front end rewrites
+// it without reading params again.
+func TestSessionIDFoundWhileParsing(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionId":"inner"}}}`, `"s1"`},
 		{`{"id":1,"method":"m","params":{"update":{"sessionId":"inner"}, "sessionId" : "s2" }}`, `"s2"`},
@@ -578,11 +578,11 @@ func BenchmarkReader1KiB(b *testing.B) {
 	}
 }
 
-// TestIssue12_ACheckedStreamsStringsAreSkippedNotChecked: a reader of a
+// TestACheckedStreamsStringsAreSkippedNotChecked: a reader of a
 // stream that its writer checked (the front end reading a session process)
 // finds the end of each string by its unescaped quote, passes on what it
 // does not check, and still refuses a line whose structure is broken.
-func TestIssue12_ACheckedStreamsStringsAreSkippedNotChecked(t *testing.T) {
+func TestACheckedStreamsStringsAreSkippedNotChecked(t *testing.T) {
 	stream := strings.Join([]string{
 		// A control character and a bad escape in a string: passed on.
 		"{\"method\":\"session/update\",\"params\":{\"sessionId\":\"s1\",\"text\":\"a\x01b\\qc\"}}",
@@ -711,9 +711,8 @@ func TestPlainRunOfLongRuns(t *testing.T) {
 }
 
 // A stream that repeats a method not in the SDK's tables (an extension's,
-// say) shares one string for it: reading its messages allocates nothing
-// (issue 12).
-func TestIssue12_ReaderSharesARepeatedMethod(t *testing.T) {
+// say) shares one string for it: reading its messages allocates nothing .
+func TestReaderSharesARepeatedMethod(t *testing.T) {
 	line := []byte(`{"jsonrpc":"2.0","method":"_vendor/progress","params":{"sessionId":"s","n":1}}` + "\n")
 	r := NewReader(&loopReader{data: bytes.Repeat(line, 64)}, 0)
 	if allocs := testing.AllocsPerRun(1000, func() {

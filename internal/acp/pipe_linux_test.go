@@ -31,8 +31,8 @@ func TestPipesAreEnlarged(t *testing.T) {
 }
 
 // A batch written with writev allocates nothing: the iovecs of the last
-// batch are used again (issue 12, the front end's writes).
-func TestIssue12_WritevAllocatesNothing(t *testing.T) {
+// batch are used again (the front end's writes).
+func TestWritevAllocatesNothing(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -186,9 +186,8 @@ func TestACopyOfAMessageKeepsItsBlock(t *testing.T) {
 }
 
 // A request that reaches the agent's side once the agent is gone (a plug
-// held it while the agent died at startup) gets the answer of one the
-// agent left unanswered, so that its client tells that the run ended on
-// its own (issue 12).
+// held it while the agent died at startup) gets the answer of one the agent
+// left unanswered, so that its client tells that the run ended on its own.
 func TestProxyRequestAfterTheAgentIsGoneIsAnsweredAsStopped(t *testing.T) {
 	clientR, toProxy, _ := os.Pipe()
 	fromProxy, clientW, _ := os.Pipe()
@@ -229,8 +228,8 @@ func (h holdingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message, 
 }
 
 // A notification that no plug sees passes through the proxy without an
-// allocation: its Forward is made once per side (issue 12).
-func TestIssue12_ProxyForwardsANotificationWithoutAllocating(t *testing.T) {
+// allocation: its Forward is made once per side.
+func TestProxyForwardsANotificationWithoutAllocating(t *testing.T) {
 	p := &Proxy{ToClient: NewWriter(io.Discard), ToAgent: NewWriter(io.Discard)}
 	p.init()
 	m, err := Parse([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{}}}`))
@@ -243,10 +242,10 @@ func TestIssue12_ProxyForwardsANotificationWithoutAllocating(t *testing.T) {
 }
 
 // Reading a stream allocates nothing per message, in the proxy and in
-// ReadMessages: only the Reader's blocks, now and then (issue 12). The
-// stream comes a line at a time, so that the proxy writes each message on
-// its own goroutine, without a flusher's.
-func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
+// ReadMessages: only the Reader's blocks, now and then. The stream comes a
+// line at a time, so that the proxy writes each message on its own
+// goroutine, without a flusher's.
+func TestReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 	const n = 2000
 	stream := bytes.Repeat(append(bytes.Clone(update1KiB), '\n'), n)
 	perMessage := func(read func()) float64 {
@@ -276,9 +275,9 @@ func TestIssue12_ReadingMessagesAllocatesNothingPerMessage(t *testing.T) {
 
 // ReadMessages shows each message to seen before sending it, telling which
 // ended in a read of their own, and ends with nil: a watcher of a stream
-// needs no goroutine of its own, and reads the clock once a read, not once
-// a message (issue 12).
-func TestIssue12_ReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
+// needs no goroutine of its own, and reads the clock once a read, not once a
+// message.
+func TestReadMessagesShowsEachMessageAndItsRead(t *testing.T) {
 	pr, pw := io.Pipe()
 	var (
 		mu    sync.Mutex
@@ -353,9 +352,9 @@ func updates(n int) []byte {
 }
 
 // While the plugs see a message, the lines read with it are framed and
-// checked (issue 12), at most maxAhead of them, and still met in the order
-// they came (M6); the last one tells that nothing more has arrived.
-func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
+// checked, at most maxAhead of them, and still met in the order they came
+// (M6); the last one tells that nothing more has arrived.
+func TestM6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 	n := maxAhead + 40
 	a := newAhead(NewReader(bytes.NewReader(updates(n)), 0), false)
 	go a.run(log.New(io.Discard), ToClient)
@@ -398,7 +397,7 @@ func TestIssue12_M6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 
 // Through the proxy, messages read ahead while the plugs hold one meet
 // the plugs and the client in the order they came (M6).
-func TestIssue12_M6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
+func TestM6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
 	const n = 100
 	pl := &orderPipeline{held: make(chan struct{}), release: make(chan struct{})}
 	out := &testsupport.Buffer{}
@@ -430,7 +429,7 @@ func TestIssue12_M6_MessagesReadAheadKeepTheirOrder(t *testing.T) {
 
 // NextRead returns what was read already and never reads: a line not
 // fully arrived is left for Next.
-func TestIssue12_NextReadNeverReadsTheStream(t *testing.T) {
+func TestNextReadNeverReadsTheStream(t *testing.T) {
 	pr, pw := io.Pipe()
 	r := NewReader(pr, 0)
 	go func() {
@@ -523,11 +522,11 @@ func (f *freeingPipeline) Handle(_ Side, m *Message, forward Forward) (*Message,
 	return nil, "", m.Kind == Notification, errors.New("the handler failed after next()")
 }
 
-// TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone: the
+// TestAMessageThePipelineFreesIsReleasedOnceTheProxyIsDone: the
 // proxy releases a message that the pipeline tells free after its last use
 // of it (the failure's report reads its method and kind), not before: once
 // released, its block and the Message itself are the Reader's again.
-func TestIssue12_AMessageThePipelineFreesIsReleasedOnceTheProxyIsDone(t *testing.T) {
+func TestAMessageThePipelineFreesIsReleasedOnceTheProxyIsDone(t *testing.T) {
 	f := &freeingPipeline{}
 	var failures int
 	p := &Proxy{

@@ -16,9 +16,9 @@ import (
 )
 
 // While a plug holds a message, what the stream holds past the read that
-// brought it is read and checked ahead too, not only the lines read with
-// it (issue 12); they meet the plugs in order (M6).
-func TestIssue12_M6_ThePlugsHoldingAMessageLetTheStreamBeReadAhead(t *testing.T) {
+// brought it is read and checked ahead too, not only the lines read with it;
+// they meet the plugs in order (M6).
+func TestM6_ThePlugsHoldingAMessageLetTheStreamBeReadAhead(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +87,8 @@ func (h *backHolder) Handle(_ Side, m *Message, forward Forward) (*Message, stri
 
 // A notification the plugs hold past its handler keeps its bytes while the
 // stream is read into other blocks: a message the plugs saw is never
-// released (issue 12).
-func TestIssue12_ANotificationHeldByThePlugsKeepsItsBytes(t *testing.T) {
+// released.
+func TestANotificationHeldByThePlugsKeepsItsBytes(t *testing.T) {
 	agent, agentW, _ := os.Pipe()
 	fromProxy, clientW, _ := os.Pipe()
 	var lines []string
@@ -127,8 +127,8 @@ func TestIssue12_ANotificationHeldByThePlugsKeepsItsBytes(t *testing.T) {
 // While the goroutine ahead tries the stream, the goroutine handling the
 // messages takes those it queued already, without waiting for that read;
 // once nothing is queued, it waits for the read ahead to end, then reads
-// the stream itself (issue 12, throughput with plugs).
-func TestIssue12_M6_MessagesReadAheadAreTakenWhileTheStreamIsTried(t *testing.T) {
+// the stream itself (throughput with plugs).
+func TestM6_MessagesReadAheadAreTakenWhileTheStreamIsTried(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // fillNow reads what a pipe holds and returns at once when it holds
 // nothing; of a stream without a descriptor, or one whose reads would
 // wait, it reads nothing.
-func TestIssue12_FillNowReadsWhatAPipeHoldsWithoutWaiting(t *testing.T) {
+func TestFillNowReadsWhatAPipeHoldsWithoutWaiting(t *testing.T) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

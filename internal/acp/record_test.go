@@ -91,9 +91,9 @@ func TestM5_StreamedRecordsDoNotWaitForTheFile(t *testing.T) {
 }
 
 // Record times are written as time.RFC3339Nano writes them in UTC, from a
-// second formatted once (issue 12): whole seconds, trailing zeros, times
-// before 1970 and far ahead, and seconds that follow each other.
-func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
+// second formatted once: whole seconds, trailing zeros, times before 1970
+// and far ahead, and seconds that follow each other.
+func TestRecordTimesAsRFC3339Nano(t *testing.T) {
 	var st stamp
 	base := time.Date(2026, 12, 1, 23, 59, 58, 0, time.FixedZone("x", 3600))
 	var times []time.Time
@@ -113,9 +113,9 @@ func TestIssue12_RecordTimesAsRFC3339Nano(t *testing.T) {
 
 // While the file takes a batch, the records that gather are copied once,
 // into chunks with room for them, not moved again by a buffer's growth
-// (issue 12: a stream's transcript cost half the session process's time in
+// (a stream's transcript cost half the session process's time in
 // copies).
-func TestIssue12_RecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
+func TestRecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
 	g, r, update, n := heldRecorder()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -139,9 +139,9 @@ func TestIssue12_RecordsGatheredDuringAWriteAreCopiedOnce(t *testing.T) {
 
 // A notification recorded from the block it was read into is encoded by the
 // background write, after the stream has gone on into other blocks: its
-// record keeps the message's bytes, and the records stay in order among
-// those encoded at once (notifications a plug made, requests) (M5, issue
-// 12: recording costs the stream's goroutine no copy).
+// record keeps the message's bytes, and the records stay in order among those
+// encoded at once (notifications a plug made, requests) (M5; recording costs
+// the stream's goroutine no copy).
 func TestM5_ANotificationRecordedFromItsBlockKeepsItsBytes(t *testing.T) {
 	var lines []string
 	for i := range 3000 {

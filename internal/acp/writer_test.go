@@ -439,10 +439,10 @@ func TestWriterWriteReplacingCopiesOnlyTheNewPart(t *testing.T) {
 	_ = w.WriteReplacing(read, []byte(`"agent-1"`), nil, Now)
 }
 
-// TestIssue12_MessagesWithMoreOnTheirWayLeaveInOneWrite: messages given
+// TestMessagesWithMoreOnTheirWayLeaveInOneWrite: messages given
 // WithNext wait for those announced after them, and the first message not
 // followed by more takes them all in one write.
-func TestIssue12_MessagesWithMoreOnTheirWayLeaveInOneWrite(t *testing.T) {
+func TestMessagesWithMoreOnTheirWayLeaveInOneWrite(t *testing.T) {
 	cw := &countingWriter{}
 	w := NewWriter(cw)
 	w.delay = time.Hour // a slow machine's loop must not outlast the wait: only the last message writes
@@ -466,10 +466,10 @@ func TestIssue12_MessagesWithMoreOnTheirWayLeaveInOneWrite(t *testing.T) {
 	}
 }
 
-// TestIssue12_AMessageWaitingForOthersThatDoNotComeGoesOut: a message
+// TestAMessageWaitingForOthersThatDoNotComeGoesOut: a message
 // given WithNext goes out on its own when nothing follows it, and Flush
 // writes it at once.
-func TestIssue12_AMessageWaitingForOthersThatDoNotComeGoesOut(t *testing.T) {
+func TestAMessageWaitingForOthersThatDoNotComeGoesOut(t *testing.T) {
 	pr, pw := io.Pipe()
 	w := NewWriter(pw)
 	if err := w.WriteMessage(mustParse([]byte(`{"method":"alone"}`)), WithNext); err != nil {
@@ -495,9 +495,9 @@ func TestIssue12_AMessageWaitingForOthersThatDoNotComeGoesOut(t *testing.T) {
 	}
 }
 
-// TestIssue12_WithNextWritesOnceABatchIsFull: past batchBytes, the
+// TestWithNextWritesOnceABatchIsFull: past batchBytes, the
 // messages go out without waiting for more.
-func TestIssue12_WithNextWritesOnceABatchIsFull(t *testing.T) {
+func TestWithNextWritesOnceABatchIsFull(t *testing.T) {
 	pr, pw := io.Pipe()
 	w := NewWriter(pw)
 	w.delay = time.Hour // only a full batch writes

@@ -20,11 +20,11 @@ import (
 	"go.starlark.net/syntax"
 )
 
-// TestIssue12_PipelineStepsCostNoAllocation checks that a plug's step of a
+// TestPipelineStepsCostNoAllocation checks that a plug's step of a
 // message allocates nothing beyond the Starlark call of its handler: the
-// steps of a message are allocated together (issue 12, throughput with
+// steps of a message are allocated together (throughput with
 // plugs).
-func TestIssue12_PipelineStepsCostNoAllocation(t *testing.T) {
+func TestPipelineStepsCostNoAllocation(t *testing.T) {
 	perMessage := func(plugs int) float64 {
 		pl := loadedPipeline(t, plugs)
 		m, err := acp.Parse([]byte(acptest.Update1KiB))

@@ -51,9 +51,9 @@ func newProcessSession(t *testing.T, files map[string]string, state lifecycle.St
 	return store, id, dir
 }
 
-// TestIssue13_TranscriptFailureIsLogged: a session process logs the
+// TestTranscriptFailureIsLogged: a session process logs the
 // failure of its transcript, which would otherwise reach no one.
-func TestIssue13_TranscriptFailureIsLogged(t *testing.T) {
+func TestTranscriptFailureIsLogged(t *testing.T) {
 	store, id, _ := newProcessSession(t, map[string]string{"blaise.star": `agent(command = "true")` + "\n"}, lifecycle.TearingDown)
 	var logs testsupport.Buffer
 	sp := &chain.SessionProcess{Store: unclosableTranscript{store}, SessionID: id, Kind: lifecycle.TeardownRun, EndReason: lifecycle.Completed, Run: 1, Logger: log.New(&logs)}
@@ -94,10 +94,10 @@ exec cat >/dev/null
 """])
 `
 
-// TestIssue13_NotificationsBeforeAPauseAreRecordedFirst: the
+// TestL7_NotificationsBeforeAPauseAreRecordedFirst: the
 // notifications gathered when a stop comes are in the transcript before
 // the pause is reported, as every line before a report is (L7).
-func TestIssue13_NotificationsBeforeAPauseAreRecordedFirst(t *testing.T) {
+func TestL7_NotificationsBeforeAPauseAreRecordedFirst(t *testing.T) {
 	store, id, dir := newProcessSession(t, map[string]string{"blaise.star": lateAgent}, lifecycle.Active)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

@@ -847,9 +847,10 @@ def on_session(ctx, next):
 	}
 }
 
-// Issue 11, item 4: an agent that never answers initialize fails the run at
-// the startup limit, and the error names that limit.
-func TestIssue11_AgentNotAnsweringInitializeFailsAtTheStartupLimit(t *testing.T) {
+// TestC3_AgentNotAnsweringInitializeFailsAtTheStartupLimit: an agent that
+// never answers initialize fails the run at the startup limit, and the error
+// names that limit.
+func TestC3_AgentNotAnsweringInitializeFailsAtTheStartupLimit(t *testing.T) {
 	s := startSession(t, map[string]string{
 		"blaise.star": `agent(command = "sh", args = ["-c", "cat >/dev/null"])
 `,

@@ -966,9 +966,10 @@ func TestL7_APauseThatCannotBeReportedStillTearsDown(t *testing.T) {
 	}
 }
 
-// Issue 11, item 4: a child that left the agent's process group and keeps
-// its output open does not keep the run going until it exits.
-func TestIssue11_AgentChildHoldingItsOutputDoesNotHoldTheRun(t *testing.T) {
+// TestAgentChildHoldingItsOutputDoesNotHoldTheRun: a child that left the
+// agent's process group and keeps its output open does not keep the run
+// going until it exits.
+func TestAgentChildHoldingItsOutputDoesNotHoldTheRun(t *testing.T) {
 	c := newChain(t, map[string]string{
 		"blaise.star": `agent(command = "sh", args = ["-c", "setsid sh -c 'echo $$ > $DIR/child; touch $DIR/started; exec sleep 60' & cat >/dev/null"])
 `,
@@ -986,10 +987,10 @@ func TestIssue11_AgentChildHoldingItsOutputDoesNotHoldTheRun(t *testing.T) {
 	}
 }
 
-// Issue 16, item 1: OnAttach hears each plug as its handlers start to
-// attach, outermost first (C1), then "" as the agent starts; a plug's
-// "before" code runs after it is named.
-func TestIssue16_OnAttachNamesEachPlugThenTheAgent(t *testing.T) {
+// TestC1_OnAttachNamesEachPlugThenTheAgent: OnAttach hears each plug as its
+// handlers start to attach, outermost first (C1), then "" as the agent
+// starts; a plug's "before" code runs after it is named.
+func TestC1_OnAttachNamesEachPlugThenTheAgent(t *testing.T) {
 	c := newChain(t, map[string]string{
 		"blaise.star": agentStarted + `setup(use("./a.star"), use("./b.star"))`,
 		"a.star":      tracer("a"),

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// TestIssue16_HistoryKeepsEveryRunUpToTheLast50 (issue 16, item 4; L7):
-// each run's kind, times, stop, pause and teardown stay in the record after
-// later runs, a run whose process never started leaves nothing, and only
-// the last MaxHistory runs are kept.
-func TestIssue16_HistoryKeepsEveryRunUpToTheLast50(t *testing.T) {
+// TestL7_HistoryKeepsEveryRunUpToTheLast50 (L7): each run's kind, times,
+// stop, pause and teardown stay in the record after later runs, a run whose
+// process never started leaves nothing, and only the last MaxHistory runs
+// are kept.
+func TestL7_HistoryKeepsEveryRunUpToTheLast50(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	rec := &Record{Settings: Settings{PausedLifetime: time.Hour, TeardownAttempts: 3, TeardownBackoff: time.Second}}
 	BeginRun(rec, StartRun, t0)

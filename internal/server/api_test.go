@@ -93,9 +93,9 @@ func (l *lab) request(method, path, body string) *http.Response {
 	return resp
 }
 
-// TestIssue13_BadRequestsChangeNothing: bad input on the API gets a clear
+// TestBadRequestsChangeNothing: bad input on the API gets a clear
 // error and changes nothing.
-func TestIssue13_BadRequestsChangeNothing(t *testing.T) {
+func TestBadRequestsChangeNothing(t *testing.T) {
 	l := newLab(t)
 	for _, c := range []struct {
 		name, method, path, body string
@@ -123,9 +123,9 @@ func TestIssue13_BadRequestsChangeNothing(t *testing.T) {
 	}
 }
 
-// TestIssue13_WrongTokenIsRefused: no token, a wrong one, and a runner's
+// TestWrongTokenIsRefused: no token, a wrong one, and a runner's
 // credential used as an API token are refused.
-func TestIssue13_WrongTokenIsRefused(t *testing.T) {
+func TestWrongTokenIsRefused(t *testing.T) {
 	l := newLab(t)
 	for _, tok := range []string{"", "bla_wrong", l.cred} {
 		l.token = tok
@@ -172,10 +172,10 @@ func (l *lab) runnerStreamOf(cred string, version int) (*yamux.Session, *yamux.S
 	return mux, st
 }
 
-// TestIssue13_RunnerProtocolRefusals: a wrong credential, another protocol
+// TestRunnerProtocolRefusals: a wrong credential, another protocol
 // version, a first frame that is not hello and a malformed frame are
 // refused, and the server keeps no runner of them.
-func TestIssue13_RunnerProtocolRefusals(t *testing.T) {
+func TestRunnerProtocolRefusals(t *testing.T) {
 	l := newLab(t)
 	if _, resp, err := l.dialRunner("blc_wrong", runnerproto.Subprotocol(runnerproto.Version)); err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Errorf("a wrong credential: %v", err)

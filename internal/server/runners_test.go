@@ -122,12 +122,12 @@ func (l *lab) handBack(ref runnerproto.RunRef) *yamux.Session {
 	return mux
 }
 
-// TestIssue13_RunsTheServerCannotTakeBackAreStopped: after a restart, a
+// TestRunsTheServerCannotTakeBackAreStopped: after a restart, a
 // runner hands back the runs it still has; the server takes none whose
 // record moved on (paused, at a later run), of another agent or runner, or
 // of a session it does not have, so that the runner stops them, and their
 // records stay as they were.
-func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
+func TestRunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 	l := newLab(t)
 	if _, err := l.store.CreateAgent(sqlstore.Agent{Name: "other"}); err != nil {
 		t.Fatal(err)
@@ -157,11 +157,10 @@ func TestIssue13_RunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 	}
 }
 
-// TestIssue13_ARunnerOfTheSameNameCannotTakeARunBack (review, item 2):
-// runner names are not unique, so the run goes back only to the runner of
-// the credential it was launched on; another runner registered as r1 gets
-// nothing.
-func TestIssue13_ARunnerOfTheSameNameCannotTakeARunBack(t *testing.T) {
+// TestARunnerOfTheSameNameCannotTakeARunBack: runner names are not unique, so
+// the run goes back only to the runner of the credential it was launched on;
+// another runner registered as r1 gets nothing.
+func TestARunnerOfTheSameNameCannotTakeARunBack(t *testing.T) {
 	l := newLab(t)
 	ref, impostor := l.runOfR1WithAnImpostor()
 	l.onlyItsRunnerTakesBack(ref, impostor, "took back")
@@ -189,10 +188,9 @@ func (l *lab) onlyItsRunnerTakesBack(ref runnerproto.RunRef, impostor, how strin
 	}
 }
 
-// TestIssue13_ARunHandedBackTwiceIsTakenOnce (review, item 4): a run named
-// twice in a hello is taken back once, and adopted once its streams are
-// there.
-func TestIssue13_ARunHandedBackTwiceIsTakenOnce(t *testing.T) {
+// TestARunHandedBackTwiceIsTakenOnce: a run named twice in a hello is taken
+// back once, and adopted once its streams are there.
+func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, taken := l.hello(l.cred, ref, ref)
@@ -203,10 +201,10 @@ func TestIssue13_ARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
 }
 
-// TestIssue13_ADroppedRunLeavesItsSuccessor (review, item 4): a run the
-// server gives up forgets only itself, not another process of the same
-// run ref that the connection has since.
-func TestIssue13_ADroppedRunLeavesItsSuccessor(t *testing.T) {
+// TestADroppedRunLeavesItsSuccessor: a run the server gives up forgets only
+// itself, not another process of the same run ref that the connection has
+// since.
+func TestADroppedRunLeavesItsSuccessor(t *testing.T) {
 	l := newLab(t)
 	l.s.init()
 	rc := &runnerConn{s: l.s, name: "r1", gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
@@ -219,11 +217,10 @@ func TestIssue13_ADroppedRunLeavesItsSuccessor(t *testing.T) {
 	}
 }
 
-// TestIssue13_ARunSettledBeforeItsStreamsWritesNothing (review, item 1):
-// a run handed back whose session was settled (failed, by the sweep after
-// AdoptUntil) before its streams were there is not adopted, and its store
-// calls are not applied.
-func TestIssue13_ARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
+// TestARunSettledBeforeItsStreamsWritesNothing: a run handed back whose
+// session was settled (failed, by the sweep after AdoptUntil) before its
+// streams were there is not adopted, and its store calls are not applied.
+func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, taken := l.hello(l.cred, ref)
@@ -245,10 +242,10 @@ func TestIssue13_ARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	}
 }
 
-// TestIssue13_ARunnerOfTheSameNameCannotReattachARun (review, item 2): a
-// run whose runner's connection broke goes back only to a connection of
-// the same credential, not to another runner registered as r1.
-func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
+// TestARunnerOfTheSameNameCannotReattachARun: a run whose runner's connection
+// broke goes back only to a connection of the same credential, not to another
+// runner registered as r1.
+func TestARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	l := newLab(t)
 	ref, impostor := l.runOfR1WithAnImpostor()
 	mux := l.handBack(ref)
@@ -257,11 +254,11 @@ func TestIssue13_ARunnerOfTheSameNameCannotReattachARun(t *testing.T) {
 	l.onlyItsRunnerTakesBack(ref, impostor, "re-attached")
 }
 
-// TestIssue13_ASignalLostWithItsConnectionIsSentAgain (L5): a kill the
+// TestL5_ASignalLostWithItsConnectionIsSentAgain (L5): a kill the
 // server sent on a connection that broke before the runner read it is
 // sent again once the run is re-attached; else a run that ignores its
 // stop would outlive its kill.
-func TestIssue13_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
+func TestL5_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux := l.handBack(ref)
@@ -289,12 +286,12 @@ func TestIssue13_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	}
 }
 
-// TestIssue13_AStoreStreamThatFailsFailsTheRun: a store stream that ends
+// TestAStoreStreamThatFailsFailsTheRun: a store stream that ends
 // with an error other than a cut (here a call after calls that never
 // came) leaves nobody to read the run's calls: the server logs it as an
 // error, kills the run's process, closes its streams and fails the run,
 // instead of leaving the run waiting for answers.
-func TestIssue13_AStoreStreamThatFailsFailsTheRun(t *testing.T) {
+func TestAStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, frames, taken := l.helloFrames(l.cred, ref)
@@ -336,14 +333,14 @@ func TestIssue13_AStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	}
 }
 
-// TestIssue13_AWelcomedRunnerIsOneOfItsAgents: once a runner has its
+// TestAWelcomedRunnerIsOneOfItsAgents: once a runner has its
 // welcome, it is one of its agent's runners, so that a session started as
 // soon as it says it is connected finds it. The runner used to be added
 // after its welcome was sent: on a loaded machine a session started
 // meanwhile found no runner (the lifecycle suite on PostgreSQL failed so
 // once); here the window is too short to be hit each time, and the test
 // guards the order rather than proves it.
-func TestIssue13_AWelcomedRunnerIsOneOfItsAgents(t *testing.T) {
+func TestAWelcomedRunnerIsOneOfItsAgents(t *testing.T) {
 	l := newLab(t)
 	for i := 0; i < 20; i++ {
 		mux, _ := l.hello(l.cred)
@@ -355,11 +352,11 @@ func TestIssue13_AWelcomedRunnerIsOneOfItsAgents(t *testing.T) {
 	}
 }
 
-// TestIssue13_ARunnerOfVersion3IsServed: a server serves the runners of
+// TestARunnerOfVersion3IsServed: a server serves the runners of
 // the version before its own, whose runs send their messages on their
 // stdout streams; a runner that offers both versions speaks the newest,
 // whose runs carry their messages in their transcripts.
-func TestIssue13_ARunnerOfVersion3IsServed(t *testing.T) {
+func TestARunnerOfVersion3IsServed(t *testing.T) {
 	l := newLab(t)
 	ws, _, err := l.dialRunner(l.cred, runnerproto.Subprotocol(runnerproto.Version), runnerproto.Subprotocol(3))
 	if err != nil {

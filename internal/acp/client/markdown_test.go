@@ -14,9 +14,10 @@ func chunk(t *Terminal, text string) {
 	t.Notification("session/update", params)
 }
 
-// Issue 16, item 2: Markdown is written a complete block at a time, a fence
-// holding its blank lines; the rest is written when the turn ends.
-func TestIssue16_MarkdownRendersCompleteBlocks(t *testing.T) {
+// TestMarkdownRendersCompleteBlocks: Markdown is written a complete block at
+// a time, a fence holding its blank lines; the rest is written when the turn
+// ends.
+func TestMarkdownRendersCompleteBlocks(t *testing.T) {
 	var out strings.Builder
 	term := &Terminal{Out: &out, Markdown: true, Width: 60}
 	chunk(term, "# Title\n\nSome **bo")
@@ -45,10 +46,10 @@ func TestIssue16_MarkdownRendersCompleteBlocks(t *testing.T) {
 	}
 }
 
-// Issue 16, items 1 and 2: a log line ends the agent's line first and the
-// spinner is erased before it and drawn again after it; the agent's text
-// stops the spinner.
-func TestIssue16_LogLineOfItsOwnAndSpinnerErased(t *testing.T) {
+// TestLogLineOfItsOwnAndSpinnerErased: a log line ends the agent's line
+// first and the spinner is erased before it and drawn again after it; the
+// agent's text stops the spinner.
+func TestLogLineOfItsOwnAndSpinnerErased(t *testing.T) {
 	var out strings.Builder
 	term := &Terminal{Out: &out, Err: &out, Status: &out}
 	chunk(term, "half a line")

@@ -543,7 +543,7 @@ func TestCommands(t *testing.T) {
 }
 
 // TestAskCarriesKindAndTarget: /ask sends a permission request shaped as
-// real agents send them (issue 15, for blaise:permissions' rules): the
+// real agents send them (for blaise:permissions' rules): the
 // tool's kind, an execute call's command in rawInput, another call's paths
 // in locations, joined to the cwd but not cleaned.
 func TestAskCarriesKindAndTarget(t *testing.T) {

@@ -108,11 +108,10 @@ func (c *testClient) close() error {
 	return nil
 }
 
-// TestIssue11_InitializeAndListStartNoSession guards issue 11, item 5: a
-// client that initializes, lists sessions and leaves starts nothing; the
-// answer to initialize, with no earlier session to learn from, is the
-// documented fixed set.
-func TestIssue11_InitializeAndListStartNoSession(t *testing.T) {
+// TestInitializeAndListStartNoSession: a client that initializes, lists
+// sessions and leaves starts nothing; the answer to initialize, with no
+// earlier session to learn from, is the documented fixed set.
+func TestInitializeAndListStartNoSession(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)
 	resp := c.initialize()
@@ -377,10 +376,10 @@ func TestACrashedRunAnswersItsRequestsAndOthersGoOn(t *testing.T) {
 	_ = c.close()
 }
 
-// TestIssue11_StartFailureAnswersSessionNewWithTheCause: a session that
+// TestStartFailureAnswersSessionNewWithTheCause: a session that
 // cannot start fails the client's session/new with the reason, and
 // initialize is not concerned.
-func TestIssue11_StartFailureAnswersSessionNewWithTheCause(t *testing.T) {
+func TestStartFailureAnswersSessionNewWithTheCause(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	f.startErr = fmt.Errorf("blaise.star:3:1: undefined: sertup")
 	c := startServer(t, f)
@@ -616,11 +615,11 @@ func TestCancelOfAPromptWaitingForItsRun(t *testing.T) {
 	_ = c.close()
 }
 
-// TestIssue12_BundledUpdatesPassThroughAndAreSwallowedInAResume: a run
+// TestBundledUpdatesPassThroughAndAreSwallowedInAResume: a run
 // whose session/updates come in bundles (blaise-agent acp's) shows them
 // to the client with the blaise id, and the history a transparent resume
 // replays stays hidden, as with updates one by one.
-func TestIssue12_BundledUpdatesPassThroughAndAreSwallowedInAResume(t *testing.T) {
+func TestBundledUpdatesPassThroughAndAreSwallowedInAResume(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	f.bundled = true
 	c := startServer(t, f)

@@ -37,12 +37,12 @@ func runInProgress(t *testing.T, change func(*lifecycle.Record)) (*engine.Store,
 	return store, clock, rec
 }
 
-// TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil: a session
+// TestARunInProgressIsLeftForItsRunnerUntilAdoptUntil: a session
 // whose run began before the engine did (a server that restarted) is left
 // active while its runner may still hand the run back: no sweep settles
 // it, and a resume or an end of it is refused as active. Once AdoptUntil
 // has passed, the sweep settles it as a failed run.
-func TestIssue13_ARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
+func TestARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
 	store, clock, rec := runInProgress(t, nil)
 	now := clock.Now()
 	e := &engine.Engine{Store: store, Clock: clock, AdoptUntil: now.Add(time.Minute)}
@@ -132,11 +132,10 @@ func (p *pipeProcess) Wait() error      { <-p.exited; return nil }
 func (p *pipeProcess) Signal(kill bool) { p.signals <- kill }
 func (p *pipeProcess) PID() int         { return 0 }
 
-// TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow (review, item 3):
-// a timeout stop recorded before the restart and never sent, older than
-// its grace, is sent to the run taken back, and the run has its whole
-// grace from then (L5) before it is failed: it is not killed at once for
-// a stop it never received.
+// TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow: a timeout stop
+// recorded before the restart and never sent, older than its grace, is sent
+// to the run taken back, and the run has its whole grace from then (L5)
+// before it is failed: it is not killed at once for a stop it never received.
 func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 	const grace = time.Minute
 	store, clock, rec := runInProgress(t, func(rec *lifecycle.Record) {
@@ -172,13 +171,13 @@ func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 	testsupport.Eventually(t, "the run ends", func() bool { return e.Running(rec.ID) == nil })
 }
 
-// TestIssue13_ARunTakenBackDoesNotWaitForAFrontEnd: the messages of a run
+// TestARunTakenBackDoesNotWaitForAFrontEnd: the messages of a run
 // taken back that no front end has claimed are read, not held: its output
 // does not fill and stop it (a runner's store, which forwards the
 // messages of a run before it answers its calls, would answer nothing
 // until a client came back). A front end that claims it gets the messages
 // from then on.
-func TestIssue13_ARunTakenBackDoesNotWaitForAFrontEnd(t *testing.T) {
+func TestARunTakenBackDoesNotWaitForAFrontEnd(t *testing.T) {
 	store, clock, rec := runInProgress(t, nil)
 	e := &engine.Engine{Store: store, Clock: clock, AdoptUntil: clock.Now().Add(time.Minute)}
 	proc := newPipeProcess(t)

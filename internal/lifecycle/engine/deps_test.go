@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// Issue 12, item 2: the control plane imports no Starlark: not the
-// interpreter, the plug API, the chain runner or the host daemon.
-func TestIssue12_BlaiseImportsNoStarlark(t *testing.T) {
+// TestEngineImportsNoStarlark: the control plane imports no Starlark: not
+// the interpreter, the plug API, the chain runner or the host daemon.
+func TestEngineImportsNoStarlark(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)

@@ -9,12 +9,11 @@ import (
 	"time"
 )
 
-// TestIssue16_PruneRemovesOnlyEndedSessions (issue 16, item 4; L2): prune
-// removes the directories of sessions that ended before the cutoff, and
-// keeps every other state, a session ended after the cutoff, and an ended
-// session whose run lock a command holds (one that is starting to look at
-// it at the same moment).
-func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
+// TestL2_PruneRemovesOnlyEndedSessions (L2): prune removes the directories
+// of sessions that ended before the cutoff, and keeps every other state, a
+// session ended after the cutoff, and an ended session whose run lock a
+// command holds (one that is starting to look at it at the same moment).
+func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	s := openTestStore(t)
 	for id, st := range map[string]lifecycle.State{
 		"active1": lifecycle.Active, "paused1": lifecycle.Paused, "tearing1": lifecycle.TearingDown, "orphan1": lifecycle.Orphaned,
@@ -70,9 +69,9 @@ func TestIssue16_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	}
 }
 
-// TestIssue16_PruneNamesBrokenRecords (issue 16, item 4): a record that
-// cannot be read is kept and named; the others are still pruned.
-func TestIssue16_PruneNamesBrokenRecords(t *testing.T) {
+// TestPruneNamesBrokenRecords: a record that cannot be read is kept and
+// named; the others are still pruned.
+func TestPruneNamesBrokenRecords(t *testing.T) {
 	s := openTestStore(t)
 	createSession(t, s, "ended1")
 	if _, err := s.UpdateSession("ended1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {

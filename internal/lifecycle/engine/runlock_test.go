@@ -63,9 +63,9 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 	}
 }
 
-// TestIssue11_DiscardRemovesEverything: a session that never ran a plug
+// TestDiscardRemovesEverything: a session that never ran a plug
 // leaves no record, no directory, nothing a listing shows.
-func TestIssue11_DiscardRemovesEverything(t *testing.T) {
+func TestDiscardRemovesEverything(t *testing.T) {
 	s := openTestStore(t)
 	const id = "sess00discrd"
 	if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Active}); err != nil {

@@ -259,10 +259,10 @@ func TestSessionFiles(t *testing.T) {
 	}
 }
 
-// Issue 13, item 1: the file store passes the behaviour suite of every
-// store (its ids, invalid ids, atomic updates, persisted state, reports,
-// transcripts); the tests below are of what is its own.
-func TestIssue13_FileStorePassesTheStoreSuite(t *testing.T) {
+// TestFileStorePassesTheStoreSuite: the file store passes the behaviour
+// suite of every store (its ids, invalid ids, atomic updates, persisted
+// state, reports, transcripts); the tests below are of what is its own.
+func TestFileStorePassesTheStoreSuite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openTestStore(t) })
 }
 
@@ -568,11 +568,11 @@ func TestKillDuringSet(t *testing.T) {
 	}
 }
 
-// TestIssue11_BrokenRecordsDoNotHideTheOthers (issue 11, item 13): records
-// that cannot be read (truncated, garbage, a directory where the file
-// should be, unreadable, a stray file) are each named with their path and
-// what is wrong, and the healthy sessions are still listed.
-func TestIssue11_BrokenRecordsDoNotHideTheOthers(t *testing.T) {
+// TestBrokenRecordsDoNotHideTheOthers: records that cannot be read
+// (truncated, garbage, a directory where the file should be, unreadable, a
+// stray file) are each named with their path and what is wrong, and the
+// healthy sessions are still listed.
+func TestBrokenRecordsDoNotHideTheOthers(t *testing.T) {
 	s := openTestStore(t)
 	createSession(t, s, "good1")
 	createSession(t, s, "good2")
@@ -642,9 +642,9 @@ func TestIssue11_BrokenRecordsDoNotHideTheOthers(t *testing.T) {
 	}
 }
 
-// TestIssue11_StoreExistsCreatesNothing (issue 11, item 15): asking whether
-// a state directory exists leaves the file system as it was.
-func TestIssue11_StoreExistsCreatesNothing(t *testing.T) {
+// TestStoreExistsCreatesNothing: asking whether a state directory exists
+// leaves the file system as it was.
+func TestStoreExistsCreatesNothing(t *testing.T) {
 	parent := t.TempDir()
 	missing := filepath.Join(parent, "a", "state")
 	empty := filepath.Join(parent, "empty")

@@ -31,10 +31,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestIssue18_TwoProcessesFillTheCacheAtOnce: processes that fetch the
-// same repository into an empty cache at once all succeed, and the cache
-// then holds the commit (issue 18, item 3).
-func TestIssue18_TwoProcessesFillTheCacheAtOnce(t *testing.T) {
+// TestTwoProcessesFillTheCacheAtOnce: processes that fetch the same
+// repository into an empty cache at once all succeed, and the cache then
+// holds the commit.
+func TestTwoProcessesFillTheCacheAtOnce(t *testing.T) {
 	repo := filepath.Join(t.TempDir(), "plugs")
 	commit := testsupport.GitCommit(t, repo, map[string]string{"x.star": "X = 1\n"})
 	url := "file://" + repo

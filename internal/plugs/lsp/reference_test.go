@@ -7,12 +7,12 @@ import (
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
-// TestIssue17_ReferenceDocumentsEveryName keeps the user documentation
+// TestReferenceDocumentsEveryName keeps the user documentation
 // and the language server one source: every predeclared name, every
 // member of a predeclared module but time's, and every attribute of the
 // values handlers receive must be documented in docs/*.md in a form the
 // server reads, so hover and completion never come without text.
-func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
+func TestReferenceDocumentsEveryName(t *testing.T) {
 	m, err := newModel((&interp.Loader{Predeclared: builtins.Predeclared}).FilePredeclared())
 	if err != nil {
 		t.Fatal(err)
@@ -40,9 +40,9 @@ func TestIssue17_ReferenceDocumentsEveryName(t *testing.T) {
 	}
 }
 
-// TestIssue17_ReferenceReadsTheFormsOfTheDocs: the forms the documents
+// TestReferenceReadsTheFormsOfTheDocs: the forms the documents
 // keep to, and rows that are about something else.
-func TestIssue17_ReferenceReadsTheFormsOfTheDocs(t *testing.T) {
+func TestReferenceReadsTheFormsOfTheDocs(t *testing.T) {
 	md := "## The context: `ctx`\n\nEvery handler gets a `ctx`.\n\n" +
 		"| field | what |\n| --- | --- |\n| `ctx.state` | per-run state |\n\n" +
 		"- `ctx.persisted.value`: the stored value.\n\n" +

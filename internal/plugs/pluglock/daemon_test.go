@@ -42,9 +42,9 @@ func serveGitDaemon(t *testing.T, root string) string {
 	return "git://" + ln.Addr().String()
 }
 
-// TestIssue18_GitDaemonRepositoryResolvesAndLocks: a git:// reference to
+// TestGitDaemonRepositoryResolvesAndLocks: a git:// reference to
 // git daemon on loopback is fetched, pinned and loaded.
-func TestIssue18_GitDaemonRepositoryResolvesAndLocks(t *testing.T) {
+func TestGitDaemonRepositoryResolvesAndLocks(t *testing.T) {
 	f := newFixture(t, "v1")
 	ref := "git+" + serveGitDaemon(t, filepath.Dir(f.repo)) + "/plugs//team/greeter.star@v1"
 	f.writeConfig(t, ref)

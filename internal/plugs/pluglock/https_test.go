@@ -33,10 +33,10 @@ func serveGit(t *testing.T, root string) *httptest.Server {
 	return srv
 }
 
-// TestIssue18_HTTPSRepositoryResolvesLocksAndRuns: a git+https reference
+// TestHTTPSRepositoryResolvesLocksAndRuns: a git+https reference
 // to a real server: lock, a run from the cache, and an unreachable server
 // once the cache must fetch again.
-func TestIssue18_HTTPSRepositoryResolvesLocksAndRuns(t *testing.T) {
+func TestHTTPSRepositoryResolvesLocksAndRuns(t *testing.T) {
 	f := newFixture(t, "v1")
 	srv := serveGit(t, filepath.Dir(f.repo))
 	ref := "git+" + srv.URL + "/plugs//team/greeter.star@v1"

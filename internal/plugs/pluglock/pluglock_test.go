@@ -75,10 +75,10 @@ func (f fixture) readLock(t *testing.T) pluglock.File {
 	return lf
 }
 
-// TestIssue18_LockThenRunUsesThePinnedCommit: a run refuses a reference
+// TestLockThenRunUsesThePinnedCommit: a run refuses a reference
 // the lock lacks; plugs lock pins it to a commit and a hash; the run then
 // loads the plug and the module it loads from its own repository.
-func TestIssue18_LockThenRunUsesThePinnedCommit(t *testing.T) {
+func TestLockThenRunUsesThePinnedCommit(t *testing.T) {
 	f := newFixture(t, "v1")
 	_, _, err := f.load(pluglock.Locked)
 	testsupport.WantErr(t, err, "blaise.star:3:8", f.ref, ": not in", "blaise-agent plugs lock")
@@ -170,9 +170,9 @@ func TestLockClonesADamagedCacheAnew(t *testing.T) {
 	}
 }
 
-// TestIssue18_HashMismatchIsRefused: content that does not match the
+// TestHashMismatchIsRefused: content that does not match the
 // lock's hash is refused.
-func TestIssue18_HashMismatchIsRefused(t *testing.T) {
+func TestHashMismatchIsRefused(t *testing.T) {
 	f := newFixture(t, "v1")
 	f.lock(t, pluglock.Lock)
 	lf := f.readLock(t)
@@ -187,9 +187,9 @@ func TestIssue18_HashMismatchIsRefused(t *testing.T) {
 	testsupport.WantErr(t, err, "blaise.star:3:8", f.ref, "content hash mismatch", "sha256:0000", "refused")
 }
 
-// TestIssue18_OfflineRunUsesTheCache: with the lock and the cache, a run
+// TestOfflineRunUsesTheCache: with the lock and the cache, a run
 // needs no repository; with an empty cache, offline is an error.
-func TestIssue18_OfflineRunUsesTheCache(t *testing.T) {
+func TestOfflineRunUsesTheCache(t *testing.T) {
 	f := newFixture(t, "v1")
 	f.lock(t, pluglock.Lock)
 	if err := os.Rename(f.repo, f.repo+".gone"); err != nil {
@@ -204,9 +204,9 @@ func TestIssue18_OfflineRunUsesTheCache(t *testing.T) {
 	testsupport.WantErr(t, err, "blaise.star:3:8", f.ref, "offline")
 }
 
-// TestIssue18_UpdateMovesPinsForward: plugs update moves a branch's pin
+// TestUpdateMovesPinsForward: plugs update moves a branch's pin
 // to its new commit and says so; plugs lock keeps it.
-func TestIssue18_UpdateMovesPinsForward(t *testing.T) {
+func TestUpdateMovesPinsForward(t *testing.T) {
 	f := newFixture(t, "main")
 	f.lock(t, pluglock.Lock)
 	old := testsupport.Git(t, f.repo, "rev-parse", "HEAD")
@@ -223,9 +223,9 @@ func TestIssue18_UpdateMovesPinsForward(t *testing.T) {
 	}
 }
 
-// TestIssue18_LoadOfAGitReferenceIsLockedToo: load("git+…") in a
+// TestLoadOfAGitReferenceIsLockedToo: load("git+…") in a
 // configuration is pinned and checked like use().
-func TestIssue18_LoadOfAGitReferenceIsLockedToo(t *testing.T) {
+func TestLoadOfAGitReferenceIsLockedToo(t *testing.T) {
 	f := newFixture(t, "v1")
 	mod := "git+file://" + f.repo + "//team/lib/common.star@v1"
 	cfg := "load(\"" + mod + "\", \"WHO\")\nagent(command = WHO)\n"
@@ -244,9 +244,9 @@ func TestIssue18_LoadOfAGitReferenceIsLockedToo(t *testing.T) {
 	}
 }
 
-// TestIssue18_MistakeInARemotePlugNamesItsFileAtTheCommit: a plug of a
+// TestMistakeInARemotePlugNamesItsFileAtTheCommit: a plug of a
 // repository that fails to load is named with its path and commit.
-func TestIssue18_MistakeInARemotePlugNamesItsFileAtTheCommit(t *testing.T) {
+func TestMistakeInARemotePlugNamesItsFileAtTheCommit(t *testing.T) {
 	f := newFixture(t, "main")
 	commit := testsupport.GitCommit(t, f.repo, map[string]string{"team/greeter.star": "plug(name = 1)\n"})
 	_, _, err := f.load(pluglock.Lock)
@@ -254,9 +254,9 @@ func TestIssue18_MistakeInARemotePlugNamesItsFileAtTheCommit(t *testing.T) {
 	testsupport.WantErr(t, err, "blaise.star:3:8", short)
 }
 
-// TestIssue18_ErrorsNameTheReferenceAndWhatFailed: unknown ref, path not
+// TestErrorsNameTheReferenceAndWhatFailed: unknown ref, path not
 // in the repository, unreachable repository, a load() leaving it.
-func TestIssue18_ErrorsNameTheReferenceAndWhatFailed(t *testing.T) {
+func TestErrorsNameTheReferenceAndWhatFailed(t *testing.T) {
 	f := newFixture(t, "v1")
 	base := "git+file://" + f.repo + "//"
 	for ref, want := range map[string]string{
@@ -273,9 +273,9 @@ func TestIssue18_ErrorsNameTheReferenceAndWhatFailed(t *testing.T) {
 	}
 }
 
-// TestIssue18_CommitReferencePinsThatCommit: @COMMIT names that commit,
+// TestCommitReferencePinsThatCommit: @COMMIT names that commit,
 // even after the branch has moved on.
-func TestIssue18_CommitReferencePinsThatCommit(t *testing.T) {
+func TestCommitReferencePinsThatCommit(t *testing.T) {
 	f := newFixture(t, "v1")
 	first := testsupport.Git(t, f.repo, "rev-parse", "HEAD")
 	testsupport.GitCommit(t, f.repo, map[string]string{"team/lib/common.star": "WHO = \"v2\"\n"})

@@ -9,9 +9,9 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestIssue18_ReferencesParse: https, ssh and file URLs, with a tag,
-// branch or commit (issue 18, item 1).
-func TestIssue18_ReferencesParse(t *testing.T) {
+// TestPlugReferencesParse: https, ssh and file URLs, with a tag, branch or
+// commit.
+func TestPlugReferencesParse(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want plugref.Ref
@@ -31,9 +31,9 @@ func TestIssue18_ReferencesParse(t *testing.T) {
 	}
 }
 
-// TestIssue18_BadReferencesSayWhichPart: every error names the reference
-// and the part that is wrong (issue 18, item 4).
-func TestIssue18_BadReferencesSayWhichPart(t *testing.T) {
+// TestBadReferencesSayWhichPart: every error names the reference and the
+// part that is wrong.
+func TestBadReferencesSayWhichPart(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://host/p//x.star@v1":       `want it to start with "git+"`,
 		"git+ftp://host/p//x.star@v1":     "want a URL scheme https, ssh, git, file",

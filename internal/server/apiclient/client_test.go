@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestIssue13_BridgeGivesTheClientWholeLinesOnly: acp --server passes the
+// TestBridgeGivesTheClientWholeLinesOnly: acp --server passes the
 // editor whole messages; the part of one that a broken connection cut is
 // dropped, not passed on to break the client's parser.
-func TestIssue13_BridgeGivesTheClientWholeLinesOnly(t *testing.T) {
+func TestBridgeGivesTheClientWholeLinesOnly(t *testing.T) {
 	server, conn := net.Pipe()
 	var out bytes.Buffer
 	done := make(chan error, 1)

@@ -152,9 +152,9 @@ func want(t *testing.T, resp *http.Response, body string, status int, parts ...s
 	}
 }
 
-// Issue 14, item 1: a signed-out browser sees no page and changes nothing;
-// a signed-out or expired cookie is no better than none.
-func TestIssue14_SignedOutRequestIsRefused(t *testing.T) {
+// TestSignedOutRequestIsRefused: a signed-out browser sees no page and
+// changes nothing; a signed-out or expired cookie is no better than none.
+func TestSignedOutRequestIsRefused(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
 	resp, _ := s.do(c, http.MethodGet, "/sessions", nil)
@@ -182,9 +182,9 @@ func TestIssue14_SignedOutRequestIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 14, item 1: every form needs this page's token and this site's
-// origin; without either, nothing changes.
-func TestIssue14_CSRFLessPostIsRefused(t *testing.T) {
+// TestCSRFLessPostIsRefused: every form needs this page's token and this
+// site's origin; without either, nothing changes.
+func TestCSRFLessPostIsRefused(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
 	csrf := s.signIn(c)
@@ -203,9 +203,10 @@ func TestIssue14_CSRFLessPostIsRefused(t *testing.T) {
 	}
 }
 
-// Issue 14, item 2: a paused lifetime outside 1 hour to 7 days, or above
-// the operator's maximum, gets a clear message and changes nothing.
-func TestIssue14_PausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
+// TestPausedLifetimeOutOfRangeChangesNothing: a paused lifetime outside 1
+// hour to 7 days, or above the operator's maximum, gets a clear message and
+// changes nothing.
+func TestPausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
 	csrf := s.signIn(c)
@@ -226,9 +227,9 @@ func TestIssue14_PausedLifetimeOutOfRangeChangesNothing(t *testing.T) {
 	}
 }
 
-// Issue 14, item 1: the sign-in cookie is HttpOnly and SameSite=Lax, and
-// Secure under TLS.
-func TestIssue14_SignInCookieFlags(t *testing.T) {
+// TestSignInCookieFlags: the sign-in cookie is HttpOnly and SameSite=Lax,
+// and Secure under TLS.
+func TestSignInCookieFlags(t *testing.T) {
 	for _, tls := range []bool{false, true} {
 		s := newSite(t, tls)
 		resp, _ := s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {password}})
@@ -239,9 +240,9 @@ func TestIssue14_SignInCookieFlags(t *testing.T) {
 	}
 }
 
-// Issue 14, item 1: the setup token creates the first admin, once; then
-// the setup page is gone and a wrong password is refused.
-func TestIssue14_SetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
+// TestSetupTokenCreatesTheFirstAdminOnce: the setup token creates the first
+// admin, once; then the setup page is gone and a wrong password is refused.
+func TestSetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	ctx := t.Context()
 	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
 	if err != nil {
@@ -274,10 +275,10 @@ func TestIssue14_SetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	want(t, resp, body, http.StatusUnauthorized, "Wrong user name or password.")
 }
 
-// Issue 14, item 4: an orphaned session says what its teardown left
-// behind and is resolved from the page; resolving any other session, or
-// ending an unknown one, says why and changes nothing.
-func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
+// TestResolveAnOrphanedSessionFromThePage: an orphaned session says what its
+// teardown left behind and is resolved from the page; resolving any other
+// session, or ending an unknown one, says why and changes nothing.
+func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	s := newSite(t, false)
 	for _, rec := range []*lifecycle.Record{
 		{ID: "orphan1", AgentName: "demo", State: lifecycle.Orphaned, Settings: lifecycle.DefaultSettings(),
@@ -314,9 +315,9 @@ func TestIssue14_ResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	}
 }
 
-// Issue 14, bad input: an expired sign-in is sent to sign in again, and
-// told why; what it posts changes nothing.
-func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
+// TestExpiredSignInIsToldSo: an expired sign-in is sent to sign in again,
+// and told why; what it posts changes nothing.
+func TestExpiredSignInIsToldSo(t *testing.T) {
 	s := newSite(t, false)
 	tok, _, err := s.store.SignIn("ada", password, -time.Second)
 	if err != nil {
@@ -337,11 +338,11 @@ func TestIssue14_ExpiredSignInIsToldSo(t *testing.T) {
 	}
 }
 
-// Issue 14, item 3: a registration token minted on the runners page is
-// shown once and registers a runner; a runner revoked there cannot
-// connect; a bad lifetime, an unknown runner or one revoked already (the
-// issue's "a revoked token") says why and changes nothing.
-func TestIssue14_MintAndRevokeOnTheRunnersPage(t *testing.T) {
+// TestMintAndRevokeOnTheRunnersPage: a registration token minted on the
+// runners page is shown once and registers a runner; a runner revoked there
+// cannot connect; a bad lifetime, an unknown runner or one revoked already
+// says why and changes nothing.
+func TestMintAndRevokeOnTheRunnersPage(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
 	csrf := s.signIn(c)
@@ -399,8 +400,8 @@ func (s *site) mint(c *http.Client, csrf, ttl string) string {
 	return m[1]
 }
 
-// Issue 14, item 4: an unknown session's page says so.
-func TestIssue14_UnknownSessionPage(t *testing.T) {
+// TestUnknownSessionPage: an unknown session's page says so.
+func TestUnknownSessionPage(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
 	s.signIn(c)
@@ -409,10 +410,10 @@ func TestIssue14_UnknownSessionPage(t *testing.T) {
 	want(t, resp, body, http.StatusNotFound, "Session "+id+" does not exist.")
 }
 
-// Issue 14, item 4: a session's transcript is followed as server-sent
-// events: what it holds, then each block added or changed as lines are
-// written.
-func TestIssue14_TranscriptFollowedAsEvents(t *testing.T) {
+// TestTranscriptFollowedAsEvents: a session's transcript is followed as
+// server-sent events: what it holds, then each block added or changed as
+// lines are written.
+func TestTranscriptFollowedAsEvents(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
@@ -503,10 +504,11 @@ func TestSessionPageFollowsItsRecord(t *testing.T) {
 	}
 }
 
-// Issue 14, item 5: a prompt from the page to a session another client is
-// running (an editor through `acp --server`) says so and changes nothing:
-// the engine lets one front end at a time run a session.
-func TestIssue14_PromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
+// TestPromptToASessionInUseElsewhereChangesNothing: a prompt from the page
+// to a session another client is running (an editor through `acp --server`)
+// says so and changes nothing: the engine lets one front end at a time run a
+// session.
+func TestPromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	live := &lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings()}
 	if err := s.store.CreateSession(live); err != nil {
@@ -521,9 +523,9 @@ func TestIssue14_PromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	}
 }
 
-// Issue 14, item 5: a prompt to a paused session that no runner can
-// resume says why; the session stays paused.
-func TestIssue14_PromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
+// TestPromptToAPausedSessionWithNoRunnerChangesNothing: a prompt to a paused
+// session that no runner can resume says why; the session stays paused.
+func TestPromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	paused := &lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings(),
 		Pause: &lifecycle.PauseRecord{Run: 1, Reason: lifecycle.Idle, At: time.Now()}}
@@ -546,9 +548,9 @@ func TestIssue14_PromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) 
 	}
 }
 
-// Issue 14, item 5: a prompt that is empty, to an ended session, to an
-// unknown one, or without the form's token says why and sends nothing.
-func TestIssue14_BadPromptsAreRefused(t *testing.T) {
+// TestBadPromptsAreRefused: a prompt that is empty, to an ended session, to
+// an unknown one, or without the form's token says why and sends nothing.
+func TestBadPromptsAreRefused(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&lifecycle.Record{ID: "done1", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Closed, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
@@ -566,9 +568,10 @@ func TestIssue14_BadPromptsAreRefused(t *testing.T) {
 	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
 }
 
-// Issue 14, item 5: answering a permission request that no longer waits
-// (answered, its turn over, or never asked) says so and changes nothing.
-func TestIssue14_StalePermissionAnswerChangesNothing(t *testing.T) {
+// TestStalePermissionAnswerChangesNothing: answering a permission request
+// that no longer waits (answered, its turn over, or never asked) says so and
+// changes nothing.
+func TestStalePermissionAnswerChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)

@@ -27,10 +27,10 @@ func storeRun(t *testing.T, logs io.Writer) (*run, *os.File) {
 	return rn, process
 }
 
-// TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged: the relay stops at
+// TestAStoreAnswerTheRunnerCannotReadIsLogged: the relay stops at
 // an answer line longer than the runner reads, and says so; a stream cut
 // in the middle of an answer is not an error, and logs nothing.
-func TestIssue13_AStoreAnswerTheRunnerCannotReadIsLogged(t *testing.T) {
+func TestAStoreAnswerTheRunnerCannotReadIsLogged(t *testing.T) {
 	for _, tc := range []struct {
 		name, sent, want string
 	}{

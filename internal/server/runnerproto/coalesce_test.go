@@ -100,10 +100,10 @@ func (w writeCounter) Write(p []byte) (int, error) {
 	return w.Conn.Write(p)
 }
 
-// TestIssue13_ARunnersMessageLeavesInOneWrite: a WebSocket client masks a
+// TestARunnersMessageLeavesInOneWrite: a WebSocket client masks a
 // message in 4 KiB pieces and writes each apart; through a corked
 // connection, a runner's 64 KiB message leaves in one write.
-func TestIssue13_ARunnersMessageLeavesInOneWrite(t *testing.T) {
+func TestARunnersMessageLeavesInOneWrite(t *testing.T) {
 	got := make(chan []byte, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, err := websocket.Accept(w, r, nil)

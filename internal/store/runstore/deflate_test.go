@@ -15,10 +15,11 @@ import (
 	"github.com/klauspost/compress/flate"
 )
 
-// Issue 13: the lines of an append that an earlier runner sent deflated
-// reach the store inflated, every stream of the append; deflated lines
-// that do not inflate are refused, with an error that says so, and so is
-// every later write of the run, as after any failed append.
+// TestDeflatedLinesThatDoNotInflateAreRefused: the lines of an append that
+// an earlier runner sent deflated reach the store inflated, every stream of
+// the append; deflated lines that do not inflate are refused, with an error
+// that says so, and so is every later write of the run, as after any failed
+// append.
 func TestDeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	store, id := newStore(t)
 	a, b := net.Pipe()
@@ -70,9 +71,9 @@ func TestDeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	}
 }
 
-// Issue 13: what an append's deflate streams inflate to is bounded in
-// all, as an append sent as it is: streams that each stay within the
-// bound but together pass it are refused, not held in memory.
+// TestDeflatedLinesAreBoundedInAll: what an append's deflate streams inflate
+// to is bounded in all, as an append sent as it is: streams that each stay
+// within the bound but together pass it are refused, not held in memory.
 func TestDeflatedLinesAreBoundedInAll(t *testing.T) {
 	var one bytes.Buffer
 	fw, _ := flate.NewWriter(&one, flate.BestSpeed)

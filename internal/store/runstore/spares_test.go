@@ -2,8 +2,9 @@ package runstore
 
 import "testing"
 
-// Issue 13: spares keep buffers of a stream's appends' sizes only, at most
-// spareBytes of them, and hand out one large enough, empty, or none.
+// TestSparesKeepBuffersOfRecordsSizes: spares keep buffers of a stream's
+// appends' sizes only, at most spareBytes of them, and hand out one large
+// enough, empty, or none.
 func TestSparesKeepBuffersOfRecordsSizes(t *testing.T) {
 	var s spares
 	s.put(make([]byte, 10))                 // too small to be worth keeping

@@ -66,9 +66,10 @@ func open(t testing.TB, dsn string, key []byte) *Store {
 	return s
 }
 
-// Issue 13, item 1: SQLite and PostgreSQL pass the behaviour suite of
-// every store, as the file store does (blaise's tests): the three agree.
-func TestIssue13_SQLStoresPassTheStoreSuite(t *testing.T) {
+// TestSQLStoresPassTheStoreSuite: SQLite and PostgreSQL pass the behaviour
+// suite of every store, as the file store does (blaise's tests): the three
+// agree.
+func TestSQLStoresPassTheStoreSuite(t *testing.T) {
 	for _, db := range databases {
 		t.Run(db.name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) storetest.Store { return open(t, db.dsn(t), newKey()) })
@@ -76,10 +77,10 @@ func TestIssue13_SQLStoresPassTheStoreSuite(t *testing.T) {
 	}
 }
 
-// Issue 13, item 5: persisted plug state is encrypted at rest; another key
-// gives an error naming the session and plug, not garbage; a row moved to
-// another session or plug does not decrypt.
-func TestIssue13_PersistedStateEncryptedAtRest(t *testing.T) {
+// TestPersistedStateEncryptedAtRest: persisted plug state is encrypted at
+// rest; another key gives an error naming the session and plug, not garbage;
+// a row moved to another session or plug does not decrypt.
+func TestPersistedStateEncryptedAtRest(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		key := newKey()
@@ -117,9 +118,9 @@ func TestIssue13_PersistedStateEncryptedAtRest(t *testing.T) {
 	})
 }
 
-// Issue 13, item 1: a record row that does not decode is an error naming
-// the session, and does not hide the other sessions.
-func TestIssue13_CorruptRecordNamesTheSession(t *testing.T) {
+// TestCorruptRecordNamesTheSession: a record row that does not decode is an
+// error naming the session, and does not hide the other sessions.
+func TestCorruptRecordNamesTheSession(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "good")
@@ -148,9 +149,9 @@ func TestIssue13_CorruptRecordNamesTheSession(t *testing.T) {
 	})
 }
 
-// Issue 13, item 1: migrations are recorded, applied once, and a database
-// newer than the binary is refused.
-func TestIssue13_MigrationsForwardOnly(t *testing.T) {
+// TestMigrationsForwardOnly: migrations are recorded, applied once, and a
+// database newer than the binary is refused.
+func TestMigrationsForwardOnly(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := open(t, dsn, newKey())
@@ -179,10 +180,10 @@ func TestIssue13_MigrationsForwardOnly(t *testing.T) {
 	})
 }
 
-// Issue 13, item 1: SQLite has one writer: writes from many goroutines,
-// and from a second store on the same file (another process), queue
-// instead of failing with SQLITE_BUSY.
-func TestIssue13_SQLiteWritesNeverBusy(t *testing.T) {
+// TestSQLiteWritesNeverBusy: SQLite has one writer: writes from many
+// goroutines, and from a second store on the same file (another process),
+// queue instead of failing with SQLITE_BUSY.
+func TestSQLiteWritesNeverBusy(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "blaise.db")
 	a, b := open(t, path, newKey()), open(t, path, newKey())
 	storetest.Create(t, a, "counted")
@@ -209,9 +210,9 @@ func TestIssue13_SQLiteWritesNeverBusy(t *testing.T) {
 	}
 }
 
-// Issue 13, items 1 and 5: a new SQLite database and its log are the
-// server's user's only: they hold transcripts.
-func TestIssue13_SQLiteFilesPrivate(t *testing.T) {
+// TestSQLiteFilesPrivate: a new SQLite database and its log are the server's
+// user's only: they hold transcripts.
+func TestSQLiteFilesPrivate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "blaise.db")
 	s := open(t, path, newKey())
 	storetest.Create(t, s, "s")
@@ -226,8 +227,9 @@ func TestIssue13_SQLiteFilesPrivate(t *testing.T) {
 	}
 }
 
-// Issue 13, item 1: bad input to Open says what was expected and where.
-func TestIssue13_OpenRefusesBadInput(t *testing.T) {
+// TestOpenRefusesBadInput: bad input to Open says what was expected and
+// where.
+func TestOpenRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
 	for dsn, want := range map[string]string{
 		"":                    "want a file path, sqlite:PATH or postgres://",
@@ -259,9 +261,9 @@ func TestIssue13_OpenRefusesBadInput(t *testing.T) {
 	testsupport.WantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
 
-// Issue 13, item 1: the server fences a run's writes by the session's run
-// number.
-func TestIssue13_CurrentRun(t *testing.T) {
+// TestCurrentRunFencesWritesByRunNumber: the server fences a run's writes by
+// the session's run number.
+func TestCurrentRunFencesWritesByRunNumber(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -280,9 +282,10 @@ func TestIssue13_CurrentRun(t *testing.T) {
 	})
 }
 
-// Issue 13, item 5: the store key comes from the environment (base64), or
-// from a 0600 file made on first use; a looser file is refused.
-func TestIssue13_LoadKey(t *testing.T) {
+// TestLoadKeyFromEnvironmentOrPrivateFile: the store key comes from the
+// environment (base64), or from a 0600 file made on first use; a looser file
+// is refused.
+func TestLoadKeyFromEnvironmentOrPrivateFile(t *testing.T) {
 	const env = "BLAISE_TEST_STORE_KEY"
 	dir := t.TempDir()
 	file := filepath.Join(dir, "key")
@@ -320,7 +323,7 @@ func TestIssue13_LoadKey(t *testing.T) {
 	testsupport.WantErr(t, err, "no store key", "$"+env)
 }
 
-// L1, issue 13 item 1: an agent's settings are validated and normalized:
+// L1: an agent's settings are validated and normalized:
 // defaults filled in, the paused lifetime capped by the operator's
 // SESSION_MAX_PAUSED_LIFETIME_MS; a bad name or setting writes nothing.
 func TestL1_AgentSettingsNormalized(t *testing.T) {
@@ -387,10 +390,10 @@ func TestL1_AgentSettingsNormalized(t *testing.T) {
 	})
 }
 
-// Issue 13, item 5: a registration token is stored hashed, expires, and is
-// exchanged once (even by racing runners) for a revocable runner
-// credential.
-func TestIssue13_RegistrationTokenExchangedOnce(t *testing.T) {
+// TestRegistrationTokenExchangedOnce: a registration token is stored hashed,
+// expires, and is exchanged once (even by racing runners) for a revocable
+// runner credential.
+func TestRegistrationTokenExchangedOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		clock := lifecycle.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -482,8 +485,8 @@ func TestIssue13_RegistrationTokenExchangedOnce(t *testing.T) {
 	})
 }
 
-// Issue 13, item 5: API tokens are named, stored hashed and revocable.
-func TestIssue13_APITokensRevocable(t *testing.T) {
+// TestAPITokensRevocable: API tokens are named, stored hashed and revocable.
+func TestAPITokensRevocable(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		tok, id, err := s.MintAPIToken("editor of ada")

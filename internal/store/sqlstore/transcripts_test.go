@@ -82,10 +82,10 @@ func insertDeflated(t *testing.T, s *Store, id string, chunk []byte) {
 	}
 }
 
-// Issue 13: a session's transcript lines are in a file of the transcript
-// directory (0600), as they were written, and the database's rows hold
-// none of their bytes.
-func TestIssue13_TranscriptLinesAreInTheSessionsFile(t *testing.T) {
+// TestTranscriptLinesAreInTheSessionsFile: a session's transcript lines are
+// in a file of the transcript directory (0600), as they were written, and
+// the database's rows hold none of their bytes.
+func TestTranscriptLinesAreInTheSessionsFile(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -106,12 +106,12 @@ func TestIssue13_TranscriptLinesAreInTheSessionsFile(t *testing.T) {
 	})
 }
 
-// Issue 13: bytes past what the committed rows account for (a server that
-// stopped between writing a chunk's lines and committing its row) are
-// never read, and are cut when the file is next appended to; a file
-// shorter than its rows lost lines, which reading and appending say,
-// naming the file.
-func TestIssue13_TranscriptFileIsCutToItsCommittedRows(t *testing.T) {
+// TestTranscriptFileIsCutToItsCommittedRows: bytes past what the committed
+// rows account for (a server that stopped between writing a chunk's lines
+// and committing its row) are never read, and are cut when the file is next
+// appended to; a file shorter than its rows lost lines, which reading and
+// appending say, naming the file.
+func TestTranscriptFileIsCutToItsCommittedRows(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -152,11 +152,11 @@ func TestIssue13_TranscriptFileIsCutToItsCommittedRows(t *testing.T) {
 	})
 }
 
-// Issue 13: the writers of one session share its file, and its chunks
-// keep the order of their writes; a discarded session's file goes, its
-// writer's next append fails, and a new session of the same id starts an
-// empty file.
-func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
+// TestTranscriptWritersShareTheFileUntilDiscarded: the writers of one
+// session share its file, and its chunks keep the order of their writes; a
+// discarded session's file goes, its writer's next append fails, and a new
+// session of the same id starts an empty file.
+func TestTranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -201,11 +201,12 @@ func TestIssue13_TranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 	})
 }
 
-// Issue 13: the store's first append takes the transcript directory's
-// lock and removes the files of sessions the database does not hold (a
-// discard whose file could not be removed); it keeps the others and files
-// of other names. A store that only reads leaves the directory as it is.
-func TestIssue13_FilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) {
+// TestFilesOfUnknownSessionsAreRemovedAtTheFirstAppend: the store's first
+// append takes the transcript directory's lock and removes the files of
+// sessions the database does not hold (a discard whose file could not be
+// removed); it keeps the others and files of other names. A store that only
+// reads leaves the directory as it is.
+func TestFilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "kept")
@@ -237,10 +238,11 @@ func TestIssue13_FilesOfUnknownSessionsAreRemovedAtTheFirstAppend(t *testing.T) 
 	}
 }
 
-// Issue 13: one store appends to a transcript directory: another store of
-// the same database (a second server) is refused its appends, with an
-// error that says why, until the first is closed.
-func TestIssue13_OneStoreAppendsToATranscriptDirectory(t *testing.T) {
+// TestOneStoreAppendsToATranscriptDirectory: one store appends to a
+// transcript directory: another store of the same database (a second server)
+// is refused its appends, with an error that says why, until the first is
+// closed.
+func TestOneStoreAppendsToATranscriptDirectory(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	a := open(t, dsn, newKey())
 	storetest.Create(t, a, "s")
@@ -260,10 +262,10 @@ func TestIssue13_OneStoreAppendsToATranscriptDirectory(t *testing.T) {
 	}
 }
 
-// Issue 13: chunks stored deflated in their rows, before transcripts had
-// files, are read in order with those in the file, by ReadTranscript and
-// by TranscriptAfter.
-func TestIssue13_ChunksStoredDeflatedBeforeAreRead(t *testing.T) {
+// TestChunksStoredDeflatedBeforeAreRead: chunks stored deflated in their
+// rows, before transcripts had files, are read in order with those in the
+// file, by ReadTranscript and by TranscriptAfter.
+func TestChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
@@ -287,11 +289,11 @@ func TestIssue13_ChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 	})
 }
 
-// Issue 13: a chunk stored deflated that does not inflate, or inflates
-// without end, ends the reading of the transcript with an error that
-// names the session, after the lines before it (and, streamed, what came
-// of the chunk before its end).
-func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
+// TestBadDeflatedChunkEndsTheTranscriptWithAnError: a chunk stored deflated
+// that does not inflate, or inflates without end, ends the reading of the
+// transcript with an error that names the session, after the lines before it
+// (and, streamed, what came of the chunk before its end).
+func TestBadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 	s := open(t, databases[0].dsn(t), newKey())
 	for _, c := range []struct {
 		id, want string
@@ -312,11 +314,11 @@ func TestIssue13_BadDeflatedChunkEndsTheTranscriptWithAnError(t *testing.T) {
 	}
 }
 
-// Issue 13: an append whose row the database refuses fails with an error
-// that names the session and the database's reason; what it wrote to the
-// file is cut, and the session's writers, that one and another, go on
-// after the committed lines.
-func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
+// TestAnAppendWhoseRowIsRefusedLeavesNothingRead: an append whose row the
+// database refuses fails with an error that names the session and the
+// database's reason; what it wrote to the file is cut, and the session's
+// writers, that one and another, go on after the committed lines.
+func TestAnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "s")
@@ -353,11 +355,11 @@ func TestIssue13_AnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 	}
 }
 
-// Issue 13: writers of several sessions, several to a session, open,
-// append (large lines too, past streamfile's direct writes) and close
-// their transcripts at once, while readers read them: every line is kept
-// once, whole, and each writer's lines in the order it wrote them.
-func TestIssue13_ConcurrentWritersLoseNothing(t *testing.T) {
+// TestConcurrentWritersLoseNothing: writers of several sessions, several to
+// a session, open, append (large lines too, past streamfile's direct writes)
+// and close their transcripts at once, while readers read them: every line
+// is kept once, whole, and each writer's lines in the order it wrote them.
+func TestConcurrentWritersLoseNothing(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		sessions := []string{"s0", "s1", "s2"}
@@ -431,10 +433,11 @@ func TestIssue13_ConcurrentWritersLoseNothing(t *testing.T) {
 	})
 }
 
-// Issue 13: a writer that shares a session's file while another writer
-// opens it gets the open's failure, not a file that never opened; the
-// session's next append opens the file again, and goes on.
-func TestIssue13_AWriterSharingAFailedOpenIsToldAndRetries(t *testing.T) {
+// TestAWriterSharingAFailedOpenIsToldAndRetries: a writer that shares a
+// session's file while another writer opens it gets the open's failure, not
+// a file that never opened; the session's next append opens the file again,
+// and goes on.
+func TestAWriterSharingAFailedOpenIsToldAndRetries(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "s")
@@ -512,9 +515,10 @@ func (d committedThenFailsDriver) Open(name string) (driver.Conn, error) {
 	return committedThenFails{c, d.fail}, err
 }
 
-// Issue 13: an append whose commit went through but reported an error is
-// kept: the rows tell, and its lines are neither cut nor written again.
-func TestIssue13_AnAppendCommittedDespiteAnErrorIsKept(t *testing.T) {
+// TestAnAppendCommittedDespiteAnErrorIsKept: an append whose commit went
+// through but reported an error is kept: the rows tell, and its lines are
+// neither cut nor written again.
+func TestAnAppendCommittedDespiteAnErrorIsKept(t *testing.T) {
 	dsn := databases[0].dsn(t)
 	s := open(t, dsn, newKey())
 	storetest.Create(t, s, "s")

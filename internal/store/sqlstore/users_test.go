@@ -11,10 +11,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// Issue 14, item 1: the setup token creates the first admin once; its
-// password is stored as an argon2id hash, never in clear; a sign-in opens
-// a web session that signing out or expiry closes.
-func TestIssue14_SetupTokenSignInAndOut(t *testing.T) {
+// TestSetupTokenSignInAndOut: the setup token creates the first admin once;
+// its password is stored as an argon2id hash, never in clear; a sign-in
+// opens a web session that signing out or expiry closes.
+func TestSetupTokenSignInAndOut(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		tok, err := s.MintSetupToken()
@@ -75,9 +75,9 @@ func TestIssue14_SetupTokenSignInAndOut(t *testing.T) {
 	})
 }
 
-// Issue 14, item 4: a reader following a transcript gets what was written
-// since it last asked, and nothing twice.
-func TestIssue14_TranscriptAfterReadsWhatIsNew(t *testing.T) {
+// TestTranscriptAfterReadsWhatIsNew: a reader following a transcript gets
+// what was written since it last asked, and nothing twice.
+func TestTranscriptAfterReadsWhatIsNew(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s1")

@@ -45,7 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"TornDownDeletesPersistedState", tornDown},
 		{"Discard", discard},
 		{"Transcript", transcript},
-		{"Issue13_TranscriptKeepsItsLastCall", transcriptCalls},
+		{"TranscriptKeepsItsLastCall", transcriptCalls},
 		{"NewSessionID", newSessionID},
 	}
 	for _, tc := range tests {

@@ -41,11 +41,11 @@ func throughTheCache(t testing.TB) {
 	t.Cleanup(func() { openDirectFile = open })
 }
 
-// Issue 12: a transcript written as a fast stream through the cache (its
-// file system refuses direct writes) has its pages written back and
-// dropped behind it, lag bytes from the end, and keeps every byte in
-// order, after what the file held before.
-func TestIssue12_StreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
+// TestStreamThroughTheCacheHasItsPagesDroppedBehindIt: a transcript written
+// as a fast stream through the cache (its file system refuses direct writes)
+// has its pages written back and dropped behind it, lag bytes from the end,
+// and keeps every byte in order, after what the file held before.
+func TestStreamThroughTheCacheHasItsPagesDroppedBehindIt(t *testing.T) {
 	throughTheCache(t)
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	if err := os.WriteFile(path, []byte("before\n"), 0o600); err != nil {
@@ -117,10 +117,11 @@ func directStream(t *testing.T, path, before string) *File {
 	return s
 }
 
-// Issue 12: a stream written directly leaves none of its pages in the
-// cache, but for its last unfinished block, and keeps every byte in order
-// after what the file held before (an unfinished block of its own).
-func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
+// TestDirectStreamLeavesNoPageInTheCache: a stream written directly leaves
+// none of its pages in the cache, but for its last unfinished block, and
+// keeps every byte in order after what the file held before (an unfinished
+// block of its own).
+func TestDirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	chunk := bytes.Repeat([]byte("0123456789abcde\n"), 64<<10) // 1 MiB
@@ -144,10 +145,10 @@ func TestIssue12_DirectStreamLeavesNoPageInTheCache(t *testing.T) {
 	fileHolds(t, path, want.Bytes())
 }
 
-// Issue 12: when a Write returns, the file holds what it wrote, whatever
-// the sizes of the writes, written directly or through the cache; a
-// stream reopened goes on after what the file holds.
-func TestIssue12_EveryWriteIsInTheFileWhenItReturns(t *testing.T) {
+// TestEveryWriteIsInTheFileWhenItReturns: when a Write returns, the file
+// holds what it wrote, whatever the sizes of the writes, written directly or
+// through the cache; a stream reopened goes on after what the file holds.
+func TestEveryWriteIsInTheFileWhenItReturns(t *testing.T) {
 	for _, mode := range []string{"direct", "cache"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "cache" {
@@ -202,11 +203,11 @@ func randomWrite(rng *rand.Rand, oneIn, max int) []byte {
 	return p
 }
 
-// Issue 13: a stream cut back (a server's store cuts what a failed append
-// wrote) goes on from the cut, at any offset, aligned or not, on both
-// paths: the file holds what was written before the cut, then what came
-// after it.
-func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
+// TestAStreamCutBackGoesOnFromTheCut: a stream cut back (a server's store
+// cuts what a failed append wrote) goes on from the cut, at any offset,
+// aligned or not, on both paths: the file holds what was written before the
+// cut, then what came after it.
+func TestAStreamCutBackGoesOnFromTheCut(t *testing.T) {
 	for _, mode := range []string{"direct", "cache"} {
 		t.Run(mode, func(t *testing.T) {
 			if mode == "cache" {
@@ -257,9 +258,10 @@ func TestIssue13_AStreamCutBackGoesOnFromTheCut(t *testing.T) {
 	}
 }
 
-// Issue 12: a file system that opens a file for direct writes but refuses
-// one has the stream go on through the cache, with nothing lost.
-func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
+// TestARefusedDirectWriteGoesThroughTheCache: a file system that opens a
+// file for direct writes but refuses one has the stream go on through the
+// cache, with nothing lost.
+func TestARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	want := []byte("before\n")
@@ -284,9 +286,9 @@ func TestIssue12_ARefusedDirectWriteGoesThroughTheCache(t *testing.T) {
 	fileHolds(t, path, want)
 }
 
-// Issue 12: a direct write that fails for another reason fails the Write,
-// which tells how much of it the file holds.
-func TestIssue12_AFailedDirectWriteIsReported(t *testing.T) {
+// TestAFailedDirectWriteIsReported: a direct write that fails for another
+// reason fails the Write, which tells how much of it the file holds.
+func TestAFailedDirectWriteIsReported(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "")
 	replaceWriteDirect(t, func(*os.File, []byte, int64) (int, error) { return 0, unix.ENOSPC })
@@ -346,10 +348,11 @@ func fileHolds(t *testing.T, path string, want []byte) {
 	}
 }
 
-// Issue 12: the small writes of a stream (the records of requests, on
-// their way) go through the cache and never wait for the device; a large
-// one is written directly, with the blocks the small ones left.
-func TestIssue12_SmallWritesGoThroughTheCache(t *testing.T) {
+// TestSmallWritesGoThroughTheCache: the small writes of a stream (the
+// records of requests, on their way) go through the cache and never wait for
+// the device; a large one is written directly, with the blocks the small
+// ones left.
+func TestSmallWritesGoThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	direct := 0
@@ -380,10 +383,11 @@ func TestIssue12_SmallWritesGoThroughTheCache(t *testing.T) {
 	fileHolds(t, path, want)
 }
 
-// Issue 12 (review): a file not opened for appending is written through
-// the cache, where its writes go: the direct writes would not move its
-// offset, and the cache's would land over the start of the file.
-func TestIssue12_AFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
+// TestAFileNotOpenedForAppendingIsWrittenThroughTheCache: a file not opened
+// for appending is written through the cache, where its writes go: the
+// direct writes would not move its offset, and the cache's would land over
+// the start of the file.
+func TestAFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -405,9 +409,10 @@ func TestIssue12_AFileNotOpenedForAppendingIsWrittenThroughTheCache(t *testing.T
 	fileHolds(t, path, want)
 }
 
-// Issue 12 (review): a direct write cut short, then refused, leaves the
-// file with each byte once: what went out is kept account of.
-func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
+// TestADirectWriteCutShortThenRefusedWritesEachByteOnce: a direct write cut
+// short, then refused, leaves the file with each byte once: what went out is
+// kept account of.
+func TestADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
@@ -424,9 +429,9 @@ func TestIssue12_ADirectWriteCutShortThenRefusedWritesEachByteOnce(t *testing.T)
 	fileHolds(t, path, append([]byte("before\n"), p...))
 }
 
-// Issue 12 (review): a direct write cut short by a failure tells how much
-// of the Write the file holds.
-func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
+// TestADirectWriteCutShortTellsWhatTheFileHolds: a direct write cut short by
+// a failure tells how much of the Write the file holds.
+func TestADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	replaceWriteDirect(t, func(f *os.File, p []byte, off int64) (int, error) {
@@ -448,10 +453,11 @@ func TestIssue12_ADirectWriteCutShortTellsWhatTheFileHolds(t *testing.T) {
 	fileHolds(t, path, append([]byte("before\n"), p[:n]...))
 }
 
-// Issue 12: what is appended to the buffer a File lends goes to the file
-// from there, not copied once more, among writes of every size; a write
-// that outgrew the room lent is written as any other.
-func TestIssue12_WhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
+// TestWhatIsAppendedToTheLentBufferIsInTheFile: what is appended to the
+// buffer a File lends goes to the file from there, not copied once more,
+// among writes of every size; a write that outgrew the room lent is written
+// as any other.
+func TestWhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	s := directStream(t, path, "before\n")
 	want := []byte("before\n")
@@ -488,8 +494,9 @@ func TestIssue12_WhatIsAppendedToTheLentBufferIsInTheFile(t *testing.T) {
 	}
 }
 
-// Issue 12: a stream through the cache lends no buffer.
-func TestIssue12_AStreamThroughTheCacheLendsNoBuffer(t *testing.T) {
+// TestAStreamThroughTheCacheLendsNoBuffer: a stream through the cache lends
+// no buffer.
+func TestAStreamThroughTheCacheLendsNoBuffer(t *testing.T) {
 	throughTheCache(t)
 	s := openStream(t, filepath.Join(t.TempDir(), "transcript.jsonl"), "")
 	if b := s.AppendBuffer(directChunk); b != nil {

@@ -7,10 +7,9 @@ import (
 	"testing"
 )
 
-// TestIssue16_NearestConfigInAParent (issue 16, item 5): the nearest
-// blaise.star wins, found from a subdirectory as git finds .git; a
-// directory called blaise.star is not one.
-func TestIssue16_NearestConfigInAParent(t *testing.T) {
+// TestNearestConfigInAParent: the nearest blaise.star wins, found from a
+// subdirectory as git finds .git; a directory called blaise.star is not one.
+func TestNearestConfigInAParent(t *testing.T) {
 	root := t.TempDir()
 	deep := filepath.Join(root, "a", "b", "c")
 	if err := os.MkdirAll(filepath.Join(deep, Name), 0o755); err != nil {
@@ -30,8 +29,10 @@ func TestIssue16_NearestConfigInAParent(t *testing.T) {
 	}
 }
 
-// TestIssue16_NoConfigSaysWhereItLooked (issue 16, item 5).
-func TestIssue16_NoConfigSaysWhereItLooked(t *testing.T) {
+// TestNoConfigSaysWhereItLooked: with no blaise.star in the directory or
+// above it, the error names where it looked and the two other ways to give
+// one ($BLAISE_CONFIG, -c FILE).
+func TestNoConfigSaysWhereItLooked(t *testing.T) {
 	dir := t.TempDir()
 	_, err := Nearest(dir)
 	if err == nil {

@@ -10,10 +10,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestIssue15_RegistryRedactsWhatIsRegisteredLater (issue 15, item 4): a
-// writer made before a secret is registered redacts it once it is, even
-// when the writes split it; errors keep what errors.As finds.
-func TestIssue15_RegistryRedactsWhatIsRegisteredLater(t *testing.T) {
+// TestRegistryRedactsWhatIsRegisteredLater: a writer made before a secret is
+// registered redacts it once it is, even when the writes split it; errors
+// keep what errors.As finds.
+func TestRegistryRedactsWhatIsRegisteredLater(t *testing.T) {
 	var g Registry
 	var out bytes.Buffer
 	w := g.Writer(&out)
@@ -55,10 +55,10 @@ func TestIssue15_RegistryRedactsWhatIsRegisteredLater(t *testing.T) {
 	}
 }
 
-// TestIssue15_RegistryRedactsEachLineOfAValue: a value of several lines is
+// TestRegistryRedactsEachLineOfAValue: a value of several lines is
 // redacted whole, and line by line where a log writes its lines apart;
 // blank and short lines are left alone.
-func TestIssue15_RegistryRedactsEachLineOfAValue(t *testing.T) {
+func TestRegistryRedactsEachLineOfAValue(t *testing.T) {
 	var g Registry
 	if err := g.Register([]Secret{{Name: "key", Value: "-----BEGIN-----\r\nKEYBODY0123\n\n  \nab\n-----END-----\n"}}); err != nil {
 		t.Fatal(err)
@@ -73,11 +73,11 @@ func TestIssue15_RegistryRedactsEachLineOfAValue(t *testing.T) {
 	}
 }
 
-// TestIssue12_LinesAppendedToALentBufferAreRedactedWhereTheyLie: a writer
+// TestLinesAppendedToALentBufferAreRedactedWhereTheyLie: a writer
 // over one that lends its buffer lends it on; lines with nothing to redact
 // go from there, lines with a secret go redacted from a copy, and no
 // buffer is lent while an unfinished line waits.
-func TestIssue12_LinesAppendedToALentBufferAreRedactedWhereTheyLie(t *testing.T) {
+func TestLinesAppendedToALentBufferAreRedactedWhereTheyLie(t *testing.T) {
 	var g Registry
 	if err := g.Register([]Secret{{Name: "github", Value: "ghp_abcdef123456"}}); err != nil {
 		t.Fatal(err)

@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// TestIssue16_FollowReadsOnUntilTheRunEnds (issue 16, item 4): with live,
-// Lines waits for a transcript that does not exist yet, passes each line as
-// it is completed (a half-written one only once its end is there), and
-// returns once live reports the run over, after the last lines.
-func TestIssue16_FollowReadsOnUntilTheRunEnds(t *testing.T) {
+// TestFollowReadsOnUntilTheRunEnds: with live, Lines waits for a transcript
+// that does not exist yet, passes each line as it is completed (a
+// half-written one only once its end is there), and returns once live
+// reports the run over, after the last lines.
+func TestFollowReadsOnUntilTheRunEnds(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "transcript.jsonl")
 	var running atomic.Bool
 	running.Store(true)

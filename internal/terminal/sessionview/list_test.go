@@ -12,12 +12,12 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestIssue11_OrphanedListingSaysWhatToDo (issue 11, item 9; L2): the
-// listing names, for each orphaned session, the teardown's last error and
-// the plugs with stored state, and the command that resolves it once they
-// are cleaned up. The output is compared with
-// testdata/orphaned_listing.golden (BLAISE_UPDATE_GOLDEN=1 rewrites it).
-func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
+// TestL2_OrphanedListingSaysWhatToDo (L2): the listing names, for each
+// orphaned session, the teardown's last error and the plugs with stored
+// state, and the command that resolves it once they are cleaned up. The
+// output is compared with testdata/orphaned_listing.golden
+// (BLAISE_UPDATE_GOLDEN=1 rewrites it).
+func TestL2_OrphanedListingSaysWhatToDo(t *testing.T) {
 	st, err := engine.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,12 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// TestIssue16_LogRendersTheTranscript (issue 16, item 4; M5): a transcript
-// of real runs of the demo agent, and hand-made records of plugs that
-// answered, render as run renders a session: prompts, thoughts, tool calls,
-// plans, answers, permission decisions and who made them, errors, and a
-// line that is not a record named on the side.
-func TestIssue16_LogRendersTheTranscript(t *testing.T) {
+// TestM5_LogRendersTheTranscript (M5): a transcript of real runs of the demo
+// agent, and hand-made records of plugs that answered, render as run renders
+// a session: prompts, thoughts, tool calls, plans, answers, permission
+// decisions and who made them, errors, and a line that is not a record named
+// on the side.
+func TestM5_LogRendersTheTranscript(t *testing.T) {
 	var out, errs bytes.Buffer
 	l := &Log{Term: &client.Terminal{Out: &out}, Err: &errs}
 	if err := Lines(context.Background(), filepath.Join("testdata", "transcript.jsonl"), nil, l.Record); err != nil {
@@ -33,11 +33,11 @@ func TestIssue16_LogRendersTheTranscript(t *testing.T) {
 	}
 }
 
-// TestIssue16_ShowSaysAllTheRecordKeeps (issue 16, item 4; L2, L6, L7): an
-// orphaned session shows where it was created, its settings, its last stop,
-// pause and teardown with their errors, its stored and orphaned state, its
-// transcript, and what to do; a paused one when it expires.
-func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
+// TestL2_ShowSaysAllTheRecordKeeps (L2, L6, L7): an orphaned session shows
+// where it was created, its settings, its last stop, pause and teardown with
+// their errors, its stored and orphaned state, its transcript, and what to
+// do; a paused one when it expires.
+func TestL2_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	st, err := engine.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -87,10 +87,10 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	testsupport.Golden(t, filepath.Join("testdata", "show.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
 }
 
-// TestIssue16_ShowTablesEveryRun (issue 16, item 4): show lists the runs
-// the record keeps, each with its kind, times, stop, pause and teardown,
-// then their errors; it says when earlier runs are no longer kept.
-func TestIssue16_ShowTablesEveryRun(t *testing.T) {
+// TestShowTablesEveryRun: show lists the runs the record keeps, each with
+// its kind, times, stop, pause and teardown, then their errors; it says when
+// earlier runs are no longer kept.
+func TestShowTablesEveryRun(t *testing.T) {
 	st, err := engine.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

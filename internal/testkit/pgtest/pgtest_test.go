@@ -33,9 +33,10 @@ func helper(t *testing.T, env ...string) *exec.Cmd {
 	return cmd
 }
 
-// Issue 13, item 1: where PostgreSQL is missing, its tests skip, saying
-// why; under CI=true they fail instead, so CI cannot pass without it.
-func TestIssue13_MissingPostgresSkipsButFailsUnderCI(t *testing.T) {
+// TestMissingPostgresSkipsButFailsUnderCI: where PostgreSQL is missing, its
+// tests skip, saying why; under CI=true they fail instead, so CI cannot pass
+// without it.
+func TestMissingPostgresSkipsButFailsUnderCI(t *testing.T) {
 	for ci, want := range map[string]string{"": "--- SKIP", "true": "--- FAIL"} {
 		out, _ := helper(t, "PGTEST_BIN="+t.TempDir(), "CI="+ci).CombinedOutput()
 		if !strings.Contains(string(out), want) || !strings.Contains(string(out), "PostgreSQL is not installed") {
@@ -62,9 +63,10 @@ func postmasters(dir string) []int {
 	return pids
 }
 
-// Issue 13, item 1: the test binary's PostgreSQL outlives it neither when
-// it ends (Main stops it and removes its directory) nor when it is killed.
-func TestIssue13_NoOrphanPostgres(t *testing.T) {
+// TestNoOrphanPostgres: the test binary's PostgreSQL outlives it neither
+// when it ends (Main stops it and removes its directory) nor when it is
+// killed.
+func TestNoOrphanPostgres(t *testing.T) {
 	if BinDir() == "" {
 		DSN(t) // skips, or fails under CI
 	}
