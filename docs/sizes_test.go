@@ -34,7 +34,6 @@ var sizeExceptions = map[string]string{
 	"internal/lifecycle/engine/store.go":  "being split",
 	"internal/acp.Message.parse":          "being split",
 	"internal/acp.scanner.value":          "being split",
-	"interp.validator.validate":           "being split",
 	"internal/plugs/plugtest.Parse":       "being split",
 	"internal/plugs/plugtest.parseRun":    "being split",
 	"internal/chain.Run":                  "being split",

@@ -81,16 +81,7 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 	}
 	switch s.kind {
 	case KindString:
-		x := v.(starlark.String)
-		if n := utf8.RuneCountInString(string(x)); s.minLen >= 0 && n < s.minLen || s.maxLen >= 0 && n > s.maxLen {
-			vr.addf(path, "want %s, got %s (length %d)", s.Describe(), vr.repr(x), n)
-			return nil
-		}
-		if s.pattern != nil && !s.pattern.MatchString(string(x)) {
-			vr.addf(path, "want %s, got %s", s.Describe(), vr.repr(x))
-			return nil
-		}
-		return x
+		return vr.validString(s, v, path)
 
 	case KindInt:
 		if !s.inRange(v) {
@@ -111,40 +102,10 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 		return v
 
 	case KindList:
-		var elems []starlark.Value
-		if list, ok := v.(*starlark.List); ok {
-			elems = slices.Collect(list.Elements())
-		} else {
-			elems = slices.Clone(v.(starlark.Tuple))
-		}
-		n := len(vr.problems)
-		if s.minLen >= 0 && len(elems) < s.minLen || s.maxLen >= 0 && len(elems) > s.maxLen {
-			vr.addf(path, "want %s, got length %d", s.Describe(), len(elems))
-		}
-		for i, x := range elems {
-			elems[i] = vr.validate(s.elem, x, indexPath(path, i))
-		}
-		if len(vr.problems) > n {
-			return nil
-		}
-		list := starlark.NewList(elems)
-		list.Freeze()
-		return list
+		return vr.validList(s, v, path)
 
 	case KindDict:
-		n := len(vr.problems)
-		keys, values := vr.members(s, v, path)
-		dict := starlark.NewDict(len(keys))
-		for i, k := range keys {
-			if x := vr.validate(s.elem, values[i], fieldPath(path, k)); x != nil {
-				dict.SetKey(starlark.String(k), x) // can't fail: unfrozen, string key
-			}
-		}
-		if len(vr.problems) > n {
-			return nil
-		}
-		dict.Freeze()
-		return dict
+		return vr.validDict(s, v, path)
 
 	case KindEnum:
 		if !slices.Contains(s.enum, string(v.(starlark.String))) {
@@ -157,41 +118,102 @@ func (vr *validator) validate(s *Schema, v starlark.Value, path string) starlark
 		return vr.copyData(v, path)
 
 	case KindObject:
-		n := len(vr.problems)
-		keys, values := vr.members(s, v, path)
-		fields := make([]starlark.Value, len(s.names))
-		for i, name := range s.names {
-			var x starlark.Value // nil: absent
-			if j := slices.Index(keys, name); j >= 0 {
-				x = values[j]
-			}
-			fields[i] = vr.validate(s.fields[i], x, fieldPath(path, name))
-		}
-		var absent []string // fields not given, for hints
-		for _, k := range keys {
-			if !slices.Contains(s.names, k) {
-				if absent == nil {
-					absent = slices.DeleteFunc(slices.Clone(s.names), func(name string) bool {
-						return slices.Contains(keys, name)
-					})
-				}
-				if hint := Nearest(k, absent); hint != "" {
-					vr.addf(fieldPath(path, k), "unknown field (did you mean %q?)", hint)
-				} else {
-					vr.addf(fieldPath(path, k), "unknown field")
-				}
-			}
-		}
-		if len(vr.problems) > n {
-			return nil
-		}
-		r := NewRecord(s.names, fields)
-		if vr.naming {
-			r.name = path
-		}
-		return r
+		return vr.validObject(s, v, path)
 	}
 	panic(fmt.Sprintf("invalid schema kind %v", s.kind))
+}
+
+// validString validates the string v for s, as validate does.
+func (vr *validator) validString(s *Schema, v starlark.Value, path string) starlark.Value {
+	x := v.(starlark.String)
+	if n := utf8.RuneCountInString(string(x)); s.minLen >= 0 && n < s.minLen || s.maxLen >= 0 && n > s.maxLen {
+		vr.addf(path, "want %s, got %s (length %d)", s.Describe(), vr.repr(x), n)
+		return nil
+	}
+	if s.pattern != nil && !s.pattern.MatchString(string(x)) {
+		vr.addf(path, "want %s, got %s", s.Describe(), vr.repr(x))
+		return nil
+	}
+	return x
+}
+
+// validList validates the list or tuple v for s, as validate does.
+func (vr *validator) validList(s *Schema, v starlark.Value, path string) starlark.Value {
+	var elems []starlark.Value
+	if list, ok := v.(*starlark.List); ok {
+		elems = slices.Collect(list.Elements())
+	} else {
+		elems = slices.Clone(v.(starlark.Tuple))
+	}
+	n := len(vr.problems)
+	if s.minLen >= 0 && len(elems) < s.minLen || s.maxLen >= 0 && len(elems) > s.maxLen {
+		vr.addf(path, "want %s, got length %d", s.Describe(), len(elems))
+	}
+	for i, x := range elems {
+		elems[i] = vr.validate(s.elem, x, indexPath(path, i))
+	}
+	if len(vr.problems) > n {
+		return nil
+	}
+	list := starlark.NewList(elems)
+	list.Freeze()
+	return list
+}
+
+// validDict validates the dict, record or struct v for the dict schema
+// s, as validate does.
+func (vr *validator) validDict(s *Schema, v starlark.Value, path string) starlark.Value {
+	n := len(vr.problems)
+	keys, values := vr.members(s, v, path)
+	dict := starlark.NewDict(len(keys))
+	for i, k := range keys {
+		if x := vr.validate(s.elem, values[i], fieldPath(path, k)); x != nil {
+			dict.SetKey(starlark.String(k), x) // can't fail: unfrozen, string key
+		}
+	}
+	if len(vr.problems) > n {
+		return nil
+	}
+	dict.Freeze()
+	return dict
+}
+
+// validObject validates the dict, record or struct v for the object
+// schema s, field by field, as validate does.
+func (vr *validator) validObject(s *Schema, v starlark.Value, path string) starlark.Value {
+	n := len(vr.problems)
+	keys, values := vr.members(s, v, path)
+	fields := make([]starlark.Value, len(s.names))
+	for i, name := range s.names {
+		var x starlark.Value // nil: absent
+		if j := slices.Index(keys, name); j >= 0 {
+			x = values[j]
+		}
+		fields[i] = vr.validate(s.fields[i], x, fieldPath(path, name))
+	}
+	var absent []string // fields not given, for hints
+	for _, k := range keys {
+		if !slices.Contains(s.names, k) {
+			if absent == nil {
+				absent = slices.DeleteFunc(slices.Clone(s.names), func(name string) bool {
+					return slices.Contains(keys, name)
+				})
+			}
+			if hint := Nearest(k, absent); hint != "" {
+				vr.addf(fieldPath(path, k), "unknown field (did you mean %q?)", hint)
+			} else {
+				vr.addf(fieldPath(path, k), "unknown field")
+			}
+		}
+	}
+	if len(vr.problems) > n {
+		return nil
+	}
+	r := NewRecord(s.names, fields)
+	if vr.naming {
+		r.name = path
+	}
+	return r
 }
 
 // members returns the string keys and the values of a dict, record or
