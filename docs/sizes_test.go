@@ -34,8 +34,6 @@ var sizeExceptions = map[string]string{
 	"internal/lifecycle/engine/store.go":  "being split",
 	"internal/acp.Message.parse":          "being split",
 	"internal/acp.scanner.value":          "being split",
-	"internal/plugs/plugtest.Parse":       "being split",
-	"internal/plugs/plugtest.parseRun":    "being split",
 	"internal/chain.Run":                  "being split",
 	"internal/acp/front.conn":             "being split",
 	"internal/acp/demoagent.turn":         "being split",
