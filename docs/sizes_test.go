@@ -32,8 +32,6 @@ var sizeExceptions = map[string]string{
 	"internal/lifecycle/engine.Store":     "being split",
 	"internal/store/sqlstore.Store":       "being split",
 	"internal/lifecycle/engine/store.go":  "being split",
-	"internal/acp.Message.parse":          "being split",
-	"internal/acp.scanner.value":          "being split",
 	"internal/chain.Run":                  "being split",
 	"internal/acp/front.conn":             "being split",
 	"internal/acp/demoagent.turn":         "being split",

@@ -337,31 +337,8 @@ func (s *scanner) value(depth int) error {
 			}
 			stack = append(stack, c)
 			continue
-		case '"':
-			if s.checked {
-				if err := s.skipString(); err != nil {
-					return err
-				}
-			} else if _, err := s.string(); err != nil {
-				return err
-			}
-		case 't':
-			if err := s.literal("true"); err != nil {
-				return err
-			}
-		case 'f':
-			if err := s.literal("false"); err != nil {
-				return err
-			}
-		case 'n':
-			if err := s.literal("null"); err != nil {
-				return err
-			}
 		default:
-			if c != '-' && !isDigit(c) {
-				return s.syntaxError("looking for beginning of value")
-			}
-			if err := s.number(); err != nil {
+			if err := s.scalar(c); err != nil {
 				return err
 			}
 		}
@@ -397,6 +374,29 @@ func (s *scanner) value(depth int) error {
 			return s.syntaxError("after array element")
 		}
 	}
+}
+
+// scalar moves past the string, literal or number that starts with c at
+// s.pos, checking its syntax: the values of value that hold no other.
+func (s *scanner) scalar(c byte) error {
+	switch c {
+	case '"':
+		if s.checked {
+			return s.skipString()
+		}
+		_, err := s.string()
+		return err
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	if c != '-' && !isDigit(c) {
+		return s.syntaxError("looking for beginning of value")
+	}
+	return s.number()
 }
 
 // object moves past the object that starts at s.pos (at its opening brace),
