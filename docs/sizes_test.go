@@ -33,7 +33,6 @@ var sizeExceptions = map[string]string{
 	"internal/store/sqlstore.Store":       "being split",
 	"internal/lifecycle/engine/store.go":  "being split",
 	"internal/chain.Run":                  "being split",
-	"internal/acp/demoagent.turn":         "being split",
 }
 
 // TestSizesWithinLimits: no production file has more than maxFileLines
