@@ -337,6 +337,15 @@ func (s *scanner) value(depth int) error {
 			}
 			stack = append(stack, c)
 			continue
+		case '"':
+			// The commonest value, kept out of scalar's call.
+			if s.checked {
+				if err := s.skipString(); err != nil {
+					return err
+				}
+			} else if _, err := s.string(); err != nil {
+				return err
+			}
 		default:
 			if err := s.scalar(c); err != nil {
 				return err
@@ -376,16 +385,10 @@ func (s *scanner) value(depth int) error {
 	}
 }
 
-// scalar moves past the string, literal or number that starts with c at
-// s.pos, checking its syntax: the values of value that hold no other.
+// scalar moves past the literal or number that starts with c at s.pos,
+// checking its syntax.
 func (s *scanner) scalar(c byte) error {
 	switch c {
-	case '"':
-		if s.checked {
-			return s.skipString()
-		}
-		_, err := s.string()
-		return err
 	case 't':
 		return s.literal("true")
 	case 'f':
