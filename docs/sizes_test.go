@@ -32,7 +32,6 @@ var sizeExceptions = map[string]string{
 	"internal/lifecycle/engine.Store":     "being split",
 	"internal/store/sqlstore.Store":       "being split",
 	"internal/lifecycle/engine/store.go":  "being split",
-	"internal/chain.Run":                  "being split",
 }
 
 // TestSizesWithinLimits: no production file has more than maxFileLines

@@ -19,7 +19,7 @@ type readOnlyAgent struct {
 // newCtx makes the ctx of one handler call.
 func (r *Run) newCtx(p *plugRun, handler string, host hosts.Host) *builtins.Ctx {
 	c := new(builtins.Ctx)
-	r.initCtx(c, p, handler, r.hostValue(host))
+	r.initCtx(c, p, handler, r.hostValues.of(host))
 	return c
 }
 
@@ -39,19 +39,19 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 			RunnerEnv:         r.runnerEnv,
 			Logger:            r.log.WithPrefix(p.use.Plug.Name),
 			Signal:            &r.signal,
-			Runner:            r.hostValue(r.runnerHost),
+			Runner:            r.hostValues.of(r.runnerHost),
 			SetOutput:         p.setOutput,
 			ReportChanges:     func(c lifecycle.Changes) { r.changes = &c },
 		}
 	}
 	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted
-	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: r.readOnlyAgent(p, handler)}
+	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: p.readOnlyAgent(&r.opts.Config.Agent, handler)}
 }
 
 // readOnlyAgent returns the plug's ctx.agent in handler, which cannot
 // change it: ctx.agent is writable only in on_session before next(), where
 // session() replaces this read-only copy with the plug's draft.
-func (r *Run) readOnlyAgent(p *plugRun, handler string) *builtins.AgentDraft {
+func (p *plugRun) readOnlyAgent(a *interp.Agent, handler string) *builtins.AgentDraft {
 	// A few handlers, looked for at every on_message: a slice is quicker
 	// than a map.
 	for _, ro := range p.readOnly {
@@ -59,7 +59,6 @@ func (r *Run) readOnlyAgent(p *plugRun, handler string) *builtins.AgentDraft {
 			return ro.agent
 		}
 	}
-	a := r.opts.Config.Agent
 	agent := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
 	p.readOnly = append(p.readOnly, readOnlyAgent{handler, agent})
 	return agent
@@ -77,22 +76,30 @@ func (p *plugRun) setOutput(name string, v starlark.Value) error {
 	return nil
 }
 
-func (r *Run) agentName() string {
-	return filepath.Base(r.opts.Config.Agent.Command)
+func (o *Options) agentName() string {
+	return filepath.Base(o.Config.Agent.Command)
 }
 
-func (r *Run) hostValue(h hosts.Host) starlark.Value {
-	if v, ok := r.hostValues[h]; ok {
+// hostValues are the values of the hosts as plugs see them (ctx.host), by
+// host.
+type hostValues map[hosts.Host]starlark.Value
+
+// of returns the value of h, made on first use.
+func (hv hostValues) of(h hosts.Host) starlark.Value {
+	if v, ok := hv[h]; ok {
 		return v
 	}
 	v := builtins.NewHost(h, "host")
-	r.hostValues[h] = v
+	hv[h] = v
 	return v
 }
 
-func (r *Run) ids() []string {
+// chainPlugs are the plugs of the chain in the run, outermost first.
+type chainPlugs []*plugRun
+
+func (ps chainPlugs) ids() []string {
 	var ids []string
-	for _, p := range r.plugs {
+	for _, p := range ps {
 		if p.use.ID != "" {
 			ids = append(ids, p.use.ID)
 		}
@@ -101,8 +108,8 @@ func (r *Run) ids() []string {
 }
 
 // outputs returns the outputs plug id published in this run (C10).
-func (r *Run) outputs(id string) *interp.Record {
-	for _, p := range r.plugs {
+func (ps chainPlugs) outputs(id string) *interp.Record {
+	for _, p := range ps {
 		if p.use.ID == id {
 			vals := make([]starlark.Value, len(p.order))
 			for i, k := range p.order {
@@ -112,4 +119,26 @@ func (r *Run) outputs(id string) *interp.Record {
 		}
 	}
 	return interp.NewRecord(nil, nil)
+}
+
+// unresumable names the plugs that cannot resume.
+func (ps chainPlugs) unresumable() []string {
+	var names []string
+	for _, p := range ps {
+		if !p.use.Plug.Resumable {
+			names = append(names, p.use.Name())
+		}
+	}
+	return names
+}
+
+// teardownOrder lists the plugs that take part in a teardown, outermost first.
+func (ps chainPlugs) teardownOrder() []int {
+	var order []int
+	for i, p := range ps {
+		if p.use.Plug.OnTeardown != nil {
+			order = append(order, i)
+		}
+	}
+	return order
 }

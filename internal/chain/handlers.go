@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
+	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
 	startime "go.starlark.net/lib/time"
@@ -58,9 +59,9 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 		callCtx, cancel = context.WithCancel(r.ctx)
 		defer cancel()
 	}
-	thread := r.thread(callCtx, c.Logger)
+	thread := r.threads.get(callCtx, c.Logger, &r.lock, r.runnerHost)
 	thread.cancel = cancel
-	defer r.release(thread)
+	defer r.threads.put(r.ctx, thread)
 	r.push(thread)
 	defer r.pop(thread)
 	defer c.Close()
@@ -115,45 +116,51 @@ type pooledThread struct {
 	bound  context.Context // the context BindThread gave the thread last
 }
 
-// thread returns a thread for one handler call, with a budget of
-// MaxSteps. Threads are reused: all calls hold the session lock, so the
-// pool needs no lock of its own.
-func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
+// threadPool keeps the threads of ended handler calls for the next ones.
+// All calls hold the session lock, so the pool needs no lock of its own.
+type threadPool struct {
+	opts *Options // of the run
+	idle []*pooledThread
+}
+
+// get returns a thread for one handler call, with a budget of MaxSteps,
+// bound to ctx, the session lock and the runner's host.
+func (tp *threadPool) get(ctx context.Context, logger *log.Logger, lock *builtins.Lock, runnerHost hosts.Host) *pooledThread {
 	var t *pooledThread
-	if n := len(r.threads); n > 0 {
-		t, r.threads = r.threads[n-1], r.threads[:n-1]
+	if n := len(tp.idle); n > 0 {
+		t, tp.idle = tp.idle[n-1], tp.idle[:n-1]
 	} else {
-		max := r.opts.MaxSteps
+		max := tp.opts.MaxSteps
 		t = &pooledThread{Thread: &starlark.Thread{
 			OnMaxSteps: func(t *starlark.Thread) {
 				t.Cancel(fmt.Sprintf("stopped after %d steps: a runaway loop? (the limit of one handler call)", max))
 			},
 		}}
 		t.Print = func(_ *starlark.Thread, msg string) { t.logger.Info(msg) }
-		builtins.SetRedactions(t.Thread, r.opts.Redactions)
-		if now := r.opts.PlugClock; now != nil {
+		builtins.SetRedactions(t.Thread, tp.opts.Redactions)
+		if now := tp.opts.PlugClock; now != nil {
 			startime.SetNow(t.Thread, func() (time.Time, error) { return now(), nil })
 		}
-		if r.opts.CountTempNames {
+		if tp.opts.CountTempNames {
 			builtins.CountTempNames(t.Thread)
 		}
 	}
 	t.logger = logger
-	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
+	t.SetMaxExecutionSteps(t.ExecutionSteps() + tp.opts.MaxSteps)
 	// The lock and the runner's host are the run's: only ctx may differ
 	// from the thread's last call (on_message calls all share r.ctx).
 	if t.bound != ctx {
-		builtins.BindThread(t.Thread, &r.lock, ctx, r.runnerHost)
+		builtins.BindThread(t.Thread, lock, ctx, runnerHost)
 		t.bound = ctx
 	}
 	return t
 }
 
-// release returns a thread to the pool.
-func (r *Run) release(t *pooledThread) {
-	if r.ctx.Err() != nil {
+// put returns a thread to the pool, unless runCtx, the run's, is done.
+func (tp *threadPool) put(runCtx context.Context, t *pooledThread) {
+	if runCtx.Err() != nil {
 		return
 	}
 	t.Uncancel()
-	r.threads = append(r.threads, t)
+	tp.idle = append(tp.idle, t)
 }

@@ -140,9 +140,9 @@ type Run struct {
 	// agentStarted is set once the innermost next() was reached.
 	agentStarted bool
 
-	plugs        []*plugRun
-	threads      []*pooledThread // idle threads; guarded by lock
-	hostValues   map[hosts.Host]starlark.Value
+	plugs        chainPlugs
+	threads      threadPool // guarded by lock
+	hostValues   hostValues
 	runnerHost   hosts.Host // set once, when the run starts; every step reads it here
 	runnerEnv    *starlark.Dict
 	sessionValue starlark.Value // ctx.session
@@ -189,20 +189,21 @@ func New(opts Options) *Run {
 	if opts.Number == 0 {
 		opts.Number = 1
 	}
-	r := &Run{opts: opts, log: opts.Logger, stopped: make(chan struct{}), hostValues: map[hosts.Host]starlark.Value{}}
+	r := &Run{opts: opts, log: opts.Logger, stopped: make(chan struct{}), hostValues: hostValues{}}
+	r.threads.opts = &r.opts
 	for _, u := range opts.Config.Uses {
 		r.plugs = append(r.plugs, &plugRun{use: u, outputs: map[string]starlark.Value{}})
 	}
 	r.sessionValue = interp.NewRecord([]string{"id", "execution_id", "agent"}, []starlark.Value{
 		starlark.String(opts.SessionID),
 		starlark.String(opts.ExecutionID),
-		interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.agentName())}),
+		interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.opts.agentName())}),
 	}).WithName("ctx.session")
 	r.runValue = interp.NewRecord([]string{"kind", "number"}, []starlark.Value{
 		starlark.String(string(opts.Kind)), starlark.MakeInt(opts.Number),
 	}).WithName("ctx.run")
-	r.setup = &builtins.Setup{IDs: r.ids(), Outputs: r.outputs}
-	env := r.env()
+	r.setup = &builtins.Setup{IDs: r.plugs.ids(), Outputs: r.plugs.outputs}
+	env := r.opts.env()
 	r.runnerEnv = starlark.NewDict(len(env))
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -218,8 +219,8 @@ func New(opts Options) *Run {
 
 // env is the runner's environment without Blaise credentials (L8): what
 // ctx.runner_env shows and what processes on the local host start from.
-func (r *Run) env() map[string]string {
-	env := r.opts.RunnerEnv
+func (o *Options) env() map[string]string {
+	env := o.RunnerEnv
 	if env == nil {
 		env = map[string]string{}
 		for _, kv := range os.Environ() {
@@ -287,11 +288,11 @@ func (r *Run) stopPause() *builtins.PauseInfo {
 	return &builtins.PauseInfo{Pause: lifecycle.Pause{Reason: r.stop.Reason, MayResume: r.stop.MayResume, Err: r.stopErr}}
 }
 
-// Run executes the run and returns what it reports. Cancelling ctx shuts the
+// Execute does the run and returns what it reports. Cancelling ctx shuts the
 // session down: ctx.signal is aborted and the agent stops at once, so that
 // pause code can skip what it need not do; handlers still running after
 // StopGrace are cancelled, their blocking calls too.
-func (r *Run) Run(ctx context.Context) Result {
+func (r *Run) Execute(ctx context.Context) Result {
 	r.shutdown = ctx
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancel()
@@ -317,7 +318,7 @@ func (r *Run) Run(ctx context.Context) Result {
 
 	runnerHost := r.opts.Runner
 	if runnerHost == nil {
-		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env(), OnCommand: func(argv []string, dir string) {
+		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.opts.env(), OnCommand: func(argv []string, dir string) {
 			r.log.Debug(LogHostCommand, "argv", argv, "dir", dir)
 		}})
 		defer runnerHost.Close()
@@ -339,7 +340,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		return res
 	}
 	if !res.Resumable {
-		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
+		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.plugs.unresumable(), ", "))
 	}
 	r.lock.Acquire()
 	defer r.lock.Release()
@@ -350,7 +351,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		draft := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd)
 		pause := r.session(0, draft, host)
 		if pause.Reason != lifecycle.Failed && pause.MayResume && !res.Resumable {
-			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
+			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.plugs.unresumable(), ", "))
 		}
 		pause.Changes = r.changes
 		res.Pause = &pause
@@ -370,19 +371,9 @@ func (r *Run) Run(ctx context.Context) Result {
 	if endReason == "" {
 		endReason = lifecycle.Closed
 	}
-	td := r.teardown(r.teardownOrder(), 0, endReason, cause, host)
+	td := r.teardown(r.plugs.teardownOrder(), 0, endReason, cause, host)
 	res.Teardown, res.TeardownErr = &td, r.tdErr
 	return res
-}
-
-func (r *Run) unresumable() []string {
-	var names []string
-	for _, u := range r.opts.Config.Uses {
-		if !u.Plug.Resumable {
-			names = append(names, u.Name())
-		}
-	}
-	return names
 }
 
 // failed is the PauseInfo of a failure.
@@ -467,17 +458,6 @@ func (r *Run) teardown(order []int, k int, reason lifecycle.Reason, cause error,
 		return fail(r.handlerError(p, "on_teardown", fn, "returned without calling next(); call next() exactly once"))
 	}
 	return inner
-}
-
-// teardownOrder lists the plugs that take part in a teardown, outermost first.
-func (r *Run) teardownOrder() []int {
-	var order []int
-	for i, p := range r.plugs {
-		if p.use.Plug.OnTeardown != nil {
-			order = append(order, i)
-		}
-	}
-	return order
 }
 
 // nextBuiltin makes the next(host = None) of one handler call. inner runs
