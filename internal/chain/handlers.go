@@ -1,7 +1,7 @@
+package chain
+
 // Handler calls: each on a pooled thread of its own, with the session lock,
 // cancellable while it executes.
-
-package chain
 
 import (
 	"context"
