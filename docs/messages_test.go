@@ -210,7 +210,7 @@ func startChain(t *testing.T, files map[string]string) *proxySession {
 		Recorder:   s.rec,
 	})
 	go func() {
-		res := s.run.Run(context.Background())
+		res := s.run.Execute(context.Background())
 		outW.Close()
 		s.done <- res
 	}()

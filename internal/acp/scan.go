@@ -338,6 +338,7 @@ func (s *scanner) value(depth int) error {
 			stack = append(stack, c)
 			continue
 		case '"':
+			// The commonest value, kept out of scalar's call.
 			if s.checked {
 				if err := s.skipString(); err != nil {
 					return err
@@ -345,23 +346,8 @@ func (s *scanner) value(depth int) error {
 			} else if _, err := s.string(); err != nil {
 				return err
 			}
-		case 't':
-			if err := s.literal("true"); err != nil {
-				return err
-			}
-		case 'f':
-			if err := s.literal("false"); err != nil {
-				return err
-			}
-		case 'n':
-			if err := s.literal("null"); err != nil {
-				return err
-			}
 		default:
-			if c != '-' && !isDigit(c) {
-				return s.syntaxError("looking for beginning of value")
-			}
-			if err := s.number(); err != nil {
+			if err := s.scalar(c); err != nil {
 				return err
 			}
 		}
@@ -397,6 +383,23 @@ func (s *scanner) value(depth int) error {
 			return s.syntaxError("after array element")
 		}
 	}
+}
+
+// scalar moves past the literal or number that starts with c at s.pos,
+// checking its syntax.
+func (s *scanner) scalar(c byte) error {
+	switch c {
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	if c != '-' && !isDigit(c) {
+		return s.syntaxError("looking for beginning of value")
+	}
+	return s.number()
 }
 
 // object moves past the object that starts at s.pos (at its opening brace),

@@ -28,7 +28,7 @@ func (sp *SessionProcess) serveAction(ctx context.Context, cfg *interp.Config, l
 			StopGrace:   sp.StopGrace,
 			Action:      &ActionCall{Name: sp.Action, Args: sp.ActionArgs, Out: w},
 		})
-		out = *r.Run(ctx).Action
+		out = *r.Execute(ctx).Action
 	}
 	_ = w.Close() // an unfinished last line
 

@@ -62,7 +62,7 @@ func BenchmarkChain(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			res := chain.New(chain.Options{Config: cfg, SessionID: "s", Kind: lifecycle.StartRun, Logger: logger, IdlePolicy: lifecycle.PolicyPause}).Run(context.Background())
+			res := chain.New(chain.Options{Config: cfg, SessionID: "s", Kind: lifecycle.StartRun, Logger: logger, IdlePolicy: lifecycle.PolicyPause}).Execute(context.Background())
 			if res.Pause == nil || res.Pause.Reason != "failed" || res.Teardown != nil {
 				b.Fatalf("result %+v", res)
 			}

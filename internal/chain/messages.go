@@ -108,7 +108,7 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	pl.r.lock.Acquire()
 	defer pl.r.lock.Release()
 	if pl.hostValue == nil {
-		pl.hostValue = pl.r.hostValue(pl.host)
+		pl.hostValue = pl.r.hostValues.of(pl.host)
 	}
 	way := pl.passage(order, forward)
 	way.msg = builtins.Message{Direction: side.Direction(), Msg: m}

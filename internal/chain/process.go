@@ -180,7 +180,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	}
 	r := New(opts)
 	go sp.listen(r, rec)
-	res := r.Run(ctx)
+	res := r.Execute(ctx)
 
 	if res.Teardown == nil {
 		return res.ReportErr

@@ -77,7 +77,7 @@ func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 	})
 	done := make(chan struct{})
 	go func() {
-		r.Run(context.Background())
+		r.Execute(context.Background())
 		outW.Close()
 		close(done)
 	}()

@@ -107,7 +107,7 @@ func startSession(t *testing.T, files map[string]string, opts chain.Options) *pr
 	opts.Recorder = s.rec
 	s.run = chain.New(opts)
 	go func() {
-		res := s.run.Run(context.Background())
+		res := s.run.Execute(context.Background())
 		outW.Close()
 		s.done <- res
 	}()

@@ -3,14 +3,9 @@
 package chain
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,9 +19,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/support/redact"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
-	startime "go.starlark.net/lib/time"
 	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
 )
 
 // Options configure one run.
@@ -147,9 +140,9 @@ type Run struct {
 	// agentStarted is set once the innermost next() was reached.
 	agentStarted bool
 
-	plugs        []*plugRun
-	threads      []*pooledThread // idle threads; guarded by lock
-	hostValues   map[hosts.Host]starlark.Value
+	plugs        chainPlugs
+	threads      threadPool // guarded by lock
+	hostValues   hostValues
 	runnerHost   hosts.Host // set once, when the run starts; every step reads it here
 	runnerEnv    *starlark.Dict
 	sessionValue starlark.Value // ctx.session
@@ -171,11 +164,6 @@ type plugRun struct {
 	order     []string
 	base      *builtins.CtxBase // what the plug's ctx values share
 	readOnly  []readOnlyAgent   // ctx.agent outside on_session, by handler
-}
-
-type readOnlyAgent struct {
-	handler string
-	agent   *builtins.AgentDraft
 }
 
 // New prepares a run.
@@ -201,20 +189,21 @@ func New(opts Options) *Run {
 	if opts.Number == 0 {
 		opts.Number = 1
 	}
-	r := &Run{opts: opts, log: opts.Logger, stopped: make(chan struct{}), hostValues: map[hosts.Host]starlark.Value{}}
+	r := &Run{opts: opts, log: opts.Logger, stopped: make(chan struct{}), hostValues: hostValues{}}
+	r.threads.opts = &r.opts
 	for _, u := range opts.Config.Uses {
 		r.plugs = append(r.plugs, &plugRun{use: u, outputs: map[string]starlark.Value{}})
 	}
 	r.sessionValue = interp.NewRecord([]string{"id", "execution_id", "agent"}, []starlark.Value{
 		starlark.String(opts.SessionID),
 		starlark.String(opts.ExecutionID),
-		interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.agentName())}),
+		interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.opts.agentName())}),
 	}).WithName("ctx.session")
 	r.runValue = interp.NewRecord([]string{"kind", "number"}, []starlark.Value{
 		starlark.String(string(opts.Kind)), starlark.MakeInt(opts.Number),
 	}).WithName("ctx.run")
-	r.setup = &builtins.Setup{IDs: r.ids(), Outputs: r.outputs}
-	env := r.env()
+	r.setup = &builtins.Setup{IDs: r.plugs.ids(), Outputs: r.plugs.outputs}
+	env := r.opts.env()
 	r.runnerEnv = starlark.NewDict(len(env))
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -230,8 +219,8 @@ func New(opts Options) *Run {
 
 // env is the runner's environment without Blaise credentials (L8): what
 // ctx.runner_env shows and what processes on the local host start from.
-func (r *Run) env() map[string]string {
-	env := r.opts.RunnerEnv
+func (o *Options) env() map[string]string {
+	env := o.RunnerEnv
 	if env == nil {
 		env = map[string]string{}
 		for _, kv := range os.Environ() {
@@ -299,11 +288,11 @@ func (r *Run) stopPause() *builtins.PauseInfo {
 	return &builtins.PauseInfo{Pause: lifecycle.Pause{Reason: r.stop.Reason, MayResume: r.stop.MayResume, Err: r.stopErr}}
 }
 
-// Run executes the run and returns what it reports. Cancelling ctx shuts the
+// Execute does the run and returns what it reports. Cancelling ctx shuts the
 // session down: ctx.signal is aborted and the agent stops at once, so that
 // pause code can skip what it need not do; handlers still running after
 // StopGrace are cancelled, their blocking calls too.
-func (r *Run) Run(ctx context.Context) Result {
+func (r *Run) Execute(ctx context.Context) Result {
 	r.shutdown = ctx
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancel()
@@ -329,7 +318,7 @@ func (r *Run) Run(ctx context.Context) Result {
 
 	runnerHost := r.opts.Runner
 	if runnerHost == nil {
-		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.env(), OnCommand: func(argv []string, dir string) {
+		runnerHost = hosts.NewLocal(hosts.LocalOptions{BaseEnv: r.opts.env(), OnCommand: func(argv []string, dir string) {
 			r.log.Debug(LogHostCommand, "argv", argv, "dir", dir)
 		}})
 		defer runnerHost.Close()
@@ -351,7 +340,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		return res
 	}
 	if !res.Resumable {
-		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
+		r.log.Warn("the chain cannot resume", "plugs", strings.Join(r.plugs.unresumable(), ", "))
 	}
 	r.lock.Acquire()
 	defer r.lock.Release()
@@ -362,7 +351,7 @@ func (r *Run) Run(ctx context.Context) Result {
 		draft := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd)
 		pause := r.session(0, draft, host)
 		if pause.Reason != lifecycle.Failed && pause.MayResume && !res.Resumable {
-			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.unresumable(), ", "))
+			r.log.Warn("pausing as asked, although a plug cannot resume", "plugs", strings.Join(r.plugs.unresumable(), ", "))
 		}
 		pause.Changes = r.changes
 		res.Pause = &pause
@@ -382,19 +371,9 @@ func (r *Run) Run(ctx context.Context) Result {
 	if endReason == "" {
 		endReason = lifecycle.Closed
 	}
-	td := r.teardown(r.teardownOrder(), 0, endReason, cause, host)
+	td := r.teardown(r.plugs.teardownOrder(), 0, endReason, cause, host)
 	res.Teardown, res.TeardownErr = &td, r.tdErr
 	return res
-}
-
-func (r *Run) unresumable() []string {
-	var names []string
-	for _, u := range r.opts.Config.Uses {
-		if !u.Plug.Resumable {
-			names = append(names, u.Name())
-		}
-	}
-	return names
 }
 
 // failed is the PauseInfo of a failure.
@@ -481,17 +460,6 @@ func (r *Run) teardown(order []int, k int, reason lifecycle.Reason, cause error,
 	return inner
 }
 
-// teardownOrder lists the plugs that take part in a teardown, outermost first.
-func (r *Run) teardownOrder() []int {
-	var order []int
-	for i, p := range r.plugs {
-		if p.use.Plug.OnTeardown != nil {
-			order = append(order, i)
-		}
-	}
-	return order
-}
-
 // nextBuiltin makes the next(host = None) of one handler call. inner runs
 // everything inside the plug on the given host.
 func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(hosts.Host) starlark.Value) *starlark.Builtin {
@@ -537,549 +505,4 @@ func (r *Run) handlerError(p *plugRun, handler string, fn *starlark.Function, ms
 	err := &interp.Error{Pos: fn.Position(), Plug: p.use.Plug.Name, Handler: handler, Msg: msg}
 	r.log.Error("handler failed", "err", err)
 	return err
-}
-
-// unlocked runs f with the session lock released.
-func (r *Run) unlocked(f func()) {
-	r.lock.Release()
-	defer r.lock.Acquire()
-	f()
-}
-
-// push records the thread of an executing handler call, for cancellation;
-// pop removes it.
-func (r *Run) push(t *pooledThread) {
-	r.mu.Lock()
-	r.frames = append(r.frames, t)
-	r.mu.Unlock()
-}
-
-func (r *Run) pop(t *pooledThread) {
-	// on_message calls interleave: remove t itself, not the last frame.
-	r.mu.Lock()
-	if n := len(r.frames); n > 0 && r.frames[n-1] == t {
-		r.frames[n-1] = nil
-		r.frames = r.frames[:n-1]
-	} else if i := slices.Index(r.frames, t); i >= 0 {
-		r.frames = slices.Delete(r.frames, i, i+1)
-	}
-	r.mu.Unlock()
-}
-
-// noCancel is the cancel of calls that only the session's end cancels.
-func noCancel() {}
-
-// call runs one handler on a thread of its own, bound to c (C15).
-func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins.Ctx, args starlark.Tuple) (starlark.Value, error) {
-	// on_message runs while the agent runs: only the session's end cancels
-	// it. The handlers of the chain can be cancelled one by one (StopGrace).
-	callCtx, cancel := r.ctx, context.CancelFunc(noCancel)
-	if handler != "on_message" {
-		callCtx, cancel = context.WithCancel(r.ctx)
-		defer cancel()
-	}
-	thread := r.thread(callCtx, c.Logger)
-	thread.cancel = cancel
-	defer r.release(thread)
-	r.push(thread)
-	defer r.pop(thread)
-	defer c.Close()
-	v, err := starlark.Call(thread.Thread, fn, args, nil)
-	if err != nil {
-		werr := interp.WrapError(err, p.use.Plug.Name, handler)
-		if msg := c.Agent.FrozenChange(err, sourceLine(werr.Pos)); msg != "" {
-			werr.Msg = msg // ctx.agent.env["X"] = … after next(), not a bare "frozen hash table"
-		}
-		if !passedOn(err) {
-			r.log.Error("handler failed", "err", werr)
-		}
-		return nil, werr
-	}
-	return v, nil
-}
-
-// sourceLine returns the line of a plug file at pos, or "" when it cannot
-// be read (a plug of the standard library, say).
-func sourceLine(pos syntax.Position) string {
-	if !pos.IsValid() {
-		return ""
-	}
-	src, err := interp.ReadSource(pos.Filename())
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(string(src), "\n")
-	if n := int(pos.Line); n >= 1 && n <= len(lines) {
-		return lines[n-1]
-	}
-	return ""
-}
-
-// passedOn reports whether err is the failure of an inner handler that
-// next() passed on: it was logged where it happened.
-func passedOn(err error) bool {
-	var evalErr *starlark.EvalError
-	if !errors.As(err, &evalErr) {
-		return false
-	}
-	inner, ok := evalErr.Unwrap().(*interp.Error)
-	return ok && inner.Handler != ""
-}
-
-// pooledThread is a thread with the logger and the cancel of the call it
-// runs.
-type pooledThread struct {
-	*starlark.Thread
-	logger *log.Logger
-	cancel context.CancelFunc
-	bound  context.Context // the context BindThread gave the thread last
-}
-
-// thread returns a thread for one handler call, with a budget of
-// MaxSteps. Threads are reused: all calls hold the session lock, so the
-// pool needs no lock of its own.
-func (r *Run) thread(ctx context.Context, logger *log.Logger) *pooledThread {
-	var t *pooledThread
-	if n := len(r.threads); n > 0 {
-		t, r.threads = r.threads[n-1], r.threads[:n-1]
-	} else {
-		max := r.opts.MaxSteps
-		t = &pooledThread{Thread: &starlark.Thread{
-			OnMaxSteps: func(t *starlark.Thread) {
-				t.Cancel(fmt.Sprintf("stopped after %d steps: a runaway loop? (the limit of one handler call)", max))
-			},
-		}}
-		t.Print = func(_ *starlark.Thread, msg string) { t.logger.Info(msg) }
-		builtins.SetRedactions(t.Thread, r.opts.Redactions)
-		if now := r.opts.PlugClock; now != nil {
-			startime.SetNow(t.Thread, func() (time.Time, error) { return now(), nil })
-		}
-		if r.opts.CountTempNames {
-			builtins.CountTempNames(t.Thread)
-		}
-	}
-	t.logger = logger
-	t.SetMaxExecutionSteps(t.ExecutionSteps() + r.opts.MaxSteps)
-	// The lock and the runner's host are the run's: only ctx may differ
-	// from the thread's last call (on_message calls all share r.ctx).
-	if t.bound != ctx {
-		builtins.BindThread(t.Thread, &r.lock, ctx, r.runnerHost)
-		t.bound = ctx
-	}
-	return t
-}
-
-// release returns a thread to the pool.
-func (r *Run) release(t *pooledThread) {
-	if r.ctx.Err() != nil {
-		return
-	}
-	t.Uncancel()
-	r.threads = append(r.threads, t)
-}
-
-// load evaluates and validates the plug's inputs (C14), migrates its
-// persisted value (C9) and runs on_load, once per run.
-func (r *Run) load(p *plugRun, host hosts.Host) error {
-	if p.loaded {
-		return p.loadErr
-	}
-	p.loaded = true
-	p.loadErr = r.loadPlug(p, host)
-	return p.loadErr
-}
-
-func (r *Run) loadPlug(p *plugRun, host hosts.Host) error {
-	u := p.use
-	inputs := u.Inputs
-	if !u.Static {
-		v, err := r.evalInputs(p, inputs, host)
-		if err != nil {
-			return err
-		}
-		inputs = v.(*starlark.Dict)
-	}
-	valid, err := interp.ValidateInputs(u, inputs)
-	if err != nil {
-		return &interp.Error{Pos: u.Pos, Msg: err.Error()}
-	}
-	p.inputs = valid
-
-	if schema := u.Plug.Persisted; schema != nil {
-		p.persisted = &builtins.Persisted{Store: r.opts.Store, Session: r.opts.SessionID, PlugID: u.ID, Plug: u.Plug.Name, Schema: schema}
-		if err := r.loadPersisted(p, host); err != nil {
-			return err
-		}
-	}
-	if fn := u.Plug.OnLoad; fn != nil {
-		c := r.newCtx(p, "on_load", host)
-		v, err := r.call(p, "on_load", fn, c, starlark.Tuple{c})
-		if err != nil {
-			return err
-		}
-		p.state = v
-	} else {
-		p.state = starlark.NewDict(0)
-	}
-	return nil
-}
-
-// loadPersisted reads the stored value and migrates it when it no longer
-// validates (C9).
-func (r *Run) loadPersisted(p *plugRun, host hosts.Host) error {
-	u := p.use
-	var data []byte
-	var ok bool
-	var err error
-	r.unlocked(func() { data, ok, err = r.opts.Store.Get(r.ctx, r.opts.SessionID, u.ID) })
-	if err != nil {
-		return fmt.Errorf("plug %s: reading persisted state: %w", u.Name(), err)
-	}
-	if !ok {
-		return nil
-	}
-	stored, err := interp.FromJSON(data)
-	if err != nil {
-		return fmt.Errorf("plug %s: stored persisted state is not JSON: %w", u.Name(), err)
-	}
-	v, verr := u.Plug.Persisted.ValidateHidden(stored, "persisted")
-	if verr == nil {
-		p.persisted.Value = v
-		return nil
-	}
-	fn := u.Plug.OnMigrate
-	if fn == nil {
-		return &interp.Error{Pos: u.Plug.Pos, Plug: u.Plug.Name, Msg: fmt.Sprintf("the stored persisted value no longer validates, and the plug has no on_migrate(ctx, stored):\n%v", verr)}
-	}
-	c := r.newCtx(p, "on_migrate", host)
-	migrated, err := r.call(p, "on_migrate", fn, c, starlark.Tuple{c, stored})
-	if err != nil {
-		return err
-	}
-	if migrated == starlark.None {
-		r.unlocked(func() { err = r.opts.Store.Delete(r.ctx, r.opts.SessionID, u.ID) })
-		return err
-	}
-	valid, enc, err := builtins.EncodePersisted(u.Plug.Persisted, migrated)
-	if err != nil {
-		return r.handlerError(p, "on_migrate", fn, "the migrated value does not validate: "+err.Error())
-	}
-	r.unlocked(func() { err = r.opts.Store.Set(r.ctx, r.opts.SessionID, u.ID, u.Plug.Name, enc) })
-	if err != nil {
-		return fmt.Errorf("plug %s: writing migrated persisted state: %w", u.Name(), err)
-	}
-	p.persisted.Value = valid
-	return nil
-}
-
-// evalInputs calls every function in v with a ctx of the plug: the view of
-// the run that inputs are functions of (C14).
-func (r *Run) evalInputs(p *plugRun, v starlark.Value, host hosts.Host) (starlark.Value, error) {
-	each := func(elems []starlark.Value) ([]starlark.Value, error) {
-		out := make([]starlark.Value, len(elems))
-		for i, e := range elems {
-			x, err := r.evalInputs(p, e, host)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = x
-		}
-		return out, nil
-	}
-	switch v := v.(type) {
-	case starlark.Callable:
-		c := r.newCtx(p, "inputs", host)
-		return r.call(p, "inputs", v, c, starlark.Tuple{c})
-	case *starlark.Dict:
-		out := starlark.NewDict(v.Len())
-		for _, item := range v.Items() {
-			x, err := r.evalInputs(p, item[1], host)
-			if err != nil {
-				return nil, err
-			}
-			_ = out.SetKey(item[0], x)
-		}
-		return out, nil
-	case *starlark.List:
-		elems := make([]starlark.Value, v.Len())
-		for i := range elems {
-			elems[i] = v.Index(i)
-		}
-		out, err := each(elems)
-		return starlark.NewList(out), err
-	case starlark.Tuple:
-		out, err := each(v)
-		return starlark.Tuple(out), err
-	}
-	return v, nil
-}
-
-// newCtx makes the ctx of one handler call.
-func (r *Run) newCtx(p *plugRun, handler string, host hosts.Host) *builtins.Ctx {
-	c := new(builtins.Ctx)
-	r.initCtx(c, p, handler, r.hostValue(host))
-	return c
-}
-
-// initCtx makes c the ctx of a call of the plug's handler, on the host
-// whose value is host.
-func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark.Value) {
-	if p.base == nil {
-		p.base = &builtins.CtxBase{
-			PlugName:  p.use.Plug.Name,
-			PlugID:    p.use.ID,
-			PlugIndex: p.use.Index,
-			// Set before loading: input functions run before it.
-			PersistedDeclared: p.use.Plug.Persisted != nil,
-			Session:           r.sessionValue,
-			Run:               r.runValue,
-			Setup:             r.setup,
-			RunnerEnv:         r.runnerEnv,
-			Logger:            r.log.WithPrefix(p.use.Plug.Name),
-			Signal:            &r.signal,
-			Runner:            r.hostValue(r.runnerHost),
-			SetOutput:         p.setOutput,
-			ReportChanges:     func(c lifecycle.Changes) { r.changes = &c },
-		}
-	}
-	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted
-	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: r.readOnlyAgent(p, handler)}
-}
-
-// readOnlyAgent returns the plug's ctx.agent in handler, which cannot
-// change it: ctx.agent is writable only in on_session before next(), where
-// session() replaces this read-only copy with the plug's draft.
-func (r *Run) readOnlyAgent(p *plugRun, handler string) *builtins.AgentDraft {
-	// A few handlers, looked for at every on_message: a slice is quicker
-	// than a map.
-	for _, ro := range p.readOnly {
-		if ro.handler == handler {
-			return ro.agent
-		}
-	}
-	a := r.opts.Config.Agent
-	agent := builtins.NewAgentDraft(a.Command, a.Args, a.Env, a.Cwd).For(p.use.Plug.Name).ReadOnlyIn(handler)
-	p.readOnly = append(p.readOnly, readOnlyAgent{handler, agent})
-	return agent
-}
-
-// setOutput publishes an output of the plug for later plugs (C10).
-func (p *plugRun) setOutput(name string, v starlark.Value) error {
-	if _, ok := p.outputs[name]; !ok {
-		p.order = append(p.order, name)
-	}
-	p.outputs[name] = v
-	if p.base.Logger.GetLevel() <= log.DebugLevel {
-		p.base.Logger.Debug(LogSetOutput, "name", name, "value", v.String())
-	}
-	return nil
-}
-
-func (r *Run) agentName() string {
-	return filepath.Base(r.opts.Config.Agent.Command)
-}
-
-func (r *Run) hostValue(h hosts.Host) starlark.Value {
-	if v, ok := r.hostValues[h]; ok {
-		return v
-	}
-	v := builtins.NewHost(h, "host")
-	r.hostValues[h] = v
-	return v
-}
-
-func (r *Run) ids() []string {
-	var ids []string
-	for _, p := range r.plugs {
-		if p.use.ID != "" {
-			ids = append(ids, p.use.ID)
-		}
-	}
-	return ids
-}
-
-// outputs returns the outputs plug id published in this run (C10).
-func (r *Run) outputs(id string) *interp.Record {
-	for _, p := range r.plugs {
-		if p.use.ID == id {
-			vals := make([]starlark.Value, len(p.order))
-			for i, k := range p.order {
-				vals[i] = p.outputs[k]
-			}
-			return interp.NewRecord(p.order, vals).WithName("setup[" + id + "].outputs")
-		}
-	}
-	return interp.NewRecord(nil, nil)
-}
-
-// runAgent starts the agent from draft on host and waits until the run is
-// stopped or the agent exits; it is the innermost next() (C3).
-func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.PauseInfo {
-	r.mu.Lock()
-	r.agentStarted = true
-	r.mu.Unlock()
-	if p := r.stopPause(); p != nil {
-		return *p
-	}
-	argv, env, cwd, err := draft.Spec()
-	if err != nil {
-		return r.failed(fmt.Errorf("agent: %w", err))
-	}
-	agentCtx, cancel := context.WithCancel(r.ctx)
-	defer cancel()
-	var proc hosts.Process
-	r.unlocked(func() { proc, err = host.Spawn(agentCtx, hosts.SpawnSpec{Argv: argv, Dir: cwd, Env: env}) })
-	if err != nil {
-		return r.failed(fmt.Errorf("the agent failed to start: %w", err))
-	}
-	r.log.Debug("agent started", "pid", proc.Pid(), "argv", strings.Join(argv, " "))
-
-	attached := make(chan error, 1)
-	tail := &stderrTail{}
-	go func() { attached <- r.attach(agentCtx, proc, host, tail) }()
-	exited := make(chan int, 1)
-	var waitErr error // set before exited is sent
-	go func() {
-		code, err := proc.Wait()
-		waitErr = err
-		exited <- code
-	}()
-
-	var pause builtins.PauseInfo
-	crashed := false // the agent ended on its own, and not well
-	// ended is the pause of an agent that ended on its own with code, and
-	// whether that was a crash.
-	ended := func(code int) (builtins.PauseInfo, bool) {
-		if waitErr != nil {
-			// The host lost it: the stream to a far host broke.
-			return r.failed(fmt.Errorf("the agent's host failed: %w", waitErr)), true
-		}
-		return r.failed(fmt.Errorf("the agent exited with code %d", code)), code != 0
-	}
-	r.unlocked(func() {
-		select {
-		case code := <-exited:
-			pause, crashed = ended(code)
-		case <-r.stopped:
-			pause, crashed = r.agentStopped(proc, exited, ended)
-		case <-r.shutdown.Done():
-			pause = r.failed(errors.New("the session shut down"))
-			r.stopAgent(proc, exited)
-		}
-		// What the agent left in its process group goes with it.
-		_ = proc.Kill()
-		// The proxy reads what the agent wrote before it exited; then it
-		// is stopped even if something still holds the agent's output.
-		select {
-		case <-attached:
-		case <-time.After(r.opts.AgentGrace):
-			// A process that left the agent's group (setsid) may hold
-			// its output open: stop reading it.
-			cancel()
-			_ = proc.Stdout().Close()
-			_ = proc.Stderr().Close()
-			<-attached
-		}
-	})
-	if p := r.stopPause(); p != nil && r.shutdown.Err() == nil && !crashed {
-		// A stop that arrived while the agent was exiting still names the
-		// pause; a crash before it stays a failure (C3), whatever the
-		// front end, which saw its turn fail, asked for next.
-		return *p
-	}
-	if pause.Err != nil && tail.String() != "" {
-		pause.Err = fmt.Errorf("%w%s", pause.Err, tail)
-	}
-	return pause
-}
-
-// agentStopped ends the agent of a run that was stopped, and returns the
-// pause. An agent whose output had ended before the stop came may have
-// caused it (the front end stops a run whose turn failed as the agent
-// went): if it then exits on its own, ended says what the run was.
-func (r *Run) agentStopped(proc hosts.Process, exited <-chan int, ended func(code int) (builtins.PauseInfo, bool)) (builtins.PauseInfo, bool) {
-	if r.agentEnded.Load() {
-		select {
-		case code := <-exited:
-			if p, crashed := ended(code); crashed {
-				return p, true
-			}
-			return *r.stopPause(), false
-		case <-time.After(r.opts.AgentGrace):
-		}
-	}
-	r.stopAgent(proc, exited)
-	return *r.stopPause(), false
-}
-
-// stopAgent ends the agent: its stdin closes, then SIGTERM, then SIGKILL,
-// each after the grace period.
-func (r *Run) stopAgent(proc hosts.Process, exited <-chan int) {
-	_ = proc.Stdin().Close()
-	grace := r.opts.AgentGrace
-	select {
-	case <-exited:
-		return
-	case <-time.After(grace):
-	}
-	_ = proc.Signal("TERM")
-	select {
-	case <-exited:
-		return
-	case <-time.After(grace):
-	}
-	r.log.Warn("the agent ignored SIGTERM; killing it", "pid", proc.Pid())
-	_ = proc.Kill()
-	<-exited
-}
-
-// attach connects the agent's streams; stderr goes to the log, and its
-// last lines to tail.
-func (r *Run) attach(ctx context.Context, proc hosts.Process, host hosts.Host, tail *stderrTail) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tail.read(r.log.WithPrefix("agent"), proc.Stderr())
-	}()
-	var err error
-	if r.opts.Client != nil {
-		err = r.proxy(ctx, proc, host)
-	} else {
-		_, err = io.Copy(io.Discard, proc.Stdout())
-	}
-	<-done
-	return err
-}
-
-// stderrTail keeps the last lines of the agent's stderr, to explain a crash.
-type stderrTail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-const tailLines = 5
-
-func (t *stderrTail) read(l *log.Logger, rd io.Reader) {
-	sc := bufio.NewScanner(rd)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		l.Debug(line)
-		t.mu.Lock()
-		t.lines = append(t.lines, line)
-		if len(t.lines) > tailLines {
-			t.lines = t.lines[1:]
-		}
-		t.mu.Unlock()
-	}
-	_, _ = io.Copy(io.Discard, rd)
-}
-
-func (t *stderrTail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.lines) == 0 {
-		return ""
-	}
-	return "; its stderr ends with:\n  " + strings.Join(t.lines, "\n  ")
 }

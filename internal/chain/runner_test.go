@@ -73,7 +73,7 @@ func (c *fixture) run(opts chain.Options, stop *lifecycle.Stop) chain.Result {
 	_ = os.Remove(filepath.Join(c.dir, "started"))
 	r := chain.New(opts)
 	done := make(chan chain.Result, 1)
-	go func() { done <- r.Run(context.Background()) }()
+	go func() { done <- r.Execute(context.Background()) }()
 	if stop != nil {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
@@ -777,7 +777,7 @@ def on_session(ctx, next):
 	ctx, cancel := context.WithCancel(context.Background())
 	r := chain.New(chain.Options{Config: c.cfg, Logger: c.log, SessionID: "s", Kind: lifecycle.StartRun, AgentGrace: 200 * time.Millisecond})
 	done := make(chan chain.Result, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() { done <- r.Execute(ctx) }()
 	testsupport.Eventually(t, "the agent to start", func() bool {
 		_, err := os.Stat(filepath.Join(c.dir, "started"))
 		return err == nil

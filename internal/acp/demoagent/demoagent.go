@@ -534,7 +534,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		}
 	}()
 
-	t := &turn{a: a, s: s, sid: p.SessionId, ctx: tctx, cctx: cctx, caps: a.caps()}
+	t := &turn{updates: updates{a: a, s: s, sid: p.SessionId, ctx: tctx}, cctx: cctx, caps: a.caps()}
 	for _, b := range p.Prompt {
 		t.record(acp.UpdateUserMessage(b))
 	}

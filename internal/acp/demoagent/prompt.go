@@ -84,45 +84,51 @@ func init() {
 
 // turn is one session/prompt being processed.
 type turn struct {
-	a    *agent
-	s    *session
-	sid  acp.SessionId
-	ctx  context.Context // cancelled when the turn is cancelled
+	updates
 	cctx context.Context // for requests to the client; outlives ctx by cancelGrace
 	caps acp.ClientCapabilities
+}
+
+// updates are the session/updates of a turn: streamed to the client and
+// recorded in the session's history.
+type updates struct {
+	a   *agent
+	s   *session
+	sid acp.SessionId
+	ctx context.Context // cancelled when the turn is cancelled
 
 	delay   time.Duration // set by /slow
 	emitted bool          // an update was sent
 }
 
 // record appends an update to the session's history.
-func (t *turn) record(u acp.SessionUpdate) {
+func (up *updates) record(u acp.SessionUpdate) {
 	raw, err := json.Marshal(u)
 	if err != nil {
-		t.a.log.Error("cannot record update", "err", err)
+		up.a.log.Error("cannot record update", "err", err)
 		return
 	}
-	t.s.file.History = append(t.s.file.History, raw)
+	up.s.file.History = append(up.s.file.History, raw)
 }
 
 // send streams one session/update and records it.
-func (t *turn) send(u acp.SessionUpdate) error {
-	if t.delay > 0 {
-		if err := sleepCtx(t.ctx, t.delay); err != nil {
+func (up *updates) send(u acp.SessionUpdate) error {
+	if up.delay > 0 {
+		if err := sleepCtx(up.ctx, up.delay); err != nil {
 			return err
 		}
 	}
-	// Not t.ctx: the last updates of a cancelled turn must still go out.
-	if err := t.a.conn.SessionUpdate(t.a.runCtx, acp.SessionNotification{SessionId: t.sid, Update: u}); err != nil {
+	// Not up.ctx: the last updates of a cancelled turn must still go out.
+	if err := up.a.conn.SessionUpdate(up.a.runCtx, acp.SessionNotification{SessionId: up.sid, Update: u}); err != nil {
 		return err
 	}
-	t.emitted = true
-	t.record(u)
+	up.emitted = true
+	up.record(u)
 	return nil
 }
 
-func (t *turn) message(text string) error {
-	return t.send(acp.UpdateAgentMessageText(text))
+func (up *updates) message(text string) error {
+	return up.send(acp.UpdateAgentMessageText(text))
 }
 
 func (t *turn) cancelled() bool { return t.ctx.Err() != nil }
@@ -251,9 +257,9 @@ func (t *turn) abs(p string) string {
 	return filepath.Join(t.s.file.Cwd, p)
 }
 
-func (t *turn) nextToolCallID() acp.ToolCallId {
-	n := t.s.file.NextToolCall
-	t.s.file.NextToolCall++
+func (up *updates) nextToolCallID() acp.ToolCallId {
+	n := up.s.file.NextToolCall
+	up.s.file.NextToolCall++
 	return acp.ToolCallId("call-" + strconv.Itoa(n))
 }
 

@@ -12,37 +12,37 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 )
 
-func (c *conn) write(raw []byte) { c.wrote(c.out.Write(raw)) }
+func (w *clientWriter) write(raw []byte) { w.wrote(w.out.Write(raw)) }
 
 // forward writes a message of a run to the client, without a copy when it
 // is a line as the run's output was read.
-func (c *conn) forward(m *acp.Message) { c.wrote(c.out.WriteMessage(m, c.pace)) }
+func (w *clientWriter) forward(m *acp.Message) { w.wrote(w.out.WriteMessage(m, w.pace)) }
 
-func (c *conn) wrote(err error) {
+func (w *clientWriter) wrote(err error) {
 	if err != nil {
-		if !c.broken {
-			c.log.Warn("writing to the client failed", "err", err)
+		if !w.broken {
+			w.log.Warn("writing to the client failed", "err", err)
 		}
-		c.broken = true
+		w.broken = true
 	}
 }
 
-func (c *conn) reply(id []byte, result []byte) { c.write(acp.NewResponse(id, result)) }
+func (w *clientWriter) reply(id []byte, result []byte) { w.write(acp.NewResponse(id, result)) }
 
-func (c *conn) replyError(id []byte, code int, msg string, data any) {
+func (w *clientWriter) replyError(id []byte, code int, msg string, data any) {
 	var raw []byte
 	if data != nil {
 		raw, _ = json.Marshal(data)
 	}
-	c.write(acp.NewErrorResponse(id, code, msg, raw))
+	w.write(acp.NewErrorResponse(id, code, msg, raw))
 }
 
-func (c *conn) notFound(m *acp.Message, id, reason string) {
+func (w *clientWriter) notFound(m *acp.Message, id, reason string) {
 	if m.Kind != acp.Request {
-		c.log.Debug("dropped a notification for an unknown session", "method", m.Method, "session", id)
+		w.log.Debug("dropped a notification for an unknown session", "method", m.Method, "session", id)
 		return
 	}
-	c.replyError(m.ID, ResourceNotFound, "Resource not found", map[string]string{"sessionId": id, "reason": reason})
+	w.replyError(m.ID, ResourceNotFound, "Resource not found", map[string]string{"sessionId": id, "reason": reason})
 }
 
 // maxBatch bounds the messages of a run handled as one event.
@@ -104,7 +104,7 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 			sess.agentReq = map[string][]byte{}
 		}
 		sess.agentReq[acp.IDKey(m.ID)] = front
-		c.forward(c.withSession(sess, m).WithID(front))
+		c.forward(sess.withSession(m).WithID(front))
 	case acp.Notification:
 		// Nothing of a notification is kept: its block may be read into
 		// again once it is written.
@@ -131,17 +131,17 @@ func (c *conn) fromRun(sess *session, r Run, m *acp.Message) {
 // forwardWithSession writes a message of a run to the client with the
 // blaise session id in its params: of a line as the run's output was read,
 // only the id is copied.
-func (c *conn) forwardWithSession(sess *session, m *acp.Message) {
+func (w *clientWriter) forwardWithSession(sess *session, m *acp.Message) {
 	// Where the id is, the run's reader found while it checked the line.
 	old := m.SessionID()
 	if !otherString(old, sess.id) {
-		c.forward(m)
+		w.forward(m)
 		return
 	}
 	if sess.quotedID == nil {
 		sess.quotedID = quote(sess.id)
 	}
-	c.wrote(c.out.WriteReplacing(m, old, sess.quotedID, c.pace))
+	w.wrote(w.out.WriteReplacing(m, old, sess.quotedID, w.pace))
 }
 
 // agentStoppedMessage is how a session process answers the requests its
@@ -158,7 +158,7 @@ func agentStopped(m *acp.Message) bool {
 }
 
 // withSession rewrites the agent's session id in params to the blaise id.
-func (c *conn) withSession(sess *session, m *acp.Message) *acp.Message {
+func (sess *session) withSession(m *acp.Message) *acp.Message {
 	if params, ok := withString(m.Params, "sessionId", sess.id); ok {
 		return m.WithParams(params)
 	}

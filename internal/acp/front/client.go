@@ -190,7 +190,7 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 		c.resume(sess)
 		return
 	}
-	if (m.Method == "session/cancel" || m.Method == "session/close") && sess.phase == ready && c.stopping(sess) {
+	if (m.Method == "session/cancel" || m.Method == "session/close") && sess.phase == ready && c.srv.stopping(sess) {
 		sess.phase = draining
 	}
 	if sess.phase != ready {
@@ -200,7 +200,7 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 			// stopping run is told too, as far as it still listens.
 			c.cancelQueued(sess)
 			if sess.phase == draining && len(sess.pending) > 0 {
-				_ = sess.run.Send(c.toAgent(sess, m))
+				_ = sess.run.Send(sess.toAgent(m))
 			}
 			return
 		case m.Method == "session/close" && m.Kind == acp.Request && sess.phase == draining:
@@ -212,11 +212,11 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 }
 
 // cancelQueued answers the session's queued prompts as cancelled.
-func (c *conn) cancelQueued(sess *session) {
+func (w *clientWriter) cancelQueued(sess *session) {
 	q := sess.queue[:0]
 	for _, m := range sess.queue {
 		if m.Kind == acp.Request && m.Method == "session/prompt" {
-			c.reply(m.ID, []byte(`{"stopReason":"cancelled"}`))
+			w.reply(m.ID, []byte(`{"stopReason":"cancelled"}`))
 			continue
 		}
 		q = append(q, m)
@@ -325,14 +325,14 @@ type holder struct {
 
 // clientName is the client's name from its initialize (clientInfo), or
 // what stands for it.
-func (c *conn) clientName() string {
+func (g *greeting) clientName() string {
 	var p struct {
 		ClientInfo *struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
 		} `json:"clientInfo"`
 	}
-	if json.Unmarshal(c.initParams, &p) != nil || p.ClientInfo == nil || p.ClientInfo.Name == "" {
+	if json.Unmarshal(g.initParams, &p) != nil || p.ClientInfo == nil || p.ClientInfo.Name == "" {
 		return "an ACP client that gave no name (`run --server` gives none)"
 	}
 	return strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
@@ -356,7 +356,7 @@ func inUse(rec *lifecycle.Record) string {
 func (c *conn) deliver(sess *session, m *acp.Message) {
 	switch sess.phase {
 	case ready:
-		if c.stopping(sess) {
+		if c.srv.stopping(sess) {
 			sess.phase = draining
 			sess.queue = append(sess.queue, m)
 			return
@@ -372,13 +372,13 @@ func (c *conn) deliver(sess *session, m *acp.Message) {
 
 // stopping reports whether a stop directive went to the session's run: a
 // message sent now could be lost with the run, so it waits for the next one.
-func (c *conn) stopping(sess *session) bool {
+func (s *Server) stopping(sess *session) bool {
 	select {
 	case <-sess.run.Done():
 		return true
 	default:
 	}
-	rec, err := c.srv.Sessions.Session(sess.id)
+	rec, err := s.Sessions.Session(sess.id)
 	if err != nil {
 		return false
 	}
@@ -396,7 +396,7 @@ func (c *conn) send(sess *session, m *acp.Message) {
 		}
 		sess.pending[acp.IDKey(m.ID)] = pendingReq{id: m.ID, method: m.Method}
 	}
-	m = c.toAgent(sess, m)
+	m = sess.toAgent(m)
 	if err := sess.run.Send(m); err != nil {
 		// The run is ending: the message waits for the next one.
 		c.log.Debug("the session's run is gone; the message waits for the next run", "session", sess.id, "method", m.Method, "err", err)
@@ -409,7 +409,7 @@ func (c *conn) send(sess *session, m *acp.Message) {
 }
 
 // toAgent rewrites the session id in a client message to the agent's.
-func (c *conn) toAgent(sess *session, m *acp.Message) *acp.Message {
+func (sess *session) toAgent(m *acp.Message) *acp.Message {
 	if sess.acpID != "" {
 		if params, ok := withString(m.Params, "sessionId", sess.acpID); ok {
 			return m.WithParams(params)
@@ -419,7 +419,7 @@ func (c *conn) toAgent(sess *session, m *acp.Message) *acp.Message {
 }
 
 // failQueue answers the session's queued requests with an error.
-func (c *conn) failQueue(sess *session, code int, msg, reason string) {
+func (w *clientWriter) failQueue(sess *session, code int, msg, reason string) {
 	sess.setup = nil
 	data := map[string]string{"reason": reason}
 	if sess.id != "" {
@@ -427,7 +427,7 @@ func (c *conn) failQueue(sess *session, code int, msg, reason string) {
 	}
 	for _, q := range sess.queue {
 		if q.Kind == acp.Request {
-			c.replyError(q.ID, code, msg, data)
+			w.replyError(q.ID, code, msg, data)
 		}
 	}
 	sess.queue = nil

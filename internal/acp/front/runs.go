@@ -20,10 +20,10 @@ import (
 
 // handshake is what a new run gets before the client's messages: the
 // client's initialize and authenticate, answers swallowed.
-func (c *conn) handshake() []step {
-	steps := []step{{method: "initialize", params: c.initParams}}
-	if c.authParams != nil {
-		steps = append(steps, step{method: "authenticate", params: c.authParams})
+func (g *greeting) handshake() []step {
+	steps := []step{{method: "initialize", params: g.initParams}}
+	if g.authParams != nil {
+		steps = append(steps, step{method: "authenticate", params: g.authParams})
 	}
 	return steps
 }
@@ -74,7 +74,7 @@ func (c *conn) canResume(sess *session) *lifecycle.Record {
 
 // loadStep is the session/load of a transparent resume, with the cwd and
 // mcpServers the session was last opened with (its record keeps them).
-func (c *conn) loadStep(sess *session, rec *lifecycle.Record) step {
+func (g *greeting) loadStep(sess *session, rec *lifecycle.Record) step {
 	cwd := rec.CWD
 	if cwd == "" {
 		cwd, _ = os.Getwd()
@@ -87,7 +87,7 @@ func (c *conn) loadStep(sess *session, rec *lifecycle.Record) step {
 	}
 	params := []byte(`{"sessionId":` + string(quote(sess.acpID)) + `,"cwd":` + string(quote(cwd)) + `,"mcpServers":` + mcp.String() + `}`)
 	method := "session/load"
-	if !c.agentCan("loadSession") && c.agentCan("sessionCapabilities", "resume") {
+	if !g.agentCan("loadSession") && g.agentCan("sessionCapabilities", "resume") {
 		method = "session/resume"
 	}
 	return step{method: method, params: params, swallow: true}
@@ -96,10 +96,10 @@ func (c *conn) loadStep(sess *session, rec *lifecycle.Record) step {
 // agentCan reports whether the agent's last known initialize result (with
 // none, what the client was told) has the capability at path under
 // agentCapabilities (true, or an object).
-func (c *conn) agentCan(path ...string) bool {
-	init := c.agentInit
+func (g *greeting) agentCan(path ...string) bool {
+	init := g.agentInit
 	if init == nil {
-		init = c.told
+		init = g.told
 	}
 	v := memberValue(init, "agentCapabilities")
 	for _, k := range path {

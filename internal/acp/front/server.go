@@ -104,15 +104,14 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a Learn still under way
 	c := &conn{
-		ctx:       ctx,
-		srv:       s,
-		log:       logger,
-		out:       acp.NewWriter(s.Out),
-		pace:      acp.Behind,
-		events:    make(chan event, 64),
-		quit:      make(chan struct{}),
-		sessions:  map[string]*session{},
-		frontReqs: map[string]frontReq{},
+		ctx:          ctx,
+		srv:          s,
+		log:          logger,
+		clientWriter: clientWriter{log: logger, out: acp.NewWriter(s.Out), pace: acp.Behind},
+		events:       make(chan event, 64),
+		quit:         make(chan struct{}),
+		sessionTable: sessionTable{sessions: map[string]*session{}},
+		frontReqs:    map[string]frontReq{},
 	}
 	defer close(c.quit)
 	client := acp.ReadMessages(acp.NewReader(s.In, s.MaxLine), logger, nil)
@@ -244,23 +243,12 @@ type conn struct {
 	ctx context.Context // ends when Run returns
 	srv *Server
 	log *log.Logger
-	out *acp.Writer
-	// pace of what is written to the client: Behind, so that the
-	// connection never waits on the client; WithNext within a batch of a
-	// run's messages.
-	pace   acp.Pace
+	clientWriter
 	events chan event
 	quit   chan struct{}
 
-	sessions map[string]*session // by blaise id
-	opening  []*session          // sessions whose first run is launching
-	last     *session            // the session the client addressed last
-
-	initParams []byte   // the client's initialize params, once answered
-	told       []byte   // the initialize result the client got; nil while it is learned
-	initIDs    [][]byte // the initialize requests waiting for it
-	agentInit  []byte   // the agent's last initialize result known, nil if none
-	authParams []byte   // the client's last authenticate
+	sessionTable
+	greeting
 
 	frontReqs map[string]frontReq // by IDKey of the front id
 	nextFront int64
@@ -271,8 +259,36 @@ type conn struct {
 	gone    string // why, for the requests that will not be answered
 	// force: stop every run now, answered or not (the client's output is
 	// broken, or the shutdown took too long).
-	force  bool
+	force bool
+}
+
+// clientWriter writes to the client: the front end's own answers and the
+// messages of the sessions' runs.
+type clientWriter struct {
+	log *log.Logger
+	out *acp.Writer
+	// pace of what is written to the client: Behind, so that the
+	// connection never waits on the client; WithNext within a batch of a
+	// run's messages.
+	pace   acp.Pace
 	broken bool // writing to the client failed
+}
+
+// sessionTable is the sessions of the connection.
+type sessionTable struct {
+	sessions map[string]*session // by blaise id
+	opening  []*session          // sessions whose first run is launching
+	last     *session            // the session the client addressed last
+}
+
+// greeting is what the client and the agent said at initialize and
+// authenticate, which the handshake of every run repeats.
+type greeting struct {
+	initParams []byte   // the client's initialize params, once answered
+	told       []byte   // the initialize result the client got; nil while it is learned
+	initIDs    [][]byte // the initialize requests waiting for it
+	agentInit  []byte   // the agent's last initialize result known, nil if none
+	authParams []byte   // the client's last authenticate
 }
 
 func (c *conn) post(ev event) {
@@ -314,10 +330,10 @@ func (c *conn) handle(ev event) {
 	}
 }
 
-func (c *conn) allSessions() []*session {
-	all := make([]*session, 0, len(c.sessions)+len(c.opening))
-	for _, s := range c.sessions {
+func (t *sessionTable) allSessions() []*session {
+	all := make([]*session, 0, len(t.sessions)+len(t.opening))
+	for _, s := range t.sessions {
 		all = append(all, s)
 	}
-	return append(all, c.opening...)
+	return append(all, t.opening...)
 }

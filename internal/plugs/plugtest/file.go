@@ -144,11 +144,38 @@ func Parse(path string) (*File, error) {
 
 		Persisted: map[string][]byte{},
 	}
-	errAt := func(line int, format string, args ...any) error {
-		return &ErrorAt{File: path, Line: line, Msg: fmt.Sprintf(format, args...)}
+	config, failsLine, err := f.parseDirectives()
+	if err != nil {
+		return nil, err
 	}
-	config := ""
-	failsLine := 0
+	runs, err := f.parseSections()
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkRuns(runs, failsLine); err != nil {
+		return nil, err
+	}
+	switch {
+	case config != "" && f.Inline["blaise.star"] != nil:
+		return nil, f.errAt(1, "#config names a configuration, and the test has its own blaise.star: keep one")
+	case config != "":
+		f.Config = filepath.Join(dir, config)
+	case f.Inline["blaise.star"] != nil:
+		// Written to the work directory when the test runs.
+	default:
+		f.Config = filepath.Join(dir, "blaise.star")
+	}
+	return f, nil
+}
+
+// errAt is a mistake at line of the file.
+func (f *File) errAt(line int, format string, args ...any) error {
+	return &ErrorAt{File: f.Path, Line: line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// parseDirectives reads the #config, #mask and #fails lines of the file's
+// comment: config is #config's path, failsLine the line of #fails.
+func (f *File) parseDirectives() (config string, failsLine int, err error) {
 	for i, line := range strings.Split(string(f.Archive.Comment), "\n") {
 		m := directive.FindStringSubmatch(line)
 		if m == nil {
@@ -160,7 +187,7 @@ func Parse(path string) (*File, error) {
 		case "mask":
 			mask, err := parseMask(m[2])
 			if err != nil {
-				return nil, errAt(i+1, "#mask: %v", err)
+				return "", 0, f.errAt(i+1, "#mask: %v", err)
 			}
 			f.Masks = append(f.Masks, mask)
 		case "fails":
@@ -168,29 +195,34 @@ func Parse(path string) (*File, error) {
 			for _, name := range strings.FieldsFunc(m[2], func(r rune) bool { return r == ' ' || r == ',' }) {
 				sub := runSection.FindStringSubmatch(name)
 				if sub == nil {
-					return nil, errAt(i+1, "#fails: want the runs that fail, as run1 run2 …, got %q", name)
+					return "", 0, f.errAt(i+1, "#fails: want the runs that fail, as run1 run2 …, got %q", name)
 				}
 				n, _ := strconv.Atoi(sub[1])
 				f.Fails[n] = true
 			}
 			if len(f.Fails) == 0 {
-				return nil, errAt(i+1, "#fails: name the runs that fail, as run1 run2 …")
+				return "", 0, f.errAt(i+1, "#fails: name the runs that fail, as run1 run2 …")
 			}
 		default:
-			return nil, errAt(i+1, "unknown directive #%s (want #config, #mask or #fails)", m[1])
+			return "", 0, f.errAt(i+1, "unknown directive #%s (want #config, #mask or #fails)", m[1])
 		}
 	}
-	runs := map[int]*Run{}
+	return config, failsLine, nil
+}
+
+// parseSections reads the file's sections; runs are the runN sections by N.
+func (f *File) parseSections() (runs map[int]*Run, err error) {
+	runs = map[int]*Run{}
 	for _, s := range f.Archive.Files {
 		line := f.SectionLine(s.Name)
 		switch name := s.Name; {
 		case wantSection.MatchString(name):
 			f.Want[name] = s.Data
 		case strings.HasPrefix(name, "want/"):
-			return nil, errAt(line, "unknown golden section %q (want want/runN/KIND, KIND one of %s)", name, strings.Join(Kinds, ", "))
+			return nil, f.errAt(line, "unknown golden section %q (want want/runN/KIND, KIND one of %s)", name, strings.Join(Kinds, ", "))
 		case runSection.MatchString(name):
 			n, _ := strconv.Atoi(runSection.FindStringSubmatch(name)[1])
-			r, err := parseRun(path, n, line, s.Data)
+			r, err := parseRun(f.Path, n, line, s.Data)
 			if err != nil {
 				return nil, err
 			}
@@ -202,7 +234,7 @@ func Parse(path string) (*File, error) {
 					continue
 				}
 				if !envLine.MatchString(l) {
-					return nil, errAt(line+i, "env: want NAME=VALUE, got %q", l)
+					return nil, f.errAt(line+i, "env: want NAME=VALUE, got %q", l)
 				}
 				f.Env = append(f.Env, l)
 			}
@@ -211,32 +243,38 @@ func Parse(path string) (*File, error) {
 		case strings.HasPrefix(name, "persisted/"):
 			id := strings.TrimPrefix(name, "persisted/")
 			if err := lifecycle.CheckID("plug", id); err != nil {
-				return nil, errAt(line, "%s: %v", name, err)
+				return nil, f.errAt(line, "%s: %v", name, err)
 			}
 			if !json.Valid(s.Data) {
-				return nil, errAt(line, "%s: want the JSON value the plug stored, got %q", name, strings.TrimSpace(string(s.Data)))
+				return nil, f.errAt(line, "%s: want the JSON value the plug stored, got %q", name, strings.TrimSpace(string(s.Data)))
 			}
 			f.Persisted[id] = bytes.TrimSpace(s.Data)
 		case strings.HasPrefix(name, "files/"):
 			rel, err := relPath(strings.TrimPrefix(name, "files/"))
 			if err != nil {
-				return nil, errAt(line, "%s: %v", name, err)
+				return nil, f.errAt(line, "%s: %v", name, err)
 			}
 			f.Seed[rel] = s.Data
 		case strings.HasSuffix(name, ".star"):
 			rel, err := relPath(name)
 			if err != nil {
-				return nil, errAt(line, "%s: %v", name, err)
+				return nil, f.errAt(line, "%s: %v", name, err)
 			}
 			f.Inline[rel] = s.Data
 		default:
-			return nil, errAt(line, "unknown section %q (want env, setup, files/PATH, persisted/ID, a .star file, runN or want/runN/KIND)", name)
+			return nil, f.errAt(line, "unknown section %q (want env, setup, files/PATH, persisted/ID, a .star file, runN or want/runN/KIND)", name)
 		}
 	}
+	return runs, nil
+}
+
+// checkRuns sets f.Runs from runs, checking their numbers, and the runs
+// #fails (at failsLine) and the golden sections name.
+func (f *File) checkRuns(runs map[int]*Run, failsLine int) error {
 	for n := 1; n <= len(runs); n++ {
 		r, ok := runs[n]
 		if !ok {
-			return nil, errAt(1, "runs must be numbered run1, run2, … without gaps: run%d is missing", n)
+			return f.errAt(1, "runs must be numbered run1, run2, … without gaps: run%d is missing", n)
 		}
 		f.Runs = append(f.Runs, r)
 	}
@@ -244,34 +282,24 @@ func Parse(path string) (*File, error) {
 		if len(r.Actions) > 0 && leadingDos(r.Actions) == len(r.Actions) {
 			// Action runs are not runs of the session: the numbers of
 			// the runs after it would not be the session's.
-			return nil, errAt(r.Line, "run%d has only do lines: only the last run may; put them at the start of the next run", r.Number)
+			return f.errAt(r.Line, "run%d has only do lines: only the last run may; put them at the start of the next run", r.Number)
 		}
 	}
 	if len(f.Runs) == 0 {
-		return nil, errAt(1, "no run: add a run1 section")
+		return f.errAt(1, "no run: add a run1 section")
 	}
 	for n := range f.Fails {
 		if n > len(f.Runs) {
-			return nil, errAt(failsLine, "#fails: the test has no run%d", n)
+			return f.errAt(failsLine, "#fails: the test has no run%d", n)
 		}
 	}
 	for name := range f.Want {
 		n, _ := strconv.Atoi(wantSection.FindStringSubmatch(name)[1])
 		if n > len(f.Runs) {
-			return nil, errAt(f.SectionLine(name), "%s: the test has no run%d", name, n)
+			return f.errAt(f.SectionLine(name), "%s: the test has no run%d", name, n)
 		}
 	}
-	switch {
-	case config != "" && f.Inline["blaise.star"] != nil:
-		return nil, errAt(1, "#config names a configuration, and the test has its own blaise.star: keep one")
-	case config != "":
-		f.Config = filepath.Join(dir, config)
-	case f.Inline["blaise.star"] != nil:
-		// Written to the work directory when the test runs.
-	default:
-		f.Config = filepath.Join(dir, "blaise.star")
-	}
-	return f, nil
+	return nil
 }
 
 // parseMask reads the NAME=REGEXP of a #mask directive.
@@ -329,50 +357,60 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 		verb, arg, _ := strings.Cut(strings.TrimSpace(raw), " ")
 		arg = strings.TrimSpace(arg)
 		a := Action{Line: line, Verb: verb, Arg: arg}
-		bad := func(want string) error {
-			return &ErrorAt{path, line, fmt.Sprintf("%s: want %s, got %q", verb, want, raw)}
-		}
-		switch verb {
-		case "prompt":
-			if arg == "" {
-				return nil, bad("prompt TEXT")
-			}
-		case "cancel":
-			if len(r.Actions) == 0 || r.Actions[len(r.Actions)-1].Verb != "prompt" {
-				return nil, &ErrorAt{path, line, "cancel cancels the turn of the prompt before it: put it right after a prompt"}
-			}
-		case "answer":
-			if arg != "allow" && arg != "deny" && arg != "cancel" {
-				return nil, bad("answer allow|deny|cancel")
-			}
-		case "stop":
-			reason, rest, _ := strings.Cut(arg, " ")
-			if !slices.Contains(lifecycle.StopReasons, lifecycle.Reason(reason)) || rest != "" && rest != "may_resume" {
-				return nil, bad("stop REASON [may_resume], REASON one of " + lifecycle.ReasonList(lifecycle.StopReasons))
-			}
-		case "end":
-			if arg != "" {
-				return nil, bad("end")
-			}
-		case "do":
-			if arg == "" {
-				return nil, bad("do ACTION [ARGS]")
-			}
-			if n := len(r.Actions); n > 0 && r.Actions[n-1].Verb != "do" {
-				return nil, &ErrorAt{path, line, "do comes first in a run: the actions run on the paused session before the run starts"}
-			}
-		default:
-			return nil, &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop, end or do)", verb)}
-		}
-		if n := len(r.Actions); n > 0 && isLast(r.Actions[n-1].Verb) {
-			return nil, &ErrorAt{path, line, fmt.Sprintf("%s after the run was stopped: stop and end come last", verb)}
-		}
-		if n := len(r.Actions); n > 0 && r.Actions[n-1].Crashes() {
-			return nil, &ErrorAt{path, line, fmt.Sprintf("%s after the agent crashed (/exit at line %d): the run ends by itself there", verb, r.Actions[n-1].Line)}
+		if err := checkAction(path, r.Actions, a, raw); err != nil {
+			return nil, err
 		}
 		r.Actions = append(r.Actions, a)
 	}
 	return r, nil
+}
+
+// checkAction checks the action a of a run, on line raw, after the
+// actions prev.
+func checkAction(path string, prev []Action, a Action, raw string) error {
+	line, verb, arg := a.Line, a.Verb, a.Arg
+	bad := func(want string) error {
+		return &ErrorAt{path, line, fmt.Sprintf("%s: want %s, got %q", verb, want, raw)}
+	}
+	switch verb {
+	case "prompt":
+		if arg == "" {
+			return bad("prompt TEXT")
+		}
+	case "cancel":
+		if len(prev) == 0 || prev[len(prev)-1].Verb != "prompt" {
+			return &ErrorAt{path, line, "cancel cancels the turn of the prompt before it: put it right after a prompt"}
+		}
+	case "answer":
+		if arg != "allow" && arg != "deny" && arg != "cancel" {
+			return bad("answer allow|deny|cancel")
+		}
+	case "stop":
+		reason, rest, _ := strings.Cut(arg, " ")
+		if !slices.Contains(lifecycle.StopReasons, lifecycle.Reason(reason)) || rest != "" && rest != "may_resume" {
+			return bad("stop REASON [may_resume], REASON one of " + lifecycle.ReasonList(lifecycle.StopReasons))
+		}
+	case "end":
+		if arg != "" {
+			return bad("end")
+		}
+	case "do":
+		if arg == "" {
+			return bad("do ACTION [ARGS]")
+		}
+		if n := len(prev); n > 0 && prev[n-1].Verb != "do" {
+			return &ErrorAt{path, line, "do comes first in a run: the actions run on the paused session before the run starts"}
+		}
+	default:
+		return &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop, end or do)", verb)}
+	}
+	if n := len(prev); n > 0 && isLast(prev[n-1].Verb) {
+		return &ErrorAt{path, line, fmt.Sprintf("%s after the run was stopped: stop and end come last", verb)}
+	}
+	if n := len(prev); n > 0 && prev[n-1].Crashes() {
+		return &ErrorAt{path, line, fmt.Sprintf("%s after the agent crashed (/exit at line %d): the run ends by itself there", verb, prev[n-1].Line)}
+	}
+	return nil
 }
 
 func isLast(verb string) bool { return verb == "stop" || verb == "end" }

@@ -39,9 +39,7 @@
 package sshtest
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -56,8 +54,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gofrs/flock"
 
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
@@ -304,87 +300,6 @@ func quoteConfig(words []string) []string {
 	return q
 }
 
-// makeNamespace creates the namespace and the veth pair between it and the
-// runner, with the first free /30 of 10.123.0.0/16.
-func (s *Server) makeNamespace(n int64) error {
-	if os.Geteuid() != 0 {
-		return errors.New("not root: ip netns needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return err
-	}
-	// Another test process may be choosing a subnet at the same time.
-	lock := flock.New(filepath.Join(os.TempDir(), "blaise-sshtest.lock"))
-	if err := lock.Lock(); err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	defer lock.Unlock()
-
-	runnerIP, nsIP, err := freeSubnet()
-	if err != nil {
-		return err
-	}
-	name := fmt.Sprintf("%s%d-%d", nsPrefix, os.Getpid(), n)
-	if err := ip("netns", "add", name); err != nil {
-		return err
-	}
-	s.Namespace = name
-	veth := fmt.Sprintf("%s%dn%d", vethPrefix, os.Getpid(), n) // at most 15 bytes, the kernel's limit
-	// The peer is created inside the namespace, so deleting the namespace
-	// deletes the pair: nothing is left in the runner's namespace.
-	steps := [][]string{
-		{"link", "add", veth, "type", "veth", "peer", "name", nsIface, "netns", name},
-		{"addr", "add", runnerIP + "/30", "dev", veth},
-		{"link", "set", veth, "up"},
-		{"-n", name, "addr", "add", nsIP + "/30", "dev", nsIface},
-		{"-n", name, "link", "set", nsIface, "up"},
-		{"-n", name, "link", "set", "lo", "up"},
-	}
-	for _, step := range steps {
-		if err := ip(step...); err != nil {
-			s.removeNamespace()
-			return err
-		}
-	}
-	s.st.veth = veth
-	s.InNamespace, s.Addr, s.Port = true, nsIP, nsPort
-	return nil
-}
-
-// freeSubnet returns the two addresses of the first /30 in 10.123.0.0/16
-// that overlaps no address of the runner's interfaces.
-func freeSubnet() (runnerIP, nsIP string, err error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return "", "", fmt.Errorf("interface addresses: %w", err)
-	}
-	for i := 0; i < 1<<14; i++ {
-		base := make(net.IP, 4)
-		copy(base, subnetBase)
-		base[2], base[3] = byte(i>>6), byte(i&63)<<2
-		subnet := &net.IPNet{IP: base, Mask: net.CIDRMask(30, 32)}
-		if overlaps(subnet, addrs) {
-			continue
-		}
-		r, n := make(net.IP, 4), make(net.IP, 4)
-		copy(r, base)
-		copy(n, base)
-		r[3]++
-		n[3] += 2
-		return r.String(), n.String(), nil
-	}
-	return "", "", errors.New("no free /30 in 10.123.0.0/16")
-}
-
-func overlaps(subnet *net.IPNet, addrs []net.Addr) bool {
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && (n.Contains(subnet.IP) || subnet.Contains(n.IP)) {
-			return true
-		}
-	}
-	return false
-}
-
 // startSSHD starts sshd and waits until it accepts a session.
 func (s *Server) startSSHD(sshd, cfgFile string, wrap []string) error {
 	st := s.st
@@ -522,169 +437,6 @@ func (s *Server) cleanup() {
 	if t.Failed() && s.st.started {
 		t.Logf("sshtest: sshd's log:\n%s", s.st.log.String())
 	}
-}
-
-// killAll kills sshd, its sessions and what they started: sshd's
-// descendants, the processes carrying this server's marker (those that
-// outlived their session) and, in a namespace, every process in it.
-// sshd's own processes cannot be found by the marker: they overwrite their
-// environment with their process title.
-func (s *Server) killAll() {
-	marker := envMarker + "=" + s.st.id
-	killProcs(func() []int {
-		pids := markedPids(func(m string) bool { return m == marker })
-		if s.Pid != 0 {
-			pids = append(pids, descendants(s.Pid)...)
-		}
-		if s.Namespace != "" {
-			pids = append(pids, nsPids(s.Namespace)...)
-		}
-		return pids
-	})
-}
-
-// descendants returns root and the processes below it.
-func descendants(root int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid …", where comm may hold spaces and parentheses.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	pids := []int{root}
-	for i := 0; i < len(pids); i++ {
-		pids = append(pids, children[pids[i]]...)
-	}
-	return pids
-}
-
-// removeNamespace removes the namespace and the veth pair. The kernel
-// destroys a deleted namespace, and the pair with it, asynchronously, so
-// the pair is deleted first.
-func (s *Server) removeNamespace() error {
-	killProcs(func() []int { return nsPids(s.Namespace) })
-	if s.st.veth != "" {
-		if err := ip("link", "del", s.st.veth); err != nil {
-			return err
-		}
-	}
-	return ip("netns", "del", s.Namespace)
-}
-
-// killProcs stops the processes list returns until it returns no new ones
-// (so none can fork unseen), then kills them all.
-func killProcs(list func() []int) {
-	stopped := map[int]bool{}
-	for {
-		fresh := false
-		for _, pid := range list() {
-			if !stopped[pid] && pid != os.Getpid() {
-				syscall.Kill(pid, syscall.SIGSTOP)
-				stopped[pid], fresh = true, true
-			}
-		}
-		if !fresh {
-			break
-		}
-	}
-	for pid := range stopped {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
-// markedPids returns the processes whose envMarker value satisfies match.
-// Processes whose environment cannot be read (other users') are skipped.
-func markedPids(match func(marker string) bool) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if strings.HasPrefix(kv, envMarker+"=") && match(kv) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
-
-func nsPids(ns string) []int {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// staleID matches what follows a prefix in the names of namespaces and
-// veth pairs and in markers: the creator's pid, "-" or "n", a number.
-var staleID = regexp.MustCompile(`^([0-9]+)[-n][0-9]+$`)
-
-// removeStale removes what test processes killed before their cleanup left:
-// namespaces, veth pairs and marked processes whose creator is dead.
-func removeStale() {
-	deadCreator := func(id string) bool {
-		m := staleID.FindStringSubmatch(id)
-		if m == nil {
-			return false
-		}
-		pid, err := strconv.Atoi(m[1])
-		// This process makes nothing before removeStale returns: what
-		// carries its pid was left by an earlier process with that pid.
-		return err == nil && pid > 0 && (pid == os.Getpid() || syscall.Kill(pid, 0) == syscall.ESRCH)
-	}
-	killProcs(func() []int {
-		return markedPids(func(m string) bool { return deadCreator(strings.TrimPrefix(m, envMarker+"=")) })
-	})
-	entries, _ := os.ReadDir("/run/netns")
-	for _, e := range entries {
-		if id, ok := strings.CutPrefix(e.Name(), nsPrefix); ok && deadCreator(id) {
-			s := &Server{Namespace: e.Name(), st: &state{}}
-			s.removeNamespace()
-		}
-	}
-	links, _ := net.Interfaces()
-	for _, l := range links {
-		if id, ok := strings.CutPrefix(l.Name, vethPrefix); ok && deadCreator(id) {
-			ip("link", "del", l.Name)
-		}
-	}
-}
-
-// ip runs the ip command with args.
-func ip(args ...string) error {
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 func freePort(t testing.TB) int {
