@@ -34,7 +34,12 @@ type lifetime struct {
 	Selected bool
 }
 
-func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request, u user) {
+// agentPages serve the agents and their settings.
+type agentPages struct {
+	*site
+}
+
+func (d *agentPages) agents(w http.ResponseWriter, r *http.Request, u user) {
 	as, err := d.Store.Agents()
 	if err != nil {
 		d.serverError(w, u, "listing agents", err)
@@ -45,7 +50,7 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request, u user) {
 	d.render(w, http.StatusOK, "agents.html", p)
 }
 
-func (d *Dashboard) agentPage(w http.ResponseWriter, u user, status int, a *sqlstore.Agent, problem, notice string) {
+func (d *agentPages) agentPage(w http.ResponseWriter, u user, status int, a *sqlstore.Agent, problem, notice string) {
 	max, err := engine.MaxPausedLifetime()
 	if err != nil {
 		d.serverError(w, u, "the operator's maximum paused lifetime", err)
@@ -85,7 +90,7 @@ func offered(max, stored time.Duration) []time.Duration {
 	return ls
 }
 
-func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
+func (d *agentPages) agent(w http.ResponseWriter, r *http.Request, u user) {
 	a, err := d.Store.Agent(r.PathValue("name"))
 	if err != nil {
 		d.serverError(w, u, "agent", err)
@@ -102,7 +107,7 @@ func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
 // paused lifetime, or, for a value not on offer, says why and changes
 // nothing. A field left as the page showed it (its "was_" field) is not
 // written: the stored value stays, even one changed meanwhile.
-func (d *Dashboard) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
+func (d *agentPages) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 	name := r.PathValue("name")
 	a, err := d.Store.Agent(name)
 	if err != nil {

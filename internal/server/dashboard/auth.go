@@ -9,21 +9,24 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
-func (d *Dashboard) ttl() time.Duration {
+// signInPages serve the setup of the first admin, signing in and signing
+// out.
+type signInPages struct {
+	*site
+	// SignInTTL and SignInFailed: the Dashboard's.
+	SignInTTL    time.Duration
+	SignInFailed func()
+	limit        *signInLimit
+}
+
+func (d *signInPages) ttl() time.Duration {
 	if d.SignInTTL > 0 {
 		return d.SignInTTL
 	}
 	return DefaultSignInTTL
 }
 
-// setCookie sets the sign-in cookie: HttpOnly, SameSite=Lax, Secure when
-// the request came over TLS.
-func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
-}
-
-func (d *Dashboard) setupPage(w http.ResponseWriter, r *http.Request) {
+func (d *signInPages) setupPage(w http.ResponseWriter, r *http.Request) {
 	if has, err := d.Store.HasUsers(); err != nil || has {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
@@ -33,7 +36,7 @@ func (d *Dashboard) setupPage(w http.ResponseWriter, r *http.Request) {
 
 // setup spends the setup token `serve` printed on the first admin, and
 // signs them in.
-func (d *Dashboard) setup(w http.ResponseWriter, r *http.Request) {
+func (d *signInPages) setup(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
 	if err := d.limit.hash(r.Context(), func() error {
@@ -47,7 +50,7 @@ func (d *Dashboard) setup(w http.ResponseWriter, r *http.Request) {
 	d.signInAs(w, r, name, password)
 }
 
-func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
+func (d *signInPages) signInPage(w http.ResponseWriter, r *http.Request) {
 	if has, err := d.Store.HasUsers(); err == nil && !has {
 		http.Redirect(w, r, "/setup", http.StatusSeeOther)
 		return
@@ -59,7 +62,7 @@ func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, http.StatusOK, "signin.html", p)
 }
 
-func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
+func (d *signInPages) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	d.signInAs(w, r, r.PostFormValue("name"), r.PostFormValue("password"))
 }
@@ -67,7 +70,7 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 // signInAs signs in as name, within the limits on guessing: a user or
 // address with too many failures is refused before its password is
 // checked, and each failure is logged with the address.
-func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, password string) {
+func (d *signInPages) signInAs(w http.ResponseWriter, r *http.Request, name, password string) {
 	addr := address(r)
 	if why, wait := d.limit.refused(name, addr); why != "" {
 		d.log().Warn("dashboard: sign-in refused: too many failures", "user", name, "address", addr)
@@ -106,7 +109,7 @@ func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, passw
 	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
 }
 
-func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request, u user) {
+func (d *signInPages) signOut(w http.ResponseWriter, r *http.Request, u user) {
 	if err := d.Store.SignOut(u.token); err != nil {
 		d.serverError(w, u, "signing out", err)
 		return

@@ -21,7 +21,7 @@ type confirmation struct {
 
 // confirmed reports whether the request confirms its action; if it does
 // not, it shows the confirmation page instead.
-func (d *Dashboard) confirmed(w http.ResponseWriter, r *http.Request, u user, c confirmation) bool {
+func (d *site) confirmed(w http.ResponseWriter, r *http.Request, u user, c confirmation) bool {
 	if r.PostFormValue(confirmField) == "yes" {
 		return true
 	}

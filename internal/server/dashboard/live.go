@@ -34,7 +34,7 @@ const (
 // as server-sent events: the whole of it, then what is added, until the
 // browser leaves or the server stops; and the session's activity each
 // time it changes, and its record each time that changes.
-func (d *Dashboard) follow(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")

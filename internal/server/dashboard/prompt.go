@@ -12,7 +12,7 @@ import (
 // through the dashboard's ACP client (a paused one resumes, L6), and
 // shows the session's page, whose transcript follows the answer. A prompt
 // that does not reach the session's run says why, and changes nothing.
-func (d *Dashboard) promptSession(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionPages) promptSession(w http.ResponseWriter, r *http.Request, u user) {
 	id, text := r.PathValue("id"), r.PostFormValue("text")
 	notSent := func(why string) {
 		d.sessionView(w, u, http.StatusConflict, id, "Nothing was sent: "+why, "", text)
@@ -40,7 +40,7 @@ func (d *Dashboard) promptSession(w http.ResponseWriter, r *http.Request, u user
 // answerPermission answers a permission request waiting on a session's
 // page with the option its button carries. A request that waits no more,
 // or an option it does not offer, says so, and changes nothing.
-func (d *Dashboard) answerPermission(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionPages) answerPermission(w http.ResponseWriter, r *http.Request, u user) {
 	id, req := r.PathValue("id"), r.PathValue("req")
 	name, err := d.client.answer(id, req, r.PostFormValue("option"))
 	if err != nil {
@@ -54,7 +54,7 @@ func (d *Dashboard) answerPermission(w http.ResponseWriter, r *http.Request, u u
 // cancelSession cancels the turn the page sent to a session (ACP
 // session/cancel): the agent stops it, and its end shows in the
 // conversation as cancelled.
-func (d *Dashboard) cancelSession(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionPages) cancelSession(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	if err := d.client.cancel(id); err != nil {
 		d.sessionView(w, u, http.StatusConflict, id, "Nothing was cancelled: "+err.Error()+".", "", "")

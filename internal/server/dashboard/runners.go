@@ -100,7 +100,15 @@ func (ms *mints) take(nonce, user string) *minted {
 	return m
 }
 
-func (d *Dashboard) runnersPage(w http.ResponseWriter, r *http.Request, u user, status int, problem string) {
+// runnerPages serve the runners and the tokens: minting registration
+// tokens, revoking runners and tokens.
+type runnerPages struct {
+	*site
+	Runners Runners
+	mints   mints
+}
+
+func (d *runnerPages) runnersPage(w http.ResponseWriter, r *http.Request, u user, status int, problem string) {
 	rs, err := d.Store.Runners()
 	if err != nil {
 		d.serverError(w, u, "listing runners", err)
@@ -155,13 +163,13 @@ func (d *Dashboard) runnersPage(w http.ResponseWriter, r *http.Request, u user, 
 	d.render(w, status, "runners.html", p)
 }
 
-func (d *Dashboard) runners(w http.ResponseWriter, r *http.Request, u user) {
+func (d *runnerPages) runners(w http.ResponseWriter, r *http.Request, u user) {
 	d.runnersPage(w, r, u, http.StatusOK, "")
 }
 
 // mintRegistration mints a registration token and redirects to the page
 // that shows it, once.
-func (d *Dashboard) mintRegistration(w http.ResponseWriter, r *http.Request, u user) {
+func (d *runnerPages) mintRegistration(w http.ResponseWriter, r *http.Request, u user) {
 	ttl, err := time.ParseDuration(r.PostFormValue("ttl"))
 	if err != nil || !slices.Contains(tokenLifetimes, ttl) {
 		d.runnersPage(w, r, u, http.StatusBadRequest, "No token minted: lifetime "+r.PostFormValue("ttl")+" is not one of 1 hour, 1 day or 7 days.")
@@ -193,7 +201,7 @@ func serverURL(r *http.Request) string {
 }
 
 // tokens are the registration tokens and the API tokens.
-func (d *Dashboard) tokens() ([]*sqlstore.Registration, []*sqlstore.APIToken, error) {
+func (d *runnerPages) tokens() ([]*sqlstore.Registration, []*sqlstore.APIToken, error) {
 	regs, err := d.Store.Registrations()
 	if err != nil {
 		return nil, nil, err
@@ -204,7 +212,7 @@ func (d *Dashboard) tokens() ([]*sqlstore.Registration, []*sqlstore.APIToken, er
 
 // revokeToken revokes an unused registration token or an API token, after
 // confirmation.
-func (d *Dashboard) revokeToken(w http.ResponseWriter, r *http.Request, u user) {
+func (d *runnerPages) revokeToken(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	regs, toks, err := d.tokens()
 	if err != nil {
@@ -243,7 +251,7 @@ func (d *Dashboard) revokeToken(w http.ResponseWriter, r *http.Request, u user) 
 	http.Redirect(w, r, "/runners?"+url.Values{"revoked_token": {id}}.Encode(), http.StatusSeeOther)
 }
 
-func (d *Dashboard) revokeRunner(w http.ResponseWriter, r *http.Request, u user) {
+func (d *runnerPages) revokeRunner(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	// The store takes a second revocation as none; the page of a person
 	// who revokes twice (a stale page) says so.

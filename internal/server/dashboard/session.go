@@ -10,6 +10,14 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
+// sessionPages serve a session's page: its record and conversation, and
+// the stream that keeps them current; its transcript; and the prompt box,
+// cancel and permission answers, which the dashboard's ACP client sends.
+type sessionPages struct {
+	*site
+	client *acpClient
+}
+
 // sessionPage is what a session's page shows.
 type sessionPage struct {
 	Record       *lifecycle.Record
@@ -46,7 +54,7 @@ var pageNotices = []struct{ query, text string }{
 // sessionDetail shows a session's record, what the dashboard's client
 // does in it, and its transcript, rendered as `sessions log` renders it:
 // what the client received, redacted as it was.
-func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionPages) sessionDetail(w http.ResponseWriter, r *http.Request, u user) {
 	notice := ""
 	for _, n := range pageNotices {
 		if r.URL.Query().Get(n.query) != "" {
@@ -59,7 +67,7 @@ func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user
 
 // sessionView renders a session's page with a problem or a notice, and
 // the prompt box's text.
-func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
+func (d *sessionPages) sessionView(w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
 	rec, err := d.Store.Session(id)
 	if errors.Is(err, lifecycle.ErrNotFound) {
 		p := d.pageFor(u, "No such session")
@@ -90,19 +98,19 @@ func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, p
 	d.render(w, status, "session.html", p)
 }
 
-func (d *Dashboard) activityPart(u user, id string) activityPart {
+func (d *sessionPages) activityPart(u user, id string) activityPart {
 	return activityPart{ID: id, CSRF: csrfToken(u.token), activity: d.client.snapshot(id)}
 }
 
 // renderActivity renders the activity part of a session's page alone.
-func (d *Dashboard) renderActivity(u user, id string) (string, error) {
+func (d *sessionPages) renderActivity(u user, id string) (string, error) {
 	var b bytes.Buffer
 	err := d.pages["session.html"].ExecuteTemplate(&b, "activity", d.activityPart(u, id))
 	return b.String(), err
 }
 
 // renderRecord renders the record part of a session's page alone.
-func (d *Dashboard) renderRecord(u user, rec *lifecycle.Record) (string, error) {
+func (d *sessionPages) renderRecord(u user, rec *lifecycle.Record) (string, error) {
 	var b bytes.Buffer
 	err := d.pages["session.html"].ExecuteTemplate(&b, "record", recordPart{rec, csrfToken(u.token)})
 	return b.String(), err
@@ -110,7 +118,7 @@ func (d *Dashboard) renderRecord(u user, rec *lifecycle.Record) (string, error) 
 
 // renderBlocks renders a conversation's blocks; a run's shows what the
 // record keeps of it.
-func (d *Dashboard) renderBlocks(blocks []*block, rec *lifecycle.Record) (template.HTML, error) {
+func (d *sessionPages) renderBlocks(blocks []*block, rec *lifecycle.Record) (template.HTML, error) {
 	var b bytes.Buffer
 	for _, blk := range blocks {
 		if blk.Kind == "run" {
@@ -131,7 +139,7 @@ func (d *Dashboard) renderBlocks(blocks []*block, rec *lifecycle.Record) (templa
 // transcript serves a session's transcript: as `sessions log` renders it,
 // or, as transcript.jsonl, its records as the store keeps them (redacted
 // as they were written), to download.
-func (d *Dashboard) transcript(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionPages) transcript(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	if _, err := d.Store.Session(id); err != nil {
 		d.sessionView(w, u, http.StatusNotFound, id, "", "", "")

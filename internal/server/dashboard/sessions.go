@@ -28,7 +28,14 @@ var notices = map[string]string{
 	"resolved": "Session %s resolved: it is ended.",
 }
 
-func (d *Dashboard) sessions(w http.ResponseWriter, r *http.Request, u user) {
+// sessionListPages serve the sessions' list and the actions on a session
+// that return to it: End and Resolve.
+type sessionListPages struct {
+	*site
+	Sessions Sessions
+}
+
+func (d *sessionListPages) sessions(w http.ResponseWriter, r *http.Request, u user) {
 	q := r.URL.Query()
 	l := sessionList{Agent: q.Get("agent"), State: lifecycle.State(q.Get("state")), States: states}
 	p := d.pageFor(u, "Sessions")
@@ -69,7 +76,7 @@ func (d *Dashboard) sessions(w http.ResponseWriter, r *http.Request, u user) {
 // action runs an engine action on a session and goes back to the list,
 // or shows what went wrong: nothing changed then. A session the action
 // applies to (its state allows it) is asked for confirmation first.
-func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, u user, name string, applies func(*lifecycle.Record) bool,
+func (d *sessionListPages) action(w http.ResponseWriter, r *http.Request, u user, name string, applies func(*lifecycle.Record) bool,
 	ask func(*lifecycle.Record) confirmation, do func(id string) (*lifecycle.Record, error)) {
 	id := r.PathValue("id")
 	if rec, err := d.Store.Session(id); err == nil && applies(rec) {
@@ -94,14 +101,14 @@ func (d *Dashboard) action(w http.ResponseWriter, r *http.Request, u user, name 
 	http.Redirect(w, r, "/sessions?"+url.Values{name: {id}}.Encode(), http.StatusSeeOther)
 }
 
-func (d *Dashboard) endSession(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionListPages) endSession(w http.ResponseWriter, r *http.Request, u user) {
 	d.action(w, r, u, "ended", endable, func(rec *lifecycle.Record) confirmation {
 		return confirmation{Question: "End session " + title(rec) + "?", Button: "End the session",
 			Detail: "A live run stops, a paused session is torn down: its plugs clean up what they prepared. An ended session cannot be resumed."}
 	}, func(id string) (*lifecycle.Record, error) { return d.Sessions.EndSession(r.Context(), id) })
 }
 
-func (d *Dashboard) resolveSession(w http.ResponseWriter, r *http.Request, u user) {
+func (d *sessionListPages) resolveSession(w http.ResponseWriter, r *http.Request, u user) {
 	d.action(w, r, u, "resolved", orphaned, func(rec *lifecycle.Record) confirmation {
 		return confirmation{Question: "Resolve session " + title(rec) + "?", Button: "Resolve: I cleaned up",
 			Detail: "It is marked ended and its stored state is deleted; nothing cleans up after it any more. What its teardown left: " + rec.Teardown.LastError}
