@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"go.starlark.net/starlark"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // Action is the action value of an on_action call (docs/plugs.md#actions):
@@ -13,6 +15,8 @@ import (
 // is the one that offers it, and write(), which prints to the person as
 // the action goes.
 type Action struct {
+	interp.Opaque[*Action]
+
 	Name   string
 	Plug   string // the name of the plug that offers it
 	PlugID string // and its id, "" when setup gives none
@@ -27,11 +31,8 @@ var _ starlark.HasAttrs = (*Action)(nil)
 // Close ends the handler call: write() fails after it.
 func (a *Action) Close() { a.closed.Store(true) }
 
-func (a *Action) String() string        { return fmt.Sprintf("action(name = %q, plug = %q)", a.Name, a.Plug) }
-func (a *Action) Type() string          { return "action" }
-func (a *Action) Freeze()               {}
-func (a *Action) Truth() starlark.Bool  { return true }
-func (a *Action) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: action") }
+func (a *Action) String() string { return fmt.Sprintf("action(name = %q, plug = %q)", a.Name, a.Plug) }
+func (a *Action) Type() string   { return "action" }
 
 var actionAttrs = []string{"args", "mine", "name", "plug", "plug_id", "write"}
 

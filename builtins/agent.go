@@ -6,12 +6,16 @@ import (
 	"strings"
 
 	"go.starlark.net/starlark"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // AgentDraft is ctx.agent: the agent process being prepared. Each plug sees
 // its own draft; next() freezes it and hands a copy to the inner plugs (C5),
 // so a plug cannot change the agent once the agent may have started.
 type AgentDraft struct {
+	interp.Opaque[*AgentDraft]
+
 	Command string
 	Cwd     string
 	Args    *starlark.List
@@ -132,10 +136,8 @@ func (a *AgentDraft) Spec() (argv []string, env map[string]string, cwd string, e
 func (a *AgentDraft) String() string {
 	return fmt.Sprintf("agent(command = %q, args = %s, env = %s, cwd = %q)", a.Command, a.Args, a.Env, a.Cwd)
 }
-func (a *AgentDraft) Type() string          { return "agent" }
-func (a *AgentDraft) Truth() starlark.Bool  { return true }
-func (a *AgentDraft) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: agent") }
-func (a *AgentDraft) AttrNames() []string   { return agentAttrs }
+func (a *AgentDraft) Type() string        { return "agent" }
+func (a *AgentDraft) AttrNames() []string { return agentAttrs }
 
 func (a *AgentDraft) Attr(name string) (starlark.Value, error) {
 	switch name {

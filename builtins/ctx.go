@@ -40,6 +40,8 @@ type CtxBase struct {
 // Ctx is the ctx value of one handler call. It is bound to its plug and to
 // that call: once the handler returns, every use of it fails (Close).
 type Ctx struct {
+	interp.Opaque[*Ctx]
+
 	*CtxBase
 	Handler string
 	Host    starlark.Value
@@ -69,10 +71,7 @@ func (c *Ctx) check() error {
 func (c *Ctx) String() string {
 	return fmt.Sprintf("ctx(plug = %q, handler = %q)", c.PlugName, c.Handler)
 }
-func (c *Ctx) Type() string          { return "ctx" }
-func (c *Ctx) Freeze()               {}
-func (c *Ctx) Truth() starlark.Bool  { return true }
-func (c *Ctx) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: ctx") }
+func (c *Ctx) Type() string { return "ctx" }
 
 var ctxAttrs = []string{"agent", "host", "inputs", "log", "persisted", "plug", "report_changes", "run", "runner", "runner_env", "session", "set_output", "setup", "signal", "state"}
 
@@ -158,17 +157,16 @@ func (c *Ctx) setOutput(_ *starlark.Thread, b *starlark.Builtin, args starlark.T
 
 // Setup is ctx.setup: the outputs of plugs by id (C10).
 type Setup struct {
+	interp.Opaque[*Setup]
+
 	IDs     []string // ids of the chain, in setup order
 	Outputs func(id string) *interp.Record
 }
 
 var _ starlark.Mapping = (*Setup)(nil)
 
-func (s *Setup) String() string        { return "setup" }
-func (s *Setup) Type() string          { return "setup" }
-func (s *Setup) Freeze()               {}
-func (s *Setup) Truth() starlark.Bool  { return true }
-func (s *Setup) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: setup") }
+func (s *Setup) String() string { return "setup" }
+func (s *Setup) Type() string   { return "setup" }
 
 func (s *Setup) Get(k starlark.Value) (starlark.Value, bool, error) {
 	id, ok := starlark.AsString(k)
@@ -191,6 +189,8 @@ func (s *Setup) Get(k starlark.Value) (starlark.Value, bool, error) {
 
 // Signal is ctx.signal: aborted when the session shuts down.
 type Signal struct {
+	interp.Opaque[*Signal]
+
 	mu      sync.Mutex
 	aborted bool
 	reason  string
@@ -205,12 +205,9 @@ func (s *Signal) Abort(reason string) {
 	}
 }
 
-func (s *Signal) String() string        { return "signal" }
-func (s *Signal) Type() string          { return "signal" }
-func (s *Signal) Freeze()               {}
-func (s *Signal) Truth() starlark.Bool  { return true }
-func (s *Signal) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: signal") }
-func (s *Signal) AttrNames() []string   { return []string{"aborted", "reason"} }
+func (s *Signal) String() string      { return "signal" }
+func (s *Signal) Type() string        { return "signal" }
+func (s *Signal) AttrNames() []string { return []string{"aborted", "reason"} }
 
 func (s *Signal) Attr(name string) (starlark.Value, error) {
 	s.mu.Lock()

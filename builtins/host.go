@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/hosts"
 	"github.com/blaiseagent/blaise-agent/hosts/hostd"
+	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -24,6 +25,9 @@ const infoTimeout = 30 * time.Second
 // ctx.runner and hosts that plugs make. Its attributes are info, exec,
 // spawn, fs and, where the host can, forward.
 type Host struct {
+	interp.Inert // immutable
+	interp.Unhashable[*Host]
+
 	h    hosts.Host
 	name string
 	fs   *hostFS
@@ -52,11 +56,8 @@ func (v *Host) Unwrap() hosts.Host { return v.h }
 // Name returns the name v was made with.
 func (v *Host) Name() string { return v.name }
 
-func (v *Host) String() string        { return fmt.Sprintf("<host %s>", v.name) }
-func (v *Host) Type() string          { return "host" }
-func (v *Host) Freeze()               {} // immutable
-func (v *Host) Truth() starlark.Bool  { return true }
-func (v *Host) Hash() (uint32, error) { return 0, errors.New("unhashable type: host") }
+func (v *Host) String() string { return fmt.Sprintf("<host %s>", v.name) }
+func (v *Host) Type() string   { return "host" }
 
 func (v *Host) AttrNames() []string {
 	if _, ok := v.h.(hosts.Forwarder); ok {
@@ -324,7 +325,11 @@ func (v *Host) forward(fw hosts.Forwarder) func(*starlark.Thread, *starlark.Buil
 
 // hostFS is host.fs (type "fs"): the host's file system with Node's fs
 // call names in snake_case.
-type hostFS struct{ host *Host }
+type hostFS struct {
+	interp.Inert // immutable
+	interp.Unhashable[*hostFS]
+	host *Host
+}
 
 var _ starlark.HasAttrs = (*hostFS)(nil)
 
@@ -347,12 +352,9 @@ var fsMethods = map[string]func(*hostFS, *starlark.Thread, string, starlark.Tupl
 
 var fsMethodNames = []string{"chmod", "exists", "lstat", "mkdir", "mkdtemp", "read_file", "readdir", "readlink", "rename", "rm", "stat", "symlink", "write_file"}
 
-func (f *hostFS) String() string        { return fmt.Sprintf("<fs of host %s>", f.host.name) }
-func (f *hostFS) Type() string          { return "fs" }
-func (f *hostFS) Freeze()               {} // immutable
-func (f *hostFS) Truth() starlark.Bool  { return true }
-func (f *hostFS) Hash() (uint32, error) { return 0, errors.New("unhashable type: fs") }
-func (f *hostFS) AttrNames() []string   { return fsMethodNames }
+func (f *hostFS) String() string      { return fmt.Sprintf("<fs of host %s>", f.host.name) }
+func (f *hostFS) Type() string        { return "fs" }
+func (f *hostFS) AttrNames() []string { return fsMethodNames }
 
 // shellJoin renders argv as a POSIX shell command line, for messages and
 // for the remote command of hosts.ssh.
@@ -361,6 +363,8 @@ var shellJoin = hostd.ShellJoin
 // hostRecord is an immutable Starlark value with named fields and a type
 // name of its own: host_info, exec_result, file_info.
 type hostRecord struct {
+	interp.Inert // frozen when made
+
 	typ    string
 	names  []string // in the order given
 	fields starlark.StringDict
@@ -388,10 +392,8 @@ var (
 	_ starlark.Comparable = (*hostRecord)(nil)
 )
 
-func (r *hostRecord) Type() string         { return r.typ }
-func (r *hostRecord) Freeze()              {} // frozen when made
-func (r *hostRecord) Truth() starlark.Bool { return true }
-func (r *hostRecord) AttrNames() []string  { return r.names }
+func (r *hostRecord) Type() string        { return r.typ }
+func (r *hostRecord) AttrNames() []string { return r.names }
 
 func (r *hostRecord) Attr(name string) (starlark.Value, error) {
 	if v, ok := r.fields[name]; ok {

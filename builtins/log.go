@@ -1,29 +1,29 @@
 package builtins
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/charmbracelet/log"
 	"go.starlark.net/starlark"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // Log is ctx.log: debug, info, warn and error on the runner's logger, with
 // the plug's name as prefix. Positional arguments are joined by spaces;
 // keyword arguments become key=value pairs.
 type Log struct {
+	interp.Opaque[*Log]
+
 	Logger *log.Logger
 	ctx    *Ctx
 }
 
 var _ starlark.HasAttrs = (*Log)(nil)
 
-func (l *Log) String() string        { return "log" }
-func (l *Log) Type() string          { return "log" }
-func (l *Log) Freeze()               {}
-func (l *Log) Truth() starlark.Bool  { return true }
-func (l *Log) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: log") }
-func (l *Log) AttrNames() []string   { return []string{"debug", "error", "info", "warn"} }
+func (l *Log) String() string      { return "log" }
+func (l *Log) Type() string        { return "log" }
+func (l *Log) AttrNames() []string { return []string{"debug", "error", "info", "warn"} }
 
 func (l *Log) Attr(name string) (starlark.Value, error) {
 	var level log.Level

@@ -21,6 +21,8 @@ const (
 // are decoded only when a plug reads them, and re-encoded only when a plug
 // changed them, so a message no plug touched travels byte for byte (M4).
 type Message struct {
+	interp.Opaque[*Message]
+
 	Direction string
 	Msg       *acp.Message
 
@@ -45,10 +47,7 @@ func (m *Message) String() string {
 	}
 	return fmt.Sprintf("message(%s %s %s)", m.Direction, m.Msg.Kind, m.Msg.Method)
 }
-func (m *Message) Type() string          { return "message" }
-func (m *Message) Freeze()               {}
-func (m *Message) Truth() starlark.Bool  { return true }
-func (m *Message) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: message") }
+func (m *Message) Type() string { return "message" }
 
 var messageAttrs = []string{"direction", "error", "id", "kind", "method", "params", "replace", "result"}
 
@@ -196,6 +195,8 @@ func (m *Message) Encode() (*acp.Message, error) {
 // RequestError is what request_error(code, message, data = None) returns:
 // an answer to a request with a JSON-RPC error (M4).
 type RequestError struct {
+	interp.Opaque[*RequestError]
+
 	Code    int
 	Message string
 	Data    starlark.Value
@@ -206,11 +207,9 @@ var _ starlark.HasAttrs = (*RequestError)(nil)
 func (e *RequestError) String() string {
 	return fmt.Sprintf("request_error(%d, %q)", e.Code, e.Message)
 }
-func (e *RequestError) Type() string          { return "request_error" }
-func (e *RequestError) Freeze()               { e.Data.Freeze() }
-func (e *RequestError) Truth() starlark.Bool  { return true }
-func (e *RequestError) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: request_error") }
-func (e *RequestError) AttrNames() []string   { return []string{"code", "data", "message"} }
+func (e *RequestError) Type() string        { return "request_error" }
+func (e *RequestError) Freeze()             { e.Data.Freeze() }
+func (e *RequestError) AttrNames() []string { return []string{"code", "data", "message"} }
 
 func (e *RequestError) Attr(name string) (starlark.Value, error) {
 	switch name {

@@ -6,11 +6,14 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // PauseInfo wraps a pause for Starlark: what next() returns in on_session (C3), and, with
 // Teardown set, what it returns in on_teardown (C8).
 type PauseInfo struct {
+	interp.Inert
+
 	lifecycle.Pause
 	Teardown bool // a TeardownInfo: no may_resume
 }
@@ -31,8 +34,6 @@ func (p *PauseInfo) Type() string {
 	return "PauseInfo"
 }
 
-func (p *PauseInfo) Freeze()               {}
-func (p *PauseInfo) Truth() starlark.Bool  { return true }
 func (p *PauseInfo) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: %s", p.Type()) }
 
 func (p *PauseInfo) errorValue() starlark.Value {

@@ -62,18 +62,17 @@ type Persisted struct {
 
 // persistedView is ctx.persisted: the plug's Persisted, through one ctx.
 type persistedView struct {
+	interp.Opaque[*persistedView]
+
 	*Persisted
 	ctx *Ctx
 }
 
 var _ starlark.HasAttrs = (*persistedView)(nil)
 
-func (p *persistedView) String() string        { return "persisted" }
-func (p *persistedView) Type() string          { return "persisted" }
-func (p *persistedView) Freeze()               {}
-func (p *persistedView) Truth() starlark.Bool  { return true }
-func (p *persistedView) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: persisted") }
-func (p *persistedView) AttrNames() []string   { return []string{"clear", "set", "value"} }
+func (p *persistedView) String() string      { return "persisted" }
+func (p *persistedView) Type() string        { return "persisted" }
+func (p *persistedView) AttrNames() []string { return []string{"clear", "set", "value"} }
 
 func (p *persistedView) Attr(name string) (starlark.Value, error) {
 	if err := p.ctx.check(); err != nil {

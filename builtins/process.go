@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
 )
 
@@ -32,6 +33,9 @@ const (
 // read_line and read_all, and a process that writes much more than it is
 // read blocks once the pipe is full, as any piped process does.
 type process struct {
+	interp.Inert // no Starlark-visible state to change
+	interp.Unhashable[*process]
+
 	p    hosts.Process
 	argv string // for String
 
@@ -86,12 +90,9 @@ func (v *process) collectStderr() {
 
 var processAttrNames = []string{"close_stdin", "kill", "pid", "read_all", "read_line", "signal", "stderr", "wait", "write"}
 
-func (v *process) String() string        { return fmt.Sprintf("<process %d: %s>", v.p.Pid(), v.argv) }
-func (v *process) Type() string          { return "process" }
-func (v *process) Freeze()               {} // no Starlark-visible state to change
-func (v *process) Truth() starlark.Bool  { return true }
-func (v *process) Hash() (uint32, error) { return 0, errors.New("unhashable type: process") }
-func (v *process) AttrNames() []string   { return processAttrNames }
+func (v *process) String() string      { return fmt.Sprintf("<process %d: %s>", v.p.Pid(), v.argv) }
+func (v *process) Type() string        { return "process" }
+func (v *process) AttrNames() []string { return processAttrNames }
 
 func (v *process) Attr(name string) (starlark.Value, error) {
 	var impl func(*starlark.Thread, string, starlark.Tuple, []starlark.Tuple) (starlark.Value, error)

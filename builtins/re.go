@@ -9,6 +9,8 @@ import (
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // reModule is `re`: regular expressions backed by Go's regexp, RE2 syntax
@@ -31,6 +33,8 @@ var reModule = &starlarkstruct.Module{
 
 // Pattern is a compiled regular expression, the value of re.compile.
 type Pattern struct {
+	interp.Inert
+
 	re *regexp.Regexp
 	// anchored and full match at the start, and the whole string: match
 	// and fullmatch.
@@ -41,8 +45,6 @@ var _ starlark.HasAttrs = (*Pattern)(nil)
 
 func (p *Pattern) String() string        { return fmt.Sprintf("re.compile(%q)", p.re.String()) }
 func (p *Pattern) Type() string          { return "re.pattern" }
-func (p *Pattern) Freeze()               {}
-func (p *Pattern) Truth() starlark.Bool  { return true }
 func (p *Pattern) Hash() (uint32, error) { return starlark.String(p.re.String()).Hash() }
 
 var patternMethods = map[string]*starlark.Builtin{
@@ -301,6 +303,8 @@ var pythonGroupRef = regexp.MustCompile(`\\(?:[0-9]|g<)`)
 // Match is a successful match: what match, search and fullmatch return,
 // and what a replacement function of sub receives.
 type Match struct {
+	interp.Opaque[*Match]
+
 	s   string
 	loc []int // as FindStringSubmatchIndex returns it
 	p   *Pattern
@@ -311,10 +315,7 @@ var _ starlark.HasAttrs = (*Match)(nil)
 func (m *Match) String() string {
 	return fmt.Sprintf("re.match(span = (%d, %d), match = %q)", m.loc[0], m.loc[1], m.s[m.loc[0]:m.loc[1]])
 }
-func (m *Match) Type() string          { return "re.match" }
-func (m *Match) Freeze()               {}
-func (m *Match) Truth() starlark.Bool  { return true }
-func (m *Match) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: re.match") }
+func (m *Match) Type() string { return "re.match" }
 
 var matchMethods = map[string]*starlark.Builtin{
 	"end":       starlark.NewBuiltin("end", matchEnd),

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/blaiseagent/blaise-agent/internal/support/redact"
+	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -67,17 +68,16 @@ func redactSecrets(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 
 // Redactor is what redact.secrets returns.
 type Redactor struct {
+	interp.Opaque[*Redactor]
+
 	r *redact.Redactor
 	n int
 }
 
 var _ starlark.HasAttrs = (*Redactor)(nil)
 
-func (r *Redactor) String() string        { return fmt.Sprintf("redactor(%d secrets)", r.n) }
-func (r *Redactor) Type() string          { return "redactor" }
-func (r *Redactor) Freeze()               {}
-func (r *Redactor) Truth() starlark.Bool  { return true }
-func (r *Redactor) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: redactor") }
+func (r *Redactor) String() string { return fmt.Sprintf("redactor(%d secrets)", r.n) }
+func (r *Redactor) Type() string   { return "redactor" }
 
 var redactorMethods = map[string]*starlark.Builtin{
 	"message": starlark.NewBuiltin("message", redactorMessage),
@@ -144,15 +144,15 @@ func redactorStream(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 }
 
 // RedactStream is a redactor's stream of text pieces (redact.Stream).
-type RedactStream struct{ s *redact.Stream }
+type RedactStream struct {
+	interp.Opaque[*RedactStream]
+	s *redact.Stream
+}
 
 var _ starlark.HasAttrs = (*RedactStream)(nil)
 
-func (s *RedactStream) String() string        { return "redact_stream" }
-func (s *RedactStream) Type() string          { return "redact_stream" }
-func (s *RedactStream) Freeze()               {}
-func (s *RedactStream) Truth() starlark.Bool  { return true }
-func (s *RedactStream) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: redact_stream") }
+func (s *RedactStream) String() string { return "redact_stream" }
+func (s *RedactStream) Type() string   { return "redact_stream" }
 
 var streamMethods = map[string]*starlark.Builtin{
 	"flush": starlark.NewBuiltin("flush", streamFlush),

@@ -73,15 +73,14 @@ func (c *Config) Resumable() bool {
 
 // useValue is what use(...) returns in blaise.star.
 type useValue struct {
+	Opaque[*useValue]
+
 	use    *Use
 	failed bool // a mistake was recorded: setup() leaves it out
 }
 
-func (u *useValue) String() string        { return fmt.Sprintf("use(%q)", u.use.Ref) }
-func (u *useValue) Type() string          { return "use" }
-func (u *useValue) Freeze()               {}
-func (u *useValue) Truth() starlark.Bool  { return true }
-func (u *useValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable: use") }
+func (u *useValue) String() string { return fmt.Sprintf("use(%q)", u.use.Ref) }
+func (u *useValue) Type() string   { return "use" }
 
 // ConfigNames are the names a configuration sees besides those of every
 // file (Loader.FilePredeclared): LoadConfig predeclares these.

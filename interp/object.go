@@ -24,6 +24,8 @@ import (
 // compare when the type names agree, and a dict's comparison cannot take
 // another type.
 type Object struct {
+	Unhashable[*Object]
+
 	dict *starlark.Dict
 	path string // where it was decoded, as in message.params.prompt[0]
 }
@@ -43,12 +45,11 @@ func DecodeObjects(data []byte, path string) (starlark.Value, error) {
 	return fromJSON(data, &path)
 }
 
-func (o *Object) String() string        { return o.dict.String() }
-func (o *Object) Type() string          { return "object" }
-func (o *Object) Freeze()               { o.dict.Freeze() }
-func (o *Object) Truth() starlark.Bool  { return o.dict.Truth() }
-func (o *Object) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: object") }
-func (o *Object) Len() int              { return o.dict.Len() }
+func (o *Object) String() string       { return o.dict.String() }
+func (o *Object) Type() string         { return "object" }
+func (o *Object) Freeze()              { o.dict.Freeze() }
+func (o *Object) Truth() starlark.Bool { return o.dict.Truth() }
+func (o *Object) Len() int             { return o.dict.Len() }
 
 func (o *Object) Iterate() starlark.Iterator { return o.dict.Iterate() }
 func (o *Object) Items() []starlark.Tuple    { return o.dict.Items() }

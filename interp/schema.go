@@ -51,6 +51,9 @@ func (k Kind) String() string {
 // Schemas are made in Starlark by the functions of [SchemaModule].
 // Their Starlark type is "schema". A Schema is immutable.
 type Schema struct {
+	Inert // immutable
+	Unhashable[*Schema]
+
 	kind Kind
 	doc  string
 	dflt starlark.Value // validated and frozen default; nil if none
@@ -102,11 +105,8 @@ func (s *Schema) Fields() iter.Seq2[string, *Schema] {
 // Enum returns the values allowed by an enum schema.
 func (s *Schema) Enum() []string { return slices.Clone(s.enum) }
 
-func (s *Schema) String() string        { return "<schema " + s.Describe() + ">" }
-func (s *Schema) Type() string          { return "schema" }
-func (s *Schema) Freeze()               {} // immutable
-func (s *Schema) Truth() starlark.Bool  { return true }
-func (s *Schema) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: schema") }
+func (s *Schema) String() string { return "<schema " + s.Describe() + ">" }
+func (s *Schema) Type() string   { return "schema" }
 
 // Describe returns a short description of the values s accepts, such as
 // "string", "int ≥ 1", "list of string", `one of "a", "b"`,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/internal/support/coalesce"
 	"github.com/charmbracelet/log"
 	"github.com/hashicorp/yamux"
 )
@@ -91,6 +92,24 @@ type readWriteCloser struct {
 	io.Reader
 	io.Writer
 	io.Closer
+}
+
+// closers closes each of its closers, in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// newCoalescingWriter gathers yamux's frames, a header and a body each,
+// into few writes to w: on a pipe a write is a system call. Large writes
+// (a file's chunk) go to w directly rather than being copied.
+func newCoalescingWriter(w io.Writer) *coalesce.Writer {
+	return coalesce.New(w, coalesce.Options{Limit: 256 << 10, Direct: 32 << 10, Closed: io.ErrClosedPipe})
 }
 
 // server is the state of one Serve.

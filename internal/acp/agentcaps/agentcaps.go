@@ -194,12 +194,12 @@ func (c *Cache) ask(ctx context.Context, clientParams []byte) ([]byte, error) {
 	conn := client.NewConn(proc.Stdout(), proc.Stdin(), nil)
 	go func() { _ = conn.Run(ctx) }()
 	defer conn.Close()
-	result, err := conn.Call(ctx, "initialize", json.RawMessage(clientParams))
+	result, err := conn.Initialize(ctx, json.RawMessage(clientParams))
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, fmt.Errorf("the agent did not answer initialize within %v (the startup limit)", c.limit)
 	case err != nil:
-		return nil, fmt.Errorf("initialize: %w", err)
+		return nil, err
 	}
 	return result, nil
 }

@@ -273,7 +273,7 @@ func TestPermissionCancelPrompts(t *testing.T) {
 		done <- result{stop, out}
 	}()
 	<-asked
-	if err := s.conn.Notify("session/cancel", map[string]any{"sessionId": s.id}); err != nil {
+	if err := s.conn.Cancel(s.id); err != nil {
 		t.Fatal(err)
 	}
 	s.term.CancelPrompts()

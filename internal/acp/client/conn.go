@@ -1,7 +1,8 @@
-// Package client is the client side of the Agent Client Protocol (ACP) for a
-// person at a terminal: [Conn] speaks JSON-RPC to an agent over a pair of
-// streams, and [Terminal] renders the agent's session updates as text and
-// answers the agent's requests (permissions, files).
+// Package client is the client side of the Agent Client Protocol (ACP):
+// [Conn] speaks JSON-RPC to an agent over a pair of streams, for every
+// client of the project; for a person at a terminal, [Terminal] renders
+// the agent's session updates as text and answers the agent's requests
+// (permissions, files).
 package client
 
 import (
@@ -67,6 +68,16 @@ var errCancelRequest = errors.New("request cancelled by the agent")
 //
 // Start [Conn.Run] to read messages; [Conn.Call] and [Conn.Notify] may be
 // used from any goroutine.
+//
+// It is the one client core: of the terminal, the dashboard, plug tests
+// (plugtest) and agentcaps. It is not acp-go-sdk's ClientSideConnection (whose types
+// the handlers use) because that one, in v0.13: closes the connection when
+// 1024 notifications wait for a slow handler (a terminal rendering a flood
+// of updates), where a Conn stops reading until the handler catches up;
+// logs through slog.Default, onto the terminal; reads from its creation,
+// with no Run whose context ends it; sends $/cancel_request when a call's
+// context ends, where a Conn forgets the call; and reads lines of at most
+// 10 MiB, where the proxy passes acp.DefaultMaxLine.
 type Conn struct {
 	r *acp.Reader
 	w *acp.Writer
@@ -230,8 +241,8 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 // the session of that id, whose history the agent then replays
 // (session/load). It returns the session's id.
 func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (string, error) {
-	if _, err := c.Call(ctx, "initialize", map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities}); err != nil {
-		return "", fmt.Errorf("initialize: %w", err)
+	if _, err := c.Initialize(ctx, map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities}); err != nil {
+		return "", err
 	}
 	if loadID != "" {
 		if _, err := c.Call(ctx, "session/load", map[string]any{"sessionId": loadID, "cwd": cwd, "mcpServers": []any{}}); err != nil {
@@ -250,6 +261,30 @@ func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (
 		return "", fmt.Errorf("session/new: no session id in %s", res)
 	}
 	return v.SessionID, nil
+}
+
+// Initialize announces the client to the agent (initialize, with params as
+// for [Conn.Call]) and returns the agent's result.
+func (c *Conn) Initialize(ctx context.Context, params any) (json.RawMessage, error) {
+	res, err := c.Call(ctx, "initialize", params)
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	return res, nil
+}
+
+// Cancel asks the agent to end the turn running in session sid
+// (session/cancel).
+func (c *Conn) Cancel(sid string) error {
+	return c.Notify("session/cancel", map[string]any{"sessionId": sid})
+}
+
+// CloseSession lets go of session sid (session/close).
+func (c *Conn) CloseSession(ctx context.Context, sid string) error {
+	if _, err := c.Call(ctx, "session/close", map[string]any{"sessionId": sid}); err != nil {
+		return fmt.Errorf("session/close: %w", err)
+	}
+	return nil
 }
 
 // Prompt sends one text prompt to the session sid (session/prompt) and

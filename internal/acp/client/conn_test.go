@@ -429,3 +429,36 @@ func TestConnNotify(t *testing.T) {
 		t.Errorf("sent %s", m.Raw)
 	}
 }
+
+// TestConnSessionCallsSendACPsMessages: the calls the terminal and the
+// dashboard share send ACP's messages, byte for byte.
+func TestConnSessionCallsSendACPsMessages(t *testing.T) {
+	c, p := newPeer(t, nil)
+	errc := make(chan error, 3)
+	go func() {
+		_, err := c.Initialize(context.Background(), map[string]any{"protocolVersion": 1})
+		errc <- err
+	}()
+	if m := p.next(); string(m.Raw) != `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}` {
+		t.Errorf("sent %s", m.Raw)
+	}
+	p.send(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}`)
+	if err := <-errc; err == nil || err.Error() != "initialize: Internal error (-32603)" {
+		t.Errorf("initialize answered with an error: %v", err)
+	}
+	go func() { errc <- c.CloseSession(context.Background(), "sess-1") }()
+	if m := p.next(); string(m.Raw) != `{"jsonrpc":"2.0","id":2,"method":"session/close","params":{"sessionId":"sess-1"}}` {
+		t.Errorf("sent %s", m.Raw)
+	}
+	p.send(`{"jsonrpc":"2.0","id":2,"result":{}}`)
+	if err := <-errc; err != nil {
+		t.Errorf("session/close: %v", err)
+	}
+	go func() { errc <- c.Cancel("sess-1") }()
+	if m := p.next(); string(m.Raw) != `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess-1"}}` {
+		t.Errorf("sent %s", m.Raw)
+	}
+	if err := <-errc; err != nil {
+		t.Errorf("session/cancel: %v", err)
+	}
+}

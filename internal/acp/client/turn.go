@@ -48,7 +48,7 @@ func (t *Terminal) Turn(conn *Conn, sid, text string, sig <-chan os.Signal, ende
 			}
 			cancelled = true
 			t.Notice("cancelling the turn (Ctrl-C again leaves; the session pauses)")
-			_ = conn.Notify("session/cancel", map[string]any{"sessionId": sid})
+			_ = conn.Cancel(sid)
 			t.CancelPrompts()
 		case <-ended:
 			return false, ErrRunEnded

@@ -521,7 +521,7 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 	if cancel {
 		select {
 		case <-c.updates:
-			_ = c.conn.Notify("session/cancel", map[string]any{"sessionId": c.acp})
+			_ = c.conn.Cancel(c.acp)
 			c.CancelPrompts()
 		case r := <-done:
 			done <- r

@@ -130,9 +130,9 @@ func (a *acpClient) conn(ctx context.Context, agent string) (*client.Conn, error
 	}()
 	// No fs and no terminal: the agent's files are on its host, not here.
 	init := sdk.InitializeRequest{ProtocolVersion: sdk.ProtocolVersionNumber, ClientInfo: &sdk.Implementation{Name: "blaise-agent dashboard"}}
-	if _, err := c.Call(ctx, sdk.AgentMethodInitialize, init); err != nil {
+	if _, err := c.Initialize(ctx, init); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("agent %s: initialize: %w", agent, err)
+		return nil, fmt.Errorf("agent %s: %w", agent, err)
 	}
 	a.mu.Lock()
 	a.conns[agent] = c
@@ -207,7 +207,7 @@ func (a *acpClient) release(c *client.Conn, id string) {
 	// Bounded: an unanswered close must not keep the turn's outcome.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := c.Call(ctx, sdk.AgentMethodSessionClose, sdk.CloseSessionRequest{SessionId: sdk.SessionId(id)}); err != nil {
+	if err := c.CloseSession(ctx, id); err != nil {
 		a.log.Debug("dashboard: releasing a session", "session", id, "err", err)
 	}
 }
@@ -331,7 +331,7 @@ func (a *acpClient) cancel(id string) error {
 	act.Permissions = nil
 	act.version++
 	a.mu.Unlock()
-	return c.Notify(sdk.AgentMethodSessionCancel, sdk.CancelNotification{SessionId: sdk.SessionId(id)})
+	return c.Cancel(id)
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -1,9 +1,11 @@
 package runnerproto
 
 import (
+	"io"
 	"net"
-	"sync"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/support/coalesce"
 )
 
 // Coalesce returns conn with its writes gathered: what is written while
@@ -16,93 +18,41 @@ import (
 // connection under conn, each gathered write leaves raw corked: in one
 // system call.
 func Coalesce(conn net.Conn, raw *Corked) net.Conn {
-	c := &coalesced{Conn: conn, raw: raw}
-	c.cond = sync.NewCond(&c.mu)
-	go c.flush()
-	return c
+	var w io.Writer = conn
+	if raw != nil {
+		w = corkedWrites{conn, raw}
+	}
+	return &coalesced{Conn: conn, w: coalesce.New(w, coalesce.Options{Limit: maxQueued, Closed: net.ErrClosed})}
 }
 
 const maxQueued = 1 << 20
 
 type coalesced struct {
 	net.Conn
-	raw    *Corked
-	mu     sync.Mutex
-	cond   *sync.Cond // queued, err or closed changed
-	queued []byte
-	spare  []byte // the buffer last written, reused
-	err    error
-	closed bool
+	w *coalesce.Writer
 }
 
-func (c *coalesced) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.queued) >= maxQueued && c.err == nil && !c.closed {
-		c.cond.Wait()
-	}
-	switch {
-	case c.err != nil:
-		return 0, c.err
-	case c.closed:
-		return 0, net.ErrClosed
-	}
-	c.queued = append(c.queued, p...)
-	c.cond.Broadcast()
-	return len(p), nil
-}
-
-// flush writes what is queued, all of it at once, until the connection
-// fails or is closed.
-func (c *coalesced) flush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		for len(c.queued) == 0 && !c.closed {
-			c.cond.Wait()
-		}
-		if len(c.queued) == 0 {
-			return // closed
-		}
-		out := c.queued
-		c.queued, c.spare = c.spare[:0], nil
-		c.mu.Unlock()
-		err := c.write(out)
-		c.mu.Lock()
-		c.spare = out
-		c.cond.Broadcast() // room for writers; and Close waits for an empty queue
-		if err != nil {
-			c.err = err
-			return
-		}
-	}
-}
-
-func (c *coalesced) write(out []byte) error {
-	if c.raw == nil {
-		_, err := c.Conn.Write(out)
-		return err
-	}
-	c.raw.Cork()
-	_, err := c.Conn.Write(out)
-	if uerr := c.raw.Uncork(); err == nil {
-		err = uerr
-	}
-	return err
-}
-
-// closeGrace bounds how long Close waits for what is queued to go out.
-const closeGrace = 5 * time.Second
+func (c *coalesced) Write(p []byte) (int, error) { return c.w.Write(p) }
 
 // Close sends what is queued (a last frame, a refusal), then closes.
 func (c *coalesced) Close() error {
-	_ = c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
-	c.mu.Lock()
-	c.closed = true
-	c.cond.Broadcast()
-	for len(c.queued) > 0 && c.err == nil {
-		c.cond.Wait()
-	}
-	c.mu.Unlock()
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(coalesce.Grace))
+	c.w.Close()
 	return c.Conn.Close()
+}
+
+// corkedWrites writes to conn with raw, the connection under it, corked:
+// what conn writes for one write leaves in one system call.
+type corkedWrites struct {
+	conn net.Conn
+	raw  *Corked
+}
+
+func (c corkedWrites) Write(p []byte) (int, error) {
+	c.raw.Cork()
+	n, err := c.conn.Write(p)
+	if uerr := c.raw.Uncork(); err == nil {
+		err = uerr
+	}
+	return n, err
 }

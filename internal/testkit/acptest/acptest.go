@@ -6,6 +6,12 @@
 // a line, so it fits any transport: pipes (see Read and WriteLines), or a
 // channel and a send function of a live session. Its methods fail the test
 // on a timeout or the end of the stream, with the logs the test gives.
+//
+// It is not built on the client core (internal/acp/client's Conn) nor on
+// acp-go-sdk's client side: both number their requests, answer the agent's
+// requests and hide the frames, where a test writes its lines as they are
+// (malformed ones, chosen ids, answers out of order) and sees every frame
+// it receives, in order, byte for byte.
 package acptest
 
 import (

@@ -1,8 +1,9 @@
-package hostd
+package coalesce
 
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
+
+// hostdOptions are those of hostd's pipes: large writes go directly.
+var hostdOptions = Options{Limit: 256 << 10, Direct: 32 << 10, Closed: io.ErrClosedPipe}
 
 // slowWriter records what it is given, a little at a time.
 type slowWriter struct {
@@ -30,16 +34,16 @@ func (w *slowWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func TestCoalescingWriterKeepsOrderAndGathersSmallWrites(t *testing.T) {
+func TestWriterKeepsOrderAndGathersSmallWrites(t *testing.T) {
 	w := &slowWriter{}
-	c := newCoalescingWriter(w)
+	c := New(w, hostdOptions)
 	var want bytes.Buffer
 	rng := rand.New(rand.NewPCG(1, 2))
 	writes := 0
 	for i := range 2000 {
 		n := rng.IntN(200)
 		if i%100 == 0 {
-			n = directWrite + rng.IntN(100<<10) // large: written directly, in turn
+			n = hostdOptions.Direct + rng.IntN(100<<10) // large: written directly, in turn
 		}
 		p := bytes.Repeat([]byte{byte(i)}, n)
 		want.Write(p)
@@ -62,10 +66,10 @@ func TestCoalescingWriterKeepsOrderAndGathersSmallWrites(t *testing.T) {
 	}
 }
 
-func TestCoalescingWriterCloseReturnsAfterTheWritersError(t *testing.T) {
+func TestWriterCloseReturnsAfterTheWritersError(t *testing.T) {
 	boom := errors.New("broken pipe")
 	w := &slowWriter{fail: boom}
-	c := newCoalescingWriter(w)
+	c := New(w, hostdOptions)
 	for range 100 {
 		c.Write([]byte("x"))
 	}
@@ -80,16 +84,16 @@ func TestCoalescingWriterCloseReturnsAfterTheWritersError(t *testing.T) {
 	}
 }
 
-func TestCoalescingWriterReportsTheWritersError(t *testing.T) {
+func TestWriterReportsTheWritersError(t *testing.T) {
 	boom := errors.New("broken pipe")
 	w := &slowWriter{fail: boom}
-	c := newCoalescingWriter(w)
+	c := New(w, hostdOptions)
 	c.Write([]byte("x"))
 	testsupport.Eventually(t, "the writer's error to be reported", func() bool {
 		_, err := c.Write([]byte("y"))
 		return errors.Is(err, boom)
 	})
-	if _, err := c.Write(make([]byte, directWrite)); !errors.Is(err, boom) {
+	if _, err := c.Write(make([]byte, hostdOptions.Direct)); !errors.Is(err, boom) {
 		t.Fatalf("large write after the failure: %v", err)
 	}
 }
