@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/exec"
@@ -229,7 +230,7 @@ func throughACP(plugs int) func(b *testing.B) *benchClient {
 func throughEngine(b *testing.B) *benchClient {
 	bin := self(b)
 	dir, cfg := floodConfig(b, bin, 0)
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		b.Fatal(err)
 	}

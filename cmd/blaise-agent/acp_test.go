@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/exec"
@@ -18,7 +19,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp/agentcaps"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -66,7 +66,7 @@ func (l *acpLab) file(name string) string {
 
 func (l *acpLab) record(id string) *lifecycle.Record {
 	l.t.Helper()
-	store, err := engine.OpenStore(l.state)
+	store, err := filestore.OpenStore(l.state)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -680,7 +680,7 @@ def on_session(ctx, next):
 // configuration and agent, as a first connection would have.
 func (l *acpLab) knowCapabilities() {
 	l.t.Helper()
-	if _, err := engine.OpenStore(l.state); err != nil {
+	if _, err := filestore.OpenStore(l.state); err != nil {
 		l.t.Fatal(err)
 	}
 	cfg, err := chain.LoadConfig(filepath.Join(l.dir, "blaise.star"), log.New(io.Discard))
@@ -845,7 +845,7 @@ func TestIssue12_ResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
 		t.Fatalf("the record keeps cwd %q and mcpServers %s, want %q and %s", rec.CWD, rec.MCPServers, l.dir, mcp)
 	}
 	// Nothing else to learn them from.
-	store, err := engine.OpenStore(l.state)
+	store, err := filestore.OpenStore(l.state)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"io/fs"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 )
 
@@ -80,7 +80,7 @@ func predictSessions(a complete.Args) []string {
 
 // completionStore is the store of the state directory the command line
 // names, else the one run would use; nil when there is none.
-func completionStore(a complete.Args) *engine.Store {
+func completionStore(a complete.Args) *filestore.Store {
 	dir := os.Getenv("BLAISE_STATE_DIR")
 	for i, w := range a.All {
 		if v, ok := strings.CutPrefix(w, "--state-dir="); ok {
@@ -90,12 +90,12 @@ func completionStore(a complete.Args) *engine.Store {
 		}
 	}
 	if dir == "" {
-		dir = engine.DefaultStateDir()
+		dir = filestore.DefaultStateDir()
 	}
-	if ok, err := engine.StoreExists(dir); err != nil || !ok {
+	if ok, err := filestore.StoreExists(dir); err != nil || !ok {
 		return nil // completing must not create a state directory
 	}
-	st, err := engine.OpenStore(dir)
+	st, err := filestore.OpenStore(dir)
 	if err != nil {
 		return nil
 	}

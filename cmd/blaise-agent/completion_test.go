@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // TestIssue16_ShellsCompleteASessionID (issue 16, item 6): in a real bash
@@ -32,7 +32,7 @@ func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
 		t.Skipf("cannot link the test binary: %v", err)
 	}
 	state := filepath.Join(t.TempDir(), "state")
-	st, err := engine.OpenStore(state)
+	st, err := filestore.OpenStore(state)
 	if err != nil {
 		t.Fatal(err)
 	}

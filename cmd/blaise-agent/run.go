@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/signal"
@@ -66,7 +67,7 @@ func (f *SessionFlags) engine(g *Globals) (*engine.Engine, error) {
 
 // engine opens the store and returns the lifecycle engine.
 func (f *StateFlags) engine(g *Globals) (*engine.Engine, error) {
-	store, err := engine.OpenStore(f.dir())
+	store, err := filestore.OpenStore(f.dir())
 	if err != nil {
 		return nil, err
 	}

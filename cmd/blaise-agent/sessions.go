@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,14 +40,14 @@ func (f *StateFlags) dir() string {
 	if f.StateDir != "" {
 		return f.StateDir
 	}
-	return engine.DefaultStateDir()
+	return filestore.DefaultStateDir()
 }
 
 // existingEngine is the engine of the sessions commands, which read and
 // settle sessions but never create a state directory: it is nil, with no
 // error, when there is none.
 func (f *StateFlags) existingEngine(g *Globals) (*engine.Engine, error) {
-	ok, err := engine.StoreExists(f.dir())
+	ok, err := filestore.StoreExists(f.dir())
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (f *StateFlags) existingEngine(g *Globals) (*engine.Engine, error) {
 // noSession is the error of a command about one session when there is no
 // state directory.
 func (f *StateFlags) noSession(id string) error {
-	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, engine.ErrNotFound, f.dir())
+	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, lifecycle.ErrNotFound, f.dir())
 }
 
 // SessionsListCmd lists sessions.
@@ -94,7 +95,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		return nil
 	}
 	recs, err := e.Store.Sessions()
-	if broken := (*engine.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
+	if broken := (*lifecycle.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return err
 	}
 	if c.JSON {
@@ -109,7 +110,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		}
 		return err
 	}
-	if lerr := sessionview.List(os.Stdout, e.Store.(*engine.Store), recs, time.Now(), c.All); lerr != nil {
+	if lerr := sessionview.List(os.Stdout, e.Store.(*filestore.Store), recs, time.Now(), c.All); lerr != nil {
 		return lerr
 	}
 	return err
@@ -191,7 +192,7 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 
 // session reads one session's record, without creating a state directory;
 // with a server, the server's (the store is nil).
-func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*engine.Store, *lifecycle.Record, error) {
+func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*filestore.Store, *lifecycle.Record, error) {
 	if sf.Server != "" {
 		rec, err := sf.client().Session(context.Background(), id)
 		return nil, rec, err
@@ -204,7 +205,7 @@ func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*engine.Sto
 		return nil, nil, f.noSession(id)
 	}
 	rec, err := e.Store.Session(id)
-	return e.Store.(*engine.Store), rec, err
+	return e.Store.(*filestore.Store), rec, err
 }
 
 // SessionsLogCmd shows a session's transcript.
@@ -253,7 +254,7 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 	if err != nil || e == nil {
 		return err // no state directory: nothing to prune
 	}
-	pruned, err := e.Store.(*engine.Store).Prune(time.Now().Add(-c.OlderThan))
+	pruned, err := e.Store.(*filestore.Store).Prune(time.Now().Add(-c.OlderThan))
 	for _, id := range pruned {
 		fmt.Printf("pruned session %s\n", id)
 	}

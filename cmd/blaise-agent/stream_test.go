@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"path/filepath"
 	"testing"
@@ -23,7 +24,7 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	t.Parallel()
 	bin := self(t)
 	dir, cfg := floodConfig(t, bin, 0)
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"net"
 	"os"
@@ -232,7 +233,7 @@ func (sp *SessionProcess) loaded(rec *lifecycle.Record, cfg *interp.Config) (lif
 	if sp.Kind == lifecycle.StartRun {
 		c := cfg.Session
 		file := lifecycle.Settings{IdlePolicy: lifecycle.IdlePolicy(c.IdlePolicy), PausedLifetime: c.PausedLifetime, InactivityLimit: c.InactivityLimit, Timeout: c.Timeout}
-		settings, err := engine.NormalizeSettings(rec.Asked.Over(file))
+		settings, err := lifecycle.NormalizeSettings(rec.Asked.Over(file))
 		if err != nil {
 			return l, fmt.Errorf("%s: session(...): %w", rec.Config, err)
 		}
@@ -341,7 +342,7 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 		f.Close()
 		sp.Store = runstore.NewClient(conn)
 	} else {
-		store, err := engine.OpenStore(stateDir)
+		store, err := filestore.OpenStore(stateDir)
 		if err != nil {
 			return err
 		}

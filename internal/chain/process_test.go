@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"errors"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"path/filepath"
 	"strings"
@@ -36,10 +37,10 @@ func (f failingClose) Close() error {
 
 // newProcessSession creates a session of the chain of files, in state, in
 // a store beside it.
-func newProcessSession(t *testing.T, files map[string]string, state lifecycle.State) (*engine.Store, string, string) {
+func newProcessSession(t *testing.T, files map[string]string, state lifecycle.State) (*filestore.Store, string, string) {
 	t.Helper()
 	dir := newChain(t, files).dir
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestIssue13_TranscriptFailureIsLogged(t *testing.T) {
 // transcriptAtPause is a store that sends the transcript as it is when
 // the pause is reported.
 type transcriptAtPause struct {
-	*engine.Store
+	*filestore.Store
 	atPause chan string
 }
 

@@ -3,7 +3,9 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -11,6 +13,30 @@ import (
 // for a session it does not hold, so that callers test it with errors.Is
 // whichever store they have.
 var ErrNotFound = errors.New("no such session")
+
+// BrokenRecord is a stored session record that cannot be read: in the file
+// store a session.json that is corrupt, unreadable or not a file, or an
+// entry of the sessions directory that is no session directory; in a SQL
+// store a row that does not decode.
+type BrokenRecord struct {
+	ID   string // the session id, "" when the entry is no session directory
+	Path string // the file store's file, "" in a SQL store
+	Err  error  // names the record and what is wrong with it
+}
+
+// BrokenError is the error of a store's Sessions (and DueSessions) when
+// some records cannot be read: the others are returned with it.
+type BrokenError struct{ Records []BrokenRecord }
+
+func (e *BrokenError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d session record(s) cannot be read (repair or move away each one):", len(e.Records))
+	for _, r := range e.Records {
+		b.WriteString("\n  ")
+		b.WriteString(r.Err.Error())
+	}
+	return b.String()
+}
 
 // Sessions keeps session records.
 type Sessions interface {

@@ -78,7 +78,7 @@ func failErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, lifecycle.ErrNotFound), errors.Is(err, sqlstore.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, engine.ErrNoRun), errors.Is(err, engine.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
+	case errors.Is(err, engine.ErrNoRun), errors.Is(err, lifecycle.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
 		status = http.StatusConflict
 	}
 	fail(w, status, "%v", err)

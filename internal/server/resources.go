@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
@@ -151,7 +150,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := s.Store.ListSessions(r.Context(), q)
-	if broken := (*engine.BrokenError)(nil); errors.As(err, &broken) {
+	if broken := (*lifecycle.BrokenError)(nil); errors.As(err, &broken) {
 		s.log().Warn("listing sessions", "err", err) // the others are listed
 	} else if err != nil {
 		failErr(w, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acp/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -58,7 +57,7 @@ func (f *fakeSessions) Resume(id string) (Run, error) {
 	rec, ok := f.recs[id]
 	if !ok {
 		f.mu.Unlock()
-		return nil, fmt.Errorf("session %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("session %s: %w", id, lifecycle.ErrNotFound)
 	}
 	if rec.State != lifecycle.Paused {
 		f.mu.Unlock()
@@ -76,7 +75,7 @@ func (f *fakeSessions) End(ctx context.Context, id string) error {
 	defer f.mu.Unlock()
 	rec, ok := f.recs[id]
 	if !ok {
-		return engine.ErrNotFound
+		return lifecycle.ErrNotFound
 	}
 	rec.State, rec.EndReason = lifecycle.Ended, "closed"
 	return nil
@@ -87,7 +86,7 @@ func (f *fakeSessions) Session(id string) (*lifecycle.Record, error) {
 	defer f.mu.Unlock()
 	rec, ok := f.recs[id]
 	if !ok {
-		return nil, fmt.Errorf("session %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("session %s: %w", id, lifecycle.ErrNotFound)
 	}
 	c := *rec
 	return &c, nil

@@ -134,7 +134,7 @@ func (s engineSessions) List() ([]*lifecycle.Record, error) {
 	if s.agent != "" {
 		recs = slices.DeleteFunc(recs, func(r *lifecycle.Record) bool { return r.AgentName != s.agent })
 	}
-	var broken *engine.BrokenError
+	var broken *lifecycle.BrokenError
 	if errors.As(err, &broken) {
 		if s.e.Log != nil {
 			s.e.Log.Warn("listing sessions", "err", err)

@@ -26,7 +26,7 @@ type ActionResult struct {
 // stays as it was. Cancelling ctx stops the action's run (SIGTERM).
 func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessage, out io.Writer) (*ActionResult, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		return nil, fmt.Errorf("%w; an action runs only on a paused session, once its run has paused (or the other action has ended)", activeError(id))
 	}
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // proc must be connected: a stop recorded and never sent is sent now (L3).
 func (e *Engine) Adopt(id string, run int, proc Process) (*Live, error) {
 	lock, err := e.locks().RunLock(id, false, false)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		err = activeError(id)
 	}
 	if err != nil {

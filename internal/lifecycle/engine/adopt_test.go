@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,9 +18,9 @@ import (
 // runInProgress returns a file store on a fake clock with a session whose
 // first run is in progress, as a server that restarted finds it; change,
 // when not nil, changes the record before it is stored.
-func runInProgress(t *testing.T, change func(*lifecycle.Record)) (*engine.Store, *lifecycle.FakeClock, *lifecycle.Record) {
+func runInProgress(t *testing.T, change func(*lifecycle.Record)) (*filestore.Store, *lifecycle.FakeClock, *lifecycle.Record) {
 	t.Helper()
-	store, err := engine.OpenStore(filepath.Join(t.TempDir(), "state"))
+	store, err := filestore.OpenStore(filepath.Join(t.TempDir(), "state"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type Engine struct {
 	Store lifecycle.Store
 	// Locks give each session one run at a time; nil: the Store's, when it
 	// has them (the file store), else locks of this process.
-	Locks RunLocks
+	Locks lifecycle.RunLocks
 	// Launcher starts the session processes of runs; nil: processes of
 	// this machine, started with Command on the file store (Local).
 	Launcher Launcher
@@ -114,11 +114,11 @@ func (e *Engine) track(l *Live, running bool) {
 	e.lives[l.ID] = l
 }
 
-func (e *Engine) locks() RunLocks {
+func (e *Engine) locks() lifecycle.RunLocks {
 	if e.Locks != nil {
 		return e.Locks
 	}
-	if l, ok := e.Store.(RunLocks); ok {
+	if l, ok := e.Store.(lifecycle.RunLocks); ok {
 		return l
 	}
 	e.memOnce.Do(func() { e.mem = &MemLocks{} })
@@ -176,7 +176,7 @@ func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settin
 			return nil, err
 		}
 	}
-	settings, err := NormalizeSettings(asked)
+	settings, err := lifecycle.NormalizeSettings(asked)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settin
 // changes nothing (L2).
 func (e *Engine) Resume(id string) (*Live, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		return nil, activeError(id)
 	}
 	if err != nil {
@@ -293,7 +293,7 @@ func (e *Engine) settleIfGone(id string) (*lifecycle.Record, error) {
 // nothing (L3).
 func (e *Engine) End(ctx context.Context, id string) (*lifecycle.Record, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		if rec, rerr := e.Store.Session(id); rerr == nil && (rec.State == lifecycle.TearingDown || rec.State == lifecycle.Orphaned) {
 			return nil, fmt.Errorf("session %s is being torn down by another process", id)
 		}
@@ -333,7 +333,7 @@ func (e *Engine) End(ctx context.Context, id string) (*lifecycle.Record, error) 
 // plugs left behind (L2). Its persisted state is deleted.
 func (e *Engine) Resolve(id string) (*lifecycle.Record, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		// Held by a run: a teardown of another process, or a live run,
 		// which is no orphan.
 		rec, rerr := e.Store.Session(id)
@@ -361,7 +361,7 @@ func (e *Engine) Resolve(id string) (*lifecycle.Record, error) {
 
 // teardownNow runs a teardown run of rec, under its run lock, and waits for
 // it.
-func (e *Engine) teardownNow(ctx context.Context, rec *lifecycle.Record, lock RunLock) (*lifecycle.Record, error) {
+func (e *Engine) teardownNow(ctx context.Context, rec *lifecycle.Record, lock lifecycle.RunLock) (*lifecycle.Record, error) {
 	l, err := e.launch(rec, lifecycle.TeardownRun, rec.EndReason, lock)
 	if err != nil {
 		// A teardown that cannot start failed: retried, then orphaned (L2).
@@ -393,7 +393,7 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 	now := e.now()
 	ids, next, err := e.Store.DueSessions(ctx, now)
 	var errs []error
-	if broken := (*BrokenError)(nil); errors.As(err, &broken) {
+	if broken := (*lifecycle.BrokenError)(nil); errors.As(err, &broken) {
 		errs = append(errs, broken) // the others are swept
 	} else if err != nil {
 		return time.Time{}, err
@@ -429,7 +429,7 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 // whose lock is held only for a moment is swept next time.
 func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err error) {
 	lock, err := e.locks().RunLock(id, false, false)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		return false, nil
 	}
 	if err != nil {
@@ -500,7 +500,7 @@ func (e *Engine) settleCrash(rec *lifecycle.Record, cause error) (*lifecycle.Rec
 // launch starts a session process for the next run of rec, in the
 // session's directory, handing it a holder of the run lock the caller
 // holds.
-func (e *Engine) launch(rec *lifecycle.Record, kind lifecycle.Kind, endReason lifecycle.Reason, held RunLock) (*Live, error) {
+func (e *Engine) launch(rec *lifecycle.Record, kind lifecycle.Kind, endReason lifecycle.Reason, held lifecycle.RunLock) (*Live, error) {
 	flags := []string{"--session", rec.ID, "--kind", string(kind), "--run", strconv.Itoa(rec.Runs)}
 	if endReason != "" {
 		flags = append(flags, "--end-reason", string(endReason))
@@ -546,7 +546,7 @@ func (e *Engine) launch(rec *lifecycle.Record, kind lifecycle.Kind, endReason li
 }
 
 // newLive is the Live of run rec.Runs, of kind, in proc, which holds lock.
-func (e *Engine) newLive(rec *lifecycle.Record, kind lifecycle.Kind, proc Process, lock RunLock) *Live {
+func (e *Engine) newLive(rec *lifecycle.Record, kind lifecycle.Kind, proc Process, lock lifecycle.RunLock) *Live {
 	now := e.now()
 	l := &Live{
 		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, proc: proc, rec: rec,

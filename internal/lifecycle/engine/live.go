@@ -27,7 +27,7 @@ type Live struct {
 	in   *acp.Writer
 	out  <-chan *acp.Message
 	ctl  *ControlConn
-	lock RunLock // released once the run is settled
+	lock lifecycle.RunLock // released once the run is settled
 	// reportsDone is closed when the control channel has been read to its end.
 	reportsDone chan struct{}
 	exited      chan struct{} // closed when the session process has exited

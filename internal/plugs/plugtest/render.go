@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"io/fs"
 	"os"
@@ -20,7 +21,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // logEntry is one JSON log line of a session process, its keys in order.
@@ -293,7 +293,7 @@ func renderTeardown(rec *lifecycle.Record) []byte {
 }
 
 // renderPersisted shows the plugs' persisted state, by plug id.
-func renderPersisted(ctx context.Context, store *engine.Store, session string) ([]byte, error) {
+func renderPersisted(ctx context.Context, store *filestore.Store, session string) ([]byte, error) {
 	ids, err := store.PersistedIDs(session)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/exec"
@@ -228,7 +229,7 @@ func (s *syncBuffer) Since(off int) ([]byte, int) {
 }
 
 func (w *workDir) run(ctx context.Context) (Got, error) {
-	store, err := engine.OpenStore(w.path("state"))
+	store, err := filestore.OpenStore(w.path("state"))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +307,7 @@ var PlugTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // seed stores the persisted state of the test's persisted/ID sections in
 // the new session id, as the plug with that id stored it.
-func (w *workDir) seed(ctx context.Context, store *engine.Store, id string) error {
+func (w *workDir) seed(ctx context.Context, store *filestore.Store, id string) error {
 	for plugID, data := range w.file.Persisted {
 		if err := store.Persisted().Set(ctx, id, plugID, w.persistedBy[plugID], data); err != nil {
 			return &ErrorAt{w.file.Path, w.file.SectionLine("persisted/" + plugID), err.Error()}

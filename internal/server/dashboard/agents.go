@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
@@ -46,7 +45,7 @@ func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request, u user) {
 }
 
 func (d *Dashboard) agentPage(w http.ResponseWriter, u user, status int, a *sqlstore.Agent, problem, notice string) {
-	max, err := engine.MaxPausedLifetime()
+	max, err := lifecycle.MaxPausedLifetime()
 	if err != nil {
 		d.serverError(w, u, "the operator's maximum paused lifetime", err)
 		return
@@ -147,7 +146,7 @@ func parseSettings(policy, lifetime string, stored time.Duration) (lifecycle.Idl
 	if !slices.Contains(policies, p) {
 		return "", 0, fmt.Errorf("idle policy %q: choose %s or %s", policy, lifecycle.PolicyPause, lifecycle.PolicyEnd)
 	}
-	max, err := engine.MaxPausedLifetime()
+	max, err := lifecycle.MaxPausedLifetime()
 	if err != nil {
 		return "", 0, err
 	}

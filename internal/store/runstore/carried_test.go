@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"strings"
 	"testing"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
@@ -208,7 +208,7 @@ func TestACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
 	f.expect(t, message("one"), message("two"), message("three"))
 	f.none(t)
 	want := record(1, "from_agent", "one") + record(2, "from_agent", "two") + record(3, "from_agent", "three")
-	if got := storetest.ReadTranscript(t, store.RunStore.(*engine.Store), id); got != want {
+	if got := storetest.ReadTranscript(t, store.RunStore.(*filestore.Store), id); got != want {
 		t.Fatalf("transcript %q, want %q: each record once", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"net"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -151,7 +151,7 @@ func TestCallsInFlightSurviveABrokenStream(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("transcript: %v", err)
 	}
-	if got, want := storetest.ReadTranscript(t, store.RunStore.(*engine.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
+	if got, want := storetest.ReadTranscript(t, store.RunStore.(*filestore.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
 		t.Fatalf("transcript %q, want %q: each line once", got, want)
 	}
 	if v, ok, err := store.Persisted().Get(context.Background(), id, "p"); err != nil || !ok || string(v) != `{"v":1}` {

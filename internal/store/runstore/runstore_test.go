@@ -3,6 +3,7 @@ package runstore
 import (
 	"context"
 	"errors"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"net"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -36,9 +36,9 @@ func pair(t *testing.T, store lifecycle.RunStore, id string, failed *error) *Cli
 	return NewClient(a)
 }
 
-func newStore(t *testing.T) (*engine.Store, string) {
+func newStore(t *testing.T) (*filestore.Store, string) {
 	t.Helper()
-	store, err := engine.OpenStore(t.TempDir())
+	store, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // Agent is a named agent of the server: the settings of its sessions (L1)
@@ -44,7 +43,7 @@ func (a *Agent) normalize() error {
 	if err := CheckName("agent", a.Name); err != nil {
 		return err
 	}
-	s, err := engine.NormalizeSettings(a.Settings)
+	s, err := lifecycle.NormalizeSettings(a.Settings)
 	if err != nil {
 		return fmt.Errorf("agent %s: settings: %w", a.Name, err)
 	}

@@ -3,13 +3,13 @@ package sqlstore
 import (
 	"bytes"
 	"context"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/sessiongen"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
@@ -27,7 +27,7 @@ func BenchmarkStores(b *testing.B) {
 		open func(b *testing.B) lifecycle.Store
 	}{
 		{"file", func(b *testing.B) lifecycle.Store {
-			s, err := engine.OpenStore(b.TempDir())
+			s, err := filestore.OpenStore(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 func checkSessionID(id string) error { return lifecycle.CheckID("session id", id) }
@@ -259,7 +258,7 @@ func (s *Store) Sessions() ([]*lifecycle.Record, error) {
 	}
 	defer rows.Close()
 	var recs []*lifecycle.Record
-	var broken engine.BrokenError
+	var broken lifecycle.BrokenError
 	for rows.Next() {
 		var id, data string
 		if err := rows.Scan(&id, &data); err != nil {
@@ -267,7 +266,7 @@ func (s *Store) Sessions() ([]*lifecycle.Record, error) {
 		}
 		rec, err := decodeRecord(id, data)
 		if err != nil {
-			broken.Records = append(broken.Records, engine.BrokenRecord{ID: id, Err: err})
+			broken.Records = append(broken.Records, lifecycle.BrokenRecord{ID: id, Err: err})
 			continue
 		}
 		recs = append(recs, rec)
@@ -409,7 +408,7 @@ func (s *Store) ListSessions(ctx context.Context, q ListQuery) (ListPage, error)
 	}
 	defer rows.Close()
 	var page ListPage
-	var broken engine.BrokenError
+	var broken lifecycle.BrokenError
 	n := 0
 	for rows.Next() {
 		var id, data string
@@ -424,7 +423,7 @@ func (s *Store) ListSessions(ctx context.Context, q ListQuery) (ListPage, error)
 		page.Next = fmt.Sprintf("%d.%s", created, id)
 		rec, err := decodeRecord(id, data)
 		if err != nil {
-			broken.Records = append(broken.Records, engine.BrokenRecord{ID: id, Err: err})
+			broken.Records = append(broken.Records, lifecycle.BrokenRecord{ID: id, Err: err})
 			continue
 		}
 		page.Sessions = append(page.Sessions, rec)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -137,7 +136,7 @@ func TestIssue13_CorruptRecordNamesTheSession(t *testing.T) {
 		testsupport.WantErr(t, err, "session moved", `record of session "good"`)
 
 		recs, err := s.Sessions()
-		var broken *engine.BrokenError
+		var broken *lifecycle.BrokenError
 		if !errors.As(err, &broken) || len(broken.Records) != 2 {
 			t.Fatalf("Sessions: %v, want a *blaise.BrokenError naming 2 records", err)
 		}

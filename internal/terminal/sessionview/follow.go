@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"io/fs"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // followPoll is how often a followed transcript is read again: the file is
@@ -87,7 +87,7 @@ func Lines(ctx context.Context, path string, live func() (bool, error), each fun
 type LogOptions struct {
 	Out, Err io.Writer
 	Color    bool // styles in Out
-	Store    *engine.Store
+	Store    *filestore.Store
 	// Transcript, when Store is nil, is the transcript to write (a
 	// server's); Follow is not for it.
 	Transcript io.Reader

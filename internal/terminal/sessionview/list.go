@@ -2,6 +2,7 @@ package sessionview
 
 import (
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"slices"
 	"strings"
@@ -9,13 +10,12 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // List writes the table of recs (ended ones only with all), then,
 // for each orphaned session, what it left and how to resolve it (L2); st
 // is nil for a server's sessions.
-func List(out io.Writer, st *engine.Store, recs []*lifecycle.Record, now time.Time, all bool) error {
+func List(out io.Writer, st *filestore.Store, recs []*lifecycle.Record, now time.Time, all bool) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	// A server's sessions are an agent's; its runners have the configuration.
 	where := func(r *lifecycle.Record) string { return r.Config }

@@ -3,12 +3,12 @@ package sessionview
 import (
 	"bytes"
 	"context"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -18,7 +18,7 @@ import (
 // are cleaned up. The output is compared with
 // testdata/orphaned_listing.golden (BLAISE_UPDATE_GOLDEN=1 rewrites it).
 func TestIssue11_OrphanedListingSaysWhatToDo(t *testing.T) {
-	st, err := engine.OpenStore(t.TempDir())
+	st, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

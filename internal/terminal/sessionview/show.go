@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // Show writes what the store keeps of a session, for a person: where it was
@@ -20,7 +20,7 @@ import (
 // such) and its transcript. Times are shown in now's location. A server's
 // session (st nil) shows what its record says: its stored state and its
 // transcript are the server's.
-func Show(out io.Writer, st *engine.Store, rec *lifecycle.Record, now time.Time) error {
+func Show(out io.Writer, st *filestore.Store, rec *lifecycle.Record, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	at := func(t time.Time) string {
 		d := now.Sub(t).Round(time.Second)
@@ -118,7 +118,7 @@ func Show(out io.Writer, st *engine.Store, rec *lifecycle.Record, now time.Time)
 
 // stored lists the plugs with stored state, and the orphaned state: stored
 // state of no plug of the configuration.
-func stored(w io.Writer, st *engine.Store, rec *lifecycle.Record) error {
+func stored(w io.Writer, st *filestore.Store, rec *lifecycle.Record) error {
 	named, err := StoredPlugs(st, rec.ID)
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func stored(w io.Writer, st *engine.Store, rec *lifecycle.Record) error {
 // StoredPlugs names the plug ids with stored state in a session, each with
 // the name of the plug that stored it when it can be read: "wt
 // (blaise/worktree)".
-func StoredPlugs(st *engine.Store, session string) ([]string, error) {
+func StoredPlugs(st *filestore.Store, session string) ([]string, error) {
 	ids, err := st.PersistedIDs(session)
 	if err != nil {
 		return nil, err

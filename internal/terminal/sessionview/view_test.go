@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -38,7 +38,7 @@ func TestIssue16_LogRendersTheTranscript(t *testing.T) {
 // pause and teardown with their errors, its stored and orphaned state, its
 // transcript, and what to do; a paused one when it expires.
 func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
-	st, err := engine.OpenStore(t.TempDir())
+	st, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 // the record keeps, each with its kind, times, stop, pause and teardown,
 // then their errors; it says when earlier runs are no longer kept.
 func TestIssue16_ShowTablesEveryRun(t *testing.T) {
-	st, err := engine.OpenStore(t.TempDir())
+	st, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func lastPaused(e *engine.Engine, config string) (string, error) {
 	// Unreadable records do not hide the others; they are named only when
 	// no paused session is found, as the one meant may be among them.
 	recs, err := e.Store.Sessions()
-	if broken := (*engine.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
+	if broken := (*lifecycle.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return "", err
 	}
 	var last *lifecycle.Record

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/signal"
@@ -66,7 +67,7 @@ func Run(o Options) error {
 		default:
 		}
 	}
-	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.(*engine.Store).Dir(), historyFile), interrupt)
+	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.(*filestore.Store).Dir(), historyFile), interrupt)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package engine
+package filestore
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 // the others are pruned.
 func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 	recs, err := s.Sessions()
-	var broken *BrokenError
+	var broken *lifecycle.BrokenError
 	if err != nil && !errors.As(err, &broken) {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 // cutoff and no one holds its run lock.
 func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
 	l, err := s.lockRunOnce(id, false)
-	if errors.Is(err, ErrRunHeld) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, lifecycle.ErrRunHeld) || errors.Is(err, lifecycle.ErrNotFound) {
 		return false, nil // in use, or pruned by someone else
 	}
 	if err != nil {
@@ -51,7 +51,7 @@ func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
 	pruned := false
 	err = s.withLock(true, func() error {
 		rec, err := s.readSession(id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, lifecycle.ErrNotFound) {
 			return nil
 		}
 		if err != nil {

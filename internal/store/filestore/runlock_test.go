@@ -1,4 +1,4 @@
-package engine
+package filestore
 
 import (
 	"errors"
@@ -55,11 +55,11 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 
 	release = holdRunLock(t, s, id)
 	defer release()
-	if _, err := s.tryRunLock(id, false); !errors.Is(err, ErrRunHeld) {
-		t.Fatalf("a lock held all along: %v, want ErrRunHeld", err)
+	if _, err := s.tryRunLock(id, false); !errors.Is(err, lifecycle.ErrRunHeld) {
+		t.Fatalf("a lock held all along: %v, want lifecycle.ErrRunHeld", err)
 	}
-	if _, err := s.lockRunOnce(id, false); !errors.Is(err, ErrRunHeld) {
-		t.Fatalf("lockRunOnce: %v, want ErrRunHeld at once", err)
+	if _, err := s.lockRunOnce(id, false); !errors.Is(err, lifecycle.ErrRunHeld) {
+		t.Fatalf("lockRunOnce: %v, want lifecycle.ErrRunHeld at once", err)
 	}
 }
 

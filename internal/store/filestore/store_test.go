@@ -1,4 +1,4 @@
-package engine
+package filestore
 
 import (
 	"bufio"
@@ -32,11 +32,16 @@ const (
 	storeNEnv     = "BLAISE_STORE_TEST_N"
 )
 
-// StoreChild runs job as a child process of a store test (TestMain calls it
-// when StoreChildEnv is set).
-func StoreChild(job string) error { return storeChild(job) }
-
-const StoreChildEnv = storeChildEnv
+func TestMain(m *testing.M) {
+	if job := os.Getenv(storeChildEnv); job != "" {
+		if err := storeChild(job); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func storeChild(job string) error {
 	s, err := OpenStore(os.Getenv(storeDirEnv))
@@ -620,9 +625,9 @@ func TestIssue11_BrokenRecordsDoNotHideTheOthers(t *testing.T) {
 	if !reflect.DeepEqual(ids, []string{"good1", "good2"}) {
 		t.Errorf("Sessions listed %q, want the healthy good1 and good2", ids)
 	}
-	var be *BrokenError
+	var be *lifecycle.BrokenError
 	if !errors.As(err, &be) {
-		t.Fatalf("Sessions: %v, want a *BrokenError", err)
+		t.Fatalf("Sessions: %v, want a *lifecycle.BrokenError", err)
 	}
 	if len(be.Records) != len(want) {
 		t.Errorf("%d broken records, want %d: %v", len(be.Records), len(want), err)
