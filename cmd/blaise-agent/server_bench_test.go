@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +125,7 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 	c := &apiclient.Client{URL: l.url, Token: l.token}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		recs, err := c.AllSessions(context.Background(), apiclient.ListOptions{Limit: server.MaxListLimit})
+		recs, err := c.AllSessions(context.Background(), apiclient.ListOptions{Limit: api.MaxListLimit})
 		if err != nil || len(recs) != 1000 {
 			b.Fatalf("%d sessions: %v", len(recs), err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"net/http"
 	"strings"
@@ -22,32 +23,23 @@ import (
 // MaxBody bounds a request's body.
 const MaxBody = 1 << 20
 
-// Paths of the client API (docs/protocol.md).
-const (
-	PathAgents   = "/v1/agents"
-	PathSessions = "/v1/sessions"
-	// ACPSubprotocol is the WebSocket subprotocol of a client's ACP
-	// connection: ACP messages, one per line, in binary messages.
-	ACPSubprotocol = "acp.v1"
-)
-
 // Handler is the server's HTTP API; ctx bounds its long connections.
 func (s *Server) Handler(ctx context.Context) http.Handler {
 	s.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+runnerproto.PathRegister, s.register)
 	mux.HandleFunc("GET "+runnerproto.PathRunner, func(w http.ResponseWriter, r *http.Request) { s.connectRunner(ctx, w, r) })
-	mux.HandleFunc("GET "+PathAgents, s.client(s.listAgents))
-	mux.HandleFunc("POST "+PathAgents, s.client(s.createAgent))
-	mux.HandleFunc("GET "+PathAgents+"/{name}", s.client(s.getAgent))
-	mux.HandleFunc("PATCH "+PathAgents+"/{name}", s.client(s.updateAgent))
-	mux.HandleFunc("DELETE "+PathAgents+"/{name}", s.client(s.deleteAgent))
-	mux.HandleFunc("GET "+PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.connectClient(ctx, w, r) }))
-	mux.HandleFunc("GET "+PathSessions, s.client(s.listSessions))
-	mux.HandleFunc("GET "+PathSessions+"/{id}", s.client(s.getSession))
-	mux.HandleFunc("GET "+PathSessions+"/{id}/transcript", s.client(s.getTranscript))
-	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
-	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
+	mux.HandleFunc("GET "+api.PathAgents, s.client(s.listAgents))
+	mux.HandleFunc("POST "+api.PathAgents, s.client(s.createAgent))
+	mux.HandleFunc("GET "+api.PathAgents+"/{name}", s.client(s.getAgent))
+	mux.HandleFunc("PATCH "+api.PathAgents+"/{name}", s.client(s.updateAgent))
+	mux.HandleFunc("DELETE "+api.PathAgents+"/{name}", s.client(s.deleteAgent))
+	mux.HandleFunc("GET "+api.PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.connectClient(ctx, w, r) }))
+	mux.HandleFunc("GET "+api.PathSessions, s.client(s.listSessions))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}", s.client(s.getSession))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}/transcript", s.client(s.getTranscript))
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/end", s.client(s.endSession))
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/resolve", s.client(s.resolveSession))
 	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(), SignInFailed: s.SignInFailed,
 		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.openACP(ctx, agent) }}
 	mux.Handle("/", dash.Handler())
@@ -284,7 +276,7 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 		failErr(w, err)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{ACPSubprotocol}})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.ACPSubprotocol}})
 	if err != nil {
 		return
 	}

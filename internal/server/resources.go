@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"net/http"
 	"slices"
@@ -13,24 +14,8 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
-// AgentJSON is an agent in the API: durations as Go durations ("24h").
-type AgentJSON struct {
-	Name            string `json:"name"`
-	Config          string `json:"config,omitempty"`
-	IdlePolicy      string `json:"idle_policy,omitempty"`
-	PausedLifetime  string `json:"paused_lifetime,omitempty"`
-	InactivityLimit string `json:"inactivity_limit,omitempty"`
-	Timeout         string `json:"timeout,omitempty"`
-	// A failed teardown is tried again after TeardownBackoff, doubling,
-	// TeardownAttempts times in all (L2).
-	TeardownBackoff  string `json:"teardown_backoff,omitempty"`
-	TeardownAttempts int    `json:"teardown_attempts,omitempty"`
-	Created          string `json:"created,omitempty"`
-	Updated          string `json:"updated,omitempty"`
-}
-
-func agentJSON(a *sqlstore.Agent) AgentJSON {
-	return AgentJSON{
+func agentJSON(a *sqlstore.Agent) api.AgentJSON {
+	return api.AgentJSON{
 		Name: a.Name, Config: a.Config, IdlePolicy: string(a.Settings.IdlePolicy),
 		PausedLifetime: a.Settings.PausedLifetime.String(), InactivityLimit: a.Settings.InactivityLimit.String(), Timeout: a.Settings.Timeout.String(),
 		TeardownBackoff: a.Settings.TeardownBackoff.String(), TeardownAttempts: a.Settings.TeardownAttempts,
@@ -38,8 +23,9 @@ func agentJSON(a *sqlstore.Agent) AgentJSON {
 	}
 }
 
-// apply lays the fields j sets over a, naming a field that does not parse.
-func (j AgentJSON) apply(a *sqlstore.Agent) error {
+// applyAgent lays the fields j sets over a, naming a field that does not
+// parse.
+func applyAgent(j api.AgentJSON, a *sqlstore.Agent) error {
 	if j.Config != "" {
 		a.Config = j.Config
 	}
@@ -72,7 +58,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
-	out := []AgentJSON{}
+	out := []api.AgentJSON{}
 	for _, a := range as {
 		out = append(out, agentJSON(a))
 	}
@@ -80,12 +66,12 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
-	var j AgentJSON
+	var j api.AgentJSON
 	if !readJSON(w, r, &j) {
 		return
 	}
 	a := sqlstore.Agent{Name: j.Name}
-	if err := j.apply(&a); err != nil {
+	if err := applyAgent(j, &a); err != nil {
 		failErr(w, err)
 		return
 	}
@@ -107,7 +93,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
-	var j AgentJSON
+	var j api.AgentJSON
 	if !readJSON(w, r, &j) {
 		return
 	}
@@ -115,7 +101,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "name: an agent cannot be renamed")
 		return
 	}
-	a, err := s.Store.UpdateAgent(r.PathValue("name"), j.apply)
+	a, err := s.Store.UpdateAgent(r.PathValue("name"), func(a *sqlstore.Agent) error { return applyAgent(j, a) })
 	if err != nil {
 		failErr(w, err)
 		return
@@ -130,16 +116,6 @@ func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// Page sizes of the sessions list (docs/protocol.md#sessions).
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
-)
-
-// HeaderNextCursor carries the cursor of the sessions list's next page;
-// absent on its last.
-const HeaderNextCursor = "Blaise-Next-Cursor"
 
 // listSessions answers a page of the sessions list, newest first, filtered
 // in the database (sqlstore.ListSessions).
@@ -157,7 +133,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if page.Next != "" {
-		w.Header().Set(HeaderNextCursor, page.Next)
+		w.Header().Set(api.HeaderNextCursor, page.Next)
 	}
 	if page.Sessions == nil {
 		page.Sessions = []*lifecycle.Record{} // [], not null
@@ -168,11 +144,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 // listQuery reads the sessions list's parameters.
 func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
 	v := r.URL.Query()
-	q := sqlstore.ListQuery{Agent: v.Get("agent"), State: v.Get("state"), Runner: v.Get("runner"), Text: v.Get("q"), After: v.Get("cursor"), Limit: DefaultListLimit}
+	q := sqlstore.ListQuery{Agent: v.Get("agent"), State: v.Get("state"), Runner: v.Get("runner"), Text: v.Get("q"), After: v.Get("cursor"), Limit: api.DefaultListLimit}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return q, fmt.Errorf("limit %q: want a number from 1 to %d", l, MaxListLimit)
+		if err != nil || n < 1 || n > api.MaxListLimit {
+			return q, fmt.Errorf("limit %q: want a number from 1 to %d", l, api.MaxListLimit)
 		}
 		q.Limit = n
 	}

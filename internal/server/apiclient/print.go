@@ -2,14 +2,13 @@ package apiclient
 
 import (
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"text/tabwriter"
-
-	"github.com/blaiseagent/blaise-agent/internal/server"
 )
 
 // PrintAgents prints agents as a table.
-func PrintAgents(w io.Writer, agents []server.AgentJSON) error {
+func PrintAgents(w io.Writer, agents []api.AgentJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tIDLE POLICY\tPAUSED LIFETIME\tINACTIVITY\tTIMEOUT\tCONFIG")
 	for _, a := range agents {

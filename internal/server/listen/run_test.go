@@ -1,6 +1,7 @@
 package listen
 
 import (
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"io"
 	"net"
 	"os"
@@ -8,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
-	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
@@ -86,7 +86,7 @@ func TestARunnersDefaultNameIsValidForAnyHostName(t *testing.T) {
 		if got != want {
 			t.Errorf("DefaultName(%q) = %q, want %q", host, got, want)
 		}
-		if err := sqlstore.CheckName("runner", got); err != nil {
+		if err := lifecycle.CheckName("runner", got); err != nil {
 			t.Errorf("DefaultName(%q): %v", host, err)
 		}
 	}

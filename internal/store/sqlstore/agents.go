@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
@@ -24,23 +23,10 @@ type Agent struct {
 	Updated time.Time `json:"updated"`
 }
 
-// validName is what agent and runner names may look like: they appear in
-// URLs and commands.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// CheckName refuses a name that is not 1 to 63 lowercase letters, digits
-// or '-', starting with a letter or digit; what says what it names.
-func CheckName(what, name string) error {
-	if !validName.MatchString(name) {
-		return fmt.Errorf("invalid %s name %q: want 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", what, name)
-	}
-	return nil
-}
-
 // normalize checks a's name and fills in and caps its settings
 // (blaise.NormalizeSettings: SESSION_MAX_PAUSED_LIFETIME_MS).
 func (a *Agent) normalize() error {
-	if err := CheckName("agent", a.Name); err != nil {
+	if err := lifecycle.CheckName("agent", a.Name); err != nil {
 		return err
 	}
 	s, err := lifecycle.NormalizeSettings(a.Settings)
@@ -97,7 +83,7 @@ func (s *Store) Agent(name string) (*Agent, error) {
 }
 
 func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, error) {
-	if err := CheckName("agent", name); err != nil {
+	if err := lifecycle.CheckName("agent", name); err != nil {
 		return nil, err
 	}
 	a, err := scanAgent(c.row(ctx, "SELECT "+agentColumns+" FROM agents WHERE name = ?"+lock, name))
@@ -155,7 +141,7 @@ func (s *Store) UpdateAgent(name string, f func(*Agent) error) (*Agent, error) {
 // DeleteAgent removes an agent; its sessions stay. An unknown name is an
 // error wrapping ErrNotFound.
 func (s *Store) DeleteAgent(name string) error {
-	if err := CheckName("agent", name); err != nil {
+	if err := lifecycle.CheckName("agent", name); err != nil {
 		return err
 	}
 	n, err := affected(s.writer().exec(context.Background(), "DELETE FROM agents WHERE name = ?", name))

@@ -123,7 +123,7 @@ type Runner struct {
 // of a new runner named name. The credential is returned in clear only
 // here; the store keeps its hash.
 func (s *Store) Register(regToken, name string) (cred, runnerID string, err error) {
-	if err := CheckName("runner", name); err != nil {
+	if err := lifecycle.CheckName("runner", name); err != nil {
 		return "", "", err
 	}
 	if err := checkToken("registration token", RegistrationPrefix, regToken); err != nil {

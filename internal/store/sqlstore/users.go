@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"strings"
 	"time"
 
@@ -116,7 +117,7 @@ func (s *Store) MintSetupToken() (string, error) {
 
 // checkUser refuses a bad name or a short password.
 func checkUser(name, password string) error {
-	if err := CheckName("user", name); err != nil {
+	if err := lifecycle.CheckName("user", name); err != nil {
 		return err
 	}
 	if len(password) < MinPassword {
@@ -159,7 +160,7 @@ func (s *Store) CreateFirstAdmin(setupToken, name, password string) (*User, erro
 // SignIn checks a user's password and opens a web session of ttl; it
 // returns the session's token, shown once (the cookie), and its user.
 func (s *Store) SignIn(name, password string, ttl time.Duration) (string, *User, error) {
-	if CheckName("user", name) != nil {
+	if lifecycle.CheckName("user", name) != nil {
 		return "", nil, ErrBadSignIn
 	}
 	var u User
