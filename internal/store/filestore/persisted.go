@@ -113,12 +113,12 @@ func (p persisted) Delete(ctx context.Context, session, plugID string) error {
 
 // PersistedIDs returns the ids of the plugs with persisted state in a
 // session, sorted.
-func (s *Store) PersistedIDs(session string) ([]string, error) {
+func (s *Store) PersistedIDs(ctx context.Context, session string) ([]string, error) {
 	if err := checkSessionID(session); err != nil {
 		return nil, err
 	}
 	var ids []string
-	err := s.withLock(false, func() error {
+	err := s.withLock(ctx, false, func() error {
 		dir := filepath.Join(s.sessionDir(session), persistedDir)
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -147,7 +147,7 @@ func (s *Store) PersistedIDs(session string) ([]string, error) {
 // PersistedPlug returns the name of the plug that stored a plug id's
 // persisted state in a session (named in the orphaned-state report); ok is
 // false when there is no such state.
-func (s *Store) PersistedPlug(session, plugID string) (name string, ok bool, err error) {
+func (s *Store) PersistedPlug(ctx context.Context, session, plugID string) (name string, ok bool, err error) {
 	if err := checkSessionID(session); err != nil {
 		return "", false, err
 	}
@@ -155,7 +155,7 @@ func (s *Store) PersistedPlug(session, plugID string) (name string, ok bool, err
 		return "", false, err
 	}
 	var st *persistedState
-	err = s.withLock(false, func() error {
+	err = s.withLock(ctx, false, func() error {
 		var err error
 		st, err = s.readPersisted(session, plugID)
 		return err
@@ -167,11 +167,11 @@ func (s *Store) PersistedPlug(session, plugID string) (name string, ok bool, err
 }
 
 // DeletePersisted removes all of a session's persisted state.
-func (s *Store) DeletePersisted(session string) error {
+func (s *Store) DeletePersisted(ctx context.Context, session string) error {
 	if err := checkSessionID(session); err != nil {
 		return err
 	}
-	return s.withLock(true, func() error {
+	return s.withLock(ctx, true, func() error {
 		dir := filepath.Join(s.sessionDir(session), persistedDir)
 		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 			return nil

@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"context"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
@@ -15,22 +16,24 @@ var (
 )
 
 // Loaded records a run's first report (session.RecordLoaded).
-func (s *Store) Loaded(id string, l lifecycle.Loaded) error { return lifecycle.RecordLoaded(s, id, l) }
+func (s *Store) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
+	return lifecycle.RecordLoaded(ctx, s, id, l)
+}
 
 // Paused records a reported pause (session.RecordPaused).
-func (s *Store) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
-	return lifecycle.RecordPaused(s, id, p)
+func (s *Store) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+	return lifecycle.RecordPaused(ctx, s, id, p)
 }
 
 // TornDown records a teardown's outcome: the session ends and its
 // persisted state goes, or a retry is due (L2).
-func (s *Store) TornDown(id string, failure error, at time.Time) (*lifecycle.Record, error) {
-	rec, err := s.UpdateSession(id, func(r *lifecycle.Record) error {
+func (s *Store) TornDown(ctx context.Context, id string, failure error, at time.Time) (*lifecycle.Record, error) {
+	rec, err := s.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
 		lifecycle.ApplyTeardown(r, failure, at)
 		return nil
 	})
 	if err == nil && rec.State == lifecycle.Ended {
-		err = s.DeletePersisted(id)
+		err = s.DeletePersisted(ctx, id)
 	}
 	return rec, err
 }

@@ -30,7 +30,7 @@ func holdRunLock(t *testing.T, s *Store, id string) (release func()) {
 func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 	s := openTestStore(t)
 	const id = "sess0000lock"
-	if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Paused}); err != nil {
+	if err := s.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Paused}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -68,16 +68,16 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 func TestIssue11_DiscardRemovesEverything(t *testing.T) {
 	s := openTestStore(t)
 	const id = "sess00discrd"
-	if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Active}); err != nil {
+	if err := s.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Active}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Discard(id); err != nil {
+	if err := s.Discard(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(s.sessionDir(id)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the session's directory: %v, want it gone", err)
 	}
-	if recs, err := s.Sessions(); err != nil || len(recs) != 0 {
+	if recs, err := s.Sessions(t.Context()); err != nil || len(recs) != 0 {
 		t.Errorf("sessions after discard: %v, %v", recs, err)
 	}
 }

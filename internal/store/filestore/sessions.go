@@ -23,7 +23,7 @@ func (s *Store) NewSessionID() string { return lifecycle.NewID() }
 
 // CreateSession stores a new session. Created (and Updated) are set to now
 // when zero. It fails when the id is in use.
-func (s *Store) CreateSession(rec *lifecycle.Record) error {
+func (s *Store) CreateSession(ctx context.Context, rec *lifecycle.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (s *Store) CreateSession(rec *lifecycle.Record) error {
 	if rec.Updated.IsZero() {
 		rec.Updated = rec.Created
 	}
-	return s.withLock(true, func() error {
+	return s.withLock(ctx, true, func() error {
 		name := s.sessionPath(rec.ID)
 		if _, err := os.Lstat(name); err == nil {
 			return fmt.Errorf("session %s already exists", rec.ID)
@@ -52,12 +52,12 @@ func (s *Store) CreateSession(rec *lifecycle.Record) error {
 
 // Session returns the stored record of a session, or an error wrapping
 // lifecycle.ErrNotFound.
-func (s *Store) Session(id string) (*lifecycle.Record, error) {
+func (s *Store) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
 	var rec *lifecycle.Record
-	err := s.withLock(false, func() error {
+	err := s.withLock(ctx, false, func() error {
 		var err error
 		rec, err = s.readSession(id)
 		return err
@@ -69,12 +69,12 @@ func (s *Store) Session(id string) (*lifecycle.Record, error) {
 // reads the record, calls f, sets Updated and writes the record. An error
 // from f aborts the update, writing nothing. f must not call the Store: the
 // lock is not reentrant.
-func (s *Store) UpdateSession(id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
+func (s *Store) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
 	var rec *lifecycle.Record
-	err := s.withLock(true, func() error {
+	err := s.withLock(ctx, true, func() error {
 		var err error
 		if rec, err = s.readSession(id); err != nil {
 			return err
@@ -93,10 +93,10 @@ func (s *Store) UpdateSession(id string, f func(*lifecycle.Record) error) (*life
 // Sessions returns every stored session, sorted by Created, then ID. A
 // record that cannot be read does not hide the others: they are returned
 // with a *lifecycle.BrokenError that names each broken one.
-func (s *Store) Sessions() ([]*lifecycle.Record, error) {
+func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 	var recs []*lifecycle.Record
 	var broken lifecycle.BrokenError
-	err := s.withLock(false, func() error {
+	err := s.withLock(ctx, false, func() error {
 		dir := s.path(sessionsDir)
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -146,7 +146,7 @@ func (s *Store) DueSessions(ctx context.Context, now time.Time) ([]string, time.
 	if err := ctx.Err(); err != nil {
 		return nil, time.Time{}, err
 	}
-	recs, err := s.Sessions()
+	recs, err := s.Sessions(ctx)
 	if broken := (*lifecycle.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return nil, time.Time{}, err
 	}
@@ -168,7 +168,10 @@ func (s *Store) TranscriptPath(id string) string {
 // may hold what the agent saw), as a stream whose pages are dropped from
 // the system's cache behind it (streamfile). An unknown session is an
 // error wrapping lifecycle.ErrNotFound.
-func (s *Store) Transcript(id string) (io.WriteCloser, error) {
+func (s *Store) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -184,7 +187,10 @@ func (s *Store) Transcript(id string) (io.WriteCloser, error) {
 }
 
 // ReadTranscript opens a session's transcript for reading.
-func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
+func (s *Store) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}

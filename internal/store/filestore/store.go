@@ -129,7 +129,7 @@ func OpenStore(dir string) (*Store, error) {
 	}
 
 	var key []byte
-	err = s.withLock(true, func() error {
+	err = s.waitLock(true, func() error {
 		if _, err := s.readVersion(); errors.Is(err, fs.ErrNotExist) {
 			if err := s.checkEmpty(); err != nil {
 				return err
@@ -230,9 +230,19 @@ func (s *Store) checkEmpty() error {
 	return nil
 }
 
-// withLock runs f holding the store's lock, exclusive or shared, waiting
+// withLock runs f holding the store's lock, exclusive or shared, once ctx
+// allows: a flock wait cannot be cut short, and the lock is only ever held
+// for a few file operations.
+func (s *Store) withLock(ctx context.Context, exclusive bool, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.waitLock(exclusive, f)
+}
+
+// waitLock runs f holding the store's lock, exclusive or shared, waiting
 // for it as long as it takes.
-func (s *Store) withLock(exclusive bool, f func() error) error {
+func (s *Store) waitLock(exclusive bool, f func() error) error {
 	return s.locked(func(l *flock.Flock) error {
 		if exclusive {
 			return l.Lock()
