@@ -96,7 +96,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		sp.Logger = log.Default()
 	}
 	logger := sp.Logger
-	rec, err := sp.Store.Session(sp.SessionID)
+	rec, err := sp.Store.Session(ctx, sp.SessionID)
 	if err != nil {
 		return err
 	}
@@ -119,12 +119,12 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	if err != nil {
 		return sp.broken(rec, err)
 	}
-	if err := sp.Store.Loaded(sp.SessionID, loaded); err != nil {
+	if err := sp.Store.Loaded(ctx, sp.SessionID, loaded); err != nil {
 		return err
 	}
 	for _, id := range loaded.OrphanedState {
 		// Named by the plug that stored it, so a person knows what to clean.
-		name, _, _ := sp.Store.PersistedPlug(sp.SessionID, id)
+		name, _, _ := sp.Store.PersistedPlug(ctx, sp.SessionID, id)
 		logger.Warn("stored plug state belongs to no plug of the configuration", "session", sp.SessionID, "plug_id", id, "stored_by", name)
 	}
 	sp.send(lifecycle.Control{Kind: lifecycle.ControlLoaded, Run: sp.Run, Loaded: &loaded})
@@ -207,7 +207,7 @@ type carryingStore interface {
 // recorder. The records are redacted with the run's secrets.
 func (sp *SessionProcess) transcript() (recorder, *acp.Carrier, error) {
 	if !sp.Carry {
-		w, err := sp.Store.Transcript(sp.SessionID)
+		w, err := sp.Store.Transcript(context.TODO(), sp.SessionID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -261,7 +261,7 @@ func (sp *SessionProcess) broken(rec *lifecycle.Record, err error) error {
 // tornDown records a teardown's outcome and tells the front end (L2).
 func (sp *SessionProcess) tornDown(reason lifecycle.Reason, failure error) error {
 	failure = sp.Redactions.Error(failure)
-	_, err := sp.Store.TornDown(sp.SessionID, failure, time.Now())
+	_, err := sp.Store.TornDown(context.TODO(), sp.SessionID, failure, time.Now())
 	td := &lifecycle.TeardownReport{Reason: reason}
 	if failure != nil {
 		td.Error = failure.Error()
@@ -274,7 +274,7 @@ func (sp *SessionProcess) tornDown(reason lifecycle.Reason, failure error) error
 func (sp *SessionProcess) report(p lifecycle.Pause) error {
 	rec := p.Record(sp.Run, time.Now())
 	rec.Error = sp.Redactions.String(rec.Error)
-	_, err := sp.Store.Paused(sp.SessionID, rec)
+	_, err := sp.Store.Paused(context.TODO(), sp.SessionID, rec)
 	sp.send(lifecycle.Control{Kind: lifecycle.ControlPause, Run: sp.Run, Pause: &rec})
 	return err
 }
@@ -307,7 +307,7 @@ func (sp *SessionProcess) listen(r *Run, rec *lifecycle.Record) {
 
 // orphans lists the stored plug ids that no plug of the chain has (L7).
 func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
-	stored, err := sp.Store.PersistedIDs(sp.SessionID)
+	stored, err := sp.Store.PersistedIDs(context.TODO(), sp.SessionID)
 	if err != nil {
 		return nil, err
 	}

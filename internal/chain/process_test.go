@@ -23,8 +23,8 @@ import (
 // over a connection does when an append failed.
 type unclosableTranscript struct{ lifecycle.RunStore }
 
-func (s unclosableTranscript) Transcript(id string) (io.WriteCloser, error) {
-	w, err := s.RunStore.Transcript(id)
+func (s unclosableTranscript) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(ctx, id)
 	return failingClose{w}, err
 }
 
@@ -73,7 +73,7 @@ type transcriptAtPause struct {
 	atPause chan string
 }
 
-func (s transcriptAtPause) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+func (s transcriptAtPause) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
 	r, err := s.ReadTranscript(id)
 	if err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 		return nil, err
 	}
 	defer lock.Release()
-	rec, err := e.settleIfGone(id)
+	rec, err := e.settleIfGone(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 		return nil, fmt.Errorf("session %s: action %s: its output: %w", id, action, copyErr)
 	}
 	if report.Changes != nil {
-		if _, err := e.Store.UpdateSession(id, func(r *lifecycle.Record) error { r.Changes = report.Changes; return nil }); err != nil {
+		if _, err := e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error { r.Changes = report.Changes; return nil }); err != nil {
 			return nil, fmt.Errorf("session %s: recording the summary of its changes: %w", id, err)
 		}
 	}

@@ -39,7 +39,7 @@ func (a *Agent) normalize() error {
 
 // CreateAgent stores a new agent, its settings normalized, and returns it
 // as stored. It fails, wrapping ErrExists, when the name is in use.
-func (s *Store) CreateAgent(a Agent) (*Agent, error) {
+func (s *Store) CreateAgent(ctx context.Context, a Agent) (*Agent, error) {
 	if err := a.normalize(); err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (s *Store) CreateAgent(a Agent) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 	}
-	n, err := affected(s.writer().exec(context.Background(),
+	n, err := affected(s.writer().exec(ctx,
 		"INSERT INTO agents (name, config, settings, created, updated) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
 		a.Name, a.Config, string(settings), a.Created.UnixNano(), a.Updated.UnixNano()))
 	if err != nil {
@@ -78,8 +78,8 @@ func scanAgent(row interface{ Scan(...any) error }) (*Agent, error) {
 }
 
 // Agent returns an agent, or an error wrapping ErrNotFound.
-func (s *Store) Agent(name string) (*Agent, error) {
-	return s.agent(context.Background(), s.read, name, "")
+func (s *Store) Agent(ctx context.Context, name string) (*Agent, error) {
+	return s.agent(ctx, s.read, name, "")
 }
 
 func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, error) {
@@ -97,15 +97,14 @@ func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, e
 }
 
 // Agents returns every agent, sorted by name.
-func (s *Store) Agents() ([]*Agent, error) {
-	return list(s, "agents", "SELECT "+agentColumns+" FROM agents ORDER BY name", scanAgent)
+func (s *Store) Agents(ctx context.Context) ([]*Agent, error) {
+	return list(ctx, s, "agents", "SELECT "+agentColumns+" FROM agents ORDER BY name", scanAgent)
 }
 
 // UpdateAgent changes an agent atomically: f edits it, its settings are
 // normalized again, and an error from either writes nothing. The name
 // cannot change.
-func (s *Store) UpdateAgent(name string, f func(*Agent) error) (*Agent, error) {
-	ctx := context.Background()
+func (s *Store) UpdateAgent(ctx context.Context, name string, f func(*Agent) error) (*Agent, error) {
 	var a *Agent
 	err := s.inTx(ctx, func(c conn) error {
 		var err error
@@ -140,11 +139,11 @@ func (s *Store) UpdateAgent(name string, f func(*Agent) error) (*Agent, error) {
 
 // DeleteAgent removes an agent; its sessions stay. An unknown name is an
 // error wrapping ErrNotFound.
-func (s *Store) DeleteAgent(name string) error {
+func (s *Store) DeleteAgent(ctx context.Context, name string) error {
 	if err := lifecycle.CheckName("agent", name); err != nil {
 		return err
 	}
-	n, err := affected(s.writer().exec(context.Background(), "DELETE FROM agents WHERE name = ?", name))
+	n, err := affected(s.writer().exec(ctx, "DELETE FROM agents WHERE name = ?", name))
 	if err != nil {
 		return fmt.Errorf("agent %s: %s: %w", name, s.where, err)
 	}

@@ -166,7 +166,6 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 // directory with the key, is a store with the same sessions, their
 // decrypted state and their transcripts.
 func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	key := newKey()
 	s, err := Open(ctx, filepath.Join(dir, "blaise.db"), key, filepath.Join(dir, "transcripts"))
@@ -275,7 +274,6 @@ func extract(t *testing.T, file, dir string) {
 // transcripts beside, and the same key: the same sessions, state and
 // transcripts.
 func TestPgDumpAndRestoreKeepTheStore(t *testing.T) {
-	ctx := context.Background()
 	dsn := databases[1].dsn(t)
 	key := newKey()
 	s := open(t, dsn, key)

@@ -227,7 +227,6 @@ func TestIssue13_SQLiteFilesPrivate(t *testing.T) {
 
 // Issue 13, item 1: bad input to Open says what was expected and where.
 func TestIssue13_OpenRefusesBadInput(t *testing.T) {
-	ctx := context.Background()
 	for dsn, want := range map[string]string{
 		"":                    "want a file path, sqlite:PATH or postgres://",
 		"mysql://h/db":        "want a file path, sqlite:PATH or postgres://",
