@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp/agentcaps"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -70,7 +70,7 @@ func (l *acpLab) record(id string) *lifecycle.Record {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	rec, err := store.Session(id)
+	rec, err := store.Session(l.t.Context(), id)
 	if err != nil {
 		l.t.Fatal(err)
 	}

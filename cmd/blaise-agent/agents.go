@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"os"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 )
 

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"io/fs"
 	"os"
@@ -14,6 +14,7 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 )
 
@@ -68,7 +69,7 @@ func predictSessions(a complete.Args) []string {
 	if st == nil {
 		return nil
 	}
-	recs, _ := st.Sessions()
+	recs, _ := st.Sessions(context.Background())
 	var ids []string
 	for _, r := range recs {
 		if r.State != lifecycle.Ended {

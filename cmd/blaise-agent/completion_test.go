@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // TestIssue16_ShellsCompleteASessionID (issue 16, item 6): in a real bash
@@ -37,7 +37,7 @@ func TestIssue16_ShellsCompleteASessionID(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "k3x9pausedone"
-	if err := st.CreateSession(&lifecycle.Record{ID: id, Config: "/w/blaise.star", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := st.CreateSession(t.Context(), &lifecycle.Record{ID: id, Config: "/w/blaise.star", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, shell := range []struct{ name, arg string }{{"bash", "--norc"}, {"zsh", "-f"}} {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"os"
 	"os/signal"
@@ -15,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/plugs/pluglock"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/termrun"
 	"github.com/charmbracelet/log"
 )
@@ -112,7 +112,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	case c.No:
 		answer = "deny"
 	}
-	return termrun.Run(termrun.Options{
+	return termrun.Run(context.Background(), termrun.Options{
 		Engine: e, Config: c.Config, Session: c.Session, Continue: c.Continue, Prompt: c.Prompt,
 		Answer: answer, Raw: c.Raw, End: c.End, Color: g.color(), Log: g.Logger(),
 	})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -117,7 +117,7 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 		rec := &lifecycle.Record{ID: store.NewSessionID(), AgentName: "demo", State: lifecycle.Paused, Created: now, Updated: now, Runs: 1,
 			Settings: lifecycle.DefaultSettings(), Resumable: true, PausedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: now, Run: 1}}
-		if err := store.CreateSession(rec); err != nil {
+		if err := store.CreateSession(b.Context(), rec); err != nil {
 			b.Fatal(err)
 		}
 	}

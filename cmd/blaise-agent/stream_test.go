@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"path/filepath"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/charmbracelet/log"
 )
 
@@ -30,7 +30,7 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	}
 	// A grace longer than the test: a blocked run is not failed for it.
 	e := &engine.Engine{Store: store, Command: []string{bin, "session-process"}, TimeoutGrace: time.Hour, Stderr: io.Discard, Log: log.New(io.Discard)}
-	live, err := e.Start(cfg)
+	live, err := e.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package chain_test
 import (
 	"context"
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -46,7 +46,7 @@ func newProcessSession(t *testing.T, files map[string]string, state lifecycle.St
 	}
 	id := store.NewSessionID()
 	now := time.Now()
-	if err := store.CreateSession(&lifecycle.Record{ID: id, State: state, Config: filepath.Join(dir, "blaise.star"), Created: now, Updated: now, Runs: 1}); err != nil {
+	if err := store.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: state, Config: filepath.Join(dir, "blaise.star"), Created: now, Updated: now, Runs: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return store, id, dir
@@ -74,14 +74,14 @@ type transcriptAtPause struct {
 }
 
 func (s transcriptAtPause) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
-	r, err := s.ReadTranscript(id)
+	r, err := s.ReadTranscript(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	got, _ := io.ReadAll(r)
 	r.Close()
 	s.atPause <- string(got)
-	return s.Store.Paused(id, p)
+	return s.Store.Paused(ctx, id, p)
 }
 
 // lateAgent answers initialize and session/new, then sends an update

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -109,7 +109,7 @@ func (s *Server) client(h http.HandlerFunc) http.HandlerFunc {
 			fail(w, http.StatusUnauthorized, "no API token (send Authorization: Bearer bla_…)")
 			return
 		}
-		t, err := s.Store.APIToken(tok)
+		t, err := s.Store.APIToken(r.Context(), tok)
 		if err != nil {
 			fail(w, http.StatusUnauthorized, "%v", err)
 			return
@@ -136,7 +136,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	cred, id, err := s.Store.Register(req.Token, req.Name)
+	cred, id, err := s.Store.Register(r.Context(), req.Token, req.Name)
 	if errors.Is(err, sqlstore.ErrBadToken) {
 		fail(w, http.StatusUnauthorized, "%v", err)
 		return
@@ -151,13 +151,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 
 // connectRunner takes a runner's connection: WebSocket, then yamux.
 func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	runner, err := s.Store.RunnerByCredential(bearer(r))
+	runner, err := s.Store.RunnerByCredential(ctx, bearer(r))
 	if err != nil {
 		fail(w, http.StatusUnauthorized, "%v", err)
 		return
 	}
 	agent := r.URL.Query().Get("agent")
-	a, err := s.Store.Agent(agent)
+	a, err := s.Store.Agent(ctx, agent)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -212,7 +212,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 			continue
 		}
 		seen[ref] = true
-		if rc.reattach(ref) || rc.takeBack(ref) {
+		if rc.reattach(ref) || rc.takeBack(ctx, ref) {
 			kept = append(kept, ref)
 		}
 	}
@@ -271,7 +271,7 @@ func servedVersion(r *http.Request) int {
 // connectClient serves ACP to a client of an agent: the same front end as
 // `blaise-agent acp`, over a WebSocket.
 func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	a, err := s.Store.Agent(r.PathValue("name"))
+	a, err := s.Store.Agent(ctx, r.PathValue("name"))
 	if err != nil {
 		failErr(w, err)
 		return

@@ -3,13 +3,13 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 )
 
 // getSessions sends a GET with the API token and decodes the sessions it answers.
@@ -39,7 +39,7 @@ func TestSessionsListIsPagedNewestFirst(t *testing.T) {
 		if i%10 == 0 {
 			rec.State, rec.Owner, rec.PausedAt, rec.ExpiresAt = lifecycle.Paused, "tests", now, now.Add(time.Hour)
 		}
-		if err := l.store.CreateSession(rec); err != nil {
+		if err := l.store.CreateSession(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}

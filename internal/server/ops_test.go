@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 )
 
 func (l *lab) get(path, token string) (int, string) {

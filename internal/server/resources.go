@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"net/http"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
@@ -53,7 +53,7 @@ func applyAgent(j api.AgentJSON, a *sqlstore.Agent) error {
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
-	as, err := s.Store.Agents()
+	as, err := s.Store.Agents(r.Context())
 	if err != nil {
 		failErr(w, err)
 		return
@@ -75,7 +75,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
-	created, err := s.Store.CreateAgent(a)
+	created, err := s.Store.CreateAgent(r.Context(), a)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -84,7 +84,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
-	a, err := s.Store.Agent(r.PathValue("name"))
+	a, err := s.Store.Agent(r.Context(), r.PathValue("name"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -101,7 +101,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "name: an agent cannot be renamed")
 		return
 	}
-	a, err := s.Store.UpdateAgent(r.PathValue("name"), func(a *sqlstore.Agent) error { return applyAgent(j, a) })
+	a, err := s.Store.UpdateAgent(r.Context(), r.PathValue("name"), func(a *sqlstore.Agent) error { return applyAgent(j, a) })
 	if err != nil {
 		failErr(w, err)
 		return
@@ -110,7 +110,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
-	if err := s.Store.DeleteAgent(r.PathValue("name")); err != nil {
+	if err := s.Store.DeleteAgent(r.Context(), r.PathValue("name")); err != nil {
 		failErr(w, err)
 		return
 	}
@@ -164,7 +164,7 @@ func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.Store.Session(r.PathValue("id"))
+	rec, err := s.Store.Session(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -175,7 +175,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // getTranscript streams a session's transcript: its records, one JSON
 // object a line (docs/messages.md).
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
-	rd, err := s.Store.ReadTranscript(r.PathValue("id"))
+	rd, err := s.Store.ReadTranscript(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -201,7 +201,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.ResolveSession(r.PathValue("id"))
+	rec, err := s.ResolveSession(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return

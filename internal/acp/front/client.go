@@ -4,6 +4,7 @@ package front
 // when it is paused, or answered by the front end.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -111,7 +112,7 @@ func (c *conn) initialize(m *acp.Message) {
 // answer known; nil: the chain's last, from the transcripts.
 func (c *conn) answerInit(known []byte) {
 	if known == nil {
-		known = c.srv.lastInitResult()
+		known = c.srv.lastInitResult(c.ctx)
 	}
 	c.told, c.agentInit = c.srv.advertise(known, c.initParams), known
 	for _, id := range c.initIDs {
@@ -281,14 +282,14 @@ func (c *conn) lookup(id string) (*session, string) {
 		}
 		return sess, ""
 	}
-	rec, err := c.srv.Sessions.Session(id)
+	rec, err := c.srv.Sessions.Session(c.ctx, id)
 	if err != nil {
 		return nil, "no such session"
 	}
 	switch rec.State {
 	case lifecycle.Paused:
 	case lifecycle.Active:
-		if r := c.srv.Sessions.Claim(id); r != nil {
+		if r := c.srv.Sessions.Claim(c.ctx, id); r != nil {
 			// A run no front end holds goes on with this client.
 			sess := &session{id: id, acpID: rec.ACPSessionID}
 			c.sessions[id] = sess
@@ -378,7 +379,8 @@ func (c *conn) stopping(sess *session) bool {
 		return true
 	default:
 	}
-	rec, err := c.srv.Sessions.Session(sess.id)
+	// Asked while the runs stop too, after c.ctx ended.
+	rec, err := c.srv.Sessions.Session(context.WithoutCancel(c.ctx), sess.id)
 	if err != nil {
 		return false
 	}

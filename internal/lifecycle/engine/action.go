@@ -56,7 +56,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(Launch{Record: rec, Lock: held, Flags: flags})
+	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: held, Flags: flags})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +14,7 @@ import (
 // Launcher starts the session process of a run: on this machine (Local),
 // or on a runner of a server.
 type Launcher interface {
-	Launch(Launch) (Process, error)
+	Launch(context.Context, Launch) (Process, error)
 }
 
 // Checker is a Launcher that may have nowhere to start a run (a server
@@ -73,7 +74,7 @@ type (
 )
 
 // Launch starts the session process of run.
-func (lc Local) Launch(run Launch) (Process, error) {
+func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	e := lc.Engine
 	store, ok := e.Store.(dirStore)
 	if !ok {

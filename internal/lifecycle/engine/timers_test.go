@@ -78,7 +78,7 @@ type launcher struct {
 	runs chan engine.Launch
 }
 
-func (l launcher) Launch(run engine.Launch) (engine.Process, error) {
+func (l launcher) Launch(_ context.Context, run engine.Launch) (engine.Process, error) {
 	l.runs <- run
 	p := newPipeProcess(l.t)
 	p.end()

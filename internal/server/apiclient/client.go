@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/support/atomicfile"
 	"github.com/coder/websocket"

@@ -2,9 +2,10 @@ package apiclient
 
 import (
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"io"
 	"text/tabwriter"
+
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 )
 
 // PrintAgents prints agents as a table.

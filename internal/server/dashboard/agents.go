@@ -34,7 +34,7 @@ type lifetime struct {
 }
 
 func (d *Dashboard) agents(w http.ResponseWriter, r *http.Request, u user) {
-	as, err := d.Store.Agents()
+	as, err := d.Store.Agents(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing agents", err)
 		return
@@ -85,7 +85,7 @@ func offered(max, stored time.Duration) []time.Duration {
 }
 
 func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
-	a, err := d.Store.Agent(r.PathValue("name"))
+	a, err := d.Store.Agent(r.Context(), r.PathValue("name"))
 	if err != nil {
 		d.serverError(w, u, "agent", err)
 		return
@@ -103,7 +103,7 @@ func (d *Dashboard) agent(w http.ResponseWriter, r *http.Request, u user) {
 // written: the stored value stays, even one changed meanwhile.
 func (d *Dashboard) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 	name := r.PathValue("name")
-	a, err := d.Store.Agent(name)
+	a, err := d.Store.Agent(r.Context(), name)
 	if err != nil {
 		d.serverError(w, u, "agent", err)
 		return
@@ -122,7 +122,7 @@ func (d *Dashboard) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 	}
 	policy, lifetime, err := parseSettings(pv, lv, a.Settings.PausedLifetime)
 	if err == nil {
-		a, err = d.Store.UpdateAgent(name, func(a *sqlstore.Agent) error {
+		a, err = d.Store.UpdateAgent(r.Context(), name, func(a *sqlstore.Agent) error {
 			if touched("idle_policy") {
 				a.Settings.IdlePolicy = policy
 			}

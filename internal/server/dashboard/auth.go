@@ -24,7 +24,7 @@ func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, value stri
 }
 
 func (d *Dashboard) setupPage(w http.ResponseWriter, r *http.Request) {
-	if has, err := d.Store.HasUsers(); err != nil || has {
+	if has, err := d.Store.HasUsers(r.Context()); err != nil || has {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}
@@ -37,7 +37,7 @@ func (d *Dashboard) setup(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
 	if err := d.limit.hash(r.Context(), func() error {
-		_, err := d.Store.CreateFirstAdmin(r.PostFormValue("token"), name, password)
+		_, err := d.Store.CreateFirstAdmin(r.Context(), r.PostFormValue("token"), name, password)
 		return err
 	}); err != nil {
 		d.render(w, http.StatusBadRequest, "setup.html", page{Title: "Create the first admin", Error: err.Error()})
@@ -48,7 +48,7 @@ func (d *Dashboard) setup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
-	if has, err := d.Store.HasUsers(); err == nil && !has {
+	if has, err := d.Store.HasUsers(r.Context()); err == nil && !has {
 		http.Redirect(w, r, "/setup", http.StatusSeeOther)
 		return
 	}
@@ -77,7 +77,7 @@ func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, passw
 	}
 	var tok string
 	err := d.limit.hash(r.Context(), func() (err error) {
-		tok, _, err = d.Store.SignIn(name, password, d.ttl())
+		tok, _, err = d.Store.SignIn(r.Context(), name, password, d.ttl())
 		return err
 	})
 	if errors.Is(err, sqlstore.ErrBadSignIn) {
@@ -107,7 +107,7 @@ func (d *Dashboard) signInAs(w http.ResponseWriter, r *http.Request, name, passw
 }
 
 func (d *Dashboard) signOut(w http.ResponseWriter, r *http.Request, u user) {
-	if err := d.Store.SignOut(u.token); err != nil {
+	if err := d.Store.SignOut(r.Context(), u.token); err != nil {
 		d.serverError(w, u, "signing out", err)
 		return
 	}

@@ -41,7 +41,7 @@ const maxForm = 64 << 10
 // Sessions are the engine's actions on sessions, as the API takes them.
 type Sessions interface {
 	EndSession(ctx context.Context, id string) (*lifecycle.Record, error)
-	ResolveSession(id string) (*lifecycle.Record, error)
+	ResolveSession(ctx context.Context, id string) (*lifecycle.Record, error)
 }
 
 // Dashboard serves the pages.
@@ -183,7 +183,7 @@ func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, user)) h
 		c, err := r.Cookie(CookieName)
 		var u *sqlstore.User
 		if err == nil {
-			u, err = d.Store.WebSession(c.Value)
+			u, err = d.Store.WebSession(r.Context(), c.Value)
 		}
 		if err != nil {
 			why := "Sign in to see this page."

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"html/template"
 	"net/http"
@@ -54,13 +55,13 @@ func (d *Dashboard) sessionDetail(w http.ResponseWriter, r *http.Request, u user
 			break
 		}
 	}
-	d.sessionView(w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
+	d.sessionView(r.Context(), w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
 }
 
 // sessionView renders a session's page with a problem or a notice, and
 // the prompt box's text.
-func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
-	rec, err := d.Store.Session(id)
+func (d *Dashboard) sessionView(ctx context.Context, w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
+	rec, err := d.Store.Session(ctx, id)
 	if errors.Is(err, lifecycle.ErrNotFound) {
 		p := d.pageFor(u, "No such session")
 		p.Error = "Session " + id + " does not exist."
@@ -74,7 +75,7 @@ func (d *Dashboard) sessionView(w http.ResponseWriter, u user, status int, id, p
 		d.serverError(w, u, "reading the session", err)
 		return
 	}
-	lines, _, err := d.Store.TranscriptAfter(id, 0)
+	lines, _, err := d.Store.TranscriptAfter(ctx, id, 0)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return
@@ -133,11 +134,11 @@ func (d *Dashboard) renderBlocks(blocks []*block, rec *lifecycle.Record) (templa
 // as they were written), to download.
 func (d *Dashboard) transcript(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
-	if _, err := d.Store.Session(id); err != nil {
-		d.sessionView(w, u, http.StatusNotFound, id, "", "", "")
+	if _, err := d.Store.Session(r.Context(), id); err != nil {
+		d.sessionView(r.Context(), w, u, http.StatusNotFound, id, "", "", "")
 		return
 	}
-	lines, _, err := d.Store.TranscriptAfter(id, 0)
+	lines, _, err := d.Store.TranscriptAfter(r.Context(), id, 0)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return

@@ -1,13 +1,13 @@
 package listen
 
 import (
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"

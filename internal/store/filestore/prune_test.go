@@ -2,11 +2,12 @@ package filestore
 
 import (
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // TestIssue16_PruneRemovesOnlyEndedSessions (issue 16, item 4; L2): prune

@@ -2,12 +2,13 @@ package filestore
 
 import (
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // holdRunLock takes session id's run lock through a descriptor of its own,

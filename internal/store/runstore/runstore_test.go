@@ -3,7 +3,6 @@ package runstore
 import (
 	"context"
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"net"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -24,7 +24,7 @@ import (
 func pair(t *testing.T, store lifecycle.RunStore, id string, failed *error) *Client {
 	t.Helper()
 	a, b := net.Pipe()
-	srv := &Server{Store: store, Session: id, MayWrite: func() error { return *failed }}
+	srv := &Server{Store: store, Session: id, MayWrite: func(context.Context) error { return *failed }}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), b) }()
 	t.Cleanup(func() {
@@ -286,7 +286,7 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 // are refused once store.refuse is set.
 func gatedPair(t *testing.T, store *gatedStore, id string) *Client {
 	t.Helper()
-	c := served(t, &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func() error {
+	c := served(t, &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func(context.Context) error {
 		if store.refuse.Load() {
 			return errors.New("run 1 of the session was failed: its runner is gone")
 		}

@@ -31,7 +31,7 @@ type Server struct {
 	Run int
 	// MayWrite, when set, says whether the run may still write: a run the
 	// control plane has failed may not (its late writes are refused).
-	MayWrite func() error
+	MayWrite func(context.Context) error
 	// Forward, when set, receives the lines of the run's appends, whose
 	// records carry its messages toward the client (runner protocol 4,
 	// acp.Carrier), as each append is read and before it is committed;
@@ -418,7 +418,7 @@ func setError(resp *response, err error) {
 func (s *Server) appendBatch(ctx context.Context, batch []*request) []response {
 	var err error
 	if s.MayWrite != nil {
-		err = s.MayWrite()
+		err = s.MayWrite(ctx)
 	}
 	if err == nil && s.lost == nil {
 		err = s.openTranscript(ctx)
@@ -574,7 +574,7 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 		return fmt.Errorf("session %s: this run is of session %s", req.Session, s.Session)
 	}
 	if req.Op.writes() && s.MayWrite != nil {
-		if err := s.MayWrite(); err != nil {
+		if err := s.MayWrite(ctx); err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ func TestSweepReadsOnlyTheRecordsDue(t *testing.T) {
 			{ID: "ended", State: lifecycle.Ended, Created: now},
 			{ID: "paused", State: lifecycle.Paused, Created: now, PausedAt: now, ExpiresAt: now.Add(time.Hour)},
 		} {
-			if err := s.CreateSession(r); err != nil {
+			if err := s.CreateSession(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.writer().exec(ctx, "UPDATE sessions SET record = ? WHERE id = ?", `{"id": "`+r.ID+`", "runs": `, r.ID); err != nil {
@@ -52,11 +52,11 @@ func TestRowsWrittenBeforeTheIndexAreIndexedAtOpen(t *testing.T) {
 		s := open(t, dsn, key)
 		now := time.Now().UTC()
 		rec := &lifecycle.Record{ID: "old", AgentName: "a", Owner: "ann", Runner: "r1", Title: "fix the build", State: lifecycle.Paused, Created: now, ExpiresAt: now.Add(-time.Minute)}
-		if err := s.CreateSession(rec); err != nil {
+		if err := s.CreateSession(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		corrupt := &lifecycle.Record{ID: "corrupt", State: lifecycle.Ended, Created: now}
-		if err := s.CreateSession(corrupt); err != nil {
+		if err := s.CreateSession(ctx, corrupt); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.writer().exec(ctx, "UPDATE sessions SET due = NULL, owner = '', runner = '', title = ''"); err != nil {
@@ -101,7 +101,7 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 				rec.State = lifecycle.Paused
 				paused = append([]string{rec.ID}, paused...)
 			}
-			if err := s.CreateSession(rec); err != nil {
+			if err := s.CreateSession(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
 			newestFirst = append([]string{rec.ID}, newestFirst...)

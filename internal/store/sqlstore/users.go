@@ -8,11 +8,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"strings"
 	"time"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // Prefixes of the dashboard's tokens.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"io"
 	"io/fs"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // followPoll is how often a followed transcript is read again: the file is
@@ -105,7 +105,7 @@ func WriteLog(ctx context.Context, o LogOptions) error {
 	var live func() (bool, error)
 	if o.Follow {
 		live = func() (bool, error) {
-			rec, err := o.Store.Session(o.ID)
+			rec, err := o.Store.Session(ctx, o.ID)
 			return err == nil && rec.State == lifecycle.Active, err
 		}
 	}

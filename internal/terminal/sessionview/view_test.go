@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -56,11 +56,11 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	}
 	for _, r := range []*lifecycle.Record{orphan, paused} {
 		r.Config, r.Dir, r.Settings = "/work/project/blaise.star", "/work/project", lifecycle.DefaultSettings()
-		if err := st.CreateSession(r); err != nil {
+		if err := st.CreateSession(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
 		// The store stamps its own times; the golden needs fixed ones.
-		if _, err := st.UpdateSession(r.ID, func(*lifecycle.Record) error { return nil }); err != nil {
+		if _, err := st.UpdateSession(t.Context(), r.ID, func(*lifecycle.Record) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		r.Created, r.Updated = created, now.Add(-time.Hour)
@@ -79,7 +79,7 @@ func TestIssue16_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	}
 	var got bytes.Buffer
 	for _, r := range []*lifecycle.Record{orphan, paused} {
-		if err := Show(&got, st, r, now); err != nil {
+		if err := Show(t.Context(), &got, st, r, now); err != nil {
 			t.Fatal(err)
 		}
 		got.WriteString("\n")
@@ -111,11 +111,11 @@ func TestIssue16_ShowTablesEveryRun(t *testing.T) {
 	lifecycle.ApplyTeardown(rec, errors.New("plugs/db.star:9:5: plug acme/db: on_teardown: exit status 1"), at(21))
 	rec.Stop = &lifecycle.StopRecord{Stop: lifecycle.Stop{Reason: lifecycle.Timeout}, At: at(31), Run: rec.Runs + 1}
 	lifecycle.BeginRun(rec, lifecycle.TeardownRun, at(30)) // still running
-	if err := st.CreateSession(rec); err != nil {
+	if err := st.CreateSession(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := Show(&got, st, rec, at(60)); err != nil {
+	if err := Show(t.Context(), &got, st, rec, at(60)); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Golden(t, filepath.Join("testdata", "history.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
