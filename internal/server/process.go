@@ -166,6 +166,8 @@ func (p *remoteProcess) serveStore() {
 			}
 			last = a
 			st := a.streams[runnerproto.ChannelStore]
+			// The run's calls are answered as long as the run lasts, across
+			// its runner's connections: no request's ctx bounds them.
 			err := store.Serve(context.Background(), cutStream{st, a})
 			if err == nil {
 				// The run closed its side: so does the server, rather than

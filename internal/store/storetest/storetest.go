@@ -101,7 +101,7 @@ func roundTrip(t *testing.T, s Store) {
 }
 
 func unknownSession(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	_, err := s.Session(ctx, "nope")
 	checks := map[string]error{"Session": err}
 	_, checks["UpdateSession"] = s.UpdateSession(ctx, "nope", func(*lifecycle.Record) error { return nil })
@@ -130,7 +130,7 @@ func unknownSession(t *testing.T, s Store) {
 func invalidIDs(t *testing.T, s Store) {
 	Create(t, s, "ok")
 	p := s.Persisted()
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
 		testsupport.WantErr(t, s.CreateSession(ctx, &lifecycle.Record{ID: id}), "invalid session id")
 		_, err := s.Session(ctx, id)
@@ -244,7 +244,7 @@ func listing(t *testing.T, s Store) {
 // whose expiry or teardown retry is due, and when the next of the others
 // is due, whatever the store (L2, L6); an update moves a session in or out.
 func dueSessions(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	later, latest := now.Add(time.Hour), now.Add(2*time.Hour)
 	recs := []*lifecycle.Record{
@@ -293,7 +293,7 @@ func dueSessions(t *testing.T, s Store) {
 
 func persistedState(t *testing.T, s Store) {
 	p := s.Persisted()
-	ctx := context.Background()
+	ctx := t.Context()
 	Create(t, s, "s1")
 	Create(t, s, "s2")
 	if _, ok, err := p.Get(ctx, "s1", "wt"); ok || err != nil {
@@ -396,7 +396,7 @@ func HoldUpdate(t testing.TB, s lifecycle.Sessions, id string) (release func()) 
 func setHonoursContext(t *testing.T, s Store) {
 	Create(t, s, "s")
 	release := HoldUpdate(t, s, "s")
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`"abandoned"`)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Set while a write holds the session = %v, want a deadline error", err)
@@ -407,10 +407,10 @@ func setHonoursContext(t *testing.T, s Store) {
 	if _, err := s.UpdateSession(ctx, "s", func(*lifecycle.Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok, _ := s.Persisted().Get(context.Background(), "s", "wt"); ok {
+	if v, ok, _ := s.Persisted().Get(t.Context(), "s", "wt"); ok {
 		t.Errorf("a Set that gave up wrote %s", v)
 	}
-	if err := s.Persisted().Set(context.Background(), "s", "wt", "x", []byte(`"kept"`)); err != nil {
+	if err := s.Persisted().Set(t.Context(), "s", "wt", "x", []byte(`"kept"`)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -443,7 +443,7 @@ func reports(t *testing.T, s Store) {
 }
 
 func tornDown(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	Create(t, s, "s")
 	if _, err := s.Paused(ctx, "s", lifecycle.PauseRecord{Reason: lifecycle.Closed, At: time.Now()}); err != nil {
 		t.Fatal(err)
@@ -473,7 +473,7 @@ func tornDown(t *testing.T, s Store) {
 }
 
 func discard(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	Create(t, s, "s")
 	Create(t, s, "other")
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {

@@ -153,7 +153,7 @@ func (l *lab) open(live *engine.Live) (*acptest.Client, string) {
 // wait waits for the run to be settled.
 func (l *lab) wait(live *engine.Live) *lifecycle.Record {
 	l.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Patience)
+	ctx, cancel := context.WithTimeout(l.t.Context(), Patience)
 	defer cancel()
 	rec, err := live.Wait(ctx)
 	if err != nil {
@@ -191,7 +191,7 @@ func (l *lab) waitClock() {
 
 // keep runs the engine's Keep for the test.
 func (l *lab) keep() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(l.t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); l.engine.Keep(ctx) }()
 	l.t.Cleanup(func() { cancel(); <-done })
@@ -386,7 +386,7 @@ def on_teardown(ctx, next):
 	})
 	paused := l.pause()
 	l.keep()
-	rec, err := l.engine.End(context.Background(), paused.ID)
+	rec, err := l.engine.End(l.t.Context(), paused.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
