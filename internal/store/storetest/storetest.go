@@ -404,7 +404,7 @@ func setHonoursContext(t *testing.T, s Store) {
 	release()
 	// On PostgreSQL the abandoned statement may still be waiting for the
 	// row, and run once it is free: it must not commit.
-	if _, err := s.UpdateSession(ctx, "s", func(*lifecycle.Record) error { return nil }); err != nil {
+	if _, err := s.UpdateSession(t.Context(), "s", func(*lifecycle.Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok, _ := s.Persisted().Get(t.Context(), "s", "wt"); ok {
