@@ -202,7 +202,7 @@ type recorder interface {
 // carryingStore is a store whose transcript can carry the run's messages
 // toward the client (runstore.Client).
 type carryingStore interface {
-	CarriedTranscript(id string) (io.WriteCloser, error)
+	CarriedTranscript(ctx context.Context, id string) (io.WriteCloser, error)
 }
 
 // transcript opens the run's transcript; with Carry, the Carrier whose
@@ -220,7 +220,7 @@ func (sp *SessionProcess) transcript(ctx context.Context) (recorder, *acp.Carrie
 	if !ok {
 		return nil, nil, fmt.Errorf("session %s: its store (%T) cannot carry messages in the transcript", sp.SessionID, sp.Store)
 	}
-	w, err := cs.CarriedTranscript(sp.SessionID)
+	w, err := cs.CarriedTranscript(ctx, sp.SessionID)
 	if err != nil {
 		return nil, nil, err
 	}
