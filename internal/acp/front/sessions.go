@@ -30,7 +30,7 @@ type Sessions interface {
 	// waits for its teardown.
 	End(ctx context.Context, id string) error
 	// Session returns the session's record; its error wraps
-	// blaise.ErrNotFound for an unknown session.
+	// lifecycle.ErrNotFound for an unknown session.
 	Session(ctx context.Context, id string) (*lifecycle.Record, error)
 	// List returns every stored session.
 	List(ctx context.Context) ([]*lifecycle.Record, error)

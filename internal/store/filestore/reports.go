@@ -7,20 +7,21 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
-// The store is the control plane's store of session.
+// The file store is a store of the control plane (lifecycle).
 var (
 	_ lifecycle.Sessions    = (*Store)(nil)
 	_ lifecycle.Transcripts = (*Store)(nil)
 	_ lifecycle.Reports     = (*Store)(nil)
 	_ lifecycle.Store       = (*Store)(nil)
+	_ lifecycle.RunLocks    = (*Store)(nil)
 )
 
-// Loaded records a run's first report (session.RecordLoaded).
+// Loaded records a run's first report (lifecycle.RecordLoaded).
 func (s *Store) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
 	return lifecycle.RecordLoaded(ctx, s, id, l)
 }
 
-// Paused records a reported pause (session.RecordPaused).
+// Paused records a reported pause (lifecycle.RecordPaused).
 func (s *Store) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
 	return lifecycle.RecordPaused(ctx, s, id, p)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/support/atomicfile"
 )
 
-// NewSessionID returns a fresh random session id (session.NewID).
+// NewSessionID returns a fresh random session id (lifecycle.NewID).
 func (s *Store) NewSessionID() string { return lifecycle.NewID() }
 
 // CreateSession stores a new session. Created (and Updated) are set to now
@@ -139,7 +139,7 @@ func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 	return recs, nil
 }
 
-// DueSessions reads every record (session.DueIn): a state directory is a
+// DueSessions reads every record (lifecycle.DueIn): a state directory is a
 // person's, whose sessions are few, and it keeps no index. Records that
 // cannot be read are named in a *lifecycle.BrokenError, with the others' answer.
 func (s *Store) DueSessions(ctx context.Context, now time.Time) ([]string, time.Time, error) {

@@ -24,7 +24,7 @@ type Agent struct {
 }
 
 // normalize checks a's name and fills in and caps its settings
-// (blaise.NormalizeSettings: SESSION_MAX_PAUSED_LIFETIME_MS).
+// (lifecycle.NormalizeSettings: SESSION_MAX_PAUSED_LIFETIME_MS).
 func (a *Agent) normalize() error {
 	if err := lifecycle.CheckName("agent", a.Name); err != nil {
 		return err
