@@ -206,7 +206,9 @@ func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, a
 	}
 	l, err := e.launch(ctx, rec, lifecycle.StartRun, "", lock)
 	if err != nil {
-		_, _ = e.settleCrash(ctx, rec, err)
+		// Settled even when ctx ended meanwhile: no session is left active
+		// without a run.
+		_, _ = e.settleCrash(context.WithoutCancel(ctx), rec, err)
 		return nil, err
 	}
 	select {
@@ -269,7 +271,8 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Live, error) {
 	}
 	l, err := e.launch(ctx, rec, lifecycle.ResumeRun, "", lock)
 	if err != nil {
-		_, _ = e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
+		// Paused again even when ctx ended meanwhile, as it was.
+		_, _ = e.Store.UpdateSession(context.WithoutCancel(ctx), id, func(r *lifecycle.Record) error {
 			r.State, r.PausedAt, r.ExpiresAt = lifecycle.Paused, rec.Pause.At, rec.Pause.At.Add(r.Settings.PausedLifetime)
 			lifecycle.ForgetRun(r)
 			return nil
