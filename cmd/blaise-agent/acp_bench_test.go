@@ -18,6 +18,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -229,12 +230,12 @@ func throughACP(plugs int) func(b *testing.B) *benchClient {
 func throughEngine(b *testing.B) *benchClient {
 	bin := self(b)
 	dir, cfg := floodConfig(b, bin, 0)
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	e := &engine.Engine{Store: store, Command: []string{bin, "session-process"}, Stderr: io.Discard, Log: log.New(io.Discard)}
-	live, err := e.Start(cfg)
+	live, err := e.Start(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp/agentcaps"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -66,11 +66,11 @@ func (l *acpLab) file(name string) string {
 
 func (l *acpLab) record(id string) *lifecycle.Record {
 	l.t.Helper()
-	store, err := engine.OpenStore(l.state)
+	store, err := filestore.OpenStore(l.state)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	rec, err := store.Session(id)
+	rec, err := store.Session(l.t.Context(), id)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -679,7 +679,7 @@ def on_session(ctx, next):
 // configuration and agent, as a first connection would have.
 func (l *acpLab) knowCapabilities() {
 	l.t.Helper()
-	if _, err := engine.OpenStore(l.state); err != nil {
+	if _, err := filestore.OpenStore(l.state); err != nil {
 		l.t.Fatal(err)
 	}
 	cfg, err := chain.LoadConfig(filepath.Join(l.dir, "blaise.star"), log.New(io.Discard))
@@ -843,7 +843,7 @@ func TestResumeLoadsTheCwdAndMcpServersOfTheRecord(t *testing.T) {
 		t.Fatalf("the record keeps cwd %q and mcpServers %s, want %q and %s", rec.CWD, rec.MCPServers, l.dir, mcp)
 	}
 	// Nothing else to learn them from.
-	store, err := engine.OpenStore(l.state)
+	store, err := filestore.OpenStore(l.state)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 )
 
@@ -54,8 +54,8 @@ type AgentSettingsFlags struct {
 	TeardownAttempts int           `help:"How many times a teardown is tried before the session is orphaned."`
 }
 
-func (f AgentSettingsFlags) agent(name string) server.AgentJSON {
-	a := server.AgentJSON{Name: name, Config: f.Config, IdlePolicy: f.IdlePolicy, TeardownAttempts: f.TeardownAttempts}
+func (f AgentSettingsFlags) agent(name string) api.AgentJSON {
+	a := api.AgentJSON{Name: name, Config: f.Config, IdlePolicy: f.IdlePolicy, TeardownAttempts: f.TeardownAttempts}
 	for _, d := range []struct {
 		in  time.Duration
 		out *string
@@ -78,7 +78,7 @@ func (c *AgentsCreateCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return apiclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
+	return apiclient.PrintAgents(os.Stdout, []api.AgentJSON{*a})
 }
 
 type AgentsSetCmd struct {
@@ -92,7 +92,7 @@ func (c *AgentsSetCmd) Run() error {
 	if err != nil {
 		return err
 	}
-	return apiclient.PrintAgents(os.Stdout, []server.AgentJSON{*a})
+	return apiclient.PrintAgents(os.Stdout, []api.AgentJSON{*a})
 }
 
 type AgentsDeleteCmd struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,7 +14,7 @@ import (
 	"github.com/posener/complete"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/stdlib"
 )
 
@@ -68,7 +69,7 @@ func predictSessions(a complete.Args) []string {
 	if st == nil {
 		return nil
 	}
-	recs, _ := st.Sessions()
+	recs, _ := st.Sessions(context.Background())
 	var ids []string
 	for _, r := range recs {
 		if r.State != lifecycle.Ended {
@@ -80,7 +81,7 @@ func predictSessions(a complete.Args) []string {
 
 // completionStore is the store of the state directory the command line
 // names, else the one run would use; nil when there is none.
-func completionStore(a complete.Args) *engine.Store {
+func completionStore(a complete.Args) *filestore.Store {
 	dir := os.Getenv("BLAISE_STATE_DIR")
 	for i, w := range a.All {
 		if v, ok := strings.CutPrefix(w, "--state-dir="); ok {
@@ -90,12 +91,12 @@ func completionStore(a complete.Args) *engine.Store {
 		}
 	}
 	if dir == "" {
-		dir = engine.DefaultStateDir()
+		dir = filestore.DefaultStateDir()
 	}
-	if ok, err := engine.StoreExists(dir); err != nil || !ok {
+	if ok, err := filestore.StoreExists(dir); err != nil || !ok {
 		return nil // completing must not create a state directory
 	}
-	st, err := engine.OpenStore(dir)
+	st, err := filestore.OpenStore(dir)
 	if err != nil {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strings"
 
@@ -24,7 +25,7 @@ func predictActions(a complete.Args) []string {
 	if id == "" || st == nil {
 		return nil
 	}
-	rec, err := st.Session(id)
+	rec, err := st.Session(context.Background(), id)
 	if err != nil {
 		return nil
 	}

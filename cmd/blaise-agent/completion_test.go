@@ -12,7 +12,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // TestShellsCompleteASessionID: in a real bash and zsh at a terminal, with
@@ -32,12 +32,12 @@ func TestShellsCompleteASessionID(t *testing.T) {
 		t.Skipf("cannot link the test binary: %v", err)
 	}
 	state := filepath.Join(t.TempDir(), "state")
-	st, err := engine.OpenStore(state)
+	st, err := filestore.OpenStore(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const id = "k3x9pausedone"
-	if err := st.CreateSession(&lifecycle.Record{ID: id, Config: "/w/blaise.star", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := st.CreateSession(t.Context(), &lifecycle.Record{ID: id, Config: "/w/blaise.star", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, shell := range []struct{ name, arg string }{{"bash", "--norc"}, {"zsh", "-f"}} {

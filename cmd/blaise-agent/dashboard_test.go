@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/browsertest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/chromedp/chromedp"
@@ -118,8 +118,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("paused_lifetime"), (48*time.Hour).String()),
 		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
 	shoot(t, tab, shots, "agent")
-	var agent server.AgentJSON
-	getJSON(t, l, server.PathAgents+"/demo", &agent)
+	var agent api.AgentJSON
+	getJSON(t, l, api.PathAgents+"/demo", &agent)
 	if agent.PausedLifetime != "48h0m0s" {
 		t.Fatalf("the API reads paused lifetime %q, want 48h0m0s", agent.PausedLifetime)
 	}
@@ -129,7 +129,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if err != nil || status != http.StatusForbidden {
 		t.Fatalf("a post without the form token: %d, %v", status, err)
 	}
-	getJSON(t, l, server.PathAgents+"/demo", &agent)
+	getJSON(t, l, api.PathAgents+"/demo", &agent)
 	if agent.PausedLifetime != "48h0m0s" || agent.IdlePolicy != string(lifecycle.PolicyPause) {
 		t.Fatalf("after a refused post the API reads %+v", agent)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -55,7 +56,7 @@ func newLab(t *testing.T, settings lifecycle.Settings, files map[string]string) 
 			t.Fatal(err)
 		}
 	}
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func (l *lab) file(name string) string {
 func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{InactivityLimit: 300 * time.Millisecond})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 	if rec.ExpiresAt.Sub(rec.PausedAt) != lifecycle.DefaultPausedLifetime {
 		t.Fatalf("paused lifetime %s", rec.ExpiresAt.Sub(rec.PausedAt))
 	}
-	live, err = l.engine.Resume(rec.ID)
+	live, err = l.engine.Resume(t.Context(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestL4_IdlePausesAndResumeSeesPersistedState(t *testing.T) {
 func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{InactivityLimit: 200 * time.Millisecond})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestL1_InactivityNeverCountsWhileATurnRuns(t *testing.T) {
 func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd, InactivityLimit: 200 * time.Millisecond})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 	if got := l.file("teardown"); got != "reason=completed" {
 		t.Fatalf("teardown saw %q", got)
 	}
-	if ids, _ := l.engine.Store.PersistedIDs(rec.ID); len(ids) != 0 {
+	if ids, _ := l.engine.Store.PersistedIDs(t.Context(), rec.ID); len(ids) != 0 {
 		t.Fatalf("persisted state left: %v", ids)
 	}
 }
@@ -231,7 +232,7 @@ func TestL4_EndPolicyCompletesAndTearsDown(t *testing.T) {
 func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestL2_ClosedWhileActiveAndWhilePaused(t *testing.T) {
 		t.Fatalf("closed while active: %+v, %q", rec, l.file("teardown"))
 	}
 
-	live, err = l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err = l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 	// The engine's time, moved past the lifetime once the session paused.
 	clock := lifecycle.NewFakeClock(time.Now())
 	l.engine.Clock = clock
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestL6_ExpiredPausedSessionGetsTeardownRun(t *testing.T) {
 	if err := l.engine.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rec, _ = l.engine.Store.Session(rec.ID)
+	rec, _ = l.engine.Store.Session(t.Context(), rec.ID)
 	if rec.State != lifecycle.Ended || rec.EndReason != "expired" || l.file("teardown") != "reason=expired" {
 		t.Fatalf("record %+v teardown %q", rec, l.file("teardown"))
 	}
@@ -290,7 +291,7 @@ func TestL5_TimeoutAndARunIgnoringIt(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{Timeout: 3 * time.Second})
 	l.engine.TimeoutGrace = time.Minute // this run obeys its stop
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ def on_session(ctx, next):
 	})
 	stubborn.engine.TimeoutGrace = 500 * time.Millisecond
 	stubborn.engine.StopGrace = 300 * time.Millisecond
-	live, err = stubborn.engine.Start(filepath.Join(stubborn.dir, "blaise.star"))
+	live, err = stubborn.engine.Start(t.Context(), filepath.Join(stubborn.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +342,7 @@ def on_teardown(ctx, next):
 	// The engine's time, moved past each retry's backoff.
 	clock := lifecycle.NewFakeClock(time.Now())
 	l.engine.Clock = clock
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,12 +352,12 @@ def on_teardown(ctx, next):
 	for i := 0; i < 5 && rec.State == lifecycle.TearingDown; i++ {
 		clock.Advance(time.Hour)
 		_ = l.engine.Sweep(context.Background())
-		rec, _ = l.engine.Store.Session(rec.ID)
+		rec, _ = l.engine.Store.Session(t.Context(), rec.ID)
 	}
 	if rec.State != lifecycle.Orphaned || rec.Teardown.Attempts != 3 || !strings.Contains(rec.Teardown.LastError, "cannot remove the worktree") {
 		t.Fatalf("record %+v", rec)
 	}
-	if rec, err = l.engine.Resolve(rec.ID); err != nil || rec.State != lifecycle.Ended {
+	if rec, err = l.engine.Resolve(t.Context(), rec.ID); err != nil || rec.State != lifecycle.Ended {
 		t.Fatalf("resolve: %+v %v", rec, err)
 	}
 }
@@ -366,12 +367,12 @@ def on_teardown(ctx, next):
 func TestL2_ResolvingALiveSessionSaysOnlyOrphanedOnesResolve(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `setup()`})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "")
-	_, err = l.engine.Resolve(live.ID)
+	_, err = l.engine.Resolve(t.Context(), live.ID)
 	if err == nil || !strings.Contains(err.Error(), "session "+live.ID+" is active; only an orphaned session can be resolved") {
 		t.Fatalf("resolving a live session: %v", err)
 	}
@@ -390,7 +391,7 @@ def on_session(ctx, next):
     next()
 `,
 	})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,16 +405,16 @@ def on_session(ctx, next):
 func TestL3_EndingARunNoOneHoldsFailsAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.open(live, "")
-	before, _ := l.engine.Store.Session(live.ID)
+	before, _ := l.engine.Store.Session(t.Context(), live.ID)
 	if _, err := l.engine.End(context.Background(), live.ID); err == nil {
 		t.Fatal("ending a run held by another front end succeeded")
 	}
-	after, _ := l.engine.Store.Session(live.ID)
+	after, _ := l.engine.Store.Session(t.Context(), live.ID)
 	if after.State != before.State || after.Stop != nil {
 		t.Fatalf("the record changed: %+v", after)
 	}
@@ -430,7 +431,7 @@ func (l *lab) soleSession(state lifecycle.State) *lifecycle.Record {
 	l.t.Helper()
 	var recs []*lifecycle.Record
 	if !testsupport.Wait(func() bool {
-		recs, _ = l.engine.Store.Sessions()
+		recs, _ = l.engine.Store.Sessions(l.t.Context())
 		return len(recs) == 1 && recs[0].State == state
 	}) {
 		l.t.Fatalf("no sole %s session: %+v\nlogs:\n%s", state, recs, l.logs)
@@ -442,13 +443,13 @@ func (l *lab) soleSession(state lifecycle.State) *lifecycle.Record {
 // process with SIGKILL; it returns the record after the front end settled
 // it and the agent's pid.
 func killMidTurn(t *testing.T, l *lab) (*lifecycle.Record, int) {
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := l.open(live, "")
 	s.Prompt(3, s.sid, "/sleep 60000")
-	rec, _ := l.engine.Store.Session(live.ID)
+	rec, _ := l.engine.Store.Session(t.Context(), live.ID)
 	agents := testsupport.Children(rec.PID)
 	if len(agents) != 1 {
 		t.Fatalf("session process %d has children %v", rec.PID, agents)
@@ -468,7 +469,7 @@ func TestL7_SessionProcessKilledMidTurnIsFailedAndItsAgentReaped(t *testing.T) {
 	}
 	testsupport.WaitGone(t, agent, "the agent of the killed session process")
 	// Pause policy: the environment is kept, and the session resumes.
-	live, err := l.engine.Resume(rec.ID)
+	live, err := l.engine.Resume(t.Context(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +520,7 @@ func TestL9_FrontEndKilledThenANewOneResumes(t *testing.T) {
 	if rec.Pause.Reason != "idle" {
 		t.Fatalf("pause %+v", rec.Pause)
 	}
-	live, err := l.engine.Resume(rec.ID)
+	live, err := l.engine.Resume(t.Context(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,11 +541,11 @@ func TestL1_SettingsFromTheConfigurationUnderFlags(t *testing.T) {
 	cfg := filepath.Join(l.dir, "blaise.star")
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, append(b, []byte("\nsession(idle_policy = \"end\", paused_lifetime = \"48h\", inactivity_limit = \"90s\", timeout = \"10m\")\n")...), 0o644)
-	live, err := l.engine.Start(cfg)
+	live, err := l.engine.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := l.engine.Store.Session(live.ID)
+	rec, _ := l.engine.Store.Session(t.Context(), live.ID)
 	want := lifecycle.Settings{IdlePolicy: lifecycle.PolicyEnd, PausedLifetime: time.Hour, InactivityLimit: 90 * time.Second, Timeout: 42 * time.Minute, StartupLimit: lifecycle.DefaultStartupLimit, TeardownBackoff: lifecycle.DefaultTeardownBackoff, TeardownAttempts: lifecycle.DefaultTeardownAttempts}
 	if rec.Settings != want {
 		t.Fatalf("settings %+v, want %+v (the cap, the file, the flag)", rec.Settings, want)
@@ -575,7 +576,7 @@ func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
 	t.Parallel()
 	l := counterLab(t, lifecycle.Settings{})
 	cfg := filepath.Join(l.dir, "blaise.star")
-	live, err := l.engine.Start(cfg)
+	live, err := l.engine.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +588,7 @@ func TestL7_StoredStateOfNoPlugIsReportedOrphaned(t *testing.T) {
 	// The configuration now names the plug "k": what "c" stored is no one's.
 	b, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(b), `id = "c"`, `id = "k"`, 1)), 0o644)
-	live, err = l.engine.Resume(rec.ID)
+	live, err = l.engine.Resume(t.Context(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/plugs/pluglock"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/termrun"
 	"github.com/charmbracelet/log"
 )
@@ -66,7 +67,7 @@ func (f *SessionFlags) engine(g *Globals) (*engine.Engine, error) {
 
 // engine opens the store and returns the lifecycle engine.
 func (f *StateFlags) engine(g *Globals) (*engine.Engine, error) {
-	store, err := engine.OpenStore(f.dir())
+	store, err := filestore.OpenStore(f.dir())
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func (c *RunCmd) Run(g *Globals) error {
 	case c.No:
 		answer = "deny"
 	}
-	return termrun.Run(termrun.Options{
+	return termrun.Run(context.Background(), termrun.Options{
 		Engine: e, Config: c.Config, Session: c.Session, Continue: c.Continue, Prompt: c.Prompt,
 		Answer: answer, Raw: c.Raw, End: c.End, Color: g.color(), Log: g.Logger(),
 	})

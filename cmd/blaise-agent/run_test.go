@@ -141,7 +141,7 @@ func TestL9_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 	if code := term.exit(); code != 0 {
 		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
 	}
-	recs, _ := l.engine.Store.Sessions()
+	recs, _ := l.engine.Store.Sessions(t.Context())
 	if len(recs) != 1 || recs[0].State != lifecycle.Paused || recs[0].Pause.Reason != "idle" || l.file("teardown") != "" {
 		t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
 	}
@@ -183,7 +183,7 @@ def on_session(ctx, next):
 			}
 			var recs []*lifecycle.Record
 			if !testsupport.Wait(func() bool {
-				recs, _ = l.engine.Store.Sessions()
+				recs, _ = l.engine.Store.Sessions(t.Context())
 				return len(recs) == 1 && recs[0].State == lifecycle.Paused && recs[0].Pause.Reason == "idle"
 			}) {
 				t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
@@ -207,7 +207,7 @@ def on_teardown(ctx, next):
     next()
 `,
 	})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ def on_teardown(ctx, next):
 	}
 	var rec *lifecycle.Record
 	if !testsupport.Wait(func() bool {
-		rec, _ = l.engine.Store.Session(live.ID)
+		rec, _ = l.engine.Store.Session(t.Context(), live.ID)
 		return rec != nil && rec.State == lifecycle.Ended
 	}) {
 		t.Fatalf("session %+v\n%s", rec, term.stderr.String())

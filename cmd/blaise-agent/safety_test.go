@@ -21,7 +21,7 @@ import (
 // paused starts a session and pauses it (idle).
 func (l *lab) paused() *lifecycle.Record {
 	l.t.Helper()
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(l.t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func twoResumesAndASweep(t *testing.T, rounds int) {
 		var lives [2]*engine.Live
 		var errs [3]error
 		for j := range lives {
-			wg.Go(func() { <-start; lives[j], errs[j] = l.engine.Resume(rec.ID) })
+			wg.Go(func() { <-start; lives[j], errs[j] = l.engine.Resume(t.Context(), rec.ID) })
 		}
 		wg.Go(func() { <-start; errs[2] = l.engine.Sweep(context.Background()) })
 		close(start)
@@ -78,7 +78,7 @@ func twoResumesAndASweep(t *testing.T, rounds int) {
 		if winner == nil {
 			t.Fatalf("round %d: no resume proceeded: %v", i, errs)
 		}
-		mid, err := l.engine.Store.Session(rec.ID)
+		mid, err := l.engine.Store.Session(t.Context(), rec.ID)
 		if err != nil || mid.State != lifecycle.Active || mid.Runs != rec.Runs+1 || mid.Pause.Reason != "idle" {
 			t.Fatalf("round %d: while the run starts: %+v %v (pause %+v)", i, mid, err, mid.Pause)
 		}
@@ -160,7 +160,7 @@ func twoRunCommands(t *testing.T, rounds int) {
 		if <-exited; errs[1-loser] != nil {
 			t.Fatalf("round %d: the run: %v\n%s", i, errs[1-loser], stderrs[1-loser])
 		}
-		next, _ := l.engine.Store.Session(rec.ID)
+		next, _ := l.engine.Store.Session(t.Context(), rec.ID)
 		if next.State != lifecycle.Paused || next.Runs != rec.Runs+1 || next.Pause.Reason != "idle" {
 			t.Fatalf("round %d: after the run: %+v (pause %+v)", i, next, next.Pause)
 		}
@@ -190,7 +190,7 @@ def on_session(ctx, next):
     fail("cannot attach")
 `,
 	})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ def on_session(ctx, next):
 		if err := l.engine.Sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		rec, _ = l.engine.Store.Session(rec.ID)
+		rec, _ = l.engine.Store.Session(t.Context(), rec.ID)
 	}
 	logs := l.logs.String()
 	want := "inner.star:3:9: plug inner: on_session: cannot attach"
@@ -229,13 +229,13 @@ def on_session(ctx, next):
     fail("cannot attach")
 `,
 	})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The pause is recorded before it is reported: the run takes no stop.
 	for {
-		rec, err := l.engine.Store.Session(live.ID)
+		rec, err := l.engine.Store.Session(t.Context(), live.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ def on_session(ctx, next):
 	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); !errors.Is(err, engine.ErrNoRun) {
 		t.Fatalf("stop after the run: %v", err)
 	}
-	if rec, _ = l.engine.Store.Session(rec.ID); rec.Stop != nil || rec.State != lifecycle.Paused || rec.Pause.Reason != "failed" {
+	if rec, _ = l.engine.Store.Session(t.Context(), rec.ID); rec.Stop != nil || rec.State != lifecycle.Paused || rec.Pause.Reason != "failed" {
 		t.Fatalf("record %+v stop %+v", rec, rec.Stop)
 	}
 }
@@ -301,7 +301,7 @@ def on_session(ctx, next):
 	})
 	l.engine.TimeoutGrace = time.Minute
 	l.engine.StopGrace = time.Second
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -116,7 +117,7 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 		rec := &lifecycle.Record{ID: store.NewSessionID(), AgentName: "demo", State: lifecycle.Paused, Created: now, Updated: now, Runs: 1,
 			Settings: lifecycle.DefaultSettings(), Resumable: true, PausedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: now, Run: 1}}
-		if err := store.CreateSession(rec); err != nil {
+		if err := store.CreateSession(b.Context(), rec); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -124,7 +125,7 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 	c := &apiclient.Client{URL: l.url, Token: l.token}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		recs, err := c.AllSessions(context.Background(), apiclient.ListOptions{Limit: server.MaxListLimit})
+		recs, err := c.AllSessions(context.Background(), apiclient.ListOptions{Limit: api.MaxListLimit})
 		if err != nil || len(recs) != 1000 {
 			b.Fatalf("%d sessions: %v", len(recs), err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 )
 
@@ -39,14 +40,14 @@ func (f *StateFlags) dir() string {
 	if f.StateDir != "" {
 		return f.StateDir
 	}
-	return engine.DefaultStateDir()
+	return filestore.DefaultStateDir()
 }
 
 // existingEngine is the engine of the sessions commands, which read and
 // settle sessions but never create a state directory: it is nil, with no
 // error, when there is none.
 func (f *StateFlags) existingEngine(g *Globals) (*engine.Engine, error) {
-	ok, err := engine.StoreExists(f.dir())
+	ok, err := filestore.StoreExists(f.dir())
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (f *StateFlags) existingEngine(g *Globals) (*engine.Engine, error) {
 // noSession is the error of a command about one session when there is no
 // state directory.
 func (f *StateFlags) noSession(id string) error {
-	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, engine.ErrNotFound, f.dir())
+	return fmt.Errorf("session %s: %w (there is no state directory %s)", id, lifecycle.ErrNotFound, f.dir())
 }
 
 // SessionsListCmd lists sessions.
@@ -93,8 +94,8 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		fmt.Fprintf(os.Stderr, "no sessions: there is no state directory %s\n", c.dir())
 		return nil
 	}
-	recs, err := e.Store.Sessions()
-	if broken := (*engine.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
+	recs, err := e.Store.Sessions(context.Background())
+	if broken := (*lifecycle.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return err
 	}
 	if c.JSON {
@@ -109,7 +110,7 @@ func (c *SessionsListCmd) Run(g *Globals) error {
 		}
 		return err
 	}
-	if lerr := sessionview.List(os.Stdout, e.Store.(*engine.Store), recs, time.Now(), c.All); lerr != nil {
+	if lerr := sessionview.List(context.Background(), os.Stdout, e.Store.(*filestore.Store), recs, time.Now(), c.All); lerr != nil {
 		return lerr
 	}
 	return err
@@ -134,7 +135,7 @@ func (c *SessionsListCmd) fromServer() error {
 	if c.JSON {
 		err = printJSON(recs)
 	} else {
-		err = sessionview.List(os.Stdout, nil, recs, time.Now(), c.All)
+		err = sessionview.List(ctx, os.Stdout, nil, recs, time.Now(), c.All)
 	}
 	if next != "" {
 		fmt.Fprintf(os.Stderr, "more sessions: add --cursor %s for the next page, or --all for every one\n", next)
@@ -176,14 +177,14 @@ type SessionsShowCmd struct {
 
 // Run shows the session.
 func (c *SessionsShowCmd) Run(g *Globals) error {
-	st, rec, err := c.session(g, c.ID, c.ServerFlags)
+	st, rec, err := c.session(context.Background(), g, c.ID, c.ServerFlags)
 	if err != nil {
 		return err
 	}
 	if c.JSON {
 		return printJSON(rec)
 	}
-	if err := sessionview.Show(os.Stdout, st, rec, time.Now()); err != nil || st == nil {
+	if err := sessionview.Show(context.Background(), os.Stdout, st, rec, time.Now()); err != nil || st == nil {
 		return err
 	}
 	return showActions(rec)
@@ -191,9 +192,9 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 
 // session reads one session's record, without creating a state directory;
 // with a server, the server's (the store is nil).
-func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*engine.Store, *lifecycle.Record, error) {
+func (f *StateFlags) session(ctx context.Context, g *Globals, id string, sf ServerFlags) (*filestore.Store, *lifecycle.Record, error) {
 	if sf.Server != "" {
-		rec, err := sf.client().Session(context.Background(), id)
+		rec, err := sf.client().Session(ctx, id)
 		return nil, rec, err
 	}
 	e, err := f.existingEngine(g)
@@ -203,8 +204,8 @@ func (f *StateFlags) session(g *Globals, id string, sf ServerFlags) (*engine.Sto
 	if e == nil {
 		return nil, nil, f.noSession(id)
 	}
-	rec, err := e.Store.Session(id)
-	return e.Store.(*engine.Store), rec, err
+	rec, err := e.Store.Session(ctx, id)
+	return e.Store.(*filestore.Store), rec, err
 }
 
 // SessionsLogCmd shows a session's transcript.
@@ -218,7 +219,7 @@ type SessionsLogCmd struct {
 
 // Run prints the transcript.
 func (c *SessionsLogCmd) Run(g *Globals) error {
-	st, rec, err := c.session(g, c.ID, c.ServerFlags)
+	st, rec, err := c.session(context.Background(), g, c.ID, c.ServerFlags)
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func (c *SessionsPruneCmd) Run(g *Globals) error {
 	if err != nil || e == nil {
 		return err // no state directory: nothing to prune
 	}
-	pruned, err := e.Store.(*engine.Store).Prune(time.Now().Add(-c.OlderThan))
+	pruned, err := e.Store.(*filestore.Store).Prune(context.Background(), time.Now().Add(-c.OlderThan))
 	for _, id := range pruned {
 		fmt.Printf("pruned session %s\n", id)
 	}
@@ -338,7 +339,7 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 	if e == nil {
 		return c.noSession(c.ID)
 	}
-	rec, err := e.Resolve(c.ID)
+	rec, err := e.Resolve(context.Background(), c.ID)
 	if err != nil {
 		return err
 	}

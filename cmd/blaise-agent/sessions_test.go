@@ -16,7 +16,7 @@ import (
 func TestLogFollowsALiveRun(t *testing.T) {
 	t.Parallel()
 	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": ""})
-	live, err := l.engine.Start(filepath.Join(l.dir, "blaise.star"))
+	live, err := l.engine.Start(t.Context(), filepath.Join(l.dir, "blaise.star"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/charmbracelet/log"
 )
 
@@ -23,13 +24,13 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	t.Parallel()
 	bin := self(t)
 	dir, cfg := floodConfig(t, bin, 0)
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A grace longer than the test: a blocked run is not failed for it.
 	e := &engine.Engine{Store: store, Command: []string{bin, "session-process"}, TimeoutGrace: time.Hour, Stderr: io.Discard, Log: log.New(io.Discard)}
-	live, err := e.Start(cfg)
+	live, err := e.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

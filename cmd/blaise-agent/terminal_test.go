@@ -416,7 +416,7 @@ setup(use("blaise:shell", id = "../wt"))
 	if strings.Contains(screen, "> ") {
 		t.Errorf("the prompt shows:\n%q", screen)
 	}
-	if recs, err := l.engine.Store.Sessions(); err != nil || len(recs) != 0 {
+	if recs, err := l.engine.Store.Sessions(t.Context()); err != nil || len(recs) != 0 {
 		t.Errorf("sessions %v (%v), want none", recs, err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/store/runstore"
 	"github.com/blaiseagent/blaise-agent/internal/support/redact"
 	"github.com/blaiseagent/blaise-agent/interp"
@@ -95,7 +96,10 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		sp.Logger = log.Default()
 	}
 	logger := sp.Logger
-	rec, err := sp.Store.Session(sp.SessionID)
+	// The store's calls go on once ctx ended (a SIGTERM): the run's last
+	// reports say how it ended.
+	sctx := context.WithoutCancel(ctx)
+	rec, err := sp.Store.Session(sctx, sp.SessionID)
 	if err != nil {
 		return err
 	}
@@ -109,27 +113,27 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		return sp.serveAction(ctx, cfg, err)
 	}
 	if err != nil {
-		return sp.broken(rec, err)
+		return sp.broken(sctx, rec, err)
 	}
 	if len(sp.Agent) > 0 {
 		cfg.Agent.Command, cfg.Agent.Args = sp.Agent[0], sp.Agent[1:]
 	}
-	loaded, err := sp.loaded(rec, cfg)
+	loaded, err := sp.loaded(sctx, rec, cfg)
 	if err != nil {
-		return sp.broken(rec, err)
+		return sp.broken(sctx, rec, err)
 	}
-	if err := sp.Store.Loaded(sp.SessionID, loaded); err != nil {
+	if err := sp.Store.Loaded(sctx, sp.SessionID, loaded); err != nil {
 		return err
 	}
 	for _, id := range loaded.OrphanedState {
 		// Named by the plug that stored it, so a person knows what to clean.
-		name, _, _ := sp.Store.PersistedPlug(sp.SessionID, id)
+		name, _, _ := sp.Store.PersistedPlug(sctx, sp.SessionID, id)
 		logger.Warn("stored plug state belongs to no plug of the configuration", "session", sp.SessionID, "plug_id", id, "stored_by", name)
 	}
 	sp.send(lifecycle.Control{Kind: lifecycle.ControlLoaded, Run: sp.Run, Loaded: &loaded})
 	rec.Resumable, rec.Settings = loaded.Resumable, loaded.Settings // what a lost front end's stop is based on (L9)
 
-	transcript, carrier, err := sp.transcript()
+	transcript, carrier, err := sp.transcript(sctx)
 	if err != nil {
 		return err
 	}
@@ -161,7 +165,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 			// The notifications of a turn the pause cut are in the
 			// transcript before the pause is: a report follows its lines.
 			incomplete(transcript.Flush())
-			return sp.report(p.Pause)
+			return sp.report(sctx, p.Pause)
 		},
 		OnAttach: func(plug string) {
 			sp.send(lifecycle.Control{Kind: lifecycle.ControlAttaching, Run: sp.Run, Plug: plug})
@@ -185,7 +189,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	if res.Teardown == nil {
 		return res.ReportErr
 	}
-	return errors.Join(res.ReportErr, sp.tornDown(res.Teardown.Reason, res.TeardownErr))
+	return errors.Join(res.ReportErr, sp.tornDown(sctx, res.Teardown.Reason, res.TeardownErr))
 }
 
 // recorder is where a run's records go: a transcript, or a Carrier.
@@ -198,15 +202,15 @@ type recorder interface {
 // carryingStore is a store whose transcript can carry the run's messages
 // toward the client (runstore.Client).
 type carryingStore interface {
-	CarriedTranscript(id string) (io.WriteCloser, error)
+	CarriedTranscript(ctx context.Context, id string) (io.WriteCloser, error)
 }
 
 // transcript opens the run's transcript; with Carry, the Carrier whose
 // records carry the messages toward the client, which is then the
 // recorder. The records are redacted with the run's secrets.
-func (sp *SessionProcess) transcript() (recorder, *acp.Carrier, error) {
+func (sp *SessionProcess) transcript(ctx context.Context) (recorder, *acp.Carrier, error) {
 	if !sp.Carry {
-		w, err := sp.Store.Transcript(sp.SessionID)
+		w, err := sp.Store.Transcript(ctx, sp.SessionID)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -216,7 +220,7 @@ func (sp *SessionProcess) transcript() (recorder, *acp.Carrier, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("session %s: its store (%T) cannot carry messages in the transcript", sp.SessionID, sp.Store)
 	}
-	w, err := cs.CarriedTranscript(sp.SessionID)
+	w, err := cs.CarriedTranscript(ctx, sp.SessionID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,40 +231,40 @@ func (sp *SessionProcess) transcript() (recorder, *acp.Carrier, error) {
 // loaded is the run's first report: whether the chain can resume, the
 // settings in force (on a start run, the front end's over the
 // configuration's session(...)), and the orphaned plug state.
-func (sp *SessionProcess) loaded(rec *lifecycle.Record, cfg *interp.Config) (lifecycle.Loaded, error) {
+func (sp *SessionProcess) loaded(ctx context.Context, rec *lifecycle.Record, cfg *interp.Config) (lifecycle.Loaded, error) {
 	l := lifecycle.Loaded{Resumable: cfg.Resumable(), Settings: rec.Settings}
 	if sp.Kind == lifecycle.StartRun {
 		c := cfg.Session
 		file := lifecycle.Settings{IdlePolicy: lifecycle.IdlePolicy(c.IdlePolicy), PausedLifetime: c.PausedLifetime, InactivityLimit: c.InactivityLimit, Timeout: c.Timeout}
-		settings, err := engine.NormalizeSettings(rec.Asked.Over(file))
+		settings, err := lifecycle.NormalizeSettings(rec.Asked.Over(file))
 		if err != nil {
 			return l, fmt.Errorf("%s: session(...): %w", rec.Config, err)
 		}
 		l.Settings = settings
 	}
 	var err error
-	l.OrphanedState, err = sp.orphans(cfg.Uses)
+	l.OrphanedState, err = sp.orphans(ctx, cfg.Uses)
 	return l, err
 }
 
 // broken reports a run that breaks before its plugs are loaded (L7): a
 // teardown run failed; a resume run pauses as failed; a start run ends at
 // once, for no plug of it ran.
-func (sp *SessionProcess) broken(rec *lifecycle.Record, err error) error {
+func (sp *SessionProcess) broken(ctx context.Context, rec *lifecycle.Record, err error) error {
 	switch sp.Kind {
 	case lifecycle.TeardownRun:
-		return errors.Join(err, sp.tornDown("", err))
+		return errors.Join(err, sp.tornDown(ctx, "", err))
 	case lifecycle.StartRun:
-		return errors.Join(err, sp.report(lifecycle.Pause{Reason: lifecycle.Failed, Err: err}), sp.tornDown(lifecycle.Failed, nil))
+		return errors.Join(err, sp.report(ctx, lifecycle.Pause{Reason: lifecycle.Failed, Err: err}), sp.tornDown(ctx, lifecycle.Failed, nil))
 	}
-	_ = sp.report(lifecycle.Pause{Reason: lifecycle.Failed, MayResume: rec.Settings.IdlePolicy.MayResume(lifecycle.Failed, rec.Resumable, nil), Err: err})
+	_ = sp.report(ctx, lifecycle.Pause{Reason: lifecycle.Failed, MayResume: rec.Settings.IdlePolicy.MayResume(lifecycle.Failed, rec.Resumable, nil), Err: err})
 	return err
 }
 
 // tornDown records a teardown's outcome and tells the front end (L2).
-func (sp *SessionProcess) tornDown(reason lifecycle.Reason, failure error) error {
+func (sp *SessionProcess) tornDown(ctx context.Context, reason lifecycle.Reason, failure error) error {
 	failure = sp.Redactions.Error(failure)
-	_, err := sp.Store.TornDown(sp.SessionID, failure, time.Now())
+	_, err := sp.Store.TornDown(ctx, sp.SessionID, failure, time.Now())
 	td := &lifecycle.TeardownReport{Reason: reason}
 	if failure != nil {
 		td.Error = failure.Error()
@@ -270,10 +274,10 @@ func (sp *SessionProcess) tornDown(reason lifecycle.Reason, failure error) error
 }
 
 // report records a pause and tells the front end.
-func (sp *SessionProcess) report(p lifecycle.Pause) error {
+func (sp *SessionProcess) report(ctx context.Context, p lifecycle.Pause) error {
 	rec := p.Record(sp.Run, time.Now())
 	rec.Error = sp.Redactions.String(rec.Error)
-	_, err := sp.Store.Paused(sp.SessionID, rec)
+	_, err := sp.Store.Paused(ctx, sp.SessionID, rec)
 	sp.send(lifecycle.Control{Kind: lifecycle.ControlPause, Run: sp.Run, Pause: &rec})
 	return err
 }
@@ -305,8 +309,8 @@ func (sp *SessionProcess) listen(r *Run, rec *lifecycle.Record) {
 }
 
 // orphans lists the stored plug ids that no plug of the chain has (L7).
-func (sp *SessionProcess) orphans(uses []*interp.Use) ([]string, error) {
-	stored, err := sp.Store.PersistedIDs(sp.SessionID)
+func (sp *SessionProcess) orphans(ctx context.Context, uses []*interp.Use) ([]string, error) {
+	stored, err := sp.Store.PersistedIDs(ctx, sp.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +345,7 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 		f.Close()
 		sp.Store = runstore.NewClient(conn)
 	} else {
-		store, err := engine.OpenStore(stateDir)
+		store, err := filestore.OpenStore(stateDir)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
@@ -22,8 +23,8 @@ import (
 // over a connection does when an append failed.
 type unclosableTranscript struct{ lifecycle.RunStore }
 
-func (s unclosableTranscript) Transcript(id string) (io.WriteCloser, error) {
-	w, err := s.RunStore.Transcript(id)
+func (s unclosableTranscript) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(ctx, id)
 	return failingClose{w}, err
 }
 
@@ -36,16 +37,16 @@ func (f failingClose) Close() error {
 
 // newProcessSession creates a session of the chain of files, in state, in
 // a store beside it.
-func newProcessSession(t *testing.T, files map[string]string, state lifecycle.State) (*engine.Store, string, string) {
+func newProcessSession(t *testing.T, files map[string]string, state lifecycle.State) (*filestore.Store, string, string) {
 	t.Helper()
 	dir := newChain(t, files).dir
-	store, err := engine.OpenStore(filepath.Join(dir, "state"))
+	store, err := filestore.OpenStore(filepath.Join(dir, "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := store.NewSessionID()
 	now := time.Now()
-	if err := store.CreateSession(&lifecycle.Record{ID: id, State: state, Config: filepath.Join(dir, "blaise.star"), Created: now, Updated: now, Runs: 1}); err != nil {
+	if err := store.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: state, Config: filepath.Join(dir, "blaise.star"), Created: now, Updated: now, Runs: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return store, id, dir
@@ -68,19 +69,19 @@ func TestTranscriptFailureIsLogged(t *testing.T) {
 // transcriptAtPause is a store that sends the transcript as it is when
 // the pause is reported.
 type transcriptAtPause struct {
-	*engine.Store
+	*filestore.Store
 	atPause chan string
 }
 
-func (s transcriptAtPause) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
-	r, err := s.ReadTranscript(id)
+func (s transcriptAtPause) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+	r, err := s.ReadTranscript(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	got, _ := io.ReadAll(r)
 	r.Close()
 	s.atPause <- string(got)
-	return s.Store.Paused(id, p)
+	return s.Store.Paused(ctx, id, p)
 }
 
 // lateAgent answers initialize and session/new, then sends an update

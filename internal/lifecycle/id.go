@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"crypto/rand"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/support/safename"
@@ -21,4 +22,17 @@ func CheckID(what, id string) error {
 // bits), valid for CheckID.
 func NewID() string {
 	return strings.ToLower(rand.Text()[:12])
+}
+
+// validName is what the names of agents, users and runners may look
+// like: they appear in URLs and commands.
+var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// CheckName refuses a name that is not 1 to 63 lowercase letters, digits
+// or '-', starting with a letter or digit; what says what it names.
+func CheckName(what, name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("invalid %s name %q: want 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", what, name)
+	}
+	return nil
 }

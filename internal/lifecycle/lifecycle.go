@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -21,8 +22,8 @@ func ApplyUpdate(rec *Record, f func(*Record) error, now time.Time) error {
 
 // RecordLoaded records in s a run's first report (L7): whether its chain
 // can resume, the settings in force and the orphaned plug state.
-func RecordLoaded(s Sessions, id string, l Loaded) error {
-	_, err := s.UpdateSession(id, func(r *Record) error {
+func RecordLoaded(ctx context.Context, s Sessions, id string, l Loaded) error {
+	_, err := s.UpdateSession(ctx, id, func(r *Record) error {
 		r.Resumable, r.Settings, r.OrphanedState = l.Resumable, l.Settings, l.OrphanedState
 		return nil
 	})
@@ -30,8 +31,8 @@ func RecordLoaded(s Sessions, id string, l Loaded) error {
 }
 
 // RecordPaused records in s a reported pause (L6, L7).
-func RecordPaused(s Sessions, id string, p PauseRecord) (*Record, error) {
-	return s.UpdateSession(id, func(r *Record) error {
+func RecordPaused(ctx context.Context, s Sessions, id string, p PauseRecord) (*Record, error) {
+	return s.UpdateSession(ctx, id, func(r *Record) error {
 		ApplyPause(r, p)
 		return nil
 	})

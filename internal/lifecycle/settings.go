@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"cmp"
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 )
 
@@ -113,4 +115,27 @@ func (s Settings) Normalize(maxPaused time.Duration) (Settings, error) {
 		s.PausedLifetime = maxPaused
 	}
 	return s, nil
+}
+
+// MaxPausedLifetime is the operator's cap, SESSION_MAX_PAUSED_LIFETIME_MS
+// (default 7 days).
+func MaxPausedLifetime() (time.Duration, error) {
+	v := os.Getenv("SESSION_MAX_PAUSED_LIFETIME_MS")
+	if v == "" {
+		return DefaultMaxPausedLifetime, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, fmt.Errorf("SESSION_MAX_PAUSED_LIFETIME_MS: want a positive number of milliseconds, got %q", v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// NormalizeSettings is s.Normalize under the operator's cap.
+func NormalizeSettings(s Settings) (Settings, error) {
+	max, err := MaxPausedLifetime()
+	if err != nil {
+		return s, err
+	}
+	return s.Normalize(max)
 }

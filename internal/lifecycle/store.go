@@ -3,7 +3,9 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -12,17 +14,42 @@ import (
 // whichever store they have.
 var ErrNotFound = errors.New("no such session")
 
-// Sessions keeps session records.
+// BrokenRecord is a stored session record that cannot be read: in the file
+// store a session.json that is corrupt, unreadable or not a file, or an
+// entry of the sessions directory that is no session directory; in a SQL
+// store a row that does not decode.
+type BrokenRecord struct {
+	ID   string // the session id, "" when the entry is no session directory
+	Path string // the file store's file, "" in a SQL store
+	Err  error  // names the record and what is wrong with it
+}
+
+// BrokenError is the error of a store's Sessions (and DueSessions) when
+// some records cannot be read: the others are returned with it.
+type BrokenError struct{ Records []BrokenRecord }
+
+func (e *BrokenError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d session record(s) cannot be read (repair or move away each one):", len(e.Records))
+	for _, r := range e.Records {
+		b.WriteString("\n  ")
+		b.WriteString(r.Err.Error())
+	}
+	return b.String()
+}
+
+// Sessions keeps session records. Every call of a store takes the
+// caller's ctx to the database (or the state directory's lock).
 type Sessions interface {
 	// CreateSession stores a new session; it fails when the id is in use.
-	CreateSession(rec *Record) error
+	CreateSession(ctx context.Context, rec *Record) error
 	// Session returns a session's record.
-	Session(id string) (*Record, error)
+	Session(ctx context.Context, id string) (*Record, error)
 	// UpdateSession changes a record atomically: an error from f writes
 	// nothing.
-	UpdateSession(id string, f func(*Record) error) (*Record, error)
+	UpdateSession(ctx context.Context, id string, f func(*Record) error) (*Record, error)
 	// Sessions returns every record.
-	Sessions() ([]*Record, error)
+	Sessions(ctx context.Context) ([]*Record, error)
 	// DueSessions is what a sweep at now looks at, found through an index
 	// rather than by reading every record: the ids of the active sessions
 	// (whose run may have died) and of the sessions at rest due at or
@@ -42,9 +69,9 @@ type Persisted interface {
 // Transcripts keeps the sessions' transcripts (M5).
 type Transcripts interface {
 	// Transcript opens a session's transcript for appending.
-	Transcript(session string) (io.WriteCloser, error)
+	Transcript(ctx context.Context, session string) (io.WriteCloser, error)
 	// ReadTranscript opens a session's transcript for reading.
-	ReadTranscript(session string) (io.ReadCloser, error)
+	ReadTranscript(ctx context.Context, session string) (io.ReadCloser, error)
 }
 
 // CallTranscripts is a store whose transcripts keep, with the lines of a
@@ -54,7 +81,7 @@ type Transcripts interface {
 type CallTranscripts interface {
 	// TranscriptCall is the number of the last call of run whose lines
 	// session's transcript holds; 0 if it holds none.
-	TranscriptCall(session string, run int) (uint64, error)
+	TranscriptCall(ctx context.Context, session string, run int) (uint64, error)
 }
 
 // CallTranscript is a transcript of a CallTranscripts store open for
@@ -69,15 +96,15 @@ type CallTranscript interface {
 // Reports records what runs report (L7), so that a front end that dies
 // loses nothing.
 type Reports interface {
-	Loaded(session string, l Loaded) error
-	Paused(session string, p PauseRecord) (*Record, error)
+	Loaded(ctx context.Context, session string, l Loaded) error
+	Paused(ctx context.Context, session string, p PauseRecord) (*Record, error)
 	// TornDown records a teardown that failed with failure, or, nil,
 	// succeeded.
-	TornDown(session string, failure error, at time.Time) (*Record, error)
+	TornDown(ctx context.Context, session string, failure error, at time.Time) (*Record, error)
 }
 
 // Store is everything the control plane keeps. The file store of one
-// machine (blaise.Store) and the server's SQL stores implement it, and the
+// machine (filestore) and the server's SQL stores implement it, and the
 // lifecycle engine and the runs need nothing else.
 type Store interface {
 	RunStore
@@ -87,23 +114,23 @@ type Store interface {
 	NewSessionID() string
 	// Discard removes a session whose first run never loaded its
 	// configuration, with all it stored.
-	Discard(id string) error
+	Discard(ctx context.Context, id string) error
 	// DeletePersisted deletes a session's persisted state (once it ends).
-	DeletePersisted(session string) error
+	DeletePersisted(ctx context.Context, session string) error
 }
 
 // RunStore is what a run reads and records: its session, its reports, its
 // transcript and its plugs' persisted state. A run of this machine has the
 // file store; a run on a server's runner has it over its connection.
 type RunStore interface {
-	Session(id string) (*Record, error)
+	Session(ctx context.Context, id string) (*Record, error)
 	Reports
 	// Transcript opens a session's transcript for appending.
-	Transcript(session string) (io.WriteCloser, error)
+	Transcript(ctx context.Context, session string) (io.WriteCloser, error)
 	// Persisted is the sessions' persisted plug state.
 	Persisted() Persisted
 	// PersistedIDs lists the plug ids a session has state of.
-	PersistedIDs(session string) ([]string, error)
+	PersistedIDs(ctx context.Context, session string) ([]string, error)
 	// PersistedPlug names the plug that stored a plug id's state.
-	PersistedPlug(session, plugID string) (name string, ok bool, err error)
+	PersistedPlug(ctx context.Context, session, plugID string) (name string, ok bool, err error)
 }

@@ -19,7 +19,7 @@ import (
 // token alone on w, for $(…), and how to use it on note.
 func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w, note io.Writer) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
-		r, err := s.MintRegistration(ttl)
+		r, err := s.MintRegistration(ctx, ttl)
 		if err != nil {
 			return err
 		}
@@ -33,7 +33,7 @@ func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w,
 // once: the token alone on w, for $(…), and what it is on note.
 func MintAPIToken(ctx context.Context, o StoreOptions, name string, w, note io.Writer) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
-		tok, id, err := s.MintAPIToken(name)
+		tok, id, err := s.MintAPIToken(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -57,11 +57,11 @@ type Credential struct {
 // asJSON a JSON array of Credential.
 func ListCredentials(ctx context.Context, o StoreOptions, w io.Writer, asJSON bool) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
-		runners, err := s.Runners()
+		runners, err := s.Runners(ctx)
 		if err != nil {
 			return err
 		}
-		tokens, err := s.APITokens()
+		tokens, err := s.APITokens(ctx)
 		if err != nil {
 			return err
 		}
@@ -96,9 +96,9 @@ func day(t time.Time) string {
 // Revoke revokes a runner's credential or an API token, by id.
 func Revoke(ctx context.Context, o StoreOptions, id string, w io.Writer) error {
 	return withStore(ctx, o, func(s *sqlstore.Store) error {
-		err := s.RevokeRunner(id)
+		err := s.RevokeRunner(ctx, id)
 		if errors.Is(err, sqlstore.ErrNotFound) {
-			err = s.RevokeAPIToken(id)
+			err = s.RevokeAPIToken(ctx, id)
 		}
 		if errors.Is(err, sqlstore.ErrNotFound) {
 			return fmt.Errorf("no runner and no API token has id %s (see `blaise-agent tokens list`)", id)

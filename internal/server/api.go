@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -22,32 +23,23 @@ import (
 // MaxBody bounds a request's body.
 const MaxBody = 1 << 20
 
-// Paths of the client API (docs/protocol.md).
-const (
-	PathAgents   = "/v1/agents"
-	PathSessions = "/v1/sessions"
-	// ACPSubprotocol is the WebSocket subprotocol of a client's ACP
-	// connection: ACP messages, one per line, in binary messages.
-	ACPSubprotocol = "acp.v1"
-)
-
 // Handler is the server's HTTP API; ctx bounds its long connections.
 func (s *Server) Handler(ctx context.Context) http.Handler {
 	s.init()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+runnerproto.PathRegister, s.register)
 	mux.HandleFunc("GET "+runnerproto.PathRunner, func(w http.ResponseWriter, r *http.Request) { s.connectRunner(ctx, w, r) })
-	mux.HandleFunc("GET "+PathAgents, s.client(s.listAgents))
-	mux.HandleFunc("POST "+PathAgents, s.client(s.createAgent))
-	mux.HandleFunc("GET "+PathAgents+"/{name}", s.client(s.getAgent))
-	mux.HandleFunc("PATCH "+PathAgents+"/{name}", s.client(s.updateAgent))
-	mux.HandleFunc("DELETE "+PathAgents+"/{name}", s.client(s.deleteAgent))
-	mux.HandleFunc("GET "+PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.connectClient(ctx, w, r) }))
-	mux.HandleFunc("GET "+PathSessions, s.client(s.listSessions))
-	mux.HandleFunc("GET "+PathSessions+"/{id}", s.client(s.getSession))
-	mux.HandleFunc("GET "+PathSessions+"/{id}/transcript", s.client(s.getTranscript))
-	mux.HandleFunc("POST "+PathSessions+"/{id}/end", s.client(s.endSession))
-	mux.HandleFunc("POST "+PathSessions+"/{id}/resolve", s.client(s.resolveSession))
+	mux.HandleFunc("GET "+api.PathAgents, s.client(s.listAgents))
+	mux.HandleFunc("POST "+api.PathAgents, s.client(s.createAgent))
+	mux.HandleFunc("GET "+api.PathAgents+"/{name}", s.client(s.getAgent))
+	mux.HandleFunc("PATCH "+api.PathAgents+"/{name}", s.client(s.updateAgent))
+	mux.HandleFunc("DELETE "+api.PathAgents+"/{name}", s.client(s.deleteAgent))
+	mux.HandleFunc("GET "+api.PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.connectClient(ctx, w, r) }))
+	mux.HandleFunc("GET "+api.PathSessions, s.client(s.listSessions))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}", s.client(s.getSession))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}/transcript", s.client(s.getTranscript))
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/end", s.client(s.endSession))
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/resolve", s.client(s.resolveSession))
 	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(), SignInFailed: s.SignInFailed,
 		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.openACP(ctx, agent) }}
 	mux.Handle("/", dash.Handler())
@@ -78,7 +70,7 @@ func failErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, lifecycle.ErrNotFound), errors.Is(err, sqlstore.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, engine.ErrNoRun), errors.Is(err, engine.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
+	case errors.Is(err, engine.ErrNoRun), errors.Is(err, lifecycle.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
 		status = http.StatusConflict
 	}
 	fail(w, status, "%v", err)
@@ -117,7 +109,7 @@ func (s *Server) client(h http.HandlerFunc) http.HandlerFunc {
 			fail(w, http.StatusUnauthorized, "no API token (send Authorization: Bearer bla_…)")
 			return
 		}
-		t, err := s.Store.APIToken(tok)
+		t, err := s.Store.APIToken(r.Context(), tok)
 		if err != nil {
 			fail(w, http.StatusUnauthorized, "%v", err)
 			return
@@ -144,7 +136,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	cred, id, err := s.Store.Register(req.Token, req.Name)
+	cred, id, err := s.Store.Register(r.Context(), req.Token, req.Name)
 	if errors.Is(err, sqlstore.ErrBadToken) {
 		fail(w, http.StatusUnauthorized, "%v", err)
 		return
@@ -159,13 +151,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 
 // connectRunner takes a runner's connection: WebSocket, then yamux.
 func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	runner, err := s.Store.RunnerByCredential(bearer(r))
+	runner, err := s.Store.RunnerByCredential(ctx, bearer(r))
 	if err != nil {
 		fail(w, http.StatusUnauthorized, "%v", err)
 		return
 	}
 	agent := r.URL.Query().Get("agent")
-	a, err := s.Store.Agent(agent)
+	a, err := s.Store.Agent(ctx, agent)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -220,7 +212,7 @@ func (s *Server) connectRunner(ctx context.Context, w http.ResponseWriter, r *ht
 			continue
 		}
 		seen[ref] = true
-		if rc.reattach(ref) || rc.takeBack(ref) {
+		if rc.reattach(ref) || rc.takeBack(ctx, ref) {
 			kept = append(kept, ref)
 		}
 	}
@@ -279,12 +271,12 @@ func servedVersion(r *http.Request) int {
 // connectClient serves ACP to a client of an agent: the same front end as
 // `blaise-agent acp`, over a WebSocket.
 func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	a, err := s.Store.Agent(r.PathValue("name"))
+	a, err := s.Store.Agent(ctx, r.PathValue("name"))
 	if err != nil {
 		failErr(w, err)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{ACPSubprotocol}})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{api.ACPSubprotocol}})
 	if err != nil {
 		return
 	}

@@ -47,19 +47,19 @@ func newLab(t *testing.T) *lab {
 	s := &Server{Store: store, Log: log.New(io.MultiWriter(os.Stderr, logs))}
 	hs := httptest.NewServer(s.Handler(ctx))
 	t.Cleanup(hs.Close)
-	tok, _, err := store.MintAPIToken("tests")
+	tok, _, err := store.MintAPIToken(ctx, "tests")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := store.MintRegistration(3600e9)
+	reg, err := store.MintRegistration(ctx, 3600e9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, runnerID, err := store.Register(reg.Token, "r1")
+	cred, runnerID, err := store.Register(ctx, reg.Token, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CreateAgent(sqlstore.Agent{Name: "demo"}); err != nil {
+	if _, err := store.CreateAgent(ctx, sqlstore.Agent{Name: "demo"}); err != nil {
 		t.Fatal(err)
 	}
 	return &lab{t: t, store: store, srv: hs, s: s, token: tok, cred: cred, runnerID: runnerID, logs: logs}
@@ -117,7 +117,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d and %q", c.name, status, msg, c.status, c.says)
 		}
 	}
-	agents, err := l.store.Agents()
+	agents, err := l.store.Agents(t.Context())
 	if err != nil || len(agents) != 1 || agents[0].Name != "demo" {
 		t.Fatalf("agents after bad requests: %v %v", agents, err)
 	}

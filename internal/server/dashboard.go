@@ -15,7 +15,7 @@ import (
 // changes.
 func (s *Server) EndSession(ctx context.Context, id string) (*lifecycle.Record, error) {
 	s.init()
-	if _, err := s.Store.Session(id); err != nil {
+	if _, err := s.Store.Session(ctx, id); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -38,9 +38,9 @@ func (s *Server) EndSession(ctx context.Context, id string) (*lifecycle.Record, 
 
 // ResolveSession ends an orphaned session once a person has cleaned up
 // after it (L2).
-func (s *Server) ResolveSession(id string) (*lifecycle.Record, error) {
+func (s *Server) ResolveSession(ctx context.Context, id string) (*lifecycle.Record, error) {
 	s.init()
-	return s.engine.Resolve(id)
+	return s.engine.Resolve(ctx, id)
 }
 
 // Disconnect ends the connections of the runner with the id (revoked).

@@ -28,7 +28,7 @@ func (s *Server) serveACP(ctx context.Context, a *sqlstore.Agent, owner string, 
 // of an agent: the one GET /v1/agents/NAME/acp serves over a WebSocket.
 // The connection lasts until the dashboard closes it or ctx ends.
 func (s *Server) openACP(ctx context.Context, agent string) (io.ReadWriteCloser, error) {
-	a, err := s.Store.Agent(agent)
+	a, err := s.Store.Agent(ctx, agent)
 	if err != nil {
 		return nil, err
 	}

@@ -59,14 +59,14 @@ func serverEngine(t *testing.T, s enginetest.Setup, dsn string) (*engine.Engine,
 	t.Cleanup(func() { store.Close() })
 	store.Clock = s.Clock
 	const agent = "demo"
-	if _, err := store.CreateAgent(sqlstore.Agent{Name: agent, Settings: s.Settings}); err != nil {
+	if _, err := store.CreateAgent(ctx, sqlstore.Agent{Name: agent, Settings: s.Settings}); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := store.MintRegistration(time.Hour)
+	reg, err := store.MintRegistration(ctx, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred, _, err := store.Register(reg.Token, "r1")
+	cred, _, err := store.Register(ctx, reg.Token, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 )
 
 // getSessions sends a GET with the API token and decodes the sessions it answers.
@@ -22,7 +23,7 @@ func (l *lab) getSessions(path string) (recs []*lifecycle.Record, next string) {
 	if err := json.NewDecoder(resp.Body).Decode(&recs); err != nil {
 		l.t.Fatalf("GET %s: %v", path, err)
 	}
-	return recs, resp.Header.Get(HeaderNextCursor)
+	return recs, resp.Header.Get(api.HeaderNextCursor)
 }
 
 // A client that passes no limit gets the first page, the newest
@@ -32,23 +33,23 @@ func (l *lab) getSessions(path string) (recs []*lifecycle.Record, next string) {
 func TestSessionsListIsPagedNewestFirst(t *testing.T) {
 	l := newLab(t)
 	now := time.Now().UTC()
-	n := DefaultListLimit + 30
+	n := api.DefaultListLimit + 30
 	for i := range n {
 		rec := &lifecycle.Record{ID: fmt.Sprintf("s%04d", i), AgentName: "demo", State: lifecycle.Ended, Created: now.Add(time.Duration(i) * time.Second)}
 		if i%10 == 0 {
 			rec.State, rec.Owner, rec.PausedAt, rec.ExpiresAt = lifecycle.Paused, "tests", now, now.Add(time.Hour)
 		}
-		if err := l.store.CreateSession(rec); err != nil {
+		if err := l.store.CreateSession(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	first, next := l.getSessions("/v1/sessions")
-	if len(first) != DefaultListLimit || next == "" || first[0].ID != fmt.Sprintf("s%04d", n-1) {
-		t.Fatalf("the first page: %d sessions from %s, cursor %q; want the newest %d and a cursor", len(first), first[0].ID, next, DefaultListLimit)
+	if len(first) != api.DefaultListLimit || next == "" || first[0].ID != fmt.Sprintf("s%04d", n-1) {
+		t.Fatalf("the first page: %d sessions from %s, cursor %q; want the newest %d and a cursor", len(first), first[0].ID, next, api.DefaultListLimit)
 	}
 	rest, last := l.getSessions("/v1/sessions?cursor=" + next)
-	if len(rest) != n-DefaultListLimit || last != "" || rest[len(rest)-1].ID != "s0000" {
-		t.Errorf("the second page: %d sessions, cursor %q; want the %d oldest and no cursor", len(rest), last, n-DefaultListLimit)
+	if len(rest) != n-api.DefaultListLimit || last != "" || rest[len(rest)-1].ID != "s0000" {
+		t.Errorf("the second page: %d sessions, cursor %q; want the %d oldest and no cursor", len(rest), last, n-api.DefaultListLimit)
 	}
 	mine, _ := l.getSessions("/v1/sessions?agent=demo&mine=true&state=paused&limit=1000")
 	if len(mine) != n/10 {

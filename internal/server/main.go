@@ -118,7 +118,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Ready != nil {
 		o.Ready(scheme + "://" + addr)
 	}
-	if err := announceSetup(store, o.Log, scheme+"://"+addr); err != nil {
+	if err := announceSetup(ctx, store, o.Log, scheme+"://"+addr); err != nil {
 		return err
 	}
 	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version,
@@ -153,8 +153,8 @@ func serveAside(ctx context.Context, l *log.Logger, what, addr string, h http.Ha
 // announceSetup prints, while no one can sign in to the dashboard, a new
 // setup token that creates its first admin. It is printed once: the store
 // keeps only its hash, and a later start replaces it.
-func announceSetup(store *sqlstore.Store, l *log.Logger, url string) error {
-	tok, err := store.MintSetupToken()
+func announceSetup(ctx context.Context, store *sqlstore.Store, l *log.Logger, url string) error {
+	tok, err := store.MintSetupToken(ctx)
 	if err != nil || tok == "" {
 		return err
 	}

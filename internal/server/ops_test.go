@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 )
 
 func (l *lab) get(path, token string) (int, string) {
@@ -159,7 +161,7 @@ func TestAClientThatAnswersNoPingIsCut(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET %s/demo/acp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: %s\r\n\r\n", PathAgents, l.token, ACPSubprotocol)
+		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: %s\r\n\r\n", api.PathAgents, l.token, api.ACPSubprotocol)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {

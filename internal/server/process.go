@@ -166,6 +166,8 @@ func (p *remoteProcess) serveStore() {
 			}
 			last = a
 			st := a.streams[runnerproto.ChannelStore]
+			// The run's calls are answered as long as the run lasts, across
+			// its runner's connections: no request's ctx bounds them.
 			err := store.Serve(context.Background(), cutStream{st, a})
 			if err == nil {
 				// The run closed its side: so does the server, rather than
@@ -497,14 +499,14 @@ func (p *remoteProcess) forget() {
 }
 
 // mayWrite refuses the writes of a run the server has failed.
-func (p *remoteProcess) mayWrite() error {
+func (p *remoteProcess) mayWrite(ctx context.Context) error {
 	p.mu.Lock()
 	failed := p.failed
 	p.mu.Unlock()
 	if failed != nil {
 		return fmt.Errorf("session %s: run %d was failed (%v): its writes are refused", p.ref.Session, p.ref.Run, failed)
 	}
-	run, _, err := p.s.Store.CurrentRun(p.ref.Session)
+	run, _, err := p.s.Store.CurrentRun(ctx, p.ref.Session)
 	if err != nil {
 		return err
 	}

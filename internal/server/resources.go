@@ -10,28 +10,12 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
-// AgentJSON is an agent in the API: durations as Go durations ("24h").
-type AgentJSON struct {
-	Name            string `json:"name"`
-	Config          string `json:"config,omitempty"`
-	IdlePolicy      string `json:"idle_policy,omitempty"`
-	PausedLifetime  string `json:"paused_lifetime,omitempty"`
-	InactivityLimit string `json:"inactivity_limit,omitempty"`
-	Timeout         string `json:"timeout,omitempty"`
-	// A failed teardown is tried again after TeardownBackoff, doubling,
-	// TeardownAttempts times in all (L2).
-	TeardownBackoff  string `json:"teardown_backoff,omitempty"`
-	TeardownAttempts int    `json:"teardown_attempts,omitempty"`
-	Created          string `json:"created,omitempty"`
-	Updated          string `json:"updated,omitempty"`
-}
-
-func agentJSON(a *sqlstore.Agent) AgentJSON {
-	return AgentJSON{
+func agentJSON(a *sqlstore.Agent) api.AgentJSON {
+	return api.AgentJSON{
 		Name: a.Name, Config: a.Config, IdlePolicy: string(a.Settings.IdlePolicy),
 		PausedLifetime: a.Settings.PausedLifetime.String(), InactivityLimit: a.Settings.InactivityLimit.String(), Timeout: a.Settings.Timeout.String(),
 		TeardownBackoff: a.Settings.TeardownBackoff.String(), TeardownAttempts: a.Settings.TeardownAttempts,
@@ -39,8 +23,9 @@ func agentJSON(a *sqlstore.Agent) AgentJSON {
 	}
 }
 
-// apply lays the fields j sets over a, naming a field that does not parse.
-func (j AgentJSON) apply(a *sqlstore.Agent) error {
+// applyAgent lays the fields j sets over a, naming a field that does not
+// parse.
+func applyAgent(j api.AgentJSON, a *sqlstore.Agent) error {
 	if j.Config != "" {
 		a.Config = j.Config
 	}
@@ -68,12 +53,12 @@ func (j AgentJSON) apply(a *sqlstore.Agent) error {
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
-	as, err := s.Store.Agents()
+	as, err := s.Store.Agents(r.Context())
 	if err != nil {
 		failErr(w, err)
 		return
 	}
-	out := []AgentJSON{}
+	out := []api.AgentJSON{}
 	for _, a := range as {
 		out = append(out, agentJSON(a))
 	}
@@ -81,16 +66,16 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
-	var j AgentJSON
+	var j api.AgentJSON
 	if !readJSON(w, r, &j) {
 		return
 	}
 	a := sqlstore.Agent{Name: j.Name}
-	if err := j.apply(&a); err != nil {
+	if err := applyAgent(j, &a); err != nil {
 		failErr(w, err)
 		return
 	}
-	created, err := s.Store.CreateAgent(a)
+	created, err := s.Store.CreateAgent(r.Context(), a)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -99,7 +84,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
-	a, err := s.Store.Agent(r.PathValue("name"))
+	a, err := s.Store.Agent(r.Context(), r.PathValue("name"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -108,7 +93,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
-	var j AgentJSON
+	var j api.AgentJSON
 	if !readJSON(w, r, &j) {
 		return
 	}
@@ -116,7 +101,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "name: an agent cannot be renamed")
 		return
 	}
-	a, err := s.Store.UpdateAgent(r.PathValue("name"), j.apply)
+	a, err := s.Store.UpdateAgent(r.Context(), r.PathValue("name"), func(a *sqlstore.Agent) error { return applyAgent(j, a) })
 	if err != nil {
 		failErr(w, err)
 		return
@@ -125,22 +110,12 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
-	if err := s.Store.DeleteAgent(r.PathValue("name")); err != nil {
+	if err := s.Store.DeleteAgent(r.Context(), r.PathValue("name")); err != nil {
 		failErr(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// Page sizes of the sessions list (docs/protocol.md#sessions).
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
-)
-
-// HeaderNextCursor carries the cursor of the sessions list's next page;
-// absent on its last.
-const HeaderNextCursor = "Blaise-Next-Cursor"
 
 // listSessions answers a page of the sessions list, newest first, filtered
 // in the database (sqlstore.ListSessions).
@@ -151,14 +126,14 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := s.Store.ListSessions(r.Context(), q)
-	if broken := (*engine.BrokenError)(nil); errors.As(err, &broken) {
+	if broken := (*lifecycle.BrokenError)(nil); errors.As(err, &broken) {
 		s.log().Warn("listing sessions", "err", err) // the others are listed
 	} else if err != nil {
 		failErr(w, err)
 		return
 	}
 	if page.Next != "" {
-		w.Header().Set(HeaderNextCursor, page.Next)
+		w.Header().Set(api.HeaderNextCursor, page.Next)
 	}
 	if page.Sessions == nil {
 		page.Sessions = []*lifecycle.Record{} // [], not null
@@ -169,11 +144,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 // listQuery reads the sessions list's parameters.
 func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
 	v := r.URL.Query()
-	q := sqlstore.ListQuery{Agent: v.Get("agent"), State: v.Get("state"), Runner: v.Get("runner"), Text: v.Get("q"), After: v.Get("cursor"), Limit: DefaultListLimit}
+	q := sqlstore.ListQuery{Agent: v.Get("agent"), State: v.Get("state"), Runner: v.Get("runner"), Text: v.Get("q"), After: v.Get("cursor"), Limit: api.DefaultListLimit}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return q, fmt.Errorf("limit %q: want a number from 1 to %d", l, MaxListLimit)
+		if err != nil || n < 1 || n > api.MaxListLimit {
+			return q, fmt.Errorf("limit %q: want a number from 1 to %d", l, api.MaxListLimit)
 		}
 		q.Limit = n
 	}
@@ -189,7 +164,7 @@ func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.Store.Session(r.PathValue("id"))
+	rec, err := s.Store.Session(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -200,7 +175,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // getTranscript streams a session's transcript: its records, one JSON
 // object a line (docs/messages.md).
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
-	rd, err := s.Store.ReadTranscript(r.PathValue("id"))
+	rd, err := s.Store.ReadTranscript(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -226,7 +201,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.ResolveSession(r.PathValue("id"))
+	rec, err := s.ResolveSession(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return

@@ -24,7 +24,7 @@ func (s *Server) cutRevoked(ctx context.Context) {
 		if len(connected) == 0 {
 			continue
 		}
-		rs, err := s.Store.Runners()
+		rs, err := s.Store.Runners(ctx)
 		if err != nil {
 			s.log().Warn("looking for revoked runners", "err", err)
 			continue

@@ -139,12 +139,12 @@ func (rc *runnerConn) takesRuns() bool {
 
 // Launch starts a run on a runner of the session's agent: the runner of
 // its last run when it is connected (docs/server.md#runners), else the one with fewest runs.
-func (s *Server) Launch(run engine.Launch) (engine.Process, error) {
+func (s *Server) Launch(ctx context.Context, run engine.Launch) (engine.Process, error) {
 	rc := s.pickRunner(run.Record.AgentName, run.Record.RunnerID)
 	if rc == nil {
 		return nil, noRunner(run.Record)
 	}
-	if _, err := s.Store.UpdateSession(run.Record.ID, func(r *lifecycle.Record) error {
+	if _, err := s.Store.UpdateSession(ctx, run.Record.ID, func(r *lifecycle.Record) error {
 		r.Runner, r.RunnerID = rc.name, rc.id
 		r.Config, r.Dir = rc.config, rc.dir
 		return nil
@@ -209,13 +209,13 @@ func (s *Server) pickRunner(agent, prefer string) *runnerConn {
 // nothing. The engine adopts the run once its streams are there, before
 // its store calls are answered; should it no longer be the session's
 // then, the server lets it go, and the runner stops it after the lease.
-func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
-	rec, err := rc.s.Store.Session(ref.Session)
+func (rc *runnerConn) takeBack(ctx context.Context, ref runnerproto.RunRef) bool {
+	rec, err := rc.s.Store.Session(ctx, ref.Session)
 	if err == nil && (rec.AgentName != rc.agent || rec.RunnerID != rc.id) {
 		err = fmt.Errorf("session %s is of agent %s, last run on runner %s of credential %s; this runner is %s of credential %s, of agent %s", ref.Session, rec.AgentName, rec.Runner, rec.RunnerID, rc.name, rc.id, rc.agent)
 	}
 	if err == nil {
-		err = rc.s.engine.Adoptable(ref.Session, ref.Run)
+		err = rc.s.engine.Adoptable(ctx, ref.Session, ref.Run)
 	}
 	if err != nil {
 		rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
@@ -227,7 +227,7 @@ func (rc *runnerConn) takeBack(ref runnerproto.RunRef) bool {
 		if err == nil {
 			// Adopted first: a run the sweep settled meanwhile writes
 			// nothing.
-			_, err = rc.s.engine.Adopt(ref.Session, ref.Run, p)
+			_, err = rc.s.engine.Adopt(ctx, ref.Session, ref.Run, p)
 		}
 		if err == nil {
 			p.serveStore()

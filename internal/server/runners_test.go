@@ -33,7 +33,7 @@ func (l *lab) inProgress(agent, runnerID string, runs int, paused bool) runnerpr
 	if paused {
 		lifecycle.ApplyPause(rec, lifecycle.Pause{Reason: lifecycle.Idle, MayResume: true}.Record(rec.Runs, now))
 	}
-	if err := l.store.CreateSession(rec); err != nil {
+	if err := l.store.CreateSession(l.t.Context(), rec); err != nil {
 		l.t.Fatal(err)
 	}
 	return runnerproto.RunRef{Session: rec.ID, Run: 1}
@@ -43,11 +43,11 @@ func (l *lab) inProgress(agent, runnerID string, runs int, paused bool) runnerpr
 // credential.
 func (l *lab) register(name string) string {
 	l.t.Helper()
-	reg, err := l.store.MintRegistration(time.Hour)
+	reg, err := l.store.MintRegistration(l.t.Context(), time.Hour)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	cred, _, err := l.store.Register(reg.Token, name)
+	cred, _, err := l.store.Register(l.t.Context(), reg.Token, name)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func (l *lab) handBack(ref runnerproto.RunRef) *yamux.Session {
 // records stay as they were.
 func TestRunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 	l := newLab(t)
-	if _, err := l.store.CreateAgent(sqlstore.Agent{Name: "other"}); err != nil {
+	if _, err := l.store.CreateAgent(t.Context(), sqlstore.Agent{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	refs := []runnerproto.RunRef{
@@ -141,7 +141,7 @@ func TestRunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 	}
 	before := map[string]time.Time{}
 	for _, ref := range refs[:4] {
-		rec, err := l.store.Session(ref.Session)
+		rec, err := l.store.Session(t.Context(), ref.Session)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestRunsTheServerCannotTakeBackAreStopped(t *testing.T) {
 		t.Fatalf("the server took back %v", taken)
 	}
 	for id, updated := range before {
-		if rec, err := l.store.Session(id); err != nil || !rec.Updated.Equal(updated) || l.s.engine.Running(id) != nil {
+		if rec, err := l.store.Session(t.Context(), id); err != nil || !rec.Updated.Equal(updated) || l.s.engine.Running(id) != nil {
 			t.Errorf("session %s changed: %+v %v", id, rec, err)
 		}
 	}
@@ -227,7 +227,7 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	if len(taken) != 1 {
 		t.Fatalf("taken back: %v", taken)
 	}
-	if _, err := l.store.UpdateSession(ref.Session, func(r *lifecycle.Record) error {
+	if _, err := l.store.UpdateSession(t.Context(), ref.Session, func(r *lifecycle.Record) error {
 		lifecycle.ApplyPause(r, lifecycle.Pause{Reason: lifecycle.Failed, MayResume: true, Err: errors.New("its runner did not hand it back")}.Record(1, time.Now()))
 		return nil
 	}); err != nil {
@@ -237,7 +237,7 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	if err := store.Persisted().Set(context.Background(), ref.Session, "p", "acme/p", []byte(`"late"`)); err == nil {
 		t.Fatal("a persisted write of a run that was not taken back was applied")
 	}
-	if _, ok, err := l.store.PersistedPlug(ref.Session, "p"); ok || err != nil {
+	if _, ok, err := l.store.PersistedPlug(t.Context(), ref.Session, "p"); ok || err != nil {
 		t.Fatalf("the write of a run not taken back is in the store: %v %v", ok, err)
 	}
 }
@@ -320,7 +320,7 @@ func TestAStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	// Killed, the process ends, and so do its streams.
 	mux.Close()
 	testsupport.Eventually(t, "the run's end", func() bool { return l.s.engine.Running(ref.Session) == nil })
-	rec, err := l.store.Session(ref.Session)
+	rec, err := l.store.Session(t.Context(), ref.Session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,19 +397,19 @@ func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.
 	l := newLab(t)
 	_, frames, _ := l.helloFrames(l.cred) // a hello without config and dir
 	ref := l.inProgress("demo", l.runnerID, 1, true)
-	if _, err := l.store.UpdateSession(ref.Session, func(r *lifecycle.Record) error {
+	if _, err := l.store.UpdateSession(t.Context(), ref.Session, func(r *lifecycle.Record) error {
 		r.Config, r.Dir = "/srv/other-runner/blaise.star", "/srv/other-runner"
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := l.store.Session(ref.Session)
+	rec, err := l.store.Session(t.Context(), ref.Session)
 	if err != nil {
 		t.Fatal(err)
 	}
 	launched := make(chan error, 1)
 	go func() {
-		_, err := l.s.Launch(engine.Launch{Record: rec})
+		_, err := l.s.Launch(t.Context(), engine.Launch{Record: rec})
 		launched <- err
 	}()
 	f, err := frames.Receive()
@@ -422,7 +422,7 @@ func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.
 	if err := <-launched; err == nil || !strings.Contains(err.Error(), "not this time") {
 		t.Fatalf("launch: %v", err)
 	}
-	if rec, err = l.store.Session(ref.Session); err != nil {
+	if rec, err = l.store.Session(t.Context(), ref.Session); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Runner != "r1" || rec.Config != "" || rec.Dir != "" {
@@ -435,7 +435,7 @@ func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.
 func TestARunnerIsLastSeenWhenItsConnectionEnds(t *testing.T) {
 	l := newLab(t)
 	seen := func() time.Time {
-		rs, err := l.store.Runners()
+		rs, err := l.store.Runners(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package front
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"slices"
@@ -75,8 +76,8 @@ func (s *Server) ofConfig(r *lifecycle.Record) bool {
 
 // lastInitResult finds the chain's answer to initialize in the transcripts
 // of the newest sessions of the configuration.
-func (s *Server) lastInitResult() []byte {
-	recs, err := s.Sessions.List()
+func (s *Server) lastInitResult(ctx context.Context) []byte {
+	recs, err := s.Sessions.List(ctx)
 	if err != nil {
 		return nil
 	}
@@ -86,7 +87,7 @@ func (s *Server) lastInitResult() []byte {
 		if !s.ofConfig(r) {
 			continue
 		}
-		if res := initResult(s.Sessions, r.ID); res != nil {
+		if res := initResult(ctx, s.Sessions, r.ID); res != nil {
 			return res
 		}
 		if tried++; tried == recentTranscripts {
@@ -98,8 +99,8 @@ func (s *Server) lastInitResult() []byte {
 
 // initResult reads the successful answer to the first initialize of a
 // transcript; it is among the first records.
-func initResult(sessions Sessions, session string) []byte {
-	f, err := sessions.ReadTranscript(session)
+func initResult(ctx context.Context, sessions Sessions, session string) []byte {
+	f, err := sessions.ReadTranscript(ctx, session)
 	if err != nil {
 		return nil
 	}
@@ -134,7 +135,7 @@ func (c *conn) listSessions(m *acp.Message) {
 		Cwd *string `json:"cwd"`
 	}
 	_ = json.Unmarshal(m.Params, &p)
-	recs, err := c.srv.Sessions.List()
+	recs, err := c.srv.Sessions.List(c.ctx)
 	if err != nil {
 		c.replyError(m.ID, acp.InternalError, "Internal error", map[string]string{"reason": "listing the sessions: " + err.Error()})
 		return

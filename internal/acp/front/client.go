@@ -4,6 +4,7 @@ package front
 // when it is paused, or answered by the front end.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -111,7 +112,7 @@ func (c *conn) initialize(m *acp.Message) {
 // answer known; nil: the chain's last, from the transcripts.
 func (c *conn) answerInit(known []byte) {
 	if known == nil {
-		known = c.srv.lastInitResult()
+		known = c.srv.lastInitResult(c.ctx)
 	}
 	c.told, c.agentInit = c.srv.advertise(known, c.initParams), known
 	for _, id := range c.initIDs {
@@ -190,7 +191,7 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 		c.resume(sess)
 		return
 	}
-	if (m.Method == "session/cancel" || m.Method == "session/close") && sess.phase == ready && c.srv.stopping(sess) {
+	if (m.Method == "session/cancel" || m.Method == "session/close") && sess.phase == ready && c.srv.stopping(c.ctx, sess) {
 		sess.phase = draining
 	}
 	if sess.phase != ready {
@@ -281,14 +282,14 @@ func (c *conn) lookup(id string) (*session, string) {
 		}
 		return sess, ""
 	}
-	rec, err := c.srv.Sessions.Session(id)
+	rec, err := c.srv.Sessions.Session(c.ctx, id)
 	if err != nil {
 		return nil, "no such session"
 	}
 	switch rec.State {
 	case lifecycle.Paused:
 	case lifecycle.Active:
-		if r := c.srv.Sessions.Claim(id); r != nil {
+		if r := c.srv.Sessions.Claim(c.ctx, id); r != nil {
 			// A run no front end holds goes on with this client.
 			sess := &session{id: id, acpID: rec.ACPSessionID}
 			c.sessions[id] = sess
@@ -356,7 +357,7 @@ func inUse(rec *lifecycle.Record) string {
 func (c *conn) deliver(sess *session, m *acp.Message) {
 	switch sess.phase {
 	case ready:
-		if c.srv.stopping(sess) {
+		if c.srv.stopping(c.ctx, sess) {
 			sess.phase = draining
 			sess.queue = append(sess.queue, m)
 			return
@@ -372,13 +373,14 @@ func (c *conn) deliver(sess *session, m *acp.Message) {
 
 // stopping reports whether a stop directive went to the session's run: a
 // message sent now could be lost with the run, so it waits for the next one.
-func (s *Server) stopping(sess *session) bool {
+func (s *Server) stopping(ctx context.Context, sess *session) bool {
 	select {
 	case <-sess.run.Done():
 		return true
 	default:
 	}
-	rec, err := s.Sessions.Session(sess.id)
+	// Asked while the runs stop too, after the connection's ctx ended.
+	rec, err := s.Sessions.Session(context.WithoutCancel(ctx), sess.id)
 	if err != nil {
 		return false
 	}

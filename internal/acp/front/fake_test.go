@@ -13,7 +13,6 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acp/demoagent"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -37,7 +36,7 @@ func newFakeSessions(dir string) *fakeSessions {
 	return &fakeSessions{agentDir: dir, recs: map[string]*lifecycle.Record{}}
 }
 
-func (f *fakeSessions) Start(config, dir string) (Run, error) {
+func (f *fakeSessions) Start(_ context.Context, config, dir string) (Run, error) {
 	f.mu.Lock()
 	if f.startErr != nil {
 		f.mu.Unlock()
@@ -51,14 +50,14 @@ func (f *fakeSessions) Start(config, dir string) (Run, error) {
 }
 
 // Claim: no fake run is ever taken back after a restart.
-func (f *fakeSessions) Claim(string) Run { return nil }
+func (f *fakeSessions) Claim(context.Context, string) Run { return nil }
 
-func (f *fakeSessions) Resume(id string) (Run, error) {
+func (f *fakeSessions) Resume(_ context.Context, id string) (Run, error) {
 	f.mu.Lock()
 	rec, ok := f.recs[id]
 	if !ok {
 		f.mu.Unlock()
-		return nil, fmt.Errorf("session %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("session %s: %w", id, lifecycle.ErrNotFound)
 	}
 	if rec.State != lifecycle.Paused {
 		f.mu.Unlock()
@@ -76,24 +75,24 @@ func (f *fakeSessions) End(ctx context.Context, id string) error {
 	defer f.mu.Unlock()
 	rec, ok := f.recs[id]
 	if !ok {
-		return engine.ErrNotFound
+		return lifecycle.ErrNotFound
 	}
 	rec.State, rec.EndReason = lifecycle.Ended, "closed"
 	return nil
 }
 
-func (f *fakeSessions) Session(id string) (*lifecycle.Record, error) {
+func (f *fakeSessions) Session(_ context.Context, id string) (*lifecycle.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rec, ok := f.recs[id]
 	if !ok {
-		return nil, fmt.Errorf("session %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("session %s: %w", id, lifecycle.ErrNotFound)
 	}
 	c := *rec
 	return &c, nil
 }
 
-func (f *fakeSessions) List() ([]*lifecycle.Record, error) {
+func (f *fakeSessions) List(context.Context) ([]*lifecycle.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []*lifecycle.Record
@@ -104,12 +103,12 @@ func (f *fakeSessions) List() ([]*lifecycle.Record, error) {
 	return out, nil
 }
 
-func (f *fakeSessions) ReadTranscript(id string) (io.ReadCloser, error) {
+func (f *fakeSessions) ReadTranscript(_ context.Context, id string) (io.ReadCloser, error) {
 	return nil, fmt.Errorf("session %s: no transcript", id)
 }
 
 func (f *fakeSessions) record(id string) lifecycle.Record {
-	r, err := f.Session(id)
+	r, err := f.Session(context.Background(), id)
 	if err != nil {
 		return lifecycle.Record{}
 	}

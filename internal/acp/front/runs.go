@@ -47,7 +47,7 @@ func (c *conn) resume(sess *session) {
 // record; when it cannot resume, the session is over, its queued requests
 // are answered, and canResume returns nil.
 func (c *conn) canResume(sess *session) *lifecycle.Record {
-	rec, err := c.srv.Sessions.Session(sess.id)
+	rec, err := c.srv.Sessions.Session(c.ctx, sess.id)
 	reason := ""
 	switch {
 	case err != nil:
@@ -113,13 +113,15 @@ func (c *conn) launch(sess *session, resume bool) {
 	sess.phase = launching
 	c.active++
 	id := sess.id
+	// A run that starts is the front end's to stop, even once c.ctx ended.
+	ctx := context.WithoutCancel(c.ctx)
 	go func() {
 		var r Run
 		var err error
 		if resume {
-			r, err = c.srv.Sessions.Resume(id)
+			r, err = c.srv.Sessions.Resume(ctx, id)
 		} else {
-			r, err = c.srv.Sessions.Start(c.srv.Config, sess.dir)
+			r, err = c.srv.Sessions.Start(ctx, c.srv.Config, sess.dir)
 		}
 		c.post(event{kind: launched, sess: sess, run: r, err: err})
 	}()
@@ -134,7 +136,7 @@ func (c *conn) launched(sess *session, r Run, err error) {
 		sess.phase = noRun
 		code, msg := acp.InternalError, "Internal error"
 		if sess.id != "" {
-			if rec, rerr := c.srv.Sessions.Session(sess.id); rerr != nil || rec.State != lifecycle.Paused {
+			if rec, rerr := c.srv.Sessions.Session(context.WithoutCancel(c.ctx), sess.id); rerr != nil || rec.State != lifecycle.Paused {
 				sess.over = true
 				code, msg = ResourceNotFound, "Resource not found"
 			}
@@ -251,7 +253,8 @@ func (c *conn) runEnded(sess *session, r Run) {
 		return
 	}
 	holders.CompareAndDelete(sess.id, sess.holder)
-	rec, err := c.srv.Sessions.Session(sess.id)
+	// The runs end after c.ctx too, when the front end stops them.
+	rec, err := c.srv.Sessions.Session(context.WithoutCancel(c.ctx), sess.id)
 	// A run that ended before it was ready is not started again for what
 	// waits: that would go on for ever when the agent cannot start.
 	broke := sess.failure != "" || sess.waiting != ""

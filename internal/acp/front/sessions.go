@@ -19,23 +19,23 @@ type Sessions interface {
 	// Start creates a session of the configuration and starts its first
 	// run, in dir (the session's directory, where all its runs run);
 	// empty: the front end's.
-	Start(config, dir string) (Run, error)
+	Start(ctx context.Context, config, dir string) (Run, error)
 	// Resume starts a resume run of a paused session.
-	Resume(id string) (Run, error)
+	Resume(ctx context.Context, id string) (Run, error)
 	// Claim returns the run in progress of a session that no front end
 	// holds (a server took it back after a restart), once; nil when there
 	// is none.
-	Claim(id string) Run
+	Claim(ctx context.Context, id string) Run
 	// End ends a session that has no run in progress (reason closed) and
 	// waits for its teardown.
 	End(ctx context.Context, id string) error
 	// Session returns the session's record; its error wraps
-	// blaise.ErrNotFound for an unknown session.
-	Session(id string) (*lifecycle.Record, error)
+	// lifecycle.ErrNotFound for an unknown session.
+	Session(ctx context.Context, id string) (*lifecycle.Record, error)
 	// List returns every stored session.
-	List() ([]*lifecycle.Record, error)
+	List(ctx context.Context) ([]*lifecycle.Record, error)
 	// ReadTranscript opens the session's transcript.
-	ReadTranscript(id string) (io.ReadCloser, error)
+	ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error)
 }
 
 // Run is a run in progress, in a session process of its own (see
@@ -73,14 +73,14 @@ type engineSessions struct {
 	settings lifecycle.Settings
 }
 
-func (s engineSessions) Start(config, dir string) (Run, error) {
+func (s engineSessions) Start(ctx context.Context, config, dir string) (Run, error) {
 	var l *engine.Live
 	var err error
 	if s.agent != "" {
 		// A runner of the server's agent runs it, in a directory of its own.
-		l, err = s.e.StartAgent(config, s.agent, s.owner, s.settings)
+		l, err = s.e.StartAgent(ctx, config, s.agent, s.owner, s.settings)
 	} else {
-		l, err = s.e.StartIn(config, dir)
+		l, err = s.e.StartIn(ctx, config, dir)
 	}
 	if err != nil {
 		return nil, err
@@ -88,19 +88,19 @@ func (s engineSessions) Start(config, dir string) (Run, error) {
 	return liveRun{l}, nil
 }
 
-func (s engineSessions) Resume(id string) (Run, error) {
-	if _, err := s.Session(id); err != nil {
+func (s engineSessions) Resume(ctx context.Context, id string) (Run, error) {
+	if _, err := s.Session(ctx, id); err != nil {
 		return nil, err
 	}
-	l, err := s.e.Resume(id)
+	l, err := s.e.Resume(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	return liveRun{l}, nil
 }
 
-func (s engineSessions) Claim(id string) Run {
-	if _, err := s.Session(id); err != nil {
+func (s engineSessions) Claim(ctx context.Context, id string) Run {
+	if _, err := s.Session(ctx, id); err != nil {
 		return nil
 	}
 	if l := s.e.Claim(id); l != nil {
@@ -110,7 +110,7 @@ func (s engineSessions) Claim(id string) Run {
 }
 
 func (s engineSessions) End(ctx context.Context, id string) error {
-	if _, err := s.Session(id); err != nil {
+	if _, err := s.Session(ctx, id); err != nil {
 		return err
 	}
 	_, err := s.e.End(ctx, id)
@@ -119,8 +119,8 @@ func (s engineSessions) End(ctx context.Context, id string) error {
 
 // Session returns a session's record; a session of another agent is not
 // found.
-func (s engineSessions) Session(id string) (*lifecycle.Record, error) {
-	rec, err := s.e.Store.Session(id)
+func (s engineSessions) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
+	rec, err := s.e.Store.Session(ctx, id)
 	if err == nil && s.agent != "" && rec.AgentName != s.agent {
 		return nil, fmt.Errorf("session %s: %w", id, lifecycle.ErrNotFound)
 	}
@@ -129,12 +129,12 @@ func (s engineSessions) Session(id string) (*lifecycle.Record, error) {
 
 // List returns the sessions whose records can be read: a broken record is
 // logged, and hides none of the others.
-func (s engineSessions) List() ([]*lifecycle.Record, error) {
-	recs, err := s.e.Store.Sessions()
+func (s engineSessions) List(ctx context.Context) ([]*lifecycle.Record, error) {
+	recs, err := s.e.Store.Sessions(ctx)
 	if s.agent != "" {
 		recs = slices.DeleteFunc(recs, func(r *lifecycle.Record) bool { return r.AgentName != s.agent })
 	}
-	var broken *engine.BrokenError
+	var broken *lifecycle.BrokenError
 	if errors.As(err, &broken) {
 		if s.e.Log != nil {
 			s.e.Log.Warn("listing sessions", "err", err)
@@ -144,8 +144,8 @@ func (s engineSessions) List() ([]*lifecycle.Record, error) {
 	return recs, err
 }
 
-func (s engineSessions) ReadTranscript(id string) (io.ReadCloser, error) {
-	return s.e.Store.ReadTranscript(id)
+func (s engineSessions) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
+	return s.e.Store.ReadTranscript(ctx, id)
 }
 
 type liveRun struct{ *engine.Live }

@@ -26,14 +26,14 @@ type ActionResult struct {
 // stays as it was. Cancelling ctx stops the action's run (SIGTERM).
 func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessage, out io.Writer) (*ActionResult, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		return nil, fmt.Errorf("%w; an action runs only on a paused session, once its run has paused (or the other action has ended)", activeError(id))
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
-	rec, err := e.settleIfGone(id)
+	rec, err := e.settleIfGone(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(Launch{Record: rec, Lock: held, Flags: flags})
+	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: held, Flags: flags})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 		return nil, fmt.Errorf("session %s: action %s: its output: %w", id, action, copyErr)
 	}
 	if report.Changes != nil {
-		if _, err := e.Store.UpdateSession(id, func(r *lifecycle.Record) error { r.Changes = report.Changes; return nil }); err != nil {
+		if _, err := e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error { r.Changes = report.Changes; return nil }); err != nil {
 			return nil, fmt.Errorf("session %s: recording the summary of its changes: %w", id, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -15,20 +16,20 @@ import (
 // session's any more, and its error says why. The run goes on as if this
 // engine had started it; its messages wait for a front end to Claim it.
 // proc must be connected: a stop recorded and never sent is sent now (L3).
-func (e *Engine) Adopt(id string, run int, proc Process) (*Live, error) {
+func (e *Engine) Adopt(ctx context.Context, id string, run int, proc Process) (*Live, error) {
 	lock, err := e.locks().RunLock(id, false, false)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		err = activeError(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, err)
 	}
-	rec, h, err := e.inProgress(id, run)
+	rec, h, err := e.inProgress(ctx, id, run)
 	if err != nil {
 		lock.Release()
 		return nil, err
 	}
-	l := e.newLive(rec, h.Kind, proc, lock)
+	l := e.newLive(ctx, rec, h.Kind, proc, lock)
 	// Its plugs are loaded: inactivity counts from now; its timeout from
 	// when it began.
 	close(l.loaded)
@@ -58,7 +59,7 @@ func (e *Engine) resendStop(l *Live, st *lifecycle.StopRecord) {
 		e.logger().Warn("sending the stop of a run taken back failed", "session", l.ID, "run", l.Run, "err", err)
 	}
 	st.Delivered = err == nil
-	if _, err := e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+	if _, err := e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
 		if r.Stop != nil && r.Stop.Run == l.Run {
 			r.Stop.At, r.Stop.Delivered = st.At, st.Delivered
 		}
@@ -70,18 +71,18 @@ func (e *Engine) resendStop(l *Live, st *lifecycle.StopRecord) {
 
 // Adoptable says why Adopt would not take run number run of a session, or
 // nil when it would, as things are now.
-func (e *Engine) Adoptable(id string, run int) error {
+func (e *Engine) Adoptable(ctx context.Context, id string, run int) error {
 	if e.Running(id) != nil {
 		return fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, activeError(id))
 	}
-	_, _, err := e.inProgress(id, run)
+	_, _, err := e.inProgress(ctx, id, run)
 	return err
 }
 
 // inProgress returns the record of a session, and the history of its run
 // n, when the record shows that run in progress.
-func (e *Engine) inProgress(id string, n int) (*lifecycle.Record, lifecycle.RunRecord, error) {
-	rec, err := e.Store.Session(id)
+func (e *Engine) inProgress(ctx context.Context, id string, n int) (*lifecycle.Record, lifecycle.RunRecord, error) {
+	rec, err := e.Store.Session(ctx, id)
 	var h lifecycle.RunRecord
 	if err == nil {
 		h, err = runInProgress(rec, n)

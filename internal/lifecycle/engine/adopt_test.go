@@ -11,15 +11,16 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // runInProgress returns a file store on a fake clock with a session whose
 // first run is in progress, as a server that restarted finds it; change,
 // when not nil, changes the record before it is stored.
-func runInProgress(t *testing.T, change func(*lifecycle.Record)) (*engine.Store, *lifecycle.FakeClock, *lifecycle.Record) {
+func runInProgress(t *testing.T, change func(*lifecycle.Record)) (*filestore.Store, *lifecycle.FakeClock, *lifecycle.Record) {
 	t.Helper()
-	store, err := engine.OpenStore(filepath.Join(t.TempDir(), "state"))
+	store, err := filestore.OpenStore(filepath.Join(t.TempDir(), "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func runInProgress(t *testing.T, change func(*lifecycle.Record)) (*engine.Store,
 	if change != nil {
 		change(rec)
 	}
-	if err := store.CreateSession(rec); err != nil {
+	if err := store.CreateSession(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	return store, clock, rec
@@ -49,30 +50,30 @@ func TestARunInProgressIsLeftForItsRunnerUntilAdoptUntil(t *testing.T) {
 	if err := e.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Resume(rec.ID); err == nil || !strings.Contains(err.Error(), "may still hand it back") {
+	if _, err := e.Resume(t.Context(), rec.ID); err == nil || !strings.Contains(err.Error(), "may still hand it back") {
 		t.Fatalf("resume while the run may be handed back: %v", err)
 	}
 	if _, err := e.End(context.Background(), rec.ID); err == nil || !strings.Contains(err.Error(), "may still hand it back") {
 		t.Fatalf("end while the run may be handed back: %v", err)
 	}
-	if err := e.Adoptable(rec.ID, 1); err != nil {
+	if err := e.Adoptable(t.Context(), rec.ID, 1); err != nil {
 		t.Fatalf("adoptable: %v", err)
 	}
-	if got, _ := store.Session(rec.ID); got.State != lifecycle.Active || !got.Updated.Equal(now) {
+	if got, _ := store.Session(t.Context(), rec.ID); got.State != lifecycle.Active || !got.Updated.Equal(now) {
 		t.Fatalf("before AdoptUntil: %+v", got)
 	}
 	clock.Advance(time.Minute)
 	if err := e.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := store.Session(rec.ID)
+	got, err := store.Session(t.Context(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.State != lifecycle.Paused || got.Pause == nil || got.Pause.Reason != lifecycle.Failed {
 		t.Fatalf("after AdoptUntil: %+v", got)
 	}
-	if err := e.Adoptable(rec.ID, 1); err == nil || !strings.Contains(err.Error(), "is paused") {
+	if err := e.Adoptable(t.Context(), rec.ID, 1); err == nil || !strings.Contains(err.Error(), "is paused") {
 		t.Fatalf("adoptable once settled: %v", err)
 	}
 }
@@ -144,7 +145,7 @@ func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 	now := clock.Now()
 	e := &engine.Engine{Store: store, Clock: clock, TimeoutGrace: grace, AdoptUntil: now.Add(grace)}
 	proc := newPipeProcess(t)
-	if _, err := e.Adopt(rec.ID, 1, proc); err != nil {
+	if _, err := e.Adopt(t.Context(), rec.ID, 1, proc); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := proc.peerCtl.Receive(); err != nil || m.Kind != lifecycle.ControlStop || m.Stop == nil || m.Stop.Reason != lifecycle.Timeout {
@@ -156,7 +157,7 @@ func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 		t.Fatalf("the run was signalled (kill %v) as soon as it was taken back, within the grace of its stop", kill)
 	default:
 	}
-	if got, err := store.Session(rec.ID); err != nil || got.Stop == nil || !got.Stop.At.Equal(now) || !got.Stop.Delivered {
+	if got, err := store.Session(t.Context(), rec.ID); err != nil || got.Stop == nil || !got.Stop.At.Equal(now) || !got.Stop.Delivered {
 		t.Fatalf("the stop sent again is recorded as %+v %v, want delivered at %v", got.Stop, err, now)
 	}
 	clock.Advance(grace)
@@ -181,7 +182,7 @@ func TestARunTakenBackDoesNotWaitForAFrontEnd(t *testing.T) {
 	store, clock, rec := runInProgress(t, nil)
 	e := &engine.Engine{Store: store, Clock: clock, AdoptUntil: clock.Now().Add(time.Minute)}
 	proc := newPipeProcess(t)
-	if _, err := e.Adopt(rec.ID, 1, proc); err != nil {
+	if _, err := e.Adopt(t.Context(), rec.ID, 1, proc); err != nil {
 		t.Fatal(err)
 	}
 	// Far more than the engine holds of messages no one reads.

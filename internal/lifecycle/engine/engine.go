@@ -24,7 +24,7 @@ type Engine struct {
 	Store lifecycle.Store
 	// Locks give each session one run at a time; nil: the Store's, when it
 	// has them (the file store), else locks of this process.
-	Locks RunLocks
+	Locks lifecycle.RunLocks
 	// Launcher starts the session processes of runs; nil: processes of
 	// this machine, started with Command on the file store (Local).
 	Launcher Launcher
@@ -114,11 +114,11 @@ func (e *Engine) track(l *Live, running bool) {
 	e.lives[l.ID] = l
 }
 
-func (e *Engine) locks() RunLocks {
+func (e *Engine) locks() lifecycle.RunLocks {
 	if e.Locks != nil {
 		return e.Locks
 	}
-	if l, ok := e.Store.(RunLocks); ok {
+	if l, ok := e.Store.(lifecycle.RunLocks); ok {
 		return l
 	}
 	e.memOnce.Do(func() { e.mem = &MemLocks{} })
@@ -147,14 +147,14 @@ func (e *Engine) logger() *log.Logger {
 // the session's settings with the configuration's session(...), under the
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
-func (e *Engine) Start(cfgPath string) (*Live, error) {
-	return e.start(cfgPath, e.Dir, "", "", e.Settings)
+func (e *Engine) Start(ctx context.Context, cfgPath string) (*Live, error) {
+	return e.start(ctx, cfgPath, e.Dir, "", "", e.Settings)
 }
 
 // StartIn is Start in dir rather than Dir (empty: Dir): a front end whose
 // client names the session's directory (the cwd of ACP's session/new).
-func (e *Engine) StartIn(cfgPath, dir string) (*Live, error) {
-	return e.start(cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings)
+func (e *Engine) StartIn(ctx context.Context, cfgPath, dir string) (*Live, error) {
+	return e.start(ctx, cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings)
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
@@ -164,11 +164,11 @@ func (e *Engine) StartIn(cfgPath, dir string) (*Live, error) {
 // A session of an agent may have its configuration and directory from
 // elsewhere: with cfgPath "" and no Dir, the record has neither until its
 // Launcher records them (a server's, those of the runner that takes it).
-func (e *Engine) StartAgent(cfgPath, agent, owner string, asked lifecycle.Settings) (*Live, error) {
-	return e.start(cfgPath, e.Dir, agent, owner, asked)
+func (e *Engine) StartAgent(ctx context.Context, cfgPath, agent, owner string, asked lifecycle.Settings) (*Live, error) {
+	return e.start(ctx, cfgPath, e.Dir, agent, owner, asked)
 }
 
-func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settings) (*Live, error) {
+func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, asked lifecycle.Settings) (*Live, error) {
 	var abs string
 	var err error
 	if cfgPath != "" || agent == "" {
@@ -176,7 +176,7 @@ func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settin
 			return nil, err
 		}
 	}
-	settings, err := NormalizeSettings(asked)
+	settings, err := lifecycle.NormalizeSettings(asked)
 	if err != nil {
 		return nil, err
 	}
@@ -194,19 +194,21 @@ func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settin
 	now := e.now()
 	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner}
 	lifecycle.BeginRun(rec, lifecycle.StartRun, now)
-	if err := e.Store.CreateSession(rec); err != nil {
+	if err := e.Store.CreateSession(ctx, rec); err != nil {
 		lock.Release()
 		return nil, err
 	}
 	defer lock.Release() // the run holds a lock of its own
 	if e.Created != nil {
 		if err := e.Created(id); err != nil {
-			return nil, errors.Join(err, e.Store.Discard(id))
+			return nil, errors.Join(err, e.Store.Discard(ctx, id))
 		}
 	}
-	l, err := e.launch(rec, lifecycle.StartRun, "", lock)
+	l, err := e.launch(ctx, rec, lifecycle.StartRun, "", lock)
 	if err != nil {
-		_, _ = e.settleCrash(rec, err)
+		// Settled even when ctx ended meanwhile: no session is left active
+		// without a run.
+		_, _ = e.settleCrash(context.WithoutCancel(ctx), rec, err)
 		return nil, err
 	}
 	select {
@@ -218,18 +220,24 @@ func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settin
 			return l, nil
 		default:
 		}
+	case <-ctx.Done():
+		// The caller is gone: the run goes on under its timers (L1), as
+		// one whose front end went away.
+		return nil, ctx.Err()
 	}
 	// The run ended before it loaded its plugs (the configuration does not
 	// load): no plug ran, so there is nothing to tear down, and the session
 	// goes as if it had never been.
-	final, err := l.Wait(context.Background())
+	final, err := l.Wait(ctx)
 	if err == nil {
 		err = fmt.Errorf("session %s: the run ended before it loaded its plugs", l.ID)
 		if final.Pause != nil && final.Pause.Error != "" {
 			err = errors.New(final.Pause.Error)
 		}
 	}
-	if derr := e.Store.Discard(id); derr != nil {
+	// Discarded even when ctx ended meanwhile: no session of a run that
+	// never loaded is left behind.
+	if derr := e.Store.Discard(context.WithoutCancel(ctx), id); derr != nil {
 		return nil, errors.Join(err, derr)
 	}
 	return nil, err
@@ -238,18 +246,18 @@ func (e *Engine) start(cfgPath, dir, agent, owner string, asked lifecycle.Settin
 // Resume starts a resume run of a paused session (L6). Exactly one of two
 // resumes at once proceeds; the other gets "session ID is active" and
 // changes nothing (L2).
-func (e *Engine) Resume(id string) (*Live, error) {
+func (e *Engine) Resume(ctx context.Context, id string) (*Live, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		return nil, activeError(id)
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release() // the run holds a lock of its own
-	rec, err := e.settleIfGone(id)
+	rec, err := e.settleIfGone(ctx, id)
 	if err == nil {
-		rec, err = e.Store.UpdateSession(id, func(r *lifecycle.Record) error {
+		rec, err = e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
 			if r.State != lifecycle.Paused {
 				return lifecycle.StateError(r, "only a paused session can resume")
 			}
@@ -261,9 +269,10 @@ func (e *Engine) Resume(id string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := e.launch(rec, lifecycle.ResumeRun, "", lock)
+	l, err := e.launch(ctx, rec, lifecycle.ResumeRun, "", lock)
 	if err != nil {
-		_, _ = e.Store.UpdateSession(id, func(r *lifecycle.Record) error {
+		// Paused again even when ctx ended meanwhile, as it was.
+		_, _ = e.Store.UpdateSession(context.WithoutCancel(ctx), id, func(r *lifecycle.Record) error {
 			r.State, r.PausedAt, r.ExpiresAt = lifecycle.Paused, rec.Pause.At, rec.Pause.At.Add(r.Settings.PausedLifetime)
 			lifecycle.ForgetRun(r)
 			return nil
@@ -276,15 +285,15 @@ func (e *Engine) Resume(id string) (*Live, error) {
 // holds, after settling a run that died without a word (L7): marked active,
 // but no process holds its lock. A run that may still be handed back
 // (AdoptUntil) is left as it is, and the session is active.
-func (e *Engine) settleIfGone(id string) (*lifecycle.Record, error) {
-	rec, err := e.Store.Session(id)
+func (e *Engine) settleIfGone(ctx context.Context, id string) (*lifecycle.Record, error) {
+	rec, err := e.Store.Session(ctx, id)
 	if err == nil && e.adopting(rec) {
 		return nil, fmt.Errorf("%w, on a runner that may still hand it back", activeError(id))
 	}
 	if err != nil || rec.State != lifecycle.Active {
 		return rec, err
 	}
-	return e.settleCrash(rec, fmt.Errorf("the session process %d is gone", rec.PID))
+	return e.settleCrash(ctx, rec, fmt.Errorf("the session process %d is gone", rec.PID))
 }
 
 // End ends a session that is not running: a paused session gets a teardown
@@ -293,8 +302,8 @@ func (e *Engine) settleIfGone(id string) (*lifecycle.Record, error) {
 // nothing (L3).
 func (e *Engine) End(ctx context.Context, id string) (*lifecycle.Record, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
-		if rec, rerr := e.Store.Session(id); rerr == nil && (rec.State == lifecycle.TearingDown || rec.State == lifecycle.Orphaned) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
+		if rec, rerr := e.Store.Session(ctx, id); rerr == nil && (rec.State == lifecycle.TearingDown || rec.State == lifecycle.Orphaned) {
 			return nil, fmt.Errorf("session %s is being torn down by another process", id)
 		}
 		return nil, fmt.Errorf("%w; end it from its front end", activeError(id))
@@ -303,7 +312,7 @@ func (e *Engine) End(ctx context.Context, id string) (*lifecycle.Record, error) 
 		return nil, err
 	}
 	defer lock.Release()
-	rec, err := e.settleIfGone(id)
+	rec, err := e.settleIfGone(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +324,7 @@ func (e *Engine) End(ctx context.Context, id string) (*lifecycle.Record, error) 
 			return nil, err
 		}
 	}
-	rec, err = e.Store.UpdateSession(id, func(r *lifecycle.Record) error {
+	rec, err = e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
 		if r.State == lifecycle.Paused {
 			r.EndReason = lifecycle.Closed
 		}
@@ -331,12 +340,12 @@ func (e *Engine) End(ctx context.Context, id string) (*lifecycle.Record, error) 
 
 // Resolve marks an orphaned session ended: a person cleaned up what its
 // plugs left behind (L2). Its persisted state is deleted.
-func (e *Engine) Resolve(id string) (*lifecycle.Record, error) {
+func (e *Engine) Resolve(ctx context.Context, id string) (*lifecycle.Record, error) {
 	lock, err := e.locks().RunLock(id, false, true)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		// Held by a run: a teardown of another process, or a live run,
 		// which is no orphan.
-		rec, rerr := e.Store.Session(id)
+		rec, rerr := e.Store.Session(ctx, id)
 		if rerr == nil && rec.State != lifecycle.TearingDown && rec.State != lifecycle.Orphaned {
 			return nil, lifecycle.StateError(rec, "only an orphaned session can be resolved")
 		}
@@ -346,7 +355,7 @@ func (e *Engine) Resolve(id string) (*lifecycle.Record, error) {
 		return nil, err
 	}
 	defer lock.Release()
-	rec, err := e.Store.UpdateSession(id, func(r *lifecycle.Record) error {
+	rec, err := e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
 		if r.State != lifecycle.Orphaned {
 			return lifecycle.StateError(r, "only an orphaned session can be resolved")
 		}
@@ -356,16 +365,16 @@ func (e *Engine) Resolve(id string) (*lifecycle.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rec, e.Store.DeletePersisted(id)
+	return rec, e.Store.DeletePersisted(ctx, id)
 }
 
 // teardownNow runs a teardown run of rec, under its run lock, and waits for
 // it.
-func (e *Engine) teardownNow(ctx context.Context, rec *lifecycle.Record, lock RunLock) (*lifecycle.Record, error) {
-	l, err := e.launch(rec, lifecycle.TeardownRun, rec.EndReason, lock)
+func (e *Engine) teardownNow(ctx context.Context, rec *lifecycle.Record, lock lifecycle.RunLock) (*lifecycle.Record, error) {
+	l, err := e.launch(ctx, rec, lifecycle.TeardownRun, rec.EndReason, lock)
 	if err != nil {
 		// A teardown that cannot start failed: retried, then orphaned (L2).
-		if _, uerr := e.Store.TornDown(rec.ID, err, e.now()); uerr != nil {
+		if _, uerr := e.Store.TornDown(ctx, rec.ID, err, e.now()); uerr != nil {
 			return nil, errors.Join(err, uerr)
 		}
 		return nil, err
@@ -393,7 +402,7 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 	now := e.now()
 	ids, next, err := e.Store.DueSessions(ctx, now)
 	var errs []error
-	if broken := (*BrokenError)(nil); errors.As(err, &broken) {
+	if broken := (*lifecycle.BrokenError)(nil); errors.As(err, &broken) {
 		errs = append(errs, broken) // the others are swept
 	} else if err != nil {
 		return time.Time{}, err
@@ -401,7 +410,7 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 	for _, id := range ids {
 		if now.Before(e.AdoptUntil) {
 			// A run in progress may yet be handed back: left until then.
-			rec, err := e.Store.Session(id)
+			rec, err := e.Store.Session(ctx, id)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -429,14 +438,14 @@ func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 // whose lock is held only for a moment is swept next time.
 func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err error) {
 	lock, err := e.locks().RunLock(id, false, false)
-	if errors.Is(err, ErrRunHeld) {
+	if errors.Is(err, lifecycle.ErrRunHeld) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
 	defer lock.Release()
-	rec, err := e.settleIfGone(id)
+	rec, err := e.settleIfGone(ctx, id)
 	if err != nil {
 		return false, err
 	}
@@ -451,7 +460,7 @@ func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err err
 			}
 		}
 	}
-	rec, err = e.Store.UpdateSession(id, func(r *lifecycle.Record) error {
+	rec, err = e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
 		reason, due := lifecycle.Due(r, e.now())
 		if !due {
 			return errNotDue
@@ -480,8 +489,8 @@ var errNotDue = errors.New("not due")
 // settleCrash records the failure of a run that ended without reporting
 // its pause (L7): the session pauses under the pause policy if its chain
 // can resume, and is otherwise over.
-func (e *Engine) settleCrash(rec *lifecycle.Record, cause error) (*lifecycle.Record, error) {
-	return e.Store.UpdateSession(rec.ID, func(r *lifecycle.Record) error {
+func (e *Engine) settleCrash(ctx context.Context, rec *lifecycle.Record, cause error) (*lifecycle.Record, error) {
+	return e.Store.UpdateSession(ctx, rec.ID, func(r *lifecycle.Record) error {
 		if r.State != lifecycle.Active {
 			return nil
 		}
@@ -500,7 +509,7 @@ func (e *Engine) settleCrash(rec *lifecycle.Record, cause error) (*lifecycle.Rec
 // launch starts a session process for the next run of rec, in the
 // session's directory, handing it a holder of the run lock the caller
 // holds.
-func (e *Engine) launch(rec *lifecycle.Record, kind lifecycle.Kind, endReason lifecycle.Reason, held RunLock) (*Live, error) {
+func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecycle.Kind, endReason lifecycle.Reason, held lifecycle.RunLock) (*Live, error) {
 	flags := []string{"--session", rec.ID, "--kind", string(kind), "--run", strconv.Itoa(rec.Runs)}
 	if endReason != "" {
 		flags = append(flags, "--end-reason", string(endReason))
@@ -529,27 +538,27 @@ func (e *Engine) launch(rec *lifecycle.Record, kind lifecycle.Kind, endReason li
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(Launch{Record: rec, Lock: lock, Flags: flags})
+	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: lock, Flags: flags})
 	if err != nil {
 		lock.Release()
 		return nil, err
 	}
 	// For people and tests; whether the run is alive is its run lock's to say.
 	if pid := proc.PID(); pid != 0 {
-		if _, err := e.Store.UpdateSession(rec.ID, func(r *lifecycle.Record) error { r.PID = pid; return nil }); err != nil {
+		if _, err := e.Store.UpdateSession(ctx, rec.ID, func(r *lifecycle.Record) error { r.PID = pid; return nil }); err != nil {
 			e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
 		}
 	}
-	l := e.newLive(rec, kind, proc, lock)
+	l := e.newLive(ctx, rec, kind, proc, lock)
 	e.run(l)
 	return l, nil
 }
 
 // newLive is the Live of run rec.Runs, of kind, in proc, which holds lock.
-func (e *Engine) newLive(rec *lifecycle.Record, kind lifecycle.Kind, proc Process, lock RunLock) *Live {
+func (e *Engine) newLive(ctx context.Context, rec *lifecycle.Record, kind lifecycle.Kind, proc Process, lock lifecycle.RunLock) *Live {
 	now := e.now()
 	l := &Live{
-		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, proc: proc, rec: rec,
+		ID: rec.ID, Run: rec.Runs, Kind: kind, e: e, ctx: context.WithoutCancel(ctx), proc: proc, rec: rec,
 		in:          acp.NewWriter(proc.Stdin()),
 		ctl:         NewControlConn(proc.Control(), proc.Control()),
 		lock:        lock,

@@ -5,23 +5,16 @@ package engine_test
 // (enginetest; the server runs the same suite on its stores).
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine/enginetest"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 func TestMain(m *testing.M) {
-	if job := os.Getenv(engine.StoreChildEnv); job != "" {
-		if err := engine.StoreChild(job); err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
 	if code, ok := enginetest.ServeRole(); ok {
 		os.Exit(code)
 	}
@@ -30,7 +23,7 @@ func TestMain(m *testing.M) {
 
 func TestLifecycleOnTheFileStore(t *testing.T) {
 	enginetest.Run(t, func(t *testing.T, s enginetest.Setup) (*engine.Engine, string) {
-		store, err := engine.OpenStore(filepath.Join(s.Dir, "state"))
+		store, err := filestore.OpenStore(filepath.Join(s.Dir, "state"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +14,7 @@ import (
 // Launcher starts the session process of a run: on this machine (Local),
 // or on a runner of a server.
 type Launcher interface {
-	Launch(Launch) (Process, error)
+	Launch(context.Context, Launch) (Process, error)
 }
 
 // Checker is a Launcher that may have nowhere to start a run (a server
@@ -31,7 +32,7 @@ type Launch struct {
 	Record *lifecycle.Record
 	// Lock is the run's holder of its run lock, released by the engine
 	// once the run is settled.
-	Lock RunLock
+	Lock lifecycle.RunLock
 	// Flags are the session process's flags that say which run it is.
 	Flags []string
 }
@@ -65,14 +66,21 @@ type CarryingProcess interface {
 // Command, on its file store.
 type Local struct{ Engine *Engine }
 
+// The file store (filestore.Store) and its run locks, as Local needs them:
+// the session process opens the state directory and inherits the lock.
+type (
+	dirStore interface{ Dir() string }
+	fileLock interface{ File() *os.File }
+)
+
 // Launch starts the session process of run.
-func (lc Local) Launch(run Launch) (Process, error) {
+func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	e := lc.Engine
-	store, ok := e.Store.(*Store)
+	store, ok := e.Store.(dirStore)
 	if !ok {
 		return nil, fmt.Errorf("a session process of this machine needs the file store, not %T", e.Store)
 	}
-	lock, ok := run.Lock.(*runLock)
+	lock, ok := run.Lock.(fileLock)
 	if !ok {
 		return nil, fmt.Errorf("a session process of this machine needs a run lock of the file store, not %T", run.Lock)
 	}
@@ -118,7 +126,7 @@ func (lc Local) Launch(run Launch) (Process, error) {
 	cmd := exec.Command(command[0], args...)
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	cmd.Dir, cmd.Env = dir, e.Env
-	cmd.ExtraFiles = []*os.File{theirs, lock.f} // fd 3, fd RunLockFD
+	cmd.ExtraFiles = []*os.File{theirs, lock.File()} // fd 3, fd RunLockFD
 	cmd.Stderr = e.Stderr
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr

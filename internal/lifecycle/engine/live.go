@@ -21,13 +21,17 @@ type Live struct {
 	Run  int
 	Kind lifecycle.Kind
 
-	e    *Engine
+	e *Engine
+	// ctx is the context of the call that started or took back the run,
+	// without its end: the run outlives that call, and what it records
+	// (its stops, its end) is written whatever became of the call.
+	ctx  context.Context
 	proc Process
 	rec  *lifecycle.Record
 	in   *acp.Writer
 	out  <-chan *acp.Message
 	ctl  *ControlConn
-	lock RunLock // released once the run is settled
+	lock lifecycle.RunLock // released once the run is settled
 	// reportsDone is closed when the control channel has been read to its end.
 	reportsDone chan struct{}
 	exited      chan struct{} // closed when the session process has exited
@@ -145,7 +149,7 @@ func (l *Live) noteACPSession(raw []byte, opened bool) {
 	if json.Unmarshal(raw, &v) != nil || v.SessionID == "" && !opened {
 		return
 	}
-	_, err := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+	_, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
 		if v.SessionID != "" {
 			r.ACPSessionID = v.SessionID
 		}
@@ -180,7 +184,7 @@ func (l *Live) Stop(s lifecycle.Stop) error {
 	}
 	stop := &lifecycle.StopRecord{Stop: s, At: l.e.now(), Run: l.Run}
 	var before *lifecycle.StopRecord
-	if _, err := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+	if _, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
 		if l.Kind != lifecycle.TeardownRun && r.Pause != nil && r.Pause.Run == l.Run {
 			return noRun // its pause is recorded: it takes no stop any more
 		}
@@ -195,7 +199,7 @@ func (l *Live) Stop(s lifecycle.Stop) error {
 	l.wake()
 	if err := l.ctl.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Run: l.Run, Stop: &s}); err != nil {
 		// Not sent: no stale, undelivered stop is left behind.
-		_, uerr := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+		_, uerr := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
 			if r.Stop != nil && r.Stop.At.Equal(stop.At) {
 				r.Stop = before
 			}
@@ -206,7 +210,7 @@ func (l *Live) Stop(s lifecycle.Stop) error {
 		l.mu.Unlock()
 		return errors.Join(fmt.Errorf("%w: %w", noRun, err), uerr)
 	}
-	_, err := l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error {
+	_, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
 		if r.Stop != nil && r.Stop.At.Equal(stop.At) {
 			r.Stop.Delivered = true
 		}
@@ -234,6 +238,11 @@ func (l *Live) StopIdle() error {
 
 // Wait waits for the run to end and returns the session as it is then.
 func (l *Live) Wait(ctx context.Context) (*lifecycle.Record, error) {
+	select {
+	case <-l.done: // ended: its record, even once ctx has ended too
+		return l.final, l.err
+	default:
+	}
 	select {
 	case <-l.done:
 		return l.final, l.err
@@ -283,24 +292,24 @@ func (l *Live) wait() {
 	// returns, is part of the record the run ends with.
 	l.stopMu.Lock()
 	l.stopMu.Unlock()
-	rec, rerr := l.e.Store.Session(l.ID)
+	rec, rerr := l.e.Store.Session(l.ctx, l.ID)
 	status := exitStatus(err)
 	switch {
 	case rerr != nil:
 	case l.Kind != lifecycle.TeardownRun && !l.reported(lifecycle.ControlPause):
 		cause := fmt.Errorf("the session process ended without reporting its pause (%s)", status)
 		l.e.logger().Error("run failed", "session", l.ID, "err", cause)
-		if rec, rerr = l.e.settleCrash(rec, cause); rerr == nil && rec.State == lifecycle.TearingDown {
-			rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error { lifecycle.BeginRun(r, lifecycle.TeardownRun, l.e.now()); return nil })
+		if rec, rerr = l.e.settleCrash(l.ctx, rec, cause); rerr == nil && rec.State == lifecycle.TearingDown {
+			rec, rerr = l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error { lifecycle.BeginRun(r, lifecycle.TeardownRun, l.e.now()); return nil })
 			if rerr == nil {
-				rec, rerr = l.e.teardownNow(context.Background(), rec, l.lock)
+				rec, rerr = l.e.teardownNow(l.ctx, rec, l.lock)
 			}
 		}
 	case rec.State == lifecycle.TearingDown && !l.reported(lifecycle.ControlTeardown):
-		rec, rerr = l.e.Store.TornDown(l.ID, fmt.Errorf("the teardown did not finish (%s)", status), l.e.now())
+		rec, rerr = l.e.Store.TornDown(l.ctx, l.ID, fmt.Errorf("the teardown did not finish (%s)", status), l.e.now())
 	}
 	if rerr == nil {
-		rec, rerr = l.e.Store.UpdateSession(l.ID, func(r *lifecycle.Record) error { r.PID = 0; return nil })
+		rec, rerr = l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error { r.PID = 0; return nil })
 	}
 	l.lock.Release()
 	l.e.track(l, false)

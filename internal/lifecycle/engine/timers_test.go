@@ -46,7 +46,7 @@ func TestL5_ATimeoutPassedBeforeTheTimersWaitStopsTheRun(t *testing.T) {
 	teardowns := launcher{t, make(chan engine.Launch, 1)}
 	e := &engine.Engine{Store: store, Clock: clock, Launcher: teardowns, AdoptUntil: fake.Now().Add(time.Minute)}
 	proc := newPipeProcess(t)
-	live, err := e.Adopt(rec.ID, 1, proc)
+	live, err := e.Adopt(t.Context(), rec.ID, 1, proc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ type launcher struct {
 	runs chan engine.Launch
 }
 
-func (l launcher) Launch(run engine.Launch) (engine.Process, error) {
+func (l launcher) Launch(_ context.Context, run engine.Launch) (engine.Process, error) {
 	l.runs <- run
 	p := newPipeProcess(l.t)
 	p.end()
@@ -134,9 +134,9 @@ type heldDelivery struct {
 	once                sync.Once
 }
 
-func (h *heldDelivery) UpdateSession(id string, fn func(*lifecycle.Record) error) (*lifecycle.Record, error) {
+func (h *heldDelivery) UpdateSession(ctx context.Context, id string, fn func(*lifecycle.Record) error) (*lifecycle.Record, error) {
 	// fn tried on a copy read before: does it record the delivery?
-	if rec, err := h.Store.Session(id); err == nil && rec.Stop != nil && !rec.Stop.Delivered {
+	if rec, err := h.Store.Session(ctx, id); err == nil && rec.Stop != nil && !rec.Stop.Delivered {
 		if fn(rec) == nil && rec.Stop != nil && rec.Stop.Delivered {
 			h.once.Do(func() {
 				close(h.delivering)
@@ -144,7 +144,7 @@ func (h *heldDelivery) UpdateSession(id string, fn func(*lifecycle.Record) error
 			})
 		}
 	}
-	return h.Store.UpdateSession(id, fn)
+	return h.Store.UpdateSession(ctx, id, fn)
 }
 
 // TestL3_ARunThatEndsWhileItsStopIsRecordedAsSentEndsWithTheStopDelivered:
@@ -157,7 +157,7 @@ func TestL3_ARunThatEndsWhileItsStopIsRecordedAsSentEndsWithTheStopDelivered(t *
 	held := &heldDelivery{Store: store, delivering: make(chan struct{}), release: make(chan struct{})}
 	e := &engine.Engine{Store: held, Clock: clock, AdoptUntil: clock.Now().Add(time.Minute)}
 	proc := newPipeProcess(t)
-	live, err := e.Adopt(rec.ID, 1, proc)
+	live, err := e.Adopt(t.Context(), rec.ID, 1, proc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestL3_ARunThatEndsWhileItsStopIsRecordedAsSentEndsWithTheStopDelivered(t *
 	}
 	// The run pauses, reports it and ends, as a session process does.
 	pause := lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, Run: 1, At: clock.Now()}
-	if _, err := store.UpdateSession(rec.ID, func(r *lifecycle.Record) error { lifecycle.ApplyPause(r, pause); return nil }); err != nil {
+	if _, err := store.UpdateSession(t.Context(), rec.ID, func(r *lifecycle.Record) error { lifecycle.ApplyPause(r, pause); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := proc.peerCtl.Send(lifecycle.Control{Kind: lifecycle.ControlPause, Run: 1, Pause: &pause}); err != nil {

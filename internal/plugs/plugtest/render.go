@@ -20,7 +20,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // logEntry is one JSON log line of a session process, its keys in order.
@@ -293,8 +293,8 @@ func renderTeardown(rec *lifecycle.Record) []byte {
 }
 
 // renderPersisted shows the plugs' persisted state, by plug id.
-func renderPersisted(ctx context.Context, store *engine.Store, session string) ([]byte, error) {
-	ids, err := store.PersistedIDs(session)
+func renderPersisted(ctx context.Context, store *filestore.Store, session string) ([]byte, error) {
+	ids, err := store.PersistedIDs(ctx, session)
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +307,7 @@ func renderPersisted(ctx context.Context, store *engine.Store, session string) (
 		if !ok {
 			continue
 		}
-		name, _, _ := store.PersistedPlug(session, id)
+		name, _, _ := store.PersistedPlug(ctx, session, id)
 		fmt.Fprintf(&b, "%s (%s): %s\n", id, name, v)
 	}
 	return []byte(b.String()), nil

@@ -22,6 +22,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
 )
@@ -228,7 +229,7 @@ func (s *syncBuffer) Since(off int) ([]byte, int) {
 }
 
 func (w *workDir) run(ctx context.Context) (Got, error) {
-	store, err := engine.OpenStore(w.path("state"))
+	store, err := filestore.OpenStore(w.path("state"))
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +307,7 @@ var PlugTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // seed stores the persisted state of the test's persisted/ID sections in
 // the new session id, as the plug with that id stored it.
-func (w *workDir) seed(ctx context.Context, store *engine.Store, id string) error {
+func (w *workDir) seed(ctx context.Context, store *filestore.Store, id string) error {
 	for plugID, data := range w.file.Persisted {
 		if err := store.Persisted().Set(ctx, id, plugID, w.persistedBy[plugID], data); err != nil {
 			return &ErrorAt{w.file.Path, w.file.SectionLine("persisted/" + plugID), err.Error()}
@@ -356,7 +357,7 @@ func (w *workDir) runOne(ctx context.Context, e *engine.Engine, r *Run, prev *li
 		}
 		if r.Actions = r.Actions[n:]; len(r.Actions) == 0 {
 			// Only actions: no run starts, the session stays paused.
-			return e.Store.Session(prev.ID)
+			return e.Store.Session(ctx, prev.ID)
 		}
 	}
 	if prev != nil && prev.State != lifecycle.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
@@ -388,14 +389,14 @@ func (w *workDir) runOne(ctx context.Context, e *engine.Engine, r *Run, prev *li
 		// The plugs changed between runs, as when a configuration is
 		// edited while its session is paused.
 		config := w.runConfig(r)
-		if _, err := e.Store.UpdateSession(prev.ID, func(rec *lifecycle.Record) error { rec.Config = config; return nil }); err != nil {
+		if _, err := e.Store.UpdateSession(ctx, prev.ID, func(rec *lifecycle.Record) error { rec.Config = config; return nil }); err != nil {
 			return nil, errAt("%v", err)
 		}
 	}
 	if prev == nil {
-		live, err = e.Start(w.config)
+		live, err = e.Start(ctx, w.config)
 	} else {
-		live, err = e.Resume(prev.ID)
+		live, err = e.Resume(ctx, prev.ID)
 	}
 	if err != nil {
 		return nil, errAt("%v", err)
@@ -462,7 +463,7 @@ func (c *testClient) Notification(method string, params json.RawMessage) {
 func (c *testClient) open(ctx context.Context, store lifecycle.Store, prev *lifecycle.Record) error {
 	var load string
 	if prev != nil {
-		rec, err := store.Session(prev.ID)
+		rec, err := store.Session(ctx, prev.ID)
 		if err != nil {
 			return err
 		}

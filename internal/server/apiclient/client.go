@@ -19,7 +19,7 @@ import (
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/support/atomicfile"
 	"github.com/coder/websocket"
@@ -139,32 +139,32 @@ func checkToken(tok string) error {
 }
 
 // Agents lists the server's agents.
-func (c *Client) Agents(ctx context.Context) ([]server.AgentJSON, error) {
-	var out []server.AgentJSON
-	return out, c.call(ctx, http.MethodGet, server.PathAgents, nil, &out)
+func (c *Client) Agents(ctx context.Context) ([]api.AgentJSON, error) {
+	var out []api.AgentJSON
+	return out, c.call(ctx, http.MethodGet, api.PathAgents, nil, &out)
 }
 
 // Agent returns an agent.
-func (c *Client) Agent(ctx context.Context, name string) (*server.AgentJSON, error) {
-	var out server.AgentJSON
-	return &out, c.call(ctx, http.MethodGet, server.PathAgents+"/"+url.PathEscape(name), nil, &out)
+func (c *Client) Agent(ctx context.Context, name string) (*api.AgentJSON, error) {
+	var out api.AgentJSON
+	return &out, c.call(ctx, http.MethodGet, api.PathAgents+"/"+url.PathEscape(name), nil, &out)
 }
 
 // CreateAgent creates an agent.
-func (c *Client) CreateAgent(ctx context.Context, a server.AgentJSON) (*server.AgentJSON, error) {
-	var out server.AgentJSON
-	return &out, c.call(ctx, http.MethodPost, server.PathAgents, a, &out)
+func (c *Client) CreateAgent(ctx context.Context, a api.AgentJSON) (*api.AgentJSON, error) {
+	var out api.AgentJSON
+	return &out, c.call(ctx, http.MethodPost, api.PathAgents, a, &out)
 }
 
 // UpdateAgent changes the fields a sets.
-func (c *Client) UpdateAgent(ctx context.Context, a server.AgentJSON) (*server.AgentJSON, error) {
-	var out server.AgentJSON
-	return &out, c.call(ctx, http.MethodPatch, server.PathAgents+"/"+url.PathEscape(a.Name), a, &out)
+func (c *Client) UpdateAgent(ctx context.Context, a api.AgentJSON) (*api.AgentJSON, error) {
+	var out api.AgentJSON
+	return &out, c.call(ctx, http.MethodPatch, api.PathAgents+"/"+url.PathEscape(a.Name), a, &out)
 }
 
 // DeleteAgent deletes an agent.
 func (c *Client) DeleteAgent(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodDelete, server.PathAgents+"/"+url.PathEscape(name), nil, nil)
+	return c.call(ctx, http.MethodDelete, api.PathAgents+"/"+url.PathEscape(name), nil, nil)
 }
 
 // ListOptions choose a page of the sessions list (GET /v1/sessions).
@@ -203,11 +203,11 @@ func (o ListOptions) query() string {
 // Sessions returns a page of the sessions list, newest first, and the
 // cursor of the next page ("" when this one is the last).
 func (c *Client) Sessions(ctx context.Context, o ListOptions) (recs []*lifecycle.Record, next string, err error) {
-	h, err := c.do(ctx, http.MethodGet, server.PathSessions+o.query(), nil, &recs)
+	h, err := c.do(ctx, http.MethodGet, api.PathSessions+o.query(), nil, &recs)
 	if err != nil {
 		return nil, "", err
 	}
-	return recs, h.Get(server.HeaderNextCursor), nil
+	return recs, h.Get(api.HeaderNextCursor), nil
 }
 
 // AllSessions returns every session of the list o chooses, page by page
@@ -230,7 +230,7 @@ func (c *Client) AllSessions(ctx context.Context, o ListOptions) ([]*lifecycle.R
 // LastPaused returns the id of the agent's most recently paused session
 // among those opened with an API token of this client's token's name.
 func (c *Client) LastPaused(ctx context.Context, agent string) (string, error) {
-	recs, err := c.AllSessions(ctx, ListOptions{Agent: agent, Mine: true, State: string(lifecycle.Paused), Limit: server.MaxListLimit})
+	recs, err := c.AllSessions(ctx, ListOptions{Agent: agent, Mine: true, State: string(lifecycle.Paused), Limit: api.MaxListLimit})
 	if err != nil {
 		return "", err
 	}
@@ -251,26 +251,26 @@ func (c *Client) LastPaused(ctx context.Context, agent string) (string, error) {
 // End ends a session and returns it as it is then.
 func (c *Client) End(ctx context.Context, id string) (*lifecycle.Record, error) {
 	var out lifecycle.Record
-	return &out, c.call(ctx, http.MethodPost, server.PathSessions+"/"+url.PathEscape(id)+"/end", nil, &out)
+	return &out, c.call(ctx, http.MethodPost, api.PathSessions+"/"+url.PathEscape(id)+"/end", nil, &out)
 }
 
 // Session returns a session's record.
 func (c *Client) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
 	var out lifecycle.Record
-	return &out, c.call(ctx, http.MethodGet, server.PathSessions+"/"+url.PathEscape(id), nil, &out)
+	return &out, c.call(ctx, http.MethodGet, api.PathSessions+"/"+url.PathEscape(id), nil, &out)
 }
 
 // Transcript returns a session's transcript, its records one a line.
 func (c *Client) Transcript(ctx context.Context, id string) ([]byte, error) {
 	var out bytes.Buffer
-	err := c.call(ctx, http.MethodGet, server.PathSessions+"/"+url.PathEscape(id)+"/transcript", nil, &out)
+	err := c.call(ctx, http.MethodGet, api.PathSessions+"/"+url.PathEscape(id)+"/transcript", nil, &out)
 	return out.Bytes(), err
 }
 
 // Resolve marks an orphaned session ended.
 func (c *Client) Resolve(ctx context.Context, id string) (*lifecycle.Record, error) {
 	var out lifecycle.Record
-	return &out, c.call(ctx, http.MethodPost, server.PathSessions+"/"+url.PathEscape(id)+"/resolve", nil, &out)
+	return &out, c.call(ctx, http.MethodPost, api.PathSessions+"/"+url.PathEscape(id)+"/resolve", nil, &out)
 }
 
 // DialACP connects to an agent's ACP endpoint: ACP messages, one per line,
@@ -279,11 +279,11 @@ func (c *Client) DialACP(ctx context.Context, agent string) (net.Conn, error) {
 	if err := checkToken(c.Token); err != nil {
 		return nil, err
 	}
-	u := wsURL(c.URL) + server.PathAgents + "/" + url.PathEscape(agent) + "/acp"
+	u := wsURL(c.URL) + api.PathAgents + "/" + url.PathEscape(agent) + "/acp"
 	ws, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
 		HTTPClient:   c.HTTP,
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + c.Token}},
-		Subprotocols: []string{server.ACPSubprotocol},
+		Subprotocols: []string{api.ACPSubprotocol},
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 300 {

@@ -5,11 +5,11 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/blaiseagent/blaise-agent/internal/server"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 )
 
 // PrintAgents prints agents as a table.
-func PrintAgents(w io.Writer, agents []server.AgentJSON) error {
+func PrintAgents(w io.Writer, agents []api.AgentJSON) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tIDLE POLICY\tPAUSED LIFETIME\tINACTIVITY\tTIMEOUT\tCONFIG")
 	for _, a := range agents {

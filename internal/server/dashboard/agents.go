@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
@@ -40,7 +39,7 @@ type agentPages struct {
 }
 
 func (d *agentPages) agents(w http.ResponseWriter, r *http.Request, u user) {
-	as, err := d.Store.Agents()
+	as, err := d.Store.Agents(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing agents", err)
 		return
@@ -51,7 +50,7 @@ func (d *agentPages) agents(w http.ResponseWriter, r *http.Request, u user) {
 }
 
 func (d *agentPages) agentPage(w http.ResponseWriter, u user, status int, a *sqlstore.Agent, problem, notice string) {
-	max, err := engine.MaxPausedLifetime()
+	max, err := lifecycle.MaxPausedLifetime()
 	if err != nil {
 		d.serverError(w, u, "the operator's maximum paused lifetime", err)
 		return
@@ -91,7 +90,7 @@ func offered(max, stored time.Duration) []time.Duration {
 }
 
 func (d *agentPages) agent(w http.ResponseWriter, r *http.Request, u user) {
-	a, err := d.Store.Agent(r.PathValue("name"))
+	a, err := d.Store.Agent(r.Context(), r.PathValue("name"))
 	if err != nil {
 		d.serverError(w, u, "agent", err)
 		return
@@ -109,7 +108,7 @@ func (d *agentPages) agent(w http.ResponseWriter, r *http.Request, u user) {
 // written: the stored value stays, even one changed meanwhile.
 func (d *agentPages) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 	name := r.PathValue("name")
-	a, err := d.Store.Agent(name)
+	a, err := d.Store.Agent(r.Context(), name)
 	if err != nil {
 		d.serverError(w, u, "agent", err)
 		return
@@ -128,7 +127,7 @@ func (d *agentPages) saveAgent(w http.ResponseWriter, r *http.Request, u user) {
 	}
 	policy, lifetime, err := parseSettings(pv, lv, a.Settings.PausedLifetime)
 	if err == nil {
-		a, err = d.Store.UpdateAgent(name, func(a *sqlstore.Agent) error {
+		a, err = d.Store.UpdateAgent(r.Context(), name, func(a *sqlstore.Agent) error {
 			if touched("idle_policy") {
 				a.Settings.IdlePolicy = policy
 			}
@@ -152,7 +151,7 @@ func parseSettings(policy, lifetime string, stored time.Duration) (lifecycle.Idl
 	if !slices.Contains(policies, p) {
 		return "", 0, fmt.Errorf("idle policy %q: choose %s or %s", policy, lifecycle.PolicyPause, lifecycle.PolicyEnd)
 	}
-	max, err := engine.MaxPausedLifetime()
+	max, err := lifecycle.MaxPausedLifetime()
 	if err != nil {
 		return "", 0, err
 	}

@@ -27,7 +27,7 @@ func (d *signInPages) ttl() time.Duration {
 }
 
 func (d *signInPages) setupPage(w http.ResponseWriter, r *http.Request) {
-	if has, err := d.Store.HasUsers(); err != nil || has {
+	if has, err := d.Store.HasUsers(r.Context()); err != nil || has {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}
@@ -40,7 +40,7 @@ func (d *signInPages) setup(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	name, password := r.PostFormValue("name"), r.PostFormValue("password")
 	if err := d.limit.hash(r.Context(), func() error {
-		_, err := d.Store.CreateFirstAdmin(r.PostFormValue("token"), name, password)
+		_, err := d.Store.CreateFirstAdmin(r.Context(), r.PostFormValue("token"), name, password)
 		return err
 	}); err != nil {
 		d.render(w, http.StatusBadRequest, "setup.html", page{Title: "Create the first admin", Error: err.Error()})
@@ -51,7 +51,7 @@ func (d *signInPages) setup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *signInPages) signInPage(w http.ResponseWriter, r *http.Request) {
-	if has, err := d.Store.HasUsers(); err == nil && !has {
+	if has, err := d.Store.HasUsers(r.Context()); err == nil && !has {
 		http.Redirect(w, r, "/setup", http.StatusSeeOther)
 		return
 	}
@@ -80,7 +80,7 @@ func (d *signInPages) signInAs(w http.ResponseWriter, r *http.Request, name, pas
 	}
 	var tok string
 	err := d.limit.hash(r.Context(), func() (err error) {
-		tok, _, err = d.Store.SignIn(name, password, d.ttl())
+		tok, _, err = d.Store.SignIn(r.Context(), name, password, d.ttl())
 		return err
 	})
 	if errors.Is(err, sqlstore.ErrBadSignIn) {
@@ -110,7 +110,7 @@ func (d *signInPages) signInAs(w http.ResponseWriter, r *http.Request, name, pas
 }
 
 func (d *signInPages) signOut(w http.ResponseWriter, r *http.Request, u user) {
-	if err := d.Store.SignOut(u.token); err != nil {
+	if err := d.Store.SignOut(r.Context(), u.token); err != nil {
 		d.serverError(w, u, "signing out", err)
 		return
 	}

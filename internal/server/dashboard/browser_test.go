@@ -43,15 +43,15 @@ func TestPagesFitAPhoneWithTheirButtonsOnScreen(t *testing.T) {
 		{ID: "o1", AgentName: "demo", State: lifecycle.Orphaned, Runs: 2, Settings: lifecycle.DefaultSettings(), Runner: "r1",
 			Teardown: lifecycle.TeardownRecord{Attempts: 5, LastError: long}},
 	} {
-		if err := s.store.CreateSession(rec); err != nil {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg, _ := s.store.MintRegistration(time.Hour)
-	if _, _, err := s.store.Register(reg.Token, "r1"); err != nil {
+	reg, _ := s.store.MintRegistration(t.Context(), time.Hour)
+	if _, _, err := s.store.Register(t.Context(), reg.Token, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.store.MintAPIToken("ci"); err != nil {
+	if _, _, err := s.store.MintAPIToken(t.Context(), "ci"); err != nil {
 		t.Fatal(err)
 	}
 	s.signInBrowser(tab)
@@ -108,7 +108,7 @@ func TestL1_AgentPageShowsTheStoredPausedLifetimeInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("p.notice"))); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := s.store.Agent("demo"); a.Settings.PausedLifetime != 36*time.Hour || a.Settings.IdlePolicy != lifecycle.PolicyEnd {
+	if a, _ := s.store.Agent(t.Context(), "demo"); a.Settings.PausedLifetime != 36*time.Hour || a.Settings.IdlePolicy != lifecycle.PolicyEnd {
 		t.Fatalf("after saving the idle policy: %s, %s", a.Settings.IdlePolicy, a.Settings.PausedLifetime)
 	}
 }

@@ -20,10 +20,10 @@ func (s *site) transcriptOf(records ...[5]string) string {
 	t := s.t
 	t.Helper()
 	id := lifecycle.NewID()
-	if err := s.store.CreateSession(&lifecycle.Record{ID: id, AgentName: "demo", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(s.t.Context(), &lifecycle.Record{ID: id, AgentName: "demo", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
-	tw, err := s.store.Transcript(id)
+	tw, err := s.store.Transcript(s.t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,17 +147,17 @@ func TestCancelWithNoTurnFromThePageChangesNothing(t *testing.T) {
 // the dashboard's own.
 func TestRunnersAndSessionsLinkEachOther(t *testing.T) {
 	s := newSite(t, false)
-	reg, err := s.store.MintRegistration(time.Hour)
+	reg, err := s.store.MintRegistration(t.Context(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.store.Register(reg.Token, "r7"); err != nil {
+	if _, _, err := s.store.Register(t.Context(), reg.Token, "r7"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "onr7", AgentName: "demo", State: lifecycle.Active, Runner: "r7", Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "onr7", AgentName: "demo", State: lifecycle.Active, Runner: "r7", Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "endedonr7", AgentName: "demo", State: lifecycle.Ended, Runner: "r7", Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "endedonr7", AgentName: "demo", State: lifecycle.Ended, Runner: "r7", Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	c := s.browser()
@@ -191,7 +191,7 @@ func TestConversationToolCardStatusFollowsItsUpdates(t *testing.T) {
 	if card == nil {
 		t.Fatalf("no tool card in progress:\n%s", reset)
 	}
-	tw, err := s.store.Transcript(id)
+	tw, err := s.store.Transcript(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ const maxForm = 64 << 10
 // Sessions are the engine's actions on sessions, as the API takes them.
 type Sessions interface {
 	EndSession(ctx context.Context, id string) (*lifecycle.Record, error)
-	ResolveSession(id string) (*lifecycle.Record, error)
+	ResolveSession(ctx context.Context, id string) (*lifecycle.Record, error)
 }
 
 // Dashboard is what the pages are served with; Handler gives each group

@@ -73,14 +73,14 @@ func newSite(t *testing.T, tls bool) *site {
 		srv.Start()
 	}
 	t.Cleanup(srv.Close)
-	if _, err := store.CreateAgent(sqlstore.Agent{Name: "demo"}); err != nil {
+	if _, err := store.CreateAgent(ctx, sqlstore.Agent{Name: "demo"}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := store.MintSetupToken()
+	tok, err := store.MintSetupToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CreateFirstAdmin(tok, "ada", password); err != nil {
+	if _, err := store.CreateFirstAdmin(ctx, tok, "ada", password); err != nil {
 		t.Fatal(err)
 	}
 	return &site{t: t, store: store, srv: srv, logs: logs}
@@ -133,7 +133,7 @@ func (s *site) signIn(c *http.Client) string {
 
 func (s *site) lifetime() time.Duration {
 	s.t.Helper()
-	a, err := s.store.Agent("demo")
+	a, err := s.store.Agent(s.t.Context(), "demo")
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestSetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	if resp.Header.Get("Location") != "/setup" {
 		t.Fatalf("sign-in with no user: %s to %q", resp.Status, resp.Header.Get("Location"))
 	}
-	tok, err := store.MintSetupToken()
+	tok, err := store.MintSetupToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 			Teardown: lifecycle.TeardownRecord{Attempts: 3, LastError: "worktree /w/x: device busy"}, OrphanedState: []string{"gone-plug"}},
 		{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()},
 	} {
-		if err := s.store.CreateSession(rec); err != nil {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,7 +309,7 @@ func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
 	want(t, resp, body, http.StatusOK, "Session orphan1 resolved: it is ended.")
 	for id, st := range map[string]lifecycle.State{"orphan1": lifecycle.Ended, "live1": lifecycle.Active} {
-		if rec, err := s.store.Session(id); err != nil || rec.State != st {
+		if rec, err := s.store.Session(t.Context(), id); err != nil || rec.State != st {
 			t.Fatalf("session %s: %v, %v; want %s", id, rec, err, st)
 		}
 	}
@@ -319,7 +319,7 @@ func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 // and told why; what it posts changes nothing.
 func TestExpiredSignInIsToldSo(t *testing.T) {
 	s := newSite(t, false)
-	tok, _, err := s.store.SignIn("ada", password, -time.Second)
+	tok, _, err := s.store.SignIn(t.Context(), "ada", password, -time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,14 +348,14 @@ func TestMintAndRevokeOnTheRunnersPage(t *testing.T) {
 	csrf := s.signIn(c)
 	resp, body := s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"720h"}})
 	want(t, resp, body, http.StatusBadRequest, "No token minted: lifetime 720h is not one of 1 hour, 1 day or 7 days.")
-	if regs, _ := s.store.Registrations(); len(regs) != 0 {
+	if regs, _ := s.store.Registrations(t.Context()); len(regs) != 0 {
 		t.Fatalf("a refused mint stored %d tokens", len(regs))
 	}
 	m := s.mint(c, csrf, "1h0m0s")
 	if _, body = s.do(c, http.MethodGet, "/runners", nil); strings.Contains(body, m) {
 		t.Fatal("the token is shown again")
 	}
-	cred, id, err := s.store.Register(m, "r1")
+	cred, id, err := s.store.Register(t.Context(), m, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,13 +371,13 @@ func TestMintAndRevokeOnTheRunnersPage(t *testing.T) {
 	resp, body = s.do(c, http.MethodGet, resp.Header.Get("Location"), nil)
 	want(t, resp, body, http.StatusOK, "Runner "+id+" revoked: its connection is cut, and it cannot connect again.", "revoked 20")
 	// Revoked again from a stale page: said so, and nothing changes.
-	before, _ := s.store.Runners()
+	before, _ := s.store.Runners(t.Context())
 	resp, body = s.do(c, http.MethodPost, "/runners/"+id+"/revoke", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusConflict, "Nothing was changed: runner r1 ("+id+") was revoked already, at 20")
-	if after, _ := s.store.Runners(); !after[0].Revoked.Equal(before[0].Revoked) {
+	if after, _ := s.store.Runners(t.Context()); !after[0].Revoked.Equal(before[0].Revoked) {
 		t.Fatalf("revoked again: %s, then %s", before[0].Revoked, after[0].Revoked)
 	}
-	if _, err := s.store.RunnerByCredential(cred); !errors.Is(err, sqlstore.ErrBadToken) {
+	if _, err := s.store.RunnerByCredential(t.Context(), cred); !errors.Is(err, sqlstore.ErrBadToken) {
 		t.Fatalf("a revoked runner's credential: %v", err)
 	}
 }
@@ -415,10 +415,10 @@ func TestUnknownSessionPage(t *testing.T) {
 // lines are written.
 func TestTranscriptFollowedAsEvents(t *testing.T) {
 	s := newSite(t, false)
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
-	tw, err := s.store.Transcript("live1")
+	tw, err := s.store.Transcript(t.Context(), "live1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string
 // starts, the state, runs and runner it shows change without a reload.
 func TestSessionPageFollowsItsRecord(t *testing.T) {
 	s := newSite(t, false)
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, Runner: "r1", Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, Runner: "r1", Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	c := s.browser()
@@ -493,7 +493,7 @@ func TestSessionPageFollowsItsRecord(t *testing.T) {
 	if _, html := next(); !strings.Contains(html, `<dd class="state">paused</dd>`) || !strings.Contains(html, "<dt>Runs</dt><dd>1</dd>") {
 		t.Fatalf("the first record event:\n%s", html)
 	}
-	if _, err := s.store.UpdateSession("p1", func(r *lifecycle.Record) error {
+	if _, err := s.store.UpdateSession(t.Context(), "p1", func(r *lifecycle.Record) error {
 		r.State, r.Runs, r.Runner = lifecycle.Active, 2, "r2"
 		return nil
 	}); err != nil {
@@ -511,14 +511,14 @@ func TestSessionPageFollowsItsRecord(t *testing.T) {
 func TestPromptToASessionInUseElsewhereChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	live := &lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings()}
-	if err := s.store.CreateSession(live); err != nil {
+	if err := s.store.CreateSession(t.Context(), live); err != nil {
 		t.Fatal(err)
 	}
 	c := s.browser()
 	csrf := s.signIn(c)
 	resp, body := s.do(c, http.MethodPost, "/sessions/live1/prompt", url.Values{"csrf": {csrf}, "text": {"hello"}})
 	want(t, resp, body, http.StatusConflict, "Nothing was sent: the session has a run in progress in another front end (an editor, `run`, or the dashboard); it is free once that client leaves, or after 5m0s without a message from it (its inactivity limit).", ">hello</textarea>")
-	if rec, err := s.store.Session("live1"); err != nil || rec.State != lifecycle.Active || rec.Runs != 1 {
+	if rec, err := s.store.Session(t.Context(), "live1"); err != nil || rec.State != lifecycle.Active || rec.Runs != 1 {
 		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
 	}
 }
@@ -529,7 +529,7 @@ func TestPromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 	s := newSite(t, false)
 	paused := &lifecycle.Record{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, ACPSessionID: "a1", Settings: lifecycle.DefaultSettings(),
 		Pause: &lifecycle.PauseRecord{Run: 1, Reason: lifecycle.Idle, At: time.Now()}}
-	if err := s.store.CreateSession(paused); err != nil {
+	if err := s.store.CreateSession(t.Context(), paused); err != nil {
 		t.Fatal(err)
 	}
 	c := s.browser()
@@ -543,7 +543,7 @@ func TestPromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 			t.Fatalf("the page says why %d times:\n%s", n, body)
 		}
 	}
-	if rec, err := s.store.Session("p1"); err != nil || rec.State != lifecycle.Paused || rec.Runs != 1 {
+	if rec, err := s.store.Session(t.Context(), "p1"); err != nil || rec.State != lifecycle.Paused || rec.Runs != 1 {
 		t.Fatalf("after a refused prompt: %+v, %v", rec, err)
 	}
 }
@@ -552,7 +552,7 @@ func TestPromptToAPausedSessionWithNoRunnerChangesNothing(t *testing.T) {
 // an unknown one, or without the form's token says why and sends nothing.
 func TestBadPromptsAreRefused(t *testing.T) {
 	s := newSite(t, false)
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "done1", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Closed, Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "done1", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Closed, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	c := s.browser()
@@ -573,7 +573,7 @@ func TestBadPromptsAreRefused(t *testing.T) {
 // changes nothing.
 func TestStalePermissionAnswerChangesNothing(t *testing.T) {
 	s := newSite(t, false)
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "live1", AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
 		t.Fatal(err)
 	}
 	c := s.browser()

@@ -47,13 +47,13 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
 	for {
-		lines, next, err := d.Store.TranscriptAfter(id, last)
+		lines, next, err := d.Store.TranscriptAfter(r.Context(), id, last)
 		if err != nil {
 			send(w, rc, EventProblem, err.Error())
 			return
 		}
 		last = next
-		rec, err := d.Store.Session(id)
+		rec, err := d.Store.Session(r.Context(), id)
 		if err != nil {
 			send(w, rc, EventProblem, err.Error())
 			return

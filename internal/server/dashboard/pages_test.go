@@ -45,7 +45,7 @@ func formOf(t *testing.T, page, action string) url.Values {
 
 func (s *site) setLifetime(d time.Duration) {
 	s.t.Helper()
-	if _, err := s.store.UpdateAgent("demo", func(a *sqlstore.Agent) error {
+	if _, err := s.store.UpdateAgent(s.t.Context(), "demo", func(a *sqlstore.Agent) error {
 		a.Settings.PausedLifetime = d
 		return nil
 	}); err != nil {
@@ -69,7 +69,7 @@ func TestL1_AgentFormKeepsAPausedLifetimeItDoesNotOffer(t *testing.T) {
 	if resp, body := s.do(c, http.MethodPost, "/agents/demo", form); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("saving the idle policy: %s\n%s", resp.Status, body)
 	}
-	a, _ := s.store.Agent("demo")
+	a, _ := s.store.Agent(t.Context(), "demo")
 	if a.Settings.PausedLifetime != 36*time.Hour || a.Settings.IdlePolicy != lifecycle.PolicyEnd {
 		t.Fatalf("after saving the idle policy: %s, %s; want end, 36h", a.Settings.IdlePolicy, a.Settings.PausedLifetime)
 	}
@@ -83,7 +83,7 @@ func TestL1_AgentFormKeepsAPausedLifetimeItDoesNotOffer(t *testing.T) {
 	if resp, body := s.do(c, http.MethodPost, "/agents/demo", form); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("saving a stale form: %s\n%s", resp.Status, body)
 	}
-	if a, _ := s.store.Agent("demo"); a.Settings.PausedLifetime != 48*time.Hour || a.Settings.IdlePolicy != lifecycle.PolicyPause {
+	if a, _ := s.store.Agent(t.Context(), "demo"); a.Settings.PausedLifetime != 48*time.Hour || a.Settings.IdlePolicy != lifecycle.PolicyPause {
 		t.Fatalf("after saving a stale form: %s, %s; want pause, 48h", a.Settings.IdlePolicy, a.Settings.PausedLifetime)
 	}
 }
@@ -105,7 +105,7 @@ func TestL1_AgentFormUnderAMaximumOfLessThanAnHour(t *testing.T) {
 	if resp, body := s.do(c, http.MethodPost, "/agents/demo", form); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("saving the idle policy: %s\n%s", resp.Status, body)
 	}
-	if a, _ := s.store.Agent("demo"); a.Settings.IdlePolicy != lifecycle.PolicyEnd || a.Settings.PausedLifetime != 30*time.Minute {
+	if a, _ := s.store.Agent(t.Context(), "demo"); a.Settings.IdlePolicy != lifecycle.PolicyEnd || a.Settings.PausedLifetime != 30*time.Minute {
 		t.Fatalf("after saving the idle policy: %+v", a.Settings)
 	}
 }
@@ -119,12 +119,12 @@ func TestDestructiveActionsAskFirst(t *testing.T) {
 		{ID: "p1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, Settings: lifecycle.DefaultSettings()},
 		{ID: "o1", AgentName: "demo", State: lifecycle.Orphaned, Settings: lifecycle.DefaultSettings(), Teardown: lifecycle.TeardownRecord{Attempts: 3, LastError: "device busy"}},
 	} {
-		if err := s.store.CreateSession(rec); err != nil {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg, _ := s.store.MintRegistration(time.Hour)
-	_, runner, err := s.store.Register(reg.Token, "r1")
+	reg, _ := s.store.MintRegistration(t.Context(), time.Hour)
+	_, runner, err := s.store.Register(t.Context(), reg.Token, "r1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,13 +138,13 @@ func TestDestructiveActionsAskFirst(t *testing.T) {
 		resp, body := s.do(c, http.MethodPost, path, url.Values{"csrf": {csrf}})
 		want(t, resp, body, http.StatusOK, `<h2 id="question">`+question+`</h2>`, `name="confirmed" value="yes"`, `action="`+path+`"`, `class="danger"`)
 	}
-	if rec, _ := s.store.Session("p1"); rec.State != lifecycle.Paused {
+	if rec, _ := s.store.Session(t.Context(), "p1"); rec.State != lifecycle.Paused {
 		t.Fatalf("p1 after an unconfirmed End: %s", rec.State)
 	}
-	if rec, _ := s.store.Session("o1"); rec.State != lifecycle.Orphaned {
+	if rec, _ := s.store.Session(t.Context(), "o1"); rec.State != lifecycle.Orphaned {
 		t.Fatalf("o1 after an unconfirmed Resolve: %s", rec.State)
 	}
-	if rs, _ := s.store.Runners(); !rs[0].Revoked.IsZero() {
+	if rs, _ := s.store.Runners(t.Context()); !rs[0].Revoked.IsZero() {
 		t.Fatal("r1 revoked unconfirmed")
 	}
 	// The list styles them as destructive.

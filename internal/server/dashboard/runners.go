@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -109,18 +110,18 @@ type runnerPages struct {
 }
 
 func (d *runnerPages) runnersPage(w http.ResponseWriter, r *http.Request, u user, status int, problem string) {
-	rs, err := d.Store.Runners()
+	rs, err := d.Store.Runners(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing runners", err)
 		return
 	}
-	regs, apiTokens, err := d.tokens()
+	regs, apiTokens, err := d.tokens(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing tokens", err)
 		return
 	}
 	l := runnerList{Lifetimes: tokenLifetimes, APITokens: apiTokens}
-	if l.Agents, err = d.Store.Agents(); err != nil {
+	if l.Agents, err = d.Store.Agents(r.Context()); err != nil {
 		d.serverError(w, u, "listing agents", err)
 		return
 	}
@@ -131,7 +132,7 @@ func (d *runnerPages) runnersPage(w http.ResponseWriter, r *http.Request, u user
 		}
 	}
 	live := d.Runners.LiveRunners()
-	sessions, err := d.Store.Sessions()
+	sessions, err := d.Store.Sessions(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing sessions", err)
 		return
@@ -177,12 +178,12 @@ func (d *runnerPages) mintRegistration(w http.ResponseWriter, r *http.Request, u
 	}
 	agent := r.PostFormValue("agent")
 	if agent != "" {
-		if _, err := d.Store.Agent(agent); err != nil {
+		if _, err := d.Store.Agent(r.Context(), agent); err != nil {
 			d.runnersPage(w, r, u, http.StatusBadRequest, "No token minted: "+err.Error())
 			return
 		}
 	}
-	reg, err := d.Store.MintRegistration(ttl)
+	reg, err := d.Store.MintRegistration(r.Context(), ttl)
 	if err != nil {
 		d.serverError(w, u, "minting a registration token", err)
 		return
@@ -201,12 +202,12 @@ func serverURL(r *http.Request) string {
 }
 
 // tokens are the registration tokens and the API tokens.
-func (d *runnerPages) tokens() ([]*sqlstore.Registration, []*sqlstore.APIToken, error) {
-	regs, err := d.Store.Registrations()
+func (d *runnerPages) tokens(ctx context.Context) ([]*sqlstore.Registration, []*sqlstore.APIToken, error) {
+	regs, err := d.Store.Registrations(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	toks, err := d.Store.APITokens()
+	toks, err := d.Store.APITokens(ctx)
 	return regs, toks, err
 }
 
@@ -214,13 +215,13 @@ func (d *runnerPages) tokens() ([]*sqlstore.Registration, []*sqlstore.APIToken, 
 // confirmation.
 func (d *runnerPages) revokeToken(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
-	regs, toks, err := d.tokens()
+	regs, toks, err := d.tokens(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing tokens", err)
 		return
 	}
 	var c confirmation
-	var revoke func(string) error
+	var revoke func(context.Context, string) error
 	if i := slices.IndexFunc(regs, func(t *sqlstore.Registration) bool { return t.ID == id }); i >= 0 {
 		c = confirmation{Question: "Revoke registration token " + id + "?", Detail: "No runner can register with it any more."}
 		revoke = d.Store.RevokeRegistration
@@ -243,7 +244,7 @@ func (d *runnerPages) revokeToken(w http.ResponseWriter, r *http.Request, u user
 	if !d.confirmed(w, r, u, c) {
 		return
 	}
-	if err := revoke(id); err != nil {
+	if err := revoke(r.Context(), id); err != nil {
 		d.serverError(w, u, "revoking a token", err)
 		return
 	}
@@ -255,7 +256,7 @@ func (d *runnerPages) revokeRunner(w http.ResponseWriter, r *http.Request, u use
 	id := r.PathValue("id")
 	// The store takes a second revocation as none; the page of a person
 	// who revokes twice (a stale page) says so.
-	rs, err := d.Store.Runners()
+	rs, err := d.Store.Runners(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing runners", err)
 		return
@@ -270,7 +271,7 @@ func (d *runnerPages) revokeRunner(w http.ResponseWriter, r *http.Request, u use
 	}) {
 		return
 	}
-	if err := d.Store.RevokeRunner(id); err != nil {
+	if err := d.Store.RevokeRunner(r.Context(), id); err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, sqlstore.ErrNotFound) {
 			status = http.StatusNotFound

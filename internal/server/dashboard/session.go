@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"html/template"
 	"net/http"
@@ -62,13 +63,13 @@ func (d *sessionPages) sessionDetail(w http.ResponseWriter, r *http.Request, u u
 			break
 		}
 	}
-	d.sessionView(w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
+	d.sessionView(r.Context(), w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
 }
 
 // sessionView renders a session's page with a problem or a notice, and
 // the prompt box's text.
-func (d *sessionPages) sessionView(w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
-	rec, err := d.Store.Session(id)
+func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
+	rec, err := d.Store.Session(ctx, id)
 	if errors.Is(err, lifecycle.ErrNotFound) {
 		p := d.pageFor(u, "No such session")
 		p.Error = "Session " + id + " does not exist."
@@ -82,7 +83,7 @@ func (d *sessionPages) sessionView(w http.ResponseWriter, u user, status int, id
 		d.serverError(w, u, "reading the session", err)
 		return
 	}
-	lines, _, err := d.Store.TranscriptAfter(id, 0)
+	lines, _, err := d.Store.TranscriptAfter(ctx, id, 0)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return
@@ -141,11 +142,11 @@ func (d *sessionPages) renderBlocks(blocks []*block, rec *lifecycle.Record) (tem
 // as they were written), to download.
 func (d *sessionPages) transcript(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
-	if _, err := d.Store.Session(id); err != nil {
-		d.sessionView(w, u, http.StatusNotFound, id, "", "", "")
+	if _, err := d.Store.Session(r.Context(), id); err != nil {
+		d.sessionView(r.Context(), w, u, http.StatusNotFound, id, "", "", "")
 		return
 	}
-	lines, _, err := d.Store.TranscriptAfter(id, 0)
+	lines, _, err := d.Store.TranscriptAfter(r.Context(), id, 0)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return

@@ -43,12 +43,12 @@ func (d *sessionListPages) sessions(w http.ResponseWriter, r *http.Request, u us
 		p.Error = "Unknown state " + string(l.State) + ": showing every state."
 		l.State = ""
 	}
-	recs, err := d.Store.Sessions()
+	recs, err := d.Store.Sessions(r.Context())
 	if err != nil {
 		d.serverError(w, u, "listing sessions", err)
 		return
 	}
-	if l.Agents, err = d.Store.Agents(); err != nil {
+	if l.Agents, err = d.Store.Agents(r.Context()); err != nil {
 		d.serverError(w, u, "listing agents", err)
 		return
 	}
@@ -61,7 +61,7 @@ func (d *sessionListPages) sessions(w http.ResponseWriter, r *http.Request, u us
 		if id := q.Get(action); id != "" {
 			p.Notice = fmt.Sprintf(text, id)
 			// What the action left, if it is not over: a failed teardown.
-			if rec, err := d.Store.Session(id); err == nil && rec.State != lifecycle.Ended {
+			if rec, err := d.Store.Session(r.Context(), id); err == nil && rec.State != lifecycle.Ended {
 				p.Notice = fmt.Sprintf("Session %s is %s.", id, rec.State)
 				if why := rec.Unsettled(); why != nil {
 					p.Notice = fmt.Sprintf("Session %s is %s: %v", id, rec.State, why)
@@ -79,7 +79,7 @@ func (d *sessionListPages) sessions(w http.ResponseWriter, r *http.Request, u us
 func (d *sessionListPages) action(w http.ResponseWriter, r *http.Request, u user, name string, applies func(*lifecycle.Record) bool,
 	ask func(*lifecycle.Record) confirmation, do func(id string) (*lifecycle.Record, error)) {
 	id := r.PathValue("id")
-	if rec, err := d.Store.Session(id); err == nil && applies(rec) {
+	if rec, err := d.Store.Session(r.Context(), id); err == nil && applies(rec) {
 		c := ask(rec)
 		c.Back = "/sessions/" + id
 		if !d.confirmed(w, r, u, c) {
@@ -112,7 +112,7 @@ func (d *sessionListPages) resolveSession(w http.ResponseWriter, r *http.Request
 	d.action(w, r, u, "resolved", orphaned, func(rec *lifecycle.Record) confirmation {
 		return confirmation{Question: "Resolve session " + title(rec) + "?", Button: "Resolve: I cleaned up",
 			Detail: "It is marked ended and its stored state is deleted; nothing cleans up after it any more. What its teardown left: " + rec.Teardown.LastError}
-	}, d.Sessions.ResolveSession)
+	}, func(id string) (*lifecycle.Record, error) { return d.Sessions.ResolveSession(r.Context(), id) })
 }
 
 // title names a session in a question: its id (sessions have no title

@@ -68,7 +68,7 @@ func (d *site) signedIn(h func(http.ResponseWriter, *http.Request, user)) http.H
 		c, err := r.Cookie(CookieName)
 		var u *sqlstore.User
 		if err == nil {
-			u, err = d.Store.WebSession(c.Value)
+			u, err = d.Store.WebSession(r.Context(), c.Value)
 		}
 		if err != nil {
 			why := "Sign in to see this page."

@@ -35,7 +35,7 @@ func TestMintShowsTheTokenOnceAfterARedirect(t *testing.T) {
 	if strings.Contains(body, tok[1]) {
 		t.Fatal("the reloaded page shows the token again")
 	}
-	if regs, _ := s.store.Registrations(); len(regs) != 1 {
+	if regs, _ := s.store.Registrations(t.Context()); len(regs) != 1 {
 		t.Fatalf("%d registration tokens after a mint and two loads, want 1", len(regs))
 	}
 	resp, body = s.do(c, http.MethodPost, "/runners/tokens", url.Values{"csrf": {csrf}, "ttl": {"1h0m0s"}, "agent": {"nosuchagent"}})
@@ -47,15 +47,15 @@ func TestMintShowsTheTokenOnceAfterARedirect(t *testing.T) {
 // no runner, a revoked API token is refused.
 func TestUnusedTokensAreListedAndRevoked(t *testing.T) {
 	s := newSite(t, false)
-	reg, err := s.store.MintRegistration(time.Hour)
+	reg, err := s.store.MintRegistration(t.Context(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	used, _ := s.store.MintRegistration(time.Hour)
-	if _, _, err := s.store.Register(used.Token, "r1"); err != nil {
+	used, _ := s.store.MintRegistration(t.Context(), time.Hour)
+	if _, _, err := s.store.Register(t.Context(), used.Token, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	api, apiID, err := s.store.MintAPIToken("ci")
+	api, apiID, err := s.store.MintAPIToken(t.Context(), "ci")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +74,10 @@ func TestUnusedTokensAreListedAndRevoked(t *testing.T) {
 			t.Fatalf("revoking %s: %s\n%s", id, resp.Status, body)
 		}
 	}
-	if _, _, err := s.store.Register(reg.Token, "r2"); err == nil {
+	if _, _, err := s.store.Register(t.Context(), reg.Token, "r2"); err == nil {
 		t.Fatal("a revoked registration token registered a runner")
 	}
-	if _, err := s.store.APIToken(api); err == nil {
+	if _, err := s.store.APIToken(t.Context(), api); err == nil {
 		t.Fatal("a revoked API token is accepted")
 	}
 	resp, body = s.do(c, http.MethodPost, "/tokens/"+apiID+"/revoke", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
@@ -128,7 +128,7 @@ func TestHSTSAndTheRefusedFormPage(t *testing.T) {
 // keeps its lines.
 func TestServerSessionTeardownNoticeNamesTheServer(t *testing.T) {
 	s := newSite(t, false)
-	if err := s.store.CreateSession(&lifecycle.Record{ID: "t1", AgentName: "demo", State: lifecycle.TearingDown, Runner: "r1", Settings: lifecycle.DefaultSettings(),
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: "t1", AgentName: "demo", State: lifecycle.TearingDown, Runner: "r1", Settings: lifecycle.DefaultSettings(),
 		Teardown: lifecycle.TeardownRecord{Attempts: 1, LastError: "Traceback:\n  plug.star:3: in on_teardown\nError: device busy", NextAt: time.Now().Add(time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/chain"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
-	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/charmbracelet/log"
 )
 
@@ -73,7 +73,7 @@ func Main(ctx context.Context, o Options) error {
 		// The server refuses the name too; said here, it names the flag
 		// and a name that would do, and the registration token is not
 		// spent on a refusal.
-		if nerr := sqlstore.CheckName("runner", o.Name); nerr != nil {
+		if nerr := lifecycle.CheckName("runner", o.Name); nerr != nil {
 			return fmt.Errorf("--name: %w; for example --name %s", nerr, DefaultName(o.Name))
 		}
 		cred, err = apiclient.Register(ctx, o.Server, o.HTTP, o.RegisterToken, o.Name, o.Credential)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
-	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
@@ -86,7 +86,7 @@ func TestARunnersDefaultNameIsValidForAnyHostName(t *testing.T) {
 		if got != want {
 			t.Errorf("DefaultName(%q) = %q, want %q", host, got, want)
 		}
-		if err := sqlstore.CheckName("runner", got); err != nil {
+		if err := lifecycle.CheckName("runner", got); err != nil {
 			t.Errorf("DefaultName(%q): %v", host, err)
 		}
 	}

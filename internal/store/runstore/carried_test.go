@@ -2,6 +2,7 @@ package runstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
@@ -90,7 +91,7 @@ func carriedPair(t *testing.T, store *gatedStore, id string) (*Client, *forwarde
 func TestCarriedMessagesDoNotWaitForTheCommit(t *testing.T) {
 	store, id := newGatedStore(t)
 	c, f := carriedPair(t, store, id)
-	w, _ := c.CarriedTranscript(id)
+	w, _ := c.CarriedTranscript(t.Context(), id)
 	if err := sent(t, w, record(1, "from_agent", "one")); err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +170,11 @@ func TestCarriedAppendsGoOnAfterAFailedOne(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
 	c := served(t, &Server{Store: brokenTranscript{store}, Session: id, Forward: f.w})
-	w, _ := c.CarriedTranscript(id)
+	w, _ := c.CarriedTranscript(t.Context(), id)
 	if _, err := io.WriteString(w, record(1, "from_agent", "one")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
+	_, err := c.Paused(t.Context(), id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
 	testsupport.WantErr(t, err, "disk full")
 	if _, err := io.WriteString(w, record(2, "from_agent", "two")); err != nil {
 		t.Fatalf("a carried append after a failed one: %v", err)
@@ -191,7 +192,7 @@ func TestACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
 	srv := &Server{Store: store, Session: id, Run: 1, Forward: f.w}
 	r, c := newTestRunner(t)
 	first := r.attach(srv, false)
-	w, _ := c.CarriedTranscript(id)
+	w, _ := c.CarriedTranscript(t.Context(), id)
 	for i, text := range []string{"one", "two", "three"} {
 		if err := sent(t, w, record(i+1, "from_agent", text)); err != nil {
 			t.Fatal(err)
@@ -208,7 +209,7 @@ func TestACarriedAppendSentAgainIsForwardedOnce(t *testing.T) {
 	f.expect(t, message("one"), message("two"), message("three"))
 	f.none(t)
 	want := record(1, "from_agent", "one") + record(2, "from_agent", "two") + record(3, "from_agent", "three")
-	if got := storetest.ReadTranscript(t, store.RunStore.(*engine.Store), id); got != want {
+	if got := storetest.ReadTranscript(t, store.RunStore.(*filestore.Store), id); got != want {
 		t.Fatalf("transcript %q, want %q: each record once", got, want)
 	}
 }
@@ -253,7 +254,7 @@ func TestAWriteIsCutAtItsLines(t *testing.T) {
 func TestABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 	store, id := newStore(t)
 	appends := make(appendsRead, 1024)
-	w, _ := served(t, &Server{Store: store, Session: id, Forward: appends}).CarriedTranscript(id)
+	w, _ := served(t, &Server{Store: store, Session: id, Forward: appends}).CarriedTranscript(t.Context(), id)
 
 	long := strings.Repeat("x", appendSize)
 	redacted := strings.Repeat("y", len(long))
@@ -310,7 +311,7 @@ func TestABatchIsAppendedInPiecesOfWholeLines(t *testing.T) {
 func TestTheRecordOfTheLongestMessageIsCarried(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
-	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(id)
+	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(t.Context(), id)
 	text := strings.Repeat("x", acp.DefaultMaxLine-len(message("")))
 	longest, rec := message(text), record(1, "from_agent", text)
 	if len(rec) <= acp.DefaultMaxLine || len(longest) != acp.DefaultMaxLine {
@@ -338,7 +339,7 @@ func TestTheRecordOfTheLongestMessageIsCarried(t *testing.T) {
 func TestALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
 	store, id := newStore(t)
 	f := newForwarded(t)
-	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(id)
+	w, _ := served(t, &Server{Store: store, Session: id, Forward: f.w}).CarriedTranscript(t.Context(), id)
 	text := strings.Repeat("z", maxData-2-len(message("")))
 	long, tooLong := message(text), record(2, "from_agent", text)
 	if len(tooLong) <= maxData || len(long)+2 != maxData {
@@ -363,7 +364,7 @@ func TestALineLongerThanAnAppendCanHoldIsRefused(t *testing.T) {
 // unopenedTranscript is a store whose transcripts do not open.
 type unopenedTranscript struct{ lifecycle.RunStore }
 
-func (unopenedTranscript) Transcript(string) (io.WriteCloser, error) {
+func (unopenedTranscript) Transcript(context.Context, string) (io.WriteCloser, error) {
 	return nil, errors.New("the disk is gone")
 }
 
@@ -371,7 +372,7 @@ func (unopenedTranscript) Transcript(string) (io.WriteCloser, error) {
 // its transcript holds.
 type uncertainTranscript struct{ lifecycle.RunStore }
 
-func (uncertainTranscript) TranscriptCall(string, int) (uint64, error) {
+func (uncertainTranscript) TranscriptCall(context.Context, string, int) (uint64, error) {
 	return 0, errors.New("the index is unreadable")
 }
 
@@ -456,14 +457,14 @@ func TestARestartedServerKnowsThatTheRunLostLines(t *testing.T) {
 	f := newForwarded(t)
 	r, c := newTestRunner(t)
 	r.attach(&Server{Store: store, Session: id, Run: 1, Forward: f.w}, false)
-	w, _ := c.CarriedTranscript(id)
+	w, _ := c.CarriedTranscript(t.Context(), id)
 	for _, line := range []string{record(1, "from_agent", "one"), strings.TrimSuffix(record(2, "from_agent", "two"), "\n")} {
 		if _, err := io.WriteString(w, line); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Answered after the appends: the run knows of the refused one.
-	_, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, At: time.Now(), Run: 1})
+	_, err := c.Paused(t.Context(), id, lifecycle.PauseRecord{Reason: lifecycle.Idle, At: time.Now(), Run: 1})
 	testsupport.WantErr(t, err, "carried lines end with a line break")
 	f.expect(t, message("one"))
 	r.cut()
@@ -483,7 +484,7 @@ func TestARestartedServerKnowsThatTheRunLostLines(t *testing.T) {
 func TestAppendsBeforeARefusedOneInABatchAreStored(t *testing.T) {
 	store, id := newGatedStore(t)
 	c, f := carriedPair(t, store, id)
-	w, _ := c.CarriedTranscript(id)
+	w, _ := c.CarriedTranscript(t.Context(), id)
 	if err := sent(t, w, record(1, "from_agent", "one")); err != nil {
 		t.Fatal(err)
 	}

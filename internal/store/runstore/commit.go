@@ -2,6 +2,7 @@ package runstore
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,7 +15,9 @@ import (
 // the buffers of its reads; any call but an append in order waits for it
 // to be idle (drain).
 type committer struct {
-	s     *Server
+	s *Server
+	// ctx is Serve's without its end: stop commits what is left.
+	ctx   context.Context
 	w     *bufio.Writer
 	mu    sync.Mutex
 	cond  sync.Cond // the queue or busy changed
@@ -30,8 +33,8 @@ type committer struct {
 	ended  chan struct{}
 }
 
-func (s *Server) startCommitter(w *bufio.Writer) *committer {
-	c := &committer{s: s, w: w, ended: make(chan struct{})}
+func (s *Server) startCommitter(ctx context.Context, w *bufio.Writer) *committer {
+	c := &committer{s: s, ctx: context.WithoutCancel(ctx), w: w, ended: make(chan struct{})}
 	c.cond.L = &c.mu
 	go c.run()
 	return c
@@ -60,7 +63,7 @@ func (c *committer) run() {
 		}
 		c.busy = true
 		c.mu.Unlock()
-		err := c.s.commit(c.w, batch)
+		err := c.s.commit(c.ctx, c.w, batch)
 		c.mu.Lock()
 		c.busy = false
 		if err != nil && c.err == nil {
@@ -102,7 +105,7 @@ func (c *committer) stop() {
 }
 
 // commit applies a batch of appends in order and answers them.
-func (s *Server) commit(w *bufio.Writer, batch []*request) error {
+func (s *Server) commit(ctx context.Context, w *bufio.Writer, batch []*request) error {
 	for _, req := range batch {
 		s.forget(req.Answered)
 	}
@@ -110,5 +113,5 @@ func (s *Server) commit(w *bufio.Writer, batch []*request) error {
 		last := batch[len(batch)-1]
 		return fmt.Errorf("%w: call %d: the answers of %d calls are not read (answered %d): at most %d", ErrBroken, last.ID, len(s.kept), last.Answered, maxKept)
 	}
-	return s.answerBatch(w, batch, s.appendBatch(batch))
+	return s.answerBatch(w, batch, s.appendBatch(ctx, batch))
 }

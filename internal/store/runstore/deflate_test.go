@@ -58,10 +58,10 @@ func TestDeflatedLinesThatDoNotInflateAreRefused(t *testing.T) {
 	testsupport.WantErr(t, resp.err(request{Session: id}), "deflated lines that do not inflate")
 	resp = call(request{ID: 3, Op: OpPaused, Session: id, Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, At: time.Now(), Run: 1}}, nil)
 	testsupport.WantErr(t, resp.err(request{Session: id}), "a transcript append failed before", "do not inflate")
-	if rec, err := store.Session(id); err != nil || rec.State != lifecycle.Active {
+	if rec, err := store.Session(t.Context(), id); err != nil || rec.State != lifecycle.Active {
 		t.Fatalf("the refused pause changed the session: %+v, %v", rec, err)
 	}
-	tr, err := store.ReadTranscript(id)
+	tr, err := store.ReadTranscript(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -128,7 +128,7 @@ func TestCallsInFlightSurviveABrokenStream(t *testing.T) {
 	srv := &Server{Store: store, Session: id, Run: 1}
 	r, c := newTestRunner(t)
 	first := r.attach(srv, false)
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	if err := sent(t, w, "{\"a\":1}\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +151,14 @@ func TestCallsInFlightSurviveABrokenStream(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatalf("transcript: %v", err)
 	}
-	if got, want := storetest.ReadTranscript(t, store.RunStore.(*engine.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
+	if got, want := storetest.ReadTranscript(t, store.RunStore.(*filestore.Store), id), "{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n"; got != want {
 		t.Fatalf("transcript %q, want %q: each line once", got, want)
 	}
 	if v, ok, err := store.Persisted().Get(context.Background(), id, "p"); err != nil || !ok || string(v) != `{"v":1}` {
 		t.Fatalf("persisted: %q %v %v", v, ok, err)
 	}
 	// The run goes on on the new stream.
-	if rec, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != lifecycle.Paused {
+	if rec, err := c.Paused(t.Context(), id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != lifecycle.Paused {
 		t.Fatalf("pause after the reconnection: %v %+v", err, rec)
 	}
 }
@@ -176,13 +176,13 @@ func TestAppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	rec := &lifecycle.Record{ID: id, AgentName: "a", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}
 	lifecycle.BeginRun(rec, lifecycle.TeardownRun, time.Now())
 	rec.State = lifecycle.TearingDown
-	if err := before.CreateSession(rec); err != nil {
+	if err := before.CreateSession(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	r, c := newTestRunner(t)
 	// The first server applies every call, and its answers are lost.
 	r.attach(&Server{Store: before, Session: id, Run: 1}, true)
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	bulk := records(2000)
 	for _, line := range []string{"{\"a\":1}\n", bulk, "{\"b\":2}\n"} {
 		if err := sent(t, w, line); err != nil {
@@ -191,11 +191,11 @@ func TestAppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	}
 	torn := make(chan error, 1)
 	go func() {
-		_, err := c.TornDown(id, errors.New("rm: busy"), time.Now())
+		_, err := c.TornDown(t.Context(), id, errors.New("rm: busy"), time.Now())
 		torn <- err
 	}()
 	testsupport.Eventually(t, "the first server records the teardown", func() bool {
-		rec, err := before.Session(id)
+		rec, err := before.Session(t.Context(), id)
 		return err == nil && rec.Teardown.Attempts == 1
 	})
 	want := "{\"a\":1}\n" + bulk + "{\"b\":2}\n"
@@ -220,7 +220,7 @@ func TestAppendSentAgainAfterARestartIsCommittedOnce(t *testing.T) {
 	if got := storetest.ReadTranscript(t, after, id); got != want+"{\"c\":3}\n" {
 		t.Fatalf("transcript after the restart: %d bytes, want %d: each line once", len(got), len(want)+8)
 	}
-	rec, err := after.Session(id)
+	rec, err := after.Session(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +256,8 @@ type holdingStore struct {
 	once    sync.Once
 }
 
-func (h *holdingStore) Transcript(id string) (io.WriteCloser, error) {
-	w, err := h.RunStore.Transcript(id)
+func (h *holdingStore) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	w, err := h.RunStore.Transcript(ctx, id)
 	return holdingWriter{w, h}, err
 }
 
@@ -292,7 +292,7 @@ func TestAppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 	srv := &Server{Store: store, Session: id, Run: 1}
 	r, c := newTestRunner(t)
 	first := r.attach(srv, false)
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	line := func(i int) string { return fmt.Sprintf("{\"n\":%d}\n", i) }
 	var want strings.Builder
 	for i := range maxUnanswered {
@@ -330,7 +330,7 @@ func TestAppendsPastTheBoundSurviveABrokenStream(t *testing.T) {
 	if got := storetest.ReadTranscript(t, base, id); got != want.String() {
 		t.Fatalf("transcript %q,\nwant %q: each line once", got, want.String())
 	}
-	if rec, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != lifecycle.Paused {
+	if rec, err := c.Paused(t.Context(), id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil || rec.State != lifecycle.Paused {
 		t.Fatalf("pause after the reconnection: %v %+v", err, rec)
 	}
 }

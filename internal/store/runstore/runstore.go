@@ -461,7 +461,12 @@ func (resp response) err(req request) error {
 	return nil
 }
 
-func (c *Client) call(req request) (response, error) {
+// call sends req once ctx allows and waits for its answer: a call sent is
+// the server's to apply, and its answer comes, or the connection's end.
+func (c *Client) call(ctx context.Context, req request) (response, error) {
+	if err := ctx.Err(); err != nil {
+		return response{}, err
+	}
 	done := make(chan answer, 1)
 	if err := c.send(req, done); err != nil {
 		return response{}, err
@@ -470,22 +475,22 @@ func (c *Client) call(req request) (response, error) {
 	return a.resp, a.err
 }
 
-func (c *Client) Session(id string) (*lifecycle.Record, error) {
-	resp, err := c.call(request{Op: OpSession, Session: id})
+func (c *Client) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
+	resp, err := c.call(ctx, request{Op: OpSession, Session: id})
 	return resp.Record, err
 }
 
-func (c *Client) Loaded(id string, l lifecycle.Loaded) error {
-	_, err := c.call(request{Op: OpLoaded, Session: id, Loaded: &l})
+func (c *Client) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
+	_, err := c.call(ctx, request{Op: OpLoaded, Session: id, Loaded: &l})
 	return err
 }
 
-func (c *Client) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
-	resp, err := c.call(request{Op: OpPaused, Session: id, Pause: &p})
+func (c *Client) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+	resp, err := c.call(ctx, request{Op: OpPaused, Session: id, Pause: &p})
 	return resp.Record, err
 }
 
-func (c *Client) TornDown(id string, failure error, at time.Time) (*lifecycle.Record, error) {
+func (c *Client) TornDown(ctx context.Context, id string, failure error, at time.Time) (*lifecycle.Record, error) {
 	req := request{Op: OpTornDown, Session: id, At: at}
 	if failure != nil {
 		req.Failure = failure.Error()
@@ -493,7 +498,7 @@ func (c *Client) TornDown(id string, failure error, at time.Time) (*lifecycle.Re
 			req.Failure = "teardown failed"
 		}
 	}
-	resp, err := c.call(req)
+	resp, err := c.call(ctx, req)
 	return resp.Record, err
 }
 
@@ -505,7 +510,7 @@ func (c *Client) TornDown(id string, failure error, at time.Time) (*lifecycle.Re
 // an append failed, the next Write, Close, and every later report or
 // persisted write of the run fail with that failure: the store applies no
 // report after a transcript line it lost.
-func (c *Client) Transcript(id string) (io.WriteCloser, error) {
+func (c *Client) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
 	return &transcript{c: c, id: id}, nil
 }
 
@@ -513,7 +518,7 @@ func (c *Client) Transcript(id string) (io.WriteCloser, error) {
 // messages toward the client (acp.Carrier), which the server sends on: its
 // appends go on after one failed, since the server still sends their
 // messages on without storing them. Only Close tells of the failure.
-func (c *Client) CarriedTranscript(id string) (io.WriteCloser, error) {
+func (c *Client) CarriedTranscript(ctx context.Context, id string) (io.WriteCloser, error) {
 	return &transcript{c: c, id: id, carried: true}, nil
 }
 
@@ -608,30 +613,30 @@ func (t *transcript) Close() error {
 
 func (c *Client) Persisted() lifecycle.Persisted { return persisted{c} }
 
-func (c *Client) PersistedIDs(id string) ([]string, error) {
-	resp, err := c.call(request{Op: OpIDs, Session: id})
+func (c *Client) PersistedIDs(ctx context.Context, id string) ([]string, error) {
+	resp, err := c.call(ctx, request{Op: OpIDs, Session: id})
 	return resp.IDs, err
 }
 
-func (c *Client) PersistedPlug(id, plugID string) (string, bool, error) {
-	resp, err := c.call(request{Op: OpPlug, Session: id, PlugID: plugID})
+func (c *Client) PersistedPlug(ctx context.Context, id, plugID string) (string, bool, error) {
+	resp, err := c.call(ctx, request{Op: OpPlug, Session: id, PlugID: plugID})
 	return resp.Name, resp.OK, err
 }
 
 type persisted struct{ c *Client }
 
-func (p persisted) Get(_ context.Context, id, plugID string) ([]byte, bool, error) {
-	resp, err := p.c.call(request{Op: OpGet, Session: id, PlugID: plugID})
+func (p persisted) Get(ctx context.Context, id, plugID string) ([]byte, bool, error) {
+	resp, err := p.c.call(ctx, request{Op: OpGet, Session: id, PlugID: plugID})
 	return resp.Data, resp.OK, err
 }
 
 // Set returns once the server has committed the write.
-func (p persisted) Set(_ context.Context, id, plugID, plugName string, data []byte) error {
-	_, err := p.c.call(request{Op: OpSet, Session: id, PlugID: plugID, PlugName: plugName, Data: data})
+func (p persisted) Set(ctx context.Context, id, plugID, plugName string, data []byte) error {
+	_, err := p.c.call(ctx, request{Op: OpSet, Session: id, PlugID: plugID, PlugName: plugName, Data: data})
 	return err
 }
 
-func (p persisted) Delete(_ context.Context, id, plugID string) error {
-	_, err := p.c.call(request{Op: OpDelete, Session: id, PlugID: plugID})
+func (p persisted) Delete(ctx context.Context, id, plugID string) error {
+	_, err := p.c.call(ctx, request{Op: OpDelete, Session: id, PlugID: plugID})
 	return err
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -24,7 +24,7 @@ import (
 func pair(t *testing.T, store lifecycle.RunStore, id string, failed *error) *Client {
 	t.Helper()
 	a, b := net.Pipe()
-	srv := &Server{Store: store, Session: id, MayWrite: func() error { return *failed }}
+	srv := &Server{Store: store, Session: id, MayWrite: func(context.Context) error { return *failed }}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), b) }()
 	t.Cleanup(func() {
@@ -36,15 +36,15 @@ func pair(t *testing.T, store lifecycle.RunStore, id string, failed *error) *Cli
 	return NewClient(a)
 }
 
-func newStore(t *testing.T) (*engine.Store, string) {
+func newStore(t *testing.T) (*filestore.Store, string) {
 	t.Helper()
-	store, err := engine.OpenStore(t.TempDir())
+	store, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := store.NewSessionID()
 	now := time.Now()
-	if err := store.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Active, Created: now, Updated: now, Runs: 1}); err != nil {
+	if err := store.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Active, Created: now, Updated: now, Runs: 1}); err != nil {
 		t.Fatal(err)
 	}
 	return store, id
@@ -58,7 +58,7 @@ func TestL7_RunStoreOverAConnection(t *testing.T) {
 	var failed error
 	c := pair(t, store, id, &failed)
 	ctx := context.Background()
-	if err := c.Loaded(id, lifecycle.Loaded{Resumable: true, OrphanedState: []string{"old"}}); err != nil {
+	if err := c.Loaded(ctx, id, lifecycle.Loaded{Resumable: true, OrphanedState: []string{"old"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Persisted().Set(ctx, id, "p1", "counter", []byte(`{"n":1}`)); err != nil {
@@ -74,21 +74,21 @@ func TestL7_RunStoreOverAConnection(t *testing.T) {
 	if _, ok, err := c.Persisted().Get(ctx, id, "none"); err != nil || ok {
 		t.Fatalf("get of nothing: %v %v", ok, err)
 	}
-	if name, ok, err := c.PersistedPlug(id, "p1"); err != nil || !ok || name != "counter" {
+	if name, ok, err := c.PersistedPlug(ctx, id, "p1"); err != nil || !ok || name != "counter" {
 		t.Fatalf("plug %q %v %v", name, ok, err)
 	}
-	if ids, err := c.PersistedIDs(id); err != nil || len(ids) != 1 || ids[0] != "p1" {
+	if ids, err := c.PersistedIDs(ctx, id); err != nil || len(ids) != 1 || ids[0] != "p1" {
 		t.Fatalf("ids %v %v", ids, err)
 	}
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(ctx, id)
 	if _, err := io.WriteString(w, "{\"a\":1}\n"); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
+	rec, err := c.Paused(ctx, id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
 	if err != nil || rec.State != lifecycle.Paused || !rec.Resumable {
 		t.Fatalf("paused: %+v %v", rec, err)
 	}
-	r, err := store.ReadTranscript(id)
+	r, err := store.ReadTranscript(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestL3_FailedRunCannotWrite(t *testing.T) {
 	if _, ok, _ := store.Persisted().Get(ctx, id, "p1"); ok {
 		t.Fatal("a failed run's write landed")
 	}
-	if _, err := c.Session(id); err != nil {
+	if _, err := c.Session(ctx, id); err != nil {
 		t.Fatalf("read: %v", err)
 	}
 }
@@ -123,12 +123,12 @@ func TestRunStoreRefusesOtherSessions(t *testing.T) {
 	store, id := newStore(t)
 	var failed error
 	c := pair(t, store, id, &failed)
-	if _, err := c.Session("othersession1"); err == nil || !strings.Contains(err.Error(), "this run is of session "+id) {
+	if _, err := c.Session(t.Context(), "othersession1"); err == nil || !strings.Contains(err.Error(), "this run is of session "+id) {
 		t.Fatalf("other session: %v", err)
 	}
 	store2, _ := newStore(t)
 	c2 := pair(t, store2, "missing00001", &failed)
-	if _, err := c2.Session("missing00001"); !errors.Is(err, lifecycle.ErrNotFound) {
+	if _, err := c2.Session(t.Context(), "missing00001"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Fatalf("missing session: %v, want ErrNotFound", err)
 	}
 }
@@ -139,10 +139,10 @@ func TestRunStoreBrokenConnection(t *testing.T) {
 	a, b := net.Pipe()
 	b.Close()
 	c := NewClient(a)
-	if _, err := c.Session("x"); err == nil {
+	if _, err := c.Session(t.Context(), "x"); err == nil {
 		t.Fatal("no error on a closed connection")
 	}
-	if err := c.Loaded("x", lifecycle.Loaded{}); err == nil {
+	if err := c.Loaded(t.Context(), "x", lifecycle.Loaded{}); err == nil {
 		t.Fatal("no error after the connection broke")
 	}
 }
@@ -153,7 +153,7 @@ func TestRunStoreBrokenConnection(t *testing.T) {
 func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
 	store, id := newStore(t)
 	s := newRawStream(t, &Server{Store: store, Session: id})
-	if _, err := store.UpdateSession(id, func(r *lifecycle.Record) error { r.State = lifecycle.TearingDown; return nil }); err != nil {
+	if _, err := store.UpdateSession(t.Context(), id, func(r *lifecycle.Record) error { r.State = lifecycle.TearingDown; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	torn := request{ID: 1, Op: OpTornDown, Session: id, Failure: "rm: busy", At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -170,14 +170,14 @@ func TestL7_DuplicateReportAppliedOnce(t *testing.T) {
 			t.Fatalf("the append: %+v", resp)
 		}
 	}
-	rec, err := store.Session(id)
+	rec, err := store.Session(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rec.Teardown.Attempts != 1 {
 		t.Fatalf("teardown attempts %d, want 1", rec.Teardown.Attempts)
 	}
-	r, err := store.ReadTranscript(id)
+	r, err := store.ReadTranscript(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,14 +241,14 @@ func newGatedStore(t *testing.T) (*gatedStore, string) {
 	return &gatedStore{RunStore: store, entered: make(chan struct{}, 16), gate: make(chan struct{}), log: make(chan string, 16)}, id
 }
 
-func (g *gatedStore) Transcript(id string) (io.WriteCloser, error) {
-	w, err := g.RunStore.Transcript(id)
+func (g *gatedStore) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	w, err := g.RunStore.Transcript(ctx, id)
 	return gatedWriter{w, g}, err
 }
 
-func (g *gatedStore) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+func (g *gatedStore) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
 	g.log <- "paused"
-	return g.RunStore.Paused(id, p)
+	return g.RunStore.Paused(ctx, id, p)
 }
 
 type gatedWriter struct {
@@ -286,7 +286,7 @@ func socketPair(t *testing.T) (net.Conn, net.Conn) {
 // are refused once store.refuse is set.
 func gatedPair(t *testing.T, store *gatedStore, id string) *Client {
 	t.Helper()
-	c := served(t, &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func() error {
+	c := served(t, &Server{Store: store, Session: id, Forward: store.forward, MayWrite: func(context.Context) error {
 		if store.refuse.Load() {
 			return errors.New("run 1 of the session was failed: its runner is gone")
 		}
@@ -356,7 +356,7 @@ func sent(t *testing.T, w io.Writer, line string) error {
 func TestTranscriptWritesDoNotWaitForTheCommit(t *testing.T) {
 	store, id := newGatedStore(t)
 	c := gatedPair(t, store, id)
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	if err := sent(t, w, "{\"a\":1}\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestL7_AppendsQueuedDuringACommitAreCommittedTogether(t *testing.T) {
 	store.forward = forward
 	c := gatedPair(t, store, id)
 	t.Cleanup(func() { close(forward.release) }) // before gatedPair's: a server held goes on and ends
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	for _, line := range []string{"1", "2", "3", "4", "5"} {
 		if err := sent(t, w, line+"\n"); err != nil {
 			t.Fatal(err)
@@ -405,7 +405,7 @@ func TestL7_AppendsQueuedDuringACommitAreCommittedTogether(t *testing.T) {
 	}
 	paused := make(chan error, 1)
 	go func() {
-		_, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
+		_, err := c.Paused(t.Context(), id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
 		paused <- err
 	}()
 	var got []string
@@ -451,7 +451,7 @@ func TestLargeAnswerWhileAppendingDoesNotDeadlock(t *testing.T) {
 	if err := c.Persisted().Set(ctx, id, "p1", "big", value); err != nil {
 		t.Fatal(err)
 	}
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(ctx, id)
 	lines := []byte(strings.Repeat("x", 1<<20-1) + "\n")
 	const rounds = 16
 	appended := make(chan error, 1)
@@ -493,8 +493,8 @@ func TestLargeAnswerWhileAppendingDoesNotDeadlock(t *testing.T) {
 // brokenTranscript is a store whose transcript writes fail.
 type brokenTranscript struct{ lifecycle.RunStore }
 
-func (s brokenTranscript) Transcript(id string) (io.WriteCloser, error) {
-	w, err := s.RunStore.Transcript(id)
+func (s brokenTranscript) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(ctx, id)
 	return failingWriter{w}, err
 }
 
@@ -510,13 +510,13 @@ func TestReportAfterAFailedAppendIsRefused(t *testing.T) {
 	store, id := newStore(t)
 	var failed error
 	c := pair(t, brokenTranscript{store}, id, &failed)
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	if _, err := io.WriteString(w, "{\"a\":1}\n"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.Paused(id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
+	_, err := c.Paused(t.Context(), id, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1})
 	testsupport.WantErr(t, err, "disk full")
-	rec, err := store.Session(id)
+	rec, err := store.Session(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,8 +530,8 @@ func TestReportAfterAFailedAppendIsRefused(t *testing.T) {
 // closeFailing is a store whose transcripts fail to close.
 type closeFailing struct{ lifecycle.RunStore }
 
-func (s closeFailing) Transcript(id string) (io.WriteCloser, error) {
-	w, err := s.RunStore.Transcript(id)
+func (s closeFailing) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+	w, err := s.RunStore.Transcript(ctx, id)
 	return failingCloser{w}, err
 }
 
@@ -550,7 +550,7 @@ func TestATranscriptThatFailsToCloseIsReported(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), b) }()
 	c := NewClient(a)
-	w, _ := c.Transcript(id)
+	w, _ := c.Transcript(t.Context(), id)
 	if _, err := io.WriteString(w, `{"a":1}`); err != nil {
 		t.Fatal(err)
 	}

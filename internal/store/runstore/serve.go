@@ -31,7 +31,7 @@ type Server struct {
 	Run int
 	// MayWrite, when set, says whether the run may still write: a run the
 	// control plane has failed may not (its late writes are refused).
-	MayWrite func() error
+	MayWrite func(context.Context) error
 	// Forward, when set, receives the lines of the run's appends, whose
 	// records carry its messages toward the client (runner protocol 4,
 	// acp.Carrier), as each append is read and before it is committed;
@@ -117,7 +117,7 @@ func (s *Server) Serve(ctx context.Context, rw io.ReadWriter) error {
 		s.seed = maphash.MakeSeed()
 	}
 	r, w := bufio.NewReaderSize(rw, 64<<10), bufio.NewWriterSize(rw, 64<<10)
-	c := s.startCommitter(w)
+	c := s.startCommitter(ctx, w)
 	defer c.stop()
 	var prev uint64       // the number of the last call of this stream
 	accepted := s.applied // the number of the last call applied or given to c
@@ -197,7 +197,7 @@ func (s *Server) serveCall(ctx context.Context, r *bufio.Reader, w *bufio.Writer
 	var resps []response
 	switch {
 	case req.Op == OpAppend && req.Session == s.Session:
-		resps = s.appendBatch(batch)
+		resps = s.appendBatch(ctx, batch)
 	case s.lost != nil && req.Op.writes():
 		resps = answers(batch, s.lost)
 	default:
@@ -415,19 +415,19 @@ func setError(resp *response, err error) {
 // appends are forwarded first, as Serve forwards those it reads in order,
 // whatever comes of their commit: the run goes on without its transcript
 // once an append failed (s.lost).
-func (s *Server) appendBatch(batch []*request) []response {
+func (s *Server) appendBatch(ctx context.Context, batch []*request) []response {
 	var err error
 	if s.MayWrite != nil {
-		err = s.MayWrite()
+		err = s.MayWrite(ctx)
 	}
 	if err == nil && s.lost == nil {
-		err = s.openTranscript()
+		err = s.openTranscript(ctx)
 	}
 	rest := batch
 	if rest[0].ID <= s.doubt {
 		// When the store cannot tell, none is taken as committed: a
 		// message is rather forwarded twice than lost.
-		done, derr := s.appendedBefore()
+		done, derr := s.appendedBefore(ctx)
 		err = cmp.Or(err, derr)
 		for len(rest) > 0 && rest[0].ID <= done {
 			rest = rest[1:]
@@ -493,7 +493,7 @@ func (s *Server) carry(req *request) {
 // appendedBefore is the number of the last call of the run whose lines
 // the transcript holds, as the store keeps it; 0 for a store that keeps no
 // call numbers.
-func (s *Server) appendedBefore() (uint64, error) {
+func (s *Server) appendedBefore(ctx context.Context) (uint64, error) {
 	if s.appendedRead {
 		return s.appended, nil
 	}
@@ -501,7 +501,7 @@ func (s *Server) appendedBefore() (uint64, error) {
 	if !ok {
 		return 0, nil
 	}
-	n, err := calls.TranscriptCall(s.Session, s.Run)
+	n, err := calls.TranscriptCall(ctx, s.Session, s.Run)
 	if err != nil {
 		return 0, fmt.Errorf("store: which appends of run %d the transcript holds: %w", s.Run, err)
 	}
@@ -560,12 +560,12 @@ func answers(batch []*request, err error) []response {
 	return resps
 }
 
-func (s *Server) openTranscript() error {
+func (s *Server) openTranscript(ctx context.Context) error {
 	if s.transcript != nil {
 		return nil
 	}
 	var err error
-	s.transcript, err = s.Store.Transcript(s.Session)
+	s.transcript, err = s.Store.Transcript(ctx, s.Session)
 	return err
 }
 
@@ -574,33 +574,33 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 		return fmt.Errorf("session %s: this run is of session %s", req.Session, s.Session)
 	}
 	if req.Op.writes() && s.MayWrite != nil {
-		if err := s.MayWrite(); err != nil {
+		if err := s.MayWrite(ctx); err != nil {
 			return err
 		}
 	}
 	var err error
 	switch req.Op {
 	case OpSession:
-		resp.Record, err = s.Store.Session(s.Session)
+		resp.Record, err = s.Store.Session(ctx, s.Session)
 	case OpLoaded:
 		if req.Loaded == nil {
 			return errors.New("loaded: no report")
 		}
-		err = s.Store.Loaded(s.Session, *req.Loaded)
+		err = s.Store.Loaded(ctx, s.Session, *req.Loaded)
 	case OpPaused:
 		if req.Pause == nil {
 			return errors.New("paused: no pause")
 		}
 		if req.ID <= s.doubt {
-			if rec, done, err := s.reported(func(h *lifecycle.RunRecord) bool { return h.Pause != nil }); err != nil || done {
+			if rec, done, err := s.reported(ctx, func(h *lifecycle.RunRecord) bool { return h.Pause != nil }); err != nil || done {
 				resp.Record = rec
 				return err
 			}
 		}
-		resp.Record, err = s.Store.Paused(s.Session, *req.Pause)
+		resp.Record, err = s.Store.Paused(ctx, s.Session, *req.Pause)
 	case OpTornDown:
 		if req.ID <= s.doubt {
-			if rec, done, err := s.reported(func(h *lifecycle.RunRecord) bool { return h.Teardown != nil }); err != nil || done {
+			if rec, done, err := s.reported(ctx, func(h *lifecycle.RunRecord) bool { return h.Teardown != nil }); err != nil || done {
 				resp.Record = rec
 				return err
 			}
@@ -609,7 +609,7 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 		if req.Failure != "" {
 			failure = errors.New(req.Failure)
 		}
-		resp.Record, err = s.Store.TornDown(s.Session, failure, req.At)
+		resp.Record, err = s.Store.TornDown(ctx, s.Session, failure, req.At)
 	case OpGet:
 		resp.Data, resp.OK, err = s.Store.Persisted().Get(ctx, s.Session, req.PlugID)
 	case OpSet:
@@ -617,9 +617,9 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 	case OpDelete:
 		err = s.Store.Persisted().Delete(ctx, s.Session, req.PlugID)
 	case OpIDs:
-		resp.IDs, err = s.Store.PersistedIDs(s.Session)
+		resp.IDs, err = s.Store.PersistedIDs(ctx, s.Session)
 	case OpPlug:
-		resp.Name, resp.OK, err = s.Store.PersistedPlug(s.Session, req.PlugID)
+		resp.Name, resp.OK, err = s.Store.PersistedPlug(ctx, s.Session, req.PlugID)
 	default:
 		return fmt.Errorf("store: unknown operation %q", req.Op)
 	}
@@ -629,8 +629,8 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 // reported tells a report of the run that a server before this one
 // applied (doubt): the run's history has it (has). Its answer is then the
 // record as it is.
-func (s *Server) reported(has func(*lifecycle.RunRecord) bool) (*lifecycle.Record, bool, error) {
-	rec, err := s.Store.Session(s.Session)
+func (s *Server) reported(ctx context.Context, has func(*lifecycle.RunRecord) bool) (*lifecycle.Record, bool, error) {
+	rec, err := s.Store.Session(ctx, s.Session)
 	if err != nil {
 		return nil, false, err
 	}

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 // Agent is a named agent of the server: the settings of its sessions (L1)
@@ -25,26 +23,13 @@ type Agent struct {
 	Updated time.Time `json:"updated"`
 }
 
-// validName is what agent and runner names may look like: they appear in
-// URLs and commands.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// CheckName refuses a name that is not 1 to 63 lowercase letters, digits
-// or '-', starting with a letter or digit; what says what it names.
-func CheckName(what, name string) error {
-	if !validName.MatchString(name) {
-		return fmt.Errorf("invalid %s name %q: want 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", what, name)
-	}
-	return nil
-}
-
 // normalize checks a's name and fills in and caps its settings
-// (blaise.NormalizeSettings: SESSION_MAX_PAUSED_LIFETIME_MS).
+// (lifecycle.NormalizeSettings: SESSION_MAX_PAUSED_LIFETIME_MS).
 func (a *Agent) normalize() error {
-	if err := CheckName("agent", a.Name); err != nil {
+	if err := lifecycle.CheckName("agent", a.Name); err != nil {
 		return err
 	}
-	s, err := engine.NormalizeSettings(a.Settings)
+	s, err := lifecycle.NormalizeSettings(a.Settings)
 	if err != nil {
 		return fmt.Errorf("agent %s: settings: %w", a.Name, err)
 	}
@@ -54,7 +39,7 @@ func (a *Agent) normalize() error {
 
 // CreateAgent stores a new agent, its settings normalized, and returns it
 // as stored. It fails, wrapping ErrExists, when the name is in use.
-func (s *Store) CreateAgent(a Agent) (*Agent, error) {
+func (s *Store) CreateAgent(ctx context.Context, a Agent) (*Agent, error) {
 	if err := a.normalize(); err != nil {
 		return nil, err
 	}
@@ -64,7 +49,7 @@ func (s *Store) CreateAgent(a Agent) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 	}
-	n, err := affected(s.writer().exec(context.Background(),
+	n, err := affected(s.writer().exec(ctx,
 		"INSERT INTO agents (name, config, settings, created, updated) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING",
 		a.Name, a.Config, string(settings), a.Created.UnixNano(), a.Updated.UnixNano()))
 	if err != nil {
@@ -93,12 +78,12 @@ func scanAgent(row interface{ Scan(...any) error }) (*Agent, error) {
 }
 
 // Agent returns an agent, or an error wrapping ErrNotFound.
-func (s *Store) Agent(name string) (*Agent, error) {
-	return s.agent(context.Background(), s.read, name, "")
+func (s *Store) Agent(ctx context.Context, name string) (*Agent, error) {
+	return s.agent(ctx, s.read, name, "")
 }
 
 func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, error) {
-	if err := CheckName("agent", name); err != nil {
+	if err := lifecycle.CheckName("agent", name); err != nil {
 		return nil, err
 	}
 	a, err := scanAgent(c.row(ctx, "SELECT "+agentColumns+" FROM agents WHERE name = ?"+lock, name))
@@ -112,15 +97,14 @@ func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, e
 }
 
 // Agents returns every agent, sorted by name.
-func (s *Store) Agents() ([]*Agent, error) {
-	return list(s, "agents", "SELECT "+agentColumns+" FROM agents ORDER BY name", scanAgent)
+func (s *Store) Agents(ctx context.Context) ([]*Agent, error) {
+	return list(ctx, s, "agents", "SELECT "+agentColumns+" FROM agents ORDER BY name", scanAgent)
 }
 
 // UpdateAgent changes an agent atomically: f edits it, its settings are
 // normalized again, and an error from either writes nothing. The name
 // cannot change.
-func (s *Store) UpdateAgent(name string, f func(*Agent) error) (*Agent, error) {
-	ctx := context.Background()
+func (s *Store) UpdateAgent(ctx context.Context, name string, f func(*Agent) error) (*Agent, error) {
 	var a *Agent
 	err := s.inTx(ctx, func(c conn) error {
 		var err error
@@ -155,11 +139,11 @@ func (s *Store) UpdateAgent(name string, f func(*Agent) error) (*Agent, error) {
 
 // DeleteAgent removes an agent; its sessions stay. An unknown name is an
 // error wrapping ErrNotFound.
-func (s *Store) DeleteAgent(name string) error {
-	if err := CheckName("agent", name); err != nil {
+func (s *Store) DeleteAgent(ctx context.Context, name string) error {
+	if err := lifecycle.CheckName("agent", name); err != nil {
 		return err
 	}
-	n, err := affected(s.writer().exec(context.Background(), "DELETE FROM agents WHERE name = ?", name))
+	n, err := affected(s.writer().exec(ctx, "DELETE FROM agents WHERE name = ?", name))
 	if err != nil {
 		return fmt.Errorf("agent %s: %s: %w", name, s.where, err)
 	}

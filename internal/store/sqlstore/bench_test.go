@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/store/sessiongen"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
@@ -27,7 +27,7 @@ func BenchmarkStores(b *testing.B) {
 		open func(b *testing.B) lifecycle.Store
 	}{
 		{"file", func(b *testing.B) lifecycle.Store {
-			s, err := engine.OpenStore(b.TempDir())
+			s, err := filestore.OpenStore(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -42,10 +42,10 @@ func BenchmarkStores(b *testing.B) {
 			for b.Loop() {
 				id := "s" + strconv.Itoa(i)
 				i++
-				if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
+				if err := s.CreateSession(b.Context(), &lifecycle.Record{ID: id, State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.UpdateSession(id, func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession(b.Context(), id, func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -53,12 +53,12 @@ func BenchmarkStores(b *testing.B) {
 		b.Run("List1000/"+st.name, func(b *testing.B) {
 			s := st.open(b)
 			for i := range 1000 {
-				if err := s.CreateSession(&lifecycle.Record{ID: "s" + strconv.Itoa(i), State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
+				if err := s.CreateSession(b.Context(), &lifecycle.Record{ID: "s" + strconv.Itoa(i), State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for b.Loop() {
-				if recs, err := s.Sessions(); err != nil || len(recs) != 1000 {
+				if recs, err := s.Sessions(b.Context()); err != nil || len(recs) != 1000 {
 					b.Fatalf("Sessions: %d, %v", len(recs), err)
 				}
 			}
@@ -69,7 +69,7 @@ func BenchmarkStores(b *testing.B) {
 			s := st.open(b)
 			now := time.Now()
 			for _, r := range sessiongen.Records(1000, "a", "gen", now) {
-				if err := s.CreateSession(r); err != nil {
+				if err := s.CreateSession(b.Context(), r); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -81,10 +81,10 @@ func BenchmarkStores(b *testing.B) {
 		})
 		b.Run("TranscriptAppend1MiB/"+st.name, func(b *testing.B) {
 			s := st.open(b)
-			if err := s.CreateSession(&lifecycle.Record{ID: "s", State: lifecycle.Active}); err != nil {
+			if err := s.CreateSession(b.Context(), &lifecycle.Record{ID: "s", State: lifecycle.Active}); err != nil {
 				b.Fatal(err)
 			}
-			w, err := s.Transcript("s")
+			w, err := s.Transcript(b.Context(), "s")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func BenchmarkStores(b *testing.B) {
 		})
 		b.Run("PersistedSet/"+st.name, func(b *testing.B) {
 			s := st.open(b)
-			if err := s.CreateSession(&lifecycle.Record{ID: "s", State: lifecycle.Active}); err != nil {
+			if err := s.CreateSession(b.Context(), &lifecycle.Record{ID: "s", State: lifecycle.Active}); err != nil {
 				b.Fatal(err)
 			}
 			p, value := s.Persisted(), []byte(`{"branch":"blaise/s","path":"/work/trees/s"}`)

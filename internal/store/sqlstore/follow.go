@@ -12,21 +12,20 @@ import (
 // follows a transcript as it grows asks for what is new. One run writes a
 // session's transcript at a time, one chunk after the other, so no chunk
 // numbered below the last one read commits later.
-func (s *Store) TranscriptAfter(id string, after int64) (lines []byte, last int64, err error) {
+func (s *Store) TranscriptAfter(ctx context.Context, id string, after int64) (lines []byte, last int64, err error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, after, err
 	}
-	if err := s.exists(id); err != nil {
+	if err := s.exists(ctx, id); err != nil {
 		return nil, after, fmt.Errorf("transcript: %w", err)
 	}
-	ctx := context.Background()
 	if err := s.read.row(ctx, "SELECT COALESCE(MAX(seq), ?) FROM transcript_chunks WHERE session_id = ?", after, id).Scan(&last); err != nil {
 		return nil, after, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
 	}
 	if last == after {
 		return nil, after, nil
 	}
-	r, err := s.readChunks(id, after, last)
+	r, err := s.readChunks(ctx, id, after, last)
 	if err != nil {
 		return nil, after, err
 	}

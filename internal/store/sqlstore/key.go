@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/sealed"
 )
 
@@ -32,5 +31,5 @@ func LoadKey(path, env string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("no store key: set $%s or name a key file", env)
 	}
-	return engine.LoadKeyFile(path)
+	return sealed.LoadKeyFile(path)
 }

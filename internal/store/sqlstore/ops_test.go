@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/store/sealed"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
@@ -30,7 +30,7 @@ func TestReadPoolIsBoundedAndShrinksAfterABurst(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 200 {
 			wg.Go(func() {
-				if _, err := s.Session("s1"); err != nil {
+				if _, err := s.Session(t.Context(), "s1"); err != nil {
 					t.Error(err)
 				}
 			})
@@ -113,18 +113,18 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 		if _, err := old.writer().exec(ctx, "INSERT INTO transcript_chunks (session_id, lines) VALUES (?, ?)", "s1", packed.Bytes()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := old.CreateAgent(Agent{Name: "a", Config: "/w/blaise.star"}); err != nil {
+		if _, err := old.CreateAgent(ctx, Agent{Name: "a", Config: "/w/blaise.star"}); err != nil {
 			t.Fatal(err)
 		}
-		reg, err := old.MintRegistration(time.Hour)
+		reg, err := old.MintRegistration(ctx, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cred, _, err := old.Register(reg.Token, "r1")
+		cred, _, err := old.Register(ctx, reg.Token, "r1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		tok, _, err := old.MintAPIToken("alice")
+		tok, _, err := old.MintAPIToken(ctx, "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 		if err := s.Ready(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Session("s1"); err != nil || got.AgentName != "a" || got.State != lifecycle.Paused {
+		if got, err := s.Session(ctx, "s1"); err != nil || got.AgentName != "a" || got.State != lifecycle.Paused {
 			t.Errorf("session: %+v, %v", got, err)
 		}
 		// The columns added since are filled for it: a list by state finds it.
@@ -147,16 +147,16 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 		if got := storetest.ReadTranscript(t, s, "s1"); got != "{\"line\":1}\n" {
 			t.Errorf("transcript %q", got)
 		}
-		if a, err := s.Agent("a"); err != nil || a.Config != "/w/blaise.star" {
+		if a, err := s.Agent(ctx, "a"); err != nil || a.Config != "/w/blaise.star" {
 			t.Errorf("agent: %+v, %v", a, err)
 		}
-		if r, err := s.RunnerByCredential(cred); err != nil || r.Name != "r1" {
+		if r, err := s.RunnerByCredential(ctx, cred); err != nil || r.Name != "r1" {
 			t.Errorf("runner: %+v, %v", r, err)
 		}
-		if regs, err := s.Registrations(); err != nil || len(regs) != 1 {
+		if regs, err := s.Registrations(ctx); err != nil || len(regs) != 1 {
 			t.Errorf("registrations: %v, %v", regs, err)
 		}
-		if a, err := s.APIToken(tok); err != nil || a.Name != "alice" {
+		if a, err := s.APIToken(ctx, tok); err != nil || a.Name != "alice" {
 			t.Errorf("API token: %+v, %v", a, err)
 		}
 	})
@@ -166,10 +166,9 @@ func TestUpgradeFromTheFirstSchemaKeepsEveryTable(t *testing.T) {
 // directory with the key, is a store with the same sessions, their
 // decrypted state and their transcripts.
 func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
 	key := newKey()
-	s, err := Open(ctx, filepath.Join(dir, "blaise.db"), key, filepath.Join(dir, "transcripts"))
+	s, err := Open(t.Context(), filepath.Join(dir, "blaise.db"), key, filepath.Join(dir, "transcripts"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +186,7 @@ func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 				return
 			default:
 			}
-			w, err := s.Transcript("s1")
+			w, err := s.Transcript(t.Context(), "s1")
 			if err != nil {
 				t.Error(err)
 				return
@@ -197,7 +196,7 @@ func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 		}
 	}()
 	file := filepath.Join(t.TempDir(), "backup.tar")
-	err = s.Backup(ctx, file)
+	err = s.Backup(t.Context(), file)
 	close(stop)
 	<-writing
 	if err != nil {
@@ -206,7 +205,7 @@ func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 
 	fresh := t.TempDir()
 	extract(t, file, fresh)
-	r, err := Open(ctx, filepath.Join(fresh, BackupDB), key, filepath.Join(fresh, BackupTranscripts))
+	r, err := Open(t.Context(), filepath.Join(fresh, BackupDB), key, filepath.Join(fresh, BackupTranscripts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +221,12 @@ func TestBackupRestoresIntoAFreshDataDirectory(t *testing.T) {
 		}
 	}
 	// Another key does not open the state.
-	other, err := Open(ctx, filepath.Join(fresh, BackupDB), newKey(), filepath.Join(fresh, BackupTranscripts))
+	other, err := Open(t.Context(), filepath.Join(fresh, BackupDB), newKey(), filepath.Join(fresh, BackupTranscripts))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, _, err := other.Persisted().Get(ctx, "s1", "wt"); err == nil {
+	if _, _, err := other.Persisted().Get(t.Context(), "s1", "wt"); err == nil {
 		t.Error("the state opened with another key")
 	}
 }
@@ -275,7 +274,6 @@ func extract(t *testing.T, file, dir string) {
 // transcripts beside, and the same key: the same sessions, state and
 // transcripts.
 func TestPgDumpAndRestoreKeepTheStore(t *testing.T) {
-	ctx := context.Background()
 	dsn := databases[1].dsn(t)
 	key := newKey()
 	s := open(t, dsn, key)
@@ -296,7 +294,7 @@ func TestPgDumpAndRestoreKeepTheStore(t *testing.T) {
 	}
 	transcriptDirs.Store(target, copied)
 	r := open(t, target, key)
-	if err := r.Ready(ctx); err != nil {
+	if err := r.Ready(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	holdsWhatFillWrote(t, r)
@@ -312,7 +310,7 @@ func fill(t *testing.T, s *Store) {
 	if err := s.Persisted().Set(context.Background(), "s1", "wt", "blaise:worktree", []byte(`"secret"`)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.Transcript("s1")
+	w, err := s.Transcript(t.Context(), "s1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +322,7 @@ func fill(t *testing.T, s *Store) {
 // transcript is checked by the caller: a backup may hold more).
 func holdsWhatFillWrote(t *testing.T, r *Store) {
 	t.Helper()
-	if rec, err := r.Session("s1"); err != nil || rec.Config != "/w/blaise.star" {
+	if rec, err := r.Session(t.Context(), "s1"); err != nil || rec.Config != "/w/blaise.star" {
 		t.Errorf("session: %+v, %v", rec, err)
 	}
 	if v, ok, err := r.Persisted().Get(context.Background(), "s1", "wt"); err != nil || !ok || string(v) != `"secret"` {

@@ -92,11 +92,11 @@ func (p persisted) Delete(ctx context.Context, sessionID, plugID string) error {
 
 // PersistedIDs returns the ids of the plugs with persisted state in a
 // session, sorted.
-func (s *Store) PersistedIDs(sessionID string) ([]string, error) {
+func (s *Store) PersistedIDs(ctx context.Context, sessionID string) ([]string, error) {
 	if err := checkSessionID(sessionID); err != nil {
 		return nil, err
 	}
-	rows, err := s.read.rows(context.Background(), "SELECT plug_id FROM persisted WHERE session_id = ? ORDER BY plug_id", sessionID)
+	rows, err := s.read.rows(ctx, "SELECT plug_id FROM persisted WHERE session_id = ? ORDER BY plug_id", sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("persisted state of session %s: %s: %w", sessionID, s.where, err)
 	}
@@ -117,11 +117,11 @@ func (s *Store) PersistedIDs(sessionID string) ([]string, error) {
 
 // PersistedPlug returns the name of the plug that stored a plug id's
 // persisted state in a session; ok is false when there is no such state.
-func (s *Store) PersistedPlug(sessionID, plugID string) (name string, ok bool, err error) {
+func (s *Store) PersistedPlug(ctx context.Context, sessionID, plugID string) (name string, ok bool, err error) {
 	if err := checkIDs(sessionID, plugID); err != nil {
 		return "", false, err
 	}
-	err = s.read.row(context.Background(), "SELECT plug_name FROM persisted WHERE session_id = ? AND plug_id = ?", sessionID, plugID).Scan(&name)
+	err = s.read.row(ctx, "SELECT plug_name FROM persisted WHERE session_id = ? AND plug_id = ?", sessionID, plugID).Scan(&name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -132,11 +132,11 @@ func (s *Store) PersistedPlug(sessionID, plugID string) (name string, ok bool, e
 }
 
 // DeletePersisted removes all of a session's persisted state.
-func (s *Store) DeletePersisted(sessionID string) error {
+func (s *Store) DeletePersisted(ctx context.Context, sessionID string) error {
 	if err := checkSessionID(sessionID); err != nil {
 		return err
 	}
-	return s.deletePersisted(context.Background(), s.writer(), sessionID)
+	return s.deletePersisted(ctx, s.writer(), sessionID)
 }
 
 func (s *Store) deletePersisted(ctx context.Context, c conn, sessionID string) error {

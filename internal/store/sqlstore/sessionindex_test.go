@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// A sweep reads the records of the sessions due and no other: a record at
-// rest that is not due, even one that no longer decodes, costs it nothing
-// (L2, L6: what is due is found through the due and state indexes).
-func TestSweepReadsOnlyTheRecordsDue(t *testing.T) {
+// What is due is found through the due and state indexes, without reading
+// the records at rest that are not due: one that no longer decodes costs a
+// sweep nothing (L2, L6; the engine's sweep reads only what DueSessions
+// names, TestSweepReadsOnlyTheRecordsTheStoreFindsDue).
+func TestDueSessionsReadNoRecordThatIsNotDue(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := open(t, dsn, newKey())
@@ -25,16 +25,12 @@ func TestSweepReadsOnlyTheRecordsDue(t *testing.T) {
 			{ID: "ended", State: lifecycle.Ended, Created: now},
 			{ID: "paused", State: lifecycle.Paused, Created: now, PausedAt: now, ExpiresAt: now.Add(time.Hour)},
 		} {
-			if err := s.CreateSession(r); err != nil {
+			if err := s.CreateSession(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.writer().exec(ctx, "UPDATE sessions SET record = ? WHERE id = ?", `{"id": "`+r.ID+`", "runs": `, r.ID); err != nil {
 				t.Fatal(err)
 			}
-		}
-		e := &engine.Engine{Store: s}
-		if err := e.Sweep(ctx); err != nil {
-			t.Errorf("Sweep read a record that is not due: %v", err)
 		}
 		ids, next, err := s.DueSessions(ctx, now)
 		if len(ids) != 0 || !next.Equal(now.Add(time.Hour).Truncate(time.Nanosecond)) || err != nil {
@@ -52,11 +48,11 @@ func TestRowsWrittenBeforeTheIndexAreIndexedAtOpen(t *testing.T) {
 		s := open(t, dsn, key)
 		now := time.Now().UTC()
 		rec := &lifecycle.Record{ID: "old", AgentName: "a", Owner: "ann", Runner: "r1", Title: "fix the build", State: lifecycle.Paused, Created: now, ExpiresAt: now.Add(-time.Minute)}
-		if err := s.CreateSession(rec); err != nil {
+		if err := s.CreateSession(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 		corrupt := &lifecycle.Record{ID: "corrupt", State: lifecycle.Ended, Created: now}
-		if err := s.CreateSession(corrupt); err != nil {
+		if err := s.CreateSession(ctx, corrupt); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.writer().exec(ctx, "UPDATE sessions SET due = NULL, owner = '', runner = '', title = ''"); err != nil {
@@ -101,7 +97,7 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 				rec.State = lifecycle.Paused
 				paused = append([]string{rec.ID}, paused...)
 			}
-			if err := s.CreateSession(rec); err != nil {
+			if err := s.CreateSession(ctx, rec); err != nil {
 				t.Fatal(err)
 			}
 			newestFirst = append([]string{rec.ID}, newestFirst...)

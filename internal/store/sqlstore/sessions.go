@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
 func checkSessionID(id string) error { return lifecycle.CheckID("session id", id) }
@@ -24,11 +23,11 @@ func (s *Store) NewSessionID() string { return lifecycle.NewID() }
 
 // CreateSession stores a new session. Created (and Updated) are set to now
 // when zero. It fails, wrapping ErrExists, when the id is in use.
-func (s *Store) CreateSession(rec *lifecycle.Record) error {
+func (s *Store) CreateSession(ctx context.Context, rec *lifecycle.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
-	return s.createSession(context.Background(), s.writer(), rec)
+	return s.createSession(ctx, s.writer(), rec)
 }
 
 // CreateSessions stores many new sessions in one transaction, as
@@ -75,11 +74,11 @@ func (s *Store) createSession(ctx context.Context, c conn, rec *lifecycle.Record
 
 // Session returns a session's record, or an error wrapping
 // session.ErrNotFound.
-func (s *Store) Session(id string) (*lifecycle.Record, error) {
+func (s *Store) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
-	return s.readSession(context.Background(), s.read, id, "")
+	return s.readSession(ctx, s.read, id, "")
 }
 
 // readSession reads and decodes a session's record; lock is appended to
@@ -113,8 +112,8 @@ func decodeRecord(id, data string) (*lifecycle.Record, error) {
 // (FOR UPDATE on PostgreSQL; SQLite's one writer): it reads the record,
 // calls f, sets Updated and writes the record. An error from f writes
 // nothing. f must not call the Store.
-func (s *Store) UpdateSession(id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
-	return s.updateSession(context.Background(), id, f, nil)
+func (s *Store) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
+	return s.updateSession(ctx, id, f, nil)
 }
 
 // updateSession is UpdateSession, with after run in the same transaction
@@ -251,15 +250,14 @@ func (s *Store) DueSessions(ctx context.Context, now time.Time) (ids []string, n
 // Sessions returns every session, sorted by Created, then ID. Records that
 // cannot be decoded do not hide the others: they are returned with a
 // *blaise.BrokenError naming each broken one, as the file store does.
-func (s *Store) Sessions() ([]*lifecycle.Record, error) {
-	ctx := context.Background()
+func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 	rows, err := s.read.rows(ctx, "SELECT id, record FROM sessions ORDER BY created, id")
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing sessions: %w", s.where, err)
 	}
 	defer rows.Close()
 	var recs []*lifecycle.Record
-	var broken engine.BrokenError
+	var broken lifecycle.BrokenError
 	for rows.Next() {
 		var id, data string
 		if err := rows.Scan(&id, &data); err != nil {
@@ -267,7 +265,7 @@ func (s *Store) Sessions() ([]*lifecycle.Record, error) {
 		}
 		rec, err := decodeRecord(id, data)
 		if err != nil {
-			broken.Records = append(broken.Records, engine.BrokenRecord{ID: id, Err: err})
+			broken.Records = append(broken.Records, lifecycle.BrokenRecord{ID: id, Err: err})
 			continue
 		}
 		recs = append(recs, rec)
@@ -284,12 +282,12 @@ func (s *Store) Sessions() ([]*lifecycle.Record, error) {
 // CurrentRun returns the number of a session's latest run and its state:
 // the server fences a run's writes with it (a run the server has failed or
 // replaced writes no more).
-func (s *Store) CurrentRun(id string) (run int, state lifecycle.State, err error) {
+func (s *Store) CurrentRun(ctx context.Context, id string) (run int, state lifecycle.State, err error) {
 	if err := checkSessionID(id); err != nil {
 		return 0, "", err
 	}
 	var st string
-	err = s.read.row(context.Background(), "SELECT runs, state FROM sessions WHERE id = ?", id).Scan(&run, &st)
+	err = s.read.row(ctx, "SELECT runs, state FROM sessions WHERE id = ?", id).Scan(&run, &st)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, "", notFound(id)
 	}
@@ -303,35 +301,37 @@ func (s *Store) CurrentRun(id string) (run int, state lifecycle.State, err error
 // state and transcript's chunks (the schema's cascade), then its
 // transcript's file; a file left by a failure is removed at a later
 // start's first append.
-func (s *Store) Discard(id string) error {
+func (s *Store) Discard(ctx context.Context, id string) error {
 	if err := checkSessionID(id); err != nil {
 		return err
 	}
-	if _, err := s.writer().exec(context.Background(), "DELETE FROM sessions WHERE id = ?", id); err != nil {
+	if _, err := s.writer().exec(ctx, "DELETE FROM sessions WHERE id = ?", id); err != nil {
 		return fmt.Errorf("session %s: removing it: %s: %w", id, s.where, err)
 	}
 	return s.removeTranscript(id)
 }
 
 // Loaded records a run's first report (session.RecordLoaded).
-func (s *Store) Loaded(id string, l lifecycle.Loaded) error { return lifecycle.RecordLoaded(s, id, l) }
+func (s *Store) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
+	return lifecycle.RecordLoaded(ctx, s, id, l)
+}
 
 // Paused records a reported pause (session.RecordPaused).
-func (s *Store) Paused(id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
-	return lifecycle.RecordPaused(s, id, p)
+func (s *Store) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+	return lifecycle.RecordPaused(ctx, s, id, p)
 }
 
 // TornDown records a teardown's outcome: the session ends and, in the same
 // transaction, its persisted state goes; or a retry is due (L2).
-func (s *Store) TornDown(id string, failure error, at time.Time) (*lifecycle.Record, error) {
-	return s.updateSession(context.Background(), id, func(r *lifecycle.Record) error {
+func (s *Store) TornDown(ctx context.Context, id string, failure error, at time.Time) (*lifecycle.Record, error) {
+	return s.updateSession(ctx, id, func(r *lifecycle.Record) error {
 		lifecycle.ApplyTeardown(r, failure, at)
 		return nil
 	}, func(c conn, r *lifecycle.Record) error {
 		if r.State != lifecycle.Ended {
 			return nil
 		}
-		return s.deletePersisted(context.Background(), c, id)
+		return s.deletePersisted(ctx, c, id)
 	})
 }
 
@@ -409,7 +409,7 @@ func (s *Store) ListSessions(ctx context.Context, q ListQuery) (ListPage, error)
 	}
 	defer rows.Close()
 	var page ListPage
-	var broken engine.BrokenError
+	var broken lifecycle.BrokenError
 	n := 0
 	for rows.Next() {
 		var id, data string
@@ -424,7 +424,7 @@ func (s *Store) ListSessions(ctx context.Context, q ListQuery) (ListPage, error)
 		page.Next = fmt.Sprintf("%d.%s", created, id)
 		rec, err := decodeRecord(id, data)
 		if err != nil {
-			broken.Records = append(broken.Records, engine.BrokenRecord{ID: id, Err: err})
+			broken.Records = append(broken.Records, lifecycle.BrokenRecord{ID: id, Err: err})
 			continue
 		}
 		page.Sessions = append(page.Sessions, rec)

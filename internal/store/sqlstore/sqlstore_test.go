@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -130,15 +129,15 @@ func TestCorruptRecordNamesTheSession(t *testing.T) {
 		s.writer().exec(ctx, "UPDATE sessions SET record = ? WHERE id = ?", `{"id": "bad", "runs": `, "bad")
 		s.writer().exec(ctx, "UPDATE sessions SET record = ? WHERE id = ?", `{"id": "good"}`, "moved")
 
-		_, err := s.Session("bad")
+		_, err := s.Session(ctx, "bad")
 		testsupport.WantErr(t, err, "session bad: its stored record is corrupt: unexpected end of JSON input")
-		_, err = s.UpdateSession("bad", func(*lifecycle.Record) error { return nil })
+		_, err = s.UpdateSession(ctx, "bad", func(*lifecycle.Record) error { return nil })
 		testsupport.WantErr(t, err, "session bad", "corrupt")
-		_, err = s.Session("moved")
+		_, err = s.Session(ctx, "moved")
 		testsupport.WantErr(t, err, "session moved", `record of session "good"`)
 
-		recs, err := s.Sessions()
-		var broken *engine.BrokenError
+		recs, err := s.Sessions(ctx)
+		var broken *lifecycle.BrokenError
 		if !errors.As(err, &broken) || len(broken.Records) != 2 {
 			t.Fatalf("Sessions: %v, want a *blaise.BrokenError naming 2 records", err)
 		}
@@ -168,7 +167,7 @@ func TestMigrationsForwardOnly(t *testing.T) {
 		}
 		storetest.Create(t, s, "kept")
 		again := open(t, dsn, newKey()) // applies nothing twice
-		if _, err := again.Session("kept"); err != nil {
+		if _, err := again.Session(ctx, "kept"); err != nil {
 			t.Fatal(err)
 		}
 
@@ -193,7 +192,7 @@ func TestSQLiteWritesNeverBusy(t *testing.T) {
 		s := []*Store{a, b}[i%2]
 		wg.Go(func() {
 			for j := range each {
-				if _, err := s.UpdateSession("counted", func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession(t.Context(), "counted", func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -205,7 +204,7 @@ func TestSQLiteWritesNeverBusy(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if rec, err := a.Session("counted"); err != nil || rec.Runs != goroutines*each {
+	if rec, err := a.Session(t.Context(), "counted"); err != nil || rec.Runs != goroutines*each {
 		t.Errorf("Runs = %v, %v; want %d", rec, err, goroutines*each)
 	}
 }
@@ -230,7 +229,6 @@ func TestSQLiteFilesPrivate(t *testing.T) {
 // TestOpenRefusesBadInput: bad input to Open says what was expected and
 // where.
 func TestOpenRefusesBadInput(t *testing.T) {
-	ctx := context.Background()
 	for dsn, want := range map[string]string{
 		"":                    "want a file path, sqlite:PATH or postgres://",
 		"mysql://h/db":        "want a file path, sqlite:PATH or postgres://",
@@ -238,26 +236,26 @@ func TestOpenRefusesBadInput(t *testing.T) {
 		"/tmp/x.db?mode=ro":   "without '?'",
 		"postgres://u:pw@%zz": "database URL",
 	} {
-		_, err := Open(ctx, dsn, newKey(), t.TempDir())
+		_, err := Open(t.Context(), dsn, newKey(), t.TempDir())
 		testsupport.WantErr(t, err, want)
 		if strings.Contains(err.Error(), "pw") {
 			t.Errorf("the error shows the password: %v", err)
 		}
 	}
 	// A server that is not there: named, without the password.
-	_, err := Open(ctx, "postgres://u:secret-pw@/db?host="+t.TempDir(), newKey(), t.TempDir())
+	_, err := Open(t.Context(), "postgres://u:secret-pw@/db?host="+t.TempDir(), newKey(), t.TempDir())
 	testsupport.WantErr(t, err, "database postgres://u:xxxxx@/db")
 	if strings.Contains(err.Error(), "secret-pw") {
 		t.Errorf("the error shows the password: %v", err)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
-	_, err = Open(ctx, filepath.Join(missing, "x.db"), newKey(), t.TempDir())
+	_, err = Open(t.Context(), filepath.Join(missing, "x.db"), newKey(), t.TempDir())
 	testsupport.WantErr(t, err, "SQLite database "+missing, "stat "+missing+": no such file or directory")
 	path := filepath.Join(t.TempDir(), "x.db")
 	if s := open(t, "sqlite:"+path, newKey()); s.String() != "SQLite database "+path {
 		t.Errorf("String() = %q", s)
 	}
-	_, err = Open(ctx, filepath.Join(t.TempDir(), "x.db"), []byte("short"), t.TempDir())
+	_, err = Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), []byte("short"), t.TempDir())
 	testsupport.WantErr(t, err, "store key", "holds 5 bytes, want 32")
 }
 
@@ -267,16 +265,16 @@ func TestCurrentRunFencesWritesByRunNumber(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
-		if _, err := s.UpdateSession("s", func(r *lifecycle.Record) error { r.Runs = 3; r.State = lifecycle.Paused; return nil }); err != nil {
+		if _, err := s.UpdateSession(t.Context(), "s", func(r *lifecycle.Record) error { r.Runs = 3; r.State = lifecycle.Paused; return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if run, state, err := s.CurrentRun("s"); run != 3 || state != lifecycle.Paused || err != nil {
+		if run, state, err := s.CurrentRun(t.Context(), "s"); run != 3 || state != lifecycle.Paused || err != nil {
 			t.Errorf("CurrentRun = %d, %s, %v", run, state, err)
 		}
-		if _, _, err := s.CurrentRun("nope"); !errors.Is(err, lifecycle.ErrNotFound) {
+		if _, _, err := s.CurrentRun(t.Context(), "nope"); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Errorf("CurrentRun of an unknown session: %v", err)
 		}
-		if _, err := s.Transcript("nope"); !errors.Is(err, lifecycle.ErrNotFound) {
+		if _, err := s.Transcript(t.Context(), "nope"); !errors.Is(err, lifecycle.ErrNotFound) {
 			t.Errorf("Transcript of an unknown session: %v", err)
 		}
 	})
@@ -330,7 +328,7 @@ func TestL1_AgentSettingsNormalized(t *testing.T) {
 	t.Setenv("SESSION_MAX_PAUSED_LIFETIME_MS", "7200000") // 2 h
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
-		a, err := s.CreateAgent(Agent{Name: "claude", Config: "agents/claude/blaise.star",
+		a, err := s.CreateAgent(t.Context(), Agent{Name: "claude", Config: "agents/claude/blaise.star",
 			Settings: lifecycle.Settings{PausedLifetime: 48 * time.Hour}})
 		if err != nil {
 			t.Fatal(err)
@@ -340,51 +338,51 @@ func TestL1_AgentSettingsNormalized(t *testing.T) {
 		if a.Settings != want {
 			t.Errorf("settings %+v, want %+v", a.Settings, want)
 		}
-		got, err := s.Agent("claude")
+		got, err := s.Agent(t.Context(), "claude")
 		if err != nil || got.Settings != want || got.Config != a.Config || !got.Created.Equal(a.Created) {
 			t.Errorf("Agent = %+v, %v; want %+v", got, err, a)
 		}
 
-		_, err = s.CreateAgent(Agent{Name: "claude"})
+		_, err = s.CreateAgent(t.Context(), Agent{Name: "claude"})
 		if !errors.Is(err, ErrExists) {
 			t.Errorf("a duplicate: %v", err)
 		}
 		for _, name := range []string{"", "Claude", "-x", "a_b", strings.Repeat("a", 64)} {
-			_, err := s.CreateAgent(Agent{Name: name})
+			_, err := s.CreateAgent(t.Context(), Agent{Name: name})
 			testsupport.WantErr(t, err, "invalid agent name")
 		}
-		_, err = s.CreateAgent(Agent{Name: "bad", Settings: lifecycle.Settings{IdlePolicy: "sleep"}})
+		_, err = s.CreateAgent(t.Context(), Agent{Name: "bad", Settings: lifecycle.Settings{IdlePolicy: "sleep"}})
 		testsupport.WantErr(t, err, "agent bad", "idle policy: want pause or end")
-		if _, err := s.Agent("bad"); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Agent(t.Context(), "bad"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("a refused agent was stored: %v", err)
 		}
 
-		_, err = s.UpdateAgent("claude", func(a *Agent) error { a.Settings.IdlePolicy = "sleep"; return nil })
+		_, err = s.UpdateAgent(t.Context(), "claude", func(a *Agent) error { a.Settings.IdlePolicy = "sleep"; return nil })
 		testsupport.WantErr(t, err, "idle policy")
-		u, err := s.UpdateAgent("claude", func(a *Agent) error { a.Settings.IdlePolicy = lifecycle.PolicyEnd; return nil })
+		u, err := s.UpdateAgent(t.Context(), "claude", func(a *Agent) error { a.Settings.IdlePolicy = lifecycle.PolicyEnd; return nil })
 		if err != nil || u.Settings.IdlePolicy != lifecycle.PolicyEnd {
 			t.Fatalf("UpdateAgent = %+v, %v", u, err)
 		}
-		if got, _ := s.Agent("claude"); got.Settings.IdlePolicy != lifecycle.PolicyEnd || got.Settings.PausedLifetime != 2*time.Hour {
+		if got, _ := s.Agent(t.Context(), "claude"); got.Settings.IdlePolicy != lifecycle.PolicyEnd || got.Settings.PausedLifetime != 2*time.Hour {
 			t.Errorf("after updates: %+v", got.Settings)
 		}
-		_, err = s.UpdateAgent("claude", func(a *Agent) error { a.Name = "other"; return nil })
+		_, err = s.UpdateAgent(t.Context(), "claude", func(a *Agent) error { a.Name = "other"; return nil })
 		testsupport.WantErr(t, err, "may not change the name")
 
-		if _, err := s.CreateAgent(Agent{Name: "b-2"}); err != nil {
+		if _, err := s.CreateAgent(t.Context(), Agent{Name: "b-2"}); err != nil {
 			t.Fatal(err)
 		}
-		all, err := s.Agents()
+		all, err := s.Agents(t.Context())
 		if err != nil || len(all) != 2 || all[0].Name != "b-2" || all[1].Name != "claude" {
 			t.Errorf("Agents = %v, %v", all, err)
 		}
-		if err := s.DeleteAgent("b-2"); err != nil {
+		if err := s.DeleteAgent(t.Context(), "b-2"); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeleteAgent("b-2"); !errors.Is(err, ErrNotFound) {
+		if err := s.DeleteAgent(t.Context(), "b-2"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("deleting again: %v", err)
 		}
-		if _, err := s.UpdateAgent("b-2", func(*Agent) error { return nil }); !errors.Is(err, ErrNotFound) {
+		if _, err := s.UpdateAgent(t.Context(), "b-2", func(*Agent) error { return nil }); !errors.Is(err, ErrNotFound) {
 			t.Errorf("updating a deleted agent: %v", err)
 		}
 	})
@@ -398,7 +396,7 @@ func TestRegistrationTokenExchangedOnce(t *testing.T) {
 		s := open(t, dsn, newKey())
 		clock := lifecycle.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		s.Clock = clock
-		reg, err := s.MintRegistration(time.Hour)
+		reg, err := s.MintRegistration(t.Context(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -416,7 +414,7 @@ func TestRegistrationTokenExchangedOnce(t *testing.T) {
 		errs := make([]error, racers)
 		var wg sync.WaitGroup
 		for i := range racers {
-			wg.Go(func() { creds[i], _, errs[i] = s.Register(reg.Token, "runner-1") })
+			wg.Go(func() { creds[i], _, errs[i] = s.Register(t.Context(), reg.Token, "runner-1") })
 		}
 		wg.Wait()
 		var cred string
@@ -433,51 +431,51 @@ func TestRegistrationTokenExchangedOnce(t *testing.T) {
 		if !strings.HasPrefix(cred, RunnerPrefix) {
 			t.Fatalf("credential %q", cred)
 		}
-		_, _, err = s.Register(reg.Token, "runner-2")
+		_, _, err = s.Register(t.Context(), reg.Token, "runner-2")
 		testsupport.WantErr(t, err, "already used", "runner")
 
 		clock.Advance(time.Minute)
-		r, err := s.RunnerByCredential(cred)
+		r, err := s.RunnerByCredential(t.Context(), cred)
 		if err != nil || r.Name != "runner-1" || !r.LastSeen.Equal(clock.Now()) {
 			t.Fatalf("RunnerByCredential = %+v, %v", r, err)
 		}
-		if _, err := s.RunnerByCredential(RunnerPrefix + strings.Repeat("A", 43)); !errors.Is(err, ErrBadToken) {
+		if _, err := s.RunnerByCredential(t.Context(), RunnerPrefix+strings.Repeat("A", 43)); !errors.Is(err, ErrBadToken) {
 			t.Errorf("an unknown credential: %v", err)
 		}
-		if _, err := s.RunnerByCredential(reg.Token); !errors.Is(err, ErrBadToken) {
+		if _, err := s.RunnerByCredential(t.Context(), reg.Token); !errors.Is(err, ErrBadToken) {
 			t.Errorf("a registration token as a credential: %v", err)
 		}
-		if err := s.RevokeRunner(r.ID); err != nil {
+		if err := s.RevokeRunner(t.Context(), r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RevokeRunner(r.ID); err != nil {
+		if err := s.RevokeRunner(t.Context(), r.ID); err != nil {
 			t.Errorf("revoking again: %v", err)
 		}
-		_, err = s.RunnerByCredential(cred)
+		_, err = s.RunnerByCredential(t.Context(), cred)
 		testsupport.WantErr(t, err, "unknown or revoked")
-		if err := s.RevokeRunner("nope"); !errors.Is(err, ErrNotFound) {
+		if err := s.RevokeRunner(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("revoking an unknown runner: %v", err)
 		}
-		runners, err := s.Runners()
+		runners, err := s.Runners(t.Context())
 		if err != nil || len(runners) != 1 || runners[0].Revoked.IsZero() {
 			t.Errorf("Runners = %+v, %v", runners, err)
 		}
 
-		late, err := s.MintRegistration(time.Hour)
+		late, err := s.MintRegistration(t.Context(), time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Hour)
-		_, _, err = s.Register(late.Token, "runner-3")
+		_, _, err = s.Register(t.Context(), late.Token, "runner-3")
 		testsupport.WantErr(t, err, "expired at", "mint another")
-		_, _, err = s.Register(RegistrationPrefix+strings.Repeat("A", 43), "runner-3")
+		_, _, err = s.Register(t.Context(), RegistrationPrefix+strings.Repeat("A", 43), "runner-3")
 		testsupport.WantErr(t, err, "no such token")
-		_, _, err = s.Register(late.Token, "Runner 3")
+		_, _, err = s.Register(t.Context(), late.Token, "Runner 3")
 		testsupport.WantErr(t, err, "invalid runner name")
-		if _, err := s.MintRegistration(0); err == nil {
+		if _, err := s.MintRegistration(t.Context(), 0); err == nil {
 			t.Error("a token of no lifetime was minted")
 		}
-		regs, err := s.Registrations()
+		regs, err := s.Registrations(t.Context())
 		if err != nil || len(regs) != 2 || regs[0].ID != reg.ID || regs[0].RunnerID != r.ID || regs[0].Used.IsZero() ||
 			!regs[1].Used.IsZero() || regs[1].Token != "" {
 			t.Errorf("Registrations = %+v, %v", regs, err)
@@ -489,29 +487,29 @@ func TestRegistrationTokenExchangedOnce(t *testing.T) {
 func TestAPITokensRevocable(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
-		tok, id, err := s.MintAPIToken("editor of ada")
+		tok, id, err := s.MintAPIToken(t.Context(), "editor of ada")
 		if err != nil || !strings.HasPrefix(tok, APIPrefix) {
 			t.Fatalf("MintAPIToken = %q, %v", tok, err)
 		}
-		if got, err := s.APIToken(tok); err != nil || got.ID != id || got.Name != "editor of ada" || got.LastUsed.IsZero() {
+		if got, err := s.APIToken(t.Context(), tok); err != nil || got.ID != id || got.Name != "editor of ada" || got.LastUsed.IsZero() {
 			t.Fatalf("APIToken = %+v, %v", got, err)
 		}
-		if _, err := s.APIToken(tok[:len(tok)-1]); !errors.Is(err, ErrBadToken) {
+		if _, err := s.APIToken(t.Context(), tok[:len(tok)-1]); !errors.Is(err, ErrBadToken) {
 			t.Errorf("a truncated token: %v", err)
 		}
-		if err := s.RevokeAPIToken(id); err != nil {
+		if err := s.RevokeAPIToken(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.APIToken(tok); !errors.Is(err, ErrBadToken) {
+		if _, err := s.APIToken(t.Context(), tok); !errors.Is(err, ErrBadToken) {
 			t.Errorf("a revoked token: %v", err)
 		}
-		if err := s.RevokeAPIToken("nope"); !errors.Is(err, ErrNotFound) {
+		if err := s.RevokeAPIToken(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("revoking an unknown token: %v", err)
 		}
-		if _, _, err := s.MintAPIToken(" "); err == nil {
+		if _, _, err := s.MintAPIToken(t.Context(), " "); err == nil {
 			t.Error("a token without a name was minted")
 		}
-		all, err := s.APITokens()
+		all, err := s.APITokens(t.Context())
 		if err != nil || len(all) != 1 || all[0].Revoked.IsZero() {
 			t.Errorf("APITokens = %+v, %v", all, err)
 		}
@@ -526,25 +524,25 @@ func TestRevokedRegistrationTokenRegistersNoRunner(t *testing.T) {
 		s := open(t, dsn, newKey())
 		clock := lifecycle.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		s.Clock = clock
-		unused, _ := s.MintRegistration(time.Hour)
-		used, _ := s.MintRegistration(time.Hour)
-		if _, _, err := s.Register(used.Token, "r1"); err != nil {
+		unused, _ := s.MintRegistration(t.Context(), time.Hour)
+		used, _ := s.MintRegistration(t.Context(), time.Hour)
+		if _, _, err := s.Register(t.Context(), used.Token, "r1"); err != nil {
 			t.Fatal(err)
 		}
 		clock.Advance(time.Minute)
 		for _, id := range []string{unused.ID, used.ID} {
-			if err := s.RevokeRegistration(id); err != nil {
+			if err := s.RevokeRegistration(t.Context(), id); err != nil {
 				t.Fatalf("revoking %s: %v", id, err)
 			}
 		}
-		_, _, err := s.Register(unused.Token, "r2")
+		_, _, err := s.Register(t.Context(), unused.Token, "r2")
 		testsupport.WantErr(t, err, "expired at 2026-01-02T03:05:05Z")
-		regs, _ := s.Registrations()
+		regs, _ := s.Registrations(t.Context())
 		i := slices.IndexFunc(regs, func(r *Registration) bool { return r.ID == used.ID })
 		if i < 0 || !regs[i].Expires.Equal(used.Expires) || regs[i].Used.IsZero() {
 			t.Errorf("the used token after a revocation: %+v", regs)
 		}
-		if err := s.RevokeRegistration("nope"); !errors.Is(err, ErrNotFound) {
+		if err := s.RevokeRegistration(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("revoking an unknown token: %v", err)
 		}
 	})

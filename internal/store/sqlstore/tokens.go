@@ -66,13 +66,13 @@ type Registration struct {
 
 // MintRegistration mints a registration token that one runner may
 // exchange, once, for its credential before ttl has passed.
-func (s *Store) MintRegistration(ttl time.Duration) (*Registration, error) {
+func (s *Store) MintRegistration(ctx context.Context, ttl time.Duration) (*Registration, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("registration token: want a positive lifetime, got %s", ttl)
 	}
 	now := s.now()
 	r := &Registration{ID: lifecycle.NewID(), Token: newToken(RegistrationPrefix), Created: now, Expires: now.Add(ttl)}
-	if _, err := s.writer().exec(context.Background(), "INSERT INTO registration_tokens (id, hash, created, expires) VALUES (?, ?, ?, ?)",
+	if _, err := s.writer().exec(ctx, "INSERT INTO registration_tokens (id, hash, created, expires) VALUES (?, ?, ?, ?)",
 		r.ID, hashToken(r.Token), now.UnixNano(), r.Expires.UnixNano()); err != nil {
 		return nil, fmt.Errorf("registration token: %s: %w", s.where, err)
 	}
@@ -81,8 +81,8 @@ func (s *Store) MintRegistration(ttl time.Duration) (*Registration, error) {
 
 // Registrations returns every registration token, used and expired ones
 // included, oldest first.
-func (s *Store) Registrations() ([]*Registration, error) {
-	return list(s, "registration tokens", "SELECT id, created, expires, used, runner_id FROM registration_tokens ORDER BY created, id",
+func (s *Store) Registrations(ctx context.Context) ([]*Registration, error) {
+	return list(ctx, s, "registration tokens", "SELECT id, created, expires, used, runner_id FROM registration_tokens ORDER BY created, id",
 		func(row interface{ Scan(...any) error }) (*Registration, error) {
 			var r Registration
 			var created, expires, used int64
@@ -97,9 +97,9 @@ func (s *Store) Registrations() ([]*Registration, error) {
 // RevokeRegistration makes an unused registration token expire now: no
 // runner can register with it any more. One already used or expired is
 // no error. An unknown id is an error wrapping ErrNotFound.
-func (s *Store) RevokeRegistration(id string) error {
+func (s *Store) RevokeRegistration(ctx context.Context, id string) error {
 	now := s.now().UnixNano()
-	n, err := affected(s.writer().exec(context.Background(),
+	n, err := affected(s.writer().exec(ctx,
 		"UPDATE registration_tokens SET expires = CASE WHEN used = 0 AND expires > ? THEN ? ELSE expires END WHERE id = ?", now, now, id))
 	if err != nil {
 		return fmt.Errorf("registration token %s: %s: %w", id, s.where, err)
@@ -122,14 +122,13 @@ type Runner struct {
 // Register exchanges a registration token, once, for a runner credential
 // of a new runner named name. The credential is returned in clear only
 // here; the store keeps its hash.
-func (s *Store) Register(regToken, name string) (cred, runnerID string, err error) {
-	if err := CheckName("runner", name); err != nil {
+func (s *Store) Register(ctx context.Context, regToken, name string) (cred, runnerID string, err error) {
+	if err := lifecycle.CheckName("runner", name); err != nil {
 		return "", "", err
 	}
 	if err := checkToken("registration token", RegistrationPrefix, regToken); err != nil {
 		return "", "", err
 	}
-	ctx := context.Background()
 	now := s.now()
 	cred, runnerID = newToken(RunnerPrefix), lifecycle.NewID()
 	err = s.inTx(ctx, func(c conn) error {
@@ -184,11 +183,11 @@ func scanRunner(row interface{ Scan(...any) error }) (*Runner, error) {
 // RunnerByCredential returns the runner a credential belongs to, and
 // records that it was seen now. A revoked or unknown credential is an
 // error wrapping ErrBadToken.
-func (s *Store) RunnerByCredential(cred string) (*Runner, error) {
+func (s *Store) RunnerByCredential(ctx context.Context, cred string) (*Runner, error) {
 	if err := checkToken("runner credential", RunnerPrefix, cred); err != nil {
 		return nil, err
 	}
-	r, err := scanRunner(s.writer().row(context.Background(),
+	r, err := scanRunner(s.writer().row(ctx,
 		"UPDATE runners SET last_seen = ? WHERE cred_hash = ? AND revoked = 0 RETURNING "+runnerColumns, s.now().UnixNano(), hashToken(cred)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("runner credential: %w: unknown or revoked; register the runner again", ErrBadToken)
@@ -210,14 +209,14 @@ func (s *Store) RunnerSeen(ctx context.Context, id string) error {
 
 // Runners returns every registered runner, revoked ones included, by name
 // then id.
-func (s *Store) Runners() ([]*Runner, error) {
-	return list(s, "runners", "SELECT "+runnerColumns+" FROM runners ORDER BY name, id", scanRunner)
+func (s *Store) Runners(ctx context.Context) ([]*Runner, error) {
+	return list(ctx, s, "runners", "SELECT "+runnerColumns+" FROM runners ORDER BY name, id", scanRunner)
 }
 
 // RevokeRunner revokes a runner's credential; revoking it again is no
 // error. An unknown id is an error wrapping ErrNotFound.
-func (s *Store) RevokeRunner(id string) error {
-	return s.revoke("runner", "runners", id)
+func (s *Store) RevokeRunner(ctx context.Context, id string) error {
+	return s.revoke(ctx, "runner", "runners", id)
 }
 
 // APIToken is a client's API token, as stored (without the token).
@@ -231,12 +230,12 @@ type APIToken struct {
 
 // MintAPIToken mints an API token for a client named name; the token is
 // returned in clear only here.
-func (s *Store) MintAPIToken(name string) (tok, id string, err error) {
+func (s *Store) MintAPIToken(ctx context.Context, name string) (tok, id string, err error) {
 	if strings.TrimSpace(name) == "" {
 		return "", "", errors.New("API token: want a name that says whose it is")
 	}
 	tok, id = newToken(APIPrefix), lifecycle.NewID()
-	if _, err := s.writer().exec(context.Background(), "INSERT INTO api_tokens (id, name, hash, created) VALUES (?, ?, ?, ?)",
+	if _, err := s.writer().exec(ctx, "INSERT INTO api_tokens (id, name, hash, created) VALUES (?, ?, ?, ?)",
 		id, name, hashToken(tok), s.now().UnixNano()); err != nil {
 		return "", "", fmt.Errorf("API token %q: %s: %w", name, s.where, err)
 	}
@@ -257,11 +256,11 @@ func scanAPIToken(row interface{ Scan(...any) error }) (*APIToken, error) {
 
 // APIToken returns the API token tok is, recording its use. A revoked or
 // unknown token is an error wrapping ErrBadToken.
-func (s *Store) APIToken(tok string) (*APIToken, error) {
+func (s *Store) APIToken(ctx context.Context, tok string) (*APIToken, error) {
 	if err := checkToken("API token", APIPrefix, tok); err != nil {
 		return nil, err
 	}
-	t, err := scanAPIToken(s.writer().row(context.Background(),
+	t, err := scanAPIToken(s.writer().row(ctx,
 		"UPDATE api_tokens SET last_used = ? WHERE hash = ? AND revoked = 0 RETURNING "+apiTokenColumns, s.now().UnixNano(), hashToken(tok)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("API token: %w: unknown or revoked", ErrBadToken)
@@ -274,20 +273,20 @@ func (s *Store) APIToken(tok string) (*APIToken, error) {
 
 // APITokens returns every API token, revoked ones included, by name then
 // id.
-func (s *Store) APITokens() ([]*APIToken, error) {
-	return list(s, "API tokens", "SELECT "+apiTokenColumns+" FROM api_tokens ORDER BY name, id", scanAPIToken)
+func (s *Store) APITokens(ctx context.Context) ([]*APIToken, error) {
+	return list(ctx, s, "API tokens", "SELECT "+apiTokenColumns+" FROM api_tokens ORDER BY name, id", scanAPIToken)
 }
 
 // RevokeAPIToken revokes an API token; revoking it again is no error. An
 // unknown id is an error wrapping ErrNotFound.
-func (s *Store) RevokeAPIToken(id string) error {
-	return s.revoke("API token", "api_tokens", id)
+func (s *Store) RevokeAPIToken(ctx context.Context, id string) error {
+	return s.revoke(ctx, "API token", "api_tokens", id)
 }
 
 // revoke marks the row id of table revoked, keeping the first revocation's
 // time.
-func (s *Store) revoke(what, table, id string) error {
-	n, err := affected(s.writer().exec(context.Background(),
+func (s *Store) revoke(ctx context.Context, what, table, id string) error {
+	n, err := affected(s.writer().exec(ctx,
 		"UPDATE "+table+" SET revoked = CASE WHEN revoked = 0 THEN ? ELSE revoked END WHERE id = ?", s.now().UnixNano(), id))
 	if err != nil {
 		return fmt.Errorf("%s %s: %s: %w", what, id, s.where, err)
@@ -299,8 +298,8 @@ func (s *Store) revoke(what, table, id string) error {
 }
 
 // list runs a query whose rows scan reads.
-func list[T any](s *Store, what, query string, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
-	rows, err := s.read.rows(context.Background(), query)
+func list[T any](ctx context.Context, s *Store, what, query string, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+	rows, err := s.read.rows(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing %s: %w", s.where, what, err)
 	}

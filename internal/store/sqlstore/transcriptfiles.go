@@ -67,7 +67,7 @@ func (t *transcriptFiles) path(id string) string {
 // sessions discarded while their file could not be removed), before the
 // store's first append; t.mu is held. A store that only reads (the
 // tokens commands) never does: the directory is the appending server's.
-func (s *Store) lockTranscripts() error {
+func (s *Store) lockTranscripts(ctx context.Context) error {
 	t := &s.transcripts
 	switch {
 	case t.closed:
@@ -94,7 +94,7 @@ func (s *Store) lockTranscripts() error {
 			return fmt.Errorf("another store appends to it (it holds %s): a database has one server", lock.Path())
 		}
 		t.lock = lock
-		s.removeOrphans()
+		s.removeOrphans(ctx)
 		return nil
 	}()
 	if err != nil {
@@ -106,13 +106,13 @@ func (s *Store) lockTranscripts() error {
 // removeOrphans removes the files of sessions the database does not
 // hold. It is a cleanup: a file it cannot remove, or a database it cannot
 // read, is left for the next start.
-func (s *Store) removeOrphans() {
+func (s *Store) removeOrphans(ctx context.Context) {
 	entries, err := os.ReadDir(s.transcripts.dir)
 	if err != nil {
 		return
 	}
 	known := map[string]bool{}
-	rows, err := s.read.rows(context.Background(), "SELECT id FROM sessions")
+	rows, err := s.read.rows(ctx, "SELECT id FROM sessions")
 	if err != nil {
 		return
 	}
@@ -148,10 +148,10 @@ func syncDir(dir string) error {
 // shares the one open; release gives it back. The file is opened under
 // its own lock, not the registry's: the session's other writers wait for
 // it in append, and other sessions' writers do not wait at all.
-func (s *Store) acquire(id string) (*sessionFile, error) {
+func (s *Store) acquire(ctx context.Context, id string) (*sessionFile, error) {
 	t := &s.transcripts
 	t.mu.Lock()
-	if err := s.lockTranscripts(); err != nil {
+	if err := s.lockTranscripts(ctx); err != nil {
 		t.mu.Unlock()
 		return nil, fmt.Errorf("session %s: transcript: %w", id, err)
 	}
@@ -180,7 +180,7 @@ func (s *Store) acquire(id string) (*sessionFile, error) {
 	t.mu.Unlock()
 	defer sf.mu.Unlock()
 	err := func() error {
-		end, err := s.committedEnd(id)
+		end, err := s.committedEnd(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -240,9 +240,9 @@ func openTranscriptFile(path string, end int64) (*os.File, error) {
 
 // committedEnd is where the committed rows of session id's transcript end
 // in its file.
-func (s *Store) committedEnd(id string) (int64, error) {
+func (s *Store) committedEnd(ctx context.Context, id string) (int64, error) {
 	var end int64
-	err := s.read.row(context.Background(), "SELECT COALESCE(MAX(file_offset + file_size), 0) FROM transcript_chunks WHERE session_id = ? AND file_offset >= 0", id).Scan(&end)
+	err := s.read.row(ctx, "SELECT COALESCE(MAX(file_offset + file_size), 0) FROM transcript_chunks WHERE session_id = ? AND file_offset >= 0", id).Scan(&end)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", s.where, err)
 	}
@@ -293,7 +293,7 @@ func (s *Store) forget(sf *sessionFile) {
 // and commits their row, with the run and call they are of. A failure
 // cuts what it wrote, unless the rows say that it committed after all:
 // the session's writers go on after the committed lines.
-func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) error {
+func (s *Store) append(ctx context.Context, sf *sessionFile, lines []byte, run int, call uint64) error {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.err != nil {
@@ -308,7 +308,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 			return err
 		}
 		inserting = true
-		_, err := s.writer().exec(context.Background(), "INSERT INTO transcript_chunks (session_id, lines, run, last_call, file_offset, file_size) VALUES (?, ?, ?, ?, ?, ?)",
+		_, err := s.writer().exec(ctx, "INSERT INTO transcript_chunks (session_id, lines, run, last_call, file_offset, file_size) VALUES (?, ?, ?, ?, ?, ?)",
 			sf.id, []byte{}, run, int64(call), sf.end, len(lines))
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.where, err)
@@ -324,7 +324,7 @@ func (s *Store) append(sf *sessionFile, lines []byte, run int, call uint64) erro
 	if inserting {
 		// A commit may fail to say that it went through (a connection
 		// lost at the commit): the rows tell.
-		switch end, qerr := s.committedEnd(sf.id); {
+		switch end, qerr := s.committedEnd(ctx, sf.id); {
 		case qerr == nil && end == sf.end+int64(len(lines)):
 			sf.end = end
 			return nil

@@ -18,21 +18,21 @@ import (
 // Write (JSONL) are appended to the session's file, and their chunk is
 // committed, once their newline is written; Close stores a last line
 // without one.
-func (s *Store) Transcript(id string) (io.WriteCloser, error) {
+func (s *Store) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
-	if err := s.exists(id); err != nil {
+	if err := s.exists(ctx, id); err != nil {
 		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	return &transcript{s: s, id: id}, nil
+	return &transcript{s: s, ctx: context.WithoutCancel(ctx), id: id}, nil
 }
 
 // exists returns an error wrapping session.ErrNotFound for a session the
 // store does not hold.
-func (s *Store) exists(id string) error {
+func (s *Store) exists(ctx context.Context, id string) error {
 	var one int
-	err := s.read.row(context.Background(), "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
+	err := s.read.row(ctx, "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return notFound(id)
 	}
@@ -48,7 +48,10 @@ var (
 )
 
 type transcript struct {
-	s      *Store
+	s *Store
+	// ctx is the opener's, without its end: the lines written before a run
+	// ends are committed all the same, as its Close stores the last one.
+	ctx    context.Context
 	id     string
 	file   *sessionFile // opened at the first lines written
 	rest   []byte       // a line not ended yet
@@ -65,12 +68,12 @@ func (t *transcript) Call(run int, call uint64) { t.run, t.call = run, call }
 
 // TranscriptCall is the number of the last call of run whose lines the
 // session's transcript holds; 0 if none.
-func (s *Store) TranscriptCall(id string, run int) (uint64, error) {
+func (s *Store) TranscriptCall(ctx context.Context, id string, run int) (uint64, error) {
 	if err := checkSessionID(id); err != nil {
 		return 0, err
 	}
 	var call int64
-	err := s.read.row(context.Background(), "SELECT COALESCE(MAX(last_call), 0) FROM transcript_chunks WHERE session_id = ? AND run = ?", id, run).Scan(&call)
+	err := s.read.row(ctx, "SELECT COALESCE(MAX(last_call), 0) FROM transcript_chunks WHERE session_id = ? AND run = ?", id, run).Scan(&call)
 	if err != nil {
 		return 0, fmt.Errorf("session %s: transcript: the last call of run %d: %s: %w", id, run, s.where, err)
 	}
@@ -105,13 +108,13 @@ func (t *transcript) Write(p []byte) (int, error) {
 // and commits their chunk.
 func (t *transcript) store(lines []byte) error {
 	if t.file == nil {
-		sf, err := t.s.acquire(t.id)
+		sf, err := t.s.acquire(t.ctx, t.id)
 		if err != nil {
 			return err
 		}
 		t.file = sf
 	}
-	return t.s.append(t.file, lines, t.run, t.call)
+	return t.s.append(t.ctx, t.file, lines, t.run, t.call)
 }
 
 // Close stores what is left of a last line without a newline.
@@ -133,20 +136,20 @@ func (t *transcript) Close() error {
 
 // ReadTranscript returns a session's transcript: its lines in the order
 // they were written, each ended by a newline.
-func (s *Store) ReadTranscript(id string) (io.ReadCloser, error) {
+func (s *Store) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
-	if err := s.exists(id); err != nil {
+	if err := s.exists(ctx, id); err != nil {
 		return nil, fmt.Errorf("transcript: %w", err)
 	}
-	return s.readChunks(id, 0, math.MaxInt64)
+	return s.readChunks(ctx, id, 0, math.MaxInt64)
 }
 
 // readChunks reads the lines of the chunks of a session numbered after
 // from to to, in order.
-func (s *Store) readChunks(id string, after, to int64) (*transcriptReader, error) {
-	rows, err := s.read.rows(context.Background(), "SELECT lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
+func (s *Store) readChunks(ctx context.Context, id string, after, to int64) (*transcriptReader, error) {
+	rows, err := s.read.rows(ctx, "SELECT lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
 	}

@@ -38,7 +38,7 @@ func deflated(t *testing.T, lines string, n int) []byte {
 // readAll reads a transcript to its end, and returns its first 100 bytes.
 func readAll(t *testing.T, s *Store, id string) (string, error) {
 	t.Helper()
-	r, err := s.ReadTranscript(id)
+	r, err := s.ReadTranscript(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // own.
 func write(t *testing.T, s *Store, id string, lines ...string) {
 	t.Helper()
-	w, err := s.Transcript(id)
+	w, err := s.Transcript(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestTranscriptFileIsCutToItsCommittedRows(t *testing.T) {
 		}
 		_, err = readAll(t, s, "s")
 		testsupport.WantErr(t, err, "session s", path, "lines are lost")
-		w, err := s.Transcript("s")
+		w, err := s.Transcript(t.Context(), "s")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,8 +160,8 @@ func TestTranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
-		a, _ := s.Transcript("s")
-		b, _ := s.Transcript("s")
+		a, _ := s.Transcript(t.Context(), "s")
+		b, _ := s.Transcript(t.Context(), "s")
 		for i, w := range []io.Writer{a, b, a, b} {
 			io.WriteString(w, "{\"n\":"+string(rune('0'+i))+"}\n")
 		}
@@ -171,7 +171,7 @@ func TestTranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 		}
 		b.Close()
 		path := filepath.Join(transcriptDir(t, dsn), "s.jsonl")
-		if err := s.Discard("s"); err != nil {
+		if err := s.Discard(t.Context(), "s"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(path); !os.IsNotExist(err) {
@@ -182,10 +182,10 @@ func TestTranscriptWritersShareTheFileUntilDiscarded(t *testing.T) {
 		// The discarded session's last writer closes once the new one's
 		// writers share its file: they go on sharing it.
 		storetest.Create(t, s, "s")
-		n, _ := s.Transcript("s")
+		n, _ := s.Transcript(t.Context(), "s")
 		io.WriteString(n, "{\"new\":1}\n")
 		a.Close()
-		m, _ := s.Transcript("s")
+		m, _ := s.Transcript(t.Context(), "s")
 		for i, w := range []io.Writer{m, n, m} {
 			io.WriteString(w, "{\"next\":"+string(rune('0'+i))+"}\n")
 		}
@@ -248,7 +248,7 @@ func TestOneStoreAppendsToATranscriptDirectory(t *testing.T) {
 	storetest.Create(t, a, "s")
 	write(t, a, "s", "{\"a\":1}\n")
 	b := open(t, dsn, newKey())
-	w, err := b.Transcript("s")
+	w, err := b.Transcript(t.Context(), "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,12 +278,12 @@ func TestChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 		if got, err := readAll(t, s, "s"); err != nil || got != want {
 			t.Errorf("transcript %q, %v; want %q", got, err, want)
 		}
-		lines, last, err := s.TranscriptAfter("s", 0)
+		lines, last, err := s.TranscriptAfter(t.Context(), "s", 0)
 		if err != nil || string(lines) != want {
 			t.Fatalf("TranscriptAfter: %q, %v; want %q", lines, err, want)
 		}
 		write(t, s, "s", "{\"f\":6}\n")
-		if lines, _, err := s.TranscriptAfter("s", last); err != nil || string(lines) != "{\"f\":6}\n" {
+		if lines, _, err := s.TranscriptAfter(t.Context(), "s", last); err != nil || string(lines) != "{\"f\":6}\n" {
 			t.Errorf("TranscriptAfter the last chunk read: %q, %v", lines, err)
 		}
 	})
@@ -327,8 +327,8 @@ func TestAnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 		BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`); err != nil {
 		t.Fatal(err)
 	}
-	w, _ := s.Transcript("s")
-	other, _ := s.Transcript("s")
+	w, _ := s.Transcript(t.Context(), "s")
+	other, _ := s.Transcript(t.Context(), "s")
 	_, err := io.WriteString(w, "{\"b\":2}\n")
 	testsupport.WantErr(t, err, "session s: transcript: ", "refused by the test")
 	if strings.Count(err.Error(), "session s") != 1 {
@@ -374,7 +374,7 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for i := range lines {
-						w, err := s.Transcript(id)
+						w, err := s.Transcript(t.Context(), id)
 						if err != nil {
 							t.Error(err)
 							return
@@ -404,7 +404,7 @@ func TestConcurrentWritersLoseNothing(t *testing.T) {
 		}
 		wg.Wait()
 		for _, id := range sessions {
-			r, err := s.ReadTranscript(id)
+			r, err := s.ReadTranscript(t.Context(), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -448,8 +448,8 @@ func TestAWriterSharingAFailedOpenIsToldAndRetries(t *testing.T) {
 		return nil, errors.New("the disk is gone (the test)")
 	}
 	defer func() { openFile = openTranscriptFile }()
-	a, _ := s.Transcript("s")
-	b, _ := s.Transcript("s")
+	a, _ := s.Transcript(t.Context(), "s")
+	b, _ := s.Transcript(t.Context(), "s")
 	aErr := make(chan error, 1)
 	go func() {
 		_, err := io.WriteString(a, "{\"a\":1}\n")
@@ -527,7 +527,7 @@ func TestAnAppendCommittedDespiteAnErrorIsKept(t *testing.T) {
 	old := s.write
 	s.write = sql.OpenDB(driverConnector{committedThenFailsDriver{old.Driver(), &fail}, dsn + "?" + sqliteParams + "&_txlock=immediate"})
 	old.Close()
-	w, _ := s.Transcript("s")
+	w, _ := s.Transcript(t.Context(), "s")
 	if _, err := io.WriteString(w, "{\"b\":2}\n"); err != nil {
 		t.Fatalf("an append whose row committed: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/argon2"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // Prefixes of the dashboard's tokens.
@@ -80,9 +82,9 @@ type User struct {
 }
 
 // HasUsers says whether any user exists.
-func (s *Store) HasUsers() (bool, error) {
+func (s *Store) HasUsers(ctx context.Context) (bool, error) {
 	var n int
-	if err := s.read.row(context.Background(), "SELECT COUNT(*) FROM users").Scan(&n); err != nil {
+	if err := s.read.row(ctx, "SELECT COUNT(*) FROM users").Scan(&n); err != nil {
 		return false, fmt.Errorf("users: %s: %w", s.where, err)
 	}
 	return n > 0, nil
@@ -91,8 +93,7 @@ func (s *Store) HasUsers() (bool, error) {
 // MintSetupToken returns a new setup token, replacing any earlier one,
 // while no user exists; once one does, it returns "". The token is shown
 // once, when it is minted; the store keeps its hash.
-func (s *Store) MintSetupToken() (string, error) {
-	ctx := context.Background()
+func (s *Store) MintSetupToken(ctx context.Context) (string, error) {
 	var tok string
 	err := s.inTx(ctx, func(c conn) error {
 		var n int
@@ -116,7 +117,7 @@ func (s *Store) MintSetupToken() (string, error) {
 
 // checkUser refuses a bad name or a short password.
 func checkUser(name, password string) error {
-	if err := CheckName("user", name); err != nil {
+	if err := lifecycle.CheckName("user", name); err != nil {
 		return err
 	}
 	if len(password) < MinPassword {
@@ -127,14 +128,13 @@ func checkUser(name, password string) error {
 
 // CreateFirstAdmin spends the setup token on the first user, an admin.
 // A wrong or spent token, or a store that has users, wraps ErrBadToken.
-func (s *Store) CreateFirstAdmin(setupToken, name, password string) (*User, error) {
+func (s *Store) CreateFirstAdmin(ctx context.Context, setupToken, name, password string) (*User, error) {
 	if err := checkToken("setup token", SetupPrefix, setupToken); err != nil {
 		return nil, err
 	}
 	if err := checkUser(name, password); err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
 	u := &User{Name: name, Admin: true, Created: s.now()}
 	hash := hashPassword(password)
 	err := s.inTx(ctx, func(c conn) error {
@@ -158,14 +158,14 @@ func (s *Store) CreateFirstAdmin(setupToken, name, password string) (*User, erro
 
 // SignIn checks a user's password and opens a web session of ttl; it
 // returns the session's token, shown once (the cookie), and its user.
-func (s *Store) SignIn(name, password string, ttl time.Duration) (string, *User, error) {
-	if CheckName("user", name) != nil {
+func (s *Store) SignIn(ctx context.Context, name, password string, ttl time.Duration) (string, *User, error) {
+	if lifecycle.CheckName("user", name) != nil {
 		return "", nil, ErrBadSignIn
 	}
 	var u User
 	var hash string
 	var admin, created int64
-	err := s.read.row(context.Background(), "SELECT name, password, admin, created FROM users WHERE name = ?", name).Scan(&u.Name, &hash, &admin, &created)
+	err := s.read.row(ctx, "SELECT name, password, admin, created FROM users WHERE name = ?", name).Scan(&u.Name, &hash, &admin, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		hashPassword(password) // the same work as for a known user
 		return "", nil, ErrBadSignIn
@@ -183,7 +183,7 @@ func (s *Store) SignIn(name, password string, ttl time.Duration) (string, *User,
 	u.Admin, u.Created = admin != 0, fromNanos(created)
 	tok := newToken(WebPrefix)
 	now := s.now()
-	if _, err := s.writer().exec(context.Background(), "INSERT INTO web_sessions (hash, user_name, created, expires) VALUES (?, ?, ?, ?)",
+	if _, err := s.writer().exec(ctx, "INSERT INTO web_sessions (hash, user_name, created, expires) VALUES (?, ?, ?, ?)",
 		hashToken(tok), name, now.UnixNano(), now.Add(ttl).UnixNano()); err != nil {
 		return "", nil, fmt.Errorf("user %s: signing in: %s: %w", name, s.where, err)
 	}
@@ -192,13 +192,13 @@ func (s *Store) SignIn(name, password string, ttl time.Duration) (string, *User,
 
 // WebSession returns the user a web session's token signs in, or an error
 // wrapping ErrBadToken for an unknown, signed-out or expired one.
-func (s *Store) WebSession(tok string) (*User, error) {
+func (s *Store) WebSession(ctx context.Context, tok string) (*User, error) {
 	if err := checkToken("sign-in", WebPrefix, tok); err != nil {
 		return nil, err
 	}
 	var u User
 	var admin, created, expires int64
-	err := s.read.row(context.Background(), "SELECT u.name, u.admin, u.created, w.expires FROM web_sessions w JOIN users u ON u.name = w.user_name WHERE w.hash = ?",
+	err := s.read.row(ctx, "SELECT u.name, u.admin, u.created, w.expires FROM web_sessions w JOIN users u ON u.name = w.user_name WHERE w.hash = ?",
 		hashToken(tok)).Scan(&u.Name, &admin, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sign-in: %w: unknown or signed out", ErrBadToken)
@@ -214,8 +214,8 @@ func (s *Store) WebSession(tok string) (*User, error) {
 }
 
 // SignOut ends a web session, and drops every expired one.
-func (s *Store) SignOut(tok string) error {
-	if _, err := s.writer().exec(context.Background(), "DELETE FROM web_sessions WHERE hash = ? OR expires <= ?", hashToken(tok), s.now().UnixNano()); err != nil {
+func (s *Store) SignOut(ctx context.Context, tok string) error {
+	if _, err := s.writer().exec(ctx, "DELETE FROM web_sessions WHERE hash = ? OR expires <= ?", hashToken(tok), s.now().UnixNano()); err != nil {
 		return fmt.Errorf("signing out: %s: %w", s.where, err)
 	}
 	return nil

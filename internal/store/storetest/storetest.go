@@ -19,11 +19,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// Store is what the suite tests: a session.Store that reads its
+// Store is what the suite tests: a lifecycle.Store, which reads its
 // transcripts back.
 type Store interface {
 	lifecycle.Store
-	ReadTranscript(id string) (io.ReadCloser, error)
 }
 
 // Run runs the suite; open returns a fresh, empty store for each subtest.
@@ -57,7 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 func Create(t testing.TB, s lifecycle.Sessions, id string) *lifecycle.Record {
 	t.Helper()
 	rec := &lifecycle.Record{ID: id, Config: "/w/blaise.star", AgentName: "a", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}
-	if err := s.CreateSession(rec); err != nil {
+	if err := s.CreateSession(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	return rec
@@ -78,18 +77,18 @@ func roundTrip(t *testing.T, s Store) {
 		Runner:        "r1",
 		RunnerID:      "r1credid",
 	}
-	if err := s.CreateSession(rec); err != nil {
+	if err := s.CreateSession(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Session(rec.ID)
+	got, err := s.Session(t.Context(), rec.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, rec) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, rec)
 	}
-	testsupport.WantErr(t, s.CreateSession(&lifecycle.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
-	if got, _ := s.Session(rec.ID); !reflect.DeepEqual(got, rec) {
+	testsupport.WantErr(t, s.CreateSession(t.Context(), &lifecycle.Record{ID: rec.ID}), "session "+rec.ID+" already exists")
+	if got, _ := s.Session(t.Context(), rec.ID); !reflect.DeepEqual(got, rec) {
 		t.Errorf("a refused duplicate changed the record: %+v", got)
 	}
 
@@ -102,15 +101,15 @@ func roundTrip(t *testing.T, s Store) {
 }
 
 func unknownSession(t *testing.T, s Store) {
-	ctx := context.Background()
-	_, err := s.Session("nope")
+	ctx := t.Context()
+	_, err := s.Session(ctx, "nope")
 	checks := map[string]error{"Session": err}
-	_, checks["UpdateSession"] = s.UpdateSession("nope", func(*lifecycle.Record) error { return nil })
+	_, checks["UpdateSession"] = s.UpdateSession(ctx, "nope", func(*lifecycle.Record) error { return nil })
 	checks["Persisted.Set"] = s.Persisted().Set(ctx, "nope", "wt", "blaise:worktree", []byte("1"))
-	checks["Loaded"] = s.Loaded("nope", lifecycle.Loaded{})
-	_, checks["Paused"] = s.Paused("nope", lifecycle.PauseRecord{Reason: lifecycle.Idle})
-	_, checks["TornDown"] = s.TornDown("nope", nil, time.Now())
-	_, checks["Transcript"] = s.Transcript("nope")
+	checks["Loaded"] = s.Loaded(ctx, "nope", lifecycle.Loaded{})
+	_, checks["Paused"] = s.Paused(ctx, "nope", lifecycle.PauseRecord{Reason: lifecycle.Idle})
+	_, checks["TornDown"] = s.TornDown(ctx, "nope", nil, time.Now())
+	_, checks["Transcript"] = s.Transcript(ctx, "nope")
 	for name, err := range checks {
 		if !errors.Is(err, lifecycle.ErrNotFound) || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("%s of an unknown session = %v, want session.ErrNotFound naming it", name, err)
@@ -120,10 +119,10 @@ func unknownSession(t *testing.T, s Store) {
 	if _, ok, err := s.Persisted().Get(ctx, "nope", "wt"); ok || err != nil {
 		t.Errorf("Persisted.Get = %v, %v", ok, err)
 	}
-	if ids, err := s.PersistedIDs("nope"); len(ids) != 0 || err != nil {
+	if ids, err := s.PersistedIDs(ctx, "nope"); len(ids) != 0 || err != nil {
 		t.Errorf("PersistedIDs = %v, %v", ids, err)
 	}
-	if err := s.DeletePersisted("nope"); err != nil {
+	if err := s.DeletePersisted(ctx, "nope"); err != nil {
 		t.Errorf("DeletePersisted = %v", err)
 	}
 }
@@ -131,29 +130,29 @@ func unknownSession(t *testing.T, s Store) {
 func invalidIDs(t *testing.T, s Store) {
 	Create(t, s, "ok")
 	p := s.Persisted()
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", strings.Repeat("a", 129)} {
-		testsupport.WantErr(t, s.CreateSession(&lifecycle.Record{ID: id}), "invalid session id")
-		_, err := s.Session(id)
+		testsupport.WantErr(t, s.CreateSession(ctx, &lifecycle.Record{ID: id}), "invalid session id")
+		_, err := s.Session(ctx, id)
 		testsupport.WantErr(t, err, "invalid session id")
-		_, err = s.UpdateSession(id, func(*lifecycle.Record) error { return nil })
+		_, err = s.UpdateSession(ctx, id, func(*lifecycle.Record) error { return nil })
 		testsupport.WantErr(t, err, "invalid session id")
-		testsupport.WantErr(t, s.DeletePersisted(id), "invalid session id")
-		testsupport.WantErr(t, s.Discard(id), "invalid session id")
-		_, err = s.Transcript(id)
+		testsupport.WantErr(t, s.DeletePersisted(ctx, id), "invalid session id")
+		testsupport.WantErr(t, s.Discard(ctx, id), "invalid session id")
+		_, err = s.Transcript(ctx, id)
 		testsupport.WantErr(t, err, "invalid session id")
 		testsupport.WantErr(t, p.Set(ctx, "ok", id, "x", []byte("1")), "invalid plug id")
 		_, _, err = p.Get(ctx, "ok", id)
 		testsupport.WantErr(t, err, "invalid plug id")
 		testsupport.WantErr(t, p.Delete(ctx, "ok", id), "invalid plug id")
-		_, _, err = s.PersistedPlug("ok", id)
+		_, _, err = s.PersistedPlug(ctx, "ok", id)
 		testsupport.WantErr(t, err, "invalid plug id")
 	}
 }
 
 func updateIsAtomic(t *testing.T, s Store) {
 	rec := Create(t, s, "s")
-	got, err := s.UpdateSession("s", func(r *lifecycle.Record) error { r.State = lifecycle.Paused; return nil })
+	got, err := s.UpdateSession(t.Context(), "s", func(r *lifecycle.Record) error { r.State = lifecycle.Paused; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,16 +160,16 @@ func updateIsAtomic(t *testing.T, s Store) {
 		t.Errorf("after update: state %s, updated %v (was %v)", got.State, got.Updated, rec.Updated)
 	}
 	boom := errors.New("boom")
-	_, err = s.UpdateSession("s", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return boom })
+	_, err = s.UpdateSession(t.Context(), "s", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("UpdateSession = %v, want boom", err)
 	}
-	if r, _ := s.Session("s"); r.State != lifecycle.Paused || !r.Updated.Equal(got.Updated) {
+	if r, _ := s.Session(t.Context(), "s"); r.State != lifecycle.Paused || !r.Updated.Equal(got.Updated) {
 		t.Errorf("an aborted update wrote: state %s", r.State)
 	}
-	_, err = s.UpdateSession("s", func(r *lifecycle.Record) error { r.ID = "t"; return nil })
+	_, err = s.UpdateSession(t.Context(), "s", func(r *lifecycle.Record) error { r.ID = "t"; return nil })
 	testsupport.WantErr(t, err, "may not change the id")
-	if _, err := s.Session("t"); !errors.Is(err, lifecycle.ErrNotFound) {
+	if _, err := s.Session(t.Context(), "t"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("a refused id change made session t: %v", err)
 	}
 }
@@ -185,7 +184,7 @@ func concurrentUpdates(t *testing.T, s Store) {
 // counted: updates are atomic, and none fails for contention.
 func Increments(t testing.TB, id string, each int, stores ...lifecycle.Sessions) {
 	t.Helper()
-	before, err := stores[0].Session(id)
+	before, err := stores[0].Session(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +192,7 @@ func Increments(t testing.TB, id string, each int, stores ...lifecycle.Sessions)
 	for _, s := range stores {
 		wg.Go(func() {
 			for range each {
-				if _, err := s.UpdateSession(id, func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
+				if _, err := s.UpdateSession(t.Context(), id, func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -201,7 +200,7 @@ func Increments(t testing.TB, id string, each int, stores ...lifecycle.Sessions)
 		})
 	}
 	wg.Wait()
-	rec, err := stores[0].Session(id)
+	rec, err := stores[0].Session(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,24 +210,24 @@ func Increments(t testing.TB, id string, each int, stores ...lifecycle.Sessions)
 }
 
 func listing(t *testing.T, s Store) {
-	if recs, err := s.Sessions(); len(recs) != 0 || err != nil {
+	if recs, err := s.Sessions(t.Context()); len(recs) != 0 || err != nil {
 		t.Fatalf("an empty store lists %v, %v", recs, err)
 	}
 	now := time.Now().UTC()
 	// Byte order, whatever the database's collation: "B" before "a".
 	for _, id := range []string{"c", "b", "a", "B"} {
-		if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Active, Created: now}); err != nil {
+		if err := s.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Active, Created: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.CreateSession(&lifecycle.Record{ID: "z", State: lifecycle.Active, Created: now.Add(-time.Hour)}); err != nil {
+	if err := s.CreateSession(t.Context(), &lifecycle.Record{ID: "z", State: lifecycle.Active, Created: now.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	// An update that moves Created moves the session in the list.
-	if _, err := s.UpdateSession("b", func(r *lifecycle.Record) error { r.Created = now.Add(time.Hour); return nil }); err != nil {
+	if _, err := s.UpdateSession(t.Context(), "b", func(r *lifecycle.Record) error { r.Created = now.Add(time.Hour); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := s.Sessions()
+	recs, err := s.Sessions(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +244,7 @@ func listing(t *testing.T, s Store) {
 // whose expiry or teardown retry is due, and when the next of the others
 // is due, whatever the store (L2, L6); an update moves a session in or out.
 func dueSessions(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	later, latest := now.Add(time.Hour), now.Add(2*time.Hour)
 	recs := []*lifecycle.Record{
@@ -260,7 +259,7 @@ func dueSessions(t *testing.T, s Store) {
 	}
 	for _, r := range recs {
 		r.Created = now
-		if err := s.CreateSession(r); err != nil {
+		if err := s.CreateSession(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -280,10 +279,10 @@ func dueSessions(t *testing.T, s Store) {
 	}
 	check([]string{"active", "expired", "retry-due", "teardown-now"}, later)
 	// The retry that was later is due now; the active session paused.
-	if _, err := s.UpdateSession("retry-later", func(r *lifecycle.Record) error { r.Teardown.NextAt = now; return nil }); err != nil {
+	if _, err := s.UpdateSession(ctx, "retry-later", func(r *lifecycle.Record) error { r.Teardown.NextAt = now; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateSession("active", func(r *lifecycle.Record) error {
+	if _, err := s.UpdateSession(ctx, "active", func(r *lifecycle.Record) error {
 		r.State, r.ExpiresAt = lifecycle.Paused, now.Add(3*time.Hour)
 		return nil
 	}); err != nil {
@@ -294,7 +293,7 @@ func dueSessions(t *testing.T, s Store) {
 
 func persistedState(t *testing.T, s Store) {
 	p := s.Persisted()
-	ctx := context.Background()
+	ctx := t.Context()
 	Create(t, s, "s1")
 	Create(t, s, "s2")
 	if _, ok, err := p.Get(ctx, "s1", "wt"); ok || err != nil {
@@ -315,13 +314,13 @@ func persistedState(t *testing.T, s Store) {
 	if _, ok, _ := p.Get(ctx, "s2", "wt"); ok {
 		t.Error("state of s1 visible in s2")
 	}
-	if name, ok, err := s.PersistedPlug("s1", "wt"); name != "blaise:worktree" || !ok || err != nil {
+	if name, ok, err := s.PersistedPlug(ctx, "s1", "wt"); name != "blaise:worktree" || !ok || err != nil {
 		t.Errorf("PersistedPlug = %q, %v, %v", name, ok, err)
 	}
-	if _, ok, err := s.PersistedPlug("s1", "none"); ok || err != nil {
+	if _, ok, err := s.PersistedPlug(ctx, "s1", "none"); ok || err != nil {
 		t.Errorf("PersistedPlug of no state = %v, %v", ok, err)
 	}
-	if ids, err := s.PersistedIDs("s1"); err != nil || !slices.Equal(ids, []string{"a.b-c_d", "wt"}) {
+	if ids, err := s.PersistedIDs(ctx, "s1"); err != nil || !slices.Equal(ids, []string{"a.b-c_d", "wt"}) {
 		t.Errorf("PersistedIDs = %v, %v", ids, err)
 	}
 	// Set again replaces, plug name included.
@@ -331,7 +330,7 @@ func persistedState(t *testing.T, s Store) {
 	if got, _, _ := p.Get(ctx, "s1", "wt"); string(got) != "2" {
 		t.Errorf("after a second Set: %s", got)
 	}
-	if name, _, _ := s.PersistedPlug("s1", "wt"); name != "blaise:worktree2" {
+	if name, _, _ := s.PersistedPlug(ctx, "s1", "wt"); name != "blaise:worktree2" {
 		t.Errorf("after a second Set, the plug is %q", name)
 	}
 
@@ -347,16 +346,16 @@ func persistedState(t *testing.T, s Store) {
 	if err := p.Set(ctx, "s2", "wt", "x", []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeletePersisted("s1"); err != nil {
+	if err := s.DeletePersisted(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if ids, err := s.PersistedIDs("s1"); len(ids) != 0 || err != nil {
+	if ids, err := s.PersistedIDs(ctx, "s1"); len(ids) != 0 || err != nil {
 		t.Errorf("after DeletePersisted: %v, %v", ids, err)
 	}
 	if _, ok, _ := p.Get(ctx, "s2", "wt"); !ok {
 		t.Error("DeletePersisted of s1 took the state of s2")
 	}
-	if _, err := s.Session("s1"); err != nil {
+	if _, err := s.Session(ctx, "s1"); err != nil {
 		t.Errorf("DeletePersisted took the session: %v", err)
 	}
 }
@@ -371,7 +370,7 @@ func HoldUpdate(t testing.TB, s lifecycle.Sessions, id string) (release func()) 
 	held, released := make(chan struct{}), make(chan struct{})
 	done := make(chan error)
 	go func() {
-		_, err := s.UpdateSession(id, func(*lifecycle.Record) error {
+		_, err := s.UpdateSession(t.Context(), id, func(*lifecycle.Record) error {
 			close(held)
 			<-released
 			return nil
@@ -397,7 +396,7 @@ func HoldUpdate(t testing.TB, s lifecycle.Sessions, id string) (release func()) 
 func setHonoursContext(t *testing.T, s Store) {
 	Create(t, s, "s")
 	release := HoldUpdate(t, s, "s")
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`"abandoned"`)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Set while a write holds the session = %v, want a deadline error", err)
@@ -405,13 +404,13 @@ func setHonoursContext(t *testing.T, s Store) {
 	release()
 	// On PostgreSQL the abandoned statement may still be waiting for the
 	// row, and run once it is free: it must not commit.
-	if _, err := s.UpdateSession("s", func(*lifecycle.Record) error { return nil }); err != nil {
+	if _, err := s.UpdateSession(t.Context(), "s", func(*lifecycle.Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok, _ := s.Persisted().Get(context.Background(), "s", "wt"); ok {
+	if v, ok, _ := s.Persisted().Get(t.Context(), "s", "wt"); ok {
 		t.Errorf("a Set that gave up wrote %s", v)
 	}
-	if err := s.Persisted().Set(context.Background(), "s", "wt", "x", []byte(`"kept"`)); err != nil {
+	if err := s.Persisted().Set(t.Context(), "s", "wt", "x", []byte(`"kept"`)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -420,21 +419,21 @@ func reports(t *testing.T, s Store) {
 	Create(t, s, "s")
 	settings := lifecycle.DefaultSettings()
 	settings.PausedLifetime = time.Hour
-	if err := s.Loaded("s", lifecycle.Loaded{Resumable: true, Settings: settings, OrphanedState: []string{"gone"}}); err != nil {
+	if err := s.Loaded(t.Context(), "s", lifecycle.Loaded{Resumable: true, Settings: settings, OrphanedState: []string{"gone"}}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC().Truncate(time.Second)
-	rec, err := s.Paused("s", lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: at, Run: 1})
+	rec, err := s.Paused(t.Context(), "s", lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: at, Run: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rec.State != lifecycle.Paused || !rec.ExpiresAt.Equal(at.Add(time.Hour)) || !rec.Resumable || !slices.Equal(rec.OrphanedState, []string{"gone"}) {
 		t.Errorf("after Loaded and Paused: %+v", rec)
 	}
-	if got, _ := s.Session("s"); !reflect.DeepEqual(got, rec) {
+	if got, _ := s.Session(t.Context(), "s"); !reflect.DeepEqual(got, rec) {
 		t.Errorf("Paused returned %+v, stored %+v", rec, got)
 	}
-	rec, err = s.Paused("s", lifecycle.PauseRecord{Reason: lifecycle.Closed, At: at, Run: 2})
+	rec, err = s.Paused(t.Context(), "s", lifecycle.PauseRecord{Reason: lifecycle.Closed, At: at, Run: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,15 +443,15 @@ func reports(t *testing.T, s Store) {
 }
 
 func tornDown(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	Create(t, s, "s")
-	if _, err := s.Paused("s", lifecycle.PauseRecord{Reason: lifecycle.Closed, At: time.Now()}); err != nil {
+	if _, err := s.Paused(ctx, "s", lifecycle.PauseRecord{Reason: lifecycle.Closed, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.TornDown("s", errors.New("rm failed"), time.Now())
+	rec, err := s.TornDown(ctx, "s", errors.New("rm failed"), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,25 +461,25 @@ func tornDown(t *testing.T, s Store) {
 	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); !ok {
 		t.Error("a failed teardown deleted the persisted state: the retry needs it")
 	}
-	if rec, err = s.TornDown("s", nil, time.Now()); err != nil {
+	if rec, err = s.TornDown(ctx, "s", nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if rec.State != lifecycle.Ended {
 		t.Errorf("after a teardown: state %s", rec.State)
 	}
-	if ids, err := s.PersistedIDs("s"); len(ids) != 0 || err != nil {
+	if ids, err := s.PersistedIDs(ctx, "s"); len(ids) != 0 || err != nil {
 		t.Errorf("an ended session keeps persisted state %v (%v) (L2)", ids, err)
 	}
 }
 
 func discard(t *testing.T, s Store) {
-	ctx := context.Background()
+	ctx := t.Context()
 	Create(t, s, "s")
 	Create(t, s, "other")
 	if err := s.Persisted().Set(ctx, "s", "wt", "x", []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.Transcript("s")
+	w, err := s.Transcript(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,16 +487,16 @@ func discard(t *testing.T, s Store) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Discard("s"); err != nil {
+	if err := s.Discard(ctx, "s"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Session("s"); !errors.Is(err, lifecycle.ErrNotFound) {
+	if _, err := s.Session(ctx, "s"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("a discarded session is still there: %v", err)
 	}
-	if ids, _ := s.PersistedIDs("s"); len(ids) != 0 {
+	if ids, _ := s.PersistedIDs(ctx, "s"); len(ids) != 0 {
 		t.Errorf("a discarded session keeps persisted state %v", ids)
 	}
-	if _, err := s.Session("other"); err != nil {
+	if _, err := s.Session(ctx, "other"); err != nil {
 		t.Errorf("Discard took another session: %v", err)
 	}
 	// The id is free again, with nothing of the old session.
@@ -505,7 +504,7 @@ func discard(t *testing.T, s Store) {
 	if _, ok, _ := s.Persisted().Get(ctx, "s", "wt"); ok {
 		t.Error("a new session with a discarded one's id has its persisted state")
 	}
-	w, err = s.Transcript("s")
+	w, err = s.Transcript(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,10 +519,10 @@ func discard(t *testing.T, s Store) {
 
 // ReadTranscript returns the whole transcript of a session in s.
 func ReadTranscript(t *testing.T, s interface {
-	ReadTranscript(string) (io.ReadCloser, error)
+	ReadTranscript(context.Context, string) (io.ReadCloser, error)
 }, id string) string {
 	t.Helper()
-	r, err := s.ReadTranscript(id)
+	r, err := s.ReadTranscript(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,13 +537,13 @@ func ReadTranscript(t *testing.T, s interface {
 func transcript(t *testing.T, s Store) {
 	Create(t, s, "s")
 	Create(t, s, "other")
-	w, err := s.Transcript("other")
+	w, err := s.Transcript(t.Context(), "other")
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.WriteString(w, "{\"other\":1}\n")
 	w.Close()
-	w, err = s.Transcript("s")
+	w, err = s.Transcript(t.Context(), "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +557,7 @@ func transcript(t *testing.T, s Store) {
 		t.Fatal(err)
 	}
 	// A second writer appends.
-	w, err = s.Transcript("s")
+	w, err = s.Transcript(t.Context(), "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,7 +588,7 @@ func transcriptCalls(t *testing.T, s Store) {
 	Create(t, s, "other")
 	last := func(id string, run int) uint64 {
 		t.Helper()
-		n, err := calls.TranscriptCall(id, run)
+		n, err := calls.TranscriptCall(t.Context(), id, run)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -600,7 +599,7 @@ func transcriptCalls(t *testing.T, s Store) {
 	}
 	open := func(id string) lifecycle.CallTranscript {
 		t.Helper()
-		w, err := s.Transcript(id)
+		w, err := s.Transcript(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // followPoll is how often a followed transcript is read again: the file is
@@ -87,7 +87,7 @@ func Lines(ctx context.Context, path string, live func() (bool, error), each fun
 type LogOptions struct {
 	Out, Err io.Writer
 	Color    bool // styles in Out
-	Store    *engine.Store
+	Store    *filestore.Store
 	// Transcript, when Store is nil, is the transcript to write (a
 	// server's); Follow is not for it.
 	Transcript io.Reader
@@ -105,7 +105,7 @@ func WriteLog(ctx context.Context, o LogOptions) error {
 	var live func() (bool, error)
 	if o.Follow {
 		live = func() (bool, error) {
-			rec, err := o.Store.Session(o.ID)
+			rec, err := o.Store.Session(ctx, o.ID)
 			return err == nil && rec.State == lifecycle.Active, err
 		}
 	}

@@ -1,6 +1,7 @@
 package sessionview
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -9,13 +10,13 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // List writes the table of recs (ended ones only with all), then,
 // for each orphaned session, what it left and how to resolve it (L2); st
 // is nil for a server's sessions.
-func List(out io.Writer, st *engine.Store, recs []*lifecycle.Record, now time.Time, all bool) error {
+func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifecycle.Record, now time.Time, all bool) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	// A server's sessions are an agent's; its runners have the configuration.
 	where := func(r *lifecycle.Record) string { return r.Config }
@@ -65,7 +66,7 @@ func List(out io.Writer, st *engine.Store, recs []*lifecycle.Record, now time.Ti
 		var named []string
 		if st != nil { // a server's store is the server's to read
 			var err error
-			if named, err = StoredPlugs(st, r.ID); err != nil {
+			if named, err = StoredPlugs(ctx, st, r.ID); err != nil {
 				return err
 			}
 		}

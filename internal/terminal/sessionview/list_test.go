@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -18,7 +18,7 @@ import (
 // output is compared with testdata/orphaned_listing.golden
 // (BLAISE_UPDATE_GOLDEN=1 rewrites it).
 func TestL2_OrphanedListingSaysWhatToDo(t *testing.T) {
-	st, err := engine.OpenStore(t.TempDir())
+	st, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestL2_OrphanedListingSaysWhatToDo(t *testing.T) {
 		{ID: "ended1", State: lifecycle.Ended, Runs: 1, EndReason: "closed"},
 	} {
 		r.Config, r.Created, r.Settings = "/work/project/blaise.star", created, lifecycle.DefaultSettings()
-		if err := st.CreateSession(r); err != nil {
+		if err := st.CreateSession(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,12 +40,12 @@ func TestL2_OrphanedListingSaysWhatToDo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recs, err := st.Sessions()
+	recs, err := st.Sessions(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := List(&got, st, recs, now, false); err != nil {
+	if err := List(t.Context(), &got, st, recs, now, false); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())

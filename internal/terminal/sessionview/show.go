@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 )
 
 // Show writes what the store keeps of a session, for a person: where it was
@@ -20,7 +20,7 @@ import (
 // such) and its transcript. Times are shown in now's location. A server's
 // session (st nil) shows what its record says: its stored state and its
 // transcript are the server's.
-func Show(out io.Writer, st *engine.Store, rec *lifecycle.Record, now time.Time) error {
+func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycle.Record, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	at := func(t time.Time) string {
 		d := now.Sub(t).Round(time.Second)
@@ -101,7 +101,7 @@ func Show(out io.Writer, st *engine.Store, rec *lifecycle.Record, now time.Time)
 	row("settings", "idle policy %s, paused lifetime %s, inactivity limit %s, timeout %s, startup limit %s",
 		s.IdlePolicy, s.PausedLifetime, s.InactivityLimit, s.Timeout, s.StartupLimit)
 	if st != nil {
-		if err := stored(w, st, rec); err != nil {
+		if err := stored(ctx, w, st, rec); err != nil {
 			return err
 		}
 		runs, records, err := transcriptSize(st.TranscriptPath(rec.ID))
@@ -118,8 +118,8 @@ func Show(out io.Writer, st *engine.Store, rec *lifecycle.Record, now time.Time)
 
 // stored lists the plugs with stored state, and the orphaned state: stored
 // state of no plug of the configuration.
-func stored(w io.Writer, st *engine.Store, rec *lifecycle.Record) error {
-	named, err := StoredPlugs(st, rec.ID)
+func stored(ctx context.Context, w io.Writer, st *filestore.Store, rec *lifecycle.Record) error {
+	named, err := StoredPlugs(ctx, st, rec.ID)
 	if err != nil {
 		return err
 	}
@@ -135,13 +135,13 @@ func stored(w io.Writer, st *engine.Store, rec *lifecycle.Record) error {
 // StoredPlugs names the plug ids with stored state in a session, each with
 // the name of the plug that stored it when it can be read: "wt
 // (blaise/worktree)".
-func StoredPlugs(st *engine.Store, session string) ([]string, error) {
-	ids, err := st.PersistedIDs(session)
+func StoredPlugs(ctx context.Context, st *filestore.Store, session string) ([]string, error) {
+	ids, err := st.PersistedIDs(ctx, session)
 	if err != nil {
 		return nil, err
 	}
 	for i, id := range ids {
-		if name, ok, err := st.PersistedPlug(session, id); err == nil && ok {
+		if name, ok, err := st.PersistedPlug(ctx, session, id); err == nil && ok {
 			ids[i] += " (" + name + ")"
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -38,7 +38,7 @@ func TestM5_LogRendersTheTranscript(t *testing.T) {
 // their errors, its stored and orphaned state, its transcript, and what to
 // do; a paused one when it expires.
 func TestL2_ShowSaysAllTheRecordKeeps(t *testing.T) {
-	st, err := engine.OpenStore(t.TempDir())
+	st, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ func TestL2_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	}
 	for _, r := range []*lifecycle.Record{orphan, paused} {
 		r.Config, r.Dir, r.Settings = "/work/project/blaise.star", "/work/project", lifecycle.DefaultSettings()
-		if err := st.CreateSession(r); err != nil {
+		if err := st.CreateSession(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
 		// The store stamps its own times; the golden needs fixed ones.
-		if _, err := st.UpdateSession(r.ID, func(*lifecycle.Record) error { return nil }); err != nil {
+		if _, err := st.UpdateSession(t.Context(), r.ID, func(*lifecycle.Record) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		r.Created, r.Updated = created, now.Add(-time.Hour)
@@ -79,7 +79,7 @@ func TestL2_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	}
 	var got bytes.Buffer
 	for _, r := range []*lifecycle.Record{orphan, paused} {
-		if err := Show(&got, st, r, now); err != nil {
+		if err := Show(t.Context(), &got, st, r, now); err != nil {
 			t.Fatal(err)
 		}
 		got.WriteString("\n")
@@ -91,7 +91,7 @@ func TestL2_ShowSaysAllTheRecordKeeps(t *testing.T) {
 // its kind, times, stop, pause and teardown, then their errors; it says when
 // earlier runs are no longer kept.
 func TestShowTablesEveryRun(t *testing.T) {
-	st, err := engine.OpenStore(t.TempDir())
+	st, err := filestore.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +111,11 @@ func TestShowTablesEveryRun(t *testing.T) {
 	lifecycle.ApplyTeardown(rec, errors.New("plugs/db.star:9:5: plug acme/db: on_teardown: exit status 1"), at(21))
 	rec.Stop = &lifecycle.StopRecord{Stop: lifecycle.Stop{Reason: lifecycle.Timeout}, At: at(31), Run: rec.Runs + 1}
 	lifecycle.BeginRun(rec, lifecycle.TeardownRun, at(30)) // still running
-	if err := st.CreateSession(rec); err != nil {
+	if err := st.CreateSession(t.Context(), rec); err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := Show(&got, st, rec, at(60)); err != nil {
+	if err := Show(t.Context(), &got, st, rec, at(60)); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Golden(t, filepath.Join("testdata", "history.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))

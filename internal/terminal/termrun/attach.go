@@ -18,10 +18,11 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
-// untilSignal returns a context that the next signal on sig cancels, and a
-// function that stops watching and reports whether a signal came.
-func untilSignal(sig <-chan os.Signal) (context.Context, func() bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+// untilSignal returns a context of parent that the next signal on sig
+// cancels, and a function that stops watching and reports whether a signal
+// came.
+func untilSignal(parent context.Context, sig <-chan os.Signal) (context.Context, func() bool) {
+	ctx, cancel := context.WithCancel(parent)
 	stop, got := make(chan struct{}), make(chan bool, 1)
 	go func() {
 		select {
@@ -62,21 +63,21 @@ func (t *terminalRun) attach(id string, end bool) error {
 	var live *engine.Live
 	var err error
 	if id == "" {
-		live, err = t.e.Start(t.opts.Config)
+		live, err = t.e.Start(t.ctx, t.opts.Config)
 	} else {
-		live, err = t.e.Resume(id)
+		live, err = t.e.Resume(t.ctx, id)
 	}
 	if err != nil {
 		return err
 	}
 	t.term.Log(fmt.Sprintf("session %s (run %d)", live.ID, live.Run))
-	connCtx, cancel := context.WithCancel(context.Background())
+	connCtx, cancel := context.WithCancel(t.ctx)
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, t.term)
 	go func() { _ = conn.Run(connCtx) }()
 	s := &attached{term: t.term, live: live, conn: conn, stop: func() { cancel(); fromLive.Close() }}
 	t.s = s
-	rec, err := t.e.Store.Session(live.ID)
+	rec, err := t.e.Store.Session(t.ctx, live.ID)
 	if err != nil {
 		t.stop(end)
 		return err
@@ -84,7 +85,7 @@ func (t *terminalRun) attach(id string, end bool) error {
 	s.settings = rec.Settings
 	go s.announceTimeout()
 	cwd, _ := os.Getwd()
-	ctx, interrupted := untilSignal(t.sig)
+	ctx, interrupted := untilSignal(t.ctx, t.sig)
 	s.acp, err = conn.Open(ctx, t.term.Capabilities(), cwd, rec.ACPSessionID)
 	if interrupted() {
 		fmt.Fprintln(os.Stderr, "\nstopping the run (Ctrl-C again leaves at once)")
@@ -139,15 +140,15 @@ func (s *attached) ended() bool {
 }
 
 // lastPaused returns the most recently paused session of the configuration.
-func lastPaused(e *engine.Engine, config string) (string, error) {
+func lastPaused(ctx context.Context, e *engine.Engine, config string) (string, error) {
 	abs, err := filepath.Abs(config)
 	if err != nil {
 		return "", err
 	}
 	// Unreadable records do not hide the others; they are named only when
 	// no paused session is found, as the one meant may be among them.
-	recs, err := e.Store.Sessions()
-	if broken := (*engine.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
+	recs, err := e.Store.Sessions(ctx)
+	if broken := (*lifecycle.BrokenError)(nil); err != nil && !errors.As(err, &broken) {
 		return "", err
 	}
 	var last *lifecycle.Record

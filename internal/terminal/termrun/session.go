@@ -21,6 +21,7 @@ import (
 // terminalRun is one `run` in the terminal: its prompts, the session they
 // go to, and the turns that failed.
 type terminalRun struct {
+	ctx    context.Context // Run's
 	opts   Options
 	e      *engine.Engine
 	term   *client.Terminal
@@ -164,7 +165,7 @@ func (t *terminalRun) readLine(ps string) (line string, ok bool) {
 			warn = timer.C
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
 	type read struct {
 		line string
@@ -192,7 +193,7 @@ func (t *terminalRun) readLine(ps string) (line string, ok bool) {
 			warn = nil
 		case <-done:
 			done, warn = nil, nil
-			rec, err := t.s.live.Wait(context.Background())
+			rec, err := t.s.live.Wait(t.ctx)
 			if err != nil || rec.State != lifecycle.Paused || rec.Pause == nil || rec.Pause.Reason != lifecycle.Idle {
 				fmt.Fprintln(os.Stderr)
 				return "", false // report says what happened
@@ -231,7 +232,7 @@ func (t *terminalRun) stop(end bool) {
 // reported tells whether the run has reported its pause: it is over, and
 // a stop now would only leave a stale record.
 func (t *terminalRun) reported() bool {
-	rec, err := t.e.Store.Session(t.s.live.ID)
+	rec, err := t.e.Store.Session(t.ctx, t.s.live.ID)
 	return err == nil && rec.Pause != nil && rec.Pause.Run == t.s.live.Run
 }
 
@@ -241,7 +242,7 @@ func (t *terminalRun) reported() bool {
 // (--end, /end) but paused because its run failed is ended here.
 func (t *terminalRun) report(end bool) error {
 	s := t.s
-	ctx, interrupted := untilSignal(t.sig)
+	ctx, interrupted := untilSignal(t.ctx, t.sig)
 	rec, err := s.live.Wait(ctx)
 	if interrupted() {
 		fmt.Fprintf(os.Stderr, "\nleft; session %s settles on its own (see blaise-agent sessions)\n", s.live.ID)
@@ -299,7 +300,7 @@ func Describe(rec *lifecycle.Record, st lifecycle.Settings, run string) error {
 // end ends a session at rest: a teardown run. A signal leaves it to
 // finish on its own.
 func (t *terminalRun) end(id string) (*lifecycle.Record, error) {
-	ctx, interrupted := untilSignal(t.sig)
+	ctx, interrupted := untilSignal(t.ctx, t.sig)
 	rec, err := t.e.End(ctx, id)
 	if interrupted() {
 		fmt.Fprintf(os.Stderr, "\nleft; session %s tears down on its own (see blaise-agent sessions)\n", id)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/charmbracelet/log"
 	"github.com/mattn/go-isatty"
 )
@@ -43,15 +44,15 @@ type Options struct {
 }
 
 // Run runs the session.
-func Run(o Options) error {
+func Run(ctx context.Context, o Options) error {
 	e := o.Engine
 	// Signals are watched from here to the end: no moment of the run is
 	// deaf to Ctrl-C or SIGTERM.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	ctx, interrupted := untilSignal(sig)
-	err := e.Sweep(ctx)
+	sweep, interrupted := untilSignal(ctx, sig)
+	err := e.Sweep(sweep)
 	if interrupted() {
 		return errInterrupted
 	}
@@ -66,7 +67,7 @@ func Run(o Options) error {
 		default:
 		}
 	}
-	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.(*engine.Store).Dir(), historyFile), interrupt)
+	in, err := client.NewInput(os.Stdin, os.Stderr, filepath.Join(e.Store.(*filestore.Store).Dir(), historyFile), interrupt)
 	if err != nil {
 		return err
 	}
@@ -108,11 +109,11 @@ func Run(o Options) error {
 
 	id := o.Session
 	if o.Continue {
-		if id, err = lastPaused(e, o.Config); err != nil {
+		if id, err = lastPaused(ctx, e, o.Config); err != nil {
 			return err
 		}
 	}
-	t := &terminalRun{opts: o, e: e, term: term, sig: sig, in: in}
+	t := &terminalRun{ctx: ctx, opts: o, e: e, term: term, sig: sig, in: in}
 	defer t.close()
 	return t.run(id, interactive)
 }

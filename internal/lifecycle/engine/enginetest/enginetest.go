@@ -125,7 +125,7 @@ func newLab(t *testing.T, open Open, role string, settings lifecycle.Settings, f
 
 func (l *lab) start() *engine.Live {
 	l.t.Helper()
-	live, err := l.engine.StartAgent(filepath.Join(l.dir, "blaise.star"), l.agent, "", l.engine.Settings)
+	live, err := l.engine.StartAgent(l.t.Context(), filepath.Join(l.dir, "blaise.star"), l.agent, "", l.engine.Settings)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func (l *lab) open(live *engine.Live) (*acptest.Client, string) {
 // wait waits for the run to be settled.
 func (l *lab) wait(live *engine.Live) *lifecycle.Record {
 	l.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Patience)
+	ctx, cancel := context.WithTimeout(l.t.Context(), Patience)
 	defer cancel()
 	rec, err := live.Wait(ctx)
 	if err != nil {
@@ -191,7 +191,7 @@ func (l *lab) waitClock() {
 
 // keep runs the engine's Keep for the test.
 func (l *lab) keep() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(l.t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); l.engine.Keep(ctx) }()
 	l.t.Cleanup(func() { cancel(); <-done })
@@ -228,7 +228,7 @@ func inactivityFromTheEndOfTheTurn(t *testing.T, open Open) {
 	c.Send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}`, req.ID))
 	c.Until(acptest.ResponseTo("3"))
 	l.waitClock() // the timers saw the turn end
-	if rec, _ := l.engine.Store.Session(live.ID); rec.Stop != nil {
+	if rec, _ := l.engine.Store.Session(t.Context(), live.ID); rec.Stop != nil {
 		t.Fatalf("stopped while a turn ran: %+v", rec.Stop)
 	}
 	l.clock.Advance(time.Minute)
@@ -272,7 +272,7 @@ func settingsUnderTheEngines(t *testing.T, open Open) {
 		"blaise.star": `session(idle_policy = "end", timeout = "5m", inactivity_limit = "2m")`,
 	})
 	live := l.start()
-	rec, err := l.engine.Store.Session(live.ID)
+	rec, err := l.engine.Store.Session(t.Context(), live.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ def on_teardown(ctx, next):
 	})
 	paused := l.pause()
 	l.keep()
-	rec, err := l.engine.End(context.Background(), paused.ID)
+	rec, err := l.engine.End(l.t.Context(), paused.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func stopNoRunReceives(t *testing.T, open Open) {
 	if err := live.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); !errors.Is(err, engine.ErrNoRun) {
 		t.Fatalf("stop after the run: %v", err)
 	}
-	after, err := l.engine.Store.Session(live.ID)
+	after, err := l.engine.Store.Session(t.Context(), live.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,13 @@
-package engine
+package filestore
 
 import (
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // TestL2_PruneRemovesOnlyEndedSessions (L2): prune removes the directories
@@ -20,7 +21,7 @@ func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 		"ended1": lifecycle.Ended, "ended2": lifecycle.Ended, "held1": lifecycle.Ended,
 	} {
 		createSession(t, s, id)
-		if _, err := s.UpdateSession(id, func(r *lifecycle.Record) error { r.State = st; return nil }); err != nil {
+		if _, err := s.UpdateSession(t.Context(), id, func(r *lifecycle.Record) error { r.State = st; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,11 +32,11 @@ func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 	defer held.Release()
 	cutoff := time.Now()
 	createSession(t, s, "late1")
-	if _, err := s.UpdateSession("late1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {
+	if _, err := s.UpdateSession(t.Context(), "late1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {
 		t.Fatal(err)
 	}
 
-	pruned, err := s.Prune(cutoff)
+	pruned, err := s.Prune(t.Context(), cutoff)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 			t.Errorf("session %s: directory left: %v", id, err)
 		}
 	}
-	recs, err := s.Sessions()
+	recs, err := s.Sessions(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +75,14 @@ func TestL2_PruneRemovesOnlyEndedSessions(t *testing.T) {
 func TestPruneNamesBrokenRecords(t *testing.T) {
 	s := openTestStore(t)
 	createSession(t, s, "ended1")
-	if _, err := s.UpdateSession("ended1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {
+	if _, err := s.UpdateSession(t.Context(), "ended1", func(r *lifecycle.Record) error { r.State = lifecycle.Ended; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	createSession(t, s, "broken1")
 	if err := os.WriteFile(s.sessionPath("broken1"), []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pruned, err := s.Prune(time.Now())
+	pruned, err := s.Prune(t.Context(), time.Now())
 	wantErr(t, err, "broken1", "corrupt")
 	if !slices.Equal(pruned, []string{"ended1"}) {
 		t.Errorf("pruned %v, want [ended1]", pruned)

@@ -1,13 +1,14 @@
-package engine
+package filestore
 
 import (
 	"errors"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
 // holdRunLock takes session id's run lock through a descriptor of its own,
@@ -30,7 +31,7 @@ func holdRunLock(t *testing.T, s *Store, id string) (release func()) {
 func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 	s := openTestStore(t)
 	const id = "sess0000lock"
-	if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Paused}); err != nil {
+	if err := s.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Paused}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -55,11 +56,11 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 
 	release = holdRunLock(t, s, id)
 	defer release()
-	if _, err := s.tryRunLock(id, false); !errors.Is(err, ErrRunHeld) {
-		t.Fatalf("a lock held all along: %v, want ErrRunHeld", err)
+	if _, err := s.tryRunLock(id, false); !errors.Is(err, lifecycle.ErrRunHeld) {
+		t.Fatalf("a lock held all along: %v, want lifecycle.ErrRunHeld", err)
 	}
-	if _, err := s.lockRunOnce(id, false); !errors.Is(err, ErrRunHeld) {
-		t.Fatalf("lockRunOnce: %v, want ErrRunHeld at once", err)
+	if _, err := s.lockRunOnce(id, false); !errors.Is(err, lifecycle.ErrRunHeld) {
+		t.Fatalf("lockRunOnce: %v, want lifecycle.ErrRunHeld at once", err)
 	}
 }
 
@@ -68,16 +69,16 @@ func TestL2_RunLockWaitsOutAForkedCopy(t *testing.T) {
 func TestDiscardRemovesEverything(t *testing.T) {
 	s := openTestStore(t)
 	const id = "sess00discrd"
-	if err := s.CreateSession(&lifecycle.Record{ID: id, State: lifecycle.Active}); err != nil {
+	if err := s.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Active}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Discard(id); err != nil {
+	if err := s.Discard(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(s.sessionDir(id)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the session's directory: %v, want it gone", err)
 	}
-	if recs, err := s.Sessions(); err != nil || len(recs) != 0 {
+	if recs, err := s.Sessions(t.Context()); err != nil || len(recs) != 0 {
 		t.Errorf("sessions after discard: %v, %v", recs, err)
 	}
 }

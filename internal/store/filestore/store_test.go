@@ -1,4 +1,4 @@
-package engine
+package filestore
 
 import (
 	"bufio"
@@ -32,11 +32,16 @@ const (
 	storeNEnv     = "BLAISE_STORE_TEST_N"
 )
 
-// StoreChild runs job as a child process of a store test (TestMain calls it
-// when StoreChildEnv is set).
-func StoreChild(job string) error { return storeChild(job) }
-
-const StoreChildEnv = storeChildEnv
+func TestMain(m *testing.M) {
+	if job := os.Getenv(storeChildEnv); job != "" {
+		if err := storeChild(job); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func storeChild(job string) error {
 	s, err := OpenStore(os.Getenv(storeDirEnv))
@@ -50,7 +55,7 @@ func storeChild(job string) error {
 			return err
 		}
 		for range n {
-			if _, err := s.UpdateSession("counted", func(r *lifecycle.Record) error {
+			if _, err := s.UpdateSession(context.Background(), "counted", func(r *lifecycle.Record) error {
 				r.Runs++
 				return nil
 			}); err != nil {
@@ -222,11 +227,11 @@ func TestForeignStateDir(t *testing.T) {
 	junk := filepath.Join(dir, "sessions", "s1", "persisted", "junk.txt")
 	os.MkdirAll(filepath.Dir(junk), 0o700)
 	os.WriteFile(junk, nil, 0o600)
-	_, err = s.PersistedIDs("s1")
+	_, err = s.PersistedIDs(t.Context(), "s1")
 	wantErr(t, err, junk, "not a persisted state file")
 	junk = filepath.Join(dir, "sessions", "junk.txt")
 	os.WriteFile(junk, nil, 0o600)
-	_, err = s.Sessions()
+	_, err = s.Sessions(t.Context())
 	wantErr(t, err, junk, "not a session directory")
 }
 
@@ -246,7 +251,7 @@ func TestSessionFiles(t *testing.T) {
 	// A session directory without session.json (its creator was killed)
 	// is no session, and can be created.
 	os.Mkdir(filepath.Join(s.Dir(), "sessions", "half"), 0o700)
-	if all, _ := s.Sessions(); len(all) != 1 {
+	if all, _ := s.Sessions(t.Context()); len(all) != 1 {
 		t.Errorf("Sessions() lists %d sessions, want 1", len(all))
 	}
 	createSession(t, s, "half")
@@ -280,15 +285,15 @@ func TestCorruptSession(t *testing.T) {
 	createSession(t, s, "s")
 	name := filepath.Join(s.Dir(), "sessions", "s", "session.json")
 	os.WriteFile(name, []byte(`{"id": "s", "runs": `), 0o600)
-	_, err := s.Session("s")
+	_, err := s.Session(t.Context(), "s")
 	wantErr(t, err, "session s: state file "+name+" is corrupt: unexpected end of JSON input")
-	_, err = s.UpdateSession("s", func(*lifecycle.Record) error { return nil })
+	_, err = s.UpdateSession(t.Context(), "s", func(*lifecycle.Record) error { return nil })
 	wantErr(t, err, "is corrupt")
-	_, err = s.Sessions()
+	_, err = s.Sessions(t.Context())
 	wantErr(t, err, "is corrupt")
 
 	os.WriteFile(name, []byte(`{"id": "other"}`), 0o600)
-	_, err = s.Session("s")
+	_, err = s.Session(t.Context(), "s")
 	wantErr(t, err, name, "is corrupt", `record of session "other"`)
 }
 
@@ -335,7 +340,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	}
 	// This process takes part too.
 	for range each {
-		if _, err := s.UpdateSession("counted", func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
+		if _, err := s.UpdateSession(t.Context(), "counted", func(r *lifecycle.Record) error { r.Runs++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -344,7 +349,7 @@ func TestConcurrentProcesses(t *testing.T) {
 			t.Fatalf("child: %v", err)
 		}
 	}
-	rec, err := s.Session("counted")
+	rec, err := s.Session(t.Context(), "counted")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +429,7 @@ func TestPersisted(t *testing.T) {
 	wantErr(t, err, file, "format version 7")
 
 	// DeletePersisted removes the directory.
-	if err := s.DeletePersisted("s1"); err != nil {
+	if err := s.DeletePersisted(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(s.Dir(), "sessions", "s1", "persisted")); !errors.Is(err, fs.ErrNotExist) {
@@ -474,20 +479,20 @@ func TestTempFilesIgnored(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ids, err := s.PersistedIDs("s"); err != nil || !reflect.DeepEqual(ids, []string{"wt"}) {
+	if ids, err := s.PersistedIDs(ctx, "s"); err != nil || !reflect.DeepEqual(ids, []string{"wt"}) {
 		t.Errorf("PersistedIDs = %v, %v", ids, err)
 	}
 	if v, ok, err := p.Get(ctx, "s", "wt"); string(v) != "1" || !ok || err != nil {
 		t.Errorf("Get = %s, %v, %v", v, ok, err)
 	}
-	if _, err := s.Sessions(); err != nil {
+	if _, err := s.Sessions(ctx); err != nil {
 		t.Error(err)
 	}
 	// The next writes clean up.
 	if err := p.Set(ctx, "s", "wt", "x", []byte(`2`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpdateSession("s", func(*lifecycle.Record) error { return nil }); err != nil {
+	if _, err := s.UpdateSession(ctx, "s", func(*lifecycle.Record) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for _, tmp := range tmps {
@@ -612,7 +617,7 @@ func TestBrokenRecordsDoNotHideTheOthers(t *testing.T) {
 	}
 	want[stray] = "is not a session directory"
 
-	recs, err := s.Sessions()
+	recs, err := s.Sessions(t.Context())
 	var ids []string
 	for _, r := range recs {
 		ids = append(ids, r.ID)
@@ -620,9 +625,9 @@ func TestBrokenRecordsDoNotHideTheOthers(t *testing.T) {
 	if !reflect.DeepEqual(ids, []string{"good1", "good2"}) {
 		t.Errorf("Sessions listed %q, want the healthy good1 and good2", ids)
 	}
-	var be *BrokenError
+	var be *lifecycle.BrokenError
 	if !errors.As(err, &be) {
-		t.Fatalf("Sessions: %v, want a *BrokenError", err)
+		t.Fatalf("Sessions: %v, want a *lifecycle.BrokenError", err)
 	}
 	if len(be.Records) != len(want) {
 		t.Errorf("%d broken records, want %d: %v", len(be.Records), len(want), err)

@@ -1,6 +1,7 @@
-package engine
+package filestore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -17,9 +18,9 @@ import (
 // end starting at the same moment either sees the session gone or keeps it.
 // Records that cannot be read are left alone and named in the error, after
 // the others are pruned.
-func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
-	recs, err := s.Sessions()
-	var broken *BrokenError
+func (s *Store) Prune(ctx context.Context, cutoff time.Time) (pruned []string, err error) {
+	recs, err := s.Sessions(ctx)
+	var broken *lifecycle.BrokenError
 	if err != nil && !errors.As(err, &broken) {
 		return nil, err
 	}
@@ -28,7 +29,7 @@ func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 		if r.State != lifecycle.Ended || !r.Updated.Before(cutoff) {
 			continue
 		}
-		ok, err := s.pruneSession(r.ID, cutoff)
+		ok, err := s.pruneSession(ctx, r.ID, cutoff)
 		if ok {
 			pruned = append(pruned, r.ID)
 		}
@@ -39,9 +40,9 @@ func (s *Store) Prune(cutoff time.Time) (pruned []string, err error) {
 
 // pruneSession removes one ended session, if it is still ended before
 // cutoff and no one holds its run lock.
-func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
+func (s *Store) pruneSession(ctx context.Context, id string, cutoff time.Time) (bool, error) {
 	l, err := s.lockRunOnce(id, false)
-	if errors.Is(err, ErrRunHeld) || errors.Is(err, ErrNotFound) {
+	if errors.Is(err, lifecycle.ErrRunHeld) || errors.Is(err, lifecycle.ErrNotFound) {
 		return false, nil // in use, or pruned by someone else
 	}
 	if err != nil {
@@ -49,9 +50,9 @@ func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
 	}
 	defer l.Release()
 	pruned := false
-	err = s.withLock(true, func() error {
+	err = s.withLock(ctx, true, func() error {
 		rec, err := s.readSession(id)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, lifecycle.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -68,11 +69,11 @@ func (s *Store) pruneSession(id string, cutoff time.Time) (bool, error) {
 
 // Discard removes a session that never ran a plug: its record and its
 // files, as if it had never been. The caller holds its run lock.
-func (s *Store) Discard(id string) error {
+func (s *Store) Discard(ctx context.Context, id string) error {
 	if err := checkSessionID(id); err != nil {
 		return err
 	}
-	return s.withLock(true, func() error { return s.removeSession(id) })
+	return s.withLock(ctx, true, func() error { return s.removeSession(id) })
 }
 
 // removeSession removes a session's directory; the caller holds the

@@ -1,0 +1,39 @@
+// Package api is what the server's HTTP API and its clients share: the
+// paths, headers and JSON types of docs/protocol.md, with no server code,
+// so that a client (apiclient, listen) links no SQL driver and no dashboard.
+package api
+
+// Paths of the client API (docs/protocol.md).
+const (
+	PathAgents   = "/v1/agents"
+	PathSessions = "/v1/sessions"
+	// ACPSubprotocol is the WebSocket subprotocol of a client's ACP
+	// connection: ACP messages, one per line, in binary messages.
+	ACPSubprotocol = "acp.v1"
+)
+
+// AgentJSON is an agent in the API: durations as Go durations ("24h").
+type AgentJSON struct {
+	Name            string `json:"name"`
+	Config          string `json:"config,omitempty"`
+	IdlePolicy      string `json:"idle_policy,omitempty"`
+	PausedLifetime  string `json:"paused_lifetime,omitempty"`
+	InactivityLimit string `json:"inactivity_limit,omitempty"`
+	Timeout         string `json:"timeout,omitempty"`
+	// A failed teardown is tried again after TeardownBackoff, doubling,
+	// TeardownAttempts times in all (L2).
+	TeardownBackoff  string `json:"teardown_backoff,omitempty"`
+	TeardownAttempts int    `json:"teardown_attempts,omitempty"`
+	Created          string `json:"created,omitempty"`
+	Updated          string `json:"updated,omitempty"`
+}
+
+// Page sizes of the sessions list (docs/protocol.md#sessions).
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// HeaderNextCursor carries the cursor of the sessions list's next page;
+// absent on its last.
+const HeaderNextCursor = "Blaise-Next-Cursor"
