@@ -209,10 +209,10 @@ type prompts struct {
 	askSem chan struct{} // held while Ask runs; nil until needed
 }
 
-// ask calls ask, one prompt at a time, until ctx ends or stop is closed:
-// then ask gives up without taking the person's next line, which is theirs
-// for what comes next.
-func (p *prompts) ask(ctx context.Context, stop <-chan struct{}, ask func(context.Context, string) (string, error), question string) (string, error) {
+// ask asks question with person (the Terminal's Ask), one prompt at a
+// time, until ctx ends or stop is closed: then person gives up without
+// taking the person's next line, which is theirs for what comes next.
+func (p *prompts) ask(ctx context.Context, stop <-chan struct{}, person func(context.Context, string) (string, error), question string) (string, error) {
 	p.mu.Lock()
 	if p.askSem == nil {
 		p.askSem = make(chan struct{}, 1)
@@ -235,7 +235,7 @@ func (p *prompts) ask(ctx context.Context, stop <-chan struct{}, ask func(contex
 		return "", context.Cause(actx)
 	}
 	defer func() { <-sem }()
-	text, err := ask(actx, question)
+	text, err := person(actx, question)
 	if err != nil && actx.Err() != nil {
 		return "", context.Cause(actx)
 	}

@@ -11,7 +11,7 @@ import (
 // where the cursor is and which text stream is being written, so that a
 // new block starts on a fresh line. The Terminal's lock guards it.
 type screen struct {
-	// Copied from the Terminal's exported fields by [Terminal.lock].
+	// Copied from the Terminal's exported fields each time it is locked.
 	out, err, status io.Writer
 	color, markdown  bool
 	width            int
