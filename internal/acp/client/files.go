@@ -15,9 +15,17 @@ import (
 // errNotFound is ACP's error code for a resource that does not exist.
 const errNotFound = -32002
 
+// A fileAccess answers the agent's requests for files on the local file
+// system, below root and nowhere else; "" refuses all access. Refusals are
+// reported with diag.
+type fileAccess struct {
+	root string
+	diag func(format string, args ...any)
+}
+
 // readFile answers fs/read_text_file from the local file system: the whole
 // file, or Limit lines from line Line (1-based).
-func (t *Terminal) readFile(params json.RawMessage) (any, error) {
+func (f fileAccess) readFile(params json.RawMessage) (any, error) {
 	var req sdk.ReadTextFileRequest
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, invalidParams(err)
@@ -26,7 +34,7 @@ func (t *Terminal) readFile(params json.RawMessage) (any, error) {
 		return nil, &RPCError{Code: acp.InvalidParams, Message: "Invalid params",
 			Data: jsonObject("error", "line must be at least 1 and limit at least 0")}
 	}
-	path, err := t.resolve(sdk.ClientMethodFsReadTextFile, req.Path)
+	path, err := f.resolve(sdk.ClientMethodFsReadTextFile, req.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -74,12 +82,12 @@ func selectLines(s string, line, limit *int) string {
 
 // writeFile answers fs/write_text_file on the local file system, creating
 // the file and its directories as needed.
-func (t *Terminal) writeFile(params json.RawMessage) (any, error) {
+func (f fileAccess) writeFile(params json.RawMessage) (any, error) {
 	var req sdk.WriteTextFileRequest
 	if err := json.Unmarshal(params, &req); err != nil {
 		return nil, invalidParams(err)
 	}
-	path, err := t.resolve(sdk.ClientMethodFsWriteTextFile, req.Path)
+	path, err := f.resolve(sdk.ClientMethodFsWriteTextFile, req.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -93,17 +101,17 @@ func (t *Terminal) writeFile(params json.RawMessage) (any, error) {
 }
 
 // resolve checks that path, from a request of method, is an absolute path
-// within Root, also once symbolic links are followed, and returns it
-// cleaned. A path outside Root is reported on Err and refused with -32602.
-func (t *Terminal) resolve(method, path string) (string, error) {
+// within root, also once symbolic links are followed, and returns it
+// cleaned. A path outside root is reported with diag and refused with -32602.
+func (f fileAccess) resolve(method, path string) (string, error) {
 	if !filepath.IsAbs(path) {
 		return "", &RPCError{Code: acp.InvalidParams, Message: "path must be absolute", Data: jsonObject("path", path)}
 	}
 	path = filepath.Clean(path)
 	root := ""
-	if t.Root != "" {
+	if f.root != "" {
 		var err error
-		if root, err = filepath.Abs(t.Root); err != nil {
+		if root, err = filepath.Abs(f.root); err != nil {
 			return "", err
 		}
 	}
@@ -115,7 +123,7 @@ func (t *Terminal) resolve(method, path string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		// The agent may name files through Root or through its real path.
+		// The agent may name files through root or through its real path.
 		if !within(root, path) && !within(realRoot, path) {
 			why = "outside " + root
 		} else if real, ok := evalExisting(path); !ok || !within(realRoot, real) {
@@ -123,7 +131,7 @@ func (t *Terminal) resolve(method, path string) (string, error) {
 		}
 	}
 	if why != "" {
-		t.diag("refused %s %s: %s", method, path, why)
+		f.diag("refused %s %s: %s", method, path, why)
 		return "", &RPCError{Code: acp.InvalidParams, Message: "path is outside the session root",
 			Data: jsonObject("path", path, "root", root)}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	sdk "github.com/coder/acp-go-sdk"
@@ -118,12 +119,12 @@ func (t *Terminal) permission(ctx context.Context, params json.RawMessage) (any,
 		title = *req.ToolCall.Title
 	}
 
-	t.mu.Lock()
-	stop := t.stopChan()
-	t.endLine()
-	t.line(t.paint(styleYellow, "permission requested:") + " " + t.paint(styleBold, title))
+	stop := t.prompts.stopChan()
+	s := t.lock()
+	s.endLine()
+	s.line(s.paint(styleYellow, "permission requested:") + " " + s.paint(styleBold, title))
 	for _, l := range m.lines() {
-		t.line(l)
+		s.line(l)
 	}
 	q := m.question()
 	var auto string // why the request is answered without asking
@@ -145,9 +146,9 @@ func (t *Terminal) permission(ctx context.Context, params json.RawMessage) (any,
 	}
 	if auto != "" {
 		if choice >= 0 {
-			t.line(q + m.key(choice) + " (" + auto + ")")
+			s.line(q + m.key(choice) + " (" + auto + ")")
 		} else {
-			t.line(q + "cancelled (" + auto + ")")
+			s.line(q + "cancelled (" + auto + ")")
 		}
 	}
 	t.mu.Unlock()
@@ -173,11 +174,10 @@ func permissionCancelled() sdk.RequestPermissionResponse {
 // or -1 when they do not.
 func (t *Terminal) askChoice(ctx context.Context, stop <-chan struct{}, m menu) int {
 	for range maxAsks {
-		answer, err := t.ask(ctx, stop, m.question())
+		answer, err := t.prompts.ask(ctx, stop, t.Ask, m.question())
 		if err != nil {
-			t.mu.Lock()
 			// Ask left the cursor after the question.
-			t.line("cancelled")
+			t.lock().line("cancelled")
 			t.mu.Unlock()
 			return -1
 		}
@@ -188,23 +188,37 @@ func (t *Terminal) askChoice(ctx context.Context, stop <-chan struct{}, m menu) 
 		if !m.yesNo {
 			hint = "  answer a number from 1 to " + strconv.Itoa(len(m.opts))
 		}
-		t.mu.Lock()
-		t.line(hint)
+		t.lock().line(hint)
 		t.mu.Unlock()
 	}
 	return -1
 }
 
-// ask calls Ask, one prompt at a time, until ctx ends or stop is closed:
-// then Ask gives up without taking the person's next line, which is theirs
-// for what comes next.
-func (t *Terminal) ask(ctx context.Context, stop <-chan struct{}, question string) (string, error) {
-	t.mu.Lock()
-	if t.askSem == nil {
-		t.askSem = make(chan struct{}, 1)
+// CancelPrompts answers every permission request waiting for the person
+// with the outcome cancelled, as ACP requires of a client after it sends
+// session/cancel. An Ask running is told to give up.
+func (t *Terminal) CancelPrompts() {
+	t.prompts.cancel()
+}
+
+// prompts are the permission requests waiting for the person: they ask one
+// at a time, and are cancelled together.
+type prompts struct {
+	mu     sync.Mutex
+	stop   chan struct{} // closed by cancel; nil until needed
+	askSem chan struct{} // held while Ask runs; nil until needed
+}
+
+// ask asks question with person (the Terminal's Ask), one prompt at a
+// time, until ctx ends or stop is closed: then person gives up without
+// taking the person's next line, which is theirs for what comes next.
+func (p *prompts) ask(ctx context.Context, stop <-chan struct{}, person func(context.Context, string) (string, error), question string) (string, error) {
+	p.mu.Lock()
+	if p.askSem == nil {
+		p.askSem = make(chan struct{}, 1)
 	}
-	sem := t.askSem
-	t.mu.Unlock()
+	sem := p.askSem
+	p.mu.Unlock()
 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -221,31 +235,31 @@ func (t *Terminal) ask(ctx context.Context, stop <-chan struct{}, question strin
 		return "", context.Cause(actx)
 	}
 	defer func() { <-sem }()
-	text, err := t.Ask(actx, question)
+	text, err := person(actx, question)
 	if err != nil && actx.Err() != nil {
 		return "", context.Cause(actx)
 	}
 	return text, err
 }
 
-// CancelPrompts answers every permission request waiting for the person
-// with the outcome cancelled, as ACP requires of a client after it sends
-// session/cancel. An Ask running is told to give up.
-func (t *Terminal) CancelPrompts() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stop != nil {
-		close(t.stop)
-		t.stop = nil
+// cancel closes the channel the prompts waiting watch.
+func (p *prompts) cancel() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop != nil {
+		close(p.stop)
+		p.stop = nil
 	}
 }
 
-// stopChan returns the channel CancelPrompts closes next. t.mu is held.
-func (t *Terminal) stopChan() <-chan struct{} {
-	if t.stop == nil {
-		t.stop = make(chan struct{})
+// stopChan returns the channel cancel closes next.
+func (p *prompts) stopChan() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop == nil {
+		p.stop = make(chan struct{})
 	}
-	return t.stop
+	return p.stop
 }
 
 // invalidParams returns the -32602 error for params that do not decode.

@@ -13,7 +13,7 @@ const spinnerTick = 100 * time.Millisecond
 // eraseLine returns the cursor to the start of the line and erases it.
 const eraseLine = "\r\x1b[K"
 
-// spinner is the state of a Terminal's spinner; the Terminal's lock guards
+// spinner is the state of a screen's spinner; the Terminal's lock guards
 // it.
 type spinner struct {
 	label   string        // "" when off
@@ -26,18 +26,18 @@ type spinner struct {
 // session is written, or Idle; a new label replaces the one showing.
 // Without Status it does nothing.
 func (t *Terminal) Busy(label string) {
-	t.mu.Lock()
+	s := t.lock()
 	defer t.mu.Unlock()
-	if t.Status == nil {
+	if s.status == nil {
 		return
 	}
-	t.endLine()
-	t.spin.erase(t.Status)
-	t.spin.label = label
-	t.spin.draw(t.Status, t.paint)
-	if t.spin.ticking == nil {
+	s.endLine()
+	s.spin.erase(s.status)
+	s.spin.label = label
+	s.spin.draw(s.status, s.paint)
+	if s.spin.ticking == nil {
 		done := make(chan struct{})
-		t.spin.ticking = done
+		s.spin.ticking = done
 		go t.tick(done)
 	}
 }
@@ -45,21 +45,21 @@ func (t *Terminal) Busy(label string) {
 // Relabel changes the label of the spinner showing; it does nothing when
 // none is, as what it reports on is over.
 func (t *Terminal) Relabel(label string) {
-	t.mu.Lock()
+	s := t.lock()
 	defer t.mu.Unlock()
-	if t.spin.label == "" {
+	if s.spin.label == "" {
 		return
 	}
-	t.spin.erase(t.Status)
-	t.spin.label = label
-	t.spin.draw(t.Status, t.paint)
+	s.spin.erase(s.status)
+	s.spin.label = label
+	s.spin.draw(s.status, s.paint)
 }
 
 // Idle takes the spinner away.
 func (t *Terminal) Idle() {
-	t.mu.Lock()
+	s := t.lock()
 	defer t.mu.Unlock()
-	t.spin.stop(t.Status)
+	s.spin.stop(s.status)
 }
 
 // tick draws the next frame until done is closed.
@@ -71,9 +71,9 @@ func (t *Terminal) tick(done chan struct{}) {
 		case <-done:
 			return
 		case <-tk.C:
-			t.mu.Lock()
-			t.spin.erase(t.Status)
-			t.spin.draw(t.Status, t.paint)
+			s := t.lock()
+			s.spin.erase(s.status)
+			s.spin.draw(s.status, s.paint)
 			t.mu.Unlock()
 		}
 	}

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -86,37 +85,10 @@ type Terminal struct {
 	// and erase-line sequences); nil: no spinner.
 	Status io.Writer
 
-	mu      sync.Mutex
-	stream  streamKind    // the kind of the text stream being written
-	started bool          // the stream has written its first line prefix
-	midLine bool          // Out's cursor is not at the start of a line
-	stop    chan struct{} // closed by CancelPrompts; nil until needed
-	askSem  chan struct{} // held while Ask runs; nil until needed
-	md      *markdown     // nil until the first message with Markdown
-	spin    spinner
+	mu      sync.Mutex // guards scr
+	scr     screen
+	prompts prompts
 }
-
-// A streamKind is a kind of text rendered as a stream of chunks.
-type streamKind uint8
-
-const (
-	noStream streamKind = iota
-	messageStream
-	thoughtStream
-	userStream
-)
-
-// ANSI styles used when Color is set.
-const (
-	styleReset   = "\x1b[0m"
-	styleBold    = "\x1b[1m"
-	styleDim     = "\x1b[2m"
-	styleThought = "\x1b[2;3m"
-	styleRed     = "\x1b[31m"
-	styleGreen   = "\x1b[32m"
-	styleYellow  = "\x1b[33m"
-	styleCyan    = "\x1b[36m"
-)
 
 // Capabilities returns the clientCapabilities to send in initialize: text
 // files can be read and written, and there are no terminals.
@@ -136,7 +108,10 @@ func (t *Terminal) Notification(method string, params json.RawMessage) {
 		t.diag("malformed session/update: %s", params)
 		return
 	}
-	if err := t.update(n.Update); err != nil {
+	s := t.lock()
+	err := renderer{s}.update(n.Update)
+	t.mu.Unlock()
+	if err != nil {
 		t.diag("malformed session/update: %v", err)
 	}
 }
@@ -148,9 +123,9 @@ func (t *Terminal) Request(ctx context.Context, method string, params json.RawMe
 	case sdk.ClientMethodSessionRequestPermission:
 		return t.permission(ctx, params)
 	case sdk.ClientMethodFsReadTextFile:
-		return t.readFile(params)
+		return t.files().readFile(params)
 	case sdk.ClientMethodFsWriteTextFile:
-		return t.writeFile(params)
+		return t.files().writeFile(params)
 	}
 	return nil, ErrMethodNotFound
 }
@@ -158,345 +133,52 @@ func (t *Terminal) Request(ctx context.Context, method string, params json.RawMe
 // EndTurn ends the line the turn's last chunk left open, and shows
 // stopReason unless it is "" or "end_turn".
 func (t *Terminal) EndTurn(stopReason string) {
-	t.mu.Lock()
+	s := t.lock()
 	defer t.mu.Unlock()
-	t.endLine()
+	s.endLine()
 	if stopReason != "" && stopReason != string(sdk.StopReasonEndTurn) {
-		t.line(t.paint(styleDim, "· stopped: "+stopReason))
+		s.line(s.paint(styleDim, "· stopped: "+stopReason))
 	}
 }
 
 // Notice writes msg on a line of its own, among the rendered updates.
 func (t *Terminal) Notice(msg string) {
-	t.mu.Lock()
+	s := t.lock()
 	defer t.mu.Unlock()
-	t.endLine()
-	t.line(t.paint(styleDim, msg))
+	s.endLine()
+	s.line(s.paint(styleDim, msg))
 }
 
 // Log writes line, a line of a log that is not the session's (a plug's, a
 // session process's), to Err on a line of its own: the agent's line being
 // written is ended first. A spinner showing goes on below it.
 func (t *Terminal) Log(line string) {
-	t.mu.Lock()
+	s := t.lock()
 	defer t.mu.Unlock()
-	t.spin.erase(t.Status)
-	t.endLine()
-	if t.Err != nil {
-		io.WriteString(t.Err, strings.TrimSuffix(line, "\n")+"\n")
+	s.spin.erase(s.status)
+	s.endLine()
+	if s.err != nil {
+		io.WriteString(s.err, strings.TrimSuffix(line, "\n")+"\n")
 	}
-	t.spin.draw(t.Status, t.paint)
+	s.spin.draw(s.status, s.paint)
 }
 
-// update renders one session update.
-func (t *Terminal) update(raw json.RawMessage) error {
-	var head struct {
-		Kind string `json:"sessionUpdate"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return err
-	}
+// lock locks t and returns its screen, set up from the exported fields.
+func (t *Terminal) lock() *screen {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch head.Kind {
-	case "agent_message_chunk":
-		u, err := decode[sdk.SessionUpdateAgentMessageChunk](raw)
-		if err != nil {
-			return err
-		}
-		t.text(messageStream, ContentText(u.Content))
-	case "agent_thought_chunk":
-		u, err := decode[sdk.SessionUpdateAgentThoughtChunk](raw)
-		if err != nil {
-			return err
-		}
-		t.text(thoughtStream, ContentText(u.Content))
-	case "user_message_chunk":
-		u, err := decode[sdk.SessionUpdateUserMessageChunk](raw)
-		if err != nil {
-			return err
-		}
-		t.text(userStream, ContentText(u.Content))
-	case "tool_call":
-		u, err := decode[sdk.SessionUpdateToolCall](raw)
-		if err != nil {
-			return err
-		}
-		t.toolCall(u)
-	case "tool_call_update":
-		u, err := decode[sdk.SessionToolCallUpdate](raw)
-		if err != nil {
-			return err
-		}
-		t.toolCallUpdate(u)
-	case "plan":
-		u, err := decode[sdk.SessionUpdatePlan](raw)
-		if err != nil {
-			return err
-		}
-		t.plan(u.Entries)
-	case "current_mode_update":
-		u, err := decode[sdk.SessionCurrentModeUpdate](raw)
-		if err != nil {
-			return err
-		}
-		t.endLine()
-		t.line(t.paint(styleDim, "· mode: "+string(u.CurrentModeId)))
-	case "session_info_update":
-		u, err := decode[sdk.SessionSessionInfoUpdate](raw)
-		if err != nil {
-			return err
-		}
-		if u.Title != nil && *u.Title != "" {
-			t.endLine()
-			t.line(t.paint(styleDim, "· title: "+*u.Title))
-		}
-	}
-	return nil
-}
-
-// decode decodes one session update variant.
-func decode[T any](raw json.RawMessage) (*T, error) {
-	v := new(T)
-	if err := json.Unmarshal(raw, v); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func (t *Terminal) toolCall(u *sdk.SessionUpdateToolCall) {
-	title := u.Title
-	if title == "" {
-		title = string(u.ToolCallId)
-	}
-	s := t.paint(styleCyan, "•") + " " + t.paint(styleBold, title)
-	if u.Kind != "" {
-		s += " " + t.paint(styleDim, "["+string(u.Kind)+"]")
-	}
-	if u.Status != "" {
-		s += " " + t.status("("+string(u.Status)+")", u.Status)
-	}
-	t.endLine()
-	t.line(s)
-	t.toolContent(u.Content)
-}
-
-func (t *Terminal) toolCallUpdate(u *sdk.SessionToolCallUpdate) {
-	var s string
-	switch {
-	case u.Title != nil && u.Status != nil:
-		s = *u.Title + " " + t.status("("+string(*u.Status)+")", *u.Status)
-	case u.Title != nil:
-		s = *u.Title
-	case u.Status != nil:
-		s = t.status(string(*u.Status), *u.Status)
-	}
-	if s != "" {
-		t.endLine()
-		t.line("  ↳ " + s)
-	}
-	t.toolContent(u.Content)
-}
-
-// status styles s by a tool call status.
-func (t *Terminal) status(s string, st sdk.ToolCallStatus) string {
-	switch st {
-	case sdk.ToolCallStatusCompleted:
-		return t.paint(styleGreen, s)
-	case sdk.ToolCallStatusFailed:
-		return t.paint(styleRed, s)
-	case sdk.ToolCallStatusInProgress:
-		return t.paint(styleYellow, s)
-	}
-	return t.paint(styleDim, s)
-}
-
-// toolContent renders a tool call's content, indented by four spaces.
-func (t *Terminal) toolContent(content []sdk.ToolCallContent) {
-	if len(content) == 0 {
-		return
-	}
-	t.endLine()
-	for _, c := range content {
-		var s string
-		switch {
-		case c.Content != nil:
-			s = ContentText(c.Content.Content)
-		case c.Diff != nil:
-			s = "[diff " + c.Diff.Path + "]"
-		case c.Terminal != nil:
-			s = "[terminal " + c.Terminal.TerminalId + "]"
-		}
-		for l := range strings.Lines(strings.TrimSuffix(s, "\n")) {
-			l = strings.TrimSuffix(l, "\n")
-			if l == "" {
-				t.line("")
-			} else {
-				t.line("    " + l)
-			}
-		}
-	}
-}
-
-func (t *Terminal) plan(entries []sdk.PlanEntry) {
-	t.endLine()
-	if len(entries) == 0 {
-		t.line(t.paint(styleBold, "plan:") + " (empty)")
-		return
-	}
-	t.line(t.paint(styleBold, "plan:"))
-	for i, e := range entries {
-		var mark, style string
-		switch e.Status {
-		case sdk.PlanEntryStatusPending:
-			mark, style = "[ ]", ""
-		case sdk.PlanEntryStatusInProgress:
-			mark, style = "[~]", styleYellow
-		case sdk.PlanEntryStatusCompleted:
-			mark, style = "[x]", styleGreen
-		default:
-			mark, style = "[?]", ""
-		}
-		t.line(fmt.Sprintf("  %d. %s %s", i+1, t.paint(style, mark), e.Content))
-	}
-}
-
-// ContentText returns the text of a content block, or a short description
-// of a block that is not text.
-func ContentText(c sdk.ContentBlock) string {
-	switch {
-	case c.Text != nil:
-		return c.Text.Text
-	case c.Image != nil:
-		return "[image " + c.Image.MimeType + "]"
-	case c.Audio != nil:
-		return "[audio " + c.Audio.MimeType + "]"
-	case c.ResourceLink != nil:
-		return "[link " + c.ResourceLink.Uri + "]"
-	case c.Resource != nil:
-		switch r := c.Resource.Resource; {
-		case r.TextResourceContents != nil:
-			return "[resource " + r.TextResourceContents.Uri + "]"
-		case r.BlobResourceContents != nil:
-			return "[resource " + r.BlobResourceContents.Uri + "]"
-		}
-		return "[resource]"
-	}
-	return "[content]"
-}
-
-// text writes a chunk of a text stream of kind k. A chunk of another kind
-// than the stream being written ends that stream's line first. Each line of
-// a thought or a user message gets a prefix, written with its first
-// character so that a line is never left holding only a prefix.
-func (t *Terminal) text(k streamKind, s string) {
-	if k != t.stream {
-		t.endLine()
-		t.stream, t.started = k, false
-	}
-	if k == messageStream && t.markdown() {
-		t.write(t.md.add(s))
-		return
-	}
-	for s != "" {
-		l, rest, nl := strings.Cut(s, "\n")
-		if l != "" {
-			if !t.midLine {
-				t.write(t.prefix(k))
-			}
-			t.write(t.paint(streamStyle(k), l))
-			t.midLine = true
-		}
-		if nl {
-			t.write("\n")
-			t.midLine = false
-		}
-		s = rest
-	}
-}
-
-// streamStyle returns the style of a kind of stream.
-func streamStyle(k streamKind) string {
-	if k == thoughtStream {
-		return styleThought
-	}
-	return ""
-}
-
-// thinking starts a thought; its later lines are indented to match.
-const thinking = "thinking: "
-
-// prefix returns the prefix of the next line of a stream of kind k.
-func (t *Terminal) prefix(k streamKind) string {
-	switch k {
-	case thoughtStream:
-		if t.started {
-			return strings.Repeat(" ", len(thinking))
-		}
-		t.started = true
-		return t.paint(styleThought, thinking)
-	case userStream:
-		return t.paint(styleCyan, "> ")
-	}
-	return ""
-}
-
-// markdown tells whether messages are rendered as Markdown, making the
-// renderer when first needed.
-func (t *Terminal) markdown() bool {
-	if !t.Markdown {
-		return false
-	}
-	if t.md == nil {
-		t.md = newMarkdown(t.Width, t.Color)
-	}
-	return true
-}
-
-// endLine ends the text stream being written, and its line if the cursor is
-// not at the start of one.
-func (t *Terminal) endLine() {
-	if t.md != nil {
-		t.write(t.md.flush())
-	}
-	if t.midLine {
-		t.write("\n")
-		t.midLine = false
-	}
-	t.stream = noStream
-}
-
-// line writes s and a newline; the cursor must be at the start of a line.
-func (t *Terminal) line(s string) {
-	t.write(s + "\n")
-}
-
-// write writes s to Out, in place of the spinner, which stops: what it
-// waited for has come.
-func (t *Terminal) write(s string) {
-	if s == "" {
-		return
-	}
-	t.spin.stop(t.Status)
-	if t.Out != nil {
-		io.WriteString(t.Out, s)
-	}
-}
-
-// paint wraps s in style when Color is set.
-func (t *Terminal) paint(style, s string) string {
-	if !t.Color || style == "" || s == "" {
-		return s
-	}
-	return style + s + styleReset
+	s := &t.scr
+	s.out, s.err, s.status = t.Out, t.Err, t.Status
+	s.color, s.markdown, s.width = t.Color, t.Markdown, t.Width
+	return s
 }
 
 // diag writes a diagnostic line to Err.
 func (t *Terminal) diag(format string, args ...any) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.spin.stop(t.Status)
-	if t.Err != nil {
-		fmt.Fprintf(t.Err, "client: "+format+"\n", args...)
-	}
+	t.lock().diag(format, args...)
+	t.mu.Unlock()
+}
+
+// files returns the file system access that t grants the agent.
+func (t *Terminal) files() fileAccess {
+	return fileAccess{root: t.Root, diag: t.diag}
 }
