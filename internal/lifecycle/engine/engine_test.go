@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine/enginetest"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	if code, ok := enginetest.ServeRole(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func TestLifecycleOnTheFileStore(t *testing.T) {
