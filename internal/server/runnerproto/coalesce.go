@@ -16,9 +16,9 @@ import (
 // connection under conn, each gathered write leaves raw corked: in one
 // system call.
 func Coalesce(conn net.Conn, raw *Corked) net.Conn {
-	c := &coalesced{Conn: conn, raw: raw}
+	c := &coalesced{Conn: conn, raw: raw, flushed: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
-	go c.flush()
+	go c.flush() // Close waits for it
 	return c
 }
 
@@ -33,6 +33,8 @@ type coalesced struct {
 	spare  []byte // the buffer last written, reused
 	err    error
 	closed bool
+	// flushed is closed when flush has returned: on Close, the queue sent.
+	flushed chan struct{}
 }
 
 func (c *coalesced) Write(p []byte) (int, error) {
@@ -55,6 +57,7 @@ func (c *coalesced) Write(p []byte) (int, error) {
 // flush writes what is queued, all of it at once, until the connection
 // fails or is closed.
 func (c *coalesced) flush() {
+	defer close(c.flushed)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for {
@@ -70,7 +73,7 @@ func (c *coalesced) flush() {
 		err := c.write(out)
 		c.mu.Lock()
 		c.spare = out
-		c.cond.Broadcast() // room for writers; and Close waits for an empty queue
+		c.cond.Broadcast() // room for writers
 		if err != nil {
 			c.err = err
 			return
@@ -94,15 +97,14 @@ func (c *coalesced) write(out []byte) error {
 // closeGrace bounds how long Close waits for what is queued to go out.
 const closeGrace = 5 * time.Second
 
-// Close sends what is queued (a last frame, a refusal), then closes.
+// Close sends what is queued (a last frame, a refusal), then closes; it
+// returns once the flusher has ended.
 func (c *coalesced) Close() error {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(closeGrace))
 	c.mu.Lock()
 	c.closed = true
 	c.cond.Broadcast()
-	for len(c.queued) > 0 && c.err == nil {
-		c.cond.Wait()
-	}
 	c.mu.Unlock()
+	<-c.flushed
 	return c.Conn.Close()
 }
