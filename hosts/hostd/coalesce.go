@@ -31,6 +31,7 @@ type coalescingWriter struct {
 func newCoalescingWriter(w io.Writer) *coalescingWriter {
 	c := &coalescingWriter{w: w, done: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
+	// Close waits for it (done), drainTimeout at most.
 	go c.flush()
 	return c
 }

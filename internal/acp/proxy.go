@@ -147,11 +147,14 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.init()
 	if p.CheckParams {
 		p.checks = make(chan checkItem, checkQueue)
+		// Ends once Run closes p.checks; it only checks, and may finish after.
 		go p.checker(p.checks)
 	}
 	// Each side's messages are read and handled on a goroutine of its own,
 	// in order (M6); the run lasts as long as the agent's output.
 	agentDone := make(chan error, 1)
+	// Waited for, unless ctx ends first: it then ends with the agent's
+	// output, as the caller stops the agent.
 	go func() { agentDone <- p.read(ToClient, p.FromAgent) }()
 	clientDone := make(chan struct{})
 	go func() {
@@ -215,7 +218,7 @@ func (p *Proxy) init() {
 // another goroutine (ahead), which reads what the stream holds meanwhile.
 func (p *Proxy) read(side Side, r *Reader) error {
 	a := newAhead(r, p.Pipeline != nil && r.now != nil)
-	go a.run(p.Log, side)
+	go a.run(p.Log, side) // stop waits for it
 	defer a.stop()
 	for {
 		m, drained, err := a.next()
@@ -254,6 +257,7 @@ type ahead struct {
 	// goroutine handling messages takes those queued meanwhile.
 	busy bool
 	wake chan struct{} // there are lines to read ahead
+	ran  chan struct{} // closed when run has returned
 	// readsNow: the stream is read ahead too, not only its lines read
 	// already, for plugs: while they see a message, the next ones arrive.
 	readsNow bool
@@ -261,7 +265,7 @@ type ahead struct {
 
 // newAhead returns the ahead of r; readsNow: see ahead.readsNow.
 func newAhead(r *Reader, readsNow bool) *ahead {
-	a := &ahead{r: r, wake: make(chan struct{}, 1), readsNow: readsNow}
+	a := &ahead{r: r, wake: make(chan struct{}, 1), ran: make(chan struct{}), readsNow: readsNow}
 	a.ready.L = &a.mu
 	return a
 }
@@ -308,6 +312,7 @@ func (a *ahead) next() (*Message, bool, error) {
 // run reads ahead, when woken, the lines read already and those the stream
 // holds.
 func (a *ahead) run(logger *log.Logger, side Side) {
+	defer close(a.ran)
 	// Declared here, where errors.As makes it escape: not once per line.
 	var lineErr *LineError
 	for range a.wake {
@@ -351,12 +356,13 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 	}
 }
 
-// stop ends run.
+// stop ends run, and waits for it: it reads only what needs no wait.
 func (a *ahead) stop() {
 	a.mu.Lock()
 	a.closed = true
 	a.mu.Unlock()
 	close(a.wake)
+	<-a.ran
 }
 
 // ReadMessages reads rd until it ends, sending its messages on the returned
@@ -369,6 +375,7 @@ func (a *ahead) stop() {
 // that came with the message before. At the end, seen sees nil.
 func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bool) (send bool)) <-chan *Message {
 	ch := make(chan *Message, 64)
+	// Ends with rd's stream; its reader owns that stream.
 	go func() {
 		defer close(ch)
 		if seen != nil {

@@ -208,6 +208,7 @@ func (t *Terminal) ask(ctx context.Context, stop <-chan struct{}, question strin
 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// Ends with actx, cancelled on return.
 	go func() {
 		select {
 		case <-stop:

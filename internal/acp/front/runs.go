@@ -113,6 +113,7 @@ func (c *conn) launch(sess *session, resume bool) {
 	sess.phase = launching
 	c.active++
 	id := sess.id
+	// Counted in c.active: the connection's loop waits for its event.
 	go func() {
 		var r Run
 		var err error
@@ -151,6 +152,7 @@ func (c *conn) launched(sess *session, r Run, err error) {
 	sess.holder = &holder{client: c.clientName(), since: time.Now()}
 	holders.Store(sess.id, sess.holder)
 	c.log.Info("session run started", "session", sess.id, "run", r.Number())
+	// Counted in c.active until runDone: the connection's loop waits for it.
 	go func() {
 		msgs := r.Messages()
 		for m := range msgs {
@@ -301,6 +303,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 		if sess.acpID == "" && !sess.over && err == nil {
 			sess.ending = true
 			c.active++
+			// Counted in c.active: the connection's loop waits for its event.
 			go func() {
 				err := c.srv.Sessions.End(context.Background(), sess.id)
 				c.post(event{kind: ended, sess: sess, err: err})
