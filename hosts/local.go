@@ -351,8 +351,8 @@ func (h *Local) Exec(ctx context.Context, argv []string, opts ExecOptions) (Exec
 	if opts.Stdout != nil {
 		out = io.MultiWriter(&stdout, opts.Stdout)
 	}
-	go func() { io.Copy(out, outR); copied <- struct{}{} }()
 	// Both waited for below (copied).
+	go func() { io.Copy(out, outR); copied <- struct{}{} }()
 	go func() { io.Copy(&stderr, errR); copied <- struct{}{} }()
 
 	t := &tracked{pgid: cmd.Process.Pid, done: make(chan struct{})}

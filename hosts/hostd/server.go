@@ -365,7 +365,6 @@ func splice(a, b io.ReadWriteCloser) {
 	}
 	// Both waited for below (done).
 	go cp(a, b)
-	// Both waited for below (done).
 	go cp(b, a)
 	<-done
 	<-done

@@ -157,6 +157,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	// output, as the caller stops the agent.
 	go func() { agentDone <- p.read(ToClient, p.FromAgent) }()
 	clientDone := make(chan struct{})
+	// Waited for as Run ends, where the stream can be interrupted (below).
 	go func() {
 		defer close(clientDone)
 		err := p.read(ToAgent, p.FromClient)

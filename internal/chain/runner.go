@@ -307,6 +307,7 @@ func (r *Run) Run(ctx context.Context) Result {
 	r.shutdown = ctx
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancel()
+	// Ends with ctx or r.ctx, cancelled as Run returns.
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -936,6 +937,7 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.Pau
 
 	attached := make(chan error, 1)
 	tail := &stderrTail{}
+	// Both waited for below (attached, exited).
 	go func() { attached <- r.attach(agentCtx, proc, host, tail) }()
 	exited := make(chan int, 1)
 	var waitErr error // set before exited is sent
@@ -1037,6 +1039,7 @@ func (r *Run) stopAgent(proc hosts.Process, exited <-chan int) {
 // last lines to tail.
 func (r *Run) attach(ctx context.Context, proc hosts.Process, host hosts.Host, tail *stderrTail) error {
 	done := make(chan struct{})
+	// Waited for below (done).
 	go func() {
 		defer close(done)
 		tail.read(r.log.WithPrefix("agent"), proc.Stderr())

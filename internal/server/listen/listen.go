@@ -245,6 +245,7 @@ func (r *Runner) connect(ctx context.Context) error {
 		r.Connected()
 	}
 	received := make(chan error, 1)
+	// Waited for before connect returns (receiving).
 	go func() { received <- c.receive() }()
 	receiving := true
 	defer func() {

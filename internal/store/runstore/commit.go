@@ -33,6 +33,7 @@ type committer struct {
 func (s *Server) startCommitter(w *bufio.Writer) *committer {
 	c := &committer{s: s, w: w, ended: make(chan struct{})}
 	c.cond.L = &c.mu
+	// stop waits for it (ended).
 	go c.run()
 	return c
 }

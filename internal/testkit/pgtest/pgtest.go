@@ -188,6 +188,7 @@ func start(bin string) (*server, error) {
 		return fail(fmt.Errorf("postgres: %w", err))
 	}
 	ready := make(chan struct{})
+	// Ends with postgres's stderr, as it stops (Run).
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
