@@ -196,6 +196,7 @@ func (v *Host) execLines(thread *starlark.Thread, argv []string, opts hosts.Exec
 	opts.Stdout = feed
 	var res hosts.ExecResult
 	var err error
+	// Waited for: the loop below reads lines until it closes them.
 	go func() {
 		defer close(lines)
 		res, err = v.h.Exec(ctx, argv, opts)

@@ -64,6 +64,7 @@ var _ starlark.HasAttrs = (*process)(nil)
 // its stderr.
 func newProcess(p hosts.Process, argv []string) *process {
 	v := &process{p: p, argv: shellJoin(argv), stderrDone: make(chan struct{})}
+	// Ends with the process's stderr; wait and stderr wait for it (stderrDone).
 	go v.collectStderr()
 	return v
 }
@@ -149,6 +150,7 @@ func (v *process) wait(thread *starlark.Thread, fn string, args starlark.Tuple, 
 			err  error
 		}
 		done := make(chan exit, 1)
+		// Left, on ctx's end, to end with the process.
 		go func() {
 			c, e := v.p.Wait()
 			done <- exit{c, e}
@@ -216,6 +218,7 @@ func (v *process) write(thread *starlark.Thread, fn string, args starlark.Tuple,
 	var err error
 	Blocking(thread, func() {
 		done := make(chan error, 1)
+		// Left, on ctx's end, to end with the process's stdin.
 		go func() {
 			v.writeMu.Lock()
 			defer v.writeMu.Unlock()
@@ -327,6 +330,7 @@ func (v *process) readMore(ctx context.Context) error {
 	if v.pending == nil {
 		ch := make(chan readResult, 1)
 		v.pending = ch
+		// Kept in v.pending for the next read; ends with the process's stdout.
 		go func() {
 			b := make([]byte, readChunk)
 			n, err := v.p.Stdout().Read(b)

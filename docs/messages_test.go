@@ -37,6 +37,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary serve as the agent: with
@@ -54,7 +55,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 const messagesDoc = "messages.md"

@@ -351,6 +351,7 @@ func (h *Local) Exec(ctx context.Context, argv []string, opts ExecOptions) (Exec
 	if opts.Stdout != nil {
 		out = io.MultiWriter(&stdout, opts.Stdout)
 	}
+	// Both waited for below (copied).
 	go func() { io.Copy(out, outR); copied <- struct{}{} }()
 	go func() { io.Copy(&stderr, errR); copied <- struct{}{} }()
 
@@ -454,6 +455,7 @@ func (h *Local) Spawn(ctx context.Context, spec SpawnSpec) (Process, error) {
 		errR.Close()
 	}
 	trackErr := h.track(p.t)
+	// Ends with the process; Wait waits for it.
 	go p.wait(h)
 	if trackErr != nil {
 		<-p.t.done

@@ -58,6 +58,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 	}
 	// For as long as the client stays: paused sessions expire, failed
 	// teardowns are retried (L6, L2).
+	// Process-long: ends with ctx, as the process does.
 	go e.Keep(ctx)
 	abs, err := filepath.Abs(c.Config)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
 	"github.com/rogpeppe/go-internal/testscript"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
@@ -78,7 +79,9 @@ func noRaceExitSleep() {
 }
 
 // testBinary runs the tests, waitingParallel at once unless -parallel
-// says otherwise, and stops their PostgreSQL server after them. (Run is
+// says otherwise, stops their PostgreSQL server after them, and fails if
+// a goroutine is left running (goleak.VerifyTestMain, as testscript.Main
+// exits itself). (Run is
 // not called when the binary runs as blaise-agent, whose flags are not
 // the tests'.)
 type testBinary struct{ m *testing.M }
@@ -92,7 +95,14 @@ func (b testBinary) Run() int {
 			panic(err)
 		}
 	}
-	return pgtest.Run(b.m)
+	code := pgtest.Run(b.m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	return code
 }
 
 // waitingParallel is how many tests run at once by default, more than go

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary serve as hostd: "hostd [--workspace DIR]".
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // benchHosts returns the local host and a hostd process reached through

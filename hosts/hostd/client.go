@@ -329,6 +329,7 @@ func (c *Client) Spawn(ctx context.Context, spec hosts.SpawnSpec) (hosts.Process
 		return nil, err
 	}
 	p := &remoteProcess{c: c, id: resp.Proc, pid: resp.PID, ctl: ctl, done: make(chan struct{})}
+	// Wait waits for it (done).
 	go p.wait()
 	streams := make([]*yamux.Stream, 0, 3)
 	for _, op := range []string{opStdin, opStdout, opStderr} {
@@ -476,6 +477,7 @@ func (c *Client) Forward(ctx context.Context, spec hosts.ForwardSpec) (string, i
 	}
 	c.forwards[f] = struct{}{}
 	c.mu.Unlock()
+	// Ends once forward.Close closes f.ln.
 	go f.serve()
 	return ln.Addr().String(), f, nil
 }
@@ -501,6 +503,7 @@ func (f *forward) serve() {
 			conn.Close()
 			return
 		}
+		// Ends with conn or its stream; forward.Close closes every conn.
 		go func() {
 			defer f.track(conn, false)
 			st, resp, err := f.c.open(context.Background(), request{Op: opDial, Addr: f.remote}, nil)

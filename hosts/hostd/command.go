@@ -104,10 +104,12 @@ type commandTransport struct {
 
 func newCommandTransport(p hosts.Process) *commandTransport {
 	t := &commandTransport{p: p, stderr: &tail{}, done: make(chan struct{}), stderrDone: make(chan struct{})}
+	// Ends with the command's stderr; Diagnose waits for it (stderrDone).
 	go func() {
 		defer close(t.stderrDone)
 		_, _ = io.Copy(t.stderr, p.Stderr())
 	}()
+	// Close waits for it (done).
 	go func() {
 		t.code, _ = p.Wait()
 		close(t.done)

@@ -65,6 +65,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 	s := &server{h: h, log: logger, procs: map[uint64]*served{}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Ends with the session or with the deferred cancel.
 	go func() {
 		select {
 		case <-sess.CloseChan():
@@ -78,6 +79,7 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, h hosts.Host, opts ServeO
 			break
 		}
 		wg.Add(1)
+		// Serve waits for it (wg).
 		go func() {
 			defer wg.Done()
 			s.handle(ctx, st)
@@ -165,6 +167,7 @@ func (s *server) handle(ctx context.Context, st *yamux.Stream) {
 	// the stream.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Ends with st: closed by the client, or by handle as it returns.
 	go func() {
 		_, _ = io.Copy(io.Discard, st)
 		cancel()
@@ -379,6 +382,7 @@ func splice(a, b io.ReadWriteCloser) {
 		}
 		done <- struct{}{}
 	}
+	// Both waited for below (done).
 	go cp(a, b)
 	go cp(b, a)
 	<-done

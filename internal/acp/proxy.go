@@ -74,7 +74,10 @@ type Proxy struct {
 	// sent that way can then be written at once rather than batched.
 	drained [2]atomic.Bool
 	mu      sync.Mutex
-	closed  atomic.Bool         // Run has ended; set with mu held
+	closed  atomic.Bool // Run has ended; set with mu held
+	// ended is closed with closed set: a reader waiting for a handler to
+	// take its request goes back to its stream, to end.
+	ended   chan struct{}
 	pending [2]map[string]*call // by Side of the request, then IDKey
 	loading map[string]int      // sessions being loaded, whose replay is not recorded
 	// nLoading is len(loading), read without mu by the stream's goroutine.
@@ -144,13 +147,19 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.init()
 	if p.CheckParams {
 		p.checks = make(chan checkItem, checkQueue)
+		// Ends once Run closes p.checks; it only checks, and may finish after.
 		go p.checker(p.checks)
 	}
 	// Each side's messages are read and handled on a goroutine of its own,
 	// in order (M6); the run lasts as long as the agent's output.
 	agentDone := make(chan error, 1)
+	// Waited for, unless ctx ends first: it then ends with the agent's
+	// output, as the caller stops the agent.
 	go func() { agentDone <- p.read(ToClient, p.FromAgent) }()
+	clientDone := make(chan struct{})
+	// Waited for as Run ends, where the stream can be interrupted (below).
 	go func() {
+		defer close(clientDone)
 		err := p.read(ToAgent, p.FromClient)
 		p.Log.Debug("the client's stream ended", "err", err)
 	}()
@@ -166,11 +175,19 @@ func (p *Proxy) Run(ctx context.Context) error {
 	// From here on, what still arrives is dropped: the run is over.
 	p.mu.Lock()
 	p.closed.Store(true)
+	close(p.ended)
 	if p.checks != nil {
 		close(p.checks)
 	}
 	p.mu.Unlock()
 	p.abandon()
+	// The client's reader is waited for where its stream can be
+	// interrupted (a pipe or socket the runtime polls); else it reads
+	// until the stream's owner closes it (a process's stdin: at exit).
+	if resume := p.FromClient.interrupt(); resume != nil {
+		<-clientDone
+		resume()
+	}
 	// Everything for the client goes out before the run ends.
 	flush := p.ToClient.Flush
 	if p.Carrier != nil {
@@ -188,6 +205,7 @@ func (p *Proxy) init() {
 		p.Log = log.Default()
 	}
 	p.pending = [2]map[string]*call{{}, {}}
+	p.ended = make(chan struct{})
 	p.loading = map[string]int{}
 	for _, side := range []Side{ToAgent, ToClient} {
 		p.forwardNotification[side] = func(out *Message) *Message { return p.forward(side, out, nil) }
@@ -201,7 +219,7 @@ func (p *Proxy) init() {
 // another goroutine (ahead), which reads what the stream holds meanwhile.
 func (p *Proxy) read(side Side, r *Reader) error {
 	a := newAhead(r, p.Pipeline != nil && r.now != nil)
-	go a.run(p.Log, side)
+	go a.run(p.Log, side) // stop waits for it
 	defer a.stop()
 	for {
 		m, drained, err := a.next()
@@ -256,8 +274,12 @@ func (p *Proxy) receive(side Side, m *Message) {
 		return
 	}
 	c := newChainRun()
+	// Ends when the pipeline is done with m: a plug may hold it past Run.
 	go p.handle(side, m, c)
-	<-c.yielded
+	select {
+	case <-c.yielded:
+	case <-p.ended:
+	}
 }
 
 // opened notes a request of the client as open until its answer goes out;

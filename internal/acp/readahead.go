@@ -24,6 +24,7 @@ type ahead struct {
 	// goroutine handling messages takes those queued meanwhile.
 	busy bool
 	wake chan struct{} // there are lines to read ahead
+	ran  chan struct{} // closed when run has returned
 	// readsNow: the stream is read ahead too, not only its lines read
 	// already, for plugs: while they see a message, the next ones arrive.
 	readsNow bool
@@ -31,7 +32,7 @@ type ahead struct {
 
 // newAhead returns the ahead of r; readsNow: see ahead.readsNow.
 func newAhead(r *Reader, readsNow bool) *ahead {
-	a := &ahead{r: r, wake: make(chan struct{}, 1), readsNow: readsNow}
+	a := &ahead{r: r, wake: make(chan struct{}, 1), ran: make(chan struct{}), readsNow: readsNow}
 	a.ready.L = &a.mu
 	return a
 }
@@ -78,6 +79,7 @@ func (a *ahead) next() (*Message, bool, error) {
 // run reads ahead, when woken, the lines read already and those the stream
 // holds.
 func (a *ahead) run(logger *log.Logger, side Side) {
+	defer close(a.ran)
 	// Declared here, where errors.As makes it escape: not once per line.
 	var lineErr *LineError
 	for range a.wake {
@@ -121,12 +123,13 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 	}
 }
 
-// stop ends run.
+// stop ends run, and waits for it: it reads only what needs no wait.
 func (a *ahead) stop() {
 	a.mu.Lock()
 	a.closed = true
 	a.mu.Unlock()
 	close(a.wake)
+	<-a.ran
 }
 
 // ReadMessages reads rd until it ends, sending its messages on the returned
@@ -139,6 +142,7 @@ func (a *ahead) stop() {
 // that came with the message before. At the end, seen sees nil.
 func ReadMessages(rd *Reader, logger *log.Logger, seen func(m *Message, fresh bool) (send bool)) <-chan *Message {
 	ch := make(chan *Message, 64)
+	// Ends with rd's stream; its reader owns that stream.
 	go func() {
 		defer close(ch)
 		if seen != nil {

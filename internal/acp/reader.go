@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultMaxLine is the longest line a Reader accepts when given no limit.
@@ -445,4 +446,16 @@ func blank(line []byte) bool {
 		}
 	}
 	return true
+}
+
+// interrupt makes a read of r's stream under way, and those after, fail
+// at once, where the stream has read deadlines; resume lifts that. It
+// returns nil where the stream has none (or the runtime does not poll it:
+// an inherited descriptor), whose reads cannot be interrupted.
+func (r *Reader) interrupt() (resume func()) {
+	d, ok := r.rd.(interface{ SetReadDeadline(time.Time) error })
+	if !ok || d.SetReadDeadline(time.Unix(1, 0)) != nil {
+		return nil
+	}
+	return func() { _ = d.SetReadDeadline(time.Time{}) }
 }

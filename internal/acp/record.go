@@ -160,6 +160,7 @@ func (r *JSONLRecorder) Record(side Side, m *Message, by string) {
 	case !r.writing && (len(r.full) > 0 || r.laterSize >= recordBatch):
 		chunks, later := r.take()
 		r.writing = true
+		// writeNow (Flush, Close) waits for it (writing).
 		go r.writeBehind(chunks, later)
 	}
 }

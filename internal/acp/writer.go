@@ -61,6 +61,7 @@ func (w *Writer) WaitWritten(n uint64) error {
 	defer w.mu.Unlock()
 	if !w.flushing && len(w.queue) > 0 && w.err == nil && w.written < n {
 		w.flushing = true
+		// Ends once the queue is written, or the stream fails; Flush waits for it (flushing).
 		go w.flush()
 	}
 	for w.err == nil && w.written < n {
@@ -280,6 +281,7 @@ func (w *Writer) addLine(blk *block, pace Pace, bundled bool, parts ...part) err
 	w.flushing = true
 	if pace != Now {
 		w.mu.Unlock()
+		// Ends once the queue is written, or the stream fails; Flush waits for it (flushing).
 		go w.flush()
 		return nil
 	}
@@ -370,6 +372,7 @@ func (w *Writer) flushRest() {
 	}
 	w.mu.Unlock()
 	if more {
+		// Ends once the queue is written, or the stream fails; Flush waits for it (flushing).
 		go w.flush()
 	}
 }
@@ -448,6 +451,7 @@ func (w *Writer) Flush() error {
 	if !w.flushing && len(w.queue) > 0 && w.err == nil {
 		// Left waiting by WithNext: written now, not after batchDelay.
 		w.flushing = true
+		// Ends once the queue is written, or the stream fails; Flush waits for it (flushing).
 		go w.flush()
 	}
 	for w.err == nil && (w.flushing || len(w.queue) > 0) {

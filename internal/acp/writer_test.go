@@ -499,6 +499,7 @@ func TestAMessageWaitingForOthersThatDoNotComeGoesOut(t *testing.T) {
 // messages go out without waiting for more.
 func TestWithNextWritesOnceABatchIsFull(t *testing.T) {
 	pr, pw := io.Pipe()
+	defer pr.Close() // the Writer's write of the lines not read fails, and ends
 	w := NewWriter(pw)
 	w.delay = time.Hour // only a full batch writes
 	line := NewNotification("n", fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("p", 1000)))

@@ -39,6 +39,7 @@ func (r *Run) runAgent(draft *builtins.AgentDraft, host hosts.Host) builtins.Pau
 
 	attached := make(chan error, 1)
 	tail := &stderrTail{}
+	// Both waited for below (attached, exited).
 	go func() { attached <- r.attach(agentCtx, proc, host, tail) }()
 	exited := make(chan int, 1)
 	var waitErr error // set before exited is sent
@@ -140,6 +141,7 @@ func (r *Run) stopAgent(proc hosts.Process, exited <-chan int) {
 // last lines to tail.
 func (r *Run) attach(ctx context.Context, proc hosts.Process, host hosts.Host, tail *stderrTail) error {
 	done := make(chan struct{})
+	// Waited for below (done).
 	go func() {
 		defer close(done)
 		tail.read(r.log.WithPrefix("agent"), proc.Stderr())

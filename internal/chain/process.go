@@ -183,6 +183,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		opts.CountTempNames = true
 	}
 	r := New(opts)
+	// Ends with the control stream, closed as the process exits.
 	go sp.listen(r, rec)
 	res := r.Execute(ctx)
 

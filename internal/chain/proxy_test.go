@@ -16,6 +16,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
+	"go.uber.org/goleak"
 )
 
 // TestMain lets the test binary serve as the agent: with
@@ -60,7 +61,7 @@ func TestMain(m *testing.M) {
 		acptest.Flood(os.Stdin, os.Stdout)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // demoAgent is the agent() line that starts the demo agent.

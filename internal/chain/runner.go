@@ -296,6 +296,7 @@ func (r *Run) Execute(ctx context.Context) Result {
 	r.shutdown = ctx
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancel()
+	// Ends with ctx or r.ctx, cancelled as Run returns.
 	go func() {
 		select {
 		case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
@@ -284,8 +285,10 @@ func (s *Server) connectClient(ctx context.Context, w http.ResponseWriter, r *ht
 	nc := runnerproto.Coalesce(websocket.NetConn(ctx, ws, websocket.MessageBinary), nil)
 	defer nc.Close()
 	kctx, stop := context.WithCancel(ctx)
+	var kept sync.WaitGroup
+	defer kept.Wait()
 	defer stop()
-	go s.keepAlive(kctx, ws)
+	kept.Go(func() { s.keepAlive(kctx, ws) })
 	if err := s.serveACP(ctx, a, owner(r), nc, nc); err != nil {
 		s.log().Debug("a client's connection ended", "agent", a.Name, "err", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +48,7 @@ func newLab(t *testing.T) *lab {
 	s := &Server{Store: store, Log: log.New(io.MultiWriter(os.Stderr, logs))}
 	hs := httptest.NewServer(s.Handler(ctx))
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { endRuns(t, s) })
 	tok, _, err := store.MintAPIToken(ctx, "tests")
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +65,22 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	return &lab{t: t, store: store, srv: hs, s: s, token: tok, cred: cred, runnerID: runnerID, logs: logs}
+}
+
+// endRuns ends the runs a test left waiting for their runner to come
+// back, and waits for their ends to be recorded: they would wait the lease,
+// past the test and its store.
+func endRuns(t *testing.T, s *Server) {
+	s.mu.Lock()
+	var left []*remoteProcess
+	for _, p := range s.procs {
+		left = append(left, p)
+	}
+	s.mu.Unlock()
+	for _, p := range left {
+		p.fail(errors.New("the test is over"))
+		testsupport.Eventually(t, "the end of a run the test left", func() bool { return s.engine.Running(p.ref.Session) == nil })
+	}
 }
 
 // do sends a request with the API token and returns the status and the

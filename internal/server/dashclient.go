@@ -34,6 +34,7 @@ func (s *Server) openACP(ctx context.Context, agent string) (io.ReadWriteCloser,
 	}
 	frontIn, toFront := io.Pipe()
 	fromFront, frontOut := io.Pipe()
+	// Ends with serveACP: with ctx, or as the dashboard closes its pipe.
 	go func() {
 		// The dashboard's sessions have no owner: no API token opened them.
 		if err := s.serveACP(ctx, a, "", frontIn, frontOut); err != nil {

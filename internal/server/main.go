@@ -8,6 +8,7 @@ import (
 	_ "net/http/pprof" // on DefaultServeMux, served only on --debug-addr
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -101,7 +102,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The metrics' and profiles' servers end before the store closes.
+	var aside sync.WaitGroup
+	defer func() { cancel(); aside.Wait() }()
 	context.AfterFunc(ctx, func() { ln.Close() }) // on an error before Serve
 	scheme := "http"
 	if o.TLSCert != "" {
@@ -124,12 +127,12 @@ func Run(ctx context.Context, o Options) error {
 	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version,
 		MaxConns: o.MaxConns, MaxConnsPerAddr: o.MaxConnsPerAddr}
 	if o.MetricsAddr != "" {
-		if err := serveAside(ctx, o.Log, "metrics", o.MetricsAddr, s.MetricsHandler()); err != nil {
+		if err := serveAside(ctx, &aside, o.Log, "metrics", o.MetricsAddr, s.MetricsHandler()); err != nil {
 			return err
 		}
 	}
 	if o.DebugAddr != "" {
-		if err := serveAside(ctx, o.Log, "debug", o.DebugAddr, http.DefaultServeMux); err != nil {
+		if err := serveAside(ctx, &aside, o.Log, "debug", o.DebugAddr, http.DefaultServeMux); err != nil {
 			return err
 		}
 	}
@@ -137,14 +140,14 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // serveAside serves h on addr until ctx is done: the metrics' and the
-// profiles' listeners, apart from the API's.
-func serveAside(ctx context.Context, l *log.Logger, what, addr string, h http.Handler) error {
+// profiles' listeners, apart from the API's; wg waits for it.
+func serveAside(ctx context.Context, wg *sync.WaitGroup, l *log.Logger, what, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--%s-addr: %w", what, err)
 	}
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
-	go hs.Serve(ln)
+	wg.Go(func() { _ = hs.Serve(ln) })
 	context.AfterFunc(ctx, func() { hs.Close() })
 	l.Info("serving "+what, "url", "http://"+ln.Addr().String())
 	return nil

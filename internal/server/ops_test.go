@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,35 @@ func TestConnectionsOfOneAddressAreCapped(t *testing.T) {
 	// A connection over the cap was closed: it reads EOF.
 	if _, err := held[len(held)-1].Read(make([]byte, 1)); err == nil {
 		t.Error("a connection over the cap is open")
+	}
+}
+
+// TestServeReturnsOnceItsGoroutinesHaveEnded: when Serve returns, its
+// timers and the handlers of its connections (a runner's, still
+// connected) have ended, so that its caller may close the store.
+func TestServeReturnsOnceItsGoroutinesHaveEnded(t *testing.T) {
+	l := newLab(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
+	l.srv.URL = "http://" + ln.Addr().String()
+	mux, _ := l.hello(l.cred)
+	defer mux.Close()
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, f := range []string{"(*Engine).Keep", "(*Server).cutRevoked", "(*runnerConn).serve", "(*runnerConn).acceptStreams", "(*Server).connectRunner"} {
+		if strings.Contains(stacks, f) {
+			t.Errorf("%s still runs after Serve returned", f)
+		}
 	}
 }
 

@@ -147,6 +147,7 @@ func (p *remoteProcess) serveStore() {
 	if p.carried != nil {
 		store.Forward = p.carried.w
 	}
+	// Ends with the run's last attachment, as the run fails or exits (nextAttachment).
 	go func() {
 		defer func() {
 			if p.carried != nil {
@@ -340,6 +341,7 @@ func (p *remoteProcess) attach(rc *runnerConn, ch runnerproto.Channel, st net.Co
 		p.att, p.pending = a, nil
 		p.signal()
 		if p.signalled {
+			// Ends once the frame is sent on a's connection, or the send fails.
 			go p.sendSignal(a, p.killed)
 		}
 	}

@@ -38,7 +38,12 @@ type runnerConn struct {
 
 // serve handles the runner's frames and streams until its connection ends.
 func (rc *runnerConn) serve(ctx context.Context) {
-	go rc.acceptStreams()
+	accepted := make(chan struct{})
+	// Waited for below, once mux is closed.
+	go func() {
+		defer close(accepted)
+		rc.acceptStreams()
+	}()
 	for {
 		f, err := rc.frames.Receive()
 		if err != nil {
@@ -64,6 +69,7 @@ func (rc *runnerConn) serve(ctx context.Context) {
 		}
 	}
 	rc.mux.Close()
+	<-accepted // ends with mux
 	close(rc.gone)
 	rc.s.removeRunner(rc)
 	rc.s.log().Info("runner disconnected", "agent", rc.agent, "runner", rc.name)
@@ -90,6 +96,7 @@ func (rc *runnerConn) acceptStreams() {
 		if err != nil {
 			return
 		}
+		// Ends with its header read: at the latest as mux closes the stream.
 		go func() {
 			h, err := runnerproto.ReadHeader(st)
 			if err != nil {
@@ -117,6 +124,7 @@ func (rc *runnerConn) drain() {
 	rc.s.log().Info("runner draining", "agent", rc.agent, "runner", rc.name, "runs", len(refs))
 	for _, ref := range refs {
 		if l := rc.s.engine.Running(ref.Session); l != nil && l.Run == ref.Run {
+			// Ends once the run has stopped as idle.
 			go func() {
 				if err := l.StopIdle(); err != nil {
 					rc.s.log().Warn("stopping a draining runner's run", "session", ref.Session, "err", err)
@@ -222,6 +230,7 @@ func (rc *runnerConn) takeBack(ctx context.Context, ref runnerproto.RunRef) bool
 		return false
 	}
 	p, first := rc.newProcess(ref)
+	// Ends with the run's streams (the lease at most), then hands the run to the engine.
 	go func() {
 		err := rc.streams(first, rc.s.clock().After(rc.s.lease()))
 		if err == nil {

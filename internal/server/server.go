@@ -134,18 +134,33 @@ func (s *Server) removeRunner(rc *runnerConn) {
 func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) error {
 	s.init()
 	ctx, cancel := context.WithCancel(ctx)
+	// Serve returns once they have ended: the caller closes the store
+	// after.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer cancel()
-	go s.engine.Keep(ctx)
-	go s.cutRevoked(ctx)
+	wg.Go(func() { s.engine.Keep(ctx) })
+	wg.Go(func() { s.cutRevoked(ctx) })
 	maxConns := s.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns()
 	}
 	ln = &limitListener{Listener: ln, total: maxConns, perAddr: s.MaxConnsPerAddr, opened: func(d int) { s.metrics.conns.Add(float64(d)) }}
-	hs := &http.Server{Handler: s.Handler(ctx), ReadHeaderTimeout: headerTimeout, ReadTimeout: bodyTimeout, IdleTimeout: idleTimeout,
+	// Shutdown does not wait for the handlers of hijacked connections (the
+	// runners' and clients' WebSockets): they end with ctx, and Serve
+	// waits for them.
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	h := s.Handler(ctx)
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handlers.Add(1)
+		defer handlers.Done()
+		h.ServeHTTP(w, r)
+	})
+	hs := &http.Server{Handler: counted, ReadHeaderTimeout: headerTimeout, ReadTimeout: bodyTimeout, IdleTimeout: idleTimeout,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan error, 1)
-	go func() {
+	go func() { // ends with hs, closed or shut down below
 		if cert != "" {
 			done <- hs.ServeTLS(ln, cert, key)
 		} else {
@@ -154,6 +169,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) e
 	}()
 	select {
 	case err := <-done:
+		cancel()
+		hs.Close()
 		return err
 	case <-ctx.Done():
 	}
@@ -163,6 +180,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) e
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = hs.Close()
 	}
+	<-done
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}

@@ -190,6 +190,7 @@ func (c *Cache) ask(ctx context.Context, clientParams []byte) ([]byte, error) {
 		_ = proc.Stdin().Close()
 		_ = proc.Kill()
 	}()
+	// Both end with the agent's streams, once it is killed on return.
 	go func() { _, _ = io.Copy(io.Discard, proc.Stderr()) }()
 	conn := client.NewConn(proc.Stdout(), proc.Stdin(), nil)
 	go func() { _ = conn.Run(ctx) }()

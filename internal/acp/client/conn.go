@@ -132,6 +132,7 @@ func (c *Conn) Run(ctx context.Context) error {
 
 	msgs := make(chan *acp.Message)
 	errc := make(chan error, 1)
+	// Ends with the stream, or with ctx (Run's, cancelled on return) once it has a message.
 	go func() {
 		for {
 			m, err := c.r.Next()
@@ -386,6 +387,7 @@ func (c *Conn) serve(ctx context.Context, m *acp.Message) {
 	c.mu.Lock()
 	c.incoming[key] = cancel
 	c.mu.Unlock()
+	// A request served: ends with its handler, whose context Close cancels.
 	go func() {
 		result, err := c.handle(rctx, m.Method, m.Params)
 		c.mu.Lock()

@@ -84,6 +84,7 @@ func (e *editor) ReadLine(ctx context.Context, prompt string) (string, error) {
 		e.rl.Refresh() // a line begun for an earlier question goes on here
 	} else {
 		e.reading = true
+		// One reader of the line editor at a time; ends with its next line or at exit.
 		go e.read()
 	}
 	e.mu.Unlock()
@@ -166,6 +167,7 @@ type plainInput struct {
 
 func newPlainInput(in io.Reader, out io.Writer) *plainInput {
 	lines := make(chan string)
+	// Reads until in ends (the terminal's stdin: at exit).
 	go func() {
 		defer close(lines)
 		br := bufio.NewReader(in)

@@ -222,6 +222,7 @@ func (p *prompts) ask(ctx context.Context, stop <-chan struct{}, person func(con
 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// Ends with actx, cancelled on return.
 	go func() {
 		select {
 		case <-stop:

@@ -38,6 +38,7 @@ func (t *Terminal) Busy(label string) {
 	if s.spin.ticking == nil {
 		done := make(chan struct{})
 		s.spin.ticking = done
+		// Ends when done closes (Idle); a Terminal's spinner.
 		go t.tick(done)
 	}
 }

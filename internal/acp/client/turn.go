@@ -22,6 +22,7 @@ func (t *Terminal) Turn(conn *Conn, sid, text string, sig <-chan os.Signal, ende
 	done := make(chan result, 1)
 	t.Busy("waiting for the agent")
 	defer t.Idle()
+	// Ends with the prompt's answer, or with conn closed: the prompt's owner.
 	go func() {
 		stop, err := conn.Prompt(context.Background(), sid, text)
 		done <- result{stop, err}

@@ -102,6 +102,7 @@ func (c *conn) initialize(m *acp.Message) {
 	// messages go on.
 	c.active++
 	params := c.initParams
+	// Counted in c.active: the connection's loop waits for its event.
 	go func() {
 		res, err := caps.Learn(c.ctx, params)
 		c.post(event{kind: learned, init: res, err: err})

@@ -115,6 +115,7 @@ func (c *conn) launch(sess *session, resume bool) {
 	id := sess.id
 	// A run that starts is the front end's to stop, even once c.ctx ended.
 	ctx := context.WithoutCancel(c.ctx)
+	// Counted in c.active: the connection's loop waits for its event.
 	go func() {
 		var r Run
 		var err error
@@ -153,6 +154,7 @@ func (c *conn) launched(sess *session, r Run, err error) {
 	sess.holder = &holder{client: c.clientName(), since: time.Now()}
 	holders.Store(sess.id, sess.holder)
 	c.log.Info("session run started", "session", sess.id, "run", r.Number())
+	// Counted in c.active until runDone: the connection's loop waits for it.
 	go func() {
 		msgs := r.Messages()
 		for m := range msgs {
@@ -304,6 +306,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 		if sess.acpID == "" && !sess.over && err == nil {
 			sess.ending = true
 			c.active++
+			// Counted in c.active: the connection's loop waits for its event.
 			go func() {
 				err := c.srv.Sessions.End(context.Background(), sess.id)
 				c.post(event{kind: ended, sess: sess, err: err})

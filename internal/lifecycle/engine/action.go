@@ -83,6 +83,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 		reported <- report
 	}()
 	waited := make(chan error, 1)
+	// The three are waited for below (waited, reported, copied).
 	go func() { waited <- proc.Wait() }()
 	var waitErr error
 	select {

@@ -589,9 +589,12 @@ func (e *Engine) run(l *Live) {
 		}
 		l.out = acp.ReadMessages(rd, e.logger(), l.seen)
 	} else {
+		// Ends with the run's output, as the process exits.
 		go func() { _, _ = io.Copy(io.Discard, l.proc.Stdout()) }()
 	}
 	e.track(l, true)
+	// They end with the run: wait waits for readControl (reportsDone);
+	// timers ends once the process has exited (l.exited).
 	go l.readControl()
 	go l.wait()
 	go l.timers()

@@ -12,13 +12,14 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine/enginetest"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	if code, ok := enginetest.ServeRole(); ok {
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func TestLifecycleOnTheFileStore(t *testing.T) {

@@ -15,6 +15,7 @@ func (l *Live) Stream() (r io.ReadCloser, w io.Writer) {
 	pr, pw := io.Pipe()
 	// Messages that arrive while the reader is busy go to it together.
 	out := acp.NewWriter(pw)
+	// Ends with the run's messages, which the run's end closes.
 	go func() {
 		failed := false
 		msgs := l.Messages()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/plugs/gitcache"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
+	"go.uber.org/goleak"
 )
 
 // envFetch makes the test binary a process that fetches one URL into the
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // TestTwoProcessesFillTheCacheAtOnce: processes that fetch the same

@@ -443,6 +443,7 @@ func newClient(live *engine.Live, out io.Writer, root string) *testClient {
 	c.conn = client.NewConn(r, wr, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = func() { cancel(); r.Close() }
+	// Ends with ctx, cancelled by close.
 	go func() { _ = c.conn.Run(ctx) }()
 	return c
 }
@@ -515,6 +516,7 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 		err        error
 	}
 	done := make(chan result, 1)
+	// Ends with the prompt's answer, or with the connection's end (close).
 	go func() {
 		stop, err := c.conn.Prompt(ctx, c.acp, text)
 		done <- result{stop, err}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
@@ -316,26 +317,40 @@ func wsURL(u string) string {
 // and conn until either side ends. The client gets whole lines only: the
 // part of a message that a broken connection cut is dropped.
 func Bridge(ctx context.Context, conn net.Conn, in io.Reader, out io.Writer) error {
-	errs := make(chan error, 2)
+	sent, got := make(chan error, 1), make(chan error, 1)
+	// Waited for where in can be interrupted (a pipe or socket the runtime
+	// polls); else it reads until in ends (an editor's stdin: at exit).
 	go func() {
 		_, err := io.Copy(conn, in)
-		errs <- err
+		sent <- err
 	}()
 	go func() {
 		_, err := io.Copy(&wholeLines{w: out}, conn)
-		errs <- err
+		got <- err
 	}()
+	var err error
+	inEnded, connEnded := false, false
 	select {
-	case err := <-errs:
-		conn.Close()
-		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
-			return nil
-		}
-		return err
+	case err = <-sent:
+		inEnded = true
+	case err = <-got:
+		connEnded = true
 	case <-ctx.Done():
-		conn.Close()
+	}
+	conn.Close()
+	if !inEnded {
+		if d, ok := in.(interface{ SetReadDeadline(time.Time) error }); ok && d.SetReadDeadline(time.Unix(1, 0)) == nil {
+			<-sent
+			_ = d.SetReadDeadline(time.Time{})
+		}
+	}
+	if !connEnded {
+		<-got // ends with conn closed
+	}
+	if !inEnded && !connEnded || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
 		return nil
 	}
+	return err
 }
 
 // Register exchanges a registration token for a runner credential and

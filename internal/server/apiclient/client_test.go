@@ -15,7 +15,8 @@ func TestBridgeGivesTheClientWholeLinesOnly(t *testing.T) {
 	server, conn := net.Pipe()
 	var out bytes.Buffer
 	done := make(chan error, 1)
-	stdin, _ := io.Pipe()
+	stdin, editor := io.Pipe()
+	defer editor.Close() // the bridge's copy from stdin ends
 	go func() { done <- Bridge(t.Context(), conn, stdin, &out) }()
 	for _, part := range []string{`{"a":`, `1}` + "\n" + `{"b":2}` + "\n" + `{"c":`} {
 		if _, err := io.WriteString(server, part); err != nil {

@@ -45,14 +45,17 @@ func (t *Terminal) Run(ctx context.Context) error {
 	// Until the session is open, a signal gives up.
 	openCtx, giveUp := context.WithCancel(ctx)
 	opened := make(chan struct{})
+	watched := make(chan struct{})
+	defer func() { giveUp(); <-watched }()
 	go func() {
+		defer close(watched)
 		select {
 		case <-t.Sig:
 			giveUp()
 		case <-opened:
+		case <-openCtx.Done():
 		}
 	}()
-	defer giveUp()
 	if t.Continue {
 		id, err := t.Client.LastPaused(openCtx, t.Agent)
 		if err != nil {
@@ -68,8 +71,12 @@ func (t *Terminal) Run(ctx context.Context) error {
 	}
 	cc := client.NewConn(conn, conn, t.Term)
 	connCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { _ = cc.Run(connCtx) }()
+	ran := make(chan struct{})
+	defer func() { cancel(); <-ran }()
+	go func() {
+		defer close(ran)
+		_ = cc.Run(connCtx)
+	}()
 	defer conn.Close()
 	cwd, _ := os.Getwd()
 	t.Term.Relabel("attaching")

@@ -118,6 +118,7 @@ func (a *acpClient) conn(ctx context.Context, agent string) (*client.Conn, error
 		return nil, fmt.Errorf("agent %s: %w", agent, err)
 	}
 	c = client.NewConn(rwc, rwc, a)
+	// Ends with the agent's ACP connection (the server's end, or rwc's).
 	go func() {
 		err := c.Run(context.Background())
 		rwc.Close()
@@ -163,6 +164,7 @@ func (a *acpClient) prompt(ctx context.Context, agent, id, text string) error {
 	act.conn = c
 	a.mu.Unlock()
 	done := make(chan error, 1)
+	// Ends with the prompt's answer, or with the connection's end.
 	go func() {
 		stop, err := c.Prompt(context.Background(), id, text)
 		if err == nil || a.reached(id) {

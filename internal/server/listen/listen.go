@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -151,10 +152,24 @@ func (r *Runner) notResumable() []string {
 	return out
 }
 
+// runnerURL is where the runner connects, its agent and name escaped in
+// the query.
+func (r *Runner) runnerURL() (string, error) {
+	u, err := url.Parse(strings.Replace(strings.TrimRight(r.Server, "/"), "http", "ws", 1) + runnerproto.PathRunner)
+	if err != nil {
+		return "", fmt.Errorf("server %s: %w", r.Server, err)
+	}
+	u.RawQuery = url.Values{"agent": {r.Agent}, "runner": {r.Name}}.Encode()
+	return u.String(), nil
+}
+
 // connect serves one connection until it breaks or ctx is done (then it
 // drains on it).
 func (r *Runner) connect(ctx context.Context) error {
-	u := strings.Replace(strings.TrimRight(r.Server, "/"), "http", "ws", 1) + runnerproto.PathRunner + "?agent=" + r.Agent + "&runner=" + r.Name
+	u, err := r.runnerURL()
+	if err != nil {
+		return err
+	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hc, dialed := runnerproto.CorkingClient(r.HTTPClient)
@@ -230,11 +245,20 @@ func (r *Runner) connect(ctx context.Context) error {
 		r.Connected()
 	}
 	received := make(chan error, 1)
+	// Waited for before connect returns (receiving).
 	go func() { received <- c.receive() }()
+	receiving := true
+	defer func() {
+		if receiving {
+			mux.Close() // ends c.receive
+			<-received
+		}
+	}()
 	// A broken connection leaves the runs waiting for the next one.
 	defer r.detachAll(c)
 	select {
 	case err := <-received:
+		receiving = false
 		return err
 	case <-ctx.Done():
 	}
@@ -243,11 +267,8 @@ func (r *Runner) connect(ctx context.Context) error {
 		return err
 	}
 	r.Log.Info("draining: the server stops this runner's runs", "runs", r.count())
-	drained := make(chan struct{})
-	go func() { r.waitRuns(); close(drained) }()
-	select {
-	case <-drained:
-	case err := <-received:
+	if err, stopped := r.waitRunsOr(received); stopped {
+		receiving = false
 		return err
 	}
 	return nil
@@ -281,7 +302,11 @@ func (r *Runner) detachAll(c *conn) {
 }
 
 // waitRuns waits for every run to end.
-func (r *Runner) waitRuns() {
+func (r *Runner) waitRuns() { r.waitRunsOr(nil) }
+
+// waitRunsOr waits for every run to end, or for a value of stop, which it
+// returns.
+func (r *Runner) waitRunsOr(stop <-chan error) (err error, stopped bool) {
 	for {
 		r.mu.Lock()
 		var one *run
@@ -291,8 +316,12 @@ func (r *Runner) waitRuns() {
 		}
 		r.mu.Unlock()
 		if one == nil {
-			return
+			return nil, false
 		}
-		<-one.done
+		select {
+		case <-one.done:
+		case err := <-stop:
+			return err, true
+		}
 	}
 }

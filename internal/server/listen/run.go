@@ -35,6 +35,7 @@ func (c *conn) receive() error {
 			if f.Launch == nil {
 				return fmt.Errorf("runner protocol: a launch without a run")
 			}
+			// A launch: the run it starts is waited for by Runner.Run (waitRuns).
 			go c.launch(*f.Launch)
 		case runnerproto.KindSignal:
 			if f.Run != nil {
@@ -181,11 +182,13 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 	var pumps sync.WaitGroup
 	for _, ch := range outs {
 		pumps.Add(1)
+		// Waited for below (pumps).
 		go func() {
 			defer pumps.Done()
 			rn.pump(ch)
 		}()
 	}
+	// Ends with the session process; it ends the run (report), which Runner.Run waits for (waitRuns).
 	go func() {
 		err := cmd.Wait()
 		pumps.Wait()
@@ -223,6 +226,7 @@ func (rn *run) attach(c *conn) error {
 		}
 	}
 	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl} {
+		// Both end with the stream or the run's end of it.
 		go rn.pull(ch, streams[ch])
 	}
 	rn.store.Attach(rn.local[runnerproto.ChannelStore], streams[runnerproto.ChannelStore], rn.storeEnded)
@@ -244,6 +248,7 @@ func (rn *run) detach(c *conn) {
 	rn.changed = make(chan struct{})
 	changed := rn.changed
 	rn.mu.Unlock()
+	// Ends with the run, its re-attachment, or the lease.
 	go func() {
 		select {
 		case <-changed:

@@ -130,6 +130,7 @@ func TestARunnersMessageLeavesInOneWrite(t *testing.T) {
 	}
 	defer ws.CloseNow()
 	c := Coalesce(websocket.NetConn(context.Background(), ws, websocket.MessageBinary), dialed())
+	defer c.Close()
 	msg := bytes.Repeat([]byte("x"), 64<<10)
 	before := writes.Load()
 	if _, err := c.Write(msg); err != nil {

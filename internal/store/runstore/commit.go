@@ -36,6 +36,7 @@ type committer struct {
 func (s *Server) startCommitter(ctx context.Context, w *bufio.Writer) *committer {
 	c := &committer{s: s, ctx: context.WithoutCancel(ctx), w: w, ended: make(chan struct{})}
 	c.cond.L = &c.mu
+	// stop waits for it (ended).
 	go c.run()
 	return c
 }

@@ -35,6 +35,7 @@ func (r *Relay) Attach(w io.Writer, st io.Reader, end func(error)) {
 	before, done := r.pulled, make(chan struct{})
 	r.pulled = done
 	r.mu.Unlock()
+	// Ends with st; the next stream's waits for it (pulled).
 	go func() {
 		defer close(done)
 		if before != nil {

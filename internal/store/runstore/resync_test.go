@@ -68,6 +68,7 @@ func (r *testRunner) pump() {
 // broke before any of it reached the runner.
 func (r *testRunner) attach(srv *Server, loseAnswers bool) (serve <-chan error) {
 	mine, theirs := net.Pipe()
+	r.t.Cleanup(func() { mine.Close() }) // ends the stream's server and its relay
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), theirs) }()
 	var w io.Writer = r.local

@@ -213,6 +213,7 @@ var _ lifecycle.RunStore = (*Client)(nil)
 func NewClient(rw io.ReadWriter) *Client {
 	c := &Client{w: bufio.NewWriterSize(rw, 64<<10), raw: rw}
 	c.answered.L = &c.mu
+	// Ends with rw's stream, which the client's owner closes.
 	go c.receive(bufio.NewReaderSize(rw, 64<<10))
 	return c
 }
@@ -369,6 +370,7 @@ func (c *Client) receive(r *bufio.Reader) {
 			// A new store stream: what was not answered is sent again, by
 			// another goroutine, since answers must go on being read while
 			// a large call is written.
+			// Ends once the calls are written, or the stream fails.
 			go c.resend(resp.Resync)
 			continue
 		}

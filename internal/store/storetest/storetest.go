@@ -369,6 +369,7 @@ func HoldUpdate(t testing.TB, s lifecycle.Sessions, id string) (release func()) 
 	t.Helper()
 	held, released := make(chan struct{}), make(chan struct{})
 	done := make(chan error)
+	// Ends as the returned func releases the update, and waits for it (done).
 	go func() {
 		_, err := s.UpdateSession(t.Context(), id, func(*lifecycle.Record) error {
 			close(held)

@@ -24,6 +24,7 @@ import (
 func untilSignal(parent context.Context, sig <-chan os.Signal) (context.Context, func() bool) {
 	ctx, cancel := context.WithCancel(parent)
 	stop, got := make(chan struct{}), make(chan bool, 1)
+	// Ends with a signal or with the returned func (stop).
 	go func() {
 		select {
 		case <-sig:
@@ -74,6 +75,7 @@ func (t *terminalRun) attach(id string, end bool) error {
 	connCtx, cancel := context.WithCancel(t.ctx)
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, t.term)
+	// Ends with connCtx, cancelled by s.stop.
 	go func() { _ = conn.Run(connCtx) }()
 	s := &attached{term: t.term, live: live, conn: conn, stop: func() { cancel(); fromLive.Close() }}
 	t.s = s
@@ -83,6 +85,7 @@ func (t *terminalRun) attach(id string, end bool) error {
 		return err
 	}
 	s.settings = rec.Settings
+	// Ends with the run (live.Done) or its timeout's notice.
 	go s.announceTimeout()
 	cwd, _ := os.Getwd()
 	ctx, interrupted := untilSignal(t.ctx, t.sig)

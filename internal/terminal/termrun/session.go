@@ -172,6 +172,7 @@ func (t *terminalRun) readLine(ps string) (line string, ok bool) {
 		err  error
 	}
 	got := make(chan read, 1)
+	// Ends with the line, or with ctx; the terminal's reader, one at a time.
 	go func() {
 		line, err := t.in.ReadLine(ctx, ps)
 		got <- read{line, err}

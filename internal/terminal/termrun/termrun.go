@@ -145,6 +145,7 @@ func logsThrough(term *client.Terminal) (*os.File, func(), error) {
 		return nil, nil, fmt.Errorf("the session's log: %w", err)
 	}
 	done := make(chan struct{})
+	// Ends with the log's pipe; the returned func waits for it, logLinger at most.
 	go func() {
 		defer close(done)
 		defer r.Close()

@@ -143,6 +143,7 @@ type Client struct {
 // goroutine) with each line that is not a message, which is skipped.
 func Read(r io.Reader, bad func(err error)) <-chan *acp.Message {
 	ch := make(chan *acp.Message, 4096)
+	// Ends with r, which the caller closes.
 	go func() {
 		defer close(ch)
 		rd := acp.NewReader(r, 0)
@@ -234,6 +235,7 @@ func (c *Client) Until(ok func(*acp.Message) bool) ([]*acp.Message, *acp.Message
 // Drain reads and discards, in another goroutine, whatever the client
 // receives from now on.
 func (c *Client) Drain() {
+	// Ends with c.In, as the client's stream ends.
 	go func() {
 		for range c.In {
 		}

@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	"go.uber.org/goleak"
 )
 
 // nobody is the unprivileged user PostgreSQL runs as when the tests run as
@@ -99,9 +100,14 @@ func DSN(t testing.TB) string {
 	return s.dsn(name)
 }
 
-// Main runs the tests of a binary that uses DSN, then stops the server;
-// call it from TestMain.
-func Main(m *testing.M) { os.Exit(Run(m)) }
+// Main runs the tests of a binary that uses DSN, then stops the server,
+// then fails if a goroutine is left running (goleak); call it from TestMain.
+func Main(m *testing.M) { goleak.VerifyTestMain(stopping{m}) }
+
+// stopping is m whose Run also stops the server, before goleak looks.
+type stopping struct{ m *testing.M }
+
+func (s stopping) Run() int { return Run(s.m) }
 
 // Run runs the tests of m, then stops the server, and returns the exit
 // code: for a TestMain that hands m to another runner (testscript.Main).
@@ -182,6 +188,7 @@ func start(bin string) (*server, error) {
 		return fail(fmt.Errorf("postgres: %w", err))
 	}
 	ready := make(chan struct{})
+	// Ends with postgres's stderr, as it stops (Run).
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {

@@ -314,6 +314,7 @@ func (s *Server) startSSHD(sshd, cfgFile string, wrap []string) error {
 	}
 	s.Pid = cmd.Process.Pid
 	exited := st.exited
+	// Ends with sshd, which the server's Close stops.
 	go func() {
 		cmd.Wait()
 		close(exited)

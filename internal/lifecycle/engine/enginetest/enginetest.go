@@ -193,6 +193,7 @@ func (l *lab) waitClock() {
 func (l *lab) keep() {
 	ctx, cancel := context.WithCancel(l.t.Context())
 	done := make(chan struct{})
+	// Waited for at the lab's end (done).
 	go func() { defer close(done); l.engine.Keep(ctx) }()
 	l.t.Cleanup(func() { cancel(); <-done })
 }
@@ -246,6 +247,7 @@ func inactivityFromTheFirstReport(t *testing.T, open Open) {
 		t.Fatal(err)
 	}
 	l := newLab(t, open, roleGated, lifecycle.Settings{InactivityLimit: time.Minute}, map[string]string{}, "GATE="+gate)
+	// Ends once the run's timers wait on the clock.
 	go func() {
 		l.waitClock() // the run's timers wait
 		l.clock.Advance(10 * time.Minute)
@@ -335,6 +337,7 @@ func ignoredTimeoutFails(t *testing.T, open Open) {
 	// Then a minute passes each time someone waits on the clock, until the
 	// run is over: past the grace of its stop, then of its kill, whenever
 	// the timers come to wait for them.
+	// Ends with the run.
 	go func() {
 		for {
 			select {
