@@ -599,7 +599,7 @@ func (l *acpLab) gone(pidFile string) bool {
 // attach, while an agent never answers initialize, or during a turn, stops
 // the runs (an opened session pauses as idle, one that never opened ends) and
 // acp exits, with nothing left running. The plug attaching for ever is
-// cancelled by the runner's stop grace (runner.DefaultStopGrace), within
+// cancelled by the runner's stop grace (lifecycle.DefaultStopGrace), within
 // acp's default shutdown timeout.
 func TestL9_AcpHonoursSignalsAtEveryMoment(t *testing.T) {
 	t.Parallel()

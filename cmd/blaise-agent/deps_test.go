@@ -56,7 +56,7 @@ func forbid(t *testing.T, tests bool, banned func(pkg string) bool, patterns ...
 	}
 }
 
-// The control plane runs no plug: the words of the lifecycle and its
+// The control plane runs no plug: the lifecycle's types and its
 // engine import no Starlark, no interpreter, plug API, chain runner or host.
 func TestTheLifecycleAndItsEngineImportNoStarlark(t *testing.T) {
 	forbid(t, false, func(pkg string) bool {

@@ -39,13 +39,13 @@ type pipeline struct {
 	// True) only).
 	typed, extensions [2][]*plugRun
 	args              [3]starlark.Value // of the handler call being started: ctx, message, next
-	// spare are passages that no handler reached anything of its ctx
+	// spare are traversals that no handler reached anything of its ctx
 	// outliving the call in: none kept their ctx, next or message, so
 	// they serve again (with the session lock held).
-	spare []*passage
+	spare []*traversal
 }
 
-// maxSpare bounds the spare passages: as many as messages are under way
+// maxSpare bounds the spare traversals: as many as messages are under way
 // at once, a few.
 const maxSpare = 4
 
@@ -110,11 +110,11 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	if pl.hostValue == nil {
 		pl.hostValue = pl.r.hostValues.of(pl.host)
 	}
-	way := pl.passage(order, forward)
+	way := pl.traversal(order, forward)
 	way.msg = builtins.Message{Direction: side.Direction(), Msg: m}
 	resp, by, err := way.step(0, &way.msg)
 	// No handler reached what outlives its call: none kept m, whose block
-	// is read into again once it is out, nor anything of the passage.
+	// is read into again once it is out, nor anything of the traversal.
 	free := m.Kind == acp.Notification && !way.reached
 	if !way.reached && len(pl.spare) < maxSpare {
 		pl.spare = append(pl.spare, way)
@@ -127,25 +127,25 @@ func (pl *pipeline) Handle(side acp.Side, m *acp.Message, forward acp.Forward) (
 	return out, by, free, err
 }
 
-// passage returns a passage for a message meeting order, a spare one when
+// traversal returns a traversal for a message meeting order, a spare one when
 // there is one: the steps of a message take one allocation, not one per
-// plug, and none when a passage serves again.
-func (pl *pipeline) passage(order []*plugRun, forward acp.Forward) *passage {
+// plug, and none when a traversal serves again.
+func (pl *pipeline) traversal(order []*plugRun, forward acp.Forward) *traversal {
 	if n := len(pl.spare); n > 0 && cap(pl.spare[n-1].hops) >= len(order) {
 		way := pl.spare[n-1]
 		pl.spare = pl.spare[:n-1]
 		hops := way.hops[:len(order)]
 		clear(hops)
-		*way = passage{pl: pl, order: order, forward: forward, hops: hops}
+		*way = traversal{pl: pl, order: order, forward: forward, hops: hops}
 		return way
 	}
-	return &passage{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
+	return &traversal{pl: pl, order: order, forward: forward, hops: make([]hop, len(order))}
 }
 
-// A passage is a message's way through the plugs: the order they meet it
+// A traversal is a message's way through the plugs: the order they meet it
 // in, the forward past the last one, and a step for each; and the message
 // as the first plug sees it.
-type passage struct {
+type traversal struct {
 	pl      *pipeline
 	order   []*plugRun
 	forward acp.Forward
@@ -159,7 +159,7 @@ type passage struct {
 
 // step runs the handler of order[k] in hops[k]; past the last plug it
 // forwards.
-func (way *passage) step(k int, msg *builtins.Message) (*builtins.Message, string, error) {
+func (way *traversal) step(k int, msg *builtins.Message) (*builtins.Message, string, error) {
 	pl, order, forward := way.pl, way.order, way.forward
 	r := pl.r
 	if k == len(order) {
@@ -207,7 +207,7 @@ func (way *passage) step(k int, msg *builtins.Message) (*builtins.Message, strin
 // which runs the rest, and holds the ctx of the handler's call, so that a
 // step costs no allocation of its own.
 type hop struct {
-	way     *passage
+	way     *traversal
 	k       int
 	calls   int
 	innerBy string

@@ -58,16 +58,16 @@ func TestPipelineStepsCostNoAllocation(t *testing.T) {
 	if extra := five - one; extra > 4*call {
 		t.Errorf("a message allocates %v times through 5 plugs and %v through 1: %v per plug more, of which Starlark's call is %v", five, one, extra/4, call)
 	}
-	// A notification no handler kept anything of leaves its passage (and
+	// A notification no handler kept anything of leaves its traversal (and
 	// the message value the first plug sees) to the next one.
 	if five > 5*call {
-		t.Errorf("a message allocates %v times through 5 plugs, more than the %v of Starlark's calls: its passage is not reused", five, 5*call)
+		t.Errorf("a message allocates %v times through 5 plugs, more than the %v of Starlark's calls: its traversal is not reused", five, 5*call)
 	}
 }
 
 // TestM6_APassageWhoseHandlerReachedCtxIsNotReused: a ctx that a handler
 // kept (in ctx.state) stays the one of its call, closed once it returned,
-// however many messages come after: the passage it belongs to never
+// however many messages come after: the traversal it belongs to never
 // serves again.
 func TestM6_APassageWhoseHandlerReachedCtxIsNotReused(t *testing.T) {
 	dir := t.TempDir()
@@ -257,7 +257,7 @@ def on_message(ctx, message, next):
 
 // TestM6_APassageServesAgainOnlyOnceItsMessageIsThrough: while requests
 // wait for their answers (the session lock released), notifications go
-// through the same plugs and their passages serve again; no request's
+// through the same plugs and their traversals serve again; no request's
 // message, ctx or next changes under its handler meanwhile.
 func TestM6_APassageServesAgainOnlyOnceItsMessageIsThrough(t *testing.T) {
 	dir := t.TempDir()
@@ -310,7 +310,7 @@ def on_message(ctx, message, next):
 		}
 	}
 	if len(pl.spare) == 0 {
-		t.Fatal("no passage served again: the test shows nothing")
+		t.Fatal("no traversal served again: the test shows nothing")
 	}
 	close(answer)
 	for range requests {

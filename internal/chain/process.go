@@ -325,7 +325,7 @@ func (sp *SessionProcess) orphans(ctx context.Context, uses []*interp.Use) ([]st
 }
 
 // ServeInherited serves the run of a session process started by a front
-// end (blaise.Engine) or a runner: the control channel is file descriptor
+// end (engine.Engine) or a runner: the control channel is file descriptor
 // 3. With storeFD 0, the store is the file store in stateDir and the
 // session's run lock RunLockFD, held until the process exits; otherwise the
 // run's store is served on file descriptor storeFD (runstore). Store, ACP

@@ -81,7 +81,7 @@ type Options struct {
 	// Redactions, when set, receives the values plugs give redact.secrets,
 	// for what lets the run's output out to redact them (blaise:secrets).
 	Redactions *redact.Registry
-	// Action is the action of an action run (Kind session.ActionRun).
+	// Action is the action of an action run (Kind lifecycle.ActionRun).
 	Action *ActionCall
 	// OnAttach is told, as a start or resume run attaches, the name of
 	// the plug whose handlers run now, and "" when the agent starts: the

@@ -1,8 +1,8 @@
-// Package session holds the words of the lifecycle (docs/sessions.md): run kinds,
+// Package lifecycle holds the lifecycle's types (docs/sessions.md): run kinds,
 // reasons, stops, pauses, teardowns, states, the session record, settings,
 // the control messages between a front end and a run, the clock, and the
 // interfaces of the control plane's store. It imports no Starlark and does
-// no I/O, so that the control plane and the chain runner share it without
+// no I/O, so that the control plane and the chain share it without
 // sharing anything else.
 package lifecycle
 

@@ -282,7 +282,7 @@ func (r *fakeRun) Send(m *acp.Message) error {
 	}
 	r.mu.Unlock()
 	if m.Kind == acp.Request && (m.Method == "session/new" || m.Method == "session/load") {
-		// As blaise.Live does: what a resume loads the session with.
+		// As engine.Live does: what a resume loads the session with.
 		cwd, _ := stringMember(m.Params, "cwd")
 		r.f.mu.Lock()
 		r.f.recs[r.id].CWD, r.f.recs[r.id].MCPServers = cwd, memberValue(m.Params, "mcpServers")

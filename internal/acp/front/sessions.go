@@ -14,7 +14,7 @@ import (
 
 // Sessions is what the front end needs of the lifecycle engine: starting and
 // resuming runs, ending sessions that are not running, and reading their
-// records. [FromEngine] adapts a *blaise.Engine.
+// records. [FromEngine] adapts a *engine.Engine.
 type Sessions interface {
 	// Start creates a session of the configuration and starts its first
 	// run, in dir (the session's directory, where all its runs run);
@@ -39,7 +39,7 @@ type Sessions interface {
 }
 
 // Run is a run in progress, in a session process of its own (see
-// blaise.Live).
+// engine.Live).
 type Run interface {
 	SessionID() string // the blaise session id
 	Number() int       // the run's number in its session

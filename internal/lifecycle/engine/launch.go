@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
@@ -164,4 +165,18 @@ func (p *localProcess) Signal(kill bool) {
 		sig = syscall.SIGKILL
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// workDir is where the session's runs run, so that its plugs' relative
+// paths name the same files in every run: the working directory of its
+// first run (the configuration's directory for a record without one).
+func workDir(r *lifecycle.Record) (string, error) {
+	dir := r.Dir
+	if dir == "" {
+		dir = filepath.Dir(r.Config)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("session %s: the directory it runs in: %w", r.ID, err)
+	}
+	return dir, nil
 }

@@ -1,4 +1,4 @@
-// Package runnerproto holds the words of the runner protocol (version 4)
+// Package runnerproto holds the types of the runner protocol (version 4)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has

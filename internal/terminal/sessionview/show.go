@@ -14,7 +14,7 @@ import (
 )
 
 // Show writes what the store keeps of a session, for a person: where it was
-// created, its state, a table of its runs (the last session.MaxHistory)
+// created, its state, a table of its runs (the last lifecycle.MaxHistory)
 // with their stops, pauses and teardowns, the last stop, pause and teardown, when
 // it expires, its settings, its plugs' stored state (orphaned state named as
 // such) and its transcript. Times are shown in now's location. A server's

@@ -103,7 +103,7 @@ func TestShowTablesEveryRun(t *testing.T) {
 		rec.Stop = &lifecycle.StopRecord{Stop: lifecycle.Stop{Reason: lifecycle.Idle, MayResume: true}, At: at(2*i + 1), Run: rec.Runs}
 		lifecycle.ApplyPause(rec, lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: at(2*i + 1), Run: rec.Runs})
 	}
-	rec.History = rec.History[1:] // as if it had gone past session.MaxHistory
+	rec.History = rec.History[1:] // as if it had gone past lifecycle.MaxHistory
 	rec.Stop = nil
 	lifecycle.BeginRun(rec, lifecycle.ResumeRun, at(10))
 	lifecycle.ApplyPause(rec, lifecycle.PauseRecord{Reason: lifecycle.Failed, Error: "plugs/db.star:4:9: plug acme/db: on_session: boom\nTraceback (most recent call last):\n  plugs/db.star:4:9: in on_session", At: at(11), Run: rec.Runs})
