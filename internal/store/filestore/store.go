@@ -83,8 +83,12 @@ func DefaultStateDir() string {
 // Store keeps sessions, their persisted plug state and transcripts in a
 // state directory. Several goroutines and processes may use one directory at
 // once: each operation takes its own flock on the lock file.
+//
+// Store embeds its state directory, whose files and lock it uses (and
+// whose Dir is the Store's); its own methods, by file, keep the sessions,
+// their persisted state, reports, pruning and run locks.
 type Store struct {
-	dir string
+	stateDir
 	box *sealed.Box
 	// Clock dates records; nil: the machine's.
 	Clock lifecycle.Clock
@@ -113,7 +117,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	s := &Store{dir: dir}
+	s := &Store{stateDir: stateDir{dir}}
 
 	// Check before taking the lock, which would leave a lock file behind
 	// in somebody else's directory.
@@ -164,7 +168,7 @@ func StoreExists(dir string) (bool, error) {
 	if dir == "" {
 		return false, errors.New("no state directory: set XDG_STATE_HOME or HOME")
 	}
-	s := &Store{dir: dir}
+	s := &Store{stateDir: stateDir{dir}}
 	_, err := s.readVersion()
 	if !errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -176,24 +180,28 @@ func StoreExists(dir string) (bool, error) {
 	return err != nil, nil
 }
 
-// Dir is the state directory, an absolute path.
-func (s *Store) Dir() string { return s.dir }
+// stateDir is a state directory's layout and lock: where each file of
+// the store is, and the flock every operation takes.
+type stateDir struct{ dir string }
 
-func (s *Store) path(elem ...string) string {
+// Dir is the state directory, an absolute path.
+func (s *stateDir) Dir() string { return s.dir }
+
+func (s *stateDir) path(elem ...string) string {
 	return filepath.Join(append([]string{s.dir}, elem...)...)
 }
 
-func (s *Store) sessionDir(id string) string { return s.path(sessionsDir, id) }
+func (s *stateDir) sessionDir(id string) string { return s.path(sessionsDir, id) }
 
-func (s *Store) sessionPath(id string) string { return s.path(sessionsDir, id, sessionFile) }
+func (s *stateDir) sessionPath(id string) string { return s.path(sessionsDir, id, sessionFile) }
 
-func (s *Store) persistedPath(session, plugID string) string {
+func (s *stateDir) persistedPath(session, plugID string) string {
 	return s.path(sessionsDir, session, persistedDir, plugID+persistedExt)
 }
 
 // readVersion reads the version file; its error wraps fs.ErrNotExist when
 // there is none.
-func (s *Store) readVersion() (int, error) {
+func (s *stateDir) readVersion() (int, error) {
 	name := s.path(versionFile)
 	f, err := os.Open(name)
 	if err != nil {
@@ -216,7 +224,7 @@ func (s *Store) readVersion() (int, error) {
 
 // checkEmpty refuses to make a state directory of a directory that holds
 // files other than the store's lock file (and hidden ones).
-func (s *Store) checkEmpty() error {
+func (s *stateDir) checkEmpty() error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -233,7 +241,7 @@ func (s *Store) checkEmpty() error {
 // withLock runs f holding the store's lock, exclusive or shared, once ctx
 // allows: a flock wait cannot be cut short, and the lock is only ever held
 // for a few file operations.
-func (s *Store) withLock(ctx context.Context, exclusive bool, f func() error) error {
+func (s *stateDir) withLock(ctx context.Context, exclusive bool, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -242,7 +250,7 @@ func (s *Store) withLock(ctx context.Context, exclusive bool, f func() error) er
 
 // waitLock runs f holding the store's lock, exclusive or shared, waiting
 // for it as long as it takes.
-func (s *Store) waitLock(exclusive bool, f func() error) error {
+func (s *stateDir) waitLock(exclusive bool, f func() error) error {
 	return s.locked(func(l *flock.Flock) error {
 		if exclusive {
 			return l.Lock()
@@ -252,7 +260,7 @@ func (s *Store) waitLock(exclusive bool, f func() error) error {
 }
 
 // withLockContext is withLock with a wait that ends when ctx does.
-func (s *Store) withLockContext(ctx context.Context, exclusive bool, f func() error) error {
+func (s *stateDir) withLockContext(ctx context.Context, exclusive bool, f func() error) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -274,7 +282,7 @@ func (s *Store) withLockContext(ctx context.Context, exclusive bool, f func() er
 // locked takes the lock with acquire and runs f. A new flock.Flock (a new
 // open file description) per call makes the goroutines of one process
 // exclude each other as processes do.
-func (s *Store) locked(acquire func(*flock.Flock) error, f func() error) error {
+func (s *stateDir) locked(acquire func(*flock.Flock) error, f func() error) error {
 	l := flock.New(s.path(lockFile))
 	if err := acquire(l); err != nil {
 		return fmt.Errorf("state directory %s: waiting for the lock %s: %w", s.dir, l.Path(), err)
@@ -286,7 +294,7 @@ func (s *Store) locked(acquire func(*flock.Flock) error, f func() error) error {
 // removeTemps removes the temporary files that writers killed mid-write
 // left in dir. The caller holds the exclusive lock, so no writer is using
 // one.
-func (s *Store) removeTemps(dir string) {
+func (s *stateDir) removeTemps(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if isTemp(e.Name()) {
