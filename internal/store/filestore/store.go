@@ -84,23 +84,28 @@ func DefaultStateDir() string {
 // state directory. Several goroutines and processes may use one directory at
 // once: each operation takes its own flock on the lock file.
 //
-// Store embeds its state directory, whose files and lock it uses (and
-// whose Dir is the Store's); its own methods, by file, keep the sessions,
-// their persisted state, reports, pruning and run locks.
+// Store embeds its parts, one a concern and a file, which share its state
+// directory, so that their methods are the Store's (the lifecycle.Store the
+// engine takes): sessions and transcripts, persisted state, run locks. Its
+// own methods are what takes several parts: reports and pruning.
 type Store struct {
-	stateDir
-	box *sealed.Box
-	// Clock dates records; nil: the machine's.
-	Clock lifecycle.Clock
+	*stateDir
+	*sessionFiles
+	*persistedFiles
+	*runLocks
 }
 
-func (s *Store) now() time.Time {
-	var c lifecycle.Clock = lifecycle.RealClock{}
-	if s.Clock != nil {
-		c = s.Clock
-	}
-	return c.Now().UTC()
+// sessionFiles keep the session records and transcripts.
+type sessionFiles struct{ *stateDir }
+
+// persistedFiles keep the plugs' persisted state, sealed with box.
+type persistedFiles struct {
+	*stateDir
+	box *sealed.Box
 }
+
+// runLocks are the sessions' run locks.
+type runLocks struct{ *stateDir }
 
 // OpenStore opens the state directory dir, creating it (0700), its version
 // file and its key file as needed. It refuses a directory of another format
@@ -117,7 +122,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	s := &Store{stateDir: stateDir{dir}}
+	s := &stateDir{dir: dir}
 
 	// Check before taking the lock, which would leave a lock file behind
 	// in somebody else's directory.
@@ -154,10 +159,11 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.box, err = sealed.New(key); err != nil {
+	box, err := sealed.New(key)
+	if err != nil {
 		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
 	}
-	return s, nil
+	return &Store{stateDir: s, sessionFiles: &sessionFiles{s}, persistedFiles: &persistedFiles{s, box}, runLocks: &runLocks{s}}, nil
 }
 
 // StoreExists reports whether dir holds a state directory, without creating
@@ -168,7 +174,7 @@ func StoreExists(dir string) (bool, error) {
 	if dir == "" {
 		return false, errors.New("no state directory: set XDG_STATE_HOME or HOME")
 	}
-	s := &Store{stateDir: stateDir{dir}}
+	s := &stateDir{dir: dir}
 	_, err := s.readVersion()
 	if !errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -180,9 +186,22 @@ func StoreExists(dir string) (bool, error) {
 	return err != nil, nil
 }
 
-// stateDir is a state directory's layout and lock: where each file of
-// the store is, and the flock every operation takes.
-type stateDir struct{ dir string }
+// stateDir is a state directory's layout, lock and clock: where each file
+// of the store is, the flock every operation takes, and the time records
+// are dated with.
+type stateDir struct {
+	dir string
+	// Clock dates records; nil: the machine's.
+	Clock lifecycle.Clock
+}
+
+func (s *stateDir) now() time.Time {
+	var c lifecycle.Clock = lifecycle.RealClock{}
+	if s.Clock != nil {
+		c = s.Clock
+	}
+	return c.Now().UTC()
+}
 
 // Dir is the state directory, an absolute path.
 func (s *stateDir) Dir() string { return s.dir }
