@@ -115,22 +115,6 @@ func runInProgress(rec *lifecycle.Record, n int) (lifecycle.RunRecord, error) {
 	return lifecycle.RunRecord{}, errors.New("the record has no history of the run")
 }
 
-// Claim returns the run of a session that Adopt took over, once: the front
-// end that claims it takes its messages. Nil when there is none.
-func (e *Engine) Claim(id string) *Live {
-	l := e.Running(id)
-	if l == nil {
-		return nil
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.unclaimed {
-		return nil
-	}
-	l.unclaimed = false
-	return l
-}
-
 // adopting reports whether rec shows a run in progress that may still be
 // handed back (AdoptUntil): no one settles it meanwhile.
 func (e *Engine) adopting(rec *lifecycle.Record) bool {

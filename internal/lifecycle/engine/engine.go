@@ -87,31 +87,9 @@ type Engine struct {
 	wakeCh   chan struct{} // see keeperWake
 	memOnce  sync.Once
 	mem      *MemLocks
-	livesMu  sync.Mutex
-	lives    map[string]*Live // runs in progress, by session
-}
-
-// Running returns the run in progress of a session, if this engine
-// started one.
-func (e *Engine) Running(id string) *Live {
-	e.livesMu.Lock()
-	defer e.livesMu.Unlock()
-	return e.lives[id]
-}
-
-func (e *Engine) track(l *Live, running bool) {
-	e.livesMu.Lock()
-	defer e.livesMu.Unlock()
-	if !running {
-		if e.lives[l.ID] == l {
-			delete(e.lives, l.ID)
-		}
-		return
-	}
-	if e.lives == nil {
-		e.lives = map[string]*Live{}
-	}
-	e.lives[l.ID] = l
+	// runs are its runs in progress; embedded, so that Running and Claim
+	// are the engine's.
+	runs
 }
 
 func (e *Engine) locks() lifecycle.RunLocks {

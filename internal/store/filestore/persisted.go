@@ -18,9 +18,9 @@ import (
 )
 
 // Persisted is the store's persisted plug state.
-func (s *Store) Persisted() lifecycle.Persisted { return persisted{s} }
+func (s *persistedFiles) Persisted() lifecycle.Persisted { return persisted{s} }
 
-type persisted struct{ s *Store }
+type persisted struct{ s *persistedFiles }
 
 var _ lifecycle.Persisted = persisted{}
 
@@ -113,7 +113,7 @@ func (p persisted) Delete(ctx context.Context, session, plugID string) error {
 
 // PersistedIDs returns the ids of the plugs with persisted state in a
 // session, sorted.
-func (s *Store) PersistedIDs(ctx context.Context, session string) ([]string, error) {
+func (s *persistedFiles) PersistedIDs(ctx context.Context, session string) ([]string, error) {
 	if err := checkSessionID(session); err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func (s *Store) PersistedIDs(ctx context.Context, session string) ([]string, err
 // PersistedPlug returns the name of the plug that stored a plug id's
 // persisted state in a session (named in the orphaned-state report); ok is
 // false when there is no such state.
-func (s *Store) PersistedPlug(ctx context.Context, session, plugID string) (name string, ok bool, err error) {
+func (s *persistedFiles) PersistedPlug(ctx context.Context, session, plugID string) (name string, ok bool, err error) {
 	if err := checkSessionID(session); err != nil {
 		return "", false, err
 	}
@@ -167,7 +167,7 @@ func (s *Store) PersistedPlug(ctx context.Context, session, plugID string) (name
 }
 
 // DeletePersisted removes all of a session's persisted state.
-func (s *Store) DeletePersisted(ctx context.Context, session string) error {
+func (s *persistedFiles) DeletePersisted(ctx context.Context, session string) error {
 	if err := checkSessionID(session); err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ type persistedState struct {
 
 // readPersisted reads and decrypts a persisted state file; it returns nil,
 // nil when there is none.
-func (s *Store) readPersisted(session, plugID string) (*persistedState, error) {
+func (s *persistedFiles) readPersisted(session, plugID string) (*persistedState, error) {
 	name := s.persistedPath(session, plugID)
 	data, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -3,12 +3,9 @@ package filestore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/support/atomicfile"
 )
 
 // Prune removes what the store keeps of sessions that ended before cutoff:
@@ -65,31 +62,4 @@ func (s *Store) pruneSession(ctx context.Context, id string, cutoff time.Time) (
 		return s.removeSession(id)
 	})
 	return pruned, err
-}
-
-// Discard removes a session that never ran a plug: its record and its
-// files, as if it had never been. The caller holds its run lock.
-func (s *Store) Discard(ctx context.Context, id string) error {
-	if err := checkSessionID(id); err != nil {
-		return err
-	}
-	return s.withLock(ctx, true, func() error { return s.removeSession(id) })
-}
-
-// removeSession removes a session's directory; the caller holds the
-// store's lock and the session's run lock. It is renamed to a hidden name
-// first, which readers skip: the session vanishes at once, even if
-// removing its files is cut short.
-func (s *Store) removeSession(id string) error {
-	gone := s.path(sessionsDir, "."+id+".tmp-gone")
-	if err := os.Rename(s.sessionDir(id), gone); err != nil {
-		return fmt.Errorf("session %s: removing it: %w", id, err)
-	}
-	if err := atomicfile.SyncDir(s.path(sessionsDir)); err != nil {
-		return fmt.Errorf("session %s: removing it: %w", id, err)
-	}
-	if err := os.RemoveAll(gone); err != nil {
-		return fmt.Errorf("session %s: removing %s: %w", id, gone, err)
-	}
-	return nil
 }

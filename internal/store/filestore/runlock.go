@@ -23,7 +23,7 @@ const runLockFile = "run.lock"
 
 // RunLock takes a run lock of the file store: an flock, which the session
 // process of the run inherits (engine.RunLockFD).
-func (s *Store) RunLock(id string, create, wait bool) (lifecycle.RunLock, error) {
+func (s *runLocks) RunLock(id string, create, wait bool) (lifecycle.RunLock, error) {
 	var l *runLock
 	var err error
 	if wait {
@@ -54,7 +54,7 @@ const runLockPatience = 500 * time.Millisecond
 // wraps lifecycle.ErrRunHeld. With create, the session's directory is made first (a
 // session being created); otherwise a session the store does not hold is
 // lifecycle.ErrNotFound.
-func (s *Store) tryRunLock(id string, create bool) (*runLock, error) {
+func (s *runLocks) tryRunLock(id string, create bool) (*runLock, error) {
 	deadline := time.Now().Add(runLockPatience)
 	for {
 		l, err := s.lockRunOnce(id, create)
@@ -70,7 +70,7 @@ func (s *Store) tryRunLock(id string, create bool) (*runLock, error) {
 var runLockPause = func() { time.Sleep(5 * time.Millisecond) }
 
 // lockRunOnce takes the run lock of a session if it is free now.
-func (s *Store) lockRunOnce(id string, create bool) (*runLock, error) {
+func (s *runLocks) lockRunOnce(id string, create bool) (*runLock, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}

@@ -19,11 +19,11 @@ import (
 )
 
 // NewSessionID returns a fresh random session id (lifecycle.NewID).
-func (s *Store) NewSessionID() string { return lifecycle.NewID() }
+func (s *sessionFiles) NewSessionID() string { return lifecycle.NewID() }
 
 // CreateSession stores a new session. Created (and Updated) are set to now
 // when zero. It fails when the id is in use.
-func (s *Store) CreateSession(ctx context.Context, rec *lifecycle.Record) error {
+func (s *sessionFiles) CreateSession(ctx context.Context, rec *lifecycle.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
@@ -52,7 +52,7 @@ func (s *Store) CreateSession(ctx context.Context, rec *lifecycle.Record) error 
 
 // Session returns the stored record of a session, or an error wrapping
 // lifecycle.ErrNotFound.
-func (s *Store) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
+func (s *sessionFiles) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *Store) Session(ctx context.Context, id string) (*lifecycle.Record, erro
 // reads the record, calls f, sets Updated and writes the record. An error
 // from f aborts the update, writing nothing. f must not call the Store: the
 // lock is not reentrant.
-func (s *Store) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
+func (s *sessionFiles) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (s *Store) UpdateSession(ctx context.Context, id string, f func(*lifecycle.
 // Sessions returns every stored session, sorted by Created, then ID. A
 // record that cannot be read does not hide the others: they are returned
 // with a *lifecycle.BrokenError that names each broken one.
-func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
+func (s *sessionFiles) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 	var recs []*lifecycle.Record
 	var broken lifecycle.BrokenError
 	err := s.withLock(ctx, false, func() error {
@@ -142,7 +142,7 @@ func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 // DueSessions reads every record (lifecycle.DueIn): a state directory is a
 // person's, whose sessions are few, and it keeps no index. Records that
 // cannot be read are named in a *lifecycle.BrokenError, with the others' answer.
-func (s *Store) DueSessions(ctx context.Context, now time.Time) ([]string, time.Time, error) {
+func (s *sessionFiles) DueSessions(ctx context.Context, now time.Time) ([]string, time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, time.Time{}, err
 	}
@@ -157,7 +157,7 @@ func (s *Store) DueSessions(ctx context.Context, now time.Time) ([]string, time.
 // TranscriptPath is the file of a session's transcript, in the session's
 // directory (see CreateSession). It is "" for an
 // invalid session id.
-func (s *Store) TranscriptPath(id string) string {
+func (s *sessionFiles) TranscriptPath(id string) string {
 	if checkSessionID(id) != nil {
 		return ""
 	}
@@ -168,7 +168,7 @@ func (s *Store) TranscriptPath(id string) string {
 // may hold what the agent saw), as a stream whose pages are dropped from
 // the system's cache behind it (streamfile). An unknown session is an
 // error wrapping lifecycle.ErrNotFound.
-func (s *Store) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+func (s *sessionFiles) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (s *Store) Transcript(ctx context.Context, id string) (io.WriteCloser, erro
 }
 
 // ReadTranscript opens a session's transcript for reading.
-func (s *Store) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
+func (s *sessionFiles) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (s *Store) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, e
 	return f, nil
 }
 
-func (s *Store) readSession(id string) (*lifecycle.Record, error) {
+func (s *sessionFiles) readSession(id string) (*lifecycle.Record, error) {
 	name := s.sessionPath(id)
 	data, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -222,7 +222,7 @@ func (s *Store) readSession(id string) (*lifecycle.Record, error) {
 
 // writeSession writes a session's record; the caller holds the exclusive
 // lock and the session's directory exists.
-func (s *Store) writeSession(rec *lifecycle.Record) error {
+func (s *sessionFiles) writeSession(rec *lifecycle.Record) error {
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
@@ -232,6 +232,33 @@ func (s *Store) writeSession(rec *lifecycle.Record) error {
 	s.removeTemps(dir)
 	if err := atomicfile.Write(filepath.Join(dir, sessionFile), data, 0o600, true); err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Discard removes a session that never ran a plug: its record and its
+// files, as if it had never been. The caller holds its run lock.
+func (s *sessionFiles) Discard(ctx context.Context, id string) error {
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	return s.withLock(ctx, true, func() error { return s.removeSession(id) })
+}
+
+// removeSession removes a session's directory; the caller holds the
+// store's lock and the session's run lock. It is renamed to a hidden name
+// first, which readers skip: the session vanishes at once, even if
+// removing its files is cut short.
+func (s *sessionFiles) removeSession(id string) error {
+	gone := s.path(sessionsDir, "."+id+".tmp-gone")
+	if err := os.Rename(s.sessionDir(id), gone); err != nil {
+		return fmt.Errorf("session %s: removing it: %w", id, err)
+	}
+	if err := atomicfile.SyncDir(s.path(sessionsDir)); err != nil {
+		return fmt.Errorf("session %s: removing it: %w", id, err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return fmt.Errorf("session %s: removing %s: %w", id, gone, err)
 	}
 	return nil
 }

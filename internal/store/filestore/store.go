@@ -83,20 +83,29 @@ func DefaultStateDir() string {
 // Store keeps sessions, their persisted plug state and transcripts in a
 // state directory. Several goroutines and processes may use one directory at
 // once: each operation takes its own flock on the lock file.
+//
+// Store embeds its parts, one a concern and a file, which share its state
+// directory, so that their methods are the Store's (the lifecycle.Store the
+// engine takes): sessions and transcripts, persisted state, run locks. Its
+// own methods are what takes several parts: reports and pruning.
 type Store struct {
-	dir string
-	box *sealed.Box
-	// Clock dates records; nil: the machine's.
-	Clock lifecycle.Clock
+	*stateDir
+	*sessionFiles
+	*persistedFiles
+	*runLocks
 }
 
-func (s *Store) now() time.Time {
-	var c lifecycle.Clock = lifecycle.RealClock{}
-	if s.Clock != nil {
-		c = s.Clock
-	}
-	return c.Now().UTC()
+// sessionFiles keep the session records and transcripts.
+type sessionFiles struct{ *stateDir }
+
+// persistedFiles keep the plugs' persisted state, sealed with box.
+type persistedFiles struct {
+	*stateDir
+	box *sealed.Box
 }
+
+// runLocks are the sessions' run locks.
+type runLocks struct{ *stateDir }
 
 // OpenStore opens the state directory dir, creating it (0700), its version
 // file and its key file as needed. It refuses a directory of another format
@@ -113,7 +122,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	s := &Store{dir: dir}
+	s := &stateDir{dir: dir}
 
 	// Check before taking the lock, which would leave a lock file behind
 	// in somebody else's directory.
@@ -150,10 +159,11 @@ func OpenStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.box, err = sealed.New(key); err != nil {
+	box, err := sealed.New(key)
+	if err != nil {
 		return nil, fmt.Errorf("key file %s: %w", s.path(keyFile), err)
 	}
-	return s, nil
+	return &Store{stateDir: s, sessionFiles: &sessionFiles{s}, persistedFiles: &persistedFiles{s, box}, runLocks: &runLocks{s}}, nil
 }
 
 // StoreExists reports whether dir holds a state directory, without creating
@@ -164,7 +174,7 @@ func StoreExists(dir string) (bool, error) {
 	if dir == "" {
 		return false, errors.New("no state directory: set XDG_STATE_HOME or HOME")
 	}
-	s := &Store{dir: dir}
+	s := &stateDir{dir: dir}
 	_, err := s.readVersion()
 	if !errors.Is(err, fs.ErrNotExist) {
 		return true, nil
@@ -176,24 +186,41 @@ func StoreExists(dir string) (bool, error) {
 	return err != nil, nil
 }
 
-// Dir is the state directory, an absolute path.
-func (s *Store) Dir() string { return s.dir }
+// stateDir is a state directory's layout, lock and clock: where each file
+// of the store is, the flock every operation takes, and the time records
+// are dated with.
+type stateDir struct {
+	dir string
+	// Clock dates records; nil: the machine's.
+	Clock lifecycle.Clock
+}
 
-func (s *Store) path(elem ...string) string {
+func (s *stateDir) now() time.Time {
+	var c lifecycle.Clock = lifecycle.RealClock{}
+	if s.Clock != nil {
+		c = s.Clock
+	}
+	return c.Now().UTC()
+}
+
+// Dir is the state directory, an absolute path.
+func (s *stateDir) Dir() string { return s.dir }
+
+func (s *stateDir) path(elem ...string) string {
 	return filepath.Join(append([]string{s.dir}, elem...)...)
 }
 
-func (s *Store) sessionDir(id string) string { return s.path(sessionsDir, id) }
+func (s *stateDir) sessionDir(id string) string { return s.path(sessionsDir, id) }
 
-func (s *Store) sessionPath(id string) string { return s.path(sessionsDir, id, sessionFile) }
+func (s *stateDir) sessionPath(id string) string { return s.path(sessionsDir, id, sessionFile) }
 
-func (s *Store) persistedPath(session, plugID string) string {
+func (s *stateDir) persistedPath(session, plugID string) string {
 	return s.path(sessionsDir, session, persistedDir, plugID+persistedExt)
 }
 
 // readVersion reads the version file; its error wraps fs.ErrNotExist when
 // there is none.
-func (s *Store) readVersion() (int, error) {
+func (s *stateDir) readVersion() (int, error) {
 	name := s.path(versionFile)
 	f, err := os.Open(name)
 	if err != nil {
@@ -216,7 +243,7 @@ func (s *Store) readVersion() (int, error) {
 
 // checkEmpty refuses to make a state directory of a directory that holds
 // files other than the store's lock file (and hidden ones).
-func (s *Store) checkEmpty() error {
+func (s *stateDir) checkEmpty() error {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return fmt.Errorf("state directory: %w", err)
@@ -233,7 +260,7 @@ func (s *Store) checkEmpty() error {
 // withLock runs f holding the store's lock, exclusive or shared, once ctx
 // allows: a flock wait cannot be cut short, and the lock is only ever held
 // for a few file operations.
-func (s *Store) withLock(ctx context.Context, exclusive bool, f func() error) error {
+func (s *stateDir) withLock(ctx context.Context, exclusive bool, f func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -242,7 +269,7 @@ func (s *Store) withLock(ctx context.Context, exclusive bool, f func() error) er
 
 // waitLock runs f holding the store's lock, exclusive or shared, waiting
 // for it as long as it takes.
-func (s *Store) waitLock(exclusive bool, f func() error) error {
+func (s *stateDir) waitLock(exclusive bool, f func() error) error {
 	return s.locked(func(l *flock.Flock) error {
 		if exclusive {
 			return l.Lock()
@@ -252,7 +279,7 @@ func (s *Store) waitLock(exclusive bool, f func() error) error {
 }
 
 // withLockContext is withLock with a wait that ends when ctx does.
-func (s *Store) withLockContext(ctx context.Context, exclusive bool, f func() error) error {
+func (s *stateDir) withLockContext(ctx context.Context, exclusive bool, f func() error) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -274,7 +301,7 @@ func (s *Store) withLockContext(ctx context.Context, exclusive bool, f func() er
 // locked takes the lock with acquire and runs f. A new flock.Flock (a new
 // open file description) per call makes the goroutines of one process
 // exclude each other as processes do.
-func (s *Store) locked(acquire func(*flock.Flock) error, f func() error) error {
+func (s *stateDir) locked(acquire func(*flock.Flock) error, f func() error) error {
 	l := flock.New(s.path(lockFile))
 	if err := acquire(l); err != nil {
 		return fmt.Errorf("state directory %s: waiting for the lock %s: %w", s.dir, l.Path(), err)
@@ -286,7 +313,7 @@ func (s *Store) locked(acquire func(*flock.Flock) error, f func() error) error {
 // removeTemps removes the temporary files that writers killed mid-write
 // left in dir. The caller holds the exclusive lock, so no writer is using
 // one.
-func (s *Store) removeTemps(dir string) {
+func (s *stateDir) removeTemps(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if isTemp(e.Name()) {

@@ -39,7 +39,7 @@ func (a *Agent) normalize() error {
 
 // CreateAgent stores a new agent, its settings normalized, and returns it
 // as stored. It fails, wrapping ErrExists, when the name is in use.
-func (s *Store) CreateAgent(ctx context.Context, a Agent) (*Agent, error) {
+func (s *agentStore) CreateAgent(ctx context.Context, a Agent) (*Agent, error) {
 	if err := a.normalize(); err != nil {
 		return nil, err
 	}
@@ -78,11 +78,11 @@ func scanAgent(row interface{ Scan(...any) error }) (*Agent, error) {
 }
 
 // Agent returns an agent, or an error wrapping ErrNotFound.
-func (s *Store) Agent(ctx context.Context, name string) (*Agent, error) {
+func (s *agentStore) Agent(ctx context.Context, name string) (*Agent, error) {
 	return s.agent(ctx, s.read, name, "")
 }
 
-func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, error) {
+func (s *agentStore) agent(ctx context.Context, c conn, name, lock string) (*Agent, error) {
 	if err := lifecycle.CheckName("agent", name); err != nil {
 		return nil, err
 	}
@@ -97,14 +97,14 @@ func (s *Store) agent(ctx context.Context, c conn, name, lock string) (*Agent, e
 }
 
 // Agents returns every agent, sorted by name.
-func (s *Store) Agents(ctx context.Context) ([]*Agent, error) {
-	return list(ctx, s, "agents", "SELECT "+agentColumns+" FROM agents ORDER BY name", scanAgent)
+func (s *agentStore) Agents(ctx context.Context) ([]*Agent, error) {
+	return list(ctx, s.handles, "agents", "SELECT "+agentColumns+" FROM agents ORDER BY name", scanAgent)
 }
 
 // UpdateAgent changes an agent atomically: f edits it, its settings are
 // normalized again, and an error from either writes nothing. The name
 // cannot change.
-func (s *Store) UpdateAgent(ctx context.Context, name string, f func(*Agent) error) (*Agent, error) {
+func (s *agentStore) UpdateAgent(ctx context.Context, name string, f func(*Agent) error) (*Agent, error) {
 	var a *Agent
 	err := s.inTx(ctx, func(c conn) error {
 		var err error
@@ -139,7 +139,7 @@ func (s *Store) UpdateAgent(ctx context.Context, name string, f func(*Agent) err
 
 // DeleteAgent removes an agent; its sessions stay. An unknown name is an
 // error wrapping ErrNotFound.
-func (s *Store) DeleteAgent(ctx context.Context, name string) error {
+func (s *agentStore) DeleteAgent(ctx context.Context, name string) error {
 	if err := lifecycle.CheckName("agent", name); err != nil {
 		return err
 	}

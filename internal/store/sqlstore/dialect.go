@@ -166,7 +166,7 @@ type querier interface {
 type conn struct {
 	q querier
 	d *dialect
-	s *Store
+	s *handles
 }
 
 func (c conn) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -186,7 +186,7 @@ func (c conn) row(ctx context.Context, query string, args ...any) *sql.Row {
 
 // observe tells Observe how long a statement took, named by its first
 // word (SELECT, INSERT …).
-func (s *Store) observe(query string, start time.Time) {
+func (s *handles) observe(query string, start time.Time) {
 	if s.Observe == nil {
 		return
 	}

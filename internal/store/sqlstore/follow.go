@@ -12,7 +12,7 @@ import (
 // follows a transcript as it grows asks for what is new. One run writes a
 // session's transcript at a time, one chunk after the other, so no chunk
 // numbered below the last one read commits later.
-func (s *Store) TranscriptAfter(ctx context.Context, id string, after int64) (lines []byte, last int64, err error) {
+func (s *transcriptStore) TranscriptAfter(ctx context.Context, id string, after int64) (lines []byte, last int64, err error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, after, err
 	}
@@ -35,3 +35,7 @@ func (s *Store) TranscriptAfter(ctx context.Context, id string, after int64) (li
 	}
 	return lines, last, nil
 }
+
+// TranscriptBytes is how many bytes of transcript lines this store has
+// appended since it opened.
+func (s *transcriptStore) TranscriptBytes() int64 { return s.written.Load() }

@@ -120,10 +120,6 @@ func addFile(tw *tar.Writer, path, name string) error {
 	return nil
 }
 
-// TranscriptBytes is how many bytes of transcript lines this store has
-// appended since it opened.
-func (s *Store) TranscriptBytes() int64 { return s.written.Load() }
-
 // SessionCount is the number of sessions of an agent in a state.
 type SessionCount struct {
 	Agent string

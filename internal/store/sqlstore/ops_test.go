@@ -72,8 +72,7 @@ func openAt(t *testing.T, dsn string, key []byte, version int) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Store{db: read, write: write, d: d, where: where, box: box, transcripts: transcriptFiles{dir: transcriptDir(t, dsn)}}
-	s.read = conn{read, d, s}
+	s := newStore(read, write, d, where, box, transcriptDir(t, dsn))
 	ms, err := schema()
 	if err != nil {
 		t.Fatal(err)

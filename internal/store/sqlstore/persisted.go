@@ -21,9 +21,9 @@ func checkIDs(sessionID, plugID string) error {
 
 // Persisted is the sessions' persisted plug state, sealed (AES-256-GCM,
 // bound to its session and plug id) in the persisted table.
-func (s *Store) Persisted() lifecycle.Persisted { return persisted{s} }
+func (s *persistedStore) Persisted() lifecycle.Persisted { return persisted{s} }
 
-type persisted struct{ s *Store }
+type persisted struct{ s *persistedStore }
 
 // Get returns the value of a plug's persisted state; ok is false when there
 // is none. A value that does not decrypt (another key, or damage) is an
@@ -92,7 +92,7 @@ func (p persisted) Delete(ctx context.Context, sessionID, plugID string) error {
 
 // PersistedIDs returns the ids of the plugs with persisted state in a
 // session, sorted.
-func (s *Store) PersistedIDs(ctx context.Context, sessionID string) ([]string, error) {
+func (s *persistedStore) PersistedIDs(ctx context.Context, sessionID string) ([]string, error) {
 	if err := checkSessionID(sessionID); err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) PersistedIDs(ctx context.Context, sessionID string) ([]string, e
 
 // PersistedPlug returns the name of the plug that stored a plug id's
 // persisted state in a session; ok is false when there is no such state.
-func (s *Store) PersistedPlug(ctx context.Context, sessionID, plugID string) (name string, ok bool, err error) {
+func (s *persistedStore) PersistedPlug(ctx context.Context, sessionID, plugID string) (name string, ok bool, err error) {
 	if err := checkIDs(sessionID, plugID); err != nil {
 		return "", false, err
 	}
@@ -132,14 +132,14 @@ func (s *Store) PersistedPlug(ctx context.Context, sessionID, plugID string) (na
 }
 
 // DeletePersisted removes all of a session's persisted state.
-func (s *Store) DeletePersisted(ctx context.Context, sessionID string) error {
+func (s *persistedStore) DeletePersisted(ctx context.Context, sessionID string) error {
 	if err := checkSessionID(sessionID); err != nil {
 		return err
 	}
 	return s.deletePersisted(ctx, s.writer(), sessionID)
 }
 
-func (s *Store) deletePersisted(ctx context.Context, c conn, sessionID string) error {
+func (s *persistedStore) deletePersisted(ctx context.Context, c conn, sessionID string) error {
 	if _, err := c.exec(ctx, "DELETE FROM persisted WHERE session_id = ?", sessionID); err != nil {
 		return fmt.Errorf("persisted state of session %s: %s: %w", sessionID, s.where, err)
 	}

@@ -19,11 +19,11 @@ func notFound(id string) error { return fmt.Errorf("session %s: %w", id, lifecyc
 
 // NewSessionID returns a fresh random id (session.NewID); at 60 bits, a
 // collision is left to CreateSession to refuse.
-func (s *Store) NewSessionID() string { return lifecycle.NewID() }
+func (s *sessionStore) NewSessionID() string { return lifecycle.NewID() }
 
 // CreateSession stores a new session. Created (and Updated) are set to now
 // when zero. It fails, wrapping ErrExists, when the id is in use.
-func (s *Store) CreateSession(ctx context.Context, rec *lifecycle.Record) error {
+func (s *sessionStore) CreateSession(ctx context.Context, rec *lifecycle.Record) error {
 	if err := checkSessionID(rec.ID); err != nil {
 		return err
 	}
@@ -33,7 +33,7 @@ func (s *Store) CreateSession(ctx context.Context, rec *lifecycle.Record) error 
 // CreateSessions stores many new sessions in one transaction, as
 // CreateSession does each: all of them, or, on an error, none. An import
 // (and the benchmarks' generator) takes it, as a commit each would be slow.
-func (s *Store) CreateSessions(ctx context.Context, recs []*lifecycle.Record) error {
+func (s *sessionStore) CreateSessions(ctx context.Context, recs []*lifecycle.Record) error {
 	for _, rec := range recs {
 		if err := checkSessionID(rec.ID); err != nil {
 			return err
@@ -49,7 +49,7 @@ func (s *Store) CreateSessions(ctx context.Context, recs []*lifecycle.Record) er
 	})
 }
 
-func (s *Store) createSession(ctx context.Context, c conn, rec *lifecycle.Record) error {
+func (s *sessionStore) createSession(ctx context.Context, c conn, rec *lifecycle.Record) error {
 	if rec.Created.IsZero() {
 		rec.Created = s.now()
 	}
@@ -74,7 +74,7 @@ func (s *Store) createSession(ctx context.Context, c conn, rec *lifecycle.Record
 
 // Session returns a session's record, or an error wrapping
 // session.ErrNotFound.
-func (s *Store) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
+func (s *sessionStore) Session(ctx context.Context, id string) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Store) Session(ctx context.Context, id string) (*lifecycle.Record, erro
 
 // readSession reads and decodes a session's record; lock is appended to
 // the query (the dialect's FOR UPDATE, in a transaction).
-func (s *Store) readSession(ctx context.Context, c conn, id, lock string) (*lifecycle.Record, error) {
+func (s *sessionStore) readSession(ctx context.Context, c conn, id, lock string) (*lifecycle.Record, error) {
 	var data string
 	err := c.row(ctx, "SELECT record FROM sessions WHERE id = ?"+lock, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -112,13 +112,13 @@ func decodeRecord(id, data string) (*lifecycle.Record, error) {
 // (FOR UPDATE on PostgreSQL; SQLite's one writer): it reads the record,
 // calls f, sets Updated and writes the record. An error from f writes
 // nothing. f must not call the Store.
-func (s *Store) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
+func (s *sessionStore) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
 	return s.updateSession(ctx, id, f, nil)
 }
 
 // updateSession is UpdateSession, with after run in the same transaction
 // once the record is written.
-func (s *Store) updateSession(ctx context.Context, id string, f func(*lifecycle.Record) error, after func(conn, *lifecycle.Record) error) (*lifecycle.Record, error) {
+func (s *sessionStore) updateSession(ctx context.Context, id string, f func(*lifecycle.Record) error, after func(conn, *lifecycle.Record) error) (*lifecycle.Record, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func columnValues(rec *lifecycle.Record, data []byte) []any {
 }
 
 // writeColumns writes rec, encoded as data, to its row.
-func (s *Store) writeColumns(ctx context.Context, c conn, rec *lifecycle.Record, data []byte) error {
+func (s *sessionStore) writeColumns(ctx context.Context, c conn, rec *lifecycle.Record, data []byte) error {
 	set := strings.ReplaceAll(sessionColumns, ",", " = ?,") + " = ?"
 	if _, err := c.exec(ctx, "UPDATE sessions SET "+set+" WHERE id = ?", append(columnValues(rec, data), rec.ID)...); err != nil {
 		return fmt.Errorf("session %s: %s: %w", rec.ID, s.where, err)
@@ -172,7 +172,7 @@ func (s *Store) writeColumns(ctx context.Context, c conn, rec *lifecycle.Record,
 // (due NULL) from their records, once, when the store opens. A record that
 // cannot be decoded is left: it is never due, and listed by what its row
 // says.
-func (s *Store) indexRecords(ctx context.Context) error {
+func (s *sessionStore) indexRecords(ctx context.Context) error {
 	for {
 		var ids, records []string
 		err := func() error {
@@ -220,7 +220,7 @@ func (s *Store) indexRecords(ctx context.Context) error {
 
 // DueSessions finds what a sweep at now looks at through the indexes of
 // state and due, reading no record.
-func (s *Store) DueSessions(ctx context.Context, now time.Time) (ids []string, next time.Time, err error) {
+func (s *sessionStore) DueSessions(ctx context.Context, now time.Time) (ids []string, next time.Time, err error) {
 	at := now.UnixNano()
 	rows, err := s.read.rows(ctx, "SELECT id FROM sessions WHERE state = ? UNION SELECT id FROM sessions WHERE due > 0 AND due <= ?", string(lifecycle.Active), at)
 	if err != nil {
@@ -250,7 +250,7 @@ func (s *Store) DueSessions(ctx context.Context, now time.Time) (ids []string, n
 // Sessions returns every session, sorted by Created, then ID. Records that
 // cannot be decoded do not hide the others: they are returned with a
 // *blaise.BrokenError naming each broken one, as the file store does.
-func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
+func (s *sessionStore) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 	rows, err := s.read.rows(ctx, "SELECT id, record FROM sessions ORDER BY created, id")
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing sessions: %w", s.where, err)
@@ -282,7 +282,7 @@ func (s *Store) Sessions(ctx context.Context) ([]*lifecycle.Record, error) {
 // CurrentRun returns the number of a session's latest run and its state:
 // the server fences a run's writes with it (a run the server has failed or
 // replaced writes no more).
-func (s *Store) CurrentRun(ctx context.Context, id string) (run int, state lifecycle.State, err error) {
+func (s *sessionStore) CurrentRun(ctx context.Context, id string) (run int, state lifecycle.State, err error) {
 	if err := checkSessionID(id); err != nil {
 		return 0, "", err
 	}
@@ -301,29 +301,29 @@ func (s *Store) CurrentRun(ctx context.Context, id string) (run int, state lifec
 // state and transcript's chunks (the schema's cascade), then its
 // transcript's file; a file left by a failure is removed at a later
 // start's first append.
-func (s *Store) Discard(ctx context.Context, id string) error {
+func (s *sessionStore) Discard(ctx context.Context, id string) error {
 	if err := checkSessionID(id); err != nil {
 		return err
 	}
 	if _, err := s.writer().exec(ctx, "DELETE FROM sessions WHERE id = ?", id); err != nil {
 		return fmt.Errorf("session %s: removing it: %s: %w", id, s.where, err)
 	}
-	return s.removeTranscript(id)
+	return s.ts.removeTranscript(id)
 }
 
 // Loaded records a run's first report (session.RecordLoaded).
-func (s *Store) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
+func (s *sessionStore) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
 	return lifecycle.RecordLoaded(ctx, s, id, l)
 }
 
 // Paused records a reported pause (session.RecordPaused).
-func (s *Store) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
+func (s *sessionStore) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
 	return lifecycle.RecordPaused(ctx, s, id, p)
 }
 
 // TornDown records a teardown's outcome: the session ends and, in the same
 // transaction, its persisted state goes; or a retry is due (L2).
-func (s *Store) TornDown(ctx context.Context, id string, failure error, at time.Time) (*lifecycle.Record, error) {
+func (s *sessionStore) TornDown(ctx context.Context, id string, failure error, at time.Time) (*lifecycle.Record, error) {
 	return s.updateSession(ctx, id, func(r *lifecycle.Record) error {
 		lifecycle.ApplyTeardown(r, failure, at)
 		return nil
@@ -331,7 +331,7 @@ func (s *Store) TornDown(ctx context.Context, id string, failure error, at time.
 		if r.State != lifecycle.Ended {
 			return nil
 		}
-		return s.deletePersisted(ctx, c, id)
+		return s.ps.deletePersisted(ctx, c, id)
 	})
 }
 
@@ -369,7 +369,7 @@ var ErrCursor = errors.New("not a cursor of this list")
 // the newest sessions until the page is full. Records that cannot be
 // decoded do not hide the others: they are returned with a
 // *blaise.BrokenError naming each broken one.
-func (s *Store) ListSessions(ctx context.Context, q ListQuery) (ListPage, error) {
+func (s *sessionStore) ListSessions(ctx context.Context, q ListQuery) (ListPage, error) {
 	if q.Limit < 1 {
 		return ListPage{}, fmt.Errorf("listing sessions: limit %d: want at least 1", q.Limit)
 	}

@@ -35,8 +35,23 @@ var (
 	ErrNotFound = errors.New("not found")
 )
 
-// Store keeps the server's state in a SQL database.
+// Store keeps the server's state in a SQL database. It opens, migrates,
+// backs up and closes the database; the rest it embeds, one part a concern,
+// each sharing its handles, so that their methods are the Store's (the
+// lifecycle.Store the engine takes is sessions, persisted state and
+// transcripts at once).
 type Store struct {
+	*handles
+	*sessionStore
+	*persistedStore
+	*transcriptStore
+	*agentStore
+	*tokenStore
+	*userStore
+}
+
+// handles are the database the parts of a Store share.
+type handles struct {
 	// read and write are one pool on PostgreSQL; on SQLite, write is the
 	// one writing connection.
 	read  conn
@@ -44,16 +59,43 @@ type Store struct {
 	write *sql.DB
 	d     *dialect
 	where string
-	box   *sealed.Box
-	// transcripts are the files of the sessions' transcripts.
-	transcripts transcriptFiles
-	written     atomic.Int64 // transcript bytes appended
 	// Clock dates records; nil: the machine's.
 	Clock lifecycle.Clock
 	// Observe, when set before the store is shared, is told how long
 	// each statement took, by its verb (select, insert …).
 	Observe func(verb string, took time.Duration)
 }
+
+// sessionStore keeps the session records; ending a session clears its
+// persisted state and transcript too.
+type sessionStore struct {
+	*handles
+	ps *persistedStore
+	ts *transcriptStore
+}
+
+// persistedStore keeps the plugs' persisted state, sealed with box.
+type persistedStore struct {
+	*handles
+	box *sealed.Box
+}
+
+// transcriptStore keeps the sessions' transcripts.
+type transcriptStore struct {
+	*handles
+	// transcripts are the files of the sessions' transcripts.
+	transcripts transcriptFiles
+	written     atomic.Int64 // transcript bytes appended
+}
+
+// agentStore keeps the server's agents.
+type agentStore struct{ *handles }
+
+// tokenStore keeps registration tokens, runners and API tokens.
+type tokenStore struct{ *handles }
+
+// userStore keeps the users and their web sessions.
+type userStore struct{ *handles }
 
 var _ lifecycle.Store = (*Store)(nil)
 
@@ -72,8 +114,7 @@ func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Sto
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: read, write: write, d: d, where: where, box: box, transcripts: transcriptFiles{dir: transcripts}}
-	s.read = conn{read, d, s}
+	s := newStore(read, write, d, where, box, transcripts)
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -83,6 +124,20 @@ func Open(ctx context.Context, dsn string, key []byte, transcripts string) (*Sto
 		return nil, err
 	}
 	return s, nil
+}
+
+// newStore makes a Store of its database's handles, its parts sharing them.
+func newStore(read, write *sql.DB, d *dialect, where string, box *sealed.Box, transcripts string) *Store {
+	h := &handles{db: read, write: write, d: d, where: where}
+	h.read = conn{read, d, h}
+	ps := &persistedStore{handles: h, box: box}
+	ts := &transcriptStore{handles: h, transcripts: transcriptFiles{dir: transcripts}}
+	return &Store{
+		handles:        h,
+		sessionStore:   &sessionStore{handles: h, ps: ps, ts: ts},
+		persistedStore: ps, transcriptStore: ts,
+		agentStore: &agentStore{h}, tokenStore: &tokenStore{h}, userStore: &userStore{h},
+	}
 }
 
 // Close closes the transcripts' files and the database.
@@ -97,7 +152,7 @@ func (s *Store) Close() error {
 // String names the database, without a password.
 func (s *Store) String() string { return s.where }
 
-func (s *Store) now() time.Time {
+func (s *handles) now() time.Time {
 	var c lifecycle.Clock = lifecycle.RealClock{}
 	if s.Clock != nil {
 		c = s.Clock
@@ -106,7 +161,7 @@ func (s *Store) now() time.Time {
 }
 
 // inTx runs f in a write transaction, committing if it returns nil.
-func (s *Store) inTx(ctx context.Context, f func(c conn) error) error {
+func (s *handles) inTx(ctx context.Context, f func(c conn) error) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.where, err)
@@ -122,7 +177,7 @@ func (s *Store) inTx(ctx context.Context, f func(c conn) error) error {
 }
 
 // writer runs single statements outside a transaction.
-func (s *Store) writer() conn { return conn{s.write, s.d, s} }
+func (s *handles) writer() conn { return conn{s.write, s.d, s} }
 
 type migration struct {
 	version int

@@ -66,7 +66,7 @@ type Registration struct {
 
 // MintRegistration mints a registration token that one runner may
 // exchange, once, for its credential before ttl has passed.
-func (s *Store) MintRegistration(ctx context.Context, ttl time.Duration) (*Registration, error) {
+func (s *tokenStore) MintRegistration(ctx context.Context, ttl time.Duration) (*Registration, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("registration token: want a positive lifetime, got %s", ttl)
 	}
@@ -81,8 +81,8 @@ func (s *Store) MintRegistration(ctx context.Context, ttl time.Duration) (*Regis
 
 // Registrations returns every registration token, used and expired ones
 // included, oldest first.
-func (s *Store) Registrations(ctx context.Context) ([]*Registration, error) {
-	return list(ctx, s, "registration tokens", "SELECT id, created, expires, used, runner_id FROM registration_tokens ORDER BY created, id",
+func (s *tokenStore) Registrations(ctx context.Context) ([]*Registration, error) {
+	return list(ctx, s.handles, "registration tokens", "SELECT id, created, expires, used, runner_id FROM registration_tokens ORDER BY created, id",
 		func(row interface{ Scan(...any) error }) (*Registration, error) {
 			var r Registration
 			var created, expires, used int64
@@ -97,7 +97,7 @@ func (s *Store) Registrations(ctx context.Context) ([]*Registration, error) {
 // RevokeRegistration makes an unused registration token expire now: no
 // runner can register with it any more. One already used or expired is
 // no error. An unknown id is an error wrapping ErrNotFound.
-func (s *Store) RevokeRegistration(ctx context.Context, id string) error {
+func (s *tokenStore) RevokeRegistration(ctx context.Context, id string) error {
 	now := s.now().UnixNano()
 	n, err := affected(s.writer().exec(ctx,
 		"UPDATE registration_tokens SET expires = CASE WHEN used = 0 AND expires > ? THEN ? ELSE expires END WHERE id = ?", now, now, id))
@@ -119,10 +119,29 @@ type Runner struct {
 	Revoked  time.Time // zero while the credential is valid
 }
 
+// RunnerByCredential returns the runner a credential belongs to, and
+// records that it was seen now. A revoked or unknown credential is an
+// error wrapping ErrBadToken.
+func (s *tokenStore) RunnerByCredential(ctx context.Context, cred string) (*Runner, error) {
+	return runners.use(ctx, s, cred)
+}
+
+// Runners returns every registered runner, revoked ones included, by name
+// then id.
+func (s *tokenStore) Runners(ctx context.Context) ([]*Runner, error) {
+	return runners.list(ctx, s)
+}
+
+// RevokeRunner revokes a runner's credential; revoking it again is no
+// error. An unknown id is an error wrapping ErrNotFound.
+func (s *tokenStore) RevokeRunner(ctx context.Context, id string) error {
+	return runners.revoke(ctx, s, id)
+}
+
 // Register exchanges a registration token, once, for a runner credential
 // of a new runner named name. The credential is returned in clear only
 // here; the store keeps its hash.
-func (s *Store) Register(ctx context.Context, regToken, name string) (cred, runnerID string, err error) {
+func (s *tokenStore) Register(ctx context.Context, regToken, name string) (cred, runnerID string, err error) {
 	if err := lifecycle.CheckName("runner", name); err != nil {
 		return "", "", err
 	}
@@ -168,55 +187,13 @@ func (s *Store) Register(ctx context.Context, regToken, name string) (cred, runn
 	return cred, runnerID, nil
 }
 
-const runnerColumns = "id, name, created, last_seen, revoked"
-
-func scanRunner(row interface{ Scan(...any) error }) (*Runner, error) {
-	var r Runner
-	var created, seen, revoked int64
-	if err := row.Scan(&r.ID, &r.Name, &created, &seen, &revoked); err != nil {
-		return nil, err
-	}
-	r.Created, r.LastSeen, r.Revoked = fromNanos(created), fromNanos(seen), fromNanos(revoked)
-	return &r, nil
-}
-
-// RunnerByCredential returns the runner a credential belongs to, and
-// records that it was seen now. A revoked or unknown credential is an
-// error wrapping ErrBadToken.
-func (s *Store) RunnerByCredential(ctx context.Context, cred string) (*Runner, error) {
-	if err := checkToken("runner credential", RunnerPrefix, cred); err != nil {
-		return nil, err
-	}
-	r, err := scanRunner(s.writer().row(ctx,
-		"UPDATE runners SET last_seen = ? WHERE cred_hash = ? AND revoked = 0 RETURNING "+runnerColumns, s.now().UnixNano(), hashToken(cred)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("runner credential: %w: unknown or revoked; register the runner again", ErrBadToken)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("runner credential: %s: %w", s.where, err)
-	}
-	return r, nil
-}
-
 // RunnerSeen records that the runner of id was seen now: a runner whose
 // connection ended was last seen then, not when it connected.
-func (s *Store) RunnerSeen(ctx context.Context, id string) error {
+func (s *tokenStore) RunnerSeen(ctx context.Context, id string) error {
 	if _, err := s.writer().exec(ctx, "UPDATE runners SET last_seen = ? WHERE id = ?", s.now().UnixNano(), id); err != nil {
 		return fmt.Errorf("runner %s: %s: %w", id, s.where, err)
 	}
 	return nil
-}
-
-// Runners returns every registered runner, revoked ones included, by name
-// then id.
-func (s *Store) Runners(ctx context.Context) ([]*Runner, error) {
-	return list(ctx, s, "runners", "SELECT "+runnerColumns+" FROM runners ORDER BY name, id", scanRunner)
-}
-
-// RevokeRunner revokes a runner's credential; revoking it again is no
-// error. An unknown id is an error wrapping ErrNotFound.
-func (s *Store) RevokeRunner(ctx context.Context, id string) error {
-	return s.revoke(ctx, "runner", "runners", id)
 }
 
 // APIToken is a client's API token, as stored (without the token).
@@ -230,7 +207,7 @@ type APIToken struct {
 
 // MintAPIToken mints an API token for a client named name; the token is
 // returned in clear only here.
-func (s *Store) MintAPIToken(ctx context.Context, name string) (tok, id string, err error) {
+func (s *tokenStore) MintAPIToken(ctx context.Context, name string) (tok, id string, err error) {
 	if strings.TrimSpace(name) == "" {
 		return "", "", errors.New("API token: want a name that says whose it is")
 	}
@@ -242,63 +219,105 @@ func (s *Store) MintAPIToken(ctx context.Context, name string) (tok, id string, 
 	return tok, id, nil
 }
 
-const apiTokenColumns = "id, name, created, last_used, revoked"
-
-func scanAPIToken(row interface{ Scan(...any) error }) (*APIToken, error) {
-	var t APIToken
-	var created, used, revoked int64
-	if err := row.Scan(&t.ID, &t.Name, &created, &used, &revoked); err != nil {
-		return nil, err
-	}
-	t.Created, t.LastUsed, t.Revoked = fromNanos(created), fromNanos(used), fromNanos(revoked)
-	return &t, nil
-}
-
 // APIToken returns the API token tok is, recording its use. A revoked or
 // unknown token is an error wrapping ErrBadToken.
-func (s *Store) APIToken(ctx context.Context, tok string) (*APIToken, error) {
-	if err := checkToken("API token", APIPrefix, tok); err != nil {
-		return nil, err
-	}
-	t, err := scanAPIToken(s.writer().row(ctx,
-		"UPDATE api_tokens SET last_used = ? WHERE hash = ? AND revoked = 0 RETURNING "+apiTokenColumns, s.now().UnixNano(), hashToken(tok)))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("API token: %w: unknown or revoked", ErrBadToken)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("API token: %s: %w", s.where, err)
-	}
-	return t, nil
+func (s *tokenStore) APIToken(ctx context.Context, tok string) (*APIToken, error) {
+	return apiTokens.use(ctx, s, tok)
 }
 
 // APITokens returns every API token, revoked ones included, by name then
 // id.
-func (s *Store) APITokens(ctx context.Context) ([]*APIToken, error) {
-	return list(ctx, s, "API tokens", "SELECT "+apiTokenColumns+" FROM api_tokens ORDER BY name, id", scanAPIToken)
+func (s *tokenStore) APITokens(ctx context.Context) ([]*APIToken, error) {
+	return apiTokens.list(ctx, s)
 }
 
 // RevokeAPIToken revokes an API token; revoking it again is no error. An
 // unknown id is an error wrapping ErrNotFound.
-func (s *Store) RevokeAPIToken(ctx context.Context, id string) error {
-	return s.revoke(ctx, "API token", "api_tokens", id)
+func (s *tokenStore) RevokeAPIToken(ctx context.Context, id string) error {
+	return apiTokens.revoke(ctx, s, id)
 }
 
-// revoke marks the row id of table revoked, keeping the first revocation's
-// time.
-func (s *Store) revoke(ctx context.Context, what, table, id string) error {
-	n, err := affected(s.writer().exec(ctx,
-		"UPDATE "+table+" SET revoked = CASE WHEN revoked = 0 THEN ? ELSE revoked END WHERE id = ?", s.now().UnixNano(), id))
+// credentials are a kind of named, revocable token kept by its hash, whose
+// lookup records its use: runners' credentials and API tokens, each a T.
+type credentials[T any] struct {
+	what   string // one, in errors
+	token  string // its token, in errors
+	plural string // in errors of a listing
+	prefix string
+	// table, and its columns of the hash and of the last use.
+	table, hash, used string
+	// unknown says what to do with an unknown or revoked token.
+	unknown string
+	// of makes a T of a row's id, name and times.
+	of func(id, name string, created, used, revoked time.Time) *T
+}
+
+var (
+	runners = credentials[Runner]{
+		what: "runner", token: "runner credential", plural: "runners", prefix: RunnerPrefix,
+		table: "runners", hash: "cred_hash", used: "last_seen",
+		unknown: "unknown or revoked; register the runner again",
+		of: func(id, name string, created, seen, revoked time.Time) *Runner {
+			return &Runner{ID: id, Name: name, Created: created, LastSeen: seen, Revoked: revoked}
+		},
+	}
+	apiTokens = credentials[APIToken]{
+		what: "API token", token: "API token", plural: "API tokens", prefix: APIPrefix,
+		table: "api_tokens", hash: "hash", used: "last_used",
+		unknown: "unknown or revoked",
+		of: func(id, name string, created, used, revoked time.Time) *APIToken {
+			return &APIToken{ID: id, Name: name, Created: created, LastUsed: used, Revoked: revoked}
+		},
+	}
+)
+
+func (k credentials[T]) columns() string { return "id, name, created, " + k.used + ", revoked" }
+
+func (k credentials[T]) scan(row interface{ Scan(...any) error }) (*T, error) {
+	var id, name string
+	var created, used, revoked int64
+	if err := row.Scan(&id, &name, &created, &used, &revoked); err != nil {
+		return nil, err
+	}
+	return k.of(id, name, fromNanos(created), fromNanos(used), fromNanos(revoked)), nil
+}
+
+// use returns what tok is, recording that it was used now.
+func (k credentials[T]) use(ctx context.Context, s *tokenStore, tok string) (*T, error) {
+	if err := checkToken(k.token, k.prefix, tok); err != nil {
+		return nil, err
+	}
+	v, err := k.scan(s.writer().row(ctx,
+		"UPDATE "+k.table+" SET "+k.used+" = ? WHERE "+k.hash+" = ? AND revoked = 0 RETURNING "+k.columns(), s.now().UnixNano(), hashToken(tok)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%s: %w: %s", k.token, ErrBadToken, k.unknown)
+	}
 	if err != nil {
-		return fmt.Errorf("%s %s: %s: %w", what, id, s.where, err)
+		return nil, fmt.Errorf("%s: %s: %w", k.token, s.where, err)
+	}
+	return v, nil
+}
+
+// list returns every row, revoked ones included, by name then id.
+func (k credentials[T]) list(ctx context.Context, s *tokenStore) ([]*T, error) {
+	return list(ctx, s.handles, k.plural, "SELECT "+k.columns()+" FROM "+k.table+" ORDER BY name, id", k.scan)
+}
+
+// revoke marks the row id revoked, keeping the first revocation's time.
+func (k credentials[T]) revoke(ctx context.Context, s *tokenStore, id string) error {
+	n, err := affected(s.writer().exec(ctx,
+		"UPDATE "+k.table+" SET revoked = CASE WHEN revoked = 0 THEN ? ELSE revoked END WHERE id = ?", s.now().UnixNano(), id))
+	if err != nil {
+		return fmt.Errorf("%s %s: %s: %w", k.what, id, s.where, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
+		return fmt.Errorf("%s %s: %w", k.what, id, ErrNotFound)
 	}
 	return nil
 }
 
 // list runs a query whose rows scan reads.
-func list[T any](ctx context.Context, s *Store, what, query string, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+func list[T any](ctx context.Context, s *handles, what, query string, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
 	rows, err := s.read.rows(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing %s: %w", s.where, what, err)

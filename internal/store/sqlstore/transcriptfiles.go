@@ -67,7 +67,7 @@ func (t *transcriptFiles) path(id string) string {
 // sessions discarded while their file could not be removed), before the
 // store's first append; t.mu is held. A store that only reads (the
 // tokens commands) never does: the directory is the appending server's.
-func (s *Store) lockTranscripts(ctx context.Context) error {
+func (s *transcriptStore) lockTranscripts(ctx context.Context) error {
 	t := &s.transcripts
 	switch {
 	case t.closed:
@@ -106,7 +106,7 @@ func (s *Store) lockTranscripts(ctx context.Context) error {
 // removeOrphans removes the files of sessions the database does not
 // hold. It is a cleanup: a file it cannot remove, or a database it cannot
 // read, is left for the next start.
-func (s *Store) removeOrphans(ctx context.Context) {
+func (s *transcriptStore) removeOrphans(ctx context.Context) {
 	entries, err := os.ReadDir(s.transcripts.dir)
 	if err != nil {
 		return
@@ -148,7 +148,7 @@ func syncDir(dir string) error {
 // shares the one open; release gives it back. The file is opened under
 // its own lock, not the registry's: the session's other writers wait for
 // it in append, and other sessions' writers do not wait at all.
-func (s *Store) acquire(ctx context.Context, id string) (*sessionFile, error) {
+func (s *transcriptStore) acquire(ctx context.Context, id string) (*sessionFile, error) {
 	t := &s.transcripts
 	t.mu.Lock()
 	if err := s.lockTranscripts(ctx); err != nil {
@@ -240,7 +240,7 @@ func openTranscriptFile(path string, end int64) (*os.File, error) {
 
 // committedEnd is where the committed rows of session id's transcript end
 // in its file.
-func (s *Store) committedEnd(ctx context.Context, id string) (int64, error) {
+func (s *transcriptStore) committedEnd(ctx context.Context, id string) (int64, error) {
 	var end int64
 	err := s.read.row(ctx, "SELECT COALESCE(MAX(file_offset + file_size), 0) FROM transcript_chunks WHERE session_id = ? AND file_offset >= 0", id).Scan(&end)
 	if err != nil {
@@ -249,7 +249,7 @@ func (s *Store) committedEnd(ctx context.Context, id string) (int64, error) {
 	return end, nil
 }
 
-func (s *Store) release(sf *sessionFile) {
+func (s *transcriptStore) release(sf *sessionFile) {
 	t := &s.transcripts
 	t.mu.Lock()
 	sf.refs--
@@ -280,7 +280,7 @@ func (sf *sessionFile) close() {
 
 // forget takes a session's file out of the registry: the next writer
 // opens the file again, and cuts it to its committed rows.
-func (s *Store) forget(sf *sessionFile) {
+func (s *transcriptStore) forget(sf *sessionFile) {
 	t := &s.transcripts
 	t.mu.Lock()
 	if t.files[sf.id] == sf {
@@ -293,7 +293,7 @@ func (s *Store) forget(sf *sessionFile) {
 // and commits their row, with the run and call they are of. A failure
 // cuts what it wrote, unless the rows say that it committed after all:
 // the session's writers go on after the committed lines.
-func (s *Store) append(ctx context.Context, sf *sessionFile, lines []byte, run int, call uint64) error {
+func (s *transcriptStore) append(ctx context.Context, sf *sessionFile, lines []byte, run int, call uint64) error {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
 	if sf.err != nil {
@@ -343,7 +343,7 @@ func (s *Store) append(ctx context.Context, sf *sessionFile, lines []byte, run i
 
 // removeTranscript removes the file of a discarded session; its writers'
 // later appends fail.
-func (s *Store) removeTranscript(id string) error {
+func (s *transcriptStore) removeTranscript(id string) error {
 	t := &s.transcripts
 	t.mu.Lock()
 	sf := t.files[id]
@@ -366,7 +366,7 @@ func (s *Store) removeTranscript(id string) error {
 
 // closeTranscripts closes the files open and gives up the directory's
 // lock.
-func (s *Store) closeTranscripts() error {
+func (s *transcriptStore) closeTranscripts() error {
 	t := &s.transcripts
 	t.mu.Lock()
 	files := t.files

@@ -18,7 +18,7 @@ import (
 // Write (JSONL) are appended to the session's file, and their chunk is
 // committed, once their newline is written; Close stores a last line
 // without one.
-func (s *Store) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
+func (s *transcriptStore) Transcript(ctx context.Context, id string) (io.WriteCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ func (s *Store) Transcript(ctx context.Context, id string) (io.WriteCloser, erro
 
 // exists returns an error wrapping session.ErrNotFound for a session the
 // store does not hold.
-func (s *Store) exists(ctx context.Context, id string) error {
+func (s *transcriptStore) exists(ctx context.Context, id string) error {
 	var one int
 	err := s.read.row(ctx, "SELECT 1 FROM sessions WHERE id = ?", id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -43,12 +43,12 @@ func (s *Store) exists(ctx context.Context, id string) error {
 }
 
 var (
-	_ lifecycle.CallTranscripts = (*Store)(nil)
+	_ lifecycle.CallTranscripts = (*transcriptStore)(nil)
 	_ lifecycle.CallTranscript  = (*transcript)(nil)
 )
 
 type transcript struct {
-	s *Store
+	s *transcriptStore
 	// ctx is the opener's, without its end: the lines written before a run
 	// ends are committed all the same, as its Close stores the last one.
 	ctx    context.Context
@@ -68,7 +68,7 @@ func (t *transcript) Call(run int, call uint64) { t.run, t.call = run, call }
 
 // TranscriptCall is the number of the last call of run whose lines the
 // session's transcript holds; 0 if none.
-func (s *Store) TranscriptCall(ctx context.Context, id string, run int) (uint64, error) {
+func (s *transcriptStore) TranscriptCall(ctx context.Context, id string, run int) (uint64, error) {
 	if err := checkSessionID(id); err != nil {
 		return 0, err
 	}
@@ -136,7 +136,7 @@ func (t *transcript) Close() error {
 
 // ReadTranscript returns a session's transcript: its lines in the order
 // they were written, each ended by a newline.
-func (s *Store) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
+func (s *transcriptStore) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func (s *Store) ReadTranscript(ctx context.Context, id string) (io.ReadCloser, e
 
 // readChunks reads the lines of the chunks of a session numbered after
 // from to to, in order.
-func (s *Store) readChunks(ctx context.Context, id string, after, to int64) (*transcriptReader, error) {
+func (s *transcriptStore) readChunks(ctx context.Context, id string, after, to int64) (*transcriptReader, error) {
 	rows, err := s.read.rows(ctx, "SELECT lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)

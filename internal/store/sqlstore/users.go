@@ -82,7 +82,7 @@ type User struct {
 }
 
 // HasUsers says whether any user exists.
-func (s *Store) HasUsers(ctx context.Context) (bool, error) {
+func (s *userStore) HasUsers(ctx context.Context) (bool, error) {
 	var n int
 	if err := s.read.row(ctx, "SELECT COUNT(*) FROM users").Scan(&n); err != nil {
 		return false, fmt.Errorf("users: %s: %w", s.where, err)
@@ -93,7 +93,7 @@ func (s *Store) HasUsers(ctx context.Context) (bool, error) {
 // MintSetupToken returns a new setup token, replacing any earlier one,
 // while no user exists; once one does, it returns "". The token is shown
 // once, when it is minted; the store keeps its hash.
-func (s *Store) MintSetupToken(ctx context.Context) (string, error) {
+func (s *userStore) MintSetupToken(ctx context.Context) (string, error) {
 	var tok string
 	err := s.inTx(ctx, func(c conn) error {
 		var n int
@@ -128,7 +128,7 @@ func checkUser(name, password string) error {
 
 // CreateFirstAdmin spends the setup token on the first user, an admin.
 // A wrong or spent token, or a store that has users, wraps ErrBadToken.
-func (s *Store) CreateFirstAdmin(ctx context.Context, setupToken, name, password string) (*User, error) {
+func (s *userStore) CreateFirstAdmin(ctx context.Context, setupToken, name, password string) (*User, error) {
 	if err := checkToken("setup token", SetupPrefix, setupToken); err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (s *Store) CreateFirstAdmin(ctx context.Context, setupToken, name, password
 
 // SignIn checks a user's password and opens a web session of ttl; it
 // returns the session's token, shown once (the cookie), and its user.
-func (s *Store) SignIn(ctx context.Context, name, password string, ttl time.Duration) (string, *User, error) {
+func (s *userStore) SignIn(ctx context.Context, name, password string, ttl time.Duration) (string, *User, error) {
 	if lifecycle.CheckName("user", name) != nil {
 		return "", nil, ErrBadSignIn
 	}
@@ -192,7 +192,7 @@ func (s *Store) SignIn(ctx context.Context, name, password string, ttl time.Dura
 
 // WebSession returns the user a web session's token signs in, or an error
 // wrapping ErrBadToken for an unknown, signed-out or expired one.
-func (s *Store) WebSession(ctx context.Context, tok string) (*User, error) {
+func (s *userStore) WebSession(ctx context.Context, tok string) (*User, error) {
 	if err := checkToken("sign-in", WebPrefix, tok); err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func (s *Store) WebSession(ctx context.Context, tok string) (*User, error) {
 }
 
 // SignOut ends a web session, and drops every expired one.
-func (s *Store) SignOut(ctx context.Context, tok string) error {
+func (s *userStore) SignOut(ctx context.Context, tok string) error {
 	if _, err := s.writer().exec(ctx, "DELETE FROM web_sessions WHERE hash = ? OR expires <= ?", hashToken(tok), s.now().UnixNano()); err != nil {
 		return fmt.Errorf("signing out: %s: %w", s.where, err)
 	}
