@@ -41,7 +41,7 @@ type serverMetrics struct {
 	runsEnded   metrics.Counter
 	stops       metrics.Counter
 	store       metrics.Histogram
-	// signIns counts failed dashboard sign-ins (SignInFailed).
+	// signIns counts failed dashboard sign-ins (signInFailed).
 	signIns metrics.Counter
 }
 

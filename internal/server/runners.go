@@ -26,7 +26,7 @@ type runners struct {
 	Store   *sqlstore.Store
 	Log     *log.Logger
 	clock   lifecycle.Clock
-	lease   time.Duration  // Server.Lease
+	lease   time.Duration  // Server.Lease, or DefaultLease
 	engine  *engine.Engine // whose Launcher this is
 	metrics *serverMetrics
 
