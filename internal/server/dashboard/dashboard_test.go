@@ -31,7 +31,7 @@ const password = "correct horse battery"
 // site is a real server (SQLite store, the API and the dashboard) behind
 // an HTTP listener, with an agent "demo" and an admin "ada".
 type site struct {
-	t     *testing.T
+	t     testing.TB
 	store *sqlstore.Store
 	srv   *httptest.Server
 	logs  *syncBuffer // what the server logged
@@ -55,7 +55,7 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newSite(t *testing.T, tls bool) *site {
+func newSite(t testing.TB, tls bool) *site {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -140,7 +140,7 @@ func (s *site) lifetime() time.Duration {
 	return a.Settings.PausedLifetime
 }
 
-func want(t *testing.T, resp *http.Response, body string, status int, parts ...string) {
+func want(t testing.TB, resp *http.Response, body string, status int, parts ...string) {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Fatalf("status %s, want %d; body:\n%s", resp.Status, status, body)

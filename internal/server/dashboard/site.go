@@ -48,6 +48,15 @@ func (d *site) render(w http.ResponseWriter, status int, name string, p page) {
 	}
 }
 
+// renderPart renders the template part of the page name alone.
+func (d *site) renderPart(w http.ResponseWriter, name, part string, p page) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := d.pages[name].ExecuteTemplate(w, part, p); err != nil {
+		d.log().Error("dashboard: rendering a page", "page", name, "part", part, "err", err)
+	}
+}
+
 // csrfToken is the form token of a signed-in browser: derived from its
 // cookie, which a page of another site cannot read.
 func csrfToken(cookie string) string {
