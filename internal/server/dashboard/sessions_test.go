@@ -50,6 +50,12 @@ func nextPage(page string) string {
 	return html.UnescapeString(m[1])
 }
 
+// cursorOf is the list's cursor after the session of id created at
+// created (sqlstore.ListPage.Next), for a query.
+func cursorOf(created int64, id string) string {
+	return url.QueryEscape(fmt.Sprintf("%d.%s", created, id))
+}
+
 func ids(recs []*lifecycle.Record) []string {
 	var ids []string
 	for _, r := range recs {
@@ -202,7 +208,7 @@ func TestSessionsRowsPartForRefresh(t *testing.T) {
 	if got := rows(part); len(got) != 3 {
 		t.Fatalf("the rows part lists %v", got)
 	}
-	for _, path := range []string{"/sessions?order=oldest", "/sessions?cursor=" + url.QueryEscape(fmt.Sprint(time.Now().UnixNano())+".gen00000002")} {
+	for _, path := range []string{"/sessions?order=oldest", "/sessions?cursor=" + cursorOf(time.Now().UnixNano(), "gen00000002")} {
 		if _, body := s.do(c, http.MethodGet, path, nil); strings.Contains(body, "data-refresh") {
 			t.Errorf("%s refreshes itself", path)
 		}
