@@ -440,3 +440,29 @@ func TestPermissionRequestEndsWithItsTurn(t *testing.T) {
 		t.Fatalf("the session: %s (%s)", rec.State, rec.EndReason)
 	}
 }
+
+// TestRunServerIsNamedAsTheSessionsHolder: while `run --server` runs a
+// turn, the dashboard's prompt to the session is refused, naming the
+// terminal's client (blaise-agent and its version, from its initialize).
+func TestRunServerIsNamedAsTheSessionsHolder(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	out := &testsupport.Buffer{}
+	run := exec.Command(l.bin, "run", "--server", l.url, "--token", l.token, "--agent", "demo", "/say waiting now\n/sleep 600000")
+	run.Stdout, run.Stderr = out, out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = run.Process.Kill()
+		_ = run.Wait()
+	})
+	testsupport.Eventually(t, "the turn of run --server starts", func() bool { return strings.Contains(out.String(), "waiting now") })
+	id := l.sessions()[0].ID
+	c, csrf := l.signedIn(t)
+	resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"meanwhile"}})
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "in another front end (blaise-agent ") || strings.Contains(page, "blaise-agent dashboard") {
+		t.Fatalf("a prompt from the page while run --server holds the session: %s\n%s", resp.Status, page)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
 
 // A Handler serves the messages an agent sends to the client.
@@ -237,12 +238,12 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 }
 
-// Open initializes the connection, announcing the client's capabilities,
-// and opens an ACP session in cwd: a new one (session/new), or with loadID
-// the session of that id, whose history the agent then replays
-// (session/load). It returns the session's id.
+// Open initializes the connection, announcing the client (clientInfo) and
+// its capabilities, and opens an ACP session in cwd: a new one
+// (session/new), or with loadID the session of that id, whose history the
+// agent then replays (session/load). It returns the session's id.
 func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (string, error) {
-	if _, err := c.Initialize(ctx, map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities}); err != nil {
+	if _, err := c.Initialize(ctx, map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities, "clientInfo": clientInfo()}); err != nil {
 		return "", err
 	}
 	if loadID != "" {
@@ -262,6 +263,12 @@ func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (
 		return "", fmt.Errorf("session/new: no session id in %s", res)
 	}
 	return v.SessionID, nil
+}
+
+// clientInfo names this client in its initialize: a server says who holds
+// a session by it.
+func clientInfo() map[string]string {
+	return map[string]string{"name": "blaise-agent", "version": buildinfo.Version()}
 }
 
 // Initialize announces the client to the agent (initialize, with params as
