@@ -3,6 +3,8 @@ package dashboard
 import (
 	"errors"
 	"fmt"
+	"html/template"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -39,6 +41,10 @@ type sessionList struct {
 	// Rows, on the first page of the newest, what the page's script
 	// fetches to refresh it.
 	Next, First, Sort, Rows string
+	// Rendered is the list as the page shows it, and Version its
+	// digest: the page's script replaces it when the list changes.
+	Rendered template.HTML
+	Version  string
 }
 
 // Filtered: the list does not show every session.
@@ -159,21 +165,40 @@ func (d *sessionListPages) sessions(w http.ResponseWriter, r *http.Request, u us
 		}
 	}
 	p.Data = l
+	if l.Rendered, l.Version, err = d.part("sessions.html", "list", p); err != nil {
+		d.serverError(w, u, "listing sessions", err)
+		return
+	}
+	p.Data = l
 	d.render(w, http.StatusOK, "sessions.html", p)
 }
 
 // rows renders the list alone, as the sessions page shows it: what the
-// page's script fetches to refresh its first page.
+// page's script fetches to refresh its first page. Its ETag is the list's
+// version: unchanged, it is not sent again (304).
 func (d *sessionListPages) rows(w http.ResponseWriter, r *http.Request, u user) {
 	p := d.pageFor(u, "Sessions")
 	l, err := d.list(r, &p)
+	var html template.HTML
+	var version string
+	if err == nil {
+		p.Data = l
+		html, version, err = d.part("sessions.html", "list", p)
+	}
 	if err != nil {
 		d.log().Error("dashboard: listing sessions", "err", err)
 		http.Error(w, "listing sessions: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p.Data = l
-	d.renderPart(w, "sessions.html", "list", p)
+	etag := `"` + version + `"`
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("ETag", etag)
+	if r.Header.Get("If-None-Match") == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	io.WriteString(w, string(html))
 }
 
 // action runs an engine action on a session and goes back to the list,

@@ -196,12 +196,25 @@ func TestSessionsRowsPartForRefresh(t *testing.T) {
 	c := s.browser()
 	s.signIn(c)
 	resp, body := s.do(c, http.MethodGet, "/sessions?agent=demo", nil)
-	want(t, resp, body, http.StatusOK, `<div id="session-list" data-refresh="/sessions/rows?agent=demo">`, `<script src="/assets/list.js" defer></script>`)
+	want(t, resp, body, http.StatusOK, `<div id="session-list" data-refresh="/sessions/rows?agent=demo" data-version="`, `<script src="/assets/list.js" defer></script>`)
 	if strings.Contains(body, "http-equiv") {
 		t.Fatalf("the list refreshes with a meta refresh:\n%s", body)
 	}
+	version := regexp.MustCompile(`data-version="([^"]+)"`).FindStringSubmatch(body)[1]
 	resp, part := s.do(c, http.MethodGet, "/sessions/rows?agent=demo", nil)
 	want(t, resp, part, http.StatusOK, `<tr id="s-gen00000002">`, `<a href="/sessions?agent=demo">Refresh</a>`)
+	if !strings.Contains(body, part) || resp.Header.Get("ETag") != `"`+version+`"` {
+		t.Fatalf("the rows part (ETag %s) is not the page's list (version %s):\n%s", resp.Header.Get("ETag"), version, part)
+	}
+	// Unchanged, it is not sent again; changed, it is.
+	if resp, part := s.do(c, http.MethodGet, "/sessions/rows?agent=demo", nil, "If-None-Match", `"`+version+`"`); resp.StatusCode != http.StatusNotModified || part != "" {
+		t.Fatalf("the unchanged rows part: %s\n%s", resp.Status, part)
+	}
+	if _, err := s.store.UpdateSession(t.Context(), "gen00000002", func(r *lifecycle.Record) error { r.Title = "renamed"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	resp, part = s.do(c, http.MethodGet, "/sessions/rows?agent=demo", nil, "If-None-Match", `"`+version+`"`)
+	want(t, resp, part, http.StatusOK, ">renamed</a>")
 	if strings.Contains(part, "<html") || strings.Contains(part, `<form method="get"`) {
 		t.Fatalf("the rows come with the page around them:\n%s", part)
 	}
