@@ -67,6 +67,7 @@ func (l sessionList) query(cursor string) url.Values {
 	return v
 }
 
+// link is path with the query v.
 func link(path string, v url.Values) string {
 	if len(v) == 0 {
 		return path
