@@ -35,6 +35,7 @@ type site struct {
 	store *sqlstore.Store
 	srv   *httptest.Server
 	logs  *syncBuffer // what the server logged
+	data  string      // the store's directory
 }
 
 // syncBuffer is a log's output, read while the server writes it.
@@ -59,7 +60,8 @@ func newSite(t testing.TB, tls bool) *site {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	data := t.TempDir()
+	store, err := server.StoreOptions{Data: data}.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func newSite(t testing.TB, tls bool) *site {
 	if _, err := store.CreateFirstAdmin(ctx, tok, "ada", password); err != nil {
 		t.Fatal(err)
 	}
-	return &site{t: t, store: store, srv: srv, logs: logs}
+	return &site{t: t, store: store, srv: srv, logs: logs, data: data}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -244,7 +246,8 @@ func TestSignInCookieFlags(t *testing.T) {
 // admin, once; then the setup page is gone and a wrong password is refused.
 func TestSetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	ctx := t.Context()
-	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	data := t.TempDir()
+	store, err := server.StoreOptions{Data: data}.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

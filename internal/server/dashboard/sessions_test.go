@@ -1,10 +1,12 @@
 package dashboard_test
 
 import (
+	"database/sql"
 	"fmt"
 	"html"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -139,6 +141,31 @@ func TestSessionsListPagesWithTheCursorKeepingFilters(t *testing.T) {
 	_, body = s.do(c, http.MethodGet, nextPage(body), nil)
 	if got := rows(body); !slices.Equal(got, ids(recs[3:6])) {
 		t.Fatalf("oldest first, page 2: %v, want %v", got, ids(recs[3:6]))
+	}
+}
+
+// A record that cannot be read is said above the list and logged; the
+// other sessions are listed.
+func TestSessionsListShowsTheOthersOfABrokenRecord(t *testing.T) {
+	s := newSite(t, false)
+	recs := s.storeGenerated(3)
+	db, err := sql.Open("sqlite", filepath.Join(s.data, "blaise.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("UPDATE sessions SET record = 'not a record' WHERE id = ?", recs[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK, "Some sessions cannot be read, and are not listed: ", recs[1].ID)
+	if got := rows(body); !slices.Equal(got, []string{recs[2].ID, recs[0].ID}) {
+		t.Fatalf("rows %v, want the two others", got)
+	}
+	if !strings.Contains(s.logs.String(), "dashboard: listing sessions") {
+		t.Fatalf("the broken record was not logged:\n%s", s.logs)
 	}
 }
 
