@@ -299,7 +299,7 @@ func (rs *runners) detached(ref runnerproto.RunRef, runner string) *remoteProces
 	return p
 }
 
-// reattach takes back the run ref on rc, a new connection of its runner:
+// reattach adopts the run ref on rc, a new connection of its runner:
 // it reports whether the server still has the run.
 func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
 	p := rc.runners.detached(ref, rc.id)

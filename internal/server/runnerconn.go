@@ -161,7 +161,7 @@ func (rc *runnerConn) takeBack(ctx context.Context, ref runnerproto.RunRef) bool
 		err = rc.runners.engine.Adoptable(ctx, ref.Session, ref.Run)
 	}
 	if err != nil {
-		rc.runners.Log.Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
+		rc.runners.Log.Warn("a runner's run is not adopted", "runner", rc.name, "run", ref.Run, "err", err)
 		return false
 	}
 	p, first := rc.newProcess(ref)
@@ -178,10 +178,10 @@ func (rc *runnerConn) takeBack(ctx context.Context, ref runnerproto.RunRef) bool
 		}
 		if err != nil {
 			rc.drop(p, err)
-			rc.runners.Log.Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
+			rc.runners.Log.Warn("a runner's run is not adopted", "runner", rc.name, "run", ref.Run, "err", err)
 			return
 		}
-		rc.runners.Log.Info("run taken back after a restart", "session", ref.Session, "run", ref.Run, "runner", rc.name)
+		rc.runners.Log.Info("run adopted after a restart", "session", ref.Session, "run", ref.Run, "runner", rc.name)
 	}()
 	return true
 }

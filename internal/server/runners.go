@@ -125,13 +125,13 @@ func (rs *runners) connect(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	rc := &runnerConn{runners: rs, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, config: hello.Config, dir: hello.Dir, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
-	// The runs the runner still has, the server takes back, those of its
+	// The runs the runner still has, the server adopts, those of its
 	// connection that broke and those it had before it restarted; the
 	// runner stops the others.
 	var kept []runnerproto.RunRef
 	seen := map[runnerproto.RunRef]bool{}
 	for _, ref := range hello.Runs {
-		if seen[ref] { // a run named twice is taken back once
+		if seen[ref] { // a run named twice is adopted once
 			continue
 		}
 		seen[ref] = true

@@ -195,7 +195,7 @@ func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, taken := l.hello(l.cred, ref, ref)
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("taken back: %v, want %v once", taken, ref)
+		t.Fatalf("adopted: %v, want %v once", taken, ref)
 	}
 	l.openStreams(mux, ref)
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
@@ -225,7 +225,7 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, taken := l.hello(l.cred, ref)
 	if len(taken) != 1 {
-		t.Fatalf("taken back: %v", taken)
+		t.Fatalf("adopted: %v", taken)
 	}
 	if _, err := l.store.UpdateSession(t.Context(), ref.Session, func(r *lifecycle.Record) error {
 		lifecycle.ApplyPause(r, lifecycle.Pause{Reason: lifecycle.Failed, MayResume: true, Err: errors.New("its runner did not hand it back")}.Record(1, time.Now()))
@@ -235,10 +235,10 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	}
 	store := runstore.NewClient(l.openStreams(mux, ref))
 	if err := store.Persisted().Set(context.Background(), ref.Session, "p", "acme/p", []byte(`"late"`)); err == nil {
-		t.Fatal("a persisted write of a run that was not taken back was applied")
+		t.Fatal("a persisted write of a run that was not adopted was applied")
 	}
 	if _, ok, err := l.store.PersistedPlug(t.Context(), ref.Session, "p"); ok || err != nil {
-		t.Fatalf("the write of a run not taken back is in the store: %v %v", ok, err)
+		t.Fatalf("the write of a run not adopted is in the store: %v %v", ok, err)
 	}
 }
 
@@ -272,7 +272,7 @@ func TestL5_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
 	mux, frames, taken := l.helloFrames(l.cred, ref)
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("taken back: %v", taken)
+		t.Fatalf("adopted: %v", taken)
 	}
 	l.openStreams(mux, ref)
 	got := nextFrame(frames)
@@ -296,7 +296,7 @@ func TestAStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, frames, taken := l.helloFrames(l.cred, ref)
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("taken back: %v", taken)
+		t.Fatalf("adopted: %v", taken)
 	}
 	store := l.openStreams(mux, ref)
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
