@@ -5,6 +5,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
 )
@@ -39,6 +40,9 @@ func (r *Run) loadPlug(p *plugRun, host hosts.Host) error {
 	if schema := u.Plug.Persisted; schema != nil {
 		p.persisted = &builtins.Persisted{Store: r.opts.Store, Session: r.opts.SessionID, PlugID: u.ID, Plug: u.Plug.Name, Schema: schema}
 		if err := r.loadPersisted(p, host); err != nil {
+			return err
+		}
+		if err := r.loadParent(p); err != nil {
 			return err
 		}
 	}
@@ -100,6 +104,36 @@ func (r *Run) loadPersisted(p *plugRun, host hosts.Host) error {
 		return fmt.Errorf("plug %s: writing migrated persisted state: %w", u.Name(), err)
 	}
 	p.persisted.Value = valid
+	return nil
+}
+
+// loadParent reads, in the start run of a fork, the persisted value of the
+// session it was forked from for the plug's id: ctx.persisted.parent, read
+// only, for the plug to copy what it decides to. One that no longer
+// validates (the plug's schema changed since) is left out, with a warning.
+func (r *Run) loadParent(p *plugRun) error {
+	if r.opts.ForkedFrom == "" || r.opts.Kind != lifecycle.StartRun {
+		return nil
+	}
+	u := p.use
+	var data []byte
+	var ok bool
+	var err error
+	r.unlocked(func() { data, ok, err = r.opts.Store.Get(r.ctx, r.opts.ForkedFrom, u.ID) })
+	if err != nil {
+		return fmt.Errorf("plug %s: reading the persisted state of session %s, which this one is a fork of: %w", u.Name(), r.opts.ForkedFrom, err)
+	}
+	if !ok {
+		return nil
+	}
+	stored, err := interp.FromJSON(data)
+	if err == nil {
+		p.persisted.Parent, err = u.Plug.Persisted.ValidateHidden(stored, "persisted")
+	}
+	if err != nil {
+		p.persisted.Parent = nil
+		r.log.Warn("the persisted value of the session this one is a fork of does not validate; ctx.persisted.parent is None", "plug", u.Name(), "forked_from", r.opts.ForkedFrom)
+	}
 	return nil
 }
 

@@ -126,13 +126,13 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(ctx context.Context, cfgPath string) (*Live, error) {
-	return e.start(ctx, cfgPath, e.Dir, "", "", e.Settings)
+	return e.start(ctx, cfgPath, e.Dir, "", "", e.Settings, "")
 }
 
 // StartIn is Start in dir rather than Dir (empty: Dir): a front end whose
 // client names the session's directory (the cwd of ACP's session/new).
 func (e *Engine) StartIn(ctx context.Context, cfgPath, dir string) (*Live, error) {
-	return e.start(ctx, cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings)
+	return e.start(ctx, cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings, "")
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
@@ -143,10 +143,11 @@ func (e *Engine) StartIn(ctx context.Context, cfgPath, dir string) (*Live, error
 // elsewhere: with cfgPath "" and no Dir, the record has neither until its
 // Launcher records them (a server's, those of the runner that takes it).
 func (e *Engine) StartAgent(ctx context.Context, cfgPath, agent, owner string, asked lifecycle.Settings) (*Live, error) {
-	return e.start(ctx, cfgPath, e.Dir, agent, owner, asked)
+	return e.start(ctx, cfgPath, e.Dir, agent, owner, asked, "")
 }
 
-func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, asked lifecycle.Settings) (*Live, error) {
+// forkedFrom, when set, is the session the new one is a fork of (Fork).
+func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, asked lifecycle.Settings, forkedFrom string) (*Live, error) {
 	var abs string
 	var err error
 	if cfgPath != "" || agent == "" {
@@ -170,7 +171,7 @@ func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, a
 		return nil, err
 	}
 	now := e.now()
-	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner}
+	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner, ForkedFrom: forkedFrom}
 	lifecycle.BeginRun(rec, lifecycle.StartRun, now)
 	if err := e.Store.CreateSession(ctx, rec); err != nil {
 		lock.Release()
