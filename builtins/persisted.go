@@ -60,7 +60,7 @@ type Persisted struct {
 	// Parent is, in the first run of a fork, the value the session it was
 	// forked from holds for the same plug id, validated; nil: None.
 	Parent starlark.Value
-	mu    sync.Mutex
+	mu     sync.Mutex
 }
 
 // persistedView is ctx.persisted: the plug's Persisted, through one ctx.
