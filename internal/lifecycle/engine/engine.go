@@ -69,7 +69,7 @@ type Engine struct {
 	// FallbackTo (runner.SessionProcess.Fallback).
 	FallbackFrom, FallbackTo string
 	// Created, when set, is called with the id of each session Start
-	// creates, before its first run: blaise-agent test stores the
+	// creates (not a fork), before its first run: blaise-agent test stores the
 	// persisted state a test gives there. An error ends the start.
 	Created func(id string) error
 	// Clock is the engine's time; nil: the machine's.
@@ -178,7 +178,7 @@ func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, a
 		return nil, err
 	}
 	defer lock.Release() // the run holds a lock of its own
-	if e.Created != nil {
+	if e.Created != nil && forkedFrom == "" {
 		if err := e.Created(id); err != nil {
 			return nil, errors.Join(err, e.Store.Discard(ctx, id))
 		}

@@ -254,6 +254,10 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 	got := Got{}
 	var rec *lifecycle.Record
 	logOff, transcriptOff := 0, int64(0)
+	// ids are the sessions of the test, the first and its forks; a fork's
+	// first run is its session's run 1: offset is its run's number less one.
+	var ids []string
+	offset := 0
 	// What the host holds after a run is what the next one starts from.
 	before, err := snapshot(w.path("host"))
 	if err != nil {
@@ -262,6 +266,12 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 	for _, r := range w.file.Runs {
 		if rec, err = w.runOne(ctx, e, r, rec, got); err != nil {
 			return nil, err
+		}
+		if !slices.Contains(ids, rec.ID) {
+			if len(ids) > 0 {
+				offset, transcriptOff = r.Number-1, 0
+			}
+			ids = append(ids, rec.ID)
 		}
 		prefix := fmt.Sprintf("want/run%d/", r.Number)
 		var lines []byte
@@ -278,12 +288,12 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		if got[prefix+"transcript"], transcriptOff, err = readTranscript(store.TranscriptPath(rec.ID), transcriptOff); err != nil {
 			return nil, err
 		}
-		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, r.Number), renderTeardown(rec)
+		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, r.Number-offset), renderTeardown(rec)
 		if got[prefix+"persisted"], err = renderPersisted(ctx, store, rec.ID); err != nil {
 			return nil, err
 		}
 	}
-	norm := w.normalizer(rec)
+	norm := w.normalizer(ids)
 	for k, v := range got {
 		if len(v) == 0 {
 			delete(got, k)
@@ -320,9 +330,10 @@ func (w *workDir) seed(ctx context.Context, store *filestore.Store, id string) e
 var timestamp = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 
 // normalizer replaces what differs from one machine or one time to the
-// next: the work directory, this program's path, the session id, and where
-// the configuration and the test file are (a clone elsewhere).
-func (w *workDir) normalizer(rec *lifecycle.Record) *strings.Replacer {
+// next: the work directory, this program's path, the session ids (the
+// first $SESSION, its forks $FORK, $FORK2 …), and where the configuration
+// and the test file are (a clone elsewhere).
+func (w *workDir) normalizer(ids []string) *strings.Replacer {
 	type pair struct{ old, new string }
 	pairs := []pair{{w.root, "$WORK"}, {w.self, "$BLAISE_AGENT"}}
 	if w.file.Config != "" {
@@ -333,8 +344,15 @@ func (w *workDir) normalizer(rec *lifecycle.Record) *strings.Replacer {
 	// nearer one ($CONFIG before $TESTDIR when they are the same).
 	slices.SortStableFunc(pairs, func(a, b pair) int { return len(b.old) - len(a.old) })
 	var args []string
-	if rec != nil {
-		args = append(args, rec.ID, "$SESSION")
+	for i, id := range ids {
+		switch i {
+		case 0:
+			args = append(args, id, "$SESSION")
+		case 1:
+			args = append(args, id, "$FORK")
+		default:
+			args = append(args, id, fmt.Sprintf("$FORK%d", i))
+		}
 	}
 	for _, p := range pairs {
 		args = append(args, p.old, p.new)
@@ -359,6 +377,15 @@ func (w *workDir) runOne(ctx context.Context, e *engine.Engine, r *Run, prev *li
 			// Only actions: no run starts, the session stays paused.
 			return e.Store.Session(ctx, prev.ID)
 		}
+	}
+	if len(r.Actions) == 1 && r.Actions[0].Verb == "fork" {
+		if prev == nil || prev.State != lifecycle.Paused {
+			return nil, errAt("fork forks the paused session: it needs a run before it that paused")
+		}
+		if r.Config != "" {
+			return nil, errAt("a fork has the configuration of the session it forks: #config goes in a later run")
+		}
+		return w.fork(ctx, e, prev.ID, r, got)
 	}
 	if prev != nil && prev.State != lifecycle.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
 		// A paused session ended, or a failed teardown tried again: a
