@@ -254,22 +254,31 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 	got := Got{}
 	var rec *lifecycle.Record
 	logOff, transcriptOff := 0, int64(0)
-	// ids are the sessions of the test, the first and its forks; a fork's
-	// first run is its session's run 1: offset is its run's number less one.
+	// ids are the sessions of the test, the first and its forks.
 	var ids []string
-	offset := 0
 	// What the host holds after a run is what the next one starts from.
 	before, err := snapshot(w.path("host"))
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range w.file.Runs {
+		prev := rec
 		if rec, err = w.runOne(ctx, e, r, rec, got); err != nil {
 			return nil, err
 		}
+		// The session's run this one started, whose pause it shows: a
+		// fork's first run is its run 1; a failed fork, or do lines alone,
+		// start none.
+		run := 0
+		switch {
+		case prev == nil || prev.ID != rec.ID:
+			run = 1
+		case rec.Runs > prev.Runs:
+			run = prev.Runs + 1
+		}
 		if !slices.Contains(ids, rec.ID) {
 			if len(ids) > 0 {
-				offset, transcriptOff = r.Number-1, 0
+				transcriptOff = 0 // the fork's transcript
 			}
 			ids = append(ids, rec.ID)
 		}
@@ -288,7 +297,7 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		if got[prefix+"transcript"], transcriptOff, err = readTranscript(store.TranscriptPath(rec.ID), transcriptOff); err != nil {
 			return nil, err
 		}
-		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, r.Number-offset), renderTeardown(rec)
+		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, run), renderTeardown(rec)
 		if got[prefix+"persisted"], err = renderPersisted(ctx, store, rec.ID); err != nil {
 			return nil, err
 		}
