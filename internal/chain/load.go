@@ -1,6 +1,8 @@
 package chain
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
@@ -42,8 +44,14 @@ func (r *Run) loadPlug(p *plugRun, host hosts.Host) error {
 		if err := r.loadPersisted(p, host); err != nil {
 			return err
 		}
-		if err := r.loadParent(p); err != nil {
-			return err
+		if r.opts.ForkedFrom != "" && r.opts.Kind == lifecycle.StartRun {
+			var err error
+			r.unlocked(func() { p.persisted.Parent, err = parentValue(r.ctx, r.opts.Store, r.opts.ForkedFrom, u) })
+			if errors.Is(err, errParentInvalid) {
+				r.log.Warn(err.Error(), "plug", u.Name(), "forked_from", r.opts.ForkedFrom)
+			} else if err != nil {
+				return err
+			}
 		}
 	}
 	if fn := u.Plug.OnLoad; fn != nil {
@@ -107,35 +115,31 @@ func (r *Run) loadPersisted(p *plugRun, host hosts.Host) error {
 	return nil
 }
 
-// loadParent reads, in the start run of a fork, the persisted value of the
-// session it was forked from for the plug's id: ctx.persisted.parent, read
-// only, for the plug to copy what it decides to. One that no longer
-// validates (the plug's schema changed since) is left out, with a warning.
-func (r *Run) loadParent(p *plugRun) error {
-	if r.opts.ForkedFrom == "" || r.opts.Kind != lifecycle.StartRun {
-		return nil
-	}
-	u := p.use
-	var data []byte
-	var ok bool
-	var err error
-	r.unlocked(func() { data, ok, err = r.opts.Store.Get(r.ctx, r.opts.ForkedFrom, u.ID) })
+// parentValue reads the persisted value that forkedFrom, the session a
+// fork was forked from, holds for u's id, validated: ctx.persisted.parent,
+// read only, for the plug to copy what it decides to. nil: it holds none.
+// One that no longer validates (the plug's schema changed since) is
+// errParentInvalid.
+func parentValue(ctx context.Context, store lifecycle.Persisted, forkedFrom string, u *interp.Use) (starlark.Value, error) {
+	data, ok, err := store.Get(ctx, forkedFrom, u.ID)
 	if err != nil {
-		return fmt.Errorf("plug %s: reading the persisted state of session %s, which this one is a fork of: %w", u.Name(), r.opts.ForkedFrom, err)
+		return nil, fmt.Errorf("plug %s: reading the persisted state of session %s, which this one is a fork of: %w", u.Name(), forkedFrom, err)
 	}
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	stored, err := interp.FromJSON(data)
-	if err == nil {
-		p.persisted.Parent, err = u.Plug.Persisted.ValidateHidden(stored, "persisted")
-	}
 	if err != nil {
-		p.persisted.Parent = nil
-		r.log.Warn("the persisted value of the session this one is a fork of does not validate; ctx.persisted.parent is None", "plug", u.Name(), "forked_from", r.opts.ForkedFrom)
+		return nil, errParentInvalid
 	}
-	return nil
+	v, err := u.Plug.Persisted.ValidateHidden(stored, "persisted")
+	if err != nil {
+		return nil, errParentInvalid
+	}
+	return v, nil
 }
+
+var errParentInvalid = errors.New("the persisted value of the session this one is a fork of does not validate; ctx.persisted.parent is None")
 
 // evalInputs calls every function in v with a ctx of the plug: the view of
 // the run that inputs are functions of (C14).

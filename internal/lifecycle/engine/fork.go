@@ -25,7 +25,7 @@ import (
 func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error) (*lifecycle.Record, error) {
 	lock, err := e.locks().RunLock(parent, false, true)
 	if errors.Is(err, lifecycle.ErrRunHeld) {
-		return nil, fmt.Errorf("%w; a session is forked only while paused, once its run has paused (or the action has ended)", e.heldError(ctx, parent))
+		return nil, fmt.Errorf("%w; a session is forked only while paused, once its run has paused (or the action has ended)", heldError(ctx, e.Store, parent))
 	}
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error
 	}
 	fail := func(cause error) (*lifecycle.Record, error) {
 		// Undone even when ctx ended meanwhile: no half-made fork is left.
-		return nil, e.undoFork(context.WithoutCancel(ctx), l, parent, cause)
+		return nil, forkRun{e: e, l: l, parent: parent}.undo(context.WithoutCancel(ctx), cause)
 	}
 	if err := open(l); err != nil {
 		return fail(err)
@@ -76,13 +76,21 @@ func failedRun(rec *lifecycle.Record, run int) error {
 	return nil
 }
 
-// undoFork removes the fork of parent that l's run makes, which failed
-// with cause: the run is stopped, the fork torn down (its plugs remove
-// what they made) and its record removed. The error is the run's failure
-// when it failed (the ACP session could not open because a plug failed),
-// else cause. A teardown that fails leaves the fork to the sweeps, as any
-// session whose teardown failed, and the error says so.
-func (e *Engine) undoFork(ctx context.Context, l *Live, parent string, cause error) error {
+// forkRun is the first run of a fork of parent, l.
+type forkRun struct {
+	e      *Engine
+	l      *Live
+	parent string
+}
+
+// undo removes the fork, whose first run failed with cause: the run is
+// stopped, the fork torn down (its plugs remove what they made) and its
+// record removed. The error is the run's failure when it failed (the ACP
+// session could not open because a plug failed), else cause. A teardown
+// that fails leaves the fork to the sweeps, as any session whose teardown
+// failed, and the error says so.
+func (f forkRun) undo(ctx context.Context, cause error) error {
+	e, l, parent := f.e, f.l, f.parent
 	if err := l.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); err != nil && !errors.Is(err, ErrNoRun) {
 		e.logger().Warn("stopping the fork's run failed", "session", l.ID, "err", err)
 	}
@@ -107,11 +115,11 @@ func (e *Engine) undoFork(ctx context.Context, l *Live, parent string, cause err
 }
 
 // heldError is the error of a command refused because another process
-// holds session id's run lock, naming what holds it as far as the record
-// tells.
-func (e *Engine) heldError(ctx context.Context, id string) error {
+// holds session id's run lock, naming what holds it as far as its record
+// in store tells.
+func heldError(ctx context.Context, store lifecycle.Store, id string) error {
 	err := activeError(id)
-	rec, rerr := e.Store.Session(ctx, id)
+	rec, rerr := store.Session(ctx, id)
 	if rerr != nil {
 		return err
 	}
