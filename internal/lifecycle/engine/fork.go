@@ -41,7 +41,9 @@ func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error
 	if !prec.Resumable {
 		return nil, fmt.Errorf("session %s: its chain cannot resume (a plug says resumable = False), so a fork of it could not pause", parent)
 	}
-	l, err := e.start(ctx, prec.Config, prec.Dir, prec.AgentName, prec.Owner, prec.Asked, prec.ID)
+	// Its plugs loaded even when ctx ends meanwhile, so that the fork is
+	// undone below rather than left to run on.
+	l, err := e.start(context.WithoutCancel(ctx), prec.Config, prec.Dir, prec.AgentName, prec.Owner, prec.Asked, prec.ID)
 	if err != nil {
 		return nil, fmt.Errorf("forking session %s: %w", parent, err)
 	}
