@@ -127,14 +127,14 @@ func heldError(ctx context.Context, store lifecycle.Store, id string) error {
 	}
 	switch rec.State {
 	case lifecycle.Active:
-		kind := lifecycle.Kind("")
-		if n := len(rec.History); n > 0 {
-			kind = rec.History[n-1].Kind
+		run := fmt.Sprintf("run %d", rec.Runs)
+		if n := len(rec.History); n > 0 && rec.History[n-1].Kind != "" {
+			run = fmt.Sprintf("%s %s", rec.History[n-1].Kind, run)
 		}
 		if rec.PID != 0 {
-			return fmt.Errorf("%w: its %s run %d, session process %d", err, kind, rec.Runs, rec.PID)
+			return fmt.Errorf("%w: its %s, session process %d", err, run, rec.PID)
 		}
-		return fmt.Errorf("%w: its %s run %d", err, kind, rec.Runs)
+		return fmt.Errorf("%w: its %s", err, run)
 	case lifecycle.Paused:
 		return fmt.Errorf("%w: an action on it, or a command ending or forking it", err)
 	case lifecycle.TearingDown, lifecycle.Orphaned:
