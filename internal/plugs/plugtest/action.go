@@ -75,6 +75,7 @@ func (w *workDir) fork(ctx context.Context, e *engine.Engine, parent string, r *
 		if err != nil {
 			return err
 		}
+		w.ids = append(w.ids, l.ID)
 		c := newClient(l, out, w.path("host"))
 		defer c.close()
 		init, err := c.conn.Initialize(ctx, map[string]any{"protocolVersion": 1, "clientCapabilities": c.Capabilities()})

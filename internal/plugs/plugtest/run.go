@@ -83,6 +83,9 @@ type workDir struct {
 	persistedBy map[string]string
 	// timeout of each run: the configuration's, else Timeout.
 	timeout time.Duration
+	// ids are the test's sessions, in the order they were made: the first,
+	// then its forks (those that failed too, whose ids their logs name).
+	ids []string
 }
 
 func (w *workDir) path(elem ...string) string {
@@ -254,8 +257,6 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 	got := Got{}
 	var rec *lifecycle.Record
 	logOff, transcriptOff := 0, int64(0)
-	// ids are the sessions of the test, the first and its forks.
-	var ids []string
 	// What the host holds after a run is what the next one starts from.
 	before, err := snapshot(w.path("host"))
 	if err != nil {
@@ -276,11 +277,11 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		case rec.Runs > prev.Runs:
 			run = prev.Runs + 1
 		}
-		if !slices.Contains(ids, rec.ID) {
-			if len(ids) > 0 {
-				transcriptOff = 0 // the fork's transcript
-			}
-			ids = append(ids, rec.ID)
+		if prev != nil && prev.ID != rec.ID {
+			transcriptOff = 0 // the fork's transcript
+		}
+		if !slices.Contains(w.ids, rec.ID) {
+			w.ids = append(w.ids, rec.ID)
 		}
 		prefix := fmt.Sprintf("want/run%d/", r.Number)
 		var lines []byte
@@ -302,7 +303,7 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 			return nil, err
 		}
 	}
-	norm := w.normalizer(ids)
+	norm := w.normalizer(w.ids)
 	for k, v := range got {
 		if len(v) == 0 {
 			delete(got, k)
