@@ -57,7 +57,10 @@ type Persisted struct {
 	Schema  *interp.Schema
 	// Value is the validated current value, or None.
 	Value starlark.Value
-	mu    sync.Mutex
+	// Parent is, in the first run of a fork, the value the session it was
+	// forked from holds for the same plug id, validated; nil: None.
+	Parent starlark.Value
+	mu     sync.Mutex
 }
 
 // persistedView is ctx.persisted: the plug's Persisted, through one ctx.
@@ -72,7 +75,7 @@ var _ starlark.HasAttrs = (*persistedView)(nil)
 
 func (p *persistedView) String() string      { return "persisted" }
 func (p *persistedView) Type() string        { return "persisted" }
-func (p *persistedView) AttrNames() []string { return []string{"clear", "set", "value"} }
+func (p *persistedView) AttrNames() []string { return []string{"clear", "parent", "set", "value"} }
 
 func (p *persistedView) Attr(name string) (starlark.Value, error) {
 	if err := p.ctx.check(); err != nil {
@@ -86,6 +89,11 @@ func (p *persistedView) Attr(name string) (starlark.Value, error) {
 			return starlark.None, nil
 		}
 		return p.Value, nil
+	case "parent":
+		if p.Parent == nil {
+			return starlark.None, nil
+		}
+		return p.Parent, nil
 	case "set":
 		return starlark.NewBuiltin("persisted.set", p.set), nil
 	case "clear":

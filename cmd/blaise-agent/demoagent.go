@@ -16,6 +16,7 @@ import (
 type DemoAgentCmd struct {
 	StateDir string `help:"Where sessions are kept so that a later process can load them (default: $XDG_STATE_HOME/blaise-demo-agent, else blaise-demo-agent in the temporary directory)." type:"path" placeholder:"DIR"`
 	Name     string `help:"The agent name sent in the initialize response." default:"blaise-demo-agent"`
+	Fork     bool   `help:"Offer session/fork (sessionCapabilities.fork in the answer to initialize): a copy of a stored session's history in a new session."`
 	Script   string `help:"A file holding a JSON array of strings: the n-th prompt runs the n-th string in the prompt language instead of its own text (blaise-agent test scripts its agent so)." type:"existingfile" placeholder:"FILE"`
 }
 
@@ -23,7 +24,7 @@ type DemoAgentCmd struct {
 func (c *DemoAgentCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := demoagent.Options{StateDir: c.StateDir, Name: c.Name, Log: os.Stderr}
+	opts := demoagent.Options{StateDir: c.StateDir, Name: c.Name, Log: os.Stderr, Fork: c.Fork}
 	if c.Script != "" {
 		data, err := os.ReadFile(c.Script)
 		if err != nil {

@@ -33,6 +33,9 @@ type SessionsCmd struct {
 	Diff     SessionsDiffCmd     `cmd:"" help:"The session's changes against its base (the action diff of blaise:worktree)."`
 	Merge    SessionsMergeCmd    `cmd:"" help:"Merge the session's branch into the branch it came from (the action merge of blaise:worktree)."`
 	Checkout SessionsCheckoutCmd `cmd:"" help:"Print the session's worktree path, or open a shell there (the action checkout of blaise:worktree)."`
+
+	// Forks (sessions_fork.go).
+	Fork SessionsForkCmd `cmd:"" help:"Start a new session from a paused one's environment as it is now (its plugs copy what they choose, its conversation forked where the agent can); prints the new session's id."`
 }
 
 // dir is the state directory the flags name, else the default one.

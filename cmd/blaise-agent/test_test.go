@@ -53,7 +53,8 @@ func TestPlugTestExamples(t *testing.T) {
 // results run after run (the scripted agent, the chain and the
 // normalisation leave nothing to chance): an example 20 times, the test of
 // cancels and crashes 10 times, a plug failing mid-turn (M4) 20 times, the
-// names of mkdtemp twice. The runs after the first are subtests that run
+// names of mkdtemp twice, a fork of a worktree (the order of its sessions'
+// ids) 3 times. The runs after the first are subtests that run
 // in parallel, each compared with the first: they run at the same time as
 // each other and as other tests, which only adds to what may differ.
 func TestC15_PlugTestDeterministic(t *testing.T) {
@@ -64,6 +65,7 @@ func TestC15_PlugTestDeterministic(t *testing.T) {
 		"../../internal/plugs/plugtest/testdata/scripted.blaisetest":      10,
 		"../../internal/plugs/plugtest/testdata/fail-mid-turn.blaisetest": 20,
 		"../../internal/plugs/plugtest/testdata/mkdtemp.blaisetest":       2,
+		"../../stdlib/testdata/worktree-fork.blaisetest":                  3,
 	} {
 		t.Run(filepath.Base(p), func(t *testing.T) {
 			t.Parallel()

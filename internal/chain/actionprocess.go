@@ -12,7 +12,7 @@ import (
 // the action's output on ACPOut, through the run's redaction, and its
 // outcome on the control channel. It records nothing in the session's
 // record: an action changes the environment, not the session's state.
-func (sp *SessionProcess) serveAction(ctx context.Context, cfg *interp.Config, loadErr error) error {
+func (sp *SessionProcess) serveAction(ctx context.Context, rec *lifecycle.Record, cfg *interp.Config, loadErr error) error {
 	out := ActionOutcome{Err: loadErr}
 	w := sp.Redactions.Writer(sp.ACPOut)
 	if loadErr == nil {
@@ -22,6 +22,7 @@ func (sp *SessionProcess) serveAction(ctx context.Context, cfg *interp.Config, l
 			ExecutionID: fmt.Sprintf("%s.%d.action", sp.SessionID, sp.Run),
 			Kind:        lifecycle.ActionRun,
 			Number:      sp.Run,
+			ForkedFrom:  rec.ForkedFrom,
 			Store:       sp.Store.Persisted(),
 			Logger:      sp.Logger,
 			Redactions:  sp.Redactions,

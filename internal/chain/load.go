@@ -1,10 +1,13 @@
 package chain
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
 	"github.com/blaiseagent/blaise-agent/hosts"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/starlark"
 )
@@ -40,6 +43,15 @@ func (r *Run) loadPlug(p *plugRun, host hosts.Host) error {
 		p.persisted = &builtins.Persisted{Store: r.opts.Store, Session: r.opts.SessionID, PlugID: u.ID, Plug: u.Plug.Name, Schema: schema}
 		if err := r.loadPersisted(p, host); err != nil {
 			return err
+		}
+		if r.opts.ForkedFrom != "" && r.opts.Kind == lifecycle.StartRun {
+			var err error
+			r.unlocked(func() { p.persisted.Parent, err = parentValue(r.ctx, r.opts.Store, r.opts.ForkedFrom, u) })
+			if errors.Is(err, errParentInvalid) {
+				r.log.Warn(err.Error(), "plug", u.Name(), "forked_from", r.opts.ForkedFrom)
+			} else if err != nil {
+				return err
+			}
 		}
 	}
 	if fn := u.Plug.OnLoad; fn != nil {
@@ -102,6 +114,32 @@ func (r *Run) loadPersisted(p *plugRun, host hosts.Host) error {
 	p.persisted.Value = valid
 	return nil
 }
+
+// parentValue reads the persisted value that forkedFrom, the session a
+// fork was forked from, holds for u's id, validated: ctx.persisted.parent,
+// read only, for the plug to copy what it decides to. nil: it holds none.
+// One that no longer validates (the plug's schema changed since) is
+// errParentInvalid.
+func parentValue(ctx context.Context, store lifecycle.Persisted, forkedFrom string, u *interp.Use) (starlark.Value, error) {
+	data, ok, err := store.Get(ctx, forkedFrom, u.ID)
+	if err != nil {
+		return nil, fmt.Errorf("plug %s: reading the persisted state of session %s, which this one is a fork of: %w", u.Name(), forkedFrom, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	stored, err := interp.FromJSON(data)
+	if err != nil {
+		return nil, errParentInvalid
+	}
+	v, err := u.Plug.Persisted.ValidateHidden(stored, "persisted")
+	if err != nil {
+		return nil, errParentInvalid
+	}
+	return v, nil
+}
+
+var errParentInvalid = errors.New("the persisted value of the session this one is a fork of does not validate; ctx.persisted.parent is None")
 
 // evalInputs calls every function in v with a ctx of the plug: the view of
 // the run that inputs are functions of (C14).

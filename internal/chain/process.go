@@ -110,7 +110,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	loader.Fallback = sp.Fallback
 	cfg, err := loader.LoadConfig(rec.Config)
 	if sp.Kind == lifecycle.ActionRun {
-		return sp.serveAction(ctx, cfg, err)
+		return sp.serveAction(ctx, rec, cfg, err)
 	}
 	if err != nil {
 		return sp.broken(sctx, rec, err)
@@ -152,6 +152,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		Kind:         sp.Kind,
 		Number:       sp.Run,
 		EndReason:    sp.EndReason,
+		ForkedFrom:   rec.ForkedFrom,
 		Store:        sp.Store.Persisted(),
 		Logger:       logger,
 		IdlePolicy:   rec.Settings.IdlePolicy,

@@ -31,6 +31,10 @@ type Options struct {
 	Number      int // the run's number in its session, from 1
 	// EndReason is why the session ended, for Teardown runs (closed, expired …).
 	EndReason lifecycle.Reason
+	// ForkedFrom is the session this one is a fork of (ctx.session.forked_from);
+	// in its start run, each plug sees that session's persisted value as
+	// ctx.persisted.parent.
+	ForkedFrom string
 	// PlugClock, when set, is what time.now() of the plugs reads; nil: the
 	// machine's clock.
 	PlugClock func() time.Time
@@ -194,10 +198,15 @@ func New(opts Options) *Run {
 	for _, u := range opts.Config.Uses {
 		r.plugs = append(r.plugs, &plugRun{use: u, outputs: map[string]starlark.Value{}})
 	}
-	r.sessionValue = interp.NewRecord([]string{"id", "execution_id", "agent"}, []starlark.Value{
+	var forkedFrom starlark.Value = starlark.None
+	if opts.ForkedFrom != "" {
+		forkedFrom = starlark.String(opts.ForkedFrom)
+	}
+	r.sessionValue = interp.NewRecord([]string{"id", "execution_id", "agent", "forked_from"}, []starlark.Value{
 		starlark.String(opts.SessionID),
 		starlark.String(opts.ExecutionID),
 		interp.NewRecord([]string{"name"}, []starlark.Value{starlark.String(r.opts.agentName())}),
+		forkedFrom,
 	}).WithName("ctx.session")
 	r.runValue = interp.NewRecord([]string{"kind", "number"}, []starlark.Value{
 		starlark.String(string(opts.Kind)), starlark.MakeInt(opts.Number),

@@ -128,6 +128,9 @@ type Record struct {
 	// RunnerID is that runner's credential id: names are not unique, so
 	// only this runner may hand the run back after a restart.
 	RunnerID string `json:"runner_id,omitempty"`
+	// ForkedFrom is the session this one is a fork of (sessions fork): its
+	// first run starts from that session's environment as it was then.
+	ForkedFrom string `json:"forked_from,omitempty"`
 	// Title names the session in lists, which filter on it; empty until
 	// something records one (the first line of the first prompt is meant,
 	// redacted as the transcript is: the session process knows the

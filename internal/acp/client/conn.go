@@ -286,6 +286,45 @@ func BlaiseAgent() *ClientInfo {
 	return &ClientInfo{Name: "blaise-agent", Version: buildinfo.Version()}
 }
 
+// OpenFork opens a session that is a fork of the agent's session parent
+// (session/fork) when the agent's answer to initialize (init) offers it,
+// else a new session (session/new), in cwd with mcpServers (raw JSON; nil:
+// none). forked says which it did.
+func (c *Conn) OpenFork(ctx context.Context, init json.RawMessage, parent, cwd string, mcpServers json.RawMessage) (sid string, forked bool, err error) {
+	if len(mcpServers) == 0 {
+		mcpServers = json.RawMessage("[]")
+	}
+	params := map[string]any{"cwd": cwd, "mcpServers": mcpServers}
+	method := "session/new"
+	if parent != "" && CanFork(init) {
+		method, forked, params["sessionId"] = "session/fork", true, parent
+	}
+	res, err := c.Call(ctx, method, params)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", method, err)
+	}
+	var v struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.Unmarshal(res, &v); err != nil || v.SessionID == "" {
+		return "", false, fmt.Errorf("%s: no session id in %s", method, res)
+	}
+	return v.SessionID, forked, nil
+}
+
+// CanFork reports whether an agent's answer to initialize offers
+// session/fork (agentCapabilities.sessionCapabilities.fork).
+func CanFork(init json.RawMessage) bool {
+	var v struct {
+		AgentCapabilities struct {
+			SessionCapabilities struct {
+				Fork json.RawMessage `json:"fork"`
+			} `json:"sessionCapabilities"`
+		} `json:"agentCapabilities"`
+	}
+	return json.Unmarshal(init, &v) == nil && len(v.AgentCapabilities.SessionCapabilities.Fork) > 0 && string(v.AgentCapabilities.SessionCapabilities.Fork) != "null"
+}
+
 // Initialize announces the client to the agent (initialize, with params as
 // for [Conn.Call]) and returns the agent's result.
 func (c *Conn) Initialize(ctx context.Context, params any) (json.RawMessage, error) {

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ type Options struct {
 	// text (the prompt is still stored in the history). Prompts past the
 	// end of Script run their own text.
 	Script []string
+	// Fork advertises sessionCapabilities.fork: session/fork, which the
+	// agent serves either way, copies a stored session into a new one.
+	Fork bool
 }
 
 // ErrExit is returned by Run when a prompt ran "/exit CODE". The prompt gets
@@ -124,6 +128,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, opts Options) error {
 		exitCh:   make(chan int, 1),
 		sessions: make(map[string]*session),
 		script:   opts.Script,
+		fork:     opts.Fork,
 	}
 	// The connection starts reading at once; hold the reads back until a.conn
 	// is set so that no handler can run before the agent is complete.
@@ -203,6 +208,7 @@ type agent struct {
 	clientCaps acp.ClientCapabilities
 	sessions   map[string]*session
 	script     []string // turns still to run in place of prompts
+	fork       bool     // advertise session/fork
 }
 
 // scripted returns what the next prompt runs: the next turn of the script,
@@ -297,6 +303,14 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 	a.clientCaps = p.ClientCapabilities
 	a.mu.Unlock()
 	a.log.Info("initialize", "clientProtocolVersion", int(p.ProtocolVersion))
+	sessionCaps := acp.SessionCapabilities{
+		List:   &acp.SessionListCapabilities{},
+		Resume: &acp.SessionResumeCapabilities{},
+		Close:  &acp.SessionCloseCapabilities{},
+	}
+	if a.fork {
+		sessionCaps.Fork = &acp.SessionForkCapabilities{}
+	}
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
@@ -306,11 +320,7 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 				Audio:           true,
 				EmbeddedContext: true,
 			},
-			SessionCapabilities: acp.SessionCapabilities{
-				List:   &acp.SessionListCapabilities{},
-				Resume: &acp.SessionResumeCapabilities{},
-				Close:  &acp.SessionCloseCapabilities{},
-			},
+			SessionCapabilities: sessionCaps,
 		},
 		AgentInfo: &acp.Implementation{
 			Name:    a.name,
@@ -411,6 +421,41 @@ func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (
 	}
 	a.log.Info("session resumed", "session", s.id)
 	return acp.ResumeSessionResponse{}, nil
+}
+
+// UnstableForkSession serves session/fork: a new session holding a copy of
+// the stored one's history and tool call counter, in the request's cwd.
+// The forked session stays as it was.
+func (a *agent) UnstableForkSession(ctx context.Context, p acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
+	done, err := a.begin()
+	if err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	defer done()
+	if err := checkCwd(p.Cwd); err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	parent, err := a.open(p.SessionId)
+	if err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	parent.turnMu.Lock()
+	history, next := slices.Clone(parent.file.History), parent.file.NextToolCall
+	parent.turnMu.Unlock()
+	sf, err := a.store.create(p.Cwd)
+	if err == nil {
+		sf.History, sf.NextToolCall = history, next
+		err = a.store.save(sf)
+	}
+	if err != nil {
+		return acp.UnstableForkSessionResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
+	}
+	s := &session{id: sf.SessionID, file: sf}
+	a.mu.Lock()
+	a.sessions[s.id] = s
+	a.mu.Unlock()
+	a.log.Info("session forked", "session", s.id, "from", parent.id, "cwd", p.Cwd)
+	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(s.id)}, nil
 }
 
 // CloseSession implements acp.Agent: cancels the running turn and forgets the

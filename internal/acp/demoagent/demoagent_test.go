@@ -1015,3 +1015,53 @@ func TestScript(t *testing.T) {
 		}
 	}
 }
+
+func TestForkCopiesTheHistoryIntoANewSessionAndLeavesTheForkedOne(t *testing.T) {
+	dir := t.TempDir()
+	cwd, forkCwd := t.TempDir(), t.TempDir()
+	h1 := start(t, dir)
+	if caps := h1.initialize().AgentCapabilities.SessionCapabilities; caps.Fork != nil {
+		t.Errorf("fork announced without Options.Fork")
+	}
+	sid := h1.newSession(cwd)
+	h1.run(sid, "/tool x")
+	h1.close()
+
+	h := start(t, dir, func(o *Options, _ *testClient) { o.Fork = true })
+	if caps := h.initialize().AgentCapabilities.SessionCapabilities; caps.Fork == nil {
+		t.Errorf("fork not announced with Options.Fork")
+	}
+	res, err := h.conn.UnstableForkSession(ctxT(t), acp.UnstableForkSessionRequest{SessionId: sid, Cwd: forkCwd})
+	if err != nil || res.SessionId != "sess-2" {
+		t.Fatalf("session/fork = %+v, %v", res, err)
+	}
+	// The fork goes on from the history: its tool calls count on.
+	if _, got := h.run(res.SessionId, "/tool y\n/cwd"); !equal(got, []string{"tool_call call-2 y pending", "tool_call_update call-2 completed", "agent: session cwd: " + forkCwd + "\nprocess cwd: " + mustGetwd(t)}) {
+		t.Errorf("the fork's turn: %q", got)
+	}
+	if _, err := h.conn.UnstableForkSession(ctxT(t), acp.UnstableForkSessionRequest{SessionId: "sess-999", Cwd: forkCwd}); errCode(err) != -32002 {
+		t.Errorf("fork of an unknown session: %v, want -32002", err)
+	}
+	h.close()
+
+	// The session forked holds its own history only, and the fork both.
+	h3 := start(t, dir)
+	h3.initialize()
+	for id, want := range map[acp.SessionId]int{sid: 3, res.SessionId: 7} {
+		before := h3.client.numUpdates()
+		if _, err := h3.conn.LoadSession(ctxT(t), acp.LoadSessionRequest{SessionId: id, Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
+			t.Fatal(err)
+		}
+		if n := h3.client.numUpdates() - before; n != want {
+			t.Errorf("%s replays %d updates, want %d: %q", id, n, want, h3.client.described(before))
+		}
+	}
+}
+
+func mustGetwd(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}

@@ -69,7 +69,7 @@ type Engine struct {
 	// FallbackTo (runner.SessionProcess.Fallback).
 	FallbackFrom, FallbackTo string
 	// Created, when set, is called with the id of each session Start
-	// creates, before its first run: blaise-agent test stores the
+	// creates (not a fork), before its first run: blaise-agent test stores the
 	// persisted state a test gives there. An error ends the start.
 	Created func(id string) error
 	// Clock is the engine's time; nil: the machine's.
@@ -126,13 +126,13 @@ func (e *Engine) logger() *log.Logger {
 // engine's Settings (L7). A run that cannot load them ends at once, and
 // Start returns why.
 func (e *Engine) Start(ctx context.Context, cfgPath string) (*Live, error) {
-	return e.start(ctx, cfgPath, e.Dir, "", "", e.Settings)
+	return e.start(ctx, cfgPath, e.Dir, "", "", e.Settings, "")
 }
 
 // StartIn is Start in dir rather than Dir (empty: Dir): a front end whose
 // client names the session's directory (the cwd of ACP's session/new).
 func (e *Engine) StartIn(ctx context.Context, cfgPath, dir string) (*Live, error) {
-	return e.start(ctx, cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings)
+	return e.start(ctx, cfgPath, cmp.Or(dir, e.Dir), "", "", e.Settings, "")
 }
 
 // StartAgent is Start for a session of a named agent (a server's), whose
@@ -143,10 +143,11 @@ func (e *Engine) StartIn(ctx context.Context, cfgPath, dir string) (*Live, error
 // elsewhere: with cfgPath "" and no Dir, the record has neither until its
 // Launcher records them (a server's, those of the runner that takes it).
 func (e *Engine) StartAgent(ctx context.Context, cfgPath, agent, owner string, asked lifecycle.Settings) (*Live, error) {
-	return e.start(ctx, cfgPath, e.Dir, agent, owner, asked)
+	return e.start(ctx, cfgPath, e.Dir, agent, owner, asked, "")
 }
 
-func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, asked lifecycle.Settings) (*Live, error) {
+// forkedFrom, when set, is the session the new one is a fork of (Fork).
+func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, asked lifecycle.Settings, forkedFrom string) (*Live, error) {
 	var abs string
 	var err error
 	if cfgPath != "" || agent == "" {
@@ -170,14 +171,14 @@ func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, a
 		return nil, err
 	}
 	now := e.now()
-	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner}
+	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner, ForkedFrom: forkedFrom}
 	lifecycle.BeginRun(rec, lifecycle.StartRun, now)
 	if err := e.Store.CreateSession(ctx, rec); err != nil {
 		lock.Release()
 		return nil, err
 	}
 	defer lock.Release() // the run holds a lock of its own
-	if e.Created != nil {
+	if e.Created != nil && forkedFrom == "" {
 		if err := e.Created(id); err != nil {
 			return nil, errors.Join(err, e.Store.Discard(ctx, id))
 		}

@@ -72,7 +72,10 @@ func (l *Live) Send(m *acp.Message) error {
 	if m.Kind == acp.Request {
 		switch m.Method {
 		case sdk.AgentMethodSessionNew, sdk.AgentMethodSessionLoad, sdk.AgentMethodSessionResume:
-			l.noteACPSession(m.Params, true)
+			l.noteACPSession(m.Params, true, true)
+		case sdk.AgentMethodSessionFork:
+			// Its sessionId is the forked one's: the fork's comes with the answer.
+			l.noteACPSession(m.Params, true, false)
 		}
 	}
 	return l.in.Write(m.Raw)
@@ -122,7 +125,7 @@ func (l *Live) seen(m *acp.Message, fresh bool) (send bool) {
 		l.wake() // inactivity counts from now
 	}
 	if newSession {
-		l.noteACPSession(m.Result, false)
+		l.noteACPSession(m.Result, false, true)
 	}
 	if !send {
 		m.Release()
@@ -137,10 +140,11 @@ func (l *Live) wake() {
 	}
 }
 
-// noteACPSession records the agent's session id that raw holds, and when
-// opened (raw is the params of the client's session/new, session/load or
-// session/resume) the cwd and mcpServers that a resume loads it with.
-func (l *Live) noteACPSession(raw []byte, opened bool) {
+// noteACPSession records the agent's session id that raw holds (unless
+// not id), and when opened (raw is the params of the client's session/new,
+// session/load, session/resume or session/fork) the cwd and mcpServers
+// that a resume loads it with.
+func (l *Live) noteACPSession(raw []byte, opened, id bool) {
 	var v struct {
 		SessionID  string          `json:"sessionId"`
 		CWD        string          `json:"cwd"`
@@ -148,6 +152,9 @@ func (l *Live) noteACPSession(raw []byte, opened bool) {
 	}
 	if json.Unmarshal(raw, &v) != nil || v.SessionID == "" && !opened {
 		return
+	}
+	if !id {
+		v.SessionID = ""
 	}
 	_, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
 		if v.SessionID != "" {

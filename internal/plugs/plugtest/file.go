@@ -75,7 +75,7 @@ type Run struct {
 // An Action is one line of a run's script.
 type Action struct {
 	Line int
-	Verb string // prompt, cancel, answer, stop, end
+	Verb string // prompt, cancel, answer, stop, end, do, fork
 	Arg  string
 	// Turn is the agent's script for a prompt (the prompt language of the
 	// demo agent); "" runs the prompt's own text.
@@ -401,8 +401,18 @@ func checkAction(path string, prev []Action, a Action, raw string) error {
 		if n := len(prev); n > 0 && prev[n-1].Verb != "do" {
 			return &ErrorAt{path, line, "do comes first in a run: the actions run on the paused session before the run starts"}
 		}
+	case "fork":
+		if arg != "" {
+			return bad("fork")
+		}
+		if len(prev) > 0 {
+			return &ErrorAt{path, line, "fork is alone in its run: the fork's first run opens its session and pauses; prompt in the next run"}
+		}
 	default:
-		return &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop, end or do)", verb)}
+		return &ErrorAt{path, line, fmt.Sprintf("unknown action %q (want prompt, cancel, answer, stop, end, do or fork)", verb)}
+	}
+	if n := len(prev); n > 0 && prev[n-1].Verb == "fork" {
+		return &ErrorAt{path, line, fmt.Sprintf("%s after fork: fork is alone in its run, which opens the fork's session and pauses; %s in the next run", verb, verb)}
 	}
 	if n := len(prev); n > 0 && isLast(prev[n-1].Verb) {
 		return &ErrorAt{path, line, fmt.Sprintf("%s after the run was stopped: stop and end come last", verb)}

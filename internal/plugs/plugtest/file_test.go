@@ -85,7 +85,7 @@ func TestParseErrors(t *testing.T) {
 		{"-- run1 --\nstop bored\n", `t.blaisetest:2: stop: want stop REASON [may_resume], REASON one of idle, completed, closed, cancelled, timeout, got "stop bored"`},
 		{"-- run1 --\nend\nprompt a\n", "t.blaisetest:3: prompt after the run was stopped: stop and end come last"},
 		{"-- run1 --\nprompt a\n  /say bye\n  /exit 3\nstop idle\n", "t.blaisetest:5: stop after the agent crashed (/exit at line 2): the run ends by itself there"},
-		{"-- run1 --\nshout\n", `t.blaisetest:2: unknown action "shout" (want prompt, cancel, answer, stop, end or do)`},
+		{"-- run1 --\nshout\n", `t.blaisetest:2: unknown action "shout" (want prompt, cancel, answer, stop, end, do or fork)`},
 		{"-- run1 --\nprompt a\n-- run2 --\nprompt b\ndo diff\n", `t.blaisetest:5: do comes first in a run: the actions run on the paused session before the run starts`},
 		{"-- run1 --\nprompt a\n-- run2 --\ndo\n", `t.blaisetest:4: do: want do ACTION [ARGS], got "do"`},
 		{"-- run1 --\nprompt a\n-- run2 --\ndo diff\n-- run3 --\nprompt b\n", `t.blaisetest:4: run2 has only do lines: only the last run may; put them at the start of the next run`},

@@ -83,6 +83,9 @@ type workDir struct {
 	persistedBy map[string]string
 	// timeout of each run: the configuration's, else Timeout.
 	timeout time.Duration
+	// ids are the test's sessions, in the order they were made: the first,
+	// then its forks (those that failed too, whose ids their logs name).
+	ids []string
 }
 
 func (w *workDir) path(elem ...string) string {
@@ -260,8 +263,25 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		return nil, err
 	}
 	for _, r := range w.file.Runs {
+		prev := rec
 		if rec, err = w.runOne(ctx, e, r, rec, got); err != nil {
 			return nil, err
+		}
+		// The session's run this one started, whose pause it shows: a
+		// fork's first run is its run 1; a failed fork, or do lines alone,
+		// start none.
+		run := 0
+		switch {
+		case prev == nil || prev.ID != rec.ID:
+			run = 1
+		case rec.Runs > prev.Runs:
+			run = prev.Runs + 1
+		}
+		if prev != nil && prev.ID != rec.ID {
+			transcriptOff = 0 // the fork's transcript
+		}
+		if !slices.Contains(w.ids, rec.ID) {
+			w.ids = append(w.ids, rec.ID)
 		}
 		prefix := fmt.Sprintf("want/run%d/", r.Number)
 		var lines []byte
@@ -278,12 +298,12 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 		if got[prefix+"transcript"], transcriptOff, err = readTranscript(store.TranscriptPath(rec.ID), transcriptOff); err != nil {
 			return nil, err
 		}
-		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, r.Number), renderTeardown(rec)
+		got[prefix+"pause"], got[prefix+"teardown"] = renderPause(rec, run), renderTeardown(rec)
 		if got[prefix+"persisted"], err = renderPersisted(ctx, store, rec.ID); err != nil {
 			return nil, err
 		}
 	}
-	norm := w.normalizer(rec)
+	norm := w.normalizer(w.ids)
 	for k, v := range got {
 		if len(v) == 0 {
 			delete(got, k)
@@ -320,9 +340,10 @@ func (w *workDir) seed(ctx context.Context, store *filestore.Store, id string) e
 var timestamp = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 
 // normalizer replaces what differs from one machine or one time to the
-// next: the work directory, this program's path, the session id, and where
-// the configuration and the test file are (a clone elsewhere).
-func (w *workDir) normalizer(rec *lifecycle.Record) *strings.Replacer {
+// next: the work directory, this program's path, the session ids (the
+// first $SESSION, its forks $FORK, $FORK2 …), and where the configuration
+// and the test file are (a clone elsewhere).
+func (w *workDir) normalizer(ids []string) *strings.Replacer {
 	type pair struct{ old, new string }
 	pairs := []pair{{w.root, "$WORK"}, {w.self, "$BLAISE_AGENT"}}
 	if w.file.Config != "" {
@@ -333,8 +354,15 @@ func (w *workDir) normalizer(rec *lifecycle.Record) *strings.Replacer {
 	// nearer one ($CONFIG before $TESTDIR when they are the same).
 	slices.SortStableFunc(pairs, func(a, b pair) int { return len(b.old) - len(a.old) })
 	var args []string
-	if rec != nil {
-		args = append(args, rec.ID, "$SESSION")
+	for i, id := range ids {
+		switch i {
+		case 0:
+			args = append(args, id, "$SESSION")
+		case 1:
+			args = append(args, id, "$FORK")
+		default:
+			args = append(args, id, fmt.Sprintf("$FORK%d", i))
+		}
 	}
 	for _, p := range pairs {
 		args = append(args, p.old, p.new)
@@ -359,6 +387,15 @@ func (w *workDir) runOne(ctx context.Context, e *engine.Engine, r *Run, prev *li
 			// Only actions: no run starts, the session stays paused.
 			return e.Store.Session(ctx, prev.ID)
 		}
+	}
+	if len(r.Actions) == 1 && r.Actions[0].Verb == "fork" {
+		if prev == nil || prev.State != lifecycle.Paused {
+			return nil, errAt("fork forks the paused session: it needs a run before it that paused")
+		}
+		if r.Config != "" {
+			return nil, errAt("a fork has the configuration of the session it forks: #config goes in a later run")
+		}
+		return w.fork(ctx, e, prev.ID, r, got)
 	}
 	if prev != nil && prev.State != lifecycle.Ended && len(r.Actions) == 1 && r.Actions[0].Verb == "end" {
 		// A paused session ended, or a failed teardown tried again: a

@@ -59,6 +59,9 @@ func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycl
 	if rec.Owner != "" {
 		row("owner", "%s (its API token's name)", rec.Owner)
 	}
+	if rec.ForkedFrom != "" {
+		row("forked from", "%s (sessions fork)", rec.ForkedFrom)
+	}
 	row("created", "%s", at(rec.Created))
 	row("updated", "%s", at(rec.Updated))
 	resume := "the chain can resume"
