@@ -15,8 +15,8 @@ import (
 // act does an action of a session (POST /v1/sessions/ID/actions/NAME,
 // docs/server.md#actions): an action run on the session's runner, as the
 // engine does it locally. The body is the action's arguments, a JSON
-// object (none: no arguments). What fails before the action's output
-// begins is an error answer; after, the answer's last line says it.
+// object (none: no arguments). An action refused before it began is an
+// error answer; else the answer's last line says how it went.
 func (res *resources) act(w http.ResponseWriter, r *http.Request) {
 	id, action := r.PathValue("id"), r.PathValue("action")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -39,14 +39,15 @@ func (res *resources) act(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &actionOutput{w: w}
 	result, err := res.engine.Act(r.Context(), id, action, args, out)
-	if err != nil && !out.started {
-		failErr(w, err)
+	unknown := errors.Is(err, engine.ErrOutcomeUnknown)
+	if err != nil && !out.started && !unknown {
+		failErr(w, err) // refused before it began
 		return
 	}
 	out.flush()
 	last := api.ActionLine{Done: true}
 	if err != nil {
-		last.Error, last.Unknown = err.Error(), errors.Is(err, engine.ErrOutcomeUnknown)
+		last.Error, last.Unknown = err.Error(), unknown
 		res.Log.Warn("an action failed", "session", id, "action", action, "err", err)
 	} else {
 		last.Result = result.Result

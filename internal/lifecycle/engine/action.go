@@ -103,7 +103,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	copyErr := <-copied
 	switch {
 	case report == nil && waitErr != nil:
-		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went (%v): %w; the session is as it was, but what the action had begun in its environment may be done, or left half-way", id, action, waitErr, ErrOutcomeUnknown)
+		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went (%v); the session is as it was, but what the action had begun in its environment may be left: %w", id, action, waitErr, ErrOutcomeUnknown)
 	case report == nil:
 		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went: %w", id, action, ErrOutcomeUnknown)
 	case report.Error != "":
