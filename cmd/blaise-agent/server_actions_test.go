@@ -53,6 +53,8 @@ func newActionsLab(t *testing.T) (*serverLab, *labRunner, string) {
 		}
 	}
 	git("init", "-q", "-b", "main")
+	git("config", "user.name", "test") // for the merge's commit on the runner
+	git("config", "user.email", "test@example.com")
 	git("add", "blaise.star", "probe.star", ".gitignore")
 	git("commit", "-q", "-m", "init")
 	r := l.runner("r1", "blaise.star")
@@ -80,7 +82,8 @@ func (l *serverLab) fails(args ...string) string {
 // a server-hosted session's actions; sessions diff, do and checkout with
 // --server run them on the session's runner, whose worktree they read,
 // and print their output; bad input is refused with the runner's words
-// and changes nothing.
+// and changes nothing; a merge lands in the runner's repository and, with
+// --end, ends the session.
 func TestActionsOfAServersSessionRunOnItsRunner(t *testing.T) {
 	t.Parallel()
 	l, _, id := newActionsLab(t)
@@ -121,6 +124,13 @@ func TestActionsOfAServersSessionRunOnItsRunner(t *testing.T) {
 	}
 	if rec := l.session(id); rec.State != lifecycle.Paused || rec.Runs != 1 {
 		t.Fatalf("after the actions: %s, %d runs; want paused, 1 run", rec.State, rec.Runs)
+	}
+	merge := l.cli(append([]string{"sessions", "merge", "--end", id}, srv...)...)
+	if !strings.Contains(merge, "merged branch blaise/"+id+" into main") || !strings.Contains(merge, "ended (closed)") {
+		t.Fatalf("sessions merge --end --server:\n%s", merge)
+	}
+	if b, err := os.ReadFile(filepath.Join(l.dir, "notes.txt")); err != nil || string(b) != "hello\n" {
+		t.Fatalf("the main checkout after the merge: %q %v", b, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
@@ -33,6 +34,9 @@ func (res *resources) act(w http.ResponseWriter, r *http.Request) {
 		}
 		args = body
 	}
+	// The body is read: the server's read timeout would cancel the request
+	// of an action that lasts longer.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if _, err := res.Store.Session(r.Context(), id); err != nil {
 		failErr(w, err)
 		return
