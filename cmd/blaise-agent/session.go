@@ -24,7 +24,7 @@ type SessionProcessCmd struct {
 	Number       int           `name:"run" required:"" help:"The run's number in the session."`
 	EndReason    string        `help:"Why the session ended (teardown runs)."`
 	Config       string        `help:"The configuration to load instead of the session's (a runner's own)." type:"path"`
-	Carry        bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4)."`
+	Carry        bool          `help:"Send the messages toward the client in the transcript's records on the store, not on stdout (a runner of protocol version 4 or later)."`
 	Bundled      bool          `help:"Send the agent's session/update notifications on stdout in bundles, with the session's id (a front end that passes them on as they are)."`
 	Agent        []string      `help:"The agent's command, then its arguments, one per flag: replaces the configuration's agent." sep:"none"`
 	StopGrace    time.Duration `help:"How long a handler still attaching when the run is stopped may take to reach next() (default 10s)."`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
@@ -187,8 +188,15 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 	if c.JSON {
 		return printJSON(rec)
 	}
-	if err := sessionview.Show(context.Background(), os.Stdout, st, rec, time.Now()); err != nil || st == nil {
+	if err := sessionview.Show(context.Background(), os.Stdout, st, rec, time.Now()); err != nil {
 		return err
+	}
+	if st == nil {
+		var list []api.Action
+		if rec.State != lifecycle.Ended {
+			list, err = c.client().Actions(context.Background(), rec.ID)
+		}
+		return sessionview.ServerActions(os.Stdout, rec, list, err, c.Server)
 	}
 	return showActions(rec)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
@@ -24,6 +26,7 @@ import (
 // the session offers (docs/plugs.md#actions).
 type SessionsDoCmd struct {
 	StateFlags
+	ServerFlags
 	ID     string   `arg:"" help:"The session id." predictor:"session"`
 	Action string   `arg:"" help:"The action: NAME, or ID.NAME when several plugs offer NAME (sessions show lists them)." predictor:"action"`
 	Args   []string `arg:"" optional:"" passthrough:"" help:"The action's arguments: --NAME (true), --no-NAME (false), --NAME VALUE, --NAME=VALUE or NAME=VALUE; the action's schema reads them."`
@@ -42,12 +45,13 @@ func (c *SessionsDoCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return c.ActionFlags.act(g, c.StateFlags, c.ID, c.Action, args)
+	return c.ActionFlags.act(g, c.StateFlags, c.ServerFlags, c.ID, c.Action, args)
 }
 
 // SessionsDiffCmd is `sessions diff ID`: the action diff.
 type SessionsDiffCmd struct {
 	StateFlags
+	ServerFlags
 	ID   string `arg:"" help:"The session id." predictor:"session"`
 	Stat bool   `help:"A summary of the changed files instead of the diff."`
 	ActionFlags
@@ -55,12 +59,13 @@ type SessionsDiffCmd struct {
 
 // Run does the action diff.
 func (c *SessionsDiffCmd) Run(g *Globals) error {
-	return c.ActionFlags.act(g, c.StateFlags, c.ID, "diff", map[string]any{"stat": c.Stat})
+	return c.ActionFlags.act(g, c.StateFlags, c.ServerFlags, c.ID, "diff", map[string]any{"stat": c.Stat})
 }
 
 // SessionsMergeCmd is `sessions merge ID`: the action merge.
 type SessionsMergeCmd struct {
 	StateFlags
+	ServerFlags
 	ID     string `arg:"" help:"The session id." predictor:"session"`
 	Squash bool   `help:"Merge the session's changes as one new commit."`
 	ActionFlags
@@ -68,19 +73,23 @@ type SessionsMergeCmd struct {
 
 // Run does the action merge.
 func (c *SessionsMergeCmd) Run(g *Globals) error {
-	return c.ActionFlags.act(g, c.StateFlags, c.ID, "merge", map[string]any{"squash": c.Squash})
+	return c.ActionFlags.act(g, c.StateFlags, c.ServerFlags, c.ID, "merge", map[string]any{"squash": c.Squash})
 }
 
 // SessionsCheckoutCmd is `sessions checkout ID`: the action checkout,
 // and with --shell a shell in the path it returned.
 type SessionsCheckoutCmd struct {
 	StateFlags
+	ServerFlags
 	ID    string `arg:"" help:"The session id." predictor:"session"`
-	Shell bool   `help:"Open $SHELL (else sh) in the worktree; the session stays as it is when it exits."`
+	Shell bool   `help:"Open $SHELL (else sh) in the worktree; the session stays as it is when it exits. Not with --server: the worktree is on the runner's machine."`
 }
 
 // Run does the action checkout, then opens the shell.
 func (c *SessionsCheckoutCmd) Run(g *Globals) error {
+	if c.Server != "" {
+		return c.onServer()
+	}
 	e, err := c.existingEngine(g)
 	if err != nil {
 		return err
@@ -112,49 +121,91 @@ func (c *SessionsCheckoutCmd) Run(g *Globals) error {
 	return cmd.Run()
 }
 
+// onServer prints the path of the worktree of a server-hosted session,
+// on its runner's machine.
+func (c *SessionsCheckoutCmd) onServer() error {
+	if c.Shell {
+		return errors.New("--shell opens a shell in the worktree of a session of this machine; with --server the worktree is on the runner's machine: open a shell there")
+	}
+	ctx := context.Background()
+	if _, err := c.client().Act(ctx, c.ID, "checkout", nil, os.Stdout); err != nil {
+		return remoteActionError(err, c.ServerFlags, c.ID)
+	}
+	rec, err := c.client().Session(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "(a path on the machine of runner %s, where the session runs)\n", rec.Runner)
+	return nil
+}
+
 // act does the action, printing its output as it comes, then offers to
 // end the session when the action's result asks it to (offer_end).
-func (f ActionFlags) act(g *Globals, sf StateFlags, id, action string, args map[string]any) error {
-	e, err := sf.existingEngine(g)
-	if err != nil {
-		return err
-	}
-	if e == nil {
-		return sf.noSession(id)
-	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return err
-	}
+func (f ActionFlags) act(g *Globals, sf StateFlags, srv ServerFlags, id, action string, args map[string]any) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := e.Act(ctx, id, action, raw, os.Stdout)
-	if err != nil {
-		return err
+	var result json.RawMessage
+	var end func(context.Context, string) (*lifecycle.Record, error)
+	if srv.Server != "" {
+		res, err := srv.client().Act(ctx, id, action, args, os.Stdout)
+		if err != nil {
+			return remoteActionError(err, srv, id)
+		}
+		result, end = res, srv.client().End
+	} else {
+		e, err := sf.existingEngine(g)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			return sf.noSession(id)
+		}
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		res, err := e.Act(ctx, id, action, raw, os.Stdout)
+		if err != nil {
+			return err
+		}
+		result, end = res.Result, e.End
 	}
 	if f.JSON {
-		out := res.Result
+		out := result
 		if out == nil {
 			out = json.RawMessage("null")
 		}
 		fmt.Printf("%s\n", out)
 	}
-	var result struct {
+	var offer struct {
 		OfferEnd string `json:"offer_end"`
 	}
-	_ = json.Unmarshal(res.Result, &result) // a result of another shape offers nothing
-	if result.OfferEnd == "" {
+	_ = json.Unmarshal(result, &offer) // a result of another shape offers nothing
+	if offer.OfferEnd == "" {
 		return nil
 	}
-	if !f.End && !confirmEnd(id, result.OfferEnd) {
-		fmt.Fprintf(os.Stderr, "%s; end the session with: blaise-agent sessions end %s\n", result.OfferEnd, id)
+	if !f.End && !confirmEnd(id, offer.OfferEnd) {
+		server := ""
+		if srv.Server != "" {
+			server = "--server " + srv.Server + " "
+		}
+		fmt.Fprintf(os.Stderr, "%s; end the session with: blaise-agent sessions end %s%s\n", offer.OfferEnd, server, id)
 		return nil
 	}
-	rec, err := e.End(context.Background(), id)
+	rec, err := end(context.Background(), id)
 	if err != nil {
 		return err
 	}
 	return printEnded(rec)
+}
+
+// remoteActionError is err, of an action of a server-hosted session, with
+// how to check what an action whose outcome is unknown did.
+func remoteActionError(err error, srv ServerFlags, id string) error {
+	if !errors.Is(err, apiclient.ErrOutcomeUnknown) {
+		return err
+	}
+	return fmt.Errorf("%w; check what it did before you do it again: blaise-agent sessions show --server %s %s, and its changes (blaise-agent sessions diff --server %s %s) once its runner is back", err, srv.Server, id, srv.Server, id)
 }
 
 // confirmEnd asks the person at a terminal whether to end the session;

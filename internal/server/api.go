@@ -37,6 +37,8 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/transcript", s.client(s.resources.getTranscript))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/end", s.client(s.resources.endSession))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/resolve", s.client(s.resources.resolveSession))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}/actions", s.client(s.runners.sessionActions))
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/actions/{action}", s.client(s.resources.act))
 	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s.resources, Runners: s.runners, Log: s.log(), SignInFailed: s.ops.signInFailed,
 		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.clients.open(ctx, agent) }}
 	mux.Handle("/", dash.Handler())
@@ -67,7 +69,7 @@ func failErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, lifecycle.ErrNotFound), errors.Is(err, sqlstore.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, engine.ErrNoRun), errors.Is(err, lifecycle.ErrRunHeld), errors.As(err, new(*NoRunnerError)):
+	case errors.Is(err, engine.ErrNoRun), errors.Is(err, lifecycle.ErrRunHeld), errors.As(err, new(*NoRunnerError)), errors.As(err, new(*OldRunnerError)):
 		status = http.StatusConflict
 	}
 	fail(w, status, "%v", err)

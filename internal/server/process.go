@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/store/runstore"
@@ -27,6 +28,8 @@ type remoteProcess struct {
 	// engine reads it: the lines of its transcript appends, whose records
 	// carry its messages. Nil: its stdout stream.
 	carried *carriedStdout
+	// action: an action run, whose output is on its stdout stream.
+	action bool
 
 	mu      sync.Mutex
 	att     *attachment   // the complete attachment in use; nil until the first
@@ -74,12 +77,12 @@ func (rc *runnerConn) launch(run engine.Launch) (*remoteProcess, error) {
 	case <-rc.gone:
 		return nil, fmt.Errorf("runner %s left before it was welcome", rc.name)
 	}
-	p, first := rc.newProcess(ref)
+	p, first := rc.newProcess(ref, run.Kind)
 	forget := func(err error) (*remoteProcess, error) {
 		rc.drop(p, err)
 		return nil, err
 	}
-	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags}}); err != nil {
+	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags, Kind: run.Kind}}); err != nil {
 		return forget(fmt.Errorf("runner %s: %w", rc.name, err))
 	}
 	timeout := rc.runners.clock.After(rc.runners.lease)
@@ -101,11 +104,11 @@ func (rc *runnerConn) launch(run engine.Launch) (*remoteProcess, error) {
 	return p, nil
 }
 
-// newProcess makes the run ref a run of rc, whose streams are to come on
-// the attachment it returns.
-func (rc *runnerConn) newProcess(ref runnerproto.RunRef) (*remoteProcess, *attachment) {
-	p := &remoteProcess{runners: rc.runners, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
-	if runnerproto.Carries(rc.version) {
+// newProcess makes the run ref, of kind, a run of rc, whose streams are to
+// come on the attachment it returns.
+func (rc *runnerConn) newProcess(ref runnerproto.RunRef, kind lifecycle.Kind) (*remoteProcess, *attachment) {
+	p := &remoteProcess{runners: rc.runners, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{}), action: kind == lifecycle.ActionRun}
+	if p.carries(rc.version) {
 		p.carried = newCarriedStdout()
 	}
 	first := newAttachment(rc)
@@ -307,7 +310,7 @@ func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
 		return false
 	}
 	p.mu.Lock()
-	if p.failed != nil || (p.carried != nil) != runnerproto.Carries(rc.version) {
+	if p.failed != nil || (p.carried != nil) != p.carries(rc.version) {
 		// A runner now of another protocol version would carry the run's
 		// messages another way.
 		p.mu.Unlock()
@@ -318,6 +321,24 @@ func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
 	rc.adopt(p)
 	rc.runners.Log.Info("run re-attached", "session", ref.Session, "run", ref.Run, "runner", rc.name)
 	return true
+}
+
+// carries reports whether the run, on a runner of version v, carries its
+// messages in its transcript: an action run has none, and writes its
+// output on its stdout.
+func (p *remoteProcess) carries(v int) bool {
+	return runnerproto.Carries(v) && !p.action
+}
+
+// OldRunnerError is the error of an action run on a runner whose protocol
+// version has no action runs.
+type OldRunnerError struct {
+	Runner  string
+	Version int
+}
+
+func (e *OldRunnerError) Error() string {
+	return fmt.Sprintf("runner %s speaks runner protocol version %d, which does not do actions; upgrade it to a blaise-agent of the server's version (protocol %d) and start its listen again", e.Runner, e.Version, runnerproto.Version)
 }
 
 // attach adds a stream of rc to the run; the attachment is complete with

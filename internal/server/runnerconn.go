@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"sync"
 
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
@@ -19,6 +21,8 @@ type runnerConn struct {
 	// config and dir are the runner's blaise.star and where its runs run,
 	// as it said in its hello; "" when it did not.
 	config, dir string
+	// actions are those its chain offers, as it said in its hello.
+	actions []api.Action
 	// version is the runner protocol's: from 4 on, a run's messages toward
 	// the client come in its transcript appends.
 	version int
@@ -164,7 +168,9 @@ func (rc *runnerConn) takeBack(ctx context.Context, ref runnerproto.RunRef) bool
 		rc.runners.Log.Warn("a runner's run is not adopted", "runner", rc.name, "run", ref.Run, "err", err)
 		return false
 	}
-	p, first := rc.newProcess(ref)
+	// A turn or a teardown: an action run is not adopted, its session
+	// being paused (Adoptable).
+	p, first := rc.newProcess(ref, lifecycle.ResumeRun)
 	// Ends with the run's streams (the lease at most), then hands the run to the engine.
 	go func() {
 		err := rc.streams(first, rc.runners.clock.After(rc.runners.lease))

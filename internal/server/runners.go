@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -124,7 +125,7 @@ func (rs *runners) connect(ctx context.Context, w http.ResponseWriter, r *http.R
 		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this connection speaks %d", hello.Version, version))
 		return
 	}
-	rc := &runnerConn{runners: rs, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, config: hello.Config, dir: hello.Dir, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{runners: rs, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, config: hello.Config, dir: hello.Dir, actions: hello.Actions, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	// The runs the runner still has, the server adopts, those of its
 	// connection that broke and those it had before it restarted; the
 	// runner stops the others.
@@ -230,6 +231,9 @@ func (rs *runners) Launch(ctx context.Context, run engine.Launch) (engine.Proces
 	if rc == nil {
 		return nil, noRunner(run.Record)
 	}
+	if run.Kind == lifecycle.ActionRun && !runnerproto.DoesActions(rc.version) {
+		return nil, fmt.Errorf("session %s: %w", run.Record.ID, &OldRunnerError{Runner: rc.name, Version: rc.version})
+	}
 	if _, err := rs.Store.UpdateSession(ctx, run.Record.ID, func(r *lifecycle.Record) error {
 		r.Runner, r.RunnerID = rc.name, rc.id
 		r.Config, r.Dir = rc.config, rc.dir
@@ -284,4 +288,29 @@ func (rs *runners) pick(agent, prefer string) *runnerConn {
 		}
 	}
 	return best
+}
+
+// sessionActions lists the actions a session offers (GET
+// /v1/sessions/ID/actions): those of the chain of the runner its actions
+// would run on, which says them in its hello; none for an ended session.
+func (rs *runners) sessionActions(w http.ResponseWriter, r *http.Request) {
+	rec, err := rs.Store.Session(r.Context(), r.PathValue("id"))
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	out := []api.Action{}
+	if rec.State != lifecycle.Ended {
+		rc := rs.pick(rec.AgentName, rec.RunnerID)
+		switch {
+		case rc == nil:
+			failErr(w, noRunner(rec))
+			return
+		case !runnerproto.DoesActions(rc.version):
+			failErr(w, fmt.Errorf("session %s: %w", rec.ID, &OldRunnerError{Runner: rc.name, Version: rc.version}))
+			return
+		}
+		out = append(out, rc.actions...)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

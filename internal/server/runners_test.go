@@ -209,8 +209,8 @@ func TestADroppedRunLeavesItsSuccessor(t *testing.T) {
 	l.s.init()
 	rc := &runnerConn{runners: l.s.runners, name: "r1", gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	ref := runnerproto.RunRef{Session: "sess", Run: 1}
-	old, _ := rc.newProcess(ref)
-	successor, _ := rc.newProcess(ref)
+	old, _ := rc.newProcess(ref, lifecycle.StartRun)
+	successor, _ := rc.newProcess(ref, lifecycle.StartRun)
 	rc.drop(old, errors.New("given up"))
 	if got := rc.proc(&ref); got != successor {
 		t.Fatalf("after the old process was dropped the connection has %p, want its successor %p", got, successor)

@@ -11,6 +11,10 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
 
+// ErrOutcomeUnknown is the error of an action whose run ended before it
+// reported how the action went.
+var ErrOutcomeUnknown = errors.New("its outcome is unknown")
+
 // ActionResult is what an action run reported: the value its plug
 // returned, as JSON (nil for None).
 type ActionResult struct {
@@ -56,7 +60,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: held, Flags: flags})
+	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: held, Flags: flags, Kind: lifecycle.ActionRun})
 	if err != nil {
 		return nil, err
 	}
@@ -99,9 +103,9 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	copyErr := <-copied
 	switch {
 	case report == nil && waitErr != nil:
-		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went (%v); the session is as it was, but what the action had begun in its environment may be left", id, action, waitErr)
+		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went (%v); the session is as it was, but what the action had begun in its environment may be left: %w", id, action, waitErr, ErrOutcomeUnknown)
 	case report == nil:
-		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went", id, action)
+		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went: %w", id, action, ErrOutcomeUnknown)
 	case report.Error != "":
 		return nil, errors.New(report.Error)
 	case copyErr != nil:

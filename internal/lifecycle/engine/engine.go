@@ -517,7 +517,7 @@ func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecyc
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: lock, Flags: flags})
+	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: lock, Flags: flags, Kind: kind})
 	if err != nil {
 		lock.Release()
 		return nil, err

@@ -36,6 +36,9 @@ type Launch struct {
 	Lock lifecycle.RunLock
 	// Flags are the session process's flags that say which run it is.
 	Flags []string
+	// Kind is the run's kind, which Flags say too: a launcher that cannot
+	// start a kind (a runner too old for action runs) says so.
+	Kind lifecycle.Kind
 }
 
 // Process is a run's session process, as the engine sees it: ACP on its

@@ -3,6 +3,8 @@
 // so that a client (apiclient, listen) links no SQL driver and no dashboard.
 package api
 
+import "encoding/json"
+
 // Paths of the client API (docs/protocol.md).
 const (
 	PathAgents   = "/v1/agents"
@@ -37,3 +39,35 @@ const (
 // HeaderNextCursor carries the cursor of the sessions list's next page;
 // absent on its last.
 const HeaderNextCursor = "Blaise-Next-Cursor"
+
+// Action is an action a session's chain offers (docs/plugs.md#actions), as
+// GET /v1/sessions/ID/actions lists it.
+type Action struct {
+	// Name picks it: NAME, or ID.NAME when several plugs offer NAME.
+	Name string `json:"name"`
+	Plug string `json:"plug"`
+	Doc  string `json:"doc,omitempty"`
+	// Args are its arguments, as its schema declares them.
+	Args []ActionArg `json:"args,omitempty"`
+}
+
+// ActionArg is an argument of an action: Kind is its schema's kind
+// (string, bool, int, …).
+type ActionArg struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	Doc  string `json:"doc,omitempty"`
+}
+
+// ActionLine is a line of the answer to POST /v1/sessions/ID/actions/NAME
+// (application/x-ndjson): the action's output as it comes, then one last
+// line with Done, and the value the action returned or its error.
+type ActionLine struct {
+	Output string          `json:"output,omitempty"`
+	Done   bool            `json:"done,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	// Unknown, with Error: the action's run ended before it reported how
+	// the action went (its runner went away): what it did is to be checked.
+	Unknown bool `json:"unknown,omitempty"`
+}

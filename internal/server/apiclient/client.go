@@ -50,6 +50,28 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 
 // do is call, returning the answer's header too.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (http.Header, error) {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return resp.Header, nil
+	}
+	if w, ok := out.(io.Writer); ok { // a body that is not JSON
+		_, err := io.Copy(w, resp.Body)
+		return resp.Header, err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return nil, fmt.Errorf("server %s: a bad answer to %s %s: %w", c.URL, method, path, err)
+	}
+	return resp.Header, nil
+}
+
+// send sends a request with body in (JSON, unless nil) and returns the
+// answer, whose body the caller closes; an error answer becomes an error
+// that says what the server said.
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -75,8 +97,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (http
 	if err != nil {
 		return nil, fmt.Errorf("server %s: %w", c.URL, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
 		var e struct {
 			Error string `json:"error"`
 		}
@@ -86,17 +108,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (http
 		}
 		return nil, apiError(resp.StatusCode, e.Error, path != runnerproto.PathRegister)
 	}
-	if out == nil {
-		return resp.Header, nil
-	}
-	if w, ok := out.(io.Writer); ok { // a body that is not JSON
-		_, err := io.Copy(w, resp.Body)
-		return resp.Header, err
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return nil, fmt.Errorf("server %s: a bad answer to %s %s: %w", c.URL, method, path, err)
-	}
-	return resp.Header, nil
+	return resp, nil
 }
 
 // APIError is an error answer of the server.

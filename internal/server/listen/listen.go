@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
@@ -141,6 +142,24 @@ func (r *Runner) maxBackoff() time.Duration {
 	return 30 * time.Second
 }
 
+// actions are the actions cfg's chain offers, as a hello names them.
+func actions(cfg *interp.Config) []api.Action {
+	var out []api.Action
+	names := cfg.ActionNames()
+	for i, a := range cfg.Actions() {
+		ja := api.Action{Name: names[i], Plug: a.Use.Name(), Doc: a.Args.Doc()}
+		for name, f := range a.Args.Fields() {
+			kind := f.Kind().String()
+			if f.Kind() == interp.KindOptional && f.Elem() != nil {
+				kind += "(" + f.Elem().Kind().String() + ")"
+			}
+			ja.Args = append(ja.Args, api.ActionArg{Name: name, Kind: kind, Doc: f.Doc()})
+		}
+		out = append(out, ja)
+	}
+	return out
+}
+
 // notResumable names the plugs that cannot resume (C12).
 func (r *Runner) notResumable() []string {
 	var out []string
@@ -204,7 +223,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	frames := runnerproto.NewConn(first)
 	alive := r.alive()
 	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable(),
-		Config: r.ConfigPath, Dir: r.Dir}
+		Config: r.ConfigPath, Dir: r.Dir, Actions: actions(r.Config)}
 	for _, rn := range alive {
 		hello.Runs = append(hello.Runs, rn.ref)
 	}

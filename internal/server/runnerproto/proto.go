@@ -1,4 +1,4 @@
-// Package runnerproto holds the types of the runner protocol (version 4)
+// Package runnerproto holds the types of the runner protocol (version 5)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has
@@ -6,14 +6,17 @@
 // the session process's stdin, its stdout, its control channel and its
 // store (runstore).
 //
-// Version 4 carries a run's messages toward the client in its transcript
+// Version 5 adds action runs (docs/plugs.md#actions): a launch of Kind
+// action, whose output comes on its stdout stream, not in its transcript,
+// and its outcome on its control channel; a hello names the actions the
+// runner's chain offers. Version 4 carries a run's messages toward the client in its transcript
 // appends, inside their records (acp.Carrier), instead of on its stdout
 // stream: each leaves the runner once. Version 3 carries a run's store
 // calls across reconnections: the runner passes on whole calls and
 // answers, tells the session process of each new store stream, and the
 // process sends again, after an OpResync, every call not answered
 // (runstore). Version 2 added deflated transcript appends. A server serves
-// runners of versions 3 and 4.
+// runners of versions 3 to 5; it launches action runs only on runners of 5.
 package runnerproto
 
 import (
@@ -25,15 +28,16 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/hashicorp/yamux"
 )
 
 // Version is the protocol's version, the one a runner speaks.
-const Version = 4
+const Version = 5
 
 // Served are the versions a server serves, the newest first: a runner of
 // another one is refused.
-var Served = []int{Version, 3}
+var Served = []int{Version, 4, 3}
 
 // Subprotocol is the WebSocket subprotocol of version v.
 func Subprotocol(v int) string { return fmt.Sprintf("blaise-runner.v%d", v) }
@@ -41,6 +45,9 @@ func Subprotocol(v int) string { return fmt.Sprintf("blaise-runner.v%d", v) }
 // Carries reports whether the runs of a runner of version v carry their
 // messages toward the client in their transcripts.
 func Carries(v int) bool { return v >= 4 }
+
+// DoesActions reports whether a runner of version v runs action runs.
+func DoesActions(v int) bool { return v >= 5 }
 
 // Paths of the server's endpoints for runners and clients.
 const (
@@ -105,6 +112,9 @@ type Frame struct {
 	// it runs. A runner before them says neither.
 	Config string `json:"config,omitempty"`
 	Dir    string `json:"dir,omitempty"`
+	// Actions, in hello (version 5): the actions the runner's chain
+	// offers, for the server to list per session.
+	Actions []api.Action `json:"actions,omitempty"`
 	// Runs, in hello: the runs the runner still has; in welcome: those the
 	// server adopts (the runner stops the others).
 	Runs []RunRef `json:"runs,omitempty"`
@@ -130,6 +140,9 @@ type Launch struct {
 	RunRef
 	// Flags are the session process's flags that say which run it is.
 	Flags []string `json:"flags"`
+	// Kind is the run's kind, as Flags say it; "action" (version 5): an
+	// action run, whose output is on its stdout stream.
+	Kind lifecycle.Kind `json:"kind,omitempty"`
 }
 
 // StreamHeader begins each stream of a run.

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
@@ -15,25 +16,41 @@ import (
 // cfgErr says why they are unknown), with the first line of each one's
 // doc. An ended session takes no action: none are listed.
 func Actions(out io.Writer, rec *lifecycle.Record, cfg *interp.Config, cfgErr error) error {
+	var list []api.Action
+	if cfg != nil {
+		names := cfg.ActionNames()
+		for i, a := range cfg.Actions() {
+			list = append(list, api.Action{Name: names[i], Doc: a.Args.Doc()})
+		}
+	}
+	return writeActions(out, rec, list, cfgErr, "")
+}
+
+// ServerActions is Actions for a session of the server at URL server,
+// with the actions the server listed (or listErr, why it could not).
+func ServerActions(out io.Writer, rec *lifecycle.Record, list []api.Action, listErr error, server string) error {
+	return writeActions(out, rec, list, listErr, "--server "+server+" ")
+}
+
+func writeActions(out io.Writer, rec *lifecycle.Record, list []api.Action, listErr error, flags string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	if rec.Changes != nil {
 		fmt.Fprintf(w, "changes:\t%s\n", rec.Changes)
 	}
 	switch {
 	case rec.State == lifecycle.Ended:
-	case cfgErr != nil:
-		fmt.Fprintf(w, "actions:\tunknown: %s\n", firstLine(cfgErr.Error()))
-	case cfg != nil:
-		names := cfg.ActionNames()
-		for i, a := range cfg.Actions() {
+	case listErr != nil:
+		fmt.Fprintf(w, "actions:\tunknown: %s\n", firstLine(listErr.Error()))
+	default:
+		for i, a := range list {
 			key := ""
 			if i == 0 {
 				key = "actions:"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\n", key, names[i], firstSentence(a.Args.Doc()))
+			fmt.Fprintf(w, "%s\t%s\t%s\n", key, a.Name, firstSentence(a.Doc))
 		}
-		if len(names) > 0 {
-			fmt.Fprintf(w, "\t(blaise-agent sessions do %s ACTION [--ARG VALUE …])\n", rec.ID)
+		if len(list) > 0 {
+			fmt.Fprintf(w, "\t(blaise-agent sessions do %s%s ACTION [--ARG VALUE …])\n", flags, rec.ID)
 		}
 	}
 	return w.Flush()
