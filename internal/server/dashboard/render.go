@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"io"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
@@ -12,6 +13,13 @@ import (
 type feeder struct {
 	log     *sessionview.Log
 	partial []byte // a line whose newline has not come yet
+}
+
+// Write feeds b: a transcript streamed through it is held a line at a
+// time.
+func (f *feeder) Write(b []byte) (int, error) {
+	f.feed(b)
+	return len(b), nil
 }
 
 func (f *feeder) feed(b []byte) {
@@ -26,29 +34,27 @@ func (f *feeder) feed(b []byte) {
 		}
 		f.partial = rest
 	}
+	if len(f.partial) == 0 {
+		f.partial = nil // a long line's room goes with it
+	}
 }
 
 // textRenderer renders a transcript's lines as `sessions log` does: what
 // the client received, redacted as it was.
 type textRenderer struct {
 	feeder
-	out  bytes.Buffer
 	term *client.Terminal
 }
 
-func newTextRenderer() *textRenderer {
-	r := &textRenderer{}
-	r.term = &client.Terminal{Out: &r.out, Err: &r.out}
-	r.log = &sessionview.Log{Term: r.term, Err: &r.out}
+// newTextRenderer renders into out.
+func newTextRenderer(out io.Writer) *textRenderer {
+	r := &textRenderer{term: &client.Terminal{Out: out, Err: out}}
+	r.log = &sessionview.Log{Term: r.term, Err: out}
 	return r
 }
 
-// text renders b's lines, closes an open turn, and returns the text.
-func (r *textRenderer) text(b []byte) string {
-	r.feed(b)
-	r.term.EndTurn("")
-	return r.out.String()
-}
+// end closes an open turn.
+func (r *textRenderer) end() { r.term.EndTurn("") }
 
 // conversationFeeder renders a transcript's lines as a conversation.
 type conversationFeeder struct {
