@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -172,19 +171,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-// getTranscript streams a session's transcript: its records, one JSON
-// object a line (docs/messages.md).
+// getTranscript streams a session's transcript (serveTranscript).
 func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
-	rd, err := s.Store.ReadTranscript(r.Context(), r.PathValue("id"))
-	if err != nil {
-		failErr(w, err)
-		return
-	}
-	defer rd.Close()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	if _, err := io.Copy(w, rd); err != nil {
-		s.log().Debug("sending a transcript", "session", r.PathValue("id"), "err", err)
-	}
+	serveTranscript(w, r, s.Store, s.log())
 }
 
 // endSession ends a session: a live run gets a closed stop, recorded
