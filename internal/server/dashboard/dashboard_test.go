@@ -443,9 +443,15 @@ func TestTranscriptFollowedAsEvents(t *testing.T) {
 // follow opens the event stream of a session's page and returns a reader
 // of its next event of the kinds named (others are skipped).
 func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string, string) {
+	s.t.Helper()
+	return s.followPath(c, "/sessions/"+id+"/events", kinds...)
+}
+
+// followPath is follow of the event stream at path.
+func (s *site) followPath(c *http.Client, path string, kinds ...string) func() (string, string) {
 	t := s.t
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/"+id+"/events", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+path, nil)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
