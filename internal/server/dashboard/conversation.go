@@ -25,12 +25,16 @@ import (
 // answer that streams) by its id.
 type conversation struct {
 	blocks []*block // since the last prune
-	added  int      // blocks added: the next one's id
-	tools  map[sdk.ToolCallId]*block
-	open   *block // the text block that chunks of its kind go to
-	plan   *block // the turn's plan
-	run    int
-	dirty  []*block // blocks added or changed since the last changed()
+	// chunk is the number of the transcript's chunk being read, and added
+	// the blocks its records added: a block's id, b<chunk>-<added>, is
+	// the same on every page and stream that shows it.
+	chunk int64
+	added int
+	tools map[sdk.ToolCallId]*block
+	open  *block // the text block that chunks of its kind go to
+	plan  *block // the turn's plan
+	run   int
+	dirty []*block // blocks added or changed since the last changed()
 }
 
 // block is one block of a conversation.
@@ -108,11 +112,18 @@ func newConversation() *conversation {
 // add appends a block of kind and closes the open text block.
 func (c *conversation) add(b *block) *block {
 	c.added++
-	b.ID = fmt.Sprintf("b%d", c.added)
+	b.ID = fmt.Sprintf("b%d-%d", c.chunk, c.added)
 	c.blocks = append(c.blocks, b)
 	c.open = nil
 	c.touch(b)
 	return b
+}
+
+// inChunk says that the records fed next are of the chunk numbered n.
+func (c *conversation) inChunk(n int64) {
+	if n != c.chunk {
+		c.chunk, c.added = n, 0
+	}
 }
 
 func (c *conversation) touch(b *block) {

@@ -187,7 +187,7 @@ func TestConversationToolCardStatusFollowsItsUpdates(t *testing.T) {
 	s.signIn(c)
 	next := s.follow(c, id, dashboard.EventReset, dashboard.EventAppend)
 	_, reset := next()
-	card := regexp.MustCompile(`<article class="tool status-in_progress" id="(b\d+)">`).FindStringSubmatch(reset)
+	card := regexp.MustCompile(`<article class="tool status-in_progress" id="(b[0-9-]+)">`).FindStringSubmatch(reset)
 	if card == nil {
 		t.Fatalf("no tool card in progress:\n%s", reset)
 	}

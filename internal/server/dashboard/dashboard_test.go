@@ -430,12 +430,14 @@ func TestTranscriptFollowedAsEvents(t *testing.T) {
 	c := s.browser()
 	s.signIn(c)
 	next := s.follow(c, "live1", dashboard.EventReset, dashboard.EventAppend)
-	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
+	name, text := next()
+	answer := regexp.MustCompile(`id="(b[0-9-]+)"`).FindStringSubmatch(text)
+	if name != dashboard.EventReset || !strings.Contains(text, "first words") || answer == nil {
 		t.Fatalf("first event %s %q", name, text)
 	}
 	io.WriteString(tw, notice(2, "then more"))
 	// The answer grows: its block comes again, whole, under its id.
-	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, `id="b2"`) || !strings.Contains(text, "first wordsthen more") {
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, `id="`+answer[1]+`"`) || !strings.Contains(text, "first wordsthen more") {
 		t.Fatalf("next event %s %q", name, text)
 	}
 }

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -147,8 +146,7 @@ func (d *sessionPages) feed(r *http.Request, conv *conversationFeeder, id string
 		return err
 	}
 	defer rd.Close()
-	_, err = io.Copy(conv, rd)
-	return err
+	return conv.readChunks(rd)
 }
 
 // followWindow reads a page's window from /events' query.

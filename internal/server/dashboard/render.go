@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 )
 
@@ -67,6 +68,25 @@ func newConversationFeeder() *conversationFeeder {
 	f := &conversationFeeder{conv: newConversation()}
 	f.log = &sessionview.Log{Term: f.conv, Err: &f.errs}
 	return f
+}
+
+// readChunks renders the lines rd reads, each with the number of its
+// chunk.
+func (f *conversationFeeder) readChunks(rd *sqlstore.ChunkReader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := rd.Read(buf)
+		if n > 0 {
+			f.conv.inChunk(rd.Chunk())
+			f.feed(buf[:n])
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // add renders b's lines and returns the blocks they add or change.

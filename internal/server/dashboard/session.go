@@ -173,7 +173,7 @@ func (d *sessionPages) replay(ctx context.Context, id string, after, to int64, r
 	defer rd.Close()
 	conv := newConversationFeeder()
 	conv.conv.run = run
-	if _, err := io.Copy(conv, rd); err != nil {
+	if err := conv.readChunks(rd); err != nil {
 		return nil, err
 	}
 	conv.add(nil)

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,7 +53,7 @@ var (
 	stepTitle   = regexp.MustCompile(`step (\d{6})`)
 	earlierLink = regexp.MustCompile(`<a href="/sessions/[^"?]+\?before=(\d+)#transcript-title">Show earlier messages</a>`)
 	followURL   = regexp.MustCompile(`data-follow="([^"]+)"`)
-	blockID     = regexp.MustCompile(`<article class="tool[^"]*" id="b(\d+)">`)
+	toolBlock   = regexp.MustCompile(`<article class="tool[^"]*" id="(b[0-9-]+)">(?s:.*?)step (\d{6})`)
 )
 
 // TestM5_SessionPageShowsTheLatestWindowOfALongTranscript: a session's page
@@ -112,23 +114,70 @@ func TestM5_ShowEarlierPagesBackWithoutScript(t *testing.T) {
 
 // TestM5_EventsFollowFromThePagesWindow: a page's event stream goes on
 // from the page's window: no reset of what the page shows, and the blocks
-// added get the ids that follow the page's.
+// added get ids the page's do not have.
 func TestM5_EventsFollowFromThePagesWindow(t *testing.T) {
 	s := newSite(t, false)
 	id, tw := s.longTranscript(300, 10)
 	c := s.browser()
 	s.signIn(c)
 	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
-	ids := blockID.FindAllStringSubmatch(body, -1)
+	ids := toolIDs(body)
 	m := followURL.FindStringSubmatch(body)
 	if m == nil || len(ids) == 0 {
 		t.Fatalf("no window to follow:\n%.2000s", body)
 	}
-	last, _ := strconv.Atoi(ids[len(ids)-1][1])
 	next := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
 	io.WriteString(tw, toolCall(3001, "the new step"))
 	name, text := next()
-	if name != dashboard.EventAppend || !strings.Contains(text, "the new step") || !strings.Contains(text, fmt.Sprintf(`id="b%d"`, last+1)) || strings.Contains(text, "step 002999") {
+	added := regexp.MustCompile(`id="(b[0-9-]+)"`).FindStringSubmatch(text)
+	if name != dashboard.EventAppend || !strings.Contains(text, "the new step") || strings.Contains(text, "step 002999") || added == nil || slices.Contains(slices.Collect(maps.Values(ids)), added[1]) {
 		t.Fatalf("after the page's window, %s:\n%s", name, text)
 	}
+}
+
+// TestBlockIDsAreStableAcrossWindows: a block keeps its id, its anchor,
+// on whichever page shows it, as the transcript grows and the window moves.
+func TestBlockIDsAreStableAcrossWindows(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(500, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	before := toolIDs(body)
+	var more strings.Builder
+	for n := range 5000 {
+		more.WriteString(toolCall(5001+n, fmt.Sprintf("later %d", n)))
+		if n%10 == 9 {
+			io.WriteString(tw, more.String())
+			more.Reset()
+		}
+	}
+	found := 0
+	for path := "/sessions/" + id; path != "" && found < len(before); {
+		_, body := s.do(c, http.MethodGet, path, nil)
+		for step, bid := range toolIDs(body) {
+			if want, ok := before[step]; ok {
+				if bid != want {
+					t.Fatalf("step %s is %s, was %s", step, bid, want)
+				}
+				found++
+			}
+		}
+		path = ""
+		if m := earlierLink.FindStringSubmatch(body); m != nil {
+			path = "/sessions/" + id + "?before=" + m[1]
+		}
+	}
+	if found != len(before) {
+		t.Fatalf("found %d of the %d blocks", found, len(before))
+	}
+}
+
+// toolIDs are the ids of a page's tool blocks by their step.
+func toolIDs(body string) map[string]string {
+	ids := map[string]string{}
+	for _, m := range toolBlock.FindAllStringSubmatch(body, -1) {
+		ids[m[2]] = m[1]
+	}
+	return ids
 }

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"fmt"
-	"io"
 )
 
 // A transcript's chunks are numbered in the order they were written, and
@@ -31,7 +30,7 @@ func (s *transcriptStore) TranscriptLast(ctx context.Context, id string) (int64,
 // TranscriptChunks streams the lines of a session's chunks numbered after
 // after, up to to, each line ended by a newline: nothing of them is held
 // but what a Read returns.
-func (s *transcriptStore) TranscriptChunks(ctx context.Context, id string, after, to int64) (io.ReadCloser, error) {
+func (s *transcriptStore) TranscriptChunks(ctx context.Context, id string, after, to int64) (*ChunkReader, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, err
 	}

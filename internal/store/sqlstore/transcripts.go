@@ -148,22 +148,24 @@ func (s *transcriptStore) ReadTranscript(ctx context.Context, id string) (io.Rea
 
 // readChunks reads the lines of the chunks of a session numbered after
 // from to to, in order.
-func (s *transcriptStore) readChunks(ctx context.Context, id string, after, to int64) (*transcriptReader, error) {
-	rows, err := s.read.rows(ctx, "SELECT lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
+func (s *transcriptStore) readChunks(ctx context.Context, id string, after, to int64) (*ChunkReader, error) {
+	rows, err := s.read.rows(ctx, "SELECT seq, lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
 	if err != nil {
 		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
 	}
-	return &transcriptReader{id: id, path: s.transcripts.path(id), rows: rows}, nil
+	return &ChunkReader{id: id, path: s.transcripts.path(id), rows: rows}, nil
 }
 
-// transcriptReader streams the chunks: each from the session's file, or,
+// ChunkReader streams the chunks: each from the session's file, or,
 // for one stored deflated, inflated as it is read, so that a long
-// transcript is not held in memory at once.
-type transcriptReader struct {
-	id   string
-	path string
-	rows *sql.Rows
-	file *os.File // the session's, opened at its first chunk
+// transcript is not held in memory at once. A Read returns lines of one
+// chunk, whose number Chunk gives.
+type ChunkReader struct {
+	id    string
+	chunk int64
+	path  string
+	rows  *sql.Rows
+	file  *os.File // the session's, opened at its first chunk
 	// section is the current chunk's lines in the file; nil between them.
 	section *io.LimitedReader
 	packed  *bytes.Reader     // the deflated chunk being read; nil before the first
@@ -179,7 +181,7 @@ type transcriptReader struct {
 // inflating without end.
 const maxChunk = 256 << 20
 
-func (r *transcriptReader) Read(p []byte) (int, error) {
+func (r *ChunkReader) Read(p []byte) (int, error) {
 	for r.err == nil {
 		switch {
 		case r.section != nil:
@@ -208,7 +210,7 @@ func (r *transcriptReader) Read(p []byte) (int, error) {
 }
 
 // readSection reads the current chunk's lines from the file.
-func (r *transcriptReader) readSection(p []byte) (int, error) {
+func (r *ChunkReader) readSection(p []byte) (int, error) {
 	n, err := r.section.Read(p)
 	switch {
 	case r.section.N == 0:
@@ -222,13 +224,13 @@ func (r *transcriptReader) readSection(p []byte) (int, error) {
 }
 
 // open opens the next deflate stream of the chunk.
-func (r *transcriptReader) open() {
+func (r *ChunkReader) open() {
 	r.stream = flate.NewReader(r.packed) // it reads to the stream's end, not past
 	r.left = &io.LimitedReader{R: r.stream, N: maxChunk + 1}
 }
 
 // next reads the next chunk; io.EOF after the last.
-func (r *transcriptReader) next() error {
+func (r *ChunkReader) next() error {
 	if !r.rows.Next() {
 		if err := r.rows.Err(); err != nil {
 			return r.fail(err)
@@ -237,7 +239,7 @@ func (r *transcriptReader) next() error {
 	}
 	var packed []byte
 	var off, size int64
-	if err := r.rows.Scan(&packed, &off, &size); err != nil {
+	if err := r.rows.Scan(&r.chunk, &packed, &off, &size); err != nil {
 		return r.fail(err)
 	}
 	switch {
@@ -257,12 +259,15 @@ func (r *transcriptReader) next() error {
 	return nil
 }
 
-func (r *transcriptReader) fail(err error) error {
+// Chunk is the number of the chunk the last Read read from.
+func (r *ChunkReader) Chunk() int64 { return r.chunk }
+
+func (r *ChunkReader) fail(err error) error {
 	r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
 	return r.err
 }
 
-func (r *transcriptReader) Close() error {
+func (r *ChunkReader) Close() error {
 	if r.file != nil {
 		r.file.Close()
 	}
