@@ -149,22 +149,34 @@ func (s *transcriptStore) ReadTranscript(ctx context.Context, id string) (io.Rea
 // readChunks reads the lines of the chunks of a session numbered after
 // from to to, in order.
 func (s *transcriptStore) readChunks(ctx context.Context, id string, after, to int64) (*ChunkReader, error) {
-	rows, err := s.read.rows(ctx, "SELECT seq, lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+	r := &ChunkReader{ctx: ctx, s: s, id: id, path: s.transcripts.path(id), chunk: after, to: to}
+	if err := r.nextPage(); err != nil {
+		return nil, err
 	}
-	return &ChunkReader{id: id, path: s.transcripts.path(id), rows: rows}, nil
+	return r, nil
 }
+
+// chunkPage is how many chunks' rows a ChunkReader reads at a time: it
+// holds no database connection while its reader reads, however slowly.
+const chunkPage = 256
+
+// chunkRow is where a chunk's lines are: in the file, or deflated in its
+// row (offset -1).
+type chunkRow struct{ seq, offset, size int64 }
 
 // ChunkReader streams the chunks: each from the session's file, or,
 // for one stored deflated, inflated as it is read, so that a long
 // transcript is not held in memory at once. A Read returns lines of one
 // chunk, whose number Chunk gives.
 type ChunkReader struct {
+	ctx   context.Context // the reading's, which its queries take
+	s     *transcriptStore
 	id    string
-	chunk int64
+	chunk int64 // the chunk being read
+	to    int64 // the last chunk to read
+	page  []chunkRow
+	last  bool // the page is the last one
 	path  string
-	rows  *sql.Rows
 	file  *os.File // the session's, opened at its first chunk
 	// section is the current chunk's lines in the file; nil between them.
 	section *io.LimitedReader
@@ -172,6 +184,28 @@ type ChunkReader struct {
 	stream  io.ReadCloser     // its deflate stream being read; nil between them
 	left    *io.LimitedReader // of stream: the bytes it may still inflate to
 	err     error
+}
+
+// nextPage reads the rows of the chunks after the current one.
+func (r *ChunkReader) nextPage() error {
+	rows, err := r.s.read.rows(r.ctx, "SELECT seq, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?", r.id, r.chunk, r.to, chunkPage)
+	if err != nil {
+		return fmt.Errorf("session %s: transcript: %s: %w", r.id, r.s.where, err)
+	}
+	defer rows.Close()
+	r.page = r.page[:0]
+	for rows.Next() {
+		var c chunkRow
+		if err := rows.Scan(&c.seq, &c.offset, &c.size); err != nil {
+			return fmt.Errorf("session %s: transcript: %s: %w", r.id, r.s.where, err)
+		}
+		r.page = append(r.page, c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("session %s: transcript: %s: %w", r.id, r.s.where, err)
+	}
+	r.last = len(r.page) < chunkPage
+	return nil
 }
 
 // maxChunk bounds what one deflate stream inflates to. A stream holds at
@@ -231,22 +265,25 @@ func (r *ChunkReader) open() {
 
 // next reads the next chunk; io.EOF after the last.
 func (r *ChunkReader) next() error {
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
+	if len(r.page) == 0 && !r.last {
+		if err := r.nextPage(); err != nil {
 			return r.fail(err)
 		}
+	}
+	if len(r.page) == 0 {
 		return io.EOF
 	}
-	var packed []byte
-	var off, size int64
-	if err := r.rows.Scan(&r.chunk, &packed, &off, &size); err != nil {
-		return r.fail(err)
-	}
+	c := r.page[0]
+	r.page, r.chunk = r.page[1:], c.seq
 	switch {
-	case off < 0:
+	case c.offset < 0:
+		var packed []byte
+		if err := r.s.read.row(r.ctx, "SELECT lines FROM transcript_chunks WHERE seq = ?", c.seq).Scan(&packed); err != nil {
+			return r.fail(fmt.Errorf("%s: %w", r.s.where, err))
+		}
 		r.packed = bytes.NewReader(packed)
 		return nil
-	case size == 0:
+	case c.size == 0:
 		return nil
 	case r.file == nil:
 		f, err := os.Open(r.path)
@@ -255,7 +292,7 @@ func (r *ChunkReader) next() error {
 		}
 		r.file = f
 	}
-	r.section = &io.LimitedReader{R: io.NewSectionReader(r.file, off, size), N: size}
+	r.section = &io.LimitedReader{R: io.NewSectionReader(r.file, c.offset, c.size), N: c.size}
 	return nil
 }
 
@@ -269,7 +306,7 @@ func (r *ChunkReader) fail(err error) error {
 
 func (r *ChunkReader) Close() error {
 	if r.file != nil {
-		r.file.Close()
+		return r.file.Close()
 	}
-	return r.rows.Close()
+	return nil
 }

@@ -572,3 +572,40 @@ type driverConnector struct {
 
 func (c driverConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.name) }
 func (c driverConnector) Driver() driver.Driver                        { return c.d }
+
+// TestTranscriptReadersHoldNoConnection: a transcript's reader holds no
+// database connection while it is read, however slowly: more readers than
+// the pool has connections are read at once, across pages of chunks, and
+// writes go on meanwhile.
+func TestTranscriptReadersHoldNoConnection(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s")
+		var lines []string
+		for i := range chunkPage + 2 {
+			lines = append(lines, fmt.Sprintf("{\"n\":%d}\n", i))
+		}
+		write(t, s, "s", lines...)
+		want := strings.Join(lines, "")
+		var readers []io.ReadCloser
+		var got []*bytes.Buffer
+		for range MaxConns + 4 {
+			r, err := s.ReadTranscript(t.Context(), "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var b bytes.Buffer
+			if _, err := io.CopyN(&b, r, 3); err != nil {
+				t.Fatal(err)
+			}
+			readers, got = append(readers, r), append(got, &b)
+		}
+		write(t, s, "s", "{\"more\":1}\n")
+		for i, r := range readers {
+			if _, err := io.Copy(got[i], r); err != nil || got[i].String() != want+"{\"more\":1}\n" {
+				t.Fatalf("reader %d: %.100q…, %v", i, got[i].String(), err)
+			}
+		}
+	})
+}
