@@ -55,3 +55,24 @@ func TestLongTextBlockIsSplitAtItsCap(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizedRecordIsANoteNotABlock: a record longer than a conversation
+// shows is a note that says its size, read in pieces and not held; the
+// records after it are shown.
+func TestOversizedRecordIsANoteNotABlock(t *testing.T) {
+	f := newConversationFeeder()
+	big := record(2, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+strings.Repeat("x", 2*maxRecord)+`"}}`)
+	for len(big) > 0 {
+		n := min(len(big), 32<<10)
+		f.feed(big[:n])
+		big = big[n:]
+	}
+	if cap(f.partial) > 2*maxRecord {
+		t.Fatalf("the feeder holds %d bytes", cap(f.partial))
+	}
+	f.feed(record(3, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"after it"}}`))
+	blocks := f.add(nil)
+	if len(blocks) != 2 || blocks[0].Kind != "note" || !strings.Contains(blocks[0].Note.Text, "a record of 2.1 MB") || blocks[1].Text != "after it" {
+		t.Fatalf("blocks: %+v", blocks)
+	}
+}

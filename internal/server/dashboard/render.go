@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
@@ -14,6 +15,11 @@ import (
 type feeder struct {
 	log     *sessionview.Log
 	partial []byte // a line whose newline has not come yet
+	// maxLine, when not 0, bounds the lines given to log: a longer one is
+	// dropped as it comes, and skip told its size.
+	maxLine int
+	skip    func(size int)
+	skipped int // the size so far of the line being dropped; 0: none
 }
 
 // Write feeds b: a transcript streamed through it is held a line at a
@@ -24,19 +30,36 @@ func (f *feeder) Write(b []byte) (int, error) {
 }
 
 func (f *feeder) feed(b []byte) {
-	f.partial = append(f.partial, b...)
-	for {
-		line, rest, ok := bytes.Cut(f.partial, []byte("\n"))
-		if !ok {
-			break
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if f.skipped > 0 {
+			if i < 0 {
+				f.skipped += len(b)
+				return
+			}
+			f.skip(f.skipped + i)
+			f.skipped, b = 0, b[i+1:]
+			continue
 		}
-		if len(bytes.TrimSpace(line)) > 0 {
+		if i < 0 {
+			f.partial = append(f.partial, b...)
+			if f.maxLine > 0 && len(f.partial) > f.maxLine {
+				f.skipped, f.partial = len(f.partial), nil
+			}
+			return
+		}
+		line := b[:i]
+		if len(f.partial) > 0 {
+			f.partial = append(f.partial, line...)
+			line = f.partial
+		}
+		switch {
+		case f.maxLine > 0 && len(line) > f.maxLine:
+			f.skip(len(line))
+		case len(bytes.TrimSpace(line)) > 0:
 			f.log.Record(line)
 		}
-		f.partial = rest
-	}
-	if len(f.partial) == 0 {
-		f.partial = nil // a long line's room goes with it
+		f.partial, b = f.partial[:0], b[i+1:]
 	}
 }
 
@@ -64,9 +87,17 @@ type conversationFeeder struct {
 	errs bytes.Buffer
 }
 
+// maxRecord bounds the records a conversation shows: a longer one (a tool
+// call's content of many MB) is a note, and the downloads have it.
+const maxRecord = 1 << 20
+
 func newConversationFeeder() *conversationFeeder {
 	f := &conversationFeeder{conv: newConversation()}
 	f.log = &sessionview.Log{Term: f.conv, Err: &f.errs}
+	f.maxLine = maxRecord
+	f.skip = func(size int) {
+		f.conv.Notice(fmt.Sprintf("· a record of %.1f MB, too long to show here: the transcript's downloads hold it", float64(size)/1e6))
+	}
 	return f
 }
 
