@@ -74,7 +74,7 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	for {
 		next, err := d.Store.TranscriptLast(r.Context(), id)
 		if err == nil && next > last {
-			err = d.feed(r, conv, id, last, next)
+			conv, event, err = d.catchUp(r, conv, event, id, last, next)
 			last = next
 		}
 		if err != nil {
@@ -139,14 +139,28 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	}
 }
 
-// feed renders a session's chunks numbered after after up to to into conv.
-func (d *sessionPages) feed(r *http.Request, conv *conversationFeeder, id string, after, to int64) error {
+// catchUp renders a session's chunks numbered after after up to to into
+// conv; when they are more than a page's window (a page left open while
+// much was written), it renders the latest window instead, which replaces
+// what the page shows.
+func (d *sessionPages) catchUp(r *http.Request, conv *conversationFeeder, event, id string, after, to int64) (*conversationFeeder, string, error) {
+	from, run, err := d.Store.TranscriptWindow(r.Context(), id, to, pageBytes)
+	if err != nil {
+		return conv, event, err
+	}
+	if from > after {
+		win, err := d.replay(r.Context(), id, from, to, run)
+		if err != nil {
+			return conv, event, err
+		}
+		return win.conv, EventReset, nil
+	}
 	rd, err := d.Store.TranscriptChunks(r.Context(), id, after, to)
 	if err != nil {
-		return err
+		return conv, event, err
 	}
 	defer rd.Close()
-	return conv.readChunks(rd)
+	return conv, event, conv.readChunks(rd)
 }
 
 // followWindow reads a page's window from /events' query.

@@ -181,3 +181,31 @@ func toolIDs(body string) map[string]string {
 	}
 	return ids
 }
+
+// TestM5_EventsAfterMoreThanAWindowResetToTheLatest: a page whose events
+// find more written since it was loaded than a window holds gets the
+// latest window as a reset, not all that was written.
+func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(1, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no window to follow:\n%.2000s", body)
+	}
+	var more strings.Builder
+	for n := range 10000 {
+		more.WriteString(toolCall(11+n, fmt.Sprintf("later %05d", n)))
+		if n%10 == 9 {
+			io.WriteString(tw, more.String())
+			more.Reset()
+		}
+	}
+	next := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	name, text := next()
+	if name != dashboard.EventReset || !strings.Contains(text, "later 09999") || strings.Contains(text, "later 00000") || len(text) > 2<<20 {
+		t.Fatalf("after more than a window, %s of %d bytes", name, len(text))
+	}
+}
