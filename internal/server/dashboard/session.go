@@ -148,12 +148,12 @@ func (w *window) earlier() int64 {
 // window renders the window of a session's transcript that ends before
 // the chunk numbered before (0: the latest).
 func (d *sessionPages) window(ctx context.Context, id string, before int64) (*window, error) {
-	to := int64(math.MaxInt64)
-	if before > 0 {
-		to = before - 1
-	} else if last, err := d.Store.TranscriptLast(ctx, id); err != nil {
-		return nil, err
-	} else {
+	to := before - 1
+	if before == 0 {
+		last, err := d.Store.TranscriptLast(ctx, id)
+		if err != nil {
+			return nil, err
+		}
 		to = last
 	}
 	after, run, err := d.Store.TranscriptWindow(ctx, id, to, pageBytes)
