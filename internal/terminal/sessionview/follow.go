@@ -124,8 +124,9 @@ func WriteLog(ctx context.Context, o LogOptions) (err error) {
 	}
 	each := func(line []byte) { out.Write(line); out.WriteByte('\n') }
 	if !o.Records {
-		term := &client.Terminal{Out: out, Err: o.Err, Color: o.Color}
-		l := &Log{Term: term, Err: o.Err}
+		errs := flushFirst{out, o.Err} // in order with what came before
+		term := &client.Terminal{Out: out, Err: errs, Color: o.Color}
+		l := &Log{Term: term, Err: errs}
 		each = l.Record
 		defer term.EndTurn("")
 	}
@@ -189,4 +190,17 @@ func scanLines(r io.Reader, each func([]byte)) error {
 		}
 	}
 	return sc.Err()
+}
+
+// flushFirst writes to w what is buffered in out first.
+type flushFirst struct {
+	out *bufio.Writer
+	w   io.Writer
+}
+
+func (f flushFirst) Write(p []byte) (int, error) {
+	if err := f.out.Flush(); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
 }
