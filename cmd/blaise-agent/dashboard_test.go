@@ -92,6 +92,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("run --server:\n%s", out)
 	}
 	id := l.sessions()[0].ID
+	generate(t, l, 60) // gen00000000 to gen00000059, older than id
 	shots := screenshotDir(t)
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -110,7 +111,36 @@ func TestDashboardInABrowser(t *testing.T) {
 	shoot(t, tab, shots, "signin")
 	do("signing in", chromedp.SendKeys(chromedp.ID("name"), "ada"), chromedp.SendKeys(chromedp.ID("password"), "correct horse battery"),
 		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("#s-"+id)))
+	// The list: a page of the newest 50, titles as links, states as
+	// badges; "Next page" goes on to the oldest, "Newest" back.
+	waitText(t, tab, `a[href="/sessions/gen00000059"]`, "task 59: fix the flaky test in package 22")
+	waitText(t, tab, "#s-gen00000059 .badge", "ended")
 	shoot(t, tab, shots, "sessions")
+	do("the next page", chromedp.Click(chromedp.CSS(`a[rel="next"]`)), chromedp.WaitVisible(chromedp.CSS("#s-gen00000000")))
+	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#session-list tbody tr").length`)); err != nil || n != 11 {
+		t.Fatalf("the second page lists %d sessions (%v), want the 11 oldest", n, err)
+	}
+	shoot(t, tab, shots, "sessions-page2")
+	do("back to the newest", chromedp.Click(chromedp.CSS(`nav.pager a[href="/sessions"]`)), chromedp.WaitVisible(chromedp.CSS("#s-"+id)))
+	// The search box finds titles, without script too (a GET form).
+	do("searching", chromedp.SetValue(chromedp.ID("q"), "in package 7"), chromedp.Click(chromedp.CSS("form.filters button")),
+		chromedp.WaitNotPresent(chromedp.CSS("#s-"+id)), chromedp.WaitVisible(chromedp.CSS("#s-gen00000044")))
+	if n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("#session-list tbody tr").length`)); err != nil || n != 2 {
+		t.Fatalf("the search lists %d sessions (%v), want tasks 7 and 44", n, err)
+	}
+	// The first page follows the store: a session started now appears
+	// without a reload.
+	do("the list", chromedp.Navigate(l.url+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#s-"+id)))
+	l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "another")
+	var other string
+	for _, r := range l.sessions() {
+		if r.ID != id && !strings.HasPrefix(r.ID, "gen") {
+			other = r.ID
+		}
+	}
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.getElementById("s-`+other+`") !== null`, chromedp.WithPollingMutation())); err != nil {
+		t.Fatalf("the new session %s never appeared in the list: %v", other, err)
+	}
 
 	do("the agents page", chromedp.Navigate(l.url+"/agents"), chromedp.WaitVisible(chromedp.CSS(`a[href="/agents/demo"]`)))
 	shoot(t, tab, shots, "agents")
@@ -438,5 +468,31 @@ func TestPermissionRequestEndsWithItsTurn(t *testing.T) {
 	}
 	if rec := l.session(id); rec.State != lifecycle.Ended || rec.EndReason != lifecycle.Closed {
 		t.Fatalf("the session: %s (%s)", rec.State, rec.EndReason)
+	}
+}
+
+// TestRunServerIsNamedAsTheSessionsHolder: while `run --server` runs a
+// turn, the dashboard's prompt to the session is refused, naming the
+// terminal's client (blaise-agent and its version, from its initialize).
+func TestRunServerIsNamedAsTheSessionsHolder(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", time.Minute, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	out := &testsupport.Buffer{}
+	run := exec.Command(l.bin, "run", "--server", l.url, "--token", l.token, "--agent", "demo", "/say waiting now\n/sleep 600000")
+	run.Stdout, run.Stderr = out, out
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = run.Process.Kill()
+		_ = run.Wait()
+	})
+	testsupport.Eventually(t, "the turn of run --server starts", func() bool { return strings.Contains(out.String(), "waiting now") })
+	id := l.sessions()[0].ID
+	c, csrf := l.signedIn(t)
+	resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"meanwhile"}})
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "in another front end (blaise-agent ") || strings.Contains(page, "blaise-agent dashboard") {
+		t.Fatalf("a prompt from the page while run --server holds the session: %s\n%s", resp.Status, page)
 	}
 }

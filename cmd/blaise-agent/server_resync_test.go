@@ -133,7 +133,7 @@ func (l *serverLab) onceEach(id string, updates int) {
 // TestStoreCallsSurviveABrokenConnectionMidTurn: the runner's
 // connection goes silent, then breaks, while a turn streams and a plug's
 // persisted write and transcript appends are on their way to the server.
-// The run is taken back, the session process sends again what was not
+// The run is adopted, the session process sends again what was not
 // answered, and the turn completes; the next prompt is answered, the
 // pause is reported, and the transcript has every record exactly once.
 func TestStoreCallsSurviveABrokenConnectionMidTurn(t *testing.T) {
@@ -231,7 +231,7 @@ func TestStoreCallsSurviveAServerRestartMidTurn(t *testing.T) {
 	proxy.cut()
 	l.startServer(addr)
 	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
-	testsupport.Eventually(t, "the server takes the run back", func() bool { return strings.Contains(l.logs.String(), "run taken back after a restart") })
+	testsupport.Eventually(t, "the server adopts the run", func() bool { return strings.Contains(l.logs.String(), "run adopted after a restart") })
 	testsupport.Eventually(t, "the plug's persisted write returns", func() bool {
 		return strings.Contains(r.logs.String(), fmt.Sprintf("persisted updates=%d", held))
 	})

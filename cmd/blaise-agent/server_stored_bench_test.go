@@ -89,7 +89,7 @@ func BenchmarkServerStoredSessions(b *testing.B) {
 }
 
 // generate stores n sessions of history of the agent demo in l's store.
-func generate(b *testing.B, l *serverLab, n int) {
+func generate(b testing.TB, l *serverLab, n int) {
 	if n == 0 {
 		return
 	}

@@ -494,9 +494,9 @@ func TestServerRestartAdoptsRuns(t *testing.T) {
 	l.startServer(addr)
 	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
 	if strings.Contains(r.logs.String(), "does not have the run any more") {
-		t.Fatalf("the run was not taken back:\nserve:\n%s\nrunner:\n%s", l.logs, r.logs)
+		t.Fatalf("the run was not adopted:\nserve:\n%s\nrunner:\n%s", l.logs, r.logs)
 	}
-	testsupport.Eventually(t, "the server takes the run back", func() bool { return strings.Contains(l.logs.String(), "run taken back after a restart") })
+	testsupport.Eventually(t, "the server adopts the run", func() bool { return strings.Contains(l.logs.String(), "run adopted after a restart") })
 	c = l.client()
 	c.Initialize(`{}`)
 	c.LoadSession(3, sid, l.dir)
@@ -656,7 +656,7 @@ func TestL8_NoTokenReachesARun(t *testing.T) {
 }
 
 // TestServerGoneLeavesNoProcess: when the server goes away while a
-// run streams and does not take the run back within the lease, the runner
+// run streams and does not adopt the run within the lease, the runner
 // stops the run, and neither the session process nor the agent is left
 // behind, blocked on output no one reads.
 func TestServerGoneLeavesNoProcess(t *testing.T) {

@@ -76,7 +76,7 @@ type Transcripts interface {
 
 // CallTranscripts is a store whose transcripts keep, with the lines of a
 // run's append, the number of its call (runstore): a server that
-// restarted does not know which calls of a run taken back the server
+// restarted does not know which calls of a run adopted the server
 // before it applied, and an append sent again must not be committed twice.
 type CallTranscripts interface {
 	// TranscriptCall is the number of the last call of run whose lines

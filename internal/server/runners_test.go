@@ -195,7 +195,7 @@ func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, taken := l.hello(l.cred, ref, ref)
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("taken back: %v, want %v once", taken, ref)
+		t.Fatalf("adopted: %v, want %v once", taken, ref)
 	}
 	l.openStreams(mux, ref)
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
@@ -207,7 +207,7 @@ func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 func TestADroppedRunLeavesItsSuccessor(t *testing.T) {
 	l := newLab(t)
 	l.s.init()
-	rc := &runnerConn{s: l.s, name: "r1", gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{runners: l.s.runners, name: "r1", gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	ref := runnerproto.RunRef{Session: "sess", Run: 1}
 	old, _ := rc.newProcess(ref)
 	successor, _ := rc.newProcess(ref)
@@ -225,7 +225,7 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, taken := l.hello(l.cred, ref)
 	if len(taken) != 1 {
-		t.Fatalf("taken back: %v", taken)
+		t.Fatalf("adopted: %v", taken)
 	}
 	if _, err := l.store.UpdateSession(t.Context(), ref.Session, func(r *lifecycle.Record) error {
 		lifecycle.ApplyPause(r, lifecycle.Pause{Reason: lifecycle.Failed, MayResume: true, Err: errors.New("its runner did not hand it back")}.Record(1, time.Now()))
@@ -235,10 +235,10 @@ func TestARunSettledBeforeItsStreamsWritesNothing(t *testing.T) {
 	}
 	store := runstore.NewClient(l.openStreams(mux, ref))
 	if err := store.Persisted().Set(context.Background(), ref.Session, "p", "acme/p", []byte(`"late"`)); err == nil {
-		t.Fatal("a persisted write of a run that was not taken back was applied")
+		t.Fatal("a persisted write of a run that was not adopted was applied")
 	}
 	if _, ok, err := l.store.PersistedPlug(t.Context(), ref.Session, "p"); ok || err != nil {
-		t.Fatalf("the write of a run not taken back is in the store: %v %v", ok, err)
+		t.Fatalf("the write of a run not adopted is in the store: %v %v", ok, err)
 	}
 }
 
@@ -262,9 +262,9 @@ func TestL5_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux := l.handBack(ref)
-	l.s.mu.Lock()
-	p := l.s.procs[ref]
-	l.s.mu.Unlock()
+	l.s.runners.mu.Lock()
+	p := l.s.runners.procs[ref]
+	l.s.runners.mu.Unlock()
 	// Sent, never read: the connection breaks with the frames in it.
 	p.Signal(false)
 	p.Signal(true)
@@ -272,7 +272,7 @@ func TestL5_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
 	mux, frames, taken := l.helloFrames(l.cred, ref)
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("taken back: %v", taken)
+		t.Fatalf("adopted: %v", taken)
 	}
 	l.openStreams(mux, ref)
 	got := nextFrame(frames)
@@ -296,7 +296,7 @@ func TestAStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux, frames, taken := l.helloFrames(l.cred, ref)
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
-		t.Fatalf("taken back: %v", taken)
+		t.Fatalf("adopted: %v", taken)
 	}
 	store := l.openStreams(mux, ref)
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
@@ -378,9 +378,9 @@ func TestARunnerOfVersion3IsServed(t *testing.T) {
 		}
 		l.openStreams(mux, ref)
 		testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
-		l.s.mu.Lock()
-		p := l.s.procs[ref]
-		l.s.mu.Unlock()
+		l.s.runners.mu.Lock()
+		p := l.s.runners.procs[ref]
+		l.s.runners.mu.Unlock()
 		if p == nil || p.CarriesMessages() != (version >= 4) {
 			t.Errorf("a run of a runner of version %d: %+v, carries its messages in its transcript: %v", version, p, p != nil && p.CarriesMessages())
 		}
@@ -409,7 +409,7 @@ func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.
 	}
 	launched := make(chan error, 1)
 	go func() {
-		_, err := l.s.Launch(t.Context(), engine.Launch{Record: rec})
+		_, err := l.s.runners.Launch(t.Context(), engine.Launch{Record: rec})
 		launched <- err
 	}()
 	f, err := frames.Receive()

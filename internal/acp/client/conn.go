@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
 
 // A Handler serves the messages an agent sends to the client.
@@ -79,6 +80,11 @@ var errCancelRequest = errors.New("request cancelled by the agent")
 // context ends, where a Conn forgets the call; and reads lines of at most
 // 10 MiB, where the proxy passes acp.DefaultMaxLine.
 type Conn struct {
+	// Info, when set before Open, names the client in its initialize
+	// (clientInfo). Plug tests leave it out: their transcripts are
+	// compared, and would hold the build's version.
+	Info *ClientInfo
+
 	r *acp.Reader
 	w *acp.Writer
 	h Handler
@@ -237,12 +243,16 @@ func (c *Conn) Call(ctx context.Context, method string, params any) (json.RawMes
 	}
 }
 
-// Open initializes the connection, announcing the client's capabilities,
-// and opens an ACP session in cwd: a new one (session/new), or with loadID
-// the session of that id, whose history the agent then replays
-// (session/load). It returns the session's id.
+// Open initializes the connection, announcing the client (Info) and
+// its capabilities, and opens an ACP session in cwd: a new one
+// (session/new), or with loadID the session of that id, whose history the
+// agent then replays (session/load). It returns the session's id.
 func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (string, error) {
-	if _, err := c.Initialize(ctx, map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities}); err != nil {
+	params := map[string]any{"protocolVersion": 1, "clientCapabilities": capabilities}
+	if c.Info != nil {
+		params["clientInfo"] = c.Info
+	}
+	if _, err := c.Initialize(ctx, params); err != nil {
 		return "", err
 	}
 	if loadID != "" {
@@ -262,6 +272,18 @@ func (c *Conn) Open(ctx context.Context, capabilities any, cwd, loadID string) (
 		return "", fmt.Errorf("session/new: no session id in %s", res)
 	}
 	return v.SessionID, nil
+}
+
+// ClientInfo is a client's name in its initialize: a server says by it
+// who holds a session.
+type ClientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// BlaiseAgent names the terminal: blaise-agent and its version.
+func BlaiseAgent() *ClientInfo {
+	return &ClientInfo{Name: "blaise-agent", Version: buildinfo.Version()}
 }
 
 // Initialize announces the client to the agent (initialize, with params as

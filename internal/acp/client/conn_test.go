@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
 
 // handlerFuncs is a Handler made of functions; nil ones do nothing or
@@ -460,5 +461,41 @@ func TestConnSessionCallsSendACPsMessages(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Errorf("session/cancel: %v", err)
+	}
+}
+
+// Open names the client in its initialize (clientInfo) when it is given a
+// name: the terminal's is blaise-agent and its version, which a server
+// shows as who holds a session. Without one, it sends none.
+func TestOpenNamesTheClientInItsInitialize(t *testing.T) {
+	for _, info := range []*ClientInfo{BlaiseAgent(), nil} {
+		c, p := newPeer(t, nil)
+		c.Info = info
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.Open(context.Background(), map[string]any{}, "/work", "")
+			errc <- err
+		}()
+		m := p.next()
+		var params struct {
+			ClientInfo *ClientInfo `json:"clientInfo"`
+		}
+		if err := json.Unmarshal(m.Params, &params); err != nil || m.Method != "initialize" {
+			t.Fatalf("sent %s (%v)", m.Raw, err)
+		}
+		switch {
+		case info == nil && params.ClientInfo != nil:
+			t.Errorf("a client without a name sent clientInfo %+v", params.ClientInfo)
+		case info != nil && (params.ClientInfo == nil || params.ClientInfo.Name != "blaise-agent" || params.ClientInfo.Version != buildinfo.Version()):
+			t.Errorf("clientInfo %+v, want blaise-agent %s", params.ClientInfo, buildinfo.Version())
+		}
+		p.send(`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+		if m := p.next(); m.Method != "session/new" {
+			t.Fatalf("sent %s", m.Raw)
+		}
+		p.send(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"sess-1"}}`)
+		if err := <-errc; err != nil {
+			t.Fatalf("Open: %v", err)
+		}
 	}
 }

@@ -335,7 +335,7 @@ func (g *greeting) clientName() string {
 		} `json:"clientInfo"`
 	}
 	if json.Unmarshal(g.initParams, &p) != nil || p.ClientInfo == nil || p.ClientInfo.Name == "" {
-		return "an ACP client that gave no name (`run --server` gives none)"
+		return "an ACP client that gave no name"
 	}
 	return strings.TrimSpace(p.ClientInfo.Name + " " + p.ClientInfo.Version)
 }

@@ -49,7 +49,7 @@ func (f *fakeSessions) Start(_ context.Context, config, dir string) (Run, error)
 	return f.launch(id, 1), nil
 }
 
-// Claim: no fake run is ever taken back after a restart.
+// Claim: no fake run is ever adopted after a restart.
 func (f *fakeSessions) Claim(context.Context, string) Run { return nil }
 
 func (f *fakeSessions) Resume(_ context.Context, id string) (Run, error) {

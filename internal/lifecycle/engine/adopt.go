@@ -22,7 +22,7 @@ func (e *Engine) Adopt(ctx context.Context, id string, run int, proc Process) (*
 		err = activeError(id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, err)
+		return nil, fmt.Errorf("session %s: run %d cannot be adopted: %w", id, run, err)
 	}
 	rec, h, err := e.inProgress(ctx, id, run)
 	if err != nil {
@@ -56,7 +56,7 @@ func (e *Engine) Adopt(ctx context.Context, id string, run int, proc Process) (*
 func (e *Engine) resendStop(l *Live, st *lifecycle.StopRecord) {
 	err := l.ctl.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Run: l.Run, Stop: &st.Stop})
 	if err != nil {
-		e.logger().Warn("sending the stop of a run taken back failed", "session", l.ID, "run", l.Run, "err", err)
+		e.logger().Warn("sending the stop of an adopted run failed", "session", l.ID, "run", l.Run, "err", err)
 	}
 	st.Delivered = err == nil
 	if _, err := e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
@@ -73,7 +73,7 @@ func (e *Engine) resendStop(l *Live, st *lifecycle.StopRecord) {
 // nil when it would, as things are now.
 func (e *Engine) Adoptable(ctx context.Context, id string, run int) error {
 	if e.Running(id) != nil {
-		return fmt.Errorf("session %s: run %d cannot be taken back: %w", id, run, activeError(id))
+		return fmt.Errorf("session %s: run %d cannot be adopted: %w", id, run, activeError(id))
 	}
 	_, _, err := e.inProgress(ctx, id, run)
 	return err
@@ -88,7 +88,7 @@ func (e *Engine) inProgress(ctx context.Context, id string, n int) (*lifecycle.R
 		h, err = runInProgress(rec, n)
 	}
 	if err != nil {
-		return nil, h, fmt.Errorf("session %s: run %d cannot be taken back: %w", id, n, err)
+		return nil, h, fmt.Errorf("session %s: run %d cannot be adopted: %w", id, n, err)
 	}
 	return rec, h, nil
 }

@@ -135,7 +135,7 @@ func (p *pipeProcess) PID() int         { return 0 }
 
 // TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow: a timeout stop
 // recorded before the restart and never sent, older than its grace, is sent
-// to the run taken back, and the run has its whole grace from then (L5)
+// to the adopted run, and the run has its whole grace from then (L5)
 // before it is failed: it is not killed at once for a stop it never received.
 func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 	const grace = time.Minute
@@ -149,12 +149,12 @@ func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m, err := proc.peerCtl.Receive(); err != nil || m.Kind != lifecycle.ControlStop || m.Stop == nil || m.Stop.Reason != lifecycle.Timeout {
-		t.Fatalf("the run taken back got %+v %v, want its timeout stop", m, err)
+		t.Fatalf("the adopted run got %+v %v, want its timeout stop", m, err)
 	}
 	<-clock.Waiting() // the run's timers wait
 	select {
 	case kill := <-proc.signals:
-		t.Fatalf("the run was signalled (kill %v) as soon as it was taken back, within the grace of its stop", kill)
+		t.Fatalf("the run was signalled (kill %v) as soon as it was adopted, within the grace of its stop", kill)
 	default:
 	}
 	if got, err := store.Session(t.Context(), rec.ID); err != nil || got.Stop == nil || !got.Stop.At.Equal(now) || !got.Stop.Delivered {
@@ -173,7 +173,7 @@ func TestL5_AStopSentAgainAfterARestartHasItsGraceFromNow(t *testing.T) {
 }
 
 // TestARunTakenBackDoesNotWaitForAFrontEnd: the messages of a run
-// taken back that no front end has claimed are read, not held: its output
+// adopted that no front end has claimed are read, not held: its output
 // does not fill and stop it (a runner's store, which forwards the
 // messages of a run before it answers its calls, would answer nothing
 // until a client came back). A front end that claims it gets the messages
@@ -201,7 +201,7 @@ func TestARunTakenBackDoesNotWaitForAFrontEnd(t *testing.T) {
 			return false
 		}
 	}) {
-		t.Fatal("the output of a run taken back and not claimed stopped: the engine holds its messages for no one")
+		t.Fatal("the output of a run adopted and not claimed stopped: the engine holds its messages for no one")
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func (l *Live) Messages() <-chan *acp.Message { return l.out }
 // came together are seen within a moment. At the end (m nil), it closes
 // the stream.
 //
-// The messages of a run taken back that no front end has claimed yet are
+// The messages of a run adopted that no front end has claimed yet are
 // dropped (released), not sent: the run waits for no reader that is not
 // there. Its process's output (a runner's store, which forwards a run's
 // messages before it answers its calls) would fill and stop the run, its

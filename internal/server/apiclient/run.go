@@ -70,6 +70,7 @@ func (t *Terminal) Run(ctx context.Context) error {
 		return err
 	}
 	cc := client.NewConn(conn, conn, t.Term)
+	cc.Info = client.BlaiseAgent()
 	connCtx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})
 	defer func() { cancel(); <-ran }()

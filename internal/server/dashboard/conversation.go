@@ -34,7 +34,8 @@ type conversation struct {
 	open  *block // the text block that chunks of its kind go to
 	plan  *block // the turn's plan
 	run   int
-	dirty []*block // blocks added or changed since the last changed()
+	dirty []*block          // blocks added or changed since the last changed()
+	diffs map[string]string // a file's path -> the id of its latest diff shown
 }
 
 // block is one block of a conversation.
@@ -101,12 +102,40 @@ func (c *conversation) runs() []*block {
 // toolCard is a tool call as its updates leave it.
 type toolCard struct {
 	Title, Kind, Status string
-	Locations           []sdk.ToolCallLocation
+	Locations           []location
 	Content             []sdk.ToolCallContent
 }
 
+// location is a file a tool call works on, linked to the diff of it shown
+// on the page: the call's own, or else the latest before it.
+type location struct {
+	sdk.ToolCallLocation
+	Href string // "" when no diff of its path is shown
+}
+
+// DiffID is the id of the diff that is the content i of a tool card.
+func (b *block) DiffID(i int) string { return fmt.Sprintf("%s-diff-%d", b.ID, i) }
+
+// linkTool notes the diffs of a tool card, and links its locations to the
+// diffs of their paths.
+func (c *conversation) linkTool(b *block, locs []sdk.ToolCallLocation) {
+	for i, cc := range b.Tool.Content {
+		if cc.Diff != nil {
+			c.diffs[cc.Diff.Path] = b.DiffID(i)
+		}
+	}
+	b.Tool.Locations = b.Tool.Locations[:0]
+	for _, l := range locs {
+		loc := location{ToolCallLocation: l}
+		if id, ok := c.diffs[l.Path]; ok {
+			loc.Href = "#" + id
+		}
+		b.Tool.Locations = append(b.Tool.Locations, loc)
+	}
+}
+
 func newConversation() *conversation {
-	return &conversation{tools: map[sdk.ToolCallId]*block{}}
+	return &conversation{tools: map[sdk.ToolCallId]*block{}, diffs: map[string]string{}}
 }
 
 // add appends a block of kind and closes the open text block.
@@ -190,7 +219,9 @@ func (c *conversation) Notification(method string, params json.RawMessage) {
 		if title == "" {
 			title = string(u.ToolCallId)
 		}
-		c.tools[u.ToolCallId] = c.add(&block{Kind: "tool", call: u.ToolCallId, Tool: &toolCard{Title: title, Kind: string(u.Kind), Status: string(u.Status), Locations: u.Locations, Content: u.Content}})
+		b := c.add(&block{Kind: "tool", call: u.ToolCallId, Tool: &toolCard{Title: title, Kind: string(u.Kind), Status: string(u.Status), Content: u.Content}})
+		c.linkTool(b, u.Locations)
+		c.tools[u.ToolCallId] = b
 	case "tool_call_update":
 		var u sdk.SessionToolCallUpdate
 		json.Unmarshal(n.Update, &u)
@@ -209,12 +240,16 @@ func (c *conversation) Notification(method string, params json.RawMessage) {
 		if u.Status != nil {
 			t.Status = string(*u.Status)
 		}
-		if u.Locations != nil {
-			t.Locations = u.Locations
+		locs := u.Locations
+		if locs == nil {
+			for _, l := range t.Locations {
+				locs = append(locs, l.ToolCallLocation)
+			}
 		}
 		if u.Content != nil {
 			t.Content = u.Content
 		}
+		c.linkTool(b, locs)
 		c.touch(b)
 	case "plan":
 		var u sdk.SessionUpdatePlan

@@ -204,3 +204,27 @@ func TestConversationToolCardStatusFollowsItsUpdates(t *testing.T) {
 		t.Fatalf("after the update, %s:\n%s", name, html)
 	}
 }
+
+// A tool call's locations link to the diff of their file on the page: the
+// call's own, or the latest one before it; a file of no diff is its path
+// and line, as text.
+func TestToolLocationLinksToItsDiff(t *testing.T) {
+	s := newSite(t, false)
+	id := s.transcriptOf(
+		update(`{"sessionUpdate":"tool_call","toolCallId":"t1","title":"Edit main.go","kind":"edit","status":"pending","locations":[{"path":"/src/main.go","line":3},{"path":"/src/other.go"}]}`),
+		update(`{"sessionUpdate":"tool_call_update","toolCallId":"t1","status":"completed","content":[{"type":"content","content":{"type":"text","text":"edited"}},{"type":"diff","path":"/src/main.go","oldText":"old\n","newText":"new\n"}]}`),
+		update(`{"sessionUpdate":"tool_call","toolCallId":"t2","title":"Read main.go","kind":"read","status":"completed","locations":[{"path":"/src/main.go","line":10}]}`),
+	)
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	edit := regexp.MustCompile(`<article class="tool status-completed" id="(b[0-9-]+)">`).FindStringSubmatch(body)
+	if edit == nil {
+		t.Fatalf("no tool card:\n%s", body)
+	}
+	want(t, resp, body, http.StatusOK,
+		`<figure class="diff" id="`+edit[1]+`-diff-1">`,
+		`<li><a href="#`+edit[1]+`-diff-1"><code>/src/main.go:3</code></a></li>`,
+		`<li><code>/src/other.go</code></li>`,
+		`<li><a href="#`+edit[1]+`-diff-1"><code>/src/main.go:10</code></a></li>`)
+}

@@ -93,6 +93,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /runners/{id}/revoke", s.signedIn(runners.revokeRunner))
 	mux.HandleFunc("POST /tokens/{id}/revoke", s.signedIn(runners.revokeToken))
 	mux.HandleFunc("GET /sessions", s.signedIn(list.sessions))
+	mux.HandleFunc("GET /sessions/rows", s.signedIn(list.rows))
 	mux.HandleFunc("GET /sessions/{id}", s.signedIn(one.sessionDetail))
 	mux.HandleFunc("GET /sessions/{id}/events", s.signedIn(one.follow))
 	mux.HandleFunc("GET /sessions/{id}/transcript", s.signedIn(one.transcript))

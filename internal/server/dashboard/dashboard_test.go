@@ -31,10 +31,11 @@ const password = "correct horse battery"
 // site is a real server (SQLite store, the API and the dashboard) behind
 // an HTTP listener, with an agent "demo" and an admin "ada".
 type site struct {
-	t     *testing.T
+	t     testing.TB
 	store *sqlstore.Store
 	srv   *httptest.Server
 	logs  *syncBuffer // what the server logged
+	data  string      // the store's directory
 }
 
 // syncBuffer is a log's output, read while the server writes it.
@@ -55,11 +56,12 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
-func newSite(t *testing.T, tls bool) *site {
+func newSite(t testing.TB, tls bool) *site {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	data := t.TempDir()
+	store, err := server.StoreOptions{Data: data}.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +85,7 @@ func newSite(t *testing.T, tls bool) *site {
 	if _, err := store.CreateFirstAdmin(ctx, tok, "ada", password); err != nil {
 		t.Fatal(err)
 	}
-	return &site{t: t, store: store, srv: srv, logs: logs}
+	return &site{t: t, store: store, srv: srv, logs: logs, data: data}
 }
 
 // browser is a client with a cookie jar that does not follow redirects.
@@ -140,7 +142,7 @@ func (s *site) lifetime() time.Duration {
 	return a.Settings.PausedLifetime
 }
 
-func want(t *testing.T, resp *http.Response, body string, status int, parts ...string) {
+func want(t testing.TB, resp *http.Response, body string, status int, parts ...string) {
 	t.Helper()
 	if resp.StatusCode != status {
 		t.Fatalf("status %s, want %d; body:\n%s", resp.Status, status, body)
@@ -244,7 +246,8 @@ func TestSignInCookieFlags(t *testing.T) {
 // admin, once; then the setup page is gone and a wrong password is refused.
 func TestSetupTokenCreatesTheFirstAdminOnce(t *testing.T) {
 	ctx := t.Context()
-	store, err := server.StoreOptions{Data: t.TempDir()}.Open(ctx)
+	data := t.TempDir()
+	store, err := server.StoreOptions{Data: data}.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 
@@ -46,6 +48,17 @@ func (d *site) render(w http.ResponseWriter, status int, name string, p page) {
 	if err := d.pages[name].Execute(w, p); err != nil {
 		d.log().Error("dashboard: rendering a page", "page", name, "err", err)
 	}
+}
+
+// part renders the template part of the page name alone, with the
+// version of what it rendered: a digest of it.
+func (d *site) part(name, part string, p page) (template.HTML, string, error) {
+	var b bytes.Buffer
+	if err := d.pages[name].ExecuteTemplate(&b, part, p); err != nil {
+		return "", "", fmt.Errorf("rendering %s of %s: %w", part, name, err)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	return template.HTML(b.String()), base64.RawURLEncoding.EncodeToString(sum[:16]), nil
 }
 
 // csrfToken is the form token of a signed-in browser: derived from its

@@ -59,7 +59,7 @@ type Runner struct {
 	leaseD time.Duration // the server's, from its welcome
 }
 
-// lease is how long a run waits to be taken back after its connection
+// lease is how long a run waits to be adopted after its connection
 // broke: the server's lease, after which it fails the run anyway.
 func (r *Runner) lease() time.Duration {
 	r.mu.Lock()
@@ -71,7 +71,7 @@ func (r *Runner) lease() time.Duration {
 }
 
 // alive lists the runs not given up, which a new connection offers the
-// server to take back.
+// server to adopt.
 func (r *Runner) alive() []*run {
 	r.mu.Lock()
 	defer r.mu.Unlock()

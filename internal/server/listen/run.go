@@ -254,7 +254,7 @@ func (rn *run) detach(c *conn) {
 		case <-changed:
 		case <-rn.done:
 		case <-time.After(rn.r.lease()):
-			rn.r.Log.Warn("the server did not take the run back in time: stopping it", "session", rn.ref.Session, "run", rn.ref.Run)
+			rn.r.Log.Warn("the server did not adopt the run in time: stopping it", "session", rn.ref.Session, "run", rn.ref.Run)
 			rn.giveUp()
 		}
 	}()

@@ -106,7 +106,7 @@ type Frame struct {
 	Config string `json:"config,omitempty"`
 	Dir    string `json:"dir,omitempty"`
 	// Runs, in hello: the runs the runner still has; in welcome: those the
-	// server takes back (the runner stops the others).
+	// server adopts (the runner stops the others).
 	Runs []RunRef `json:"runs,omitempty"`
 	// LeaseMS, in welcome: the server's lease, in milliseconds: how long
 	// it waits for a runner that is gone before it fails its runs.

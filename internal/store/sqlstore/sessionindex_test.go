@@ -80,15 +80,15 @@ func TestRowsWrittenBeforeTheIndexAreIndexedAtOpen(t *testing.T) {
 	})
 }
 
-// The sessions list comes in pages, newest first, each after the cursor of
-// the one before, with the filters applied in the database; the last page
+// The sessions list comes in pages, newest first (or oldest first), each
+// after the cursor of the one before, with the filters applied in the database; the last page
 // has no cursor, and a cursor the store did not give is refused.
 func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		s := open(t, dsn, newKey())
 		base := time.Now().UTC()
-		var newestFirst, paused []string
+		var newestFirst, oldestFirst, paused []string
 		for i := range 25 {
 			rec := &lifecycle.Record{ID: fmt.Sprintf("s%02d", i), AgentName: []string{"a", "b"}[i%2], State: lifecycle.Active,
 				Runner: []string{"r1", "r2", "r3"}[i%3], Title: fmt.Sprintf("Task %d: %d%% done_", i, i),
@@ -101,6 +101,7 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 				t.Fatal(err)
 			}
 			newestFirst = append([]string{rec.ID}, newestFirst...)
+			oldestFirst = append(oldestFirst, rec.ID)
 		}
 		all := func(q ListQuery) (ids []string, pages int) {
 			t.Helper()
@@ -124,6 +125,9 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 		}
 		if ids, pages := all(ListQuery{Limit: 10}); !slices.Equal(ids, newestFirst) || pages != 3 {
 			t.Errorf("pages of 10: %d pages of %v, want 3 of %v", pages, ids, newestFirst)
+		}
+		if ids, pages := all(ListQuery{Limit: 10, Oldest: true}); !slices.Equal(ids, oldestFirst) || pages != 3 {
+			t.Errorf("pages of 10, oldest first: %d pages of %v", pages, ids)
 		}
 		if ids, pages := all(ListQuery{Limit: 25}); len(ids) != 25 || pages != 1 {
 			t.Errorf("a page of 25 of 25 sessions: %d pages, %d sessions; want 1 page without a cursor", pages, len(ids))

@@ -336,8 +336,8 @@ func (s *sessionStore) TornDown(ctx context.Context, id string, failure error, a
 }
 
 // ListQuery is a page of the sessions list: the sessions matching every
-// filter given, newest first (by Created, then ID), after the cursor of
-// the page before.
+// filter given, newest first (by Created, then ID), or oldest first, after
+// the cursor of the page before.
 type ListQuery struct {
 	Agent, State, Runner string
 	// Owner, when not nil: only the sessions opened with an API token of
@@ -350,6 +350,8 @@ type ListQuery struct {
 	// After is the cursor of the page before (ListPage.Next); "" for the
 	// first.
 	After string
+	// Oldest lists the oldest first: the same indexes, read the other way.
+	Oldest bool
 }
 
 // ListPage is a page of the sessions list.
@@ -394,14 +396,22 @@ func (s *sessionStore) ListSessions(ctx context.Context, q ListQuery) (ListPage,
 		if err != nil {
 			return ListPage{}, err
 		}
-		where = append(where, "(created < ? OR (created = ? AND id < ?))")
+		cmp := "<"
+		if q.Oldest {
+			cmp = ">"
+		}
+		where = append(where, "(created "+cmp+" ? OR (created = ? AND id "+cmp+" ?))")
 		args = append(args, created, created, id)
 	}
 	query := "SELECT id, created, record FROM sessions"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	query += " ORDER BY created DESC, id DESC LIMIT ?"
+	order := " DESC"
+	if q.Oldest {
+		order = ""
+	}
+	query += " ORDER BY created" + order + ", id" + order + " LIMIT ?"
 	args = append(args, q.Limit+1) // one more: is there a page after?
 	rows, err := s.read.rows(ctx, query, args...)
 	if err != nil {

@@ -75,6 +75,7 @@ func (t *terminalRun) attach(id string, end bool) error {
 	connCtx, cancel := context.WithCancel(t.ctx)
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, t.term)
+	conn.Info = client.BlaiseAgent()
 	// Ends with connCtx, cancelled by s.stop.
 	go func() { _ = conn.Run(connCtx) }()
 	s := &attached{term: t.term, live: live, conn: conn, stop: func() { cancel(); fromLive.Close() }}
