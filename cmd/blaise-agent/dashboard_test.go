@@ -376,7 +376,7 @@ func getJSON(t *testing.T, l *serverLab, path string, v any) {
 // signedIn creates the dashboard's first admin with the setup token serve
 // printed, and returns a browser signed in as them (one that follows no
 // redirect) and the form token of its pages.
-func (l *serverLab) signedIn(t *testing.T) (*http.Client, string) {
+func (l *serverLab) signedIn(t testing.TB) (*http.Client, string) {
 	t.Helper()
 	m := setupToken.FindStringSubmatch(l.logs.String())
 	if m == nil {
@@ -395,7 +395,7 @@ func (l *serverLab) signedIn(t *testing.T) (*http.Client, string) {
 	return c, csrf[1]
 }
 
-func post(t *testing.T, c *http.Client, u string, form url.Values) (*http.Response, string) {
+func post(t testing.TB, c *http.Client, u string, form url.Values) (*http.Response, string) {
 	t.Helper()
 	resp, err := c.PostForm(u, form)
 	if err != nil {
@@ -406,7 +406,7 @@ func post(t *testing.T, c *http.Client, u string, form url.Values) (*http.Respon
 	return resp, string(b)
 }
 
-func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+func get(t testing.TB, c *http.Client, u string) (*http.Response, string) {
 	t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {

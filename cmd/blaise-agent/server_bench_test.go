@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -137,16 +135,4 @@ func BenchmarkServerPausedSessions(b *testing.B) {
 }
 
 // rssMiB is a process's resident memory.
-func rssMiB(b *testing.B, pid int) float64 {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Skip("no /proc: ", err)
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
+func rssMiB(b *testing.B, pid int) float64 { return procStatusMiB(b, pid, "VmRSS") }

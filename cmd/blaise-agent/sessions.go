@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -241,14 +241,18 @@ func (c *SessionsLogCmd) Run(g *Globals) error {
 		Store: st, ID: rec.ID, Follow: c.Follow, Records: c.JSON,
 	}
 	if st == nil {
-		if c.Follow {
-			return errors.New("--follow does not work with --server yet: run sessions log again")
+		cl := c.client()
+		o.Server = func(ctx context.Context, after int64) (io.ReadCloser, int64, error) {
+			b, err := cl.Transcript(ctx, rec.ID, after)
+			if err != nil {
+				return nil, 0, err
+			}
+			return b, b.Next, nil
 		}
-		b, err := c.client().Transcript(ctx, rec.ID)
-		if err != nil {
-			return err
+		o.Live = func(ctx context.Context) (bool, error) {
+			r, err := cl.Session(ctx, rec.ID)
+			return err == nil && r.State == lifecycle.Active, err
 		}
-		o.Transcript = bytes.NewReader(b)
 	}
 	return sessionview.WriteLog(ctx, o)
 }

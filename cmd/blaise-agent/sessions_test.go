@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
@@ -59,5 +61,54 @@ func TestLogFollowsALiveRun(t *testing.T) {
 	}
 	if err := follow.Wait(); err != nil {
 		t.Fatalf("sessions log --follow: %v", err)
+	}
+}
+
+// TestLogFollowsALiveRunOnAServer: `sessions log --follow --server` shows
+// the turns of a server's run in progress as they are recorded, each once,
+// and exits on its own once the run has paused.
+func TestLogFollowsALiveRunOnAServer(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	c, sid := l.openAfter("first")
+	follow := exec.Command(l.bin, "sessions", "log", "--follow", "--server", l.url, "--token", l.token, sid)
+	stdout, err := follow.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow.Stderr = os.Stderr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	var seen []string
+	until := func(want string) {
+		t.Helper()
+		for lines.Scan() {
+			if seen = append(seen, lines.Text()); lines.Text() == want {
+				return
+			}
+		}
+		t.Fatalf("sessions log --follow --server ended before %q: %v\n%s", want, lines.Err(), strings.Join(seen, "\n"))
+	}
+	until("echo: first")
+	if _, resp := c.Turn(3, sid, "second"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	until("> second")
+	until("echo: second")
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+		seen = append(seen, lines.Text())
+	}
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("sessions log --follow --server: %v", err)
+	}
+	if out := strings.Join(seen, "\n"); strings.Count(out, "echo: first") != 1 || strings.Count(out, "echo: second") != 1 {
+		t.Fatalf("a turn shown twice, or not at all:\n%s", out)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -184,19 +183,9 @@ func (res *resources) getSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-// getTranscript streams a session's transcript: its records, one JSON
-// object a line (docs/messages.md).
+// getTranscript streams a session's transcript (serveTranscript).
 func (res *resources) getTranscript(w http.ResponseWriter, r *http.Request) {
-	rd, err := res.Store.ReadTranscript(r.Context(), r.PathValue("id"))
-	if err != nil {
-		failErr(w, err)
-		return
-	}
-	defer rd.Close()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	if _, err := io.Copy(w, rd); err != nil {
-		res.Log.Debug("sending a transcript", "session", r.PathValue("id"), "err", err)
-	}
+	serveTranscript(w, r, res.Store, res.Log)
 }
 
 // endSession ends a session: a live run gets a closed stop, recorded

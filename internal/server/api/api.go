@@ -12,6 +12,10 @@ const (
 	// ACPSubprotocol is the WebSocket subprotocol of a client's ACP
 	// connection: ACP messages, one per line, in binary messages.
 	ACPSubprotocol = "acp.v1"
+	// HeaderTranscriptNext, on a transcript, is the number of the last
+	// chunk it holds: a client that follows the transcript asks for what
+	// comes ?after= it (docs/server.md).
+	HeaderTranscriptNext = "Blaise-Transcript-Next"
 )
 
 // AgentJSON is an agent in the API: durations as Go durations ("24h").

@@ -273,11 +273,28 @@ func (c *Client) Session(ctx context.Context, id string) (*lifecycle.Record, err
 	return &out, c.call(ctx, http.MethodGet, api.PathSessions+"/"+url.PathEscape(id), nil, &out)
 }
 
-// Transcript returns a session's transcript, its records one a line.
-func (c *Client) Transcript(ctx context.Context, id string) ([]byte, error) {
-	var out bytes.Buffer
-	err := c.call(ctx, http.MethodGet, api.PathSessions+"/"+url.PathEscape(id)+"/transcript", nil, &out)
-	return out.Bytes(), err
+// TranscriptBody is a session's transcript as the server sends it: its
+// records one a line, read as they come.
+type TranscriptBody struct {
+	io.ReadCloser
+	// Next is the number of the last chunk it holds: the after of the
+	// request that reads what comes next; -1 from a server that does not
+	// say (older than ?after=).
+	Next int64
+}
+
+// Transcript streams a session's transcript: what chunks after the chunk
+// numbered after hold (0: from the start). The caller closes it.
+func (c *Client) Transcript(ctx context.Context, id string, after int64) (*TranscriptBody, error) {
+	resp, err := c.send(ctx, http.MethodGet, api.PathSessions+"/"+url.PathEscape(id)+"/transcript?after="+strconv.FormatInt(after, 10), nil)
+	if err != nil {
+		return nil, err
+	}
+	next, err := strconv.ParseInt(resp.Header.Get(api.HeaderTranscriptNext), 10, 64)
+	if err != nil {
+		next = -1
+	}
+	return &TranscriptBody{ReadCloser: resp.Body, Next: next}, nil
 }
 
 // Resolve marks an orphaned session ended.

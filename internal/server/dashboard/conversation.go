@@ -24,13 +24,18 @@ import (
 // follows it replaces a block that changed (a tool call's status, an
 // answer that streams) by its id.
 type conversation struct {
-	blocks []*block
-	tools  map[sdk.ToolCallId]*block
-	open   *block // the text block that chunks of its kind go to
-	plan   *block // the turn's plan
-	run    int
-	dirty  []*block          // blocks added or changed since the last changed()
-	diffs  map[string]string // a file's path -> the id of its latest diff shown
+	blocks []*block // since the last prune
+	// chunk is the number of the transcript's chunk being read, and added
+	// the blocks its records added: a block's id, b<chunk>-<added>, is
+	// the same on every page and stream that shows it.
+	chunk int64
+	added int
+	tools map[sdk.ToolCallId]*block
+	open  *block // the text block that chunks of its kind go to
+	plan  *block // the turn's plan
+	run   int
+	dirty []*block          // blocks added or changed since the last changed()
+	diffs map[string]string // a file's path -> the id of its latest diff shown
 }
 
 // block is one block of a conversation.
@@ -44,6 +49,7 @@ type block struct {
 	Run   int                  // run: its number
 	Info  *lifecycle.RunRecord // run: as the record keeps it, when it does
 	Stop  string               // note: the stop reason of a turn that ended
+	call  sdk.ToolCallId       // tool: its call's id
 	dirty bool
 }
 
@@ -58,6 +64,28 @@ func (b *block) NoteKind() string {
 		return "error"
 	}
 	return "info"
+}
+
+// prune forgets the blocks that no later record changes, but for the runs'
+// lines, which show what the record keeps of them: a conversation that
+// follows a session for long holds what can still change.
+func (c *conversation) prune() {
+	kept := c.blocks[:0]
+	for _, b := range c.blocks {
+		if b.Kind == "run" || b == c.open || b == c.plan || c.tools[toolID(b)] == b {
+			kept = append(kept, b)
+		}
+	}
+	clear(c.blocks[len(kept):])
+	c.blocks = kept
+}
+
+// toolID is the call id a tool block is kept under, if any.
+func toolID(b *block) sdk.ToolCallId {
+	if b.Tool == nil {
+		return ""
+	}
+	return b.call
 }
 
 // runs are the blocks that start runs.
@@ -112,11 +140,19 @@ func newConversation() *conversation {
 
 // add appends a block of kind and closes the open text block.
 func (c *conversation) add(b *block) *block {
-	b.ID = fmt.Sprintf("b%d", len(c.blocks)+1)
+	c.added++
+	b.ID = fmt.Sprintf("b%d-%d", c.chunk, c.added)
 	c.blocks = append(c.blocks, b)
 	c.open = nil
 	c.touch(b)
 	return b
+}
+
+// inChunk says that the records fed next are of the chunk numbered n.
+func (c *conversation) inChunk(n int64) {
+	if n != c.chunk {
+		c.chunk, c.added = n, 0
+	}
 }
 
 func (c *conversation) touch(b *block) {
@@ -136,9 +172,14 @@ func (c *conversation) changed() []*block {
 	return d
 }
 
+// maxText is where a text block ends and the next chunk of its kind
+// starts another: a block is sent whole each time it grows, and one answer
+// may stream without end.
+const maxText = 256 << 10
+
 // text adds a chunk to the open block of its kind, or starts one.
 func (c *conversation) text(kind, s string) {
-	if c.open == nil || c.open.Kind != kind {
+	if c.open == nil || c.open.Kind != kind || len(c.open.Text) >= maxText {
 		c.add(&block{Kind: kind})
 		c.open = c.blocks[len(c.blocks)-1]
 	}
@@ -178,7 +219,7 @@ func (c *conversation) Notification(method string, params json.RawMessage) {
 		if title == "" {
 			title = string(u.ToolCallId)
 		}
-		b := c.add(&block{Kind: "tool", Tool: &toolCard{Title: title, Kind: string(u.Kind), Status: string(u.Status), Content: u.Content}})
+		b := c.add(&block{Kind: "tool", call: u.ToolCallId, Tool: &toolCard{Title: title, Kind: string(u.Kind), Status: string(u.Status), Content: u.Content}})
 		c.linkTool(b, u.Locations)
 		c.tools[u.ToolCallId] = b
 	case "tool_call_update":
@@ -186,7 +227,7 @@ func (c *conversation) Notification(method string, params json.RawMessage) {
 		json.Unmarshal(n.Update, &u)
 		b := c.tools[u.ToolCallId]
 		if b == nil { // an update of a call the transcript does not hold
-			b = c.add(&block{Kind: "tool", Tool: &toolCard{Title: string(u.ToolCallId)}})
+			b = c.add(&block{Kind: "tool", call: u.ToolCallId, Tool: &toolCard{Title: string(u.ToolCallId)}})
 			c.tools[u.ToolCallId] = b
 		}
 		t := b.Tool
@@ -240,6 +281,7 @@ func (c *conversation) Note(n sessionview.Note) {
 		c.run++
 		c.add(&block{Kind: "run", Note: n, Run: c.run}).ID = fmt.Sprintf("run-%d", c.run)
 		c.plan = nil
+		clear(c.tools)
 		return
 	}
 	c.add(&block{Kind: "note", Note: n})
@@ -251,6 +293,7 @@ func (c *conversation) EndTurn(stop string) {
 	if stop != "" {
 		c.add(&block{Kind: "note", Stop: stop})
 		c.plan = nil
+		clear(c.tools) // a turn's tool calls end with it
 	}
 }
 

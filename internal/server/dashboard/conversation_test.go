@@ -187,7 +187,7 @@ func TestConversationToolCardStatusFollowsItsUpdates(t *testing.T) {
 	s.signIn(c)
 	next := s.follow(c, id, dashboard.EventReset, dashboard.EventAppend)
 	_, reset := next()
-	card := regexp.MustCompile(`<article class="tool status-in_progress" id="(b\d+)">`).FindStringSubmatch(reset)
+	card := regexp.MustCompile(`<article class="tool status-in_progress" id="(b[0-9-]+)">`).FindStringSubmatch(reset)
 	if card == nil {
 		t.Fatalf("no tool card in progress:\n%s", reset)
 	}
@@ -218,9 +218,13 @@ func TestToolLocationLinksToItsDiff(t *testing.T) {
 	c := s.browser()
 	s.signIn(c)
 	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	edit := regexp.MustCompile(`<article class="tool status-completed" id="(b[0-9-]+)">`).FindStringSubmatch(body)
+	if edit == nil {
+		t.Fatalf("no tool card:\n%s", body)
+	}
 	want(t, resp, body, http.StatusOK,
-		`<figure class="diff" id="b2-diff-1">`,
-		`<li><a href="#b2-diff-1"><code>/src/main.go:3</code></a></li>`,
+		`<figure class="diff" id="`+edit[1]+`-diff-1">`,
+		`<li><a href="#`+edit[1]+`-diff-1"><code>/src/main.go:3</code></a></li>`,
 		`<li><code>/src/other.go</code></li>`,
-		`<li><a href="#b2-diff-1"><code>/src/main.go:10</code></a></li>`)
+		`<li><a href="#`+edit[1]+`-diff-1"><code>/src/main.go:10</code></a></li>`)
 }

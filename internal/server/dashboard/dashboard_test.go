@@ -433,12 +433,14 @@ func TestTranscriptFollowedAsEvents(t *testing.T) {
 	c := s.browser()
 	s.signIn(c)
 	next := s.follow(c, "live1", dashboard.EventReset, dashboard.EventAppend)
-	if name, text := next(); name != dashboard.EventReset || !strings.Contains(text, "first words") {
+	name, text := next()
+	answer := regexp.MustCompile(`id="(b[0-9-]+)"`).FindStringSubmatch(text)
+	if name != dashboard.EventReset || !strings.Contains(text, "first words") || answer == nil {
 		t.Fatalf("first event %s %q", name, text)
 	}
 	io.WriteString(tw, notice(2, "then more"))
 	// The answer grows: its block comes again, whole, under its id.
-	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, `id="b2"`) || !strings.Contains(text, "first wordsthen more") {
+	if name, text := next(); name != dashboard.EventAppend || !strings.Contains(text, `id="`+answer[1]+`"`) || !strings.Contains(text, "first wordsthen more") {
 		t.Fatalf("next event %s %q", name, text)
 	}
 }
@@ -446,9 +448,15 @@ func TestTranscriptFollowedAsEvents(t *testing.T) {
 // follow opens the event stream of a session's page and returns a reader
 // of its next event of the kinds named (others are skipped).
 func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string, string) {
+	s.t.Helper()
+	return s.followPath(c, "/sessions/"+id+"/events", kinds...)
+}
+
+// followPath is follow of the event stream at path.
+func (s *site) followPath(c *http.Client, path string, kinds ...string) func() (string, string) {
 	t := s.t
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+"/sessions/"+id+"/events", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+path, nil)
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -31,34 +33,60 @@ const (
 )
 
 // follow streams a session's transcript, rendered as its page renders it,
-// as server-sent events: the whole of it, then what is added, until the
-// browser leaves or the server stops; and the session's activity each
-// time it changes, and its record each time that changes.
+// as server-sent events, until the browser leaves or the server stops:
+// what is added after the page's window (?from=A&to=B&run=R: the window of
+// chunks after A up to B, the first written in run R), or, without a
+// window, the latest window as a reset and then what is added; and the
+// session's activity each time it changes, and its record each time that
+// changes. It holds the window's blocks that can still change, not the
+// transcript.
 func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
+	q := r.URL.Query()
+	var win *window
+	var err error
+	event := EventReset
+	if q.Has("from") || q.Has("to") {
+		var from, to, run int64
+		if from, to, run, err = followWindow(q); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if win, err = d.replay(r.Context(), id, from, to, int(run)); err == nil {
+			win.conv.conv.changed() // the page shows them
+		}
+		event = EventAppend
+	} else {
+		win, err = d.window(r.Context(), id, 0)
+	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
-	conv := newConversationFeeder()
-	var last int64
+	if err != nil {
+		send(w, rc, EventProblem, err.Error())
+		return
+	}
+	conv, last := win.conv, win.to
 	shown := 0 // the activity's version the page shows: none at first
 	card := "" // the record part the page was sent last: none at first
-	event := EventReset
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
 	for {
-		lines, next, err := d.Store.TranscriptAfter(r.Context(), id, last)
+		next, err := d.Store.TranscriptLast(r.Context(), id)
+		if err == nil && next > last {
+			conv, event, err = d.catchUp(r, conv, event, id, last, next)
+			last = next
+		}
 		if err != nil {
 			send(w, rc, EventProblem, err.Error())
 			return
 		}
-		last = next
 		rec, err := d.Store.Session(r.Context(), id)
 		if err != nil {
 			send(w, rc, EventProblem, err.Error())
 			return
 		}
-		changed := conv.add(lines)
+		changed := conv.add(nil)
 		if len(changed) > 0 || event == EventReset {
 			if event == EventReset {
 				changed = conv.conv.blocks
@@ -72,6 +100,7 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 				return
 			}
 			event = EventAppend
+			conv.conv.prune()
 		}
 		if v := d.client.snapshot(id).version; v != shown {
 			html, err := d.renderActivity(u, id)
@@ -108,6 +137,50 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 		case <-tick.C:
 		}
 	}
+}
+
+// catchUp renders a session's chunks numbered after after up to to into
+// conv; when they are more than a page's window (a page left open while
+// much was written), it renders the latest window instead, which replaces
+// what the page shows.
+func (d *sessionPages) catchUp(r *http.Request, conv *conversationFeeder, event, id string, after, to int64) (*conversationFeeder, string, error) {
+	from, run, err := d.Store.TranscriptWindow(r.Context(), id, to, pageBytes)
+	if err != nil {
+		return conv, event, err
+	}
+	if from > after {
+		win, err := d.replay(r.Context(), id, from, to, run)
+		if err != nil {
+			return conv, event, err
+		}
+		return win.conv, EventReset, nil
+	}
+	rd, err := d.Store.TranscriptChunks(r.Context(), id, after, to)
+	if err != nil {
+		return conv, event, err
+	}
+	defer rd.Close()
+	return conv, event, conv.readChunks(rd)
+}
+
+// followWindow reads a page's window from /events' query.
+func followWindow(q url.Values) (from, to, run int64, err error) {
+	for _, p := range []struct {
+		name string
+		n    *int64
+	}{{"from", &from}, {"to", &to}, {"run", &run}} {
+		v := q.Get(p.name)
+		if v == "" && p.name == "run" {
+			continue
+		}
+		if *p.n, err = strconv.ParseInt(v, 10, 64); err != nil || *p.n < 0 {
+			return 0, 0, 0, fmt.Errorf("?%s= is a transcript's chunk or run number (a whole number), not %q", p.name, v)
+		}
+	}
+	if from > to {
+		return 0, 0, 0, fmt.Errorf("?from=%d is after ?to=%d", from, to)
+	}
+	return from, to, run, nil
 }
 
 // send writes one server-sent event and flushes it.

@@ -15,12 +15,12 @@ import (
 func (d *sessionPages) promptSession(w http.ResponseWriter, r *http.Request, u user) {
 	id, text := r.PathValue("id"), r.PostFormValue("text")
 	notSent := func(why string) {
-		d.sessionView(r.Context(), w, u, http.StatusConflict, id, "Nothing was sent: "+why, "", text)
+		d.sessionView(r.Context(), w, u, http.StatusConflict, id, "Nothing was sent: "+why, "", text, 0)
 	}
 	rec, err := d.Store.Session(r.Context(), id)
 	switch {
 	case err != nil:
-		d.sessionView(r.Context(), w, u, http.StatusNotFound, id, "Nothing was sent: "+err.Error(), "", text)
+		d.sessionView(r.Context(), w, u, http.StatusNotFound, id, "Nothing was sent: "+err.Error(), "", text, 0)
 		return
 	case strings.TrimSpace(text) == "":
 		notSent("the prompt is empty.")
@@ -44,7 +44,7 @@ func (d *sessionPages) answerPermission(w http.ResponseWriter, r *http.Request, 
 	id, req := r.PathValue("id"), r.PathValue("req")
 	name, err := d.client.answer(id, req, r.PostFormValue("option"))
 	if err != nil {
-		d.sessionView(r.Context(), w, u, http.StatusConflict, id, "Nothing was answered: "+err.Error()+".", "", "")
+		d.sessionView(r.Context(), w, u, http.StatusConflict, id, "Nothing was answered: "+err.Error()+".", "", "", 0)
 		return
 	}
 	d.log().Info("dashboard: permission request answered", "session", id, "request", req, "option", name, "user", u.Name)
@@ -57,7 +57,7 @@ func (d *sessionPages) answerPermission(w http.ResponseWriter, r *http.Request, 
 func (d *sessionPages) cancelSession(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	if err := d.client.cancel(id); err != nil {
-		d.sessionView(r.Context(), w, u, http.StatusConflict, id, "Nothing was cancelled: "+err.Error()+".", "", "")
+		d.sessionView(r.Context(), w, u, http.StatusConflict, id, "Nothing was cancelled: "+err.Error()+".", "", "", 0)
 		return
 	}
 	d.log().Info("dashboard: turn cancelled", "session", id, "user", u.Name)

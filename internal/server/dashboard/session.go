@@ -1,11 +1,17 @@
 package dashboard
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
+	"io"
+	"math"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
@@ -21,11 +27,19 @@ type sessionPages struct {
 
 // sessionPage is what a session's page shows.
 type sessionPage struct {
-	Record       *lifecycle.Record
-	Conversation template.HTML
-	Activity     activityPart
-	Card         recordPart
-	Prompt       string // the prompt box's text, kept when it was not sent
+	Record *lifecycle.Record
+	// Blocks are the conversation's window: its latest blocks, or those
+	// before the chunk Earlier starts.
+	Blocks []*block
+	// Earlier, when not 0, is the page of the blocks before the window:
+	// /sessions/ID?before=Earlier.
+	Earlier int64
+	// Follow, on the latest window, is where the page follows the session
+	// (its /events, from the window); an earlier window does not.
+	Follow   string
+	Activity activityPart
+	Card     recordPart
+	Prompt   string // the prompt box's text, kept when it was not sent
 }
 
 // recordPart is the part of a session's page that shows its record: sent
@@ -52,9 +66,14 @@ var pageNotices = []struct{ query, text string }{
 	{"cancelled", "Cancel sent: the agent stops its turn, which ends as cancelled."},
 }
 
+// pageBytes bounds a page's window of a transcript: what the page shows
+// and its server reads at once. Earlier windows are pages of their own.
+const pageBytes = 1 << 20
+
 // sessionDetail shows a session's record, what the dashboard's client
-// does in it, and its transcript, rendered as `sessions log` renders it:
-// what the client received, redacted as it was.
+// does in it, and a window of its transcript, rendered as `sessions log`
+// renders it: what the client received, redacted as it was. ?before=N
+// shows the window that ends before the chunk numbered N.
 func (d *sessionPages) sessionDetail(w http.ResponseWriter, r *http.Request, u user) {
 	notice := ""
 	for _, n := range pageNotices {
@@ -63,12 +82,24 @@ func (d *sessionPages) sessionDetail(w http.ResponseWriter, r *http.Request, u u
 			break
 		}
 	}
-	d.sessionView(r.Context(), w, u, http.StatusOK, r.PathValue("id"), "", notice, "")
+	before := int64(0)
+	if v := r.URL.Query().Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			p := d.pageFor(u, "Bad request")
+			p.Error = "?before= is the number of a transcript's chunk (a whole number above 0), not " + strconv.Quote(v) + "."
+			d.render(w, http.StatusBadRequest, "error.html", p)
+			return
+		}
+		before = n
+	}
+	d.sessionView(r.Context(), w, u, http.StatusOK, r.PathValue("id"), "", notice, "", before)
 }
 
 // sessionView renders a session's page with a problem or a notice, and
-// the prompt box's text.
-func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u user, status int, id, problem, notice, prompt string) {
+// the prompt box's text; its conversation is the window that ends before
+// the chunk numbered before (0: the latest).
+func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u user, status int, id, problem, notice, prompt string, before int64) {
 	rec, err := d.Store.Session(ctx, id)
 	if errors.Is(err, lifecycle.ErrNotFound) {
 		p := d.pageFor(u, "No such session")
@@ -83,20 +114,70 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 		d.serverError(w, u, "reading the session", err)
 		return
 	}
-	lines, _, err := d.Store.TranscriptAfter(ctx, id, 0)
+	win, err := d.window(ctx, id, before)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return
 	}
-	conv, err := d.renderBlocks(newConversationFeeder().add(lines), rec)
-	if err != nil {
-		d.serverError(w, u, "rendering the transcript", err)
-		return
-	}
 	p := d.pageFor(u, "Session "+id)
 	p.Error, p.Notice = problem, notice
-	p.Data = sessionPage{Record: rec, Conversation: conv, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	page := sessionPage{Record: rec, Blocks: withRuns(win.conv.conv.blocks, rec), Earlier: win.earlier(), Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	if before == 0 {
+		page.Follow = fmt.Sprintf("/sessions/%s/events?from=%d&to=%d&run=%d", url.PathEscape(id), win.after, win.to, win.run)
+	}
+	p.Data = page
 	d.render(w, status, "session.html", p)
+}
+
+// window is a window of a transcript rendered as a conversation: its
+// chunks numbered after after up to to.
+type window struct {
+	after, to int64
+	run       int // the run that wrote the chunk numbered after
+	conv      *conversationFeeder
+}
+
+// earlier is the ?before= of the window before this one; 0: none.
+func (w *window) earlier() int64 {
+	if w.after == 0 {
+		return 0
+	}
+	return w.after + 1
+}
+
+// window renders the window of a session's transcript that ends before
+// the chunk numbered before (0: the latest).
+func (d *sessionPages) window(ctx context.Context, id string, before int64) (*window, error) {
+	to := before - 1
+	if before == 0 {
+		last, err := d.Store.TranscriptLast(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		to = last
+	}
+	after, run, err := d.Store.TranscriptWindow(ctx, id, to, pageBytes)
+	if err != nil {
+		return nil, err
+	}
+	return d.replay(ctx, id, after, to, run)
+}
+
+// replay renders a session's chunks numbered after after up to to, the
+// first written in run, as a conversation.
+func (d *sessionPages) replay(ctx context.Context, id string, after, to int64, run int) (*window, error) {
+	rd, err := d.Store.TranscriptChunks(ctx, id, after, to)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	conv := newConversationFeeder()
+	conv.conv.run = run
+	if err := conv.readChunks(rd); err != nil {
+		return nil, err
+	}
+	conv.add(nil)
+	return &window{after: after, to: to, run: run, conv: conv}, nil
 }
 
 func (d *sessionPages) activityPart(u user, id string) activityPart {
@@ -117,10 +198,8 @@ func (d *sessionPages) renderRecord(u user, rec *lifecycle.Record) (string, erro
 	return b.String(), err
 }
 
-// renderBlocks renders a conversation's blocks; a run's shows what the
-// record keeps of it.
-func (d *sessionPages) renderBlocks(blocks []*block, rec *lifecycle.Record) (template.HTML, error) {
-	var b bytes.Buffer
+// withRuns gives the blocks of runs what the record keeps of them.
+func withRuns(blocks []*block, rec *lifecycle.Record) []*block {
 	for _, blk := range blocks {
 		if blk.Kind == "run" {
 			blk.Info = nil
@@ -130,6 +209,15 @@ func (d *sessionPages) renderBlocks(blocks []*block, rec *lifecycle.Record) (tem
 				}
 			}
 		}
+	}
+	return blocks
+}
+
+// renderBlocks renders a conversation's blocks; a run's shows what the
+// record keeps of it.
+func (d *sessionPages) renderBlocks(blocks []*block, rec *lifecycle.Record) (template.HTML, error) {
+	var b bytes.Buffer
+	for _, blk := range withRuns(blocks, rec) {
 		if err := d.pages["session.html"].ExecuteTemplate(&b, "block", blk); err != nil {
 			return "", err
 		}
@@ -143,20 +231,29 @@ func (d *sessionPages) renderBlocks(blocks []*block, rec *lifecycle.Record) (tem
 func (d *sessionPages) transcript(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
 	if _, err := d.Store.Session(r.Context(), id); err != nil {
-		d.sessionView(r.Context(), w, u, http.StatusNotFound, id, "", "", "")
+		d.sessionView(r.Context(), w, u, http.StatusNotFound, id, "", "", "", 0)
 		return
 	}
-	lines, _, err := d.Store.TranscriptAfter(r.Context(), id, 0)
+	rd, err := d.Store.TranscriptChunks(r.Context(), id, 0, math.MaxInt64)
 	if err != nil {
 		d.serverError(w, u, "reading the transcript", err)
 		return
 	}
+	defer rd.Close()
+	out := bufio.NewWriterSize(w, 64<<10)
+	defer out.Flush()
 	if strings.HasSuffix(r.URL.Path, ".jsonl") {
 		w.Header().Set("Content-Type", "application/jsonl; charset=utf-8")
 		w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
-		w.Write(lines)
+		if _, err := io.Copy(out, rd); err != nil {
+			d.log().Debug("dashboard: sending a transcript", "session", id, "err", err)
+		}
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Write([]byte(newTextRenderer().text(lines)))
+	text := newTextRenderer(out)
+	if _, err := io.Copy(text, rd); err != nil {
+		d.log().Debug("dashboard: sending a transcript", "session", id, "err", err)
+	}
+	text.end()
 }

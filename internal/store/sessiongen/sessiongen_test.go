@@ -1,10 +1,14 @@
 package sessiongen
 
 import (
+	"bytes"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 )
 
 // The generated history is what the lifecycle leaves: the promised mix of
@@ -32,5 +36,30 @@ func TestRecordsAreAtRestAndNotDueForADay(t *testing.T) {
 		if count[st] != n {
 			t.Errorf("%d sessions %s, want %d (all: %v)", count[st], st, n, count)
 		}
+	}
+}
+
+// TestTranscriptIsReproducibleAndRendersWithoutErrors: the generated
+// transcript is the same for the same seed, of about the size it says,
+// and `sessions log` renders it without a line it cannot read.
+func TestTranscriptIsReproducibleAndRendersWithoutErrors(t *testing.T) {
+	var a, b bytes.Buffer
+	if err := Transcript(&a, 2000, 1); err != nil {
+		t.Fatal(err)
+	}
+	Transcript(&b, 2000, 1)
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("two transcripts of the same seed differ")
+	}
+	if size := a.Len(); size < 2000*800 || size > 2000*2000 {
+		t.Fatalf("%d bytes for 2,000 updates", size)
+	}
+	var out, errs bytes.Buffer
+	l := &sessionview.Log{Term: &client.Terminal{Out: &out, Err: &errs}, Err: &errs}
+	for line := range bytes.Lines(a.Bytes()) {
+		l.Record(bytes.TrimSuffix(line, []byte("\n")))
+	}
+	if errs.Len() > 0 || !strings.Contains(out.String(), "Run the tests") {
+		t.Fatalf("rendered with errors:\n%.2000s\n%.2000s", errs.String(), out.String())
 	}
 }

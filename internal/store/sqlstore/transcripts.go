@@ -148,28 +148,64 @@ func (s *transcriptStore) ReadTranscript(ctx context.Context, id string) (io.Rea
 
 // readChunks reads the lines of the chunks of a session numbered after
 // from to to, in order.
-func (s *transcriptStore) readChunks(ctx context.Context, id string, after, to int64) (*transcriptReader, error) {
-	rows, err := s.read.rows(ctx, "SELECT lines, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq", id, after, to)
-	if err != nil {
-		return nil, fmt.Errorf("session %s: transcript: %s: %w", id, s.where, err)
+func (s *transcriptStore) readChunks(ctx context.Context, id string, after, to int64) (*ChunkReader, error) {
+	r := &ChunkReader{ctx: ctx, s: s, id: id, path: s.transcripts.path(id), chunk: after, to: to}
+	if err := r.nextPage(); err != nil {
+		return nil, err
 	}
-	return &transcriptReader{id: id, path: s.transcripts.path(id), rows: rows}, nil
+	return r, nil
 }
 
-// transcriptReader streams the chunks: each from the session's file, or,
+// chunkPage is how many chunks' rows a ChunkReader reads at a time: it
+// holds no database connection while its reader reads, however slowly.
+const chunkPage = 256
+
+// chunkRow is where a chunk's lines are: in the file, or deflated in its
+// row (offset -1).
+type chunkRow struct{ seq, offset, size int64 }
+
+// ChunkReader streams the chunks: each from the session's file, or,
 // for one stored deflated, inflated as it is read, so that a long
-// transcript is not held in memory at once.
-type transcriptReader struct {
-	id   string
-	path string
-	rows *sql.Rows
-	file *os.File // the session's, opened at its first chunk
+// transcript is not held in memory at once. A Read returns lines of one
+// chunk, whose number Chunk gives.
+type ChunkReader struct {
+	ctx   context.Context // the reading's, which its queries take
+	s     *transcriptStore
+	id    string
+	chunk int64 // the chunk being read
+	to    int64 // the last chunk to read
+	page  []chunkRow
+	last  bool // the page is the last one
+	path  string
+	file  *os.File // the session's, opened at its first chunk
 	// section is the current chunk's lines in the file; nil between them.
 	section *io.LimitedReader
 	packed  *bytes.Reader     // the deflated chunk being read; nil before the first
 	stream  io.ReadCloser     // its deflate stream being read; nil between them
 	left    *io.LimitedReader // of stream: the bytes it may still inflate to
 	err     error
+}
+
+// nextPage reads the rows of the chunks after the current one.
+func (r *ChunkReader) nextPage() error {
+	rows, err := r.s.read.rows(r.ctx, "SELECT seq, file_offset, file_size FROM transcript_chunks WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?", r.id, r.chunk, r.to, chunkPage)
+	if err != nil {
+		return fmt.Errorf("session %s: transcript: %s: %w", r.id, r.s.where, err)
+	}
+	defer rows.Close()
+	r.page = r.page[:0]
+	for rows.Next() {
+		var c chunkRow
+		if err := rows.Scan(&c.seq, &c.offset, &c.size); err != nil {
+			return fmt.Errorf("session %s: transcript: %s: %w", r.id, r.s.where, err)
+		}
+		r.page = append(r.page, c)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("session %s: transcript: %s: %w", r.id, r.s.where, err)
+	}
+	r.last = len(r.page) < chunkPage
+	return nil
 }
 
 // maxChunk bounds what one deflate stream inflates to. A stream holds at
@@ -179,7 +215,7 @@ type transcriptReader struct {
 // inflating without end.
 const maxChunk = 256 << 20
 
-func (r *transcriptReader) Read(p []byte) (int, error) {
+func (r *ChunkReader) Read(p []byte) (int, error) {
 	for r.err == nil {
 		switch {
 		case r.section != nil:
@@ -208,7 +244,7 @@ func (r *transcriptReader) Read(p []byte) (int, error) {
 }
 
 // readSection reads the current chunk's lines from the file.
-func (r *transcriptReader) readSection(p []byte) (int, error) {
+func (r *ChunkReader) readSection(p []byte) (int, error) {
 	n, err := r.section.Read(p)
 	switch {
 	case r.section.N == 0:
@@ -222,29 +258,32 @@ func (r *transcriptReader) readSection(p []byte) (int, error) {
 }
 
 // open opens the next deflate stream of the chunk.
-func (r *transcriptReader) open() {
+func (r *ChunkReader) open() {
 	r.stream = flate.NewReader(r.packed) // it reads to the stream's end, not past
 	r.left = &io.LimitedReader{R: r.stream, N: maxChunk + 1}
 }
 
 // next reads the next chunk; io.EOF after the last.
-func (r *transcriptReader) next() error {
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
+func (r *ChunkReader) next() error {
+	if len(r.page) == 0 && !r.last {
+		if err := r.nextPage(); err != nil {
 			return r.fail(err)
 		}
+	}
+	if len(r.page) == 0 {
 		return io.EOF
 	}
-	var packed []byte
-	var off, size int64
-	if err := r.rows.Scan(&packed, &off, &size); err != nil {
-		return r.fail(err)
-	}
+	c := r.page[0]
+	r.page, r.chunk = r.page[1:], c.seq
 	switch {
-	case off < 0:
+	case c.offset < 0:
+		var packed []byte
+		if err := r.s.read.row(r.ctx, "SELECT lines FROM transcript_chunks WHERE seq = ?", c.seq).Scan(&packed); err != nil {
+			return r.fail(fmt.Errorf("%s: %w", r.s.where, err))
+		}
 		r.packed = bytes.NewReader(packed)
 		return nil
-	case size == 0:
+	case c.size == 0:
 		return nil
 	case r.file == nil:
 		f, err := os.Open(r.path)
@@ -253,18 +292,21 @@ func (r *transcriptReader) next() error {
 		}
 		r.file = f
 	}
-	r.section = &io.LimitedReader{R: io.NewSectionReader(r.file, off, size), N: size}
+	r.section = &io.LimitedReader{R: io.NewSectionReader(r.file, c.offset, c.size), N: c.size}
 	return nil
 }
 
-func (r *transcriptReader) fail(err error) error {
+// Chunk is the number of the chunk the last Read read from.
+func (r *ChunkReader) Chunk() int64 { return r.chunk }
+
+func (r *ChunkReader) fail(err error) error {
 	r.err = fmt.Errorf("session %s: transcript: %w", r.id, err)
 	return r.err
 }
 
-func (r *transcriptReader) Close() error {
+func (r *ChunkReader) Close() error {
 	if r.file != nil {
-		r.file.Close()
+		return r.file.Close()
 	}
-	return r.rows.Close()
+	return nil
 }

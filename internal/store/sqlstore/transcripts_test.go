@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,7 +265,7 @@ func TestOneStoreAppendsToATranscriptDirectory(t *testing.T) {
 
 // TestChunksStoredDeflatedBeforeAreRead: chunks stored deflated in their
 // rows, before transcripts had files, are read in order with those in the
-// file, by ReadTranscript and by TranscriptAfter.
+// file, by ReadTranscript and by TranscriptChunks and TranscriptWindow.
 func TestChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
@@ -278,15 +279,36 @@ func TestChunksStoredDeflatedBeforeAreRead(t *testing.T) {
 		if got, err := readAll(t, s, "s"); err != nil || got != want {
 			t.Errorf("transcript %q, %v; want %q", got, err, want)
 		}
-		lines, last, err := s.TranscriptAfter(t.Context(), "s", 0)
-		if err != nil || string(lines) != want {
-			t.Fatalf("TranscriptAfter: %q, %v; want %q", lines, err, want)
+		last, err := s.TranscriptLast(t.Context(), "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := readChunks(t, s, "s", 0, last); lines != want {
+			t.Fatalf("TranscriptChunks: %q; want %q", lines, want)
 		}
 		write(t, s, "s", "{\"f\":6}\n")
-		if lines, _, err := s.TranscriptAfter(t.Context(), "s", last); err != nil || string(lines) != "{\"f\":6}\n" {
-			t.Errorf("TranscriptAfter the last chunk read: %q, %v", lines, err)
+		if lines := readChunks(t, s, "s", last, math.MaxInt64); lines != "{\"f\":6}\n" {
+			t.Errorf("TranscriptChunks after the last chunk read: %q", lines)
+		}
+		if after, _, err := s.TranscriptWindow(t.Context(), "s", math.MaxInt64, 1); err != nil || readChunks(t, s, "s", after, math.MaxInt64) != "{\"f\":6}\n" {
+			t.Errorf("a window of the last chunk starts after %d, %v", after, err)
 		}
 	})
+}
+
+// readChunks reads the chunks of session id numbered after after up to to.
+func readChunks(t *testing.T, s *Store, id string, after, to int64) string {
+	t.Helper()
+	r, err := s.TranscriptChunks(t.Context(), id, after, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestBadDeflatedChunkEndsTheTranscriptWithAnError: a chunk stored deflated
@@ -550,3 +572,40 @@ type driverConnector struct {
 
 func (c driverConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.name) }
 func (c driverConnector) Driver() driver.Driver                        { return c.d }
+
+// TestTranscriptReadersHoldNoConnection: a transcript's reader holds no
+// database connection while it is read, however slowly: more readers than
+// the pool has connections are read at once, across pages of chunks, and
+// writes go on meanwhile.
+func TestTranscriptReadersHoldNoConnection(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s")
+		var lines []string
+		for i := range chunkPage + 2 {
+			lines = append(lines, fmt.Sprintf("{\"n\":%d}\n", i))
+		}
+		write(t, s, "s", lines...)
+		want := strings.Join(lines, "")
+		var readers []io.ReadCloser
+		var got []*bytes.Buffer
+		for range MaxConns + 4 {
+			r, err := s.ReadTranscript(t.Context(), "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var b bytes.Buffer
+			if _, err := io.CopyN(&b, r, 3); err != nil {
+				t.Fatal(err)
+			}
+			readers, got = append(readers, r), append(got, &b)
+		}
+		write(t, s, "s", "{\"more\":1}\n")
+		for i, r := range readers {
+			if _, err := io.Copy(got[i], r); err != nil || got[i].String() != want+"{\"more\":1}\n" {
+				t.Fatalf("reader %d: %.100q…, %v", i, got[i].String(), err)
+			}
+		}
+	})
+}

@@ -75,9 +75,9 @@ func TestSetupTokenSignInAndOut(t *testing.T) {
 	})
 }
 
-// TestTranscriptAfterReadsWhatIsNew: a reader following a transcript gets
-// what was written since it last asked, and nothing twice.
-func TestTranscriptAfterReadsWhatIsNew(t *testing.T) {
+// TestTranscriptChunksReadWhatIsNew: a reader following a transcript gets
+// what was written since the last chunk it read, and nothing twice.
+func TestTranscriptChunksReadWhatIsNew(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s1")
@@ -86,19 +86,75 @@ func TestTranscriptAfterReadsWhatIsNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Close()
-		io.WriteString(w, "one\ntwo\n")
-		got, last, err := s.TranscriptAfter(t.Context(), "s1", 0)
-		if err != nil || string(got) != "one\ntwo\n" {
-			t.Fatalf("from the start: %q, %v", got, err)
+		read := func(after, to int64) string {
+			t.Helper()
+			r, err := s.TranscriptChunks(t.Context(), "s1", after, to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			b, err := io.ReadAll(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
 		}
-		if more, again, err := s.TranscriptAfter(t.Context(), "s1", last); err != nil || len(more) != 0 || again != last {
-			t.Fatalf("nothing new: %q, %d, %v", more, again, err)
+		io.WriteString(w, "one\ntwo\n")
+		last, err := s.TranscriptLast(t.Context(), "s1")
+		if err != nil || last == 0 {
+			t.Fatalf("last chunk: %d, %v", last, err)
+		}
+		if got := read(0, last); got != "one\ntwo\n" {
+			t.Fatalf("from the start: %q", got)
+		}
+		if again, err := s.TranscriptLast(t.Context(), "s1"); err != nil || again != last {
+			t.Fatalf("nothing new: %d, %v", again, err)
 		}
 		io.WriteString(w, "three\n")
-		if more, _, err := s.TranscriptAfter(t.Context(), "s1", last); err != nil || string(more) != "three\n" {
-			t.Fatalf("what is new: %q, %v", more, err)
+		next, _ := s.TranscriptLast(t.Context(), "s1")
+		if got := read(last, next); got != "three\n" {
+			t.Fatalf("what is new: %q", got)
 		}
-		_, _, err = s.TranscriptAfter(t.Context(), "nosuchsession", 0)
+		_, err = s.TranscriptLast(t.Context(), "nosuchsession")
 		testsupport.WantErr(t, err, "no such session")
+		_, err = s.TranscriptChunks(t.Context(), "nosuchsession", 0, 1)
+		testsupport.WantErr(t, err, "no such session")
+	})
+}
+
+// TestTranscriptWindowIsTheLatestChunksWithinBytes: a window holds the
+// latest chunks up to its end that fit its bytes, at least one, and the
+// chunk before it is where the window before it ends.
+func TestTranscriptWindowIsTheLatestChunksWithinBytes(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		s := open(t, dsn, newKey())
+		storetest.Create(t, s, "s1")
+		w, err := s.Transcript(t.Context(), "s1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		var seqs []int64
+		for _, line := range []string{"a\n", "bb\n", "ccc\n", "dddd\n"} {
+			io.WriteString(w, line)
+			last, err := s.TranscriptLast(t.Context(), "s1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, last)
+		}
+		for _, c := range []struct {
+			to, max, want int64
+		}{
+			{seqs[3], 9, seqs[1]}, // "ccc\n" and "dddd\n"
+			{seqs[3], 100, 0},     // all of it
+			{seqs[3], 1, seqs[2]}, // one chunk larger than the bytes
+			{seqs[2], 7, seqs[0]}, // ending before the latest
+			{seqs[0] - 1, 100, 0}, // before the first: empty
+		} {
+			if got, _, err := s.TranscriptWindow(t.Context(), "s1", c.to, c.max); err != nil || got != c.want {
+				t.Errorf("window to %d within %d bytes starts after %d, want %d (%v)", c.to, c.max, got, c.want, err)
+			}
+		}
 	})
 }

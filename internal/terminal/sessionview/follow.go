@@ -88,10 +88,13 @@ type LogOptions struct {
 	Out, Err io.Writer
 	Color    bool // styles in Out
 	Store    *filestore.Store
-	// Transcript, when Store is nil, is the transcript to write (a
-	// server's); Follow is not for it.
-	Transcript io.Reader
-	ID         string // the session's
+	// Server, when Store is nil, reads a server's transcript: what its
+	// chunks after the chunk numbered after hold (0: from the start), and
+	// the number of the last of them (-1: the server does not say).
+	Server func(ctx context.Context, after int64) (io.ReadCloser, int64, error)
+	// Live, with Server, says whether a run of the session is in progress.
+	Live func(ctx context.Context) (bool, error)
+	ID   string // the session's
 	// Follow reads on while a run of the session is in progress, until it
 	// ends.
 	Follow bool
@@ -100,35 +103,104 @@ type LogOptions struct {
 	Records bool
 }
 
-// WriteLog writes a session's transcript (`blaise-agent sessions log`).
-func WriteLog(ctx context.Context, o LogOptions) error {
+// WriteLog writes a session's transcript (`blaise-agent sessions log`) as
+// it reads it, a line at a time, through a buffer flushed at each poll.
+func WriteLog(ctx context.Context, o LogOptions) (err error) {
+	out := bufio.NewWriterSize(o.Out, 64<<10)
+	defer func() {
+		if ferr := out.Flush(); err == nil {
+			err = ferr
+		}
+	}()
 	var live func() (bool, error)
-	if o.Follow {
+	if o.Follow && o.Store != nil {
 		live = func() (bool, error) {
+			if err := out.Flush(); err != nil {
+				return false, err
+			}
 			rec, err := o.Store.Session(ctx, o.ID)
 			return err == nil && rec.State == lifecycle.Active, err
 		}
 	}
-	each := func(line []byte) { fmt.Fprintf(o.Out, "%s\n", line) }
+	each := func(line []byte) { out.Write(line); out.WriteByte('\n') }
 	if !o.Records {
-		term := &client.Terminal{Out: o.Out, Err: o.Err, Color: o.Color}
-		l := &Log{Term: term, Err: o.Err}
+		errs := flushFirst{out, o.Err} // in order with what came before
+		term := &client.Terminal{Out: out, Err: errs, Color: o.Color}
+		l := &Log{Term: term, Err: errs}
 		each = l.Record
 		defer term.EndTurn("")
 	}
 	if o.Store == nil {
-		sc := bufio.NewScanner(o.Transcript)
-		sc.Buffer(make([]byte, 0, 64<<10), acp.MaxRecordLine)
-		for sc.Scan() {
-			each(sc.Bytes())
-		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("session %s: transcript: %w", o.ID, err)
-		}
-		return nil
+		return serverLog(ctx, o, out, each)
 	}
 	if err := Lines(ctx, o.Store.TranscriptPath(o.ID), live, each); err != nil {
 		return fmt.Errorf("session %s: transcript: %w", o.ID, err)
 	}
 	return nil
+}
+
+// serverLog gives each line of a server's transcript to each, as it comes;
+// with Follow, it then asks for what is new while a run of the session is
+// in progress, and once more when it has ended.
+func serverLog(ctx context.Context, o LogOptions, out *bufio.Writer, each func([]byte)) error {
+	after, final := int64(0), !o.Follow
+	for {
+		rd, next, err := o.Server(ctx, after)
+		if err != nil {
+			return err
+		}
+		err = scanLines(rd, each)
+		rd.Close()
+		if err != nil {
+			return fmt.Errorf("session %s: transcript: %w", o.ID, err)
+		}
+		if final {
+			return nil
+		}
+		if next < 0 {
+			return errors.New("the server does not say where its transcript ends: --follow needs a newer server")
+		}
+		after = next
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		going, err := o.Live(ctx)
+		if err != nil {
+			return err
+		}
+		if !going {
+			final = true // its last records were written before the run ended
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(followPoll):
+		}
+	}
+}
+
+// scanLines gives each line of r to each.
+func scanLines(r io.Reader, each func([]byte)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), acp.MaxRecordLine)
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			each(line)
+		}
+	}
+	return sc.Err()
+}
+
+// flushFirst writes to w what is buffered in out first.
+type flushFirst struct {
+	out *bufio.Writer
+	w   io.Writer
+}
+
+func (f flushFirst) Write(p []byte) (int, error) {
+	if err := f.out.Flush(); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
 }

@@ -1,9 +1,13 @@
 package sessionview
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -55,5 +59,30 @@ func TestFollowReadsOnUntilTheRunEnds(t *testing.T) {
 	}
 	if len(rest) != 1 || rest[0] != `{"seq":3}` {
 		t.Errorf("after the run ended: %q, want the last record", rest)
+	}
+}
+
+// TestServerLogFollowsWhatIsNewOnce: a server's transcript is written as
+// it comes, with --json the records as stored; following it asks for what
+// is new after the last chunk read, until the run has ended and once more.
+func TestServerLogFollowsWhatIsNewOnce(t *testing.T) {
+	chunks := []string{"{\"a\":1}\n{\"b\":2}\n", "{\"c\":3}\n", "{\"d\":4}\n"}
+	var asked []int64
+	polls := 0
+	var out bytes.Buffer
+	err := WriteLog(t.Context(), LogOptions{
+		Out: &out, Err: io.Discard, ID: "s", Follow: true, Records: true,
+		Server: func(_ context.Context, after int64) (io.ReadCloser, int64, error) {
+			asked = append(asked, after)
+			next := min(after+1, int64(len(chunks)))
+			return io.NopCloser(strings.NewReader(strings.Join(chunks[after:next], ""))), next, nil
+		},
+		Live: func(context.Context) (bool, error) { polls++; return polls < 3, nil },
+	})
+	if err != nil || out.String() != strings.Join(chunks, "") {
+		t.Fatalf("wrote %q, %v", out.String(), err)
+	}
+	if fmt.Sprint(asked) != "[0 1 2 3]" {
+		t.Fatalf("asked after %v", asked)
 	}
 }

@@ -43,11 +43,17 @@
   };
   const source = new EventSource(conv.dataset.follow);
   const status = document.getElementById("live-status");
+  // The stream goes on from what the page shows (a reset replaces it).
+  const live = () => {
+    if (conv.dataset.live !== "1") conv.scrollTop = conv.scrollHeight;
+    conv.dataset.live = "1";
+    if (status) status.textContent = "Live: the conversation follows the session as it goes on.";
+  };
+  source.addEventListener("open", live);
   source.addEventListener("reset", (e) => {
     follow(() => conv.replaceChildren(parse(e)));
-    conv.dataset.live = "1";
+    live();
     conv.scrollTop = conv.scrollHeight;
-    if (status) status.textContent = "Live: the conversation follows the session as it goes on.";
   });
   source.addEventListener("append", (e) => {
     follow(() => {

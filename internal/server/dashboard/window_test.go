@@ -1,0 +1,211 @@
+package dashboard_test
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
+)
+
+// longTranscript writes a session whose transcript is chunks chunks of per
+// tool calls each, titled "step N" from 0, and returns its id and the
+// transcript's writer, open.
+func (s *site) longTranscript(chunks, per int) (string, io.WriteCloser) {
+	t := s.t
+	t.Helper()
+	id := lifecycle.NewID()
+	if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: id, AgentName: "demo", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}); err != nil {
+		t.Fatal(err)
+	}
+	tw, err := s.store.Transcript(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tw.Close() })
+	for c := range chunks {
+		var b strings.Builder
+		for i := range per {
+			n := c*per + i
+			b.WriteString(toolCall(n+1, fmt.Sprintf("step %06d", n)))
+		}
+		if _, err := io.WriteString(tw, b.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id, tw
+}
+
+// toolCall is a transcript's record of a tool call titled title.
+func toolCall(seq int, title string) string {
+	return fmt.Sprintf(`{"seq":%d,"time":"2026-01-01T00:00:00Z","direction":"from_agent","kind":"notification","method":"session/update","message":{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a","update":{"sessionUpdate":"tool_call","toolCallId":"c%d","title":%q,"kind":"read","status":"completed"}}}}`+"\n", seq, seq, title)
+}
+
+var (
+	stepTitle   = regexp.MustCompile(`step (\d{6})`)
+	earlierLink = regexp.MustCompile(`<a href="/sessions/[^"?]+\?before=(\d+)#transcript-title">Show earlier messages</a>`)
+	followURL   = regexp.MustCompile(`data-follow="([^"]+)"`)
+	toolBlock   = regexp.MustCompile(`<article class="tool[^"]*" id="(b[0-9-]+)">(?s:.*?)step (\d{6})`)
+)
+
+// TestM5_SessionPageShowsTheLatestWindowOfALongTranscript: a session's page
+// shows the latest records of a long transcript, not the whole of it, with
+// a link to the earlier ones.
+func TestM5_SessionPageShowsTheLatestWindowOfALongTranscript(t *testing.T) {
+	s := newSite(t, false)
+	id, _ := s.longTranscript(1000, 10) // about 3 MB
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	want(t, resp, body, http.StatusOK, "step 009999", "Show earlier messages")
+	if strings.Contains(body, "step 000000") || len(body) > 2<<20 {
+		t.Fatalf("the page holds the transcript's start, or %d bytes", len(body))
+	}
+	if !followURL.MatchString(body) {
+		t.Fatal("the latest window does not follow the session")
+	}
+}
+
+// TestM5_ShowEarlierPagesBackWithoutScript: the links to earlier messages,
+// plain links, page back to the transcript's start, and every record shows
+// on exactly one page; an earlier page does not follow the session and
+// links to the latest messages.
+func TestM5_ShowEarlierPagesBackWithoutScript(t *testing.T) {
+	s := newSite(t, false)
+	id, _ := s.longTranscript(1000, 10)
+	c := s.browser()
+	s.signIn(c)
+	seen := map[int]int{}
+	path, pages := "/sessions/"+id, 0
+	for path != "" {
+		resp, body := s.do(c, http.MethodGet, path, nil)
+		want(t, resp, body, http.StatusOK)
+		if pages++; pages > 1 && (followURL.MatchString(body) || !strings.Contains(body, "Latest messages")) {
+			t.Fatalf("an earlier page follows the session, or has no link to the latest:\n%.2000s", body)
+		}
+		for _, m := range stepTitle.FindAllStringSubmatch(body, -1) {
+			n, _ := strconv.Atoi(m[1])
+			seen[n]++
+		}
+		path = ""
+		if m := earlierLink.FindStringSubmatch(body); m != nil {
+			path = "/sessions/" + id + "?before=" + m[1]
+		}
+	}
+	if pages < 3 {
+		t.Fatalf("%d pages", pages)
+	}
+	for n := range 10000 {
+		if seen[n] != 1 {
+			t.Fatalf("step %d shows on %d pages", n, seen[n])
+		}
+	}
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id+"?before=x", nil)
+	want(t, resp, body, http.StatusBadRequest, "?before=")
+}
+
+// TestM5_EventsFollowFromThePagesWindow: a page's event stream goes on
+// from the page's window: no reset of what the page shows, and the blocks
+// added get ids the page's do not have.
+func TestM5_EventsFollowFromThePagesWindow(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(300, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	ids := toolIDs(body)
+	m := followURL.FindStringSubmatch(body)
+	if m == nil || len(ids) == 0 {
+		t.Fatalf("no window to follow:\n%.2000s", body)
+	}
+	next := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	io.WriteString(tw, toolCall(3001, "the new step"))
+	name, text := next()
+	added := regexp.MustCompile(`id="(b[0-9-]+)"`).FindStringSubmatch(text)
+	if name != dashboard.EventAppend || !strings.Contains(text, "the new step") || strings.Contains(text, "step 002999") || added == nil || slices.Contains(slices.Collect(maps.Values(ids)), added[1]) {
+		t.Fatalf("after the page's window, %s:\n%s", name, text)
+	}
+}
+
+// TestBlockIDsAreStableAcrossWindows: a block keeps its id, its anchor,
+// on whichever page shows it, as the transcript grows and the window moves.
+func TestBlockIDsAreStableAcrossWindows(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(500, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	before := toolIDs(body)
+	var more strings.Builder
+	for n := range 5000 {
+		more.WriteString(toolCall(5001+n, fmt.Sprintf("later %d", n)))
+		if n%10 == 9 {
+			io.WriteString(tw, more.String())
+			more.Reset()
+		}
+	}
+	found := 0
+	for path := "/sessions/" + id; path != "" && found < len(before); {
+		_, body := s.do(c, http.MethodGet, path, nil)
+		for step, bid := range toolIDs(body) {
+			if want, ok := before[step]; ok {
+				if bid != want {
+					t.Fatalf("step %s is %s, was %s", step, bid, want)
+				}
+				found++
+			}
+		}
+		path = ""
+		if m := earlierLink.FindStringSubmatch(body); m != nil {
+			path = "/sessions/" + id + "?before=" + m[1]
+		}
+	}
+	if found != len(before) {
+		t.Fatalf("found %d of the %d blocks", found, len(before))
+	}
+}
+
+// toolIDs are the ids of a page's tool blocks by their step.
+func toolIDs(body string) map[string]string {
+	ids := map[string]string{}
+	for _, m := range toolBlock.FindAllStringSubmatch(body, -1) {
+		ids[m[2]] = m[1]
+	}
+	return ids
+}
+
+// TestM5_EventsAfterMoreThanAWindowResetToTheLatest: a page whose events
+// find more written since it was loaded than a window holds gets the
+// latest window as a reset, not all that was written.
+func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(1, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no window to follow:\n%.2000s", body)
+	}
+	var more strings.Builder
+	for n := range 10000 {
+		more.WriteString(toolCall(11+n, fmt.Sprintf("later %05d", n)))
+		if n%10 == 9 {
+			io.WriteString(tw, more.String())
+			more.Reset()
+		}
+	}
+	next := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	name, text := next()
+	if name != dashboard.EventReset || !strings.Contains(text, "later 09999") || strings.Contains(text, "later 00000") || len(text) > 2<<20 {
+		t.Fatalf("after more than a window, %s of %d bytes", name, len(text))
+	}
+}
