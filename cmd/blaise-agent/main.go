@@ -112,8 +112,9 @@ func options() []kong.Option {
 
 // startOver is when a process's start is over: a session's processes
 // are ready within tens of milliseconds, so a second later they are
-// serving, and the pages of their start are behind them.
-const startOver = time.Second
+// serving, and the pages of their start are behind them. A variable for
+// the tests, which release on a signal instead (releaseOnSignal).
+var startOver = time.Second
 
 func main() {
 	var cli CLI

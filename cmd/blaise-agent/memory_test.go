@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func sessionMemory(b *testing.B, bin string, plugs int) map[string]int {
 // startSession starts `acp` of bin with plugs no-op plugs around the demo
 // agent and opens a session; it returns the client and the processes by
 // name: front, session, agent.
-func startSession(tb testing.TB, bin string, plugs int) (*benchClient, map[string]int) {
+func startSession(tb testing.TB, bin string, plugs int, env ...string) (*benchClient, map[string]int) {
 	tb.Helper()
 	dir := tb.TempDir()
 	cfg := filepath.Join(dir, "blaise.star")
@@ -98,23 +99,30 @@ func startSession(tb testing.TB, bin string, plugs int) (*benchClient, map[strin
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
+	cmd.Env = append(append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg")), env...)
 	c := startProcess(tb, cmd, cmd.StdinPipe)
 	session := childRunning(tb, c.pid, "session-process")
 	return c, map[string]int{"front": c.pid, "session": session, "agent": childRunning(tb, session, "demo-agent")}
 }
 
 // TestSessionProcessesGiveBackTheirStartsPages: once their start is over
-// (startOver), the front end, the session process and the agent each hold
-// fewer pages of the binary's code and constant data than when the session
-// was ready (they unmapped those only their start needed), and the session
-// goes on: a prompt after that is answered.
+// (startOver; here a signal, so that the pages are counted before it
+// however slowly a loaded machine started them), the front end, the session
+// process and the agent each hold fewer pages of the binary's code and
+// constant data than when the session was ready (they unmapped those only
+// their start needed), and the session goes on: a prompt after that is
+// answered.
 func TestSessionProcessesGiveBackTheirStartsPages(t *testing.T) {
-	c, procs := startSession(t, self(t), 0)
+	c, procs := startSession(t, self(t), 0, "BLAISE_TEST_RELEASE_ON_USR1=1")
 	say(t, c, "hello")
 	ready := map[string]int{}
 	for name, pid := range procs {
 		ready[name] = readOnlyBinaryKiB(t, pid)
+	}
+	for _, pid := range procs {
+		if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, pid := range procs {
 		testsupport.Eventually(t, fmt.Sprintf("the %s (%d KiB of the binary read-only when ready) to give back pages", name, ready[name]), func() bool {

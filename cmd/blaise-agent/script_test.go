@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -14,7 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/support/resident"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/pgtest"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -28,7 +31,7 @@ func TestMain(m *testing.M) {
 	}
 	isolateMounts()
 	noRaceExitSleep()
-	testscript.Main(testBinary{m}, map[string]func(){"blaise-agent": profiled(main)})
+	testscript.Main(testBinary{m}, map[string]func(){"blaise-agent": releaseOnSignal(profiled(main))})
 }
 
 // isolateMounts runs the tests, as root, in a mount namespace of their own
@@ -55,6 +58,28 @@ func isolateMounts() {
 // profiled is main, writing a CPU profile of the process to
 // $BLAISE_TEST_CPUPROFILE/COMMAND-PID.pprof when that is set: the processes
 // a benchmark starts (acp, session-process) are profiled where they run.
+// releaseOnSignal: under $BLAISE_TEST_RELEASE_ON_USR1, a process gives
+// back its start's pages when it gets SIGUSR1 rather than after startOver,
+// so that a test measures them before and after however slowly the
+// process started.
+func releaseOnSignal(main func()) func() {
+	if os.Getenv("BLAISE_TEST_RELEASE_ON_USR1") == "" {
+		return main
+	}
+	return func() {
+		startOver = 24 * time.Hour
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGUSR1)
+		// Lives as long as the process, which main ends with os.Exit.
+		go func() {
+			for range sig {
+				resident.Release()
+			}
+		}()
+		main()
+	}
+}
+
 func profiled(main func()) func() {
 	dir := os.Getenv("BLAISE_TEST_CPUPROFILE")
 	if dir == "" || len(os.Args) < 2 {
