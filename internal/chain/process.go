@@ -145,6 +145,13 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		}
 	}
 	defer func() { incomplete(transcript.Close()) }()
+	titles := newTitler(transcript, rec.Title != "", sp.Redactions.String)
+	tctx, stopTitles := context.WithCancel(sctx)
+	var titling sync.WaitGroup
+	titling.Go(func() { titles.run(tctx, sp.titled(sctx, logger)) })
+	// The last title is recorded before the run ends.
+	defer titling.Wait()
+	defer stopTitles()
 	opts := Options{
 		Config:       cfg,
 		SessionID:    sp.SessionID,
@@ -156,7 +163,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		Logger:       logger,
 		IdlePolicy:   rec.Settings.IdlePolicy,
 		StartupLimit: rec.Settings.StartupLimit,
-		Recorder:     transcript,
+		Recorder:     titles,
 		Carrier:      carrier,
 		Redactions:   sp.Redactions,
 		MaxLine:      sp.MaxLine,
@@ -191,6 +198,18 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		return res.ReportErr
 	}
 	return errors.Join(res.ReportErr, sp.tornDown(sctx, res.Teardown.Reason, res.TeardownErr))
+}
+
+// titled returns what records the titles a run takes: in the store, off
+// the message flow. A store that cannot (an older server) is told of once.
+func (sp *SessionProcess) titled(ctx context.Context, logger *log.Logger) func(string) {
+	warned := false
+	return func(title string) {
+		if err := sp.Store.Titled(ctx, sp.SessionID, title); err != nil && !warned {
+			warned = true
+			logger.Warn("the session's title is not recorded", "session", sp.SessionID, "err", err)
+		}
+	}
 }
 
 // recorder is where a run's records go: a transcript, or a Carrier.

@@ -587,6 +587,9 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 			return errors.New("loaded: no report")
 		}
 		err = s.Store.Loaded(ctx, s.Session, *req.Loaded)
+	case OpTitled:
+		// The same title again changes nothing: no doubt to settle.
+		err = s.Store.Titled(ctx, s.Session, req.Title)
 	case OpPaused:
 		if req.Pause == nil {
 			return errors.New("paused: no pause")

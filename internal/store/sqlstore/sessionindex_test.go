@@ -152,3 +152,28 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 		testsupport.WantErr(t, err, `cursor "yesterday"`)
 	})
 }
+
+// TestTitledFillsTheTitleColumn: a title a run reports is what a list's
+// text filter finds; an old record without one is found by none.
+func TestTitledFillsTheTitleColumn(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn, newKey())
+		now := time.Now().UTC()
+		for _, id := range []string{"old", "new"} {
+			if err := s.CreateSession(ctx, &lifecycle.Record{ID: id, State: lifecycle.Active, Created: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Titled(ctx, "new", "Fix the flaky test"); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.ListSessions(ctx, ListQuery{Text: "flaky", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Sessions) != 1 || page.Sessions[0].ID != "new" || page.Sessions[0].Title != "Fix the flaky test" {
+			t.Fatalf("listed %+v", page.Sessions)
+		}
+	})
+}

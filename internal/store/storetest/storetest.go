@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"Persisted", persistedState},
 		{"SetHonoursItsContext", setHonoursContext},
 		{"Reports", reports},
+		{"TitledSetsTheTitleAndLaterUpdatesKeepIt", titled},
 		{"TornDownDeletesPersistedState", tornDown},
 		{"Discard", discard},
 		{"Transcript", transcript},
@@ -440,6 +441,24 @@ func reports(t *testing.T, s Store) {
 	}
 	if rec.State != lifecycle.TearingDown || rec.EndReason != lifecycle.Closed {
 		t.Errorf("after a pause that ends it: state %s, end reason %s", rec.State, rec.EndReason)
+	}
+}
+
+func titled(t *testing.T, s Store) {
+	Create(t, s, "s")
+	for range 2 { // the same report again changes nothing
+		if err := s.Titled(t.Context(), "s", "fix the flaky test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Paused(t.Context(), "s", lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Session(t.Context(), "s"); err != nil || rec.Title != "fix the flaky test" {
+		t.Fatalf("title %q after a pause (%v)", rec.Title, err)
+	}
+	if err := s.Titled(t.Context(), "unknown", "x"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("titling an unknown session: %v", err)
 	}
 }
 

@@ -20,10 +20,18 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	// A server's sessions are an agent's; its runners have the configuration.
 	where := func(r *lifecycle.Record) string { return r.Config }
-	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
+	shown := func(r *lifecycle.Record) bool { return all || r.State != lifecycle.Ended }
+	// A column of titles only where a run recorded some: older sessions
+	// have none, and their listing stays as it was.
+	titles := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Title != "" && shown(r) })
+	fmt.Fprint(w, "ID\t")
+	if titles {
+		fmt.Fprint(w, "TITLE\t")
+	}
+	fmt.Fprint(w, "STATE\tAGE\tRUNS\tLAST PAUSE\t")
 	// A column of changes only where a plug reported some: the listing
 	// of sessions whose plugs report none stays as it was.
-	changes := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Changes != nil && (all || r.State != lifecycle.Ended) })
+	changes := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Changes != nil && shown(r) })
 	if changes {
 		fmt.Fprint(w, "CHANGES\t")
 	}
@@ -35,14 +43,18 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 	}
 	var orphaned []*lifecycle.Record
 	for _, r := range recs {
-		if r.State == lifecycle.Ended && !all {
+		if !shown(r) {
 			continue
 		}
 		pause := "-"
 		if r.Pause != nil {
 			pause = string(r.Pause.Reason)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause)
+		fmt.Fprintf(w, "%s\t", r.ID)
+		if titles {
+			fmt.Fprintf(w, "%s\t", listedTitle(r.Title))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t", r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause)
 		if changes {
 			summary := "-"
 			if r.Changes != nil {
@@ -76,4 +88,16 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 		fmt.Fprintf(out, "  clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", r.ID)
 	}
 	return nil
+}
+
+// listedTitle is title cut to a column's width; "-" when there is none.
+func listedTitle(title string) string {
+	const width = 40
+	if title == "" {
+		return "-"
+	}
+	if r := []rune(title); len(r) > width {
+		return string(r[:width-1]) + "…"
+	}
+	return title
 }
