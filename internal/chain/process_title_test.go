@@ -3,6 +3,8 @@ package chain_test
 import (
 	"context"
 	"io"
+	"reflect"
+	"time"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/chain"
@@ -85,5 +87,24 @@ func TestSessionProcessRecordsTheRedactedTitle(t *testing.T) {
 	}
 	if rec.Title != "deploy with [REDACTED:tok] now" {
 		t.Fatalf("title %q", rec.Title)
+	}
+}
+
+// TestPlugLogLinesAreStoredPerRunRedacted: what a plug logs with ctx.log
+// is kept in the store with its run, plug, level and attributes, the
+// secret it registered redacted (blaise:secrets).
+func TestPlugLogLinesAreStoredPerRunRedacted(t *testing.T) {
+	store, id, dir := newProcessSession(t, secretChain(), lifecycle.Active)
+	serveTurns(t, store, id, dir, "hello")
+	lines, err := store.PlugLog(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []lifecycle.PlugLogLine{{Run: 1, Seq: 1, Level: "info", Plug: "keeper", Msg: "token is [REDACTED:tok]", Attrs: []string{"kind", "[REDACTED:tok]"}}}
+	if len(lines) == 1 {
+		lines[0].Time = time.Time{}
+	}
+	if !reflect.DeepEqual(lines, want) {
+		t.Fatalf("plug log %+v, want %+v", lines, want)
 	}
 }

@@ -593,3 +593,18 @@ func TestUnknownOpOfAnOldServerIsDroppedAndTheRunGoesOn(t *testing.T) {
 		t.Fatalf("the call after it: %+v %v", rec, err)
 	}
 }
+
+// TestPlugLogCrossesTheConnection: a run's plug log lines reach the
+// store through the connection.
+func TestPlugLogCrossesTheConnection(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	lines := []lifecycle.PlugLogLine{{Run: 1, Seq: 1, Level: "info", Plug: "acme/x", Msg: "hello", Attrs: []string{"k", "v"}}, {Run: 1, Seq: 2, Dropped: 3}}
+	if err := c.AppendPlugLog(t.Context(), id, lines); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.PlugLog(t.Context(), id); err != nil || !reflect.DeepEqual(got, lines) {
+		t.Fatalf("stored %+v (%v)", got, err)
+	}
+}
