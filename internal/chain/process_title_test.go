@@ -4,8 +4,8 @@ import (
 	"context"
 	"io"
 	"reflect"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"

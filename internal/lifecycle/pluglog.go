@@ -2,6 +2,8 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -36,6 +38,32 @@ func (l *PlugLogLine) Size() int {
 		n += len(a)
 	}
 	return n
+}
+
+// AttrText is the line's attributes as key=value, space separated.
+func (l PlugLogLine) AttrText() string {
+	var b strings.Builder
+	for i := 0; i+1 < len(l.Attrs); i += 2 {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(l.Attrs[i] + "=" + l.Attrs[i+1])
+	}
+	return b.String()
+}
+
+// String is the line as a log shows it: its time (UTC), level, plug,
+// message and attributes.
+func (l PlugLogLine) String() string {
+	at := l.Time.UTC().Format("2006-01-02 15:04:05")
+	if l.Dropped > 0 {
+		return fmt.Sprintf("%s %d more lines were not kept (a run keeps %d lines, %d KiB)", at, l.Dropped, MaxPlugLogLines, MaxPlugLogBytes>>10)
+	}
+	s := fmt.Sprintf("%s %-5s %s: %s", at, strings.ToUpper(l.Level), l.Plug, l.Msg)
+	if a := l.AttrText(); a != "" {
+		s += " " + a
+	}
+	return s
 }
 
 // PlugLogs keeps the lines plugs log, per run. A store without it (an

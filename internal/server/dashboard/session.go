@@ -26,6 +26,7 @@ type sessionPage struct {
 	Activity     activityPart
 	Card         recordPart
 	Prompt       string // the prompt box's text, kept when it was not sent
+	PlugLog      []plugLogRun
 }
 
 // recordPart is the part of a session's page that shows its record: sent
@@ -93,9 +94,14 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 		d.serverError(w, u, "rendering the transcript", err)
 		return
 	}
+	plugLog, err := d.Store.PlugLog(ctx, id)
+	if err != nil {
+		d.serverError(w, u, "reading the plug log", err)
+		return
+	}
 	p := d.pageFor(u, "Session "+id)
 	p.Error, p.Notice = problem, notice
-	p.Data = sessionPage{Record: rec, Conversation: conv, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	p.Data = sessionPage{Record: rec, Conversation: conv, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt, PlugLog: plugLogRuns(plugLog)}
 	d.render(w, status, "session.html", p)
 }
 
