@@ -39,6 +39,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+api.PathSessions, s.client(s.listSessions))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}", s.client(s.getSession))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/transcript", s.client(s.getTranscript))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}/plug-log", s.client(s.getPlugLog))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/end", s.client(s.endSession))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/resolve", s.client(s.resolveSession))
 	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s, Runners: s, Log: s.log(), SignInFailed: s.SignInFailed,
