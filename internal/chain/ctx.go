@@ -38,7 +38,7 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 			Setup:             r.setup,
 			RunnerEnv:         r.runnerEnv,
 			Logger:            r.log.WithPrefix(p.use.Plug.Name),
-			LogLine:           r.plugLogLine(p.use.Plug.Name),
+			LogLine:           r.opts.PlugLog.of(p.use.Plug.Name),
 			Signal:            &r.signal,
 			Runner:            r.hostValues.of(r.runnerHost),
 			SetOutput:         p.setOutput,
@@ -47,15 +47,6 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 	}
 	p.base.Inputs, p.base.State, p.base.Persisted = p.inputs, p.state, p.persisted
 	*c = builtins.Ctx{CtxBase: p.base, Handler: handler, Host: host, Agent: p.readOnlyAgent(&r.opts.Config.Agent, handler)}
-}
-
-// plugLogLine is what gives the run's PlugLog the lines plug logs; nil
-// without one.
-func (r *Run) plugLogLine(plug string) func(log.Level, string, []any) {
-	if r.opts.PlugLog == nil {
-		return nil
-	}
-	return func(level log.Level, msg string, keyvals []any) { r.opts.PlugLog.Line(plug, level, msg, keyvals) }
 }
 
 // readOnlyAgent returns the plug's ctx.agent in handler, which cannot

@@ -61,6 +61,14 @@ func (l *PlugLog) Line(plug string, level log.Level, msg string, keyvals []any) 
 	}
 }
 
+// of is what gives l the lines plug logs; nil without a plug log.
+func (l *PlugLog) of(plug string) func(log.Level, string, []any) {
+	if l == nil {
+		return nil
+	}
+	return func(level log.Level, msg string, keyvals []any) { l.Line(plug, level, msg, keyvals) }
+}
+
 // Run stores the lines taken with store until ctx is done, then those
 // left and the count of those dropped. Once store fails (an older
 // server knows no plug log), the lines go no more to the store, and
