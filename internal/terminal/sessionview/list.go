@@ -24,22 +24,23 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 	// A column of titles only where a run recorded some: older sessions
 	// have none, and their listing stays as it was.
 	titles := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Title != "" && shown(r) })
-	fmt.Fprint(w, "ID\t")
-	if titles {
-		fmt.Fprint(w, "TITLE\t")
-	}
-	fmt.Fprint(w, "STATE\tAGE\tRUNS\tLAST PAUSE\t")
+	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
 	// A column of changes only where a plug reported some: the listing
 	// of sessions whose plugs report none stays as it was.
 	changes := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Changes != nil && shown(r) })
 	if changes {
 		fmt.Fprint(w, "CHANGES\t")
 	}
+	// Titles last: the columns before stay where scripts find them.
+	last := "\n"
+	if titles {
+		last = "\tTITLE\n"
+	}
 	if st == nil {
 		where = func(r *lifecycle.Record) string { return r.AgentName }
-		fmt.Fprintln(w, "AGENT")
+		fmt.Fprint(w, "AGENT"+last)
 	} else {
-		fmt.Fprintln(w, "CONFIG")
+		fmt.Fprint(w, "CONFIG"+last)
 	}
 	var orphaned []*lifecycle.Record
 	for _, r := range recs {
@@ -50,11 +51,7 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 		if r.Pause != nil {
 			pause = string(r.Pause.Reason)
 		}
-		fmt.Fprintf(w, "%s\t", r.ID)
-		if titles {
-			fmt.Fprintf(w, "%s\t", listedTitle(r.Title))
-		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t", r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t", r.ID, r.State, now.Sub(r.Created).Round(time.Second), r.Runs, pause)
 		if changes {
 			summary := "-"
 			if r.Changes != nil {
@@ -62,7 +59,11 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 			}
 			fmt.Fprintf(w, "%s\t", summary)
 		}
-		fmt.Fprintf(w, "%s\n", where(r))
+		if titles {
+			fmt.Fprintf(w, "%s\t%s\n", where(r), listedTitle(r.Title))
+		} else {
+			fmt.Fprintf(w, "%s\n", where(r))
+		}
 		if r.State == lifecycle.Orphaned {
 			orphaned = append(orphaned, r)
 		}

@@ -66,7 +66,7 @@ func TestListShowsTitlesOnlyWhenOneIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := got.String()
-	if !strings.Contains(out, "ID       TITLE") || !strings.Contains(out, "fix the flaky test in the store's listi…") || !strings.Contains(out, "old1     -") {
+	if !strings.Contains(out, "AGENT  TITLE\n") || !strings.Contains(out, "  fix the flaky test in the store's listi…\n") || !strings.HasSuffix(out, "  -\n") {
 		t.Fatalf("listing:\n%s", out)
 	}
 	got.Reset()
