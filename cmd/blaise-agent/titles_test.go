@@ -7,9 +7,28 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
+)
+
+// secret is the secret keeperPlug registers and logs.
+const secret = "s3cr3t-t0ken-4242"
+
+// keeperPlug registers a secret, as blaise:secrets does, and logs it.
+const keeperPlug = `plug(name = "keeper")
+def on_session(ctx, next):
+    redact.secrets({"tok": "` + secret + `"})
+    ctx.log.info("token is", "` + secret + `", kind = "` + secret + `")
+    next()
+`
+
+// keptTitle and keptLogLine are the session's title and plug log line
+// of a first prompt with the secret, redacted.
+const (
+	keptTitle   = "deploy with [REDACTED:tok] now"
+	keptLogLine = "INFO  keeper: token is [REDACTED:tok] kind=[REDACTED:tok]"
 )
 
 // TestTitleAndPlugLogKeepNoSecretOfTheFirstPrompt: a run's first prompt
@@ -19,16 +38,7 @@ import (
 // directory and no log line holds it.
 func TestTitleAndPlugLogKeepNoSecretOfTheFirstPrompt(t *testing.T) {
 	t.Parallel()
-	const secret = "s3cr3t-t0ken-4242"
-	l := newLab(t, lifecycle.Settings{}, map[string]string{
-		"blaise.star": `setup(use("./keeper.star"))` + "\n",
-		"keeper.star": `plug(name = "keeper")
-def on_session(ctx, next):
-    redact.secrets({"tok": "` + secret + `"})
-    ctx.log.info("token is", "` + secret + `", kind = "` + secret + `")
-    next()
-`,
-	})
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": `setup(use("./keeper.star"))` + "\n", "keeper.star": keeperPlug})
 	term := l.startRun("deploy with " + secret + " now\nand more")
 	if code := term.exit(); code != 0 {
 		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
@@ -56,20 +66,59 @@ def on_session(ctx, next):
 		}
 		return string(out)
 	}
-	const title = "deploy with [REDACTED:tok] now"
-	if out := sessions(); !strings.Contains(out, "TITLE") || !strings.Contains(out, title) {
+	if out := sessions(); !strings.Contains(out, "TITLE") || !strings.Contains(out, keptTitle) {
 		t.Errorf("sessions lists no title:\n%s", out)
 	}
-	if out := sessions("show", id); !strings.Contains(out, "title:") || !strings.Contains(out, title) {
+	if out := sessions("show", id); !strings.Contains(out, "title:") || !strings.Contains(out, keptTitle) {
 		t.Errorf("sessions show shows no title:\n%s", out)
 	}
-	if out := sessions("log", "--plugs", id); !strings.Contains(out, "── run 1 ──") || !strings.Contains(out, "INFO  keeper: token is [REDACTED:tok] kind=[REDACTED:tok]") {
+	if out := sessions("log", "--plugs", id); !strings.Contains(out, "── run 1 ──") || !strings.Contains(out, keptLogLine) {
 		t.Errorf("sessions log --plugs:\n%s", out)
 	}
 	if strings.Contains(term.stderr.String(), secret) {
 		t.Errorf("run's stderr holds the secret:\n%s", term.stderr.String())
 	}
-	err = filepath.WalkDir(l.stateDir(), func(path string, d fs.DirEntry, err error) error {
+	holdsNoSecret(t, l.stateDir())
+}
+
+// TestTitleAndPlugLogReachTheServerRedacted: a run on a runner sends its
+// title and its plug log over its connection; the server's lists, the
+// record and `sessions log --plugs --server` show them, redacted.
+func TestTitleAndPlugLogReachTheServerRedacted(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	if err := os.WriteFile(filepath.Join(l.dir, "keeper.star"), []byte(keeperPlug), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.writeConfig("keeper-config.star", `setup(use("./keeper.star"))`+"\n")
+	l.runner("r1", "keeper-config.star")
+	// The client sees its prompt echoed: the store and the lists do not.
+	l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "deploy with "+secret+" now")
+	recs := l.sessions()
+	if len(recs) != 1 {
+		t.Fatalf("sessions %+v", recs)
+	}
+	id := recs[0].ID
+	server := []string{"--server", l.url, "--token", l.token}
+	testsupport.Eventually(t, "the title and the plug log on the server", func() bool {
+		return l.session(id).Title == keptTitle && strings.Contains(l.cli(append([]string{"sessions", "log", "--plugs", id}, server...)...), keptLogLine)
+	})
+	for _, args := range [][]string{{"sessions"}, {"sessions", "show", id}, {"sessions", "log", "--plugs", "--json", id}} {
+		out := l.cli(append(args, server...)...)
+		if strings.Contains(out, secret) {
+			t.Errorf("%v shows the secret:\n%s", args, out)
+		}
+		if args[len(args)-1] != id && !strings.Contains(out, keptTitle) {
+			t.Errorf("%v shows no title:\n%s", args, out)
+		}
+	}
+	holdsNoSecret(t, l.data)
+}
+
+// holdsNoSecret checks that no file under dir holds the secret.
+func holdsNoSecret(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
