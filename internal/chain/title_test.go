@@ -118,3 +118,47 @@ func TestResourceLinkNamesAPromptWithoutText(t *testing.T) {
 		t.Fatalf("title %q", got)
 	}
 }
+
+// TestSlowStoreDoesNotHoldUpMessages: while the store records a title,
+// messages pass the titler, and the latest title taken meanwhile is the
+// one recorded next.
+func TestSlowStoreDoesNotHoldUpMessages(t *testing.T) {
+	tt := newTitler(nil, false, same)
+	recording, release := make(chan string), make(chan struct{})
+	var got []string
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tt.run(ctx, func(s string) {
+			recording <- s
+			<-release
+			got = append(got, s)
+		})
+	}()
+	record := func(line string) {
+		side := acp.ToAgent
+		if strings.Contains(line, `"session/update"`) {
+			side = acp.ToClient
+		}
+		m, err := acp.Parse([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tt.Record(side, m, "")
+	}
+	record(prompt("first"))
+	<-recording // the store holds it
+	for _, title := range []string{`"second"`, `"third"`} {
+		record(info(title)) // returns though the store does not
+	}
+	close(release)
+	if s := <-recording; s != "third" {
+		t.Errorf("recorded next %q, want the latest, third", s)
+	}
+	cancel()
+	<-done
+	if strings.Join(got, "|") != "first|third" {
+		t.Fatalf("recorded %q", got)
+	}
+}
