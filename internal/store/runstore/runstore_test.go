@@ -574,8 +574,10 @@ func TestTitledCrossesTheConnection(t *testing.T) {
 	if err := c.Titled(t.Context(), id, "fix the flaky test"); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := store.Session(t.Context(), id); err != nil || rec.Title != "fix the flaky test" {
-		t.Fatalf("title %q (%v)", rec.Title, err)
+	if rec, err := store.Session(t.Context(), id); err != nil {
+		t.Fatal(err)
+	} else if rec.Title != "fix the flaky test" {
+		t.Fatalf("title %q", rec.Title)
 	}
 }
 

@@ -23,8 +23,10 @@ func titled(t *testing.T, s Store) {
 	if _, err := s.Paused(t.Context(), "s", lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: time.Now(), Run: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := s.Session(t.Context(), "s"); err != nil || rec.Title != "fix the flaky test" {
-		t.Fatalf("title %q after a pause (%v)", rec.Title, err)
+	if rec, err := s.Session(t.Context(), "s"); err != nil {
+		t.Fatal(err)
+	} else if rec.Title != "fix the flaky test" {
+		t.Fatalf("title %q after a pause", rec.Title)
 	}
 	if err := s.Titled(t.Context(), "unknown", "x"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("titling an unknown session: %v", err)
