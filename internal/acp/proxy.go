@@ -147,8 +147,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.init()
 	if p.CheckParams {
 		p.checks = make(chan checkItem, checkQueue)
-		// Ends once Run closes p.checks; it only checks, and may finish after.
-		go p.checker(p.checks)
+		checked := make(chan struct{})
+		// Run waits for it (checked), once it has closed p.checks.
+		go func() {
+			defer close(checked)
+			p.checker(p.checks)
+		}()
+		defer func() { <-checked }()
 	}
 	// Each side's messages are read and handled on a goroutine of its own,
 	// in order (M6); the run lasts as long as the agent's output.
@@ -474,14 +479,21 @@ func (p *Proxy) check(m *Message) {
 // checker checks queued messages, resting after each check nine times as
 // long as it took, so that checking takes at most a tenth of a core however
 // busy the stream is.
+// Once the run has ended (p.ended), what is left is checked without rest.
 func (p *Proxy) checker(ch <-chan checkItem) {
+	rest := time.NewTimer(0)
+	defer rest.Stop()
 	for c := range ch {
 		t0 := time.Now()
 		p.checkBytes.Add(-int64(len(c.params)))
 		if err := CheckParams(c.method, c.params); err != nil {
 			p.Log.Warn("protocol: params do not fit the ACP schema; passing them as they came", "err", err)
 		}
-		time.Sleep(9 * time.Since(t0))
+		rest.Reset(9 * time.Since(t0))
+		select {
+		case <-rest.C:
+		case <-p.ended:
+		}
 	}
 }
 

@@ -71,12 +71,12 @@ func newLab(t *testing.T) *lab {
 // back, and waits for their ends to be recorded: they would wait the lease,
 // past the test and its store.
 func endRuns(t *testing.T, s *Server) {
-	s.mu.Lock()
+	s.runners.mu.Lock()
 	var left []*remoteProcess
-	for _, p := range s.procs {
+	for _, p := range s.runners.procs {
 		left = append(left, p)
 	}
-	s.mu.Unlock()
+	s.runners.mu.Unlock()
 	for _, p := range left {
 		p.fail(errors.New("the test is over"))
 		testsupport.Eventually(t, "the end of a run the test left", func() bool { return s.engine.Running(p.ref.Session) == nil })
@@ -255,7 +255,7 @@ func TestRunnerProtocolRefusals(t *testing.T) {
 
 // connected counts the runners the server keeps.
 func (l *lab) connected() int {
-	l.s.mu.Lock()
-	defer l.s.mu.Unlock()
-	return len(l.s.runners["demo"])
+	l.s.runners.mu.Lock()
+	defer l.s.runners.mu.Unlock()
+	return len(l.s.runners.conns["demo"])
 }

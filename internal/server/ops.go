@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/metrics"
-	"github.com/coder/websocket"
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+	"github.com/charmbracelet/log"
 )
 
 // Paths every server answers without a token.
@@ -25,6 +25,13 @@ const (
 	PathMetrics = "/metrics"
 )
 
+// ops are the operators' endpoints: health, readiness and metrics, and
+// the count of every answer.
+type ops struct {
+	Store   *sqlstore.Store
+	metrics *serverMetrics
+}
+
 // serverMetrics are what /metrics shows (docs/server.md#metrics).
 type serverMetrics struct {
 	reg         metrics.Registry
@@ -34,19 +41,21 @@ type serverMetrics struct {
 	runsEnded   metrics.Counter
 	stops       metrics.Counter
 	store       metrics.Histogram
-	// signIns counts failed dashboard sign-ins (SignInFailed).
+	// signIns counts failed dashboard sign-ins (signInFailed).
 	signIns metrics.Counter
 }
 
-func (s *Server) newMetrics() *serverMetrics {
+// newMetrics are the metrics of a server on store, whose connected runners
+// are rs's.
+func newMetrics(store *sqlstore.Store, l *log.Logger, rs *runners) *serverMetrics {
 	m := &serverMetrics{}
 	r := &m.reg
 	r.Collected("blaise_sessions", "Sessions by agent and state.", "gauge", func(add func(float64, ...string)) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		counts, err := s.Store.CountSessions(ctx)
+		counts, err := store.CountSessions(ctx)
 		if err != nil {
-			s.log().Warn("metrics: counting sessions", "err", err)
+			l.Warn("metrics: counting sessions", "err", err)
 		}
 		for _, c := range counts {
 			add(float64(c.N), c.Agent, c.State)
@@ -56,17 +65,17 @@ func (s *Server) newMetrics() *serverMetrics {
 	m.runsEnded = r.Counter("blaise_runs_ended_total", "Runs settled, by the state they left their session in and why it ended (empty while it may resume).", "state", "reason")
 	m.stops = r.Counter("blaise_stops_total", "Stops asked of running sessions (ending one through the API or the dashboard), by outcome: sent or refused.", "outcome")
 	r.Collected("blaise_runners_connected", "Runners connected, by agent.", "gauge", func(add func(float64, ...string)) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for agent, rs := range s.runners {
-			if len(rs) > 0 {
-				add(float64(len(rs)), agent)
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		for agent, conns := range rs.conns {
+			if len(conns) > 0 {
+				add(float64(len(conns)), agent)
 			}
 		}
 	}, "agent")
 	m.store = r.Histogram("blaise_store_seconds", "Time of the store's statements, by verb.", metrics.DefaultBuckets, "verb")
 	r.Collected("blaise_transcript_bytes_total", "Bytes of transcript lines stored since the server started.", "counter", func(add func(float64, ...string)) {
-		add(float64(s.Store.TranscriptBytes()))
+		add(float64(store.TranscriptBytes()))
 	})
 	m.requests = r.Counter("blaise_http_requests_total", "HTTP requests answered, by route and status code.", "route", "code")
 	m.conns = r.Gauge("blaise_http_connections", "Connections open, WebSockets included.")
@@ -74,36 +83,29 @@ func (s *Server) newMetrics() *serverMetrics {
 	return m
 }
 
-// SignInFailed counts a refused dashboard sign-in.
-func (s *Server) SignInFailed() {
-	s.init()
-	s.metrics.signIns.Inc()
+// signInFailed counts a refused dashboard sign-in.
+func (o *ops) signInFailed() {
+	o.metrics.signIns.Inc()
 }
 
-// runSettled counts the end of a run.
-func (s *Server) runSettled(r *lifecycle.Record) {
-	s.metrics.runsEnded.Inc(string(r.State), string(r.EndReason))
-}
-
-// MetricsHandler writes the metrics, to whoever may see them.
-func (s *Server) MetricsHandler() http.Handler {
-	s.init()
+// metricsHandler writes the metrics, to whoever may see them.
+func (o *ops) metricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", metrics.ContentType)
-		_ = s.metrics.reg.Write(w)
+		_ = o.metrics.reg.Write(w)
 	})
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+func (o *ops) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write([]byte("ok\n"))
 }
 
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+func (o *ops) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if err := s.Store.Ready(ctx); err != nil {
+	if err := o.Store.Ready(ctx); err != nil {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(err.Error() + "\n"))
 		return
@@ -113,7 +115,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 
 // counted counts h's answers by route (the pattern that matched) and
 // status.
-func (s *Server) counted(h http.Handler) http.Handler {
+func (o *ops) counted(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		h.ServeHTTP(sw, r)
@@ -128,7 +130,7 @@ func (s *Server) counted(h http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		s.metrics.requests.Inc(route, strconv.Itoa(code))
+		o.metrics.requests.Inc(route, strconv.Itoa(code))
 	})
 }
 
@@ -160,28 +162,3 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// keepAlive pings a client's WebSocket until it closes; a peer that does
-// not answer within the interval is cut.
-func (s *Server) keepAlive(ctx context.Context, ws *websocket.Conn) {
-	every := s.KeepAlive
-	if every <= 0 {
-		every = DefaultKeepAlive
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, every)
-		err := ws.Ping(pctx)
-		cancel()
-		if err != nil {
-			ws.CloseNow()
-			return
-		}
-	}
-}

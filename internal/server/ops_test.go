@@ -162,7 +162,7 @@ func TestServeReturnsOnceItsGoroutinesHaveEnded(t *testing.T) {
 	}
 	buf := make([]byte, 1<<20)
 	stacks := string(buf[:runtime.Stack(buf, true)])
-	for _, f := range []string{"(*Engine).Keep", "(*Server).cutRevoked", "(*runnerConn).serve", "(*runnerConn).acceptStreams", "(*Server).connectRunner"} {
+	for _, f := range []string{"(*Engine).Keep", "(*runners).cutRevoked", "(*runnerConn).serve", "(*runnerConn).acceptStreams", "(*runners).connect"} {
 		if strings.Contains(stacks, f) {
 			t.Errorf("%s still runs after Serve returned", f)
 		}

@@ -8,7 +8,7 @@ import (
 
 // getPlugLog answers a session's plug log: the lines its plugs logged
 // (ctx.log), one JSON object a line, by run; with ?run=N, of that run.
-func (s *Server) getPlugLog(w http.ResponseWriter, r *http.Request) {
+func (res *resources) getPlugLog(w http.ResponseWriter, r *http.Request) {
 	run := 0
 	if v := r.URL.Query().Get("run"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -19,11 +19,11 @@ func (s *Server) getPlugLog(w http.ResponseWriter, r *http.Request) {
 		run = n
 	}
 	id := r.PathValue("id")
-	if _, err := s.Store.Session(r.Context(), id); err != nil {
+	if _, err := res.Store.Session(r.Context(), id); err != nil {
 		failErr(w, err)
 		return
 	}
-	lines, err := s.Store.PlugLog(r.Context(), id)
+	lines, err := res.Store.PlugLog(r.Context(), id)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -35,7 +35,7 @@ func (s *Server) getPlugLog(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err := enc.Encode(&lines[i]); err != nil {
-			s.log().Debug("sending a plug log", "session", id, "err", err)
+			res.Log.Debug("sending a plug log", "session", id, "err", err)
 			return
 		}
 	}

@@ -19,7 +19,7 @@ import (
 // connection breaks, the run waits for the runner to come back with it
 // (a new attachment) for the lease, and is failed after that (L5).
 type remoteProcess struct {
-	s        *Server
+	runners  *runners
 	ref      runnerproto.RunRef
 	launched chan error
 	exited   chan struct{}
@@ -82,7 +82,7 @@ func (rc *runnerConn) launch(run engine.Launch) (*remoteProcess, error) {
 	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags}}); err != nil {
 		return forget(fmt.Errorf("runner %s: %w", rc.name, err))
 	}
-	timeout := rc.s.clock().After(rc.s.lease())
+	timeout := rc.runners.clock.After(rc.runners.lease)
 	select {
 	case err := <-p.launched:
 		if err != nil {
@@ -91,20 +91,20 @@ func (rc *runnerConn) launch(run engine.Launch) (*remoteProcess, error) {
 	case <-rc.gone:
 		return forget(fmt.Errorf("runner %s left while starting the run", rc.name))
 	case <-timeout:
-		return forget(fmt.Errorf("runner %s did not start the run within %s", rc.name, rc.s.lease()))
+		return forget(fmt.Errorf("runner %s did not start the run within %s", rc.name, rc.runners.lease))
 	}
 	if err := rc.streams(first, timeout); err != nil {
 		return forget(err)
 	}
 	p.serveStore()
-	rc.s.metrics.runsStarted.Inc(rc.agent)
+	rc.runners.metrics.runsStarted.Inc(rc.agent)
 	return p, nil
 }
 
 // newProcess makes the run ref a run of rc, whose streams are to come on
 // the attachment it returns.
 func (rc *runnerConn) newProcess(ref runnerproto.RunRef) (*remoteProcess, *attachment) {
-	p := &remoteProcess{s: rc.s, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
+	p := &remoteProcess{runners: rc.runners, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{})}
 	if runnerproto.Carries(rc.version) {
 		p.carried = newCarriedStdout()
 	}
@@ -134,7 +134,7 @@ func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
 	case <-rc.gone:
 		return fmt.Errorf("runner %s left before it opened the run's streams", rc.name)
 	case <-timeout:
-		return fmt.Errorf("runner %s did not open the run's streams within %s", rc.name, rc.s.lease())
+		return fmt.Errorf("runner %s did not open the run's streams within %s", rc.name, rc.runners.lease)
 	}
 }
 
@@ -143,7 +143,7 @@ func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
 // sends again on a new stream after a reconnection is answered, not
 // applied twice.
 func (p *remoteProcess) serveStore() {
-	store := &runstore.Server{Store: p.s.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite}
+	store := &runstore.Server{Store: p.runners.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite}
 	if p.carried != nil {
 		store.Forward = p.carried.w
 	}
@@ -156,7 +156,7 @@ func (p *remoteProcess) serveStore() {
 				p.carried.w.Close()
 			}
 			if err := store.Close(); err != nil {
-				p.s.log().Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				p.runners.Log.Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 			}
 		}()
 		var last *attachment
@@ -177,7 +177,7 @@ func (p *remoteProcess) serveStore() {
 				continue
 			}
 			if errors.Is(err, runstore.ErrTranscriptClose) {
-				p.s.log().Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				p.runners.Log.Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 				_ = st.Close()
 				continue
 			}
@@ -186,14 +186,14 @@ func (p *remoteProcess) serveStore() {
 			// must not send its calls again on a next stream, where the
 			// appends forwarded and not committed would be forwarded twice.
 			if !errors.Is(err, runstore.ErrBroken) && p.cut(a, err) {
-				p.s.log().Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				p.runners.Log.Debug("a run's store stream ended", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 				continue
 			}
 			if !errors.Is(err, runstore.ErrBroken) {
 				// The stream failed on a connection still up (a write that
 				// timed out on a stalled link, a reset): the runner
 				// reconnects, and the run sends again what was not answered.
-				p.s.log().Warn("a run's store stream failed: the runner's connection is closed for it to reconnect", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+				p.runners.Log.Warn("a run's store stream failed: the runner's connection is closed for it to reconnect", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 				_ = a.rc.mux.Close()
 				continue
 			}
@@ -201,7 +201,7 @@ func (p *remoteProcess) serveStore() {
 			// store is broken, and nothing reads its calls any more. The run
 			// is failed and its process killed, rather than left waiting for
 			// answers that do not come.
-			p.s.log().Error("a run's store failed: the run is failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+			p.runners.Log.Error("a run's store failed: the run is failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 			p.sendSignal(a, true)
 			p.fail(fmt.Errorf("its store: %w", err))
 			return
@@ -274,9 +274,9 @@ func (c cutStream) Read(b []byte) (int, error) {
 
 // adopt makes p a run of rc, whose streams are to come.
 func (rc *runnerConn) adopt(p *remoteProcess) {
-	rc.s.mu.Lock()
-	rc.s.procs[p.ref] = p
-	rc.s.mu.Unlock()
+	rc.runners.mu.Lock()
+	rc.runners.procs[p.ref] = p
+	rc.runners.mu.Unlock()
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.procs[p.ref] = p
@@ -284,10 +284,10 @@ func (rc *runnerConn) adopt(p *remoteProcess) {
 
 // detached returns the run ref of the runner of credential id runner, if
 // the server has it and its connection is gone.
-func (s *Server) detached(ref runnerproto.RunRef, runner string) *remoteProcess {
-	s.mu.Lock()
-	p := s.procs[ref]
-	s.mu.Unlock()
+func (rs *runners) detached(ref runnerproto.RunRef, runner string) *remoteProcess {
+	rs.mu.Lock()
+	p := rs.procs[ref]
+	rs.mu.Unlock()
 	if p == nil {
 		return nil
 	}
@@ -302,7 +302,7 @@ func (s *Server) detached(ref runnerproto.RunRef, runner string) *remoteProcess 
 // reattach takes back the run ref on rc, a new connection of its runner:
 // it reports whether the server still has the run.
 func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
-	p := rc.s.detached(ref, rc.id)
+	p := rc.runners.detached(ref, rc.id)
 	if p == nil {
 		return false
 	}
@@ -316,7 +316,7 @@ func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
 	p.pending = newAttachment(rc)
 	p.mu.Unlock()
 	rc.adopt(p)
-	rc.s.log().Info("run re-attached", "session", ref.Session, "run", ref.Run, "runner", rc.name)
+	rc.runners.Log.Info("run re-attached", "session", ref.Session, "run", ref.Run, "runner", rc.name)
 	return true
 }
 
@@ -462,8 +462,8 @@ func (p *remoteProcess) Wait() error {
 		case <-p.exited:
 			return p.exitErr()
 		case <-changed: // re-attached, or failed
-		case <-p.s.clock().After(p.s.lease()):
-			err := fmt.Errorf("runner %s is gone and did not come back within %s", a.rc.name, p.s.lease())
+		case <-p.runners.clock.After(p.runners.lease):
+			err := fmt.Errorf("runner %s is gone and did not come back within %s", a.rc.name, p.runners.lease)
 			p.fail(err)
 			return err
 		}
@@ -482,11 +482,11 @@ func (p *remoteProcess) exitErr() error {
 // forget drops the run from the server and from the connection it is
 // attached to.
 func (p *remoteProcess) forget() {
-	p.s.mu.Lock()
-	if p.s.procs[p.ref] == p {
-		delete(p.s.procs, p.ref)
+	p.runners.mu.Lock()
+	if p.runners.procs[p.ref] == p {
+		delete(p.runners.procs, p.ref)
 	}
-	p.s.mu.Unlock()
+	p.runners.mu.Unlock()
 	p.mu.Lock()
 	a := p.att
 	p.mu.Unlock()
@@ -508,7 +508,7 @@ func (p *remoteProcess) mayWrite(ctx context.Context) error {
 	if failed != nil {
 		return fmt.Errorf("session %s: run %d was failed (%v): its writes are refused", p.ref.Session, p.ref.Run, failed)
 	}
-	run, _, err := p.s.Store.CurrentRun(ctx, p.ref.Session)
+	run, _, err := p.runners.Store.CurrentRun(ctx, p.ref.Session)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,9 +11,20 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+	"github.com/charmbracelet/log"
 )
+
+// resources are the HTTP API's agents and sessions, and the engine's
+// actions on sessions as the API and the dashboard take them.
+type resources struct {
+	Store   *sqlstore.Store
+	Log     *log.Logger
+	engine  *engine.Engine
+	metrics *serverMetrics
+}
 
 func agentJSON(a *sqlstore.Agent) api.AgentJSON {
 	return api.AgentJSON{
@@ -52,8 +64,8 @@ func applyAgent(j api.AgentJSON, a *sqlstore.Agent) error {
 	return nil
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
-	as, err := s.Store.Agents(r.Context())
+func (res *resources) listAgents(w http.ResponseWriter, r *http.Request) {
+	as, err := res.Store.Agents(r.Context())
 	if err != nil {
 		failErr(w, err)
 		return
@@ -65,7 +77,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
+func (res *resources) createAgent(w http.ResponseWriter, r *http.Request) {
 	var j api.AgentJSON
 	if !readJSON(w, r, &j) {
 		return
@@ -75,7 +87,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 		failErr(w, err)
 		return
 	}
-	created, err := s.Store.CreateAgent(r.Context(), a)
+	created, err := res.Store.CreateAgent(r.Context(), a)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -83,8 +95,8 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, agentJSON(created))
 }
 
-func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
-	a, err := s.Store.Agent(r.Context(), r.PathValue("name"))
+func (res *resources) getAgent(w http.ResponseWriter, r *http.Request) {
+	a, err := res.Store.Agent(r.Context(), r.PathValue("name"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -92,7 +104,7 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, agentJSON(a))
 }
 
-func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
+func (res *resources) updateAgent(w http.ResponseWriter, r *http.Request) {
 	var j api.AgentJSON
 	if !readJSON(w, r, &j) {
 		return
@@ -101,7 +113,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "name: an agent cannot be renamed")
 		return
 	}
-	a, err := s.Store.UpdateAgent(r.Context(), r.PathValue("name"), func(a *sqlstore.Agent) error { return applyAgent(j, a) })
+	a, err := res.Store.UpdateAgent(r.Context(), r.PathValue("name"), func(a *sqlstore.Agent) error { return applyAgent(j, a) })
 	if err != nil {
 		failErr(w, err)
 		return
@@ -109,8 +121,8 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, agentJSON(a))
 }
 
-func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
-	if err := s.Store.DeleteAgent(r.Context(), r.PathValue("name")); err != nil {
+func (res *resources) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := res.Store.DeleteAgent(r.Context(), r.PathValue("name")); err != nil {
 		failErr(w, err)
 		return
 	}
@@ -119,15 +131,15 @@ func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request) {
 
 // listSessions answers a page of the sessions list, newest first, filtered
 // in the database (sqlstore.ListSessions).
-func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+func (res *resources) listSessions(w http.ResponseWriter, r *http.Request) {
 	q, err := listQuery(r)
 	if err != nil {
 		fail(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	page, err := s.Store.ListSessions(r.Context(), q)
+	page, err := res.Store.ListSessions(r.Context(), q)
 	if broken := (*lifecycle.BrokenError)(nil); errors.As(err, &broken) {
-		s.log().Warn("listing sessions", "err", err) // the others are listed
+		res.Log.Warn("listing sessions", "err", err) // the others are listed
 	} else if err != nil {
 		failErr(w, err)
 		return
@@ -163,8 +175,8 @@ func listQuery(r *http.Request) (sqlstore.ListQuery, error) {
 	return q, nil
 }
 
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.Store.Session(r.Context(), r.PathValue("id"))
+func (res *resources) getSession(w http.ResponseWriter, r *http.Request) {
+	rec, err := res.Store.Session(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -174,8 +186,8 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 
 // getTranscript streams a session's transcript: its records, one JSON
 // object a line (docs/messages.md).
-func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
-	rd, err := s.Store.ReadTranscript(r.Context(), r.PathValue("id"))
+func (res *resources) getTranscript(w http.ResponseWriter, r *http.Request) {
+	rd, err := res.Store.ReadTranscript(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
@@ -183,16 +195,16 @@ func (s *Server) getTranscript(w http.ResponseWriter, r *http.Request) {
 	defer rd.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	if _, err := io.Copy(w, rd); err != nil {
-		s.log().Debug("sending a transcript", "session", r.PathValue("id"), "err", err)
+		res.Log.Debug("sending a transcript", "session", r.PathValue("id"), "err", err)
 	}
 }
 
 // endSession ends a session: a live run gets a closed stop, recorded
 // before it is sent (L3); a paused one a teardown run. A session whose run
 // no runner receives is an error, and nothing changes.
-func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
+func (res *resources) endSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	rec, err := s.EndSession(r.Context(), id)
+	rec, err := res.EndSession(r.Context(), id)
 	if err != nil {
 		failErr(w, err)
 		return
@@ -200,11 +212,44 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
-func (s *Server) resolveSession(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.ResolveSession(r.Context(), r.PathValue("id"))
+func (res *resources) resolveSession(w http.ResponseWriter, r *http.Request) {
+	rec, err := res.ResolveSession(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// EndSession ends a session (POST /v1/sessions/ID/end, the dashboard's
+// End): a live run gets a closed stop, recorded before it is sent (L3); a
+// paused one a teardown run, as does a live one that paused on an earlier
+// stop. A session whose run no runner receives is an error, and nothing
+// changes.
+func (res *resources) EndSession(ctx context.Context, id string) (*lifecycle.Record, error) {
+	if _, err := res.Store.Session(ctx, id); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if l := res.engine.Running(id); l != nil {
+		if err := l.Stop(lifecycle.Stop{Reason: lifecycle.Closed}); err != nil {
+			res.metrics.stops.Inc("refused")
+			return nil, err
+		}
+		res.metrics.stops.Inc("sent")
+		rec, err := l.Wait(ctx)
+		// A stop sent before ours (idle, when its client left) pauses the
+		// run; the session is ended all the same.
+		if err != nil || rec.State != lifecycle.Paused {
+			return rec, err
+		}
+	}
+	return res.engine.End(ctx, id)
+}
+
+// ResolveSession ends an orphaned session once a person has cleaned up
+// after it (L2).
+func (res *resources) ResolveSession(ctx context.Context, id string) (*lifecycle.Record, error) {
+	return res.engine.Resolve(ctx, id)
 }

@@ -13,37 +13,37 @@ const revokedCheck = 2 * time.Second
 
 // cutRevoked cuts, until ctx ends, the connections of runners whose
 // credential is revoked, as the dashboard's Revoke does at once.
-func (s *Server) cutRevoked(ctx context.Context) {
+func (rs *runners) cutRevoked(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.clock().After(revokedCheck):
+		case <-rs.clock.After(revokedCheck):
 		}
-		connected := s.connectedIDs()
+		connected := rs.connectedIDs()
 		if len(connected) == 0 {
 			continue
 		}
-		rs, err := s.Store.Runners(ctx)
+		registered, err := rs.Store.Runners(ctx)
 		if err != nil {
-			s.log().Warn("looking for revoked runners", "err", err)
+			rs.Log.Warn("looking for revoked runners", "err", err)
 			continue
 		}
-		for _, r := range rs {
+		for _, r := range registered {
 			if connected[r.ID] && !r.Revoked.IsZero() {
-				s.log().Info("cutting the connection of a revoked runner", "runner", r.Name, "id", r.ID)
-				s.Disconnect(r.ID)
+				rs.Log.Info("cutting the connection of a revoked runner", "runner", r.Name, "id", r.ID)
+				rs.Disconnect(r.ID)
 			}
 		}
 	}
 }
 
 // connectedIDs are the credential ids of the connected runners.
-func (s *Server) connectedIDs() map[string]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (rs *runners) connectedIDs() map[string]bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	ids := map[string]bool{}
-	for _, conns := range s.runners {
+	for _, conns := range rs.conns {
 		for rc := range conns {
 			ids[rc.id] = true
 		}

@@ -2,157 +2,235 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
+	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
+	"github.com/charmbracelet/log"
+	"github.com/coder/websocket"
 	"github.com/hashicorp/yamux"
 )
 
-// runnerConn is a connected runner.
-type runnerConn struct {
-	s     *Server
-	agent string
-	name  string
-	id    string // its credential's
-	build string // the runner's blaise-agent version
-	// config and dir are the runner's blaise.star and where its runs run,
-	// as it said in its hello; "" when it did not.
-	config, dir string
-	// version is the runner protocol's: from 4 on, a run's messages toward
-	// the client come in its transcript appends.
-	version int
-	mux     *yamux.Session
-	frames  *runnerproto.Conn
-	gone    chan struct{} // closed when the connection ended
-	// welcomed is closed once the runner was sent its welcome, the first
-	// frame it reads.
-	welcomed chan struct{}
+// runners are the runners' connections, and the engine's launcher of runs
+// on them.
+type runners struct {
+	Store   *sqlstore.Store
+	Log     *log.Logger
+	clock   lifecycle.Clock
+	lease   time.Duration  // Server.Lease, or DefaultLease
+	engine  *engine.Engine // whose Launcher this is
+	metrics *serverMetrics
 
-	mu       sync.Mutex
-	draining bool
-	procs    map[runnerproto.RunRef]*remoteProcess
+	mu    sync.Mutex
+	conns map[string]map[*runnerConn]bool // by agent
+	procs map[runnerproto.RunRef]*remoteProcess
 }
 
-// serve handles the runner's frames and streams until its connection ends.
-func (rc *runnerConn) serve(ctx context.Context) {
-	accepted := make(chan struct{})
-	// Waited for below, once mux is closed.
-	go func() {
-		defer close(accepted)
-		rc.acceptStreams()
-	}()
-	for {
-		f, err := rc.frames.Receive()
-		if err != nil {
-			break
+func (rs *runners) add(rc *runnerConn) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.conns[rc.agent] == nil {
+		rs.conns[rc.agent] = map[*runnerConn]bool{}
+	}
+	rs.conns[rc.agent][rc] = true
+}
+
+func (rs *runners) remove(rc *runnerConn) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.conns[rc.agent], rc)
+}
+
+// register exchanges a registration token for a runner credential.
+func (rs *runners) register(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Token string `json:"token"`
+		Name  string `json:"name"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	cred, id, err := rs.Store.Register(r.Context(), req.Token, req.Name)
+	if errors.Is(err, sqlstore.ErrBadToken) {
+		fail(w, http.StatusUnauthorized, "%v", err)
+		return
+	}
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	rs.Log.Info("runner registered", "runner", req.Name, "id", id)
+	writeJSON(w, http.StatusOK, map[string]string{"credential": cred, "runner_id": id})
+}
+
+// connect takes a runner's connection: WebSocket, then yamux.
+func (rs *runners) connect(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	runner, err := rs.Store.RunnerByCredential(ctx, bearer(r))
+	if err != nil {
+		fail(w, http.StatusUnauthorized, "%v", err)
+		return
+	}
+	agent := r.URL.Query().Get("agent")
+	a, err := rs.Store.Agent(ctx, agent)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	version := servedVersion(r)
+	if version == 0 {
+		offered := strings.Join(r.Header.Values("Sec-WebSocket-Protocol"), ", ")
+		if offered == "" {
+			offered = "none"
 		}
-		switch f.Kind {
-		case runnerproto.KindLaunched:
-			if p := rc.proc(f.Run); p != nil {
-				var err error
-				if f.Error != "" {
-					err = fmt.Errorf("runner %s: %s", rc.name, f.Error)
-				}
-				p.launched <- err
-			}
-		case runnerproto.KindExited:
-			if p := rc.proc(f.Run); p != nil {
-				p.exit(f.Status)
-			}
-		case runnerproto.KindDrain:
-			rc.drain()
-		default:
-			rc.s.log().Warn("an unknown frame from a runner", "runner", rc.name, "type", f.Kind)
+		var served []string
+		for _, v := range runnerproto.Served {
+			served = append(served, runnerproto.Subprotocol(v))
 		}
+		fail(w, http.StatusBadRequest, "wrong protocol version: this server speaks %s, the runner offered %s: run a blaise-agent of the server's version on the runner", strings.Join(served, " or "), offered)
+		return
 	}
-	rc.mux.Close()
-	<-accepted // ends with mux
-	close(rc.gone)
-	rc.s.removeRunner(rc)
-	rc.s.log().Info("runner disconnected", "agent", rc.agent, "runner", rc.name)
-	// Last seen now, as it leaves; a server shutting down (ctx done)
-	// still records it.
-	if err := rc.s.Store.RunnerSeen(context.WithoutCancel(ctx), rc.id); err != nil {
-		rc.s.log().Warn("recording when a runner was last seen", "runner", rc.name, "err", err)
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{runnerproto.Subprotocol(version)}})
+	if err != nil {
+		return
 	}
-}
-
-func (rc *runnerConn) proc(ref *runnerproto.RunRef) *remoteProcess {
-	if ref == nil {
-		return nil
+	ws.SetReadLimit(-1)
+	nc := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	mux, err := yamux.Server(runnerproto.Coalesce(nc, nil), runnerproto.YamuxConfig())
+	if err != nil {
+		nc.Close()
+		return
 	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.procs[*ref]
-}
-
-// acceptStreams routes the streams the runner opens to their runs.
-func (rc *runnerConn) acceptStreams() {
-	for {
-		st, err := rc.mux.AcceptStream()
-		if err != nil {
-			return
+	first, err := mux.AcceptStream()
+	if err != nil {
+		mux.Close()
+		return
+	}
+	frames := runnerproto.NewConn(first)
+	hello, err := frames.Receive()
+	if err != nil || hello.Kind != runnerproto.KindHello {
+		refuse(mux, first, "the first frame must be hello")
+		return
+	}
+	if hello.Version != version {
+		refuse(mux, first, fmt.Sprintf("runner protocol version %d; this connection speaks %d", hello.Version, version))
+		return
+	}
+	rc := &runnerConn{runners: rs, agent: a.Name, name: runner.Name, id: runner.ID, build: hello.Build, config: hello.Config, dir: hello.Dir, version: version, mux: mux, frames: frames, gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	// The runs the runner still has, the server takes back, those of its
+	// connection that broke and those it had before it restarted; the
+	// runner stops the others.
+	var kept []runnerproto.RunRef
+	seen := map[runnerproto.RunRef]bool{}
+	for _, ref := range hello.Runs {
+		if seen[ref] { // a run named twice is taken back once
+			continue
 		}
-		// Ends with its header read: at the latest as mux closes the stream.
-		go func() {
-			h, err := runnerproto.ReadHeader(st)
-			if err != nil {
-				rc.s.log().Warn("a bad stream from a runner", "runner", rc.name, "err", err)
-				st.Close()
-				return
-			}
-			p := rc.proc(&h.RunRef)
-			if p == nil || !p.attach(rc, h.Channel, st) {
-				st.Close()
-			}
-		}()
-	}
-}
-
-// drain stops the runner's live runs as idle: it is leaving (SIGTERM).
-func (rc *runnerConn) drain() {
-	rc.mu.Lock()
-	rc.draining = true
-	refs := make([]runnerproto.RunRef, 0, len(rc.procs))
-	for ref := range rc.procs {
-		refs = append(refs, ref)
-	}
-	rc.mu.Unlock()
-	rc.s.log().Info("runner draining", "agent", rc.agent, "runner", rc.name, "runs", len(refs))
-	for _, ref := range refs {
-		if l := rc.s.engine.Running(ref.Session); l != nil && l.Run == ref.Run {
-			// Ends once the run has stopped as idle.
-			go func() {
-				if err := l.StopIdle(); err != nil {
-					rc.s.log().Warn("stopping a draining runner's run", "session", ref.Session, "err", err)
-				}
-			}()
+		seen[ref] = true
+		if rc.reattach(ref) || rc.takeBack(ctx, ref) {
+			kept = append(kept, ref)
 		}
 	}
+	// Runs may go to the runner once it knows it is welcome: it is one of
+	// the agent's before, so that a session started when it says it is
+	// connected finds it; a launch waits for the welcome (launch).
+	rs.add(rc)
+	welcome := runnerproto.Frame{Kind: runnerproto.KindWelcome, Settings: &a.Settings, Runs: kept, LeaseMS: rs.lease.Milliseconds()}
+	if err := frames.Send(welcome); err != nil {
+		rs.remove(rc)
+		mux.Close()
+		close(rc.gone)
+		return
+	}
+	close(rc.welcomed)
+	rs.Log.Info("runner connected", "agent", a.Name, "runner", runner.Name)
+	rs.engine.Wake() // teardowns that waited for a runner
+	rc.serve(ctx)
 }
 
-func (rc *runnerConn) takesRuns() bool {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	select {
-	case <-rc.gone:
-		return false
-	default:
+// refuse answers a runner's hello with why it is refused, and closes the
+// connection once the runner has read it (it closes its side), or after a
+// moment: yamux does not send what is queued when its session closes.
+func refuse(mux *yamux.Session, first *yamux.Stream, why string) {
+	defer mux.Close()
+	if err := runnerproto.NewConn(first).Send(runnerproto.Frame{Kind: runnerproto.KindWelcome, Error: why}); err != nil {
+		return
 	}
-	return !rc.draining
+	first.Close()
+	_ = first.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.Copy(io.Discard, first)
+}
+
+func offers(r *http.Request, proto string) bool {
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			if strings.TrimSpace(p) == proto {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// servedVersion is the newest runner protocol version that both the
+// server serves and the runner offers; 0 for none.
+func servedVersion(r *http.Request) int {
+	for _, v := range runnerproto.Served {
+		if offers(r, runnerproto.Subprotocol(v)) {
+			return v
+		}
+	}
+	return 0
+}
+
+// Disconnect ends the connections of the runner with the id (revoked).
+func (rs *runners) Disconnect(id string) {
+	rs.mu.Lock()
+	var cut []*runnerConn
+	for _, conns := range rs.conns {
+		for rc := range conns {
+			if rc.id == id {
+				cut = append(cut, rc)
+			}
+		}
+	}
+	rs.mu.Unlock()
+	for _, rc := range cut {
+		rc.mux.Close()
+	}
+}
+
+// LiveRunners are the connected runners, by name, for the dashboard.
+func (rs *runners) LiveRunners() map[string]dashboard.LiveRunner {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := map[string]dashboard.LiveRunner{}
+	for agent, conns := range rs.conns {
+		for rc := range conns {
+			rc.mu.Lock()
+			out[rc.name] = dashboard.LiveRunner{Agent: agent, Version: rc.build, Runs: out[rc.name].Runs + len(rc.procs)}
+			rc.mu.Unlock()
+		}
+	}
+	return out
 }
 
 // Launch starts a run on a runner of the session's agent: the runner of
 // its last run when it is connected (docs/server.md#runners), else the one with fewest runs.
-func (s *Server) Launch(ctx context.Context, run engine.Launch) (engine.Process, error) {
-	rc := s.pickRunner(run.Record.AgentName, run.Record.RunnerID)
+func (rs *runners) Launch(ctx context.Context, run engine.Launch) (engine.Process, error) {
+	rc := rs.pick(run.Record.AgentName, run.Record.RunnerID)
 	if rc == nil {
 		return nil, noRunner(run.Record)
 	}
-	if _, err := s.Store.UpdateSession(ctx, run.Record.ID, func(r *lifecycle.Record) error {
+	if _, err := rs.Store.UpdateSession(ctx, run.Record.ID, func(r *lifecycle.Record) error {
 		r.Runner, r.RunnerID = rc.name, rc.id
 		r.Config, r.Dir = rc.config, rc.dir
 		return nil
@@ -167,8 +245,8 @@ func (s *Server) Launch(ctx context.Context, run engine.Launch) (engine.Process,
 }
 
 // CanLaunch says whether a runner of rec's agent is connected (blaise.Checker).
-func (s *Server) CanLaunch(rec *lifecycle.Record) error {
-	if s.pickRunner(rec.AgentName, rec.RunnerID) == nil {
+func (rs *runners) CanLaunch(rec *lifecycle.Record) error {
+	if rs.pick(rec.AgentName, rec.RunnerID) == nil {
 		return noRunner(rec)
 	}
 	return nil
@@ -186,12 +264,12 @@ func noRunner(rec *lifecycle.Record) error {
 	return &NoRunnerError{Session: rec.ID, Agent: rec.AgentName}
 }
 
-func (s *Server) pickRunner(agent, prefer string) *runnerConn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (rs *runners) pick(agent, prefer string) *runnerConn {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	var best *runnerConn
 	bestRuns := 0
-	for rc := range s.runners[agent] {
+	for rc := range rs.conns[agent] {
 		if !rc.takesRuns() {
 			continue
 		}
@@ -206,47 +284,4 @@ func (s *Server) pickRunner(agent, prefer string) *runnerConn {
 		}
 	}
 	return best
-}
-
-// takeBack takes over a run the runner still has that the server does not
-// know: one that began before the server restarted (Engine.Adopt). Its
-// session must be of the runner's agent, its last run on this runner, and
-// its record must show the run in progress; it reports whether the server
-// takes the run (the runner stops the others). This runner is the one of
-// the record's credential id: another runner of the same name takes
-// nothing. The engine adopts the run once its streams are there, before
-// its store calls are answered; should it no longer be the session's
-// then, the server lets it go, and the runner stops it after the lease.
-func (rc *runnerConn) takeBack(ctx context.Context, ref runnerproto.RunRef) bool {
-	rec, err := rc.s.Store.Session(ctx, ref.Session)
-	if err == nil && (rec.AgentName != rc.agent || rec.RunnerID != rc.id) {
-		err = fmt.Errorf("session %s is of agent %s, last run on runner %s of credential %s; this runner is %s of credential %s, of agent %s", ref.Session, rec.AgentName, rec.Runner, rec.RunnerID, rc.name, rc.id, rc.agent)
-	}
-	if err == nil {
-		err = rc.s.engine.Adoptable(ctx, ref.Session, ref.Run)
-	}
-	if err != nil {
-		rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
-		return false
-	}
-	p, first := rc.newProcess(ref)
-	// Ends with the run's streams (the lease at most), then hands the run to the engine.
-	go func() {
-		err := rc.streams(first, rc.s.clock().After(rc.s.lease()))
-		if err == nil {
-			// Adopted first: a run the sweep settled meanwhile writes
-			// nothing.
-			_, err = rc.s.engine.Adopt(ctx, ref.Session, ref.Run, p)
-		}
-		if err == nil {
-			p.serveStore()
-		}
-		if err != nil {
-			rc.drop(p, err)
-			rc.s.log().Warn("a runner's run is not taken back", "runner", rc.name, "run", ref.Run, "err", err)
-			return
-		}
-		rc.s.log().Info("run taken back after a restart", "session", ref.Session, "run", ref.Run, "runner", rc.name)
-	}()
-	return true
 }

@@ -207,7 +207,7 @@ func TestARunHandedBackTwiceIsTakenOnce(t *testing.T) {
 func TestADroppedRunLeavesItsSuccessor(t *testing.T) {
 	l := newLab(t)
 	l.s.init()
-	rc := &runnerConn{s: l.s, name: "r1", gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
+	rc := &runnerConn{runners: l.s.runners, name: "r1", gone: make(chan struct{}), welcomed: make(chan struct{}), procs: map[runnerproto.RunRef]*remoteProcess{}}
 	ref := runnerproto.RunRef{Session: "sess", Run: 1}
 	old, _ := rc.newProcess(ref)
 	successor, _ := rc.newProcess(ref)
@@ -262,9 +262,9 @@ func TestL5_ASignalLostWithItsConnectionIsSentAgain(t *testing.T) {
 	l := newLab(t)
 	ref := l.inProgress("demo", l.runnerID, 1, false)
 	mux := l.handBack(ref)
-	l.s.mu.Lock()
-	p := l.s.procs[ref]
-	l.s.mu.Unlock()
+	l.s.runners.mu.Lock()
+	p := l.s.runners.procs[ref]
+	l.s.runners.mu.Unlock()
 	// Sent, never read: the connection breaks with the frames in it.
 	p.Signal(false)
 	p.Signal(true)
@@ -378,9 +378,9 @@ func TestARunnerOfVersion3IsServed(t *testing.T) {
 		}
 		l.openStreams(mux, ref)
 		testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
-		l.s.mu.Lock()
-		p := l.s.procs[ref]
-		l.s.mu.Unlock()
+		l.s.runners.mu.Lock()
+		p := l.s.runners.procs[ref]
+		l.s.runners.mu.Unlock()
 		if p == nil || p.CarriesMessages() != (version >= 4) {
 			t.Errorf("a run of a runner of version %d: %+v, carries its messages in its transcript: %v", version, p, p != nil && p.CarriesMessages())
 		}
@@ -409,7 +409,7 @@ func TestARunnerThatDoesNotSayItsConfigurationLeavesNoneInTheSession(t *testing.
 	}
 	launched := make(chan error, 1)
 	go func() {
-		_, err := l.s.Launch(t.Context(), engine.Launch{Record: rec})
+		_, err := l.s.runners.Launch(t.Context(), engine.Launch{Record: rec})
 		launched <- err
 	}()
 	f, err := frames.Receive()

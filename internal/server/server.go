@@ -24,7 +24,8 @@ import (
 // timeout stop, has before it is failed (L5).
 const DefaultLease = time.Minute
 
-// Server is a Blaise server.
+// Server is a Blaise server. Its parts, each of one job, are made from its
+// fields at its first Handler or Serve, and its handler routes to them.
 type Server struct {
 	Store *sqlstore.Store
 	Log   *log.Logger
@@ -46,12 +47,13 @@ type Server struct {
 	// DefaultKeepAlive.
 	KeepAlive time.Duration
 
-	initOnce sync.Once
-	engine   *engine.Engine // the lifecycle of every session
-	mu       sync.Mutex
-	runners  map[string]map[*runnerConn]bool // by agent
-	procs    map[runnerproto.RunRef]*remoteProcess
-	metrics  *serverMetrics
+	initOnce  sync.Once
+	engine    *engine.Engine // the lifecycle of every session
+	runners   *runners       // their connections; the engine's launcher
+	resources *resources     // the API's agents and sessions
+	clients   *clients       // ACP to the agents' clients
+	ops       *ops           // health, readiness, metrics
+	metrics   *serverMetrics // what the parts count
 }
 
 // Timeouts of the HTTP server: a request's header and body must arrive
@@ -68,16 +70,19 @@ const (
 	DefaultKeepAlive = 30 * time.Second
 )
 
+// init makes the engine and the parts, which read the fields they take
+// then (KeepAlive is read per connection).
 func (s *Server) init() {
 	s.initOnce.Do(func() {
-		s.runners = map[string]map[*runnerConn]bool{}
-		s.procs = map[runnerproto.RunRef]*remoteProcess{}
-		s.metrics = s.newMetrics()
+		s.runners = &runners{Store: s.Store, Log: s.log(), clock: s.clock(), lease: s.lease(),
+			conns: map[string]map[*runnerConn]bool{}, procs: map[runnerproto.RunRef]*remoteProcess{}}
+		s.metrics = newMetrics(s.Store, s.log(), s.runners)
+		s.runners.metrics = s.metrics
 		s.Store.Observe = func(verb string, took time.Duration) { s.metrics.store.Observe(took, verb) }
 		s.engine = &engine.Engine{
 			Store:        s.Store,
 			Locks:        &engine.MemLocks{},
-			Launcher:     s,
+			Launcher:     s.runners,
 			TimeoutGrace: s.lease(),
 			// Runners come back within the lease with the runs they have.
 			AdoptUntil: s.clock().Now().Add(s.lease()),
@@ -86,9 +91,13 @@ func (s *Server) init() {
 			Log:        s.log(),
 			Settled: func(r *lifecycle.Record) {
 				s.log().Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
-				s.runSettled(r)
+				s.metrics.runsEnded.Inc(string(r.State), string(r.EndReason))
 			},
 		}
+		s.runners.engine = s.engine
+		s.resources = &resources{Store: s.Store, Log: s.log(), engine: s.engine, metrics: s.metrics}
+		s.clients = &clients{Store: s.Store, Log: s.log(), engine: s.engine, version: s.Version}
+		s.ops = &ops{Store: s.Store, metrics: s.metrics}
 	})
 }
 
@@ -113,19 +122,10 @@ func (s *Server) lease() time.Duration {
 	return DefaultLease
 }
 
-func (s *Server) addRunner(rc *runnerConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.runners[rc.agent] == nil {
-		s.runners[rc.agent] = map[*runnerConn]bool{}
-	}
-	s.runners[rc.agent][rc] = true
-}
-
-func (s *Server) removeRunner(rc *runnerConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.runners[rc.agent], rc)
+// MetricsHandler writes the metrics, to whoever may see them.
+func (s *Server) MetricsHandler() http.Handler {
+	s.init()
+	return s.ops.metricsHandler()
 }
 
 // Serve serves on ln until ctx is done; with cert and key, over TLS. The
@@ -140,7 +140,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) e
 	defer wg.Wait()
 	defer cancel()
 	wg.Go(func() { s.engine.Keep(ctx) })
-	wg.Go(func() { s.cutRevoked(ctx) })
+	wg.Go(func() { s.runners.cutRevoked(ctx) })
 	maxConns := s.MaxConns
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns()
