@@ -28,8 +28,11 @@ type CtxBase struct {
 	Setup             *Setup
 	RunnerEnv         starlark.Value
 	Logger            *log.Logger // the plug's logger
-	Signal            *Signal
-	Runner            starlark.Value
+	// LogLine, when set, also receives each line the plug logs at a level
+	// Logger writes (the run keeps them in its plug log).
+	LogLine func(level log.Level, msg string, keyvals []any)
+	Signal  *Signal
+	Runner  starlark.Value
 	// SetOutput publishes an output of this plug for later plugs (C10).
 	SetOutput func(name string, v starlark.Value) error
 	// ReportChanges records the summary of the session's changes

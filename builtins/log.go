@@ -16,7 +16,7 @@ type Log struct {
 	interp.Opaque[*Log]
 
 	Logger *log.Logger
-	ctx    *Ctx
+	ctx    *Ctx // nil outside a handler call: no LogLine
 }
 
 var _ starlark.HasAttrs = (*Log)(nil)
@@ -47,6 +47,9 @@ func (l *Log) Attr(name string) (starlark.Value, error) {
 		}
 		msg, keyvals := logArgs(args, kwargs)
 		l.Logger.Log(level, msg, keyvals...)
+		if l.ctx != nil && l.ctx.LogLine != nil && level >= l.Logger.GetLevel() {
+			l.ctx.LogLine(level, msg, keyvals)
+		}
 		return starlark.None, nil
 	}), nil
 }

@@ -87,7 +87,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	if m == nil {
 		t.Fatalf("serve printed no setup token:\n%s", l.logs)
 	}
-	r1 := l.runner("r1", "blaise.star")
+	// A plug that logs, for the session page's plug log.
+	if err := os.WriteFile(filepath.Join(l.dir, "greeter.star"), []byte("plug(name = \"greeter\")\ndef on_session(ctx, next):\n    ctx.log.info(\"hello from the plug\", who = \"ada\")\n    next()\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.writeConfig("greeting.star", `setup(use("./greeter.star"))`+"\n")
+	r1 := l.runner("r1", "greeting.star")
 	if out := l.cli("run", "--server", l.url, "--token", l.token, "--agent", "demo", "hello there"); !strings.Contains(out, "echo: hello there") {
 		t.Fatalf("run --server:\n%s", out)
 	}
@@ -186,6 +191,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	// found").
 	waitText(t, tab, "#conversation", "hello there")
 	waitText(t, tab, "#conversation", "echo: hello there")
+	// Each run's plug log, folded; stored beside the messages, it may
+	// come after them: a reload shows it.
+	if !testsupport.Wait(func() bool {
+		text, err := chromedp.Run(tab, chromedp.Evaluate[string](`fetch("/sessions/`+id+`/plug-log?run=1").then(r => r.text())`, chromedp.EvalAwaitPromise))
+		return err == nil && strings.Contains(text, "INFO  greeter: hello from the plug who=ada")
+	}) {
+		t.Fatal("the plug log of run 1 never held the plug's line")
+	}
+	do("the session's page again", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#conversation")))
+	do("unfolding run 1's plug log", chromedp.Click(chromedp.CSS("#log-1 summary")), chromedp.WaitVisible(chromedp.CSS("#log-1 table")))
+	waitText(t, tab, "#log-1", "hello from the plug who=ada")
 	shoot(t, tab, shots, "session")
 	// The page follows the transcript: a turn added now appears without a
 	// reload.

@@ -226,6 +226,7 @@ type SessionsLogCmd struct {
 	ID     string `arg:"" help:"The session id." predictor:"session"`
 	Follow bool   `short:"f" help:"While a run of the session is in progress, keep showing its messages as they are recorded, until it ends."`
 	JSON   bool   `name:"json" help:"Print the transcript's records as they are stored: one JSON object per line (see docs/messages.md)."`
+	Plugs  bool   `help:"Print what the session's plugs logged (ctx.log), by run, instead of the transcript; with --json, its lines as stored."`
 }
 
 // Run prints the transcript.
@@ -236,6 +237,9 @@ func (c *SessionsLogCmd) Run(g *Globals) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.Plugs {
+		return c.plugLog(ctx, st, rec.ID)
+	}
 	o := sessionview.LogOptions{
 		Out: os.Stdout, Err: os.Stderr, Color: g.color().Styled(os.Stdout),
 		Store: st, ID: rec.ID, Follow: c.Follow, Records: c.JSON,
@@ -255,6 +259,24 @@ func (c *SessionsLogCmd) Run(g *Globals) error {
 		}
 	}
 	return sessionview.WriteLog(ctx, o)
+}
+
+// plugLog prints the session's plug log, from st or, without, the server.
+func (c *SessionsLogCmd) plugLog(ctx context.Context, st *filestore.Store, id string) error {
+	if c.Follow {
+		return errors.New("--follow does not work with --plugs: run sessions log --plugs again")
+	}
+	var lines []lifecycle.PlugLogLine
+	var err error
+	if st != nil {
+		lines, err = st.PlugLog(ctx, id)
+	} else {
+		lines, err = c.client().PlugLog(ctx, id)
+	}
+	if err != nil {
+		return err
+	}
+	return sessionview.WritePlugLog(os.Stdout, lines, c.JSON)
 }
 
 // SessionsPruneCmd removes ended sessions.

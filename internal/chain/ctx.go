@@ -38,6 +38,7 @@ func (r *Run) initCtx(c *builtins.Ctx, p *plugRun, handler string, host starlark
 			Setup:             r.setup,
 			RunnerEnv:         r.runnerEnv,
 			Logger:            r.log.WithPrefix(p.use.Plug.Name),
+			LogLine:           r.opts.PlugLog.of(p.use.Plug.Name),
 			Signal:            &r.signal,
 			Runner:            r.hostValues.of(r.runnerHost),
 			SetOutput:         p.setOutput,

@@ -145,6 +145,24 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		}
 	}
 	defer func() { incomplete(transcript.Close()) }()
+	// The title and the plug log go to the store off the message flow and
+	// the plugs' calls; what is left is stored before the run ends.
+	rctx, stopReports := context.WithCancel(sctx)
+	var reporting sync.WaitGroup
+	defer reporting.Wait()
+	defer stopReports()
+	titles := newTitler(transcript, rec.Title != "", sp.Redactions.String)
+	reporting.Go(func() { titles.run(rctx, sp.titled(sctx, logger)) })
+	var plugLog *PlugLog
+	if logs, ok := sp.Store.(plugLogStore); ok {
+		plugLog = NewPlugLog(sp.Run, sp.Redactions.String)
+		reporting.Go(func() {
+			plugLog.Run(rctx, func(lines []lifecycle.PlugLogLine) error { return logs.AppendPlugLog(sctx, sp.SessionID, lines) },
+				func(err error) {
+					logger.Warn("the plugs' log lines are not stored", "session", sp.SessionID, "err", err)
+				})
+		})
+	}
 	opts := Options{
 		Config:       cfg,
 		SessionID:    sp.SessionID,
@@ -157,7 +175,8 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		Logger:       logger,
 		IdlePolicy:   rec.Settings.IdlePolicy,
 		StartupLimit: rec.Settings.StartupLimit,
-		Recorder:     transcript,
+		Recorder:     titles,
+		PlugLog:      plugLog,
 		Carrier:      carrier,
 		Redactions:   sp.Redactions,
 		MaxLine:      sp.MaxLine,
@@ -192,6 +211,25 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 		return res.ReportErr
 	}
 	return errors.Join(res.ReportErr, sp.tornDown(sctx, res.Teardown.Reason, res.TeardownErr))
+}
+
+// titled returns what records the titles a run takes: in the store, off
+// the message flow. A store that cannot (an older server) is told of once.
+func (sp *SessionProcess) titled(ctx context.Context, logger *log.Logger) func(string) {
+	warned := false
+	return func(title string) {
+		if err := sp.Store.Titled(ctx, sp.SessionID, title); err != nil && !warned {
+			warned = true
+			logger.Warn("the session's title is not recorded", "session", sp.SessionID, "err", err)
+		}
+	}
+}
+
+// plugLogStore is a store that keeps plug logs: the file and SQL stores
+// (lifecycle.PlugLogs), and one over a runner's connection, which only
+// appends.
+type plugLogStore interface {
+	AppendPlugLog(ctx context.Context, session string, lines []lifecycle.PlugLogLine) error
 }
 
 // recorder is where a run's records go: a transcript, or a Carrier.

@@ -91,6 +91,9 @@ type Options struct {
 	// the plug whose handlers run now, and "" when the agent starts: the
 	// progress a front end shows.
 	OnAttach func(plug string)
+	// PlugLog, when set, keeps the lines the plugs log (ctx.log) for the
+	// run's store, besides Logger.
+	PlugLog *PlugLog
 }
 
 // Messages the runner logs at debug level for each command the local host

@@ -30,6 +30,20 @@ func RecordLoaded(ctx context.Context, s Sessions, id string, l Loaded) error {
 	return err
 }
 
+// RecordTitle records in s the session's title; the same title again
+// changes nothing, so a report sent twice is harmless.
+func RecordTitle(ctx context.Context, s Sessions, id, title string) error {
+	rec, err := s.Session(ctx, id)
+	if err != nil || rec.Title == title {
+		return err
+	}
+	_, err = s.UpdateSession(ctx, id, func(r *Record) error {
+		r.Title = title
+		return nil
+	})
+	return err
+}
+
 // RecordPaused records in s a reported pause (L6, L7).
 func RecordPaused(ctx context.Context, s Sessions, id string, p PauseRecord) (*Record, error) {
 	return s.UpdateSession(ctx, id, func(r *Record) error {

@@ -101,6 +101,9 @@ type Reports interface {
 	// TornDown records a teardown that failed with failure, or, nil,
 	// succeeded.
 	TornDown(ctx context.Context, session string, failure error, at time.Time) (*Record, error)
+	// Titled records the session's title (Record.Title), redacted by the
+	// run that took it.
+	Titled(ctx context.Context, session, title string) error
 }
 
 // Store is everything the control plane keeps. The file store of one

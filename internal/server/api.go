@@ -35,6 +35,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+api.PathSessions, s.client(s.resources.listSessions))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}", s.client(s.resources.getSession))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/transcript", s.client(s.resources.getTranscript))
+	mux.HandleFunc("GET "+api.PathSessions+"/{id}/plug-log", s.client(s.resources.getPlugLog))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/end", s.client(s.resources.endSession))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/resolve", s.client(s.resources.resolveSession))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/actions", s.client(s.runners.sessionActions))

@@ -145,6 +145,7 @@ func (c *conn) listSessions(m *acp.Message) {
 		SessionID string `json:"sessionId"`
 		Cwd       string `json:"cwd"`
 		UpdatedAt string `json:"updatedAt"`
+		Title     string `json:"title,omitempty"`
 	}
 	list := []info{}
 	now := time.Now()
@@ -158,7 +159,7 @@ func (c *conn) listSessions(m *acp.Message) {
 		if r.CWD == "" || (p.Cwd != nil && *p.Cwd != r.CWD) {
 			continue
 		}
-		list = append(list, info{SessionID: r.ID, Cwd: r.CWD, UpdatedAt: r.Updated.UTC().Format(time.RFC3339)})
+		list = append(list, info{SessionID: r.ID, Cwd: r.CWD, UpdatedAt: r.Updated.UTC().Format(time.RFC3339), Title: r.Title})
 	}
 	out, _ := json.Marshal(map[string]any{"sessions": list})
 	c.reply(m.ID, out)

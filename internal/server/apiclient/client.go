@@ -297,6 +297,24 @@ func (c *Client) Transcript(ctx context.Context, id string, after int64) (*Trans
 	return &TranscriptBody{ReadCloser: resp.Body, Next: next}, nil
 }
 
+// PlugLog returns the lines a session's plugs logged, by run.
+func (c *Client) PlugLog(ctx context.Context, id string) ([]lifecycle.PlugLogLine, error) {
+	var out bytes.Buffer
+	if err := c.call(ctx, http.MethodGet, api.PathSessions+"/"+url.PathEscape(id)+"/plug-log", nil, &out); err != nil {
+		return nil, err
+	}
+	var lines []lifecycle.PlugLogLine
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var l lifecycle.PlugLogLine
+		if err := dec.Decode(&l); err != nil {
+			return lines, fmt.Errorf("the server's plug log of session %s: %w", id, err)
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
+}
+
 // Resolve marks an orphaned session ended.
 func (c *Client) Resolve(ctx context.Context, id string) (*lifecycle.Record, error) {
 	var out lifecycle.Record

@@ -98,6 +98,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /sessions/{id}/events", s.signedIn(one.follow))
 	mux.HandleFunc("GET /sessions/{id}/transcript", s.signedIn(one.transcript))
 	mux.HandleFunc("GET /sessions/{id}/transcript.jsonl", s.signedIn(one.transcript))
+	mux.HandleFunc("GET /sessions/{id}/plug-log", s.signedIn(one.plugLog))
 	mux.HandleFunc("POST /sessions/{id}/end", s.signedIn(list.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", s.signedIn(list.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", s.signedIn(one.promptSession))

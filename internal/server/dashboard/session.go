@@ -40,6 +40,7 @@ type sessionPage struct {
 	Activity activityPart
 	Card     recordPart
 	Prompt   string // the prompt box's text, kept when it was not sent
+	PlugLog  []plugLogRun
 }
 
 // recordPart is the part of a session's page that shows its record: sent
@@ -119,9 +120,14 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 		d.serverError(w, u, "reading the transcript", err)
 		return
 	}
+	plugLog, err := d.Store.PlugLog(ctx, id)
+	if err != nil {
+		d.serverError(w, u, "reading the plug log", err)
+		return
+	}
 	p := d.pageFor(u, "Session "+id)
 	p.Error, p.Notice = problem, notice
-	page := sessionPage{Record: rec, Blocks: withRuns(win.conv.conv.blocks, rec), Earlier: win.earlier(), Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	page := sessionPage{Record: rec, Blocks: withRuns(win.conv.conv.blocks, rec), Earlier: win.earlier(), Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt, PlugLog: plugLogRuns(plugLog)}
 	if before == 0 {
 		page.Follow = fmt.Sprintf("/sessions/%s/events?from=%d&to=%d&run=%d", url.PathEscape(id), win.after, win.to, win.run)
 	}

@@ -21,6 +21,11 @@ func (s *Store) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error
 	return lifecycle.RecordLoaded(ctx, s, id, l)
 }
 
+// Titled records the session's title (lifecycle.RecordTitle).
+func (s *Store) Titled(ctx context.Context, id, title string) error {
+	return lifecycle.RecordTitle(ctx, s, id, title)
+}
+
 // Paused records a reported pause (lifecycle.RecordPaused).
 func (s *Store) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
 	return lifecycle.RecordPaused(ctx, s, id, p)

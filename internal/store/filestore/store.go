@@ -32,6 +32,7 @@ import (
 //	<dir>/sessions/<id>/session.json           the SessionRecord, JSON
 //	<dir>/sessions/<id>/persisted/<plugid>.bin a plug's persisted state, encrypted
 //	<dir>/sessions/<id>/transcript.jsonl       the session's transcript
+//	<dir>/sessions/<id>/plugs.jsonl            its plugs' log lines (ctx.log), per run
 //
 // Every write takes the exclusive lock, writes a temporary file beside its
 // target, syncs it, renames it over the target and syncs the directory, so a

@@ -465,3 +465,49 @@ func TestAStoreStreamTellsBrokenCallsFromACut(t *testing.T) {
 		})
 	}
 }
+
+// TestPlugLogAndTitleSentAgainAfterARestartAreKeptOnce: plug log lines
+// and a title a server that restarted applied, sent again, are answered
+// by the new one and kept once.
+func TestPlugLogAndTitleSentAgainAfterARestartAreKeptOnce(t *testing.T) {
+	path, key := filepath.Join(t.TempDir(), "blaise.db"), make([]byte, 32)
+	rand.Read(key)
+	before := openSQLite(t, path, key)
+	id := before.NewSessionID()
+	rec := &lifecycle.Record{ID: id, AgentName: "a", State: lifecycle.Active, Settings: lifecycle.DefaultSettings()}
+	lifecycle.BeginRun(rec, lifecycle.StartRun, time.Now())
+	if err := before.CreateSession(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	r, c := newTestRunner(t)
+	// The first server applies every call, and its answers are lost.
+	r.attach(&Server{Store: before, Session: id, Run: 1}, true)
+	lines := []lifecycle.PlugLogLine{{Run: 1, Seq: 1, Level: "info", Plug: "acme/x", Msg: "one"}, {Run: 1, Seq: 2, Level: "info", Plug: "acme/x", Msg: "two"}}
+	logged, titled := make(chan error, 1), make(chan error, 1)
+	go func() { logged <- c.AppendPlugLog(t.Context(), id, lines) }()
+	go func() { titled <- c.Titled(t.Context(), id, "fix the flaky test") }()
+	testsupport.Eventually(t, "the first server stores the lines and the title", func() bool {
+		got, _ := before.PlugLog(t.Context(), id)
+		rec, _ := before.Session(t.Context(), id)
+		return len(got) == 2 && rec != nil && rec.Title != ""
+	})
+	// The server restarts: a new one, on the same database.
+	r.cut()
+	before.Close()
+	after := openSQLite(t, path, key)
+	r.attach(&Server{Store: after, Session: id, Run: 1}, false)
+	if err := within(t, logged, "the plug log's answer from the new server"); err != nil {
+		t.Fatalf("plug log: %v", err)
+	}
+	if err := within(t, titled, "the title's answer from the new server"); err != nil {
+		t.Fatalf("title: %v", err)
+	}
+	if got, err := after.PlugLog(t.Context(), id); err != nil || len(got) != 2 || got[1].Msg != "two" {
+		t.Fatalf("plug log after the restart: %+v %v; want each line once", got, err)
+	}
+	if rec, err := after.Session(t.Context(), id); err != nil {
+		t.Fatal(err)
+	} else if rec.Title != "fix the flaky test" {
+		t.Fatalf("title after the restart: %q", rec.Title)
+	}
+}

@@ -31,12 +31,18 @@ const (
 	OpLoaded   Op = "loaded"
 	OpPaused   Op = "paused"
 	OpTornDown Op = "torn_down"
-	OpAppend   Op = "transcript_append"
-	OpGet      Op = "persisted_get"
-	OpSet      Op = "persisted_set"
-	OpDelete   Op = "persisted_delete"
-	OpIDs      Op = "persisted_ids"
-	OpPlug     Op = "persisted_plug"
+	// OpTitled records the session's title. A server before it answers
+	// that it knows no such operation: the title is then not recorded.
+	OpTitled Op = "titled"
+	// OpPlugLog appends lines of the run's plug log (Data: their JSON,
+	// one a line); a server before it refuses it as OpTitled.
+	OpPlugLog Op = "plug_log"
+	OpAppend  Op = "transcript_append"
+	OpGet     Op = "persisted_get"
+	OpSet     Op = "persisted_set"
+	OpDelete  Op = "persisted_delete"
+	OpIDs     Op = "persisted_ids"
+	OpPlug    Op = "persisted_plug"
 	// OpResync begins the calls a run sends again on a new store stream
 	// (after a reconnection): it is not numbered and gets no answer.
 	OpResync Op = "resync"
@@ -63,6 +69,7 @@ type request struct {
 	// OpResync, the failure of an earlier append of the run, which a server
 	// that restarted does not know of.
 	Failure string    `json:"failure,omitempty"`
+	Title   string    `json:"title,omitempty"` // of an OpTitled
 	At      time.Time `json:"at,omitzero"`
 	// Answered is the number of the last call whose answer the run has
 	// read: the server forgets the answers up to it.
@@ -484,6 +491,26 @@ func (c *Client) Session(ctx context.Context, id string) (*lifecycle.Record, err
 
 func (c *Client) Loaded(ctx context.Context, id string, l lifecycle.Loaded) error {
 	_, err := c.call(ctx, request{Op: OpLoaded, Session: id, Loaded: &l})
+	return err
+}
+
+func (c *Client) Titled(ctx context.Context, id, title string) error {
+	_, err := c.call(ctx, request{Op: OpTitled, Session: id, Title: title})
+	return err
+}
+
+// AppendPlugLog returns once the server has stored lines
+// (lifecycle.PlugLogs).
+func (c *Client) AppendPlugLog(ctx context.Context, id string, lines []lifecycle.PlugLogLine) error {
+	var data []byte
+	for i := range lines {
+		b, err := json.Marshal(&lines[i])
+		if err != nil {
+			return err
+		}
+		data = append(append(data, b...), '\n')
+	}
+	_, err := c.call(ctx, request{Op: OpPlugLog, Session: id, Data: data})
 	return err
 }
 

@@ -564,3 +564,49 @@ func TestATranscriptThatFailsToCloseIsReported(t *testing.T) {
 	}
 	testsupport.WantErr(t, err, "disk full")
 }
+
+// TestTitledCrossesTheConnection: a run's title reaches the session's
+// record through the connection.
+func TestTitledCrossesTheConnection(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	if err := c.Titled(t.Context(), id, "fix the flaky test"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := store.Session(t.Context(), id); err != nil {
+		t.Fatal(err)
+	} else if rec.Title != "fix the flaky test" {
+		t.Fatalf("title %q", rec.Title)
+	}
+}
+
+// TestUnknownOpOfAnOldServerIsDroppedAndTheRunGoesOn: an operation the
+// server does not know (a newer runner's, such as titled to a server
+// before it) fails alone; the calls after it are answered.
+func TestUnknownOpOfAnOldServerIsDroppedAndTheRunGoesOn(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	if _, err := c.call(t.Context(), request{Op: "from_the_future", Session: id}); err == nil || !strings.Contains(err.Error(), "unknown operation") {
+		t.Fatalf("unknown operation: %v", err)
+	}
+	if rec, err := c.Session(t.Context(), id); err != nil || rec.ID != id {
+		t.Fatalf("the call after it: %+v %v", rec, err)
+	}
+}
+
+// TestPlugLogCrossesTheConnection: a run's plug log lines reach the
+// store through the connection.
+func TestPlugLogCrossesTheConnection(t *testing.T) {
+	store, id := newStore(t)
+	var failed error
+	c := pair(t, store, id, &failed)
+	lines := []lifecycle.PlugLogLine{{Run: 1, Seq: 1, Level: "info", Plug: "acme/x", Msg: "hello", Attrs: []string{"k", "v"}}, {Run: 1, Seq: 2, Dropped: 3}}
+	if err := c.AppendPlugLog(t.Context(), id, lines); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.PlugLog(t.Context(), id); err != nil || !reflect.DeepEqual(got, lines) {
+		t.Fatalf("stored %+v (%v)", got, err)
+	}
+}

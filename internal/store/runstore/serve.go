@@ -587,6 +587,11 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 			return errors.New("loaded: no report")
 		}
 		err = s.Store.Loaded(ctx, s.Session, *req.Loaded)
+	case OpTitled:
+		// The same title again changes nothing: no doubt to settle.
+		err = s.Store.Titled(ctx, s.Session, req.Title)
+	case OpPlugLog:
+		err = s.appendPlugLog(ctx, req.Data)
 	case OpPaused:
 		if req.Pause == nil {
 			return errors.New("paused: no pause")
@@ -624,6 +629,27 @@ func (s *Server) answer(ctx context.Context, req *request, resp *response) error
 		return fmt.Errorf("store: unknown operation %q", req.Op)
 	}
 	return err
+}
+
+// appendPlugLog stores the lines of a plug_log's data, which must be the
+// run's.
+func (s *Server) appendPlugLog(ctx context.Context, data []byte) error {
+	logs, ok := s.Store.(lifecycle.PlugLogs)
+	if !ok {
+		return fmt.Errorf("plug log: this store (%T) keeps none", s.Store)
+	}
+	var lines []lifecycle.PlugLogLine
+	for line := range bytes.Lines(data) {
+		var l lifecycle.PlugLogLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return fmt.Errorf("plug log: a line is not a plug log line: %v", err)
+		}
+		if s.Run != 0 && l.Run != s.Run {
+			return fmt.Errorf("plug log: a line of run %d from run %d", l.Run, s.Run)
+		}
+		lines = append(lines, l)
+	}
+	return logs.AppendPlugLog(ctx, s.Session, lines)
 }
 
 // reported tells a report of the run that a server before this one

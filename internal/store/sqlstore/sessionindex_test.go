@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +155,55 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 			t.Errorf("a cursor of no list: %v, want ErrCursor", err)
 		}
 		testsupport.WantErr(t, err, `cursor "yesterday"`)
+	})
+}
+
+// TestTitledFillsTheTitleColumn: a title a run reports is what a list's
+// text filter finds; an old record without one is found by none.
+func TestTitledFillsTheTitleColumn(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn, newKey())
+		now := time.Now().UTC()
+		for _, id := range []string{"old", "new"} {
+			if err := s.CreateSession(ctx, &lifecycle.Record{ID: id, State: lifecycle.Active, Created: now}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Titled(ctx, "new", "Fix the flaky test"); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.ListSessions(ctx, ListQuery{Text: "flaky", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Sessions) != 1 || page.Sessions[0].ID != "new" || page.Sessions[0].Title != "Fix the flaky test" {
+			t.Fatalf("listed %+v", page.Sessions)
+		}
+	})
+}
+
+// TestPlugLogResentLinesAreStoredOnce: lines a runner sends again after
+// it reconnected are kept once, and a line past a run's cap is refused.
+func TestPlugLogResentLinesAreStoredOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		s := open(t, dsn, newKey())
+		if err := s.CreateSession(ctx, &lifecycle.Record{ID: "s", State: lifecycle.Active, Created: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		lines := []lifecycle.PlugLogLine{{Run: 1, Seq: 1, Msg: "one"}, {Run: 1, Seq: 2, Msg: "two"}}
+		for _, batch := range [][]lifecycle.PlugLogLine{lines[:1], lines} {
+			if err := s.AppendPlugLog(ctx, "s", batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := s.PlugLog(ctx, "s"); err != nil || len(got) != 2 || got[1].Msg != "two" {
+			t.Fatalf("plug log %+v %v", got, err)
+		}
+		past := []lifecycle.PlugLogLine{{Run: 1, Seq: lifecycle.MaxPlugLogLines + 2, Msg: "past"}}
+		if err := s.AppendPlugLog(ctx, "s", past); err == nil || !strings.Contains(err.Error(), "a run keeps lines 1 to") {
+			t.Fatalf("a line past the cap: %v", err)
+		}
 	})
 }

@@ -316,6 +316,12 @@ func (s *sessionStore) Loaded(ctx context.Context, id string, l lifecycle.Loaded
 	return lifecycle.RecordLoaded(ctx, s, id, l)
 }
 
+// Titled records the session's title (lifecycle.RecordTitle); the title
+// column, which lists search, follows the record.
+func (s *sessionStore) Titled(ctx context.Context, id, title string) error {
+	return lifecycle.RecordTitle(ctx, s, id, title)
+}
+
 // Paused records a reported pause (session.RecordPaused).
 func (s *sessionStore) Paused(ctx context.Context, id string, p lifecycle.PauseRecord) (*lifecycle.Record, error) {
 	return lifecycle.RecordPaused(ctx, s, id, p)

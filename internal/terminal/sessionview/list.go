@@ -20,22 +20,31 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	// A server's sessions are an agent's; its runners have the configuration.
 	where := func(r *lifecycle.Record) string { return r.Config }
+	shown := func(r *lifecycle.Record) bool { return all || r.State != lifecycle.Ended }
+	// A column of titles only where a run recorded some: older sessions
+	// have none, and their listing stays as it was.
+	titles := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Title != "" && shown(r) })
 	fmt.Fprint(w, "ID\tSTATE\tAGE\tRUNS\tLAST PAUSE\t")
 	// A column of changes only where a plug reported some: the listing
 	// of sessions whose plugs report none stays as it was.
-	changes := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Changes != nil && (all || r.State != lifecycle.Ended) })
+	changes := slices.ContainsFunc(recs, func(r *lifecycle.Record) bool { return r.Changes != nil && shown(r) })
 	if changes {
 		fmt.Fprint(w, "CHANGES\t")
 	}
+	// Titles last: the columns before stay where scripts find them.
+	last := "\n"
+	if titles {
+		last = "\tTITLE\n"
+	}
 	if st == nil {
 		where = func(r *lifecycle.Record) string { return r.AgentName }
-		fmt.Fprintln(w, "AGENT")
+		fmt.Fprint(w, "AGENT"+last)
 	} else {
-		fmt.Fprintln(w, "CONFIG")
+		fmt.Fprint(w, "CONFIG"+last)
 	}
 	var orphaned []*lifecycle.Record
 	for _, r := range recs {
-		if r.State == lifecycle.Ended && !all {
+		if !shown(r) {
 			continue
 		}
 		pause := "-"
@@ -50,7 +59,11 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 			}
 			fmt.Fprintf(w, "%s\t", summary)
 		}
-		fmt.Fprintf(w, "%s\n", where(r))
+		if titles {
+			fmt.Fprintf(w, "%s\t%s\n", where(r), listedTitle(r.Title))
+		} else {
+			fmt.Fprintf(w, "%s\n", where(r))
+		}
 		if r.State == lifecycle.Orphaned {
 			orphaned = append(orphaned, r)
 		}
@@ -76,4 +89,16 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 		fmt.Fprintf(out, "  clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", r.ID)
 	}
 	return nil
+}
+
+// listedTitle is title cut to a column's width; "-" when there is none.
+func listedTitle(title string) string {
+	const width = 40
+	if title == "" {
+		return "-"
+	}
+	if r := []rune(title); len(r) > width {
+		return string(r[:width-1]) + "…"
+	}
+	return title
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,4 +50,30 @@ func TestL2_OrphanedListingSaysWhatToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.Golden(t, filepath.Join("testdata", "orphaned_listing.golden"), got.Bytes())
+}
+
+// TestListShowsTitlesOnlyWhenOneIsRecorded: a TITLE column appears when
+// a listed session has a title, cut to its width; sessions without one
+// show "-", and a listing of none has no column.
+func TestListShowsTitlesOnlyWhenOneIsRecorded(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	recs := []*lifecycle.Record{
+		{ID: "titled1", State: lifecycle.Active, Created: now, Title: "fix the flaky test in the store's listing of sessions"},
+		{ID: "old1", State: lifecycle.Active, Created: now},
+	}
+	var got bytes.Buffer
+	if err := List(t.Context(), &got, nil, recs, now, false); err != nil {
+		t.Fatal(err)
+	}
+	out := got.String()
+	if !strings.Contains(out, "AGENT  TITLE\n") || !strings.Contains(out, "  fix the flaky test in the store's listi…\n") || !strings.HasSuffix(out, "  -\n") {
+		t.Fatalf("listing:\n%s", out)
+	}
+	got.Reset()
+	if err := List(t.Context(), &got, nil, recs[1:], now, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got.String(), "TITLE") {
+		t.Fatalf("a TITLE column without titles:\n%s", got.String())
+	}
 }

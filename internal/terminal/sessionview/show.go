@@ -34,6 +34,9 @@ func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycl
 	more := func(format string, args ...any) { fmt.Fprintf(w, "\t"+format+"\n", args...) }
 
 	fmt.Fprintf(w, "session %s\n", rec.ID)
+	if rec.Title != "" {
+		row("title", "%s", rec.Title)
+	}
 	state := string(rec.State)
 	if rec.EndReason != "" {
 		state += " (" + string(rec.EndReason) + ")"
