@@ -16,7 +16,8 @@ import (
 // cancel and permission answers, which the dashboard's ACP client sends.
 type sessionPages struct {
 	*site
-	client *acpClient
+	client  *acpClient
+	Actions Actions // for the link to the session's changes
 }
 
 // sessionPage is what a session's page shows.
@@ -26,6 +27,7 @@ type sessionPage struct {
 	Activity     activityPart
 	Card         recordPart
 	Prompt       string // the prompt box's text, kept when it was not sent
+	Changes      bool   // its plugs offer a diff: the page links its changes
 }
 
 // recordPart is the part of a session's page that shows its record: sent
@@ -95,7 +97,9 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 	}
 	p := d.pageFor(u, "Session "+id)
 	p.Error, p.Notice = problem, notice
-	p.Data = sessionPage{Record: rec, Conversation: conv, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	sp := sessionPage{Record: rec, Conversation: conv, Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt}
+	_, sp.Changes = actionOffered(ctx, d.Actions, id, "diff")
+	p.Data = sp
 	d.render(w, status, "session.html", p)
 }
 
