@@ -67,7 +67,8 @@ func TestChangesOfASessionInABrowser(t *testing.T) {
 	}
 	do("a merge", chromedp.Click(chromedp.CSS(`form[action$="/changes/merge"] button`)), chromedp.WaitVisible(chromedp.CSS("form.confirm")))
 	do("confirming it", chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.ID("outcome")))
-	waitText(t, tab, `#outcome[role="alert"]`, "merge failed")
+	waitText(t, tab, `#outcome[role="alert"]`, "The merge failed")
+	waitText(t, tab, `#outcome`, ".gitignore")
 	if _, err := os.Stat(filepath.Join(l.dir, "notes.txt")); !os.IsNotExist(err) {
 		t.Fatalf("a refused merge wrote notes.txt into the main checkout: %v", err)
 	}
@@ -80,7 +81,7 @@ func TestChangesOfASessionInABrowser(t *testing.T) {
 	do("a merge", chromedp.Click(chromedp.CSS(`form[action$="/changes/merge"] button`)), chromedp.WaitVisible(chromedp.CSS("form.confirm")))
 	shoot(t, tab, shots, "changes-confirm")
 	do("confirming it", chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.ID("outcome")))
-	waitText(t, tab, "#outcome", "merge done")
+	waitText(t, tab, "#outcome", "The merge is done")
 	waitText(t, tab, "#output", "merged branch blaise/"+id+" into main")
 	shoot(t, tab, shots, "changes-merged")
 	if b, err := os.ReadFile(filepath.Join(l.dir, "notes.txt")); err != nil || string(b) != notes {
