@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,4 +110,18 @@ func (o *actionOutput) line(l api.ActionLine) error {
 	}
 	// The output is seen as it comes, not when a buffer fills.
 	return http.NewResponseController(o.w).Flush()
+}
+
+// Act does an action of a session for the dashboard, as act does it for
+// the API.
+func (res *resources) Act(ctx context.Context, id, action string, args json.RawMessage, out io.Writer) error {
+	_, err := res.engine.Act(ctx, id, action, args, out)
+	return err
+}
+
+// dashboardActions give the dashboard the actions of sessions: the
+// runners say which a session offers, the engine does them.
+type dashboardActions struct {
+	*runners
+	*resources
 }

@@ -294,23 +294,31 @@ func (rs *runners) pick(agent, prefer string) *runnerConn {
 // /v1/sessions/ID/actions): those of the chain of the runner its actions
 // would run on, which says them in its hello; none for an ended session.
 func (rs *runners) sessionActions(w http.ResponseWriter, r *http.Request) {
-	rec, err := rs.Store.Session(r.Context(), r.PathValue("id"))
+	out, err := rs.SessionActions(r.Context(), r.PathValue("id"))
 	if err != nil {
 		failErr(w, err)
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// SessionActions are the actions a session offers (sessionActions), for
+// the API and the dashboard.
+func (rs *runners) SessionActions(ctx context.Context, id string) ([]api.Action, error) {
+	rec, err := rs.Store.Session(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	out := []api.Action{}
 	if rec.State != lifecycle.Ended {
 		rc := rs.pick(rec.AgentName, rec.RunnerID)
 		switch {
 		case rc == nil:
-			failErr(w, noRunner(rec))
-			return
+			return nil, noRunner(rec)
 		case !runnerproto.DoesActions(rc.version):
-			failErr(w, fmt.Errorf("session %s: %w", rec.ID, &OldRunnerError{Runner: rc.name, Version: rc.version}))
-			return
+			return nil, fmt.Errorf("session %s: %w", rec.ID, &OldRunnerError{Runner: rc.name, Version: rc.version})
 		}
 		out = append(out, rc.actions...)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }

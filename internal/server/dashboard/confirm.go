@@ -16,7 +16,8 @@ type confirmation struct {
 	Detail   string // what the action does
 	Action   string // the form's address
 	Button   string
-	Back     string // where Cancel leads
+	Back     string            // where Cancel leads
+	Keep     map[string]string // fields of the first form the confirmed one sends again
 }
 
 // confirmed reports whether the request confirms its action; if it does

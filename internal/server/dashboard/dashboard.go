@@ -9,12 +9,15 @@ package dashboard
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 	"github.com/charmbracelet/log"
 )
@@ -40,12 +43,22 @@ type Sessions interface {
 	ResolveSession(ctx context.Context, id string) (*lifecycle.Record, error)
 }
 
+// Actions are the actions sessions offer (docs/server.md#actions): which
+// a session offers, and doing one on its runner, its output written to out
+// as it comes.
+type Actions interface {
+	SessionActions(ctx context.Context, id string) ([]api.Action, error)
+	Act(ctx context.Context, id, action string, args json.RawMessage, out io.Writer) error
+}
+
 // Dashboard is what the pages are served with; Handler gives each group
 // of pages its part.
 type Dashboard struct {
 	Store    *sqlstore.Store
 	Sessions Sessions
 	Runners  Runners
+	// Actions, when set, give a session's page its changes (changes.go).
+	Actions Actions
 	// ACP connects the dashboard's client to an agent's front end.
 	ACP ACP
 	Log *log.Logger
@@ -71,7 +84,8 @@ func (d *Dashboard) Handler() http.Handler {
 	agents := &agentPages{site: s}
 	runners := &runnerPages{site: s, Runners: d.Runners}
 	list := &sessionListPages{site: s, Sessions: d.Sessions}
-	one := &sessionPages{site: s, client: newACPClient(d.ACP, s.log())}
+	one := &sessionPages{site: s, client: newACPClient(d.ACP, s.log()), Actions: d.Actions}
+	changes := &changesPages{site: s, Actions: d.Actions}
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
@@ -99,6 +113,8 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /sessions/{id}/transcript", s.signedIn(one.transcript))
 	mux.HandleFunc("GET /sessions/{id}/transcript.jsonl", s.signedIn(one.transcript))
 	mux.HandleFunc("GET /sessions/{id}/plug-log", s.signedIn(one.plugLog))
+	mux.HandleFunc("GET /sessions/{id}/changes", s.signedIn(changes.changes))
+	mux.HandleFunc("POST /sessions/{id}/changes/{action}", s.signedIn(changes.act))
 	mux.HandleFunc("POST /sessions/{id}/end", s.signedIn(list.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", s.signedIn(list.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", s.signedIn(one.promptSession))

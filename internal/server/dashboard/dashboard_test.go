@@ -594,3 +594,35 @@ func TestStalePermissionAnswerChangesNothing(t *testing.T) {
 	resp, body = s.do(c, http.MethodPost, "/sessions/live1/permissions/p0", url.Values{"option": {"allow_once"}})
 	want(t, resp, body, http.StatusForbidden, "form token is missing or wrong")
 }
+
+// TestChangesOfASessionWithNoRunnerSayWhy: a paused session's changes
+// page, with no runner connected to show them, says to start one; its
+// session page links no changes; a merge posted anyway is refused and
+// changes nothing.
+func TestChangesOfASessionWithNoRunnerSayWhy(t *testing.T) {
+	s := newSite(t, false)
+	rec := &lifecycle.Record{ID: "paused1", AgentName: "demo", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings()}
+	if err := s.store.CreateSession(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	csrf := s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions/paused1/changes", nil)
+	want(t, resp, body, http.StatusServiceUnavailable, "no runner of agent demo is connected", `aria-current="page">Changes</a>`)
+	if strings.Contains(body, "/changes/merge") {
+		t.Fatalf("the changes page offers a merge with no runner:\n%s", body)
+	}
+	resp, body = s.do(c, http.MethodGet, "/sessions/paused1", nil)
+	if resp.StatusCode != http.StatusOK || strings.Contains(body, "/sessions/paused1/changes") {
+		t.Fatalf("the session page of a session with no runner: %s\n%s", resp.Status, body)
+	}
+	resp, body = s.do(c, http.MethodPost, "/sessions/paused1/changes/merge", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
+	want(t, resp, body, http.StatusConflict, "offers no merge now", "Nothing was changed.")
+	resp, body = s.do(c, http.MethodPost, "/sessions/paused1/changes/apply", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
+	want(t, resp, body, http.StatusNotFound, "does merge or push, not apply")
+	resp, body = s.do(c, http.MethodGet, "/sessions/nosuch/changes", nil)
+	want(t, resp, body, http.StatusNotFound, "Session nosuch does not exist.")
+	if got, _ := s.store.Session(t.Context(), "paused1"); got.State != lifecycle.Paused {
+		t.Fatalf("after the refused actions: %s, want paused", got.State)
+	}
+}

@@ -24,7 +24,9 @@ var funcs = template.FuncMap{
 	"diff":        lineDiff,
 	"duration":    func(a, b time.Time) string { return b.Sub(a).Round(time.Second).String() },
 	"join":        strings.Join,
-	"runs":        sessionview.Runs,
+	// tab: the views of a session as tabs, the one shown marked.
+	"tab":  func(id, shown string) struct{ ID, Shown string } { return struct{ ID, Shown string }{id, shown} },
+	"runs": sessionview.Runs,
 }
 
 // endable: a session End applies to.

@@ -22,7 +22,8 @@ import (
 // cancel and permission answers, which the dashboard's ACP client sends.
 type sessionPages struct {
 	*site
-	client *acpClient
+	client  *acpClient
+	Actions Actions // for the link to the session's changes
 }
 
 // sessionPage is what a session's page shows.
@@ -41,6 +42,7 @@ type sessionPage struct {
 	Card     recordPart
 	Prompt   string // the prompt box's text, kept when it was not sent
 	PlugLog  []plugLogRun
+	Changes  bool // its plugs offer a diff: the page links its changes
 }
 
 // recordPart is the part of a session's page that shows its record: sent
@@ -131,6 +133,7 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 	if before == 0 {
 		page.Follow = fmt.Sprintf("/sessions/%s/events?from=%d&to=%d&run=%d", url.PathEscape(id), win.after, win.to, win.run)
 	}
+	_, page.Changes = actionOffered(ctx, d.Actions, id, "diff")
 	p.Data = page
 	d.render(w, status, "session.html", p)
 }
