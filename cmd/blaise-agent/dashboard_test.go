@@ -328,7 +328,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	// End asks first, naming the session; Cancel changes nothing.
 	do("ending a session", chromedp.Navigate(l.url+"/sessions"), chromedp.Click(chromedp.CSS("#s-"+id+" button")),
 		chromedp.WaitVisible(chromedp.CSS("form.confirm")))
-	waitText(t, tab, "#question", "End session "+id+"?")
+	named := id // as the list names it: its title, then its id
+	if title := l.session(id).Title; title != "" {
+		named = "“" + title + "” (" + id + ")"
+	}
+	waitText(t, tab, "#question", "End session "+named+"?")
 	do("cancelling", chromedp.Click(chromedp.CSS("form.confirm a.button")), chromedp.WaitVisible(chromedp.CSS("#conversation")))
 	if rec := l.session(id); rec.State != lifecycle.Paused {
 		t.Fatalf("after a cancelled End: %s", rec.State)
