@@ -57,9 +57,10 @@ type Proxy struct {
 	// CheckParams checks typed params against the SDK types (M2).
 	CheckParams bool
 	// OnFailure is called when the pipeline fails; the session should end.
-	// By then the stream toward the client is cut: the client's requests
-	// not answered yet are answered with the failure (FailedMessage), and
-	// nothing else reaches the client.
+	// By then the stream toward the client is cut: nothing else reaches
+	// the client. Its requests not answered yet are answered with the
+	// failure (FailedMessage) once OnFailure returns; it must not write
+	// toward the client.
 	OnFailure func(error)
 	// OnAgentEnd, when set, is called when the agent's output ends, before
 	// the requests left unanswered get their errors: whoever hears of
@@ -193,7 +194,11 @@ func (p *Proxy) Run(ctx context.Context) error {
 		<-clientDone
 		resume()
 	}
-	// Everything for the client goes out before the run ends.
+	// Everything for the client goes out before the run ends: the
+	// answers of a plug's failure too, which the run, stopped by
+	// OnFailure, may have ended before.
+	p.cut.Lock()
+	p.cut.Unlock()
 	flush := p.ToClient.Flush
 	if p.Carrier != nil {
 		flush = p.Carrier.Flush
@@ -325,23 +330,26 @@ func FailedMessage(err error) string { return "a plug failed: " + err.Error() }
 
 // fail cuts the stream toward the client at a plug's failure: the
 // client's open requests are answered with it, once, and from then on
-// nothing else goes that way (M4). Then OnFailure hears of it.
+// nothing else goes that way (M4). OnFailure hears of it before those
+// answers go out: a client that stops the run on its answer would
+// otherwise stop it first, and the failure would not be the run's.
 func (p *Proxy) fail(err error) {
 	p.cut.Lock()
+	defer p.cut.Unlock()
+	var open [][]byte
 	if !p.failed.Load() {
 		p.failure = FailedMessage(err)
 		p.mu.Lock()
 		p.failed.Store(true)
-		open := p.open
+		open = p.open
 		p.open = nil
 		p.mu.Unlock()
-		for _, id := range open {
-			p.write(ToClient, p.failedAnswer(id), "")
-		}
 	}
-	p.cut.Unlock()
 	if p.OnFailure != nil {
 		p.OnFailure(err)
+	}
+	for _, id := range open {
+		p.write(ToClient, p.failedAnswer(id), "")
 	}
 }
 

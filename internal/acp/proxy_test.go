@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
@@ -614,5 +615,61 @@ func TestM4_APlugFailingMidTurnCutsTheClientsStreamThere(t *testing.T) {
 		for _, f := range []*os.File{clientR, toProxy, fromProxy, agentR, toAgent, fromAgent} {
 			f.Close()
 		}
+	}
+}
+
+// clientRecorder counts the messages recorded toward the client.
+type clientRecorder struct{ n atomic.Int32 }
+
+func (r *clientRecorder) Record(side Side, _ *Message, _ string) {
+	if side == ToClient {
+		r.n.Add(1)
+	}
+}
+
+// TestM4_ThePlugsFailureIsReportedBeforeTheClientHearsOfIt: OnFailure
+// hears of a plug's failure before the client's open request gets its
+// answer, so that a client that stops the run on that answer (as `blaise-agent
+// test` stops it idle once its script is played) finds the failure
+// reported first; the answer still goes out before Run returns.
+func TestM4_ThePlugsFailureIsReportedBeforeTheClientHearsOfIt(t *testing.T) {
+	clientR, toProxy, _ := os.Pipe()
+	fromProxy, clientW, _ := os.Pipe()
+	agentR, toAgent, _ := os.Pipe()
+	fromAgent, agentW, _ := os.Pipe()
+	rec := &clientRecorder{}
+	answered := make(chan int32, 1)
+	p := &Proxy{
+		FromClient: NewReader(clientR, 0), ToClient: NewWriter(clientW),
+		FromAgent: NewReader(fromAgent, 0), ToAgent: NewWriter(toAgent),
+		Pipeline: failingPipeline{},
+		Recorder: rec,
+		Log:      log.New(io.Discard),
+		OnFailure: func(error) {
+			answered <- rec.n.Load()
+			// The run stops for the failure: the agent's output ends.
+			agentW.Close()
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	fmt.Fprintf(toProxy, "%s\n", NewRequest([]byte("1"), "session/prompt", []byte(`{"sessionId":"s","prompt":[{"type":"text","text":"two"}]}`)))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := <-answered; n != 0 {
+		t.Fatalf("the client had %d messages when the failure was reported, want none", n)
+	}
+	clientW.Close()
+	got, err := io.ReadAll(fromProxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(NewErrorResponse([]byte("1"), InternalError, "a plug failed: p.star:4:9: plug test/p: on_message: saw two", nil)) + "\n"
+	if string(got) != want {
+		t.Fatalf("the client got\n%s\nwant\n%s", got, want)
+	}
+	for _, f := range []*os.File{clientR, toProxy, fromProxy, agentR, toAgent, fromAgent} {
+		f.Close()
 	}
 }
