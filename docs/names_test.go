@@ -47,9 +47,9 @@ func TestTestsAreNamedForWhatTheyShow(t *testing.T) {
 	})
 }
 
-// TestIssueNamedTestsAreFound: the check above finds each kind of name it
+// TestNamesCarryingAnIssueNumberAreFound: the check above finds each kind of name it
 // refuses, and passes names that only look alike.
-func TestIssueNamedTestsAreFound(t *testing.T) {
+func TestNamesCarryingAnIssueNumberAreFound(t *testing.T) {
 	for _, c := range []struct {
 		rel, text string
 		bad       int
