@@ -28,6 +28,7 @@ type SessionsCmd struct {
 	End     SessionsEndCmd     `cmd:"" help:"End a paused session now: its plugs tear down (reason closed)."`
 	Sweep   SessionsSweepCmd   `cmd:"" help:"Tear down expired sessions, retry due teardowns, and settle runs whose process died."`
 	Resolve SessionsResolveCmd `cmd:"" help:"Mark an orphaned session ended once you cleaned up what its plugs left behind."`
+	Title   SessionsTitleCmd   `cmd:"" help:"Set a session's title (one line, at most 200 characters); titles derived later from its prompts no longer replace it."`
 
 	// Actions (sessions_actions.go).
 	Do       SessionsDoCmd       `cmd:"" help:"Do an action a plug offers on a paused session's environment (diff, merge …), without its agent; sessions show lists them."`
@@ -381,6 +382,37 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 		return err
 	}
 	printState(rec)
+	return nil
+}
+
+// SessionsTitleCmd sets a session's title.
+type SessionsTitleCmd struct {
+	StateFlags
+	ServerFlags
+	ID    string `arg:"" help:"The session id." predictor:"session"`
+	Title string `arg:"" help:"The new title."`
+}
+
+// Run sets the title and prints it.
+func (c *SessionsTitleCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	var rec *lifecycle.Record
+	var err error
+	if c.Server != "" {
+		rec, err = c.client().SetTitle(ctx, c.ID, c.Title)
+	} else {
+		var e *engine.Engine
+		if e, err = c.existingEngine(g); err == nil && e == nil {
+			err = c.noSession(c.ID)
+		}
+		if err == nil {
+			rec, err = lifecycle.SetTitle(ctx, e.Store, c.ID, c.Title)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf("session %s: %s\n", rec.ID, rec.Title)
 	return nil
 }
 
