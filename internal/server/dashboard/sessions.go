@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -45,6 +46,8 @@ type sessionList struct {
 	// digest: the page's script replaces it when the list changes.
 	Rendered template.HTML
 	Version  string
+	// Now is when the list was read: its times are said relative to it.
+	Now time.Time
 }
 
 // Filtered: the list does not show every session.
@@ -92,7 +95,7 @@ type sessionListPages struct {
 // take (an unknown state, a stale cursor) is said in p.Error.
 func (d *sessionListPages) list(r *http.Request, p *page) (sessionList, error) {
 	q := r.URL.Query()
-	l := sessionList{Agent: q.Get("agent"), State: lifecycle.State(q.Get("state")), Q: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), States: states}
+	l := sessionList{Agent: q.Get("agent"), State: lifecycle.State(q.Get("state")), Q: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), States: states, Now: time.Now()}
 	var wrong []string
 	if l.State != "" && !slices.Contains(states, l.State) {
 		wrong = append(wrong, "Unknown state "+string(l.State)+": showing every state.")

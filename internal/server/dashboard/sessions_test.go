@@ -271,3 +271,36 @@ func TestEndQuestionNamesTheTitle(t *testing.T) {
 	resp, body := s.do(c, http.MethodPost, "/sessions/p1/end", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusOK, `<h2 id="question">End session “hello there” (p1)?</h2>`)
 }
+
+// The list says its times relative to when it was read, each in a <time>
+// element whose title (shown on hover) is the exact time in UTC, without
+// script; a session whose last run ended says how long it took, one with
+// a run in progress since when.
+func TestSessionsListSaysTimesRelativeWithTheExactOneOnHover(t *testing.T) {
+	s := newSite(t, false)
+	now := time.Now().UTC()
+	created := now.Add(-26 * time.Hour).Truncate(time.Second)
+	expires := now.Add(50 * time.Hour).Truncate(time.Second)
+	started := now.Add(-3 * time.Hour).Truncate(time.Second)
+	for _, rec := range []*lifecycle.Record{
+		{ID: "rested", AgentName: "demo", State: lifecycle.Paused, Created: created, ExpiresAt: expires, Runs: 1, Settings: lifecycle.DefaultSettings(),
+			History: []lifecycle.RunRecord{{Run: 1, Kind: lifecycle.StartRun, Started: started, Ended: started.Add(125 * time.Second)}}},
+		{ID: "running", AgentName: "demo", State: lifecycle.Active, Created: created, Runs: 1, Settings: lifecycle.DefaultSettings(),
+			History: []lifecycle.RunRecord{{Run: 1, Kind: lifecycle.StartRun, Started: started}}},
+	} {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := func(at time.Time, text string) string {
+		return fmt.Sprintf(`<time datetime="%s" title="%s">%s</time>`, at.Format(time.RFC3339), at.Format("2006-01-02 15:04:05")+" UTC", text)
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK,
+		`<td data-label="Created">`+tag(created, "26 h ago")+`</td>`,
+		`<td data-label="Expires">`+tag(expires, "in 2 days")+`</td>`,
+		`<small>last run took 2m5s</small>`,
+		`<small>running since `+tag(started, "3 h ago")+`</small>`)
+}
