@@ -20,6 +20,7 @@ var funcs = template.FuncMap{
 	"when":     when,
 	"ago":      ago,
 	"lastRun":  lastRun,
+	"waits":    waits,
 	// The conversation's.
 	"markdown":    markdown,
 	"contentText": client.ContentText,
@@ -38,6 +39,21 @@ func endable(r *lifecycle.Record) bool {
 
 // orphaned: a session Resolve applies to.
 func orphaned(r *lifecycle.Record) bool { return r.State == lifecycle.Orphaned }
+
+// waits says why a session waits for a person, "" when it does not: a
+// permission request of the dashboard's client waits (asking), its
+// teardown gave up (orphaned), or its last run failed and it rests.
+func waits(r *lifecycle.Record, asking bool) string {
+	switch {
+	case asking:
+		return "a permission request waits on its page"
+	case orphaned(r):
+		return "clean up what its plugs left, then resolve it"
+	case r.State == lifecycle.Paused && r.Pause != nil && r.Pause.Reason == lifecycle.Failed:
+		return "its last run failed"
+	}
+	return ""
+}
 
 // when says a time as the pages show it; "" for none.
 func when(t time.Time) string {

@@ -48,6 +48,9 @@ type sessionList struct {
 	Version  string
 	// Now is when the list was read: its times are said relative to it.
 	Now time.Time
+	// Asking: the sessions of the page with a permission request of the
+	// dashboard's client waiting for a person.
+	Asking map[string]bool
 }
 
 // Filtered: the list does not show every session.
@@ -89,6 +92,7 @@ var notices = map[string]string{
 type sessionListPages struct {
 	*site
 	Sessions Sessions
+	client   *acpClient // whose permission requests wait for a person
 }
 
 // list reads the page of the list that r asks for; what it could not
@@ -131,6 +135,14 @@ func (d *sessionListPages) list(r *http.Request, p *page) (sessionList, error) {
 	}
 	p.Error = strings.Join(wrong, " ")
 	l.Sessions = pg.Sessions
+	for _, rec := range l.Sessions {
+		if d.client.asking(rec.ID) {
+			if l.Asking == nil {
+				l.Asking = map[string]bool{}
+			}
+			l.Asking[rec.ID] = true
+		}
+	}
 	if pg.Next != "" {
 		l.Next = link("/sessions", l.query(pg.Next))
 	}

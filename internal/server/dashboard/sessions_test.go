@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"html"
+	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -303,4 +304,41 @@ func TestSessionsListSaysTimesRelativeWithTheExactOneOnHover(t *testing.T) {
 		`<td data-label="Expires">`+tag(expires, "in 2 days")+`</td>`,
 		`<small>last run took 2m5s</small>`,
 		`<small>running since `+tag(started, "3 h ago")+`</small>`)
+}
+
+// A session that waits for a person has a badge saying so, and why: an
+// orphaned one (its teardown gave up) and a paused one whose last run
+// failed; one that rests after an idle pause, or was ended, has none.
+func TestSessionsListMarksTheSessionsThatWaitForAPerson(t *testing.T) {
+	s := newSite(t, false)
+	now := time.Now()
+	for _, rec := range []*lifecycle.Record{
+		{ID: "orphan", AgentName: "demo", State: lifecycle.Orphaned, Created: now.Add(-4 * time.Minute), Settings: lifecycle.DefaultSettings()},
+		{ID: "failed", AgentName: "demo", State: lifecycle.Paused, Created: now.Add(-3 * time.Minute), Settings: lifecycle.DefaultSettings(),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Failed, Error: "the agent crashed", At: now, Run: 1}},
+		{ID: "idle", AgentName: "demo", State: lifecycle.Paused, Created: now.Add(-2 * time.Minute), Settings: lifecycle.DefaultSettings(),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: now, Run: 1}},
+		{ID: "ended", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Failed, Created: now.Add(-time.Minute), Settings: lifecycle.DefaultSettings(),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Failed, At: now, Run: 1}},
+	} {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK)
+	row := regexp.MustCompile(`<tr id="s-(\w+)">(?s:(.*?))</tr>`)
+	badge := regexp.MustCompile(`<span class="badge waits">Waits for you</span> <small>([^<]+)</small>`)
+	got := map[string]string{}
+	for _, r := range row.FindAllStringSubmatch(body, -1) {
+		if m := badge.FindStringSubmatch(r[2]); m != nil {
+			got[r[1]] = m[1]
+		}
+	}
+	wantBadges := map[string]string{"orphan": "clean up what its plugs left, then resolve it", "failed": "its last run failed"}
+	if !maps.Equal(got, wantBadges) {
+		t.Fatalf("badges %v, want %v\n%s", got, wantBadges, body)
+	}
 }
