@@ -395,25 +395,26 @@ type SessionsTitleCmd struct {
 
 // Run sets the title and prints it.
 func (c *SessionsTitleCmd) Run(g *Globals) error {
-	ctx := context.Background()
-	var rec *lifecycle.Record
-	var err error
-	if c.Server != "" {
-		rec, err = c.client().SetTitle(ctx, c.ID, c.Title)
-	} else {
-		var e *engine.Engine
-		if e, err = c.existingEngine(g); err == nil && e == nil {
-			err = c.noSession(c.ID)
-		}
-		if err == nil {
-			rec, err = lifecycle.SetTitle(ctx, e.Store, c.ID, c.Title)
-		}
-	}
+	rec, err := c.set(context.Background(), g)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("session %s: %s\n", rec.ID, rec.Title)
 	return nil
+}
+
+func (c *SessionsTitleCmd) set(ctx context.Context, g *Globals) (*lifecycle.Record, error) {
+	if c.Server != "" {
+		return c.client().SetTitle(ctx, c.ID, c.Title)
+	}
+	e, err := c.existingEngine(g)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, c.noSession(c.ID)
+	}
+	return lifecycle.SetTitle(ctx, e.Store, c.ID, c.Title)
 }
 
 // printState says where a session stands; why a teardown failed is the

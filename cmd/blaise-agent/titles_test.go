@@ -173,6 +173,9 @@ func TestSessionsTitleSetsAPersonsTitleThatLaterRunsKeep(t *testing.T) {
 	if out, _ := sessions(); !strings.Contains(out, "a person's title") {
 		t.Errorf("sessions lists no person's title:\n%s", out)
 	}
+	if out, _ := sessions("show", id); !strings.Contains(out, "a person's title (set by a person)") {
+		t.Errorf("sessions show does not say a person set the title:\n%s", out)
+	}
 
 	s := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
 	s.runner("r1", "blaise.star")
