@@ -440,7 +440,8 @@ func get(t testing.TB, c *http.Client, u string) (*http.Response, string) {
 var permissionForm = regexp.MustCompile(`action="/sessions/\w+/permissions/(\w+)"`)
 
 // TestPermissionRequestEndsWithItsTurn: a permission request waits on the
-// session's page while no one answers it, and the session takes no other
+// session's page while no one answers it (the list marks the session as
+// waiting for a person), and the session takes no other
 // prompt meanwhile; when its turn ends (the session is ended), it is gone
 // from the page, and an answer to it says it no longer waits and changes
 // nothing.
@@ -462,6 +463,10 @@ func TestPermissionRequestEndsWithItsTurn(t *testing.T) {
 	m := permissionForm.FindStringSubmatch(page)
 	if m == nil || !strings.Contains(page, "The agent asks permission: Delete the branch") {
 		t.Fatalf("no permission request on the page:\n%s", page)
+	}
+	// The list marks the session as waiting for a person.
+	if _, list := get(t, c, l.url+"/sessions"); !strings.Contains(list, `<span class="badge waits">Waits for you</span> <small>a permission request waits on its page</small>`) {
+		t.Fatalf("the list does not mark the session waiting:\n%s", list)
 	}
 	// The terminal is refused while the page's turn runs, and told who
 	// holds the session and until when.

@@ -28,6 +28,7 @@ type SessionsCmd struct {
 	End     SessionsEndCmd     `cmd:"" help:"End a paused session now: its plugs tear down (reason closed)."`
 	Sweep   SessionsSweepCmd   `cmd:"" help:"Tear down expired sessions, retry due teardowns, and settle runs whose process died."`
 	Resolve SessionsResolveCmd `cmd:"" help:"Mark an orphaned session ended once you cleaned up what its plugs left behind."`
+	Title   SessionsTitleCmd   `cmd:"" help:"Set a session's title (one line, at most 200 characters); titles derived later from its prompts no longer replace it."`
 
 	// Actions (sessions_actions.go).
 	Do       SessionsDoCmd       `cmd:"" help:"Do an action a plug offers on a paused session's environment (diff, merge …), without its agent; sessions show lists them."`
@@ -382,6 +383,38 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 	}
 	printState(rec)
 	return nil
+}
+
+// SessionsTitleCmd sets a session's title.
+type SessionsTitleCmd struct {
+	StateFlags
+	ServerFlags
+	ID    string `arg:"" help:"The session id." predictor:"session"`
+	Title string `arg:"" help:"The new title."`
+}
+
+// Run sets the title and prints it.
+func (c *SessionsTitleCmd) Run(g *Globals) error {
+	rec, err := c.set(context.Background(), g)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("session %s: %s\n", rec.ID, rec.Title)
+	return nil
+}
+
+func (c *SessionsTitleCmd) set(ctx context.Context, g *Globals) (*lifecycle.Record, error) {
+	if c.Server != "" {
+		return c.client().SetTitle(ctx, c.ID, c.Title)
+	}
+	e, err := c.existingEngine(g)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, c.noSession(c.ID)
+	}
+	return lifecycle.SetTitle(ctx, e.Store, c.ID, c.Title)
 }
 
 // printState says where a session stands; why a teardown failed is the

@@ -132,3 +132,59 @@ func holdsNoSecret(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionsTitleSetsAPersonsTitleThatLaterRunsKeep: `sessions title`
+// sets a title that `sessions` lists and a later run of the session
+// leaves; an empty or multi-line title is refused with a clear error, and
+// the same works for a server's session (PATCH /v1/sessions/ID).
+func TestSessionsTitleSetsAPersonsTitleThatLaterRunsKeep(t *testing.T) {
+	t.Parallel()
+	l := newLab(t, lifecycle.Settings{}, map[string]string{"blaise.star": "setup()\n"})
+	if code := l.startRun("the derived title").exit(); code != 0 {
+		t.Fatalf("run exited with %d", code)
+	}
+	recs, err := l.engine.Store.Sessions(t.Context())
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("sessions %v %v", recs, err)
+	}
+	id := recs[0].ID
+	testsupport.Eventually(t, "the derived title", func() bool {
+		rec, _ := l.engine.Store.Session(t.Context(), id)
+		return rec != nil && rec.Title == "the derived title"
+	})
+	sessions := func(args ...string) (string, error) {
+		out, err := exec.Command(self(t), append(append([]string{"sessions"}, args...), "--state-dir", l.stateDir())...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := sessions("title", id, "a person's title"); err != nil || !strings.Contains(out, "session "+id+": a person's title") {
+		t.Fatalf("sessions title: %v\n%s", err, out)
+	}
+	for title, want := range map[string]string{"": "a title cannot be empty", "two\nlines": "control characters"} {
+		if out, err := sessions("title", id, title); err == nil || !strings.Contains(out, want) {
+			t.Errorf("sessions title %q: %v\n%s", title, err, out)
+		}
+	}
+	if out, err := sessions("title", "nosuchsession", "x"); err == nil || !strings.Contains(out, "no such session") {
+		t.Errorf("sessions title of an unknown session: %v\n%s", err, out)
+	}
+	if code := l.startRun("--session", id, "another prompt").exit(); code != 0 {
+		t.Fatalf("the second run exited with %d", code)
+	}
+	if out, _ := sessions(); !strings.Contains(out, "a person's title") {
+		t.Errorf("sessions lists no person's title:\n%s", out)
+	}
+	if out, _ := sessions("show", id); !strings.Contains(out, "a person's title (set by a person)") {
+		t.Errorf("sessions show does not say a person set the title:\n%s", out)
+	}
+
+	s := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	s.runner("r1", "blaise.star")
+	s.cli("run", "--server", s.url, "--token", s.token, "--agent", "demo", "hello there")
+	sid := s.sessions()[0].ID
+	if out := s.cli("sessions", "title", "--server", s.url, "--token", s.token, sid, "named on the server"); !strings.Contains(out, "named on the server") {
+		t.Errorf("sessions title --server: %s", out)
+	}
+	if rec := s.session(sid); rec.Title != "named on the server" || !rec.TitleSet {
+		t.Errorf("the server's record: title %q, set %v", rec.Title, rec.TitleSet)
+	}
+}

@@ -2,8 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ApplyUpdate is the step every store's UpdateSession takes on the record
@@ -30,18 +34,53 @@ func RecordLoaded(ctx context.Context, s Sessions, id string, l Loaded) error {
 	return err
 }
 
-// RecordTitle records in s the session's title; the same title again
-// changes nothing, so a report sent twice is harmless.
+// RecordTitle records in s the session's derived title; the same title
+// again changes nothing, so a report sent twice is harmless, and a title a
+// person set (SetTitle) stays.
 func RecordTitle(ctx context.Context, s Sessions, id, title string) error {
 	rec, err := s.Session(ctx, id)
-	if err != nil || rec.Title == title {
+	if err != nil || rec.Title == title || rec.TitleSet {
 		return err
 	}
 	_, err = s.UpdateSession(ctx, id, func(r *Record) error {
-		r.Title = title
+		if !r.TitleSet { // set since it was read
+			r.Title = title
+		}
 		return nil
 	})
 	return err
+}
+
+// MaxTitle bounds a title a person sets, in characters.
+const MaxTitle = 200
+
+// CheckTitle says why a person cannot set title, or nil: it is one line of
+// text, neither empty nor longer than MaxTitle.
+func CheckTitle(title string) error {
+	switch {
+	case strings.TrimSpace(title) == "":
+		return errors.New("a title cannot be empty")
+	case utf8.RuneCountInString(title) > MaxTitle:
+		return fmt.Errorf("a title is at most %d characters, not %d", MaxTitle, utf8.RuneCountInString(title))
+	case !utf8.ValidString(title):
+		return errors.New("a title is UTF-8 text")
+	case strings.ContainsFunc(title, unicode.IsControl):
+		return errors.New("a title cannot hold control characters (a newline, a tab …)")
+	}
+	return nil
+}
+
+// SetTitle records in s the title a person set (sessions title, PATCH
+// /v1/sessions/ID), its surrounding spaces trimmed; derived titles reported
+// later leave it (Record.TitleSet).
+func SetTitle(ctx context.Context, s Sessions, id, title string) (*Record, error) {
+	if err := CheckTitle(title); err != nil {
+		return nil, err
+	}
+	return s.UpdateSession(ctx, id, func(r *Record) error {
+		r.Title, r.TitleSet = strings.TrimSpace(title), true
+		return nil
+	})
 }
 
 // RecordPaused records in s a reported pause (L6, L7).

@@ -136,6 +136,9 @@ type Record struct {
 	// redacted as the transcript is: the session process knows the
 	// secrets, the front end does not).
 	Title string `json:"title,omitempty"`
+	// TitleSet: a person set Title (SetTitle); derived titles no longer
+	// replace it.
+	TitleSet bool `json:"title_set,omitempty"`
 	// History is the last MaxHistory runs, oldest first (BeginRun,
 	// ApplyPause, ApplyTeardown).
 	History []RunRecord `json:"history,omitempty"`

@@ -34,6 +34,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("GET "+api.PathAgents+"/{name}/acp", s.client(func(w http.ResponseWriter, r *http.Request) { s.clients.connect(ctx, w, r, s.KeepAlive) }))
 	mux.HandleFunc("GET "+api.PathSessions, s.client(s.resources.listSessions))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}", s.client(s.resources.getSession))
+	mux.HandleFunc("PATCH "+api.PathSessions+"/{id}", s.client(s.resources.patchSession))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/transcript", s.client(s.resources.getTranscript))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/plug-log", s.client(s.resources.getPlugLog))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/end", s.client(s.resources.endSession))

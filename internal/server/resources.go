@@ -183,6 +183,21 @@ func (res *resources) getSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, rec)
 }
 
+// patchSession sets the title a person gives a session; derived titles
+// leave it from then on.
+func (res *resources) patchSession(w http.ResponseWriter, r *http.Request) {
+	var p api.SessionPatchJSON
+	if !readJSON(w, r, &p) {
+		return
+	}
+	rec, err := lifecycle.SetTitle(r.Context(), res.Store, r.PathValue("id"), p.Title)
+	if err != nil {
+		failErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
 // getTranscript streams a session's transcript (serveTranscript).
 func (res *resources) getTranscript(w http.ResponseWriter, r *http.Request) {
 	serveTranscript(w, r, res.Store, res.Log)

@@ -75,3 +75,9 @@ type ActionLine struct {
 	// the action went (its runner went away): what it did is to be checked.
 	Unknown bool `json:"unknown,omitempty"`
 }
+
+// SessionPatchJSON is what PATCH /v1/sessions/ID changes of a session: its
+// title, which a person sets (lifecycle.SetTitle).
+type SessionPatchJSON struct {
+	Title string `json:"title"`
+}

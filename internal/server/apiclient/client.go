@@ -315,6 +315,12 @@ func (c *Client) PlugLog(ctx context.Context, id string) ([]lifecycle.PlugLogLin
 	return lines, nil
 }
 
+// SetTitle sets the title a person gives a session.
+func (c *Client) SetTitle(ctx context.Context, id, title string) (*lifecycle.Record, error) {
+	var out lifecycle.Record
+	return &out, c.call(ctx, http.MethodPatch, api.PathSessions+"/"+url.PathEscape(id), api.SessionPatchJSON{Title: title}, &out)
+}
+
 // Resolve marks an orphaned session ended.
 func (c *Client) Resolve(ctx context.Context, id string) (*lifecycle.Record, error) {
 	var out lifecycle.Record

@@ -103,6 +103,14 @@ func (a *acpClient) snapshot(id string) activity {
 	return activity{}
 }
 
+// asking: a permission request of a session waits for a person.
+func (a *acpClient) asking(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	act := a.acts[id]
+	return act != nil && len(act.Permissions) > 0
+}
+
 // conn returns the connection to an agent's front end, opening it.
 func (a *acpClient) conn(ctx context.Context, agent string) (*client.Conn, error) {
 	a.open.Lock()

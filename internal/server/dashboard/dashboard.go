@@ -83,8 +83,9 @@ func (d *Dashboard) Handler() http.Handler {
 	in := &signInPages{site: s, SignInTTL: d.SignInTTL, SignInFailed: d.SignInFailed, limit: newSignInLimit()}
 	agents := &agentPages{site: s}
 	runners := &runnerPages{site: s, Runners: d.Runners}
-	list := &sessionListPages{site: s, Sessions: d.Sessions}
-	one := &sessionPages{site: s, client: newACPClient(d.ACP, s.log()), Actions: d.Actions}
+	client := newACPClient(d.ACP, s.log())
+	list := &sessionListPages{site: s, Sessions: d.Sessions, client: client}
+	one := &sessionPages{site: s, client: client, Actions: d.Actions}
 	changes := &changesPages{site: s, Actions: d.Actions}
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")

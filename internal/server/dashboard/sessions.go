@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -45,6 +46,11 @@ type sessionList struct {
 	// digest: the page's script replaces it when the list changes.
 	Rendered template.HTML
 	Version  string
+	// Now is when the list was read: its times are said relative to it.
+	Now time.Time
+	// Asking: the sessions of the page with a permission request of the
+	// dashboard's client waiting for a person.
+	Asking map[string]bool
 }
 
 // Filtered: the list does not show every session.
@@ -86,13 +92,14 @@ var notices = map[string]string{
 type sessionListPages struct {
 	*site
 	Sessions Sessions
+	client   *acpClient // whose permission requests wait for a person
 }
 
 // list reads the page of the list that r asks for; what it could not
 // take (an unknown state, a stale cursor) is said in p.Error.
 func (d *sessionListPages) list(r *http.Request, p *page) (sessionList, error) {
 	q := r.URL.Query()
-	l := sessionList{Agent: q.Get("agent"), State: lifecycle.State(q.Get("state")), Q: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), States: states}
+	l := sessionList{Agent: q.Get("agent"), State: lifecycle.State(q.Get("state")), Q: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), States: states, Now: time.Now()}
 	var wrong []string
 	if l.State != "" && !slices.Contains(states, l.State) {
 		wrong = append(wrong, "Unknown state "+string(l.State)+": showing every state.")
@@ -128,6 +135,14 @@ func (d *sessionListPages) list(r *http.Request, p *page) (sessionList, error) {
 	}
 	p.Error = strings.Join(wrong, " ")
 	l.Sessions = pg.Sessions
+	for _, rec := range l.Sessions {
+		if d.client.asking(rec.ID) {
+			if l.Asking == nil {
+				l.Asking = map[string]bool{}
+			}
+			l.Asking[rec.ID] = true
+		}
+	}
 	if pg.Next != "" {
 		l.Next = link("/sessions", l.query(pg.Next))
 	}

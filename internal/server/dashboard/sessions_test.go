@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"html"
+	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -270,4 +271,74 @@ func TestEndQuestionNamesTheTitle(t *testing.T) {
 	csrf := s.signIn(c)
 	resp, body := s.do(c, http.MethodPost, "/sessions/p1/end", url.Values{"csrf": {csrf}})
 	want(t, resp, body, http.StatusOK, `<h2 id="question">End session “hello there” (p1)?</h2>`)
+}
+
+// The list says its times relative to when it was read, each in a <time>
+// element whose title (shown on hover) is the exact time in UTC, without
+// script; a session whose last run ended says how long it took, one with
+// a run in progress since when.
+func TestSessionsListSaysTimesRelativeWithTheExactOneOnHover(t *testing.T) {
+	s := newSite(t, false)
+	now := time.Now().UTC()
+	created := now.Add(-26 * time.Hour).Truncate(time.Second)
+	expires := now.Add(50 * time.Hour).Truncate(time.Second)
+	started := now.Add(-3 * time.Hour).Truncate(time.Second)
+	for _, rec := range []*lifecycle.Record{
+		{ID: "rested", AgentName: "demo", State: lifecycle.Paused, Created: created, ExpiresAt: expires, Runs: 1, Settings: lifecycle.DefaultSettings(),
+			History: []lifecycle.RunRecord{{Run: 1, Kind: lifecycle.StartRun, Started: started, Ended: started.Add(125 * time.Second)}}},
+		{ID: "running", AgentName: "demo", State: lifecycle.Active, Created: created, Runs: 1, Settings: lifecycle.DefaultSettings(),
+			History: []lifecycle.RunRecord{{Run: 1, Kind: lifecycle.StartRun, Started: started}}},
+	} {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tag := func(at time.Time, text string) string {
+		return fmt.Sprintf(`<time datetime="%s" title="%s">%s</time>`, at.Format(time.RFC3339), at.Format("2006-01-02 15:04:05")+" UTC", text)
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK,
+		`<td data-label="Created">`+tag(created, "26 h ago")+`</td>`,
+		`<td data-label="Expires">`+tag(expires, "in 2 days")+`</td>`,
+		`<small>last run took 2m5s</small>`,
+		`<small>running since `+tag(started, "3 h ago")+`</small>`)
+}
+
+// A session that waits for a person has a badge saying so, and why: an
+// orphaned one (its teardown gave up) and a paused one whose last run
+// failed; one that rests after an idle pause, or was ended, has none.
+func TestSessionsListMarksTheSessionsThatWaitForAPerson(t *testing.T) {
+	s := newSite(t, false)
+	now := time.Now()
+	for _, rec := range []*lifecycle.Record{
+		{ID: "orphan", AgentName: "demo", State: lifecycle.Orphaned, Created: now.Add(-4 * time.Minute), Settings: lifecycle.DefaultSettings()},
+		{ID: "failed", AgentName: "demo", State: lifecycle.Paused, Created: now.Add(-3 * time.Minute), Settings: lifecycle.DefaultSettings(),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Failed, Error: "the agent crashed", At: now, Run: 1}},
+		{ID: "idle", AgentName: "demo", State: lifecycle.Paused, Created: now.Add(-2 * time.Minute), Settings: lifecycle.DefaultSettings(),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: now, Run: 1}},
+		{ID: "ended", AgentName: "demo", State: lifecycle.Ended, EndReason: lifecycle.Failed, Created: now.Add(-time.Minute), Settings: lifecycle.DefaultSettings(),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Failed, At: now, Run: 1}},
+	} {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions", nil)
+	want(t, resp, body, http.StatusOK)
+	row := regexp.MustCompile(`<tr id="s-(\w+)">(?s:(.*?))</tr>`)
+	badge := regexp.MustCompile(`<span class="badge waits">Waits for you</span> <small>([^<]+)</small>`)
+	got := map[string]string{}
+	for _, r := range row.FindAllStringSubmatch(body, -1) {
+		if m := badge.FindStringSubmatch(r[2]); m != nil {
+			got[r[1]] = m[1]
+		}
+	}
+	wantBadges := map[string]string{"orphan": "clean up what its plugs left, then resolve it", "failed": "its last run failed"}
+	if !maps.Equal(got, wantBadges) {
+		t.Fatalf("badges %v, want %v\n%s", got, wantBadges, body)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,37 @@ func titled(t *testing.T, s Store) {
 		t.Fatalf("title %q after a pause", rec.Title)
 	}
 	if err := s.Titled(t.Context(), "unknown", "x"); !errors.Is(err, lifecycle.ErrNotFound) {
+		t.Errorf("titling an unknown session: %v", err)
+	}
+}
+
+func titleSet(t *testing.T, s Store) {
+	ctx := t.Context()
+	Create(t, s, "s")
+	if err := s.Titled(ctx, "s", "derived"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "  ", "two\nlines", "a\ttab", strings.Repeat("x", lifecycle.MaxTitle+1)} {
+		if _, err := lifecycle.SetTitle(ctx, s, "s", bad); err == nil {
+			t.Errorf("the title %q was taken", bad)
+		}
+	}
+	rec, err := lifecycle.SetTitle(ctx, s, "s", " the person's title ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Title != "the person's title" || !rec.TitleSet {
+		t.Fatalf("set: title %q, set %v", rec.Title, rec.TitleSet)
+	}
+	if err := s.Titled(ctx, "s", "derived later"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Session(ctx, "s"); err != nil {
+		t.Fatal(err)
+	} else if rec.Title != "the person's title" {
+		t.Fatalf("a derived title replaced the person's: %q", rec.Title)
+	}
+	if _, err := lifecycle.SetTitle(ctx, s, "unknown", "x"); !errors.Is(err, lifecycle.ErrNotFound) {
 		t.Errorf("titling an unknown session: %v", err)
 	}
 }

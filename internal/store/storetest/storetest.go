@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 		{"SetHonoursItsContext", setHonoursContext},
 		{"Reports", reports},
 		{"TitledSetsTheTitleAndLaterUpdatesKeepIt", titled},
+		{"ATitleAPersonSetWinsOverDerivedOnes", titleSet},
 		{"TornDownDeletesPersistedState", tornDown},
 		{"Discard", discard},
 		{"PlugLogIsKeptPerRunAndGoesWithTheSession", plugLog},

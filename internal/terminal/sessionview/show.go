@@ -35,7 +35,11 @@ func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycl
 
 	fmt.Fprintf(w, "session %s\n", rec.ID)
 	if rec.Title != "" {
-		row("title", "%s", rec.Title)
+		title := rec.Title
+		if rec.TitleSet {
+			title += " (set by a person)"
+		}
+		row("title", "%s", title)
 	}
 	state := string(rec.State)
 	if rec.EndReason != "" {
