@@ -150,6 +150,10 @@ func TestListSessionsPagesNewestFirstWithFilters(t *testing.T) {
 		if ids, _ := all(ListQuery{Text: "0_ done", Limit: 100}); len(ids) != 0 {
 			t.Errorf("title holding %q: %v, want none", "0_ done", ids)
 		}
+		// An id is found by its start too.
+		if ids, _ := all(ListQuery{Text: "s07", Limit: 100}); !slices.Equal(ids, []string{"s07"}) {
+			t.Errorf("id starting with %q: %v", "s07", ids)
+		}
 		_, err := s.ListSessions(ctx, ListQuery{Limit: 10, After: "yesterday"})
 		if !errors.Is(err, ErrCursor) {
 			t.Errorf("a cursor of no list: %v, want ErrCursor", err)

@@ -349,7 +349,8 @@ type ListQuery struct {
 	// Owner, when not nil: only the sessions opened with an API token of
 	// this name ("": with none).
 	Owner *string
-	// Text: only sessions whose title holds it, in any case.
+	// Text: only sessions whose title holds it, in any case, or whose id
+	// starts with it.
 	Text string
 	// Limit is the page's size, at least 1.
 	Limit int
@@ -394,8 +395,8 @@ func (s *sessionStore) ListSessions(ctx context.Context, q ListQuery) (ListPage,
 		args = append(args, *q.Owner)
 	}
 	if q.Text != "" {
-		where = append(where, "LOWER(title) LIKE ? ESCAPE '\\'")
-		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(q.Text))+"%")
+		where = append(where, "(LOWER(title) LIKE ? ESCAPE '\\' OR id LIKE ? ESCAPE '\\')")
+		args = append(args, "%"+likeEscaper.Replace(strings.ToLower(q.Text))+"%", likeEscaper.Replace(q.Text)+"%")
 	}
 	if q.After != "" {
 		created, id, err := parseCursor(q.After)
