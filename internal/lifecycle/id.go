@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"crypto/rand"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/internal/support/safename"
@@ -24,14 +23,25 @@ func NewID() string {
 	return strings.ToLower(rand.Text()[:12])
 }
 
-// validName is what the names of agents, users and runners may look
-// like: they appear in URLs and commands.
-var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// validName reports whether name is what the names of agents, users and
+// runners may look like (they appear in URLs and commands): checked by
+// hand, as a regexp compiled at start would cost every process its init.
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 63 || name[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // CheckName refuses a name that is not 1 to 63 lowercase letters, digits
 // or '-', starting with a letter or digit; what says what it names.
 func CheckName(what, name string) error {
-	if !validName.MatchString(name) {
+	if !validName(name) {
 		return fmt.Errorf("invalid %s name %q: want 1 to 63 lowercase letters, digits or '-', starting with a letter or digit", what, name)
 	}
 	return nil

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +13,22 @@ func TestNewID(t *testing.T) {
 	for range 100 {
 		if id := NewID(); !form.MatchString(id) || CheckID("session id", id) != nil {
 			t.Fatalf("NewID() = %q", id)
+		}
+	}
+}
+
+// TestCheckNameTakesLowercaseLettersDigitsAndDashes: a name of an agent,
+// user or runner is 1 to 63 lowercase letters, digits or '-', not starting
+// with '-'.
+func TestCheckNameTakesLowercaseLettersDigitsAndDashes(t *testing.T) {
+	for _, ok := range []string{"a", "demo", "r1", "0-x", strings.Repeat("a", 63)} {
+		if err := CheckName("agent", ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "-a", "A", "a_b", "a b", "é", strings.Repeat("a", 64)} {
+		if err := CheckName("agent", bad); err == nil {
+			t.Errorf("%q was taken", bad)
 		}
 	}
 }
