@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -94,11 +95,11 @@ func pathMatch(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 }
 
 // globPart finds the parts of a glob.
-var globPart = regexp.MustCompile(`\*\*/|\*\*|\*|\?|[^*?]+`)
+var globPart = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*/|\*\*|\*|\?|[^*?]+`) })
 
 // globPattern is the regular expression of a glob.
 func globPattern(glob string) string {
-	return globPart.ReplaceAllStringFunc(glob, func(part string) string {
+	return globPart().ReplaceAllStringFunc(glob, func(part string) string {
 		switch part {
 		case "**/":
 			return "(?:.*/)?"

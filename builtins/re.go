@@ -264,7 +264,7 @@ func patternSub(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		if !ok {
 			return nil, fmt.Errorf("%s: for parameter repl: want a string or a function, got %s", b.Name(), repl.Type())
 		}
-		if pythonGroupRef.MatchString(t) {
+		if pythonGroupRef().MatchString(t) {
 			return nil, fmt.Errorf("%s: replacement %q refers to a group Python's way; Go's templates write $1 or ${name} (and $$ for a dollar)", b.Name(), t)
 		}
 		template = t
@@ -298,7 +298,7 @@ func patternSub(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 }
 
 // pythonGroupRef finds \1 or \g<…> in a replacement template.
-var pythonGroupRef = regexp.MustCompile(`\\(?:[0-9]|g<)`)
+var pythonGroupRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\\(?:[0-9]|g<)`) })
 
 // Match is a successful match: what match, search and fullmatch return,
 // and what a replacement function of sub receives.

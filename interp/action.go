@@ -5,13 +5,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.starlark.net/starlark"
 )
 
 // actionName is what an action may be called: a word a command line can
 // take as it is (sessions do ID NAME).
-var actionName = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+var actionName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_-]*$`) })
 
 // actionSchemas reads plug(actions = {"name": schema.object(...)}): each
 // action's arguments, as an object schema whose doc says what it does.
@@ -29,7 +30,7 @@ func actionSchemas(v starlark.Value) (map[string]*Schema, error) {
 		if !ok {
 			return nil, fmt.Errorf("plug: actions: want string keys, got %s", item[0].Type())
 		}
-		if !actionName.MatchString(name) {
+		if !actionName().MatchString(name) {
 			return nil, fmt.Errorf("plug: actions[%q]: an action's name is lower case letters, digits, _ and -, starting with a letter", name)
 		}
 		s, ok := item[1].(*Schema)

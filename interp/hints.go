@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.starlark.net/syntax"
@@ -30,10 +31,10 @@ var pythonKeywords = map[string]string{
 }
 
 // gotToken finds the unexpected token of a parser error: "got is, want ':'".
-var gotToken = regexp.MustCompile(`^got ([a-z]+)(?: literal)?, want`)
+var gotToken = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^got ([a-z]+)(?: literal)?, want`) })
 
 // fString finds an f-string prefix: f"…", rf'…' …
-var fString = regexp.MustCompile(`(?:^|[^A-Za-z0-9_])(?i:f|rf|fr)["']`)
+var fString = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|[^A-Za-z0-9_])(?i:f|rf|fr)["']`) })
 
 // pythonHint returns a hint for a syntax error of file that Python habits
 // cause, or "": a Python keyword Starlark lacks, an f-string, assert, a set
@@ -43,14 +44,14 @@ func pythonHint(err error, file string, src []byte) string {
 	if !errors.As(err, &se) || se.Pos.Filename() != file {
 		return "" // another file's, hinted where that file was loaded
 	}
-	if m := gotToken.FindStringSubmatch(se.Msg); m != nil {
+	if m := gotToken().FindStringSubmatch(se.Msg); m != nil {
 		if hint, ok := pythonKeywords[m[1]]; ok {
 			return hint
 		}
 	}
 	line := sourceLine(src, int(se.Pos.Line))
 	switch {
-	case strings.HasPrefix(se.Msg, "got string literal") && fString.MatchString(line):
+	case strings.HasPrefix(se.Msg, "got string literal") && fString().MatchString(line):
 		return "Starlark has no f-strings; use `\"%s\" % x` or `\"{}\".format(x)`"
 	case strings.HasPrefix(strings.TrimSpace(line), "assert "):
 		return pythonKeywords["assert"]

@@ -11,20 +11,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/alecthomas/kong"
 )
 
 // unknownWord matches kong's errors about a word it does not know, less
 // the suggestions it adds, which are ranked in no order.
-var unknownWord = regexp.MustCompile(`^(unknown flag|unexpected argument) (\S+?)(?:, did you mean .*)?$`)
+var unknownWord = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(unknown flag|unexpected argument) (\S+?)(?:, did you mean .*)?$`)
+})
 
 // usageError writes what was wrong with the command line and the command
 // whose --help says more.
 func usageError(w io.Writer, err *kong.ParseError) {
 	msg := err.Error()
 	at := deepestCommand(err.Context)
-	if m := unknownWord.FindStringSubmatch(msg); m != nil {
+	if m := unknownWord().FindStringSubmatch(msg); m != nil {
 		msg = m[1] + " " + m[2]
 		if m[1] == "unknown flag" {
 			if near := nearest(m[2], flagNames(err.Context)); len(near) > 0 {

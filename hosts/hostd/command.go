@@ -67,7 +67,7 @@ func NewCommand(opts CommandOptions) *Client {
 	}})
 }
 
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+var shellSafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`) })
 
 // shellKeywords are the reserved words of a POSIX shell that need no
 // quoting elsewhere but would not name a command as a first word.
@@ -81,7 +81,7 @@ func ShellJoin(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {
 		// A first word with "=" would be an assignment, a keyword syntax.
-		if shellSafe.MatchString(a) && (i > 0 || !strings.Contains(a, "=") && !shellKeywords[a]) {
+		if shellSafe().MatchString(a) && (i > 0 || !strings.Contains(a, "=") && !shellKeywords[a]) {
 			words[i] = a
 		} else {
 			words[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

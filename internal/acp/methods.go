@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
 )
@@ -161,8 +162,8 @@ func Typed(method string, dir Side) bool {
 // required lists the top-level members each params and result type must
 // have: the fields whose JSON tags lack omitempty, corrected where the SDK's
 // tags do not say (unions, whose fields are all "-", and fields with a
-// default in the schema).
-var required = func() map[reflect.Type][]string {
+// default in the schema). Built at first use, not at every process's start.
+var required = sync.OnceValue(func() map[reflect.Type][]string {
 	overrides := map[reflect.Type][]string{
 		reflect.TypeFor[sdk.SetSessionConfigOptionRequest]():    {"configId", "sessionId"},
 		reflect.TypeFor[sdk.UnstableCreateElicitationRequest](): {"message"},
@@ -182,7 +183,7 @@ var required = func() map[reflect.Type][]string {
 		}
 	}
 	return r
-}()
+})
 
 // requiredFields returns the JSON names of t's fields without omitempty.
 func requiredFields(t reflect.Type) []string {
@@ -241,7 +242,7 @@ type validator interface{ Validate() error }
 
 // check reports whether the raw JSON value data fits type t.
 func check(t reflect.Type, data []byte) error {
-	req := required[t]
+	req := required()[t]
 	if data == nil || string(data) == "null" {
 		if t.Kind() == reflect.Interface {
 			return nil

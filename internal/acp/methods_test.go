@@ -217,7 +217,7 @@ func TestRequiredMatchesSchema(t *testing.T) {
 				t.Errorf("%s: no schema type %s", m.Name, name)
 				continue
 			}
-			got := slices.Sorted(slices.Values(required[typ]))
+			got := slices.Sorted(slices.Values(required()[typ]))
 			want := slices.Sorted(slices.Values(def.Required))
 			if !slices.Equal(got, want) {
 				t.Errorf("%s: %v requires %q, the schema %q", m.Name, typ, got, want)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/syntax"
@@ -27,17 +28,17 @@ const (
 )
 
 var (
-	plugCall   = regexp.MustCompile(`(?m)^plug\s*\(`)
-	configCall = regexp.MustCompile(`(?m)^(agent|setup)\s*\(`)
+	plugCall   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^plug\s*\(`) })
+	configCall = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^(agent|setup)\s*\(`) })
 )
 
 // kindOf tells the kind of a file by its top-level calls, in the text
 // (which need not parse) or, for a file without them, by its name.
 func kindOf(path, text string) fileKind {
 	switch {
-	case plugCall.MatchString(text):
+	case plugCall().MatchString(text):
 		return plugFile
-	case configCall.MatchString(text) || filepath.Base(path) == "blaise.star":
+	case configCall().MatchString(text) || filepath.Base(path) == "blaise.star":
 		return configFile
 	}
 	return moduleFile

@@ -3,6 +3,7 @@ package lsp
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.starlark.net/syntax"
@@ -131,8 +132,8 @@ func (s *scope) assign(st syntax.Stmt) {
 }
 
 var (
-	defLine    = regexp.MustCompile(`^(\s*)def\s+([A-Za-z_]\w*)\s*\((.*)\)\s*:`)
-	assignLine = regexp.MustCompile(`^(\s*)([A-Za-z_]\w*)\s*=\s*([^=].*)$`)
+	defLine    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)def\s+([A-Za-z_]\w*)\s*\((.*)\)\s*:`) })
+	assignLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\s*)([A-Za-z_]\w*)\s*=\s*([^=].*)$`) })
 )
 
 // textScope is the scope at line of a document being edited, which need
@@ -142,14 +143,14 @@ func textScope(top *scope, lines []string, line int) *scope {
 	cur := indentOf(lines[line])
 	defAt, defIndent := -1, 0
 	for i := line; i >= 0; i-- {
-		if m := defLine.FindStringSubmatch(lines[i]); m != nil && (len(m[1]) < cur || i == line) {
+		if m := defLine().FindStringSubmatch(lines[i]); m != nil && (len(m[1]) < cur || i == line) {
 			defAt, defIndent = i, len(m[1])
 			break
 		}
 	}
 	fn := top
 	if defAt >= 0 {
-		m := defLine.FindStringSubmatch(lines[defAt])
+		m := defLine().FindStringSubmatch(lines[defAt])
 		f, err := syntax.Parse("", "def f("+m[3]+"): pass\n", 0)
 		var params []syntax.Expr
 		if err == nil {
@@ -158,7 +159,7 @@ func textScope(top *scope, lines []string, line int) *scope {
 		fn = top.function(m[2], params, defIndent == 0)
 	}
 	for i := 0; i < line; i++ {
-		m := assignLine.FindStringSubmatch(lines[i])
+		m := assignLine().FindStringSubmatch(lines[i])
 		if m == nil {
 			continue
 		}

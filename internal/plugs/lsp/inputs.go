@@ -3,6 +3,7 @@ package lsp
 import (
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/blaiseagent/blaise-agent/interp"
 	"go.lsp.dev/protocol"
@@ -13,7 +14,7 @@ import (
 // ctx.inputs and ctx.persisted.value while the buffer does not load (as
 // at the moment a dot is typed); or nil.
 func declaredPlug(newLoader func() *interp.Loader, overlay map[string][]byte, path, text string) *interp.Plug {
-	loc := plugCall.FindStringIndex(text)
+	loc := plugCall().FindStringIndex(text)
 	if loc == nil {
 		return nil
 	}
@@ -125,11 +126,11 @@ func closing(text string, open int) int {
 }
 
 var (
-	inputsEq = regexp.MustCompile(`(?:^|[^\w.])inputs\s*=\s*$`)
-	useOpen  = regexp.MustCompile(`(?:^|[^\w.])use\s*$`)
-	keyColon = regexp.MustCompile(`["'](\w+)["']\s*:\s*$`)
-	firstArg = regexp.MustCompile(`^\s*"([^"\\]*)"|^\s*'([^'\\]*)'`)
-	keyStart = regexp.MustCompile(`^\s*(["']?)(\w*)$`)
+	inputsEq = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|[^\w.])inputs\s*=\s*$`) })
+	useOpen  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|[^\w.])use\s*$`) })
+	keyColon = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`["'](\w+)["']\s*:\s*$`) })
+	firstArg = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*"([^"\\]*)"|^\s*'([^'\\]*)'`) })
+	keyStart = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*(["']?)(\w*)$`) })
 )
 
 // inputsAt finds whether off in text is where a key of the inputs of a
@@ -142,22 +143,22 @@ func inputsAt(text string, off int) (ref string, path []string, partial string, 
 	if !ok || n == 0 || text[open[n-1].at] != '{' || open[n-1].colon >= 0 {
 		return "", nil, "", false, false
 	}
-	m := keyStart.FindStringSubmatch(text[open[n-1].sep+1 : off])
+	m := keyStart().FindStringSubmatch(text[open[n-1].sep+1 : off])
 	if m == nil || inString >= 0 && m[1] == "" {
 		return "", nil, "", false, false
 	}
 	partial, quoted = m[2], m[1] != ""
 	for k := n - 1; k >= 1; k-- {
 		before := text[:open[k].at]
-		if inputsEq.MatchString(before) {
+		if inputsEq().MatchString(before) {
 			call := open[k-1]
-			a := firstArg.FindStringSubmatch(text[call.at+1:])
-			if text[call.at] != '(' || !useOpen.MatchString(text[:call.at]) || a == nil {
+			a := firstArg().FindStringSubmatch(text[call.at+1:])
+			if text[call.at] != '(' || !useOpen().MatchString(text[:call.at]) || a == nil {
 				return "", nil, "", false, false
 			}
 			return a[1] + a[2], path, partial, quoted, true
 		}
-		key := keyColon.FindStringSubmatch(before)
+		key := keyColon().FindStringSubmatch(before)
 		if key == nil || text[open[k-1].at] != '{' {
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // An entry is the documentation of one name, as the user documentation
@@ -21,11 +22,11 @@ type entry struct {
 type reference map[string]*entry
 
 var (
-	codeSpan = regexp.MustCompile("`([^`]+)`")
-	boldType = regexp.MustCompile(`\*\*([A-Z][A-Za-z]+)\*\*`)
+	codeSpan = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("`([^`]+)`") })
+	boldType = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\*\*([A-Z][A-Za-z]+)\*\*`) })
 	// qualName is what a code span must start with to name something.
-	qualName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*`)
-	listItem = regexp.MustCompile("^- `([^`]+)`: (.*)")
+	qualName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*`) })
+	listItem = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^- `([^`]+)`: (.*)") })
 )
 
 // nameAliases are the short names the documents give values in examples.
@@ -87,8 +88,8 @@ func (ref reference) read(data []byte) {
 		case strings.HasPrefix(line, "#"):
 			flush()
 			subject, owner, pending, heading = "", "", nil, nil
-			for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
-				name := qualName.FindString(m[1])
+			for _, m := range codeSpan().FindAllStringSubmatch(line, -1) {
+				name := qualName().FindString(m[1])
 				if name == "" {
 					continue
 				}
@@ -115,7 +116,7 @@ func (ref reference) read(data []byte) {
 			for i := 2; i < len(cells) && i < len(header); i++ {
 				doc += "\n\n" + header[i] + ": " + cells[i]
 			}
-			for _, m := range codeSpan.FindAllStringSubmatch(cells[0], -1) {
+			for _, m := range codeSpan().FindAllStringSubmatch(cells[0], -1) {
 				if name := rowName(m[1], owner, subject, heading); name != "" {
 					ref.add(name, m[1], doc)
 				}
@@ -125,10 +126,10 @@ func (ref reference) read(data []byte) {
 			flush()
 		default:
 			header = nil
-			if m := boldType.FindAllStringSubmatch(line, -1); m != nil {
+			if m := boldType().FindAllStringSubmatch(line, -1); m != nil {
 				owner = m[len(m)-1][1]
 			}
-			if m := listItem.FindStringSubmatch(line); m != nil {
+			if m := listItem().FindStringSubmatch(line); m != nil {
 				if name := rowName(m[1], "", "", nil); strings.Contains(name, ".") {
 					ref.add(name, m[1], m[2])
 				}
@@ -143,7 +144,7 @@ func (ref reference) read(data []byte) {
 // rowName qualifies the name that code (from a table row) starts with; a
 // name of the heading stays as it is.
 func rowName(code, owner, subject string, heading []string) string {
-	name := strings.TrimSuffix(qualName.FindString(code), ".")
+	name := strings.TrimSuffix(qualName().FindString(code), ".")
 	if name == "" || len(name) < len(code) && !strings.HasPrefix(code[len(name):], "(") {
 		return "" // not a name: `$BLAISE_RUN_KIND`, `session/prompt`
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/rogpeppe/go-internal/txtar"
 
@@ -107,11 +108,13 @@ type ErrorAt struct {
 func (e *ErrorAt) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg) }
 
 var (
-	runSection  = regexp.MustCompile(`^run([1-9][0-9]*)$`)
-	wantSection = regexp.MustCompile(`^want/run([1-9][0-9]*)/(` + strings.Join(Kinds, "|") + `)$`)
-	directive   = regexp.MustCompile(`^#([a-z-]+):\s*(.*?)\s*$`)
-	envLine     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
-	maskLine    = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(.+)$`)
+	runSection  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^run([1-9][0-9]*)$`) })
+	wantSection = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^want/run([1-9][0-9]*)/(` + strings.Join(Kinds, "|") + `)$`)
+	})
+	directive = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^#([a-z-]+):\s*(.*?)\s*$`) })
+	envLine   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`) })
+	maskLine  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=(.+)$`) })
 )
 
 // placeholders are the names the normalisation of every test uses; a mask
@@ -177,7 +180,7 @@ func (f *File) errAt(line int, format string, args ...any) error {
 // comment: config is #config's path, failsLine the line of #fails.
 func (f *File) parseDirectives() (config string, failsLine int, err error) {
 	for i, line := range strings.Split(string(f.Archive.Comment), "\n") {
-		m := directive.FindStringSubmatch(line)
+		m := directive().FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -193,7 +196,7 @@ func (f *File) parseDirectives() (config string, failsLine int, err error) {
 		case "fails":
 			failsLine = i + 1
 			for _, name := range strings.FieldsFunc(m[2], func(r rune) bool { return r == ' ' || r == ',' }) {
-				sub := runSection.FindStringSubmatch(name)
+				sub := runSection().FindStringSubmatch(name)
 				if sub == nil {
 					return "", 0, f.errAt(i+1, "#fails: want the runs that fail, as run1 run2 …, got %q", name)
 				}
@@ -216,12 +219,12 @@ func (f *File) parseSections() (runs map[int]*Run, err error) {
 	for _, s := range f.Archive.Files {
 		line := f.SectionLine(s.Name)
 		switch name := s.Name; {
-		case wantSection.MatchString(name):
+		case wantSection().MatchString(name):
 			f.Want[name] = s.Data
 		case strings.HasPrefix(name, "want/"):
 			return nil, f.errAt(line, "unknown golden section %q (want want/runN/KIND, KIND one of %s)", name, strings.Join(Kinds, ", "))
-		case runSection.MatchString(name):
-			n, _ := strconv.Atoi(runSection.FindStringSubmatch(name)[1])
+		case runSection().MatchString(name):
+			n, _ := strconv.Atoi(runSection().FindStringSubmatch(name)[1])
 			r, err := parseRun(f.Path, n, line, s.Data)
 			if err != nil {
 				return nil, err
@@ -233,7 +236,7 @@ func (f *File) parseSections() (runs map[int]*Run, err error) {
 				if l == "" || strings.HasPrefix(l, "#") {
 					continue
 				}
-				if !envLine.MatchString(l) {
+				if !envLine().MatchString(l) {
 					return nil, f.errAt(line+i, "env: want NAME=VALUE, got %q", l)
 				}
 				f.Env = append(f.Env, l)
@@ -294,7 +297,7 @@ func (f *File) checkRuns(runs map[int]*Run, failsLine int) error {
 		}
 	}
 	for name := range f.Want {
-		n, _ := strconv.Atoi(wantSection.FindStringSubmatch(name)[1])
+		n, _ := strconv.Atoi(wantSection().FindStringSubmatch(name)[1])
 		if n > len(f.Runs) {
 			return f.errAt(f.SectionLine(name), "%s: the test has no run%d", name, n)
 		}
@@ -304,7 +307,7 @@ func (f *File) checkRuns(runs map[int]*Run, failsLine int) error {
 
 // parseMask reads the NAME=REGEXP of a #mask directive.
 func parseMask(arg string) (Mask, error) {
-	m := maskLine.FindStringSubmatch(arg)
+	m := maskLine().FindStringSubmatch(arg)
 	if m == nil {
 		return Mask{}, fmt.Errorf("want NAME=REGEXP, NAME in capitals, got %q", arg)
 	}
@@ -333,7 +336,7 @@ func parseRun(path string, n, first int, data []byte) (*Run, error) {
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	for i, raw := range lines {
 		line := first + i
-		if m := directive.FindStringSubmatch(raw); m != nil {
+		if m := directive().FindStringSubmatch(raw); m != nil {
 			if m[1] != "config" || m[2] == "" {
 				return nil, &ErrorAt{path, line, fmt.Sprintf("unknown directive %q in a run (want #config: PATH)", raw)}
 			}

@@ -309,7 +309,7 @@ func (w *workDir) run(ctx context.Context) (Got, error) {
 			delete(got, k)
 			continue
 		}
-		v = timestamp.ReplaceAll([]byte(norm.Replace(string(v))), []byte("$$TIME"))
+		v = timestamp().ReplaceAll([]byte(norm.Replace(string(v))), []byte("$$TIME"))
 		for _, m := range w.file.Masks {
 			v = m.Re.ReplaceAllLiteral(v, []byte("$"+m.Name))
 		}
@@ -337,7 +337,9 @@ func (w *workDir) seed(ctx context.Context, store *filestore.Store, id string) e
 }
 
 // timestamp matches an RFC 3339 time, as logs write them.
-var timestamp = regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+var timestamp = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+})
 
 // normalizer replaces what differs from one machine or one time to the
 // next: the work directory, this program's path, the session ids (the
