@@ -42,7 +42,7 @@ func TestActionNamesOfAServersSessionComplete(t *testing.T) {
 	has("--server URL", l.complete("blaise-agent sessions do --server "+l.url+" --token "+l.token+" "+id+" "))
 	has("--server=URL", l.complete("blaise-agent sessions do --server="+l.url+" "+id+" --token="+l.token+" "))
 	has("$BLAISE_SERVER", l.complete("blaise-agent sessions do "+id+" ", "BLAISE_SERVER="+l.url, "BLAISE_TOKEN="+l.token))
-	if got := l.complete("blaise-agent sessions do --server "+l.url+" --token "+l.token+" "+id+" me"); !slices.Equal(got, []string{"merge"}) {
+	if got := l.complete("blaise-agent sessions do --server " + l.url + " --token " + l.token + " " + id + " me"); !slices.Equal(got, []string{"merge"}) {
 		t.Errorf("completing me: %q, want merge", got)
 	}
 
