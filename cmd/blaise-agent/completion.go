@@ -33,7 +33,8 @@ func (c *CompletionCmd) Help() string {
 
 The shell then asks blaise-agent itself what completes a word: commands, flags,
 session ids (from the state directory of --state-dir, $BLAISE_STATE_DIR or the
-default one) and blaise: references.`
+default one), the actions of a session after sessions do ID (with --server or
+$BLAISE_SERVER, asked of the server) and blaise: references.`
 }
 
 // zshCompinit starts zsh's completion system when the startup file has

@@ -178,9 +178,13 @@ func (f ActionFlags) act(g *Globals, sf StateFlags, srv ServerFlags, id, action 
 		fmt.Printf("%s\n", out)
 	}
 	var offer struct {
-		OfferEnd string `json:"offer_end"`
+		OfferEnd string   `json:"offer_end"`
+		Terminal []string `json:"terminal"`
 	}
 	_ = json.Unmarshal(result, &offer) // a result of another shape offers nothing
+	if len(offer.Terminal) > 0 && srv.Server == "" && !f.JSON && atTerminal() {
+		return runAtTerminal(offer.Terminal)
+	}
 	if offer.OfferEnd == "" {
 		return nil
 	}
@@ -206,6 +210,22 @@ func remoteActionError(err error, srv ServerFlags, id string) error {
 		return err
 	}
 	return fmt.Errorf("%w; check what it did before you do it again: blaise-agent sessions show --server %s %s, and its changes (blaise-agent sessions diff --server %s %s) once its runner is back", err, srv.Server, id, srv.Server, id)
+}
+
+// atTerminal reports whether stdin and stdout are a terminal.
+func atTerminal() bool {
+	return isatty.IsTerminal(os.Stdin.Fd()) && isatty.IsTerminal(os.Stdout.Fd())
+}
+
+// runAtTerminal runs the command an action's result offers to run at the
+// person's terminal (terminal: a shell in a container), attached to it.
+func runAtTerminal(argv []string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	return nil
 }
 
 // confirmEnd asks the person at a terminal whether to end the session;

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
@@ -126,57 +125,11 @@ func (r *Run) actStep(order []int, k int, offered interp.OfferedAction, args sta
 // actionArgs validates the arguments of an action against its schema,
 // reading the strings of a command line by the kind of their field.
 func actionArgs(a interp.OfferedAction, raw json.RawMessage) (starlark.Value, error) {
-	fields := map[string]any{}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			return nil, fmt.Errorf("action %s: its arguments are not a JSON object: %w", a.QualifiedName(), err)
-		}
-	}
-	for name, v := range fields {
-		s, ok := v.(string)
-		if !ok {
-			continue
-		}
-		for fname, fs := range a.Args.Fields() {
-			if fname == name {
-				fields[name] = fromCommandLine(fs, s)
-			}
-		}
-	}
-	data, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
-	v, err := a.Args.ValidateJSON(data, "args")
+	v, err := a.Args.ValidateArgsJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("action %s of plug %s: %w", a.QualifiedName(), a.Use.Name(), err)
 	}
 	return v, nil
-}
-
-// fromCommandLine reads s, a value given on a command line, as the kind of
-// s's field wants it; what does not read stays the string, for the
-// schema's error to name.
-func fromCommandLine(s *interp.Schema, v string) any {
-	kind := s.Kind()
-	if kind == interp.KindOptional && s.Elem() != nil {
-		kind = s.Elem().Kind()
-	}
-	switch kind {
-	case interp.KindBool:
-		if b, err := strconv.ParseBool(strings.ToLower(v)); err == nil {
-			return b
-		}
-	case interp.KindInt:
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return n
-		}
-	case interp.KindFloat:
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return f
-		}
-	}
-	return v
 }
 
 // ActionArgs reads an action's arguments from a command line: --NAME is

@@ -12,6 +12,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
+	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // act does an action of a session (POST /v1/sessions/ID/actions/NAME,
@@ -124,4 +125,50 @@ func (res *resources) Act(ctx context.Context, id, action string, args json.RawM
 type dashboardActions struct {
 	*runners
 	*resources
+}
+
+// checkArgs checks the arguments of the action of run, an action run,
+// against the schema rc's hello gave the action: arguments it refuses
+// are an *ArgsError, and the run is not started. An action the hello
+// names otherwise (ID.NAME for NAME) or without a schema (a runner older
+// than the server) is left for its run to check.
+func (rc *runnerConn) checkArgs(run engine.Launch) error {
+	for _, a := range rc.actions {
+		if a.Name != run.Action || a.Schema == nil {
+			continue
+		}
+		s, err := interp.ParseSchemaJSON(a.Schema)
+		if err != nil {
+			rc.runners.Log.Warn("an action's schema from a runner does not read; its run checks the arguments", "runner", rc.name, "action", a.Name, "err", err)
+			return nil
+		}
+		if _, err := s.ValidateArgsJSON(run.ActionArgs); err != nil {
+			return &ArgsError{Action: a.Name, Plug: a.Plug, Err: err}
+		}
+	}
+	return nil
+}
+
+// ArgsError is the error of an action whose arguments its schema refuses,
+// in the words of the action's run.
+type ArgsError struct {
+	Action, Plug string
+	Err          error
+}
+
+func (e *ArgsError) Error() string {
+	return fmt.Sprintf("action %s of plug %s: %v", e.Action, e.Plug, e.Err)
+}
+
+// problems are the arguments refused and what was wanted of each.
+func (e *ArgsError) problems() []api.ArgProblem {
+	var verr *interp.ValidationError
+	if !errors.As(e.Err, &verr) {
+		return nil
+	}
+	out := make([]api.ArgProblem, len(verr.Problems))
+	for i, p := range verr.Problems {
+		out[i] = api.ArgProblem{Path: p.Path, Problem: p.Msg}
+	}
+	return out
 }

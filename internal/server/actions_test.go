@@ -2,7 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,8 +14,8 @@ import (
 )
 
 // helloOf connects the lab's runner speaking protocol version, whose
-// hello names actions.
-func (l *lab) helloOf(version int, actions ...api.Action) {
+// hello names actions; it returns the connection's frames.
+func (l *lab) helloOf(version int, actions ...api.Action) *runnerproto.Conn {
 	l.t.Helper()
 	_, st := l.runnerStreamOf(l.cred, version)
 	frames := runnerproto.NewConn(st)
@@ -22,6 +25,7 @@ func (l *lab) helloOf(version int, actions ...api.Action) {
 	if w, err := frames.Receive(); err != nil || w.Kind != runnerproto.KindWelcome || w.Error != "" {
 		l.t.Fatalf("welcome: %+v %v", w, err)
 	}
+	return frames
 }
 
 // TestARunnerTooOldForActionsIsNamedAndNothingChanges: an action of a
@@ -81,5 +85,68 @@ func TestTheActionsOfASessionAreItsRunnersAndBadRequestsAreRefused(t *testing.T)
 		if status, msg := l.do("POST", c.path, c.body); status != c.status || !strings.Contains(msg, c.says) {
 			t.Errorf("%s: %d %q, want %d and %q", c.name, status, msg, c.status, c.says)
 		}
+	}
+}
+
+// TestArgumentsAnActionsSchemaRefusesAreRefusedByTheServer: arguments
+// that the action's schema, as the runner's hello gave it, refuses are
+// answered 400, naming each argument and what was wanted; the session's
+// record is as it was and the runner is not asked: the first launch it
+// gets is that of the next action, whose arguments are right.
+func TestArgumentsAnActionsSchemaRefusesAreRefusedByTheServer(t *testing.T) {
+	l := newLab(t)
+	ref := l.inProgress("demo", l.runnerID, 1, true)
+	before, err := l.store.Session(t.Context(), ref.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := `{"kind": "object", "fields": [
+		{"name": "stat", "schema": {"kind": "bool", "default": false}},
+		{"name": "n", "schema": {"kind": "int", "min": 1, "default": 1}}]}`
+	frames := l.helloOf(runnerproto.Version, api.Action{Name: "diff", Plug: "blaise/worktree (id wt)", Schema: json.RawMessage(schema)})
+	path := "/v1/sessions/" + ref.Session + "/actions/diff"
+	resp := l.request("POST", path, `{"stat": "maybe", "n": "0", "sat": true}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e apiError
+	if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("bad arguments: %d %s, want 400 and an error", resp.StatusCode, b)
+	}
+	want := []api.ArgProblem{
+		{Path: "args.stat", Problem: "want bool, got string"},
+		{Path: "args.n", Problem: "want int ≥ 1, got 0"},
+		{Path: "args.sat", Problem: "unknown field"},
+	}
+	if fmt.Sprint(e.Args) != fmt.Sprint(want) || !strings.Contains(e.Error, "action diff of plug blaise/worktree (id wt): args.stat: want bool, got string") {
+		t.Errorf("the error: %s\nwant the arguments %v", b, want)
+	}
+	after, err := l.store.Session(t.Context(), ref.Session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != before.State || after.Runs != before.Runs || after.Runner != before.Runner || after.Updated != before.Updated {
+		t.Fatalf("the record changed: %+v, was %+v", after, before)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		req, err := http.NewRequest("POST", l.srv.URL+path, strings.NewReader(`{"stat": "true"}`))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+l.token)
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		answered <- err
+	}()
+	f, err := frames.Receive()
+	if err != nil || f.Kind != runnerproto.KindLaunch || !slices.Contains(f.Launch.Flags, `{"stat": "true"}`) {
+		t.Fatalf("the runner's first frame: %+v %v, want the launch of the action with good arguments", f, err)
+	}
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunched, Run: &f.Launch.RunRef, Error: "not this time"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatal(err)
 	}
 }

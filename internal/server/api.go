@@ -53,6 +53,9 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 // apiError is the body of every error answer.
 type apiError struct {
 	Error string `json:"error"`
+	// Args, when an action's arguments are refused, name each one and
+	// what was wanted.
+	Args []api.ArgProblem `json:"args,omitempty"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -73,6 +76,11 @@ func failErr(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case errors.Is(err, engine.ErrNoRun), errors.Is(err, lifecycle.ErrRunHeld), errors.As(err, new(*NoRunnerError)), errors.As(err, new(*OldRunnerError)):
 		status = http.StatusConflict
+	}
+	var args *ArgsError
+	if errors.As(err, &args) {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error(), Args: args.problems()})
+		return
 	}
 	fail(w, status, "%v", err)
 }

@@ -234,6 +234,11 @@ func (rs *runners) Launch(ctx context.Context, run engine.Launch) (engine.Proces
 	if run.Kind == lifecycle.ActionRun && !runnerproto.DoesActions(rc.version) {
 		return nil, fmt.Errorf("session %s: %w", run.Record.ID, &OldRunnerError{Runner: rc.name, Version: rc.version})
 	}
+	if run.Kind == lifecycle.ActionRun {
+		if err := rc.checkArgs(run); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := rs.Store.UpdateSession(ctx, run.Record.ID, func(r *lifecycle.Record) error {
 		r.Runner, r.RunnerID = rc.name, rc.id
 		r.Config, r.Dir = rc.config, rc.dir

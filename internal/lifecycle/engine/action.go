@@ -60,7 +60,7 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	if launcher == nil {
 		launcher = Local{Engine: e}
 	}
-	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: held, Flags: flags, Kind: lifecycle.ActionRun})
+	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: held, Flags: flags, Kind: lifecycle.ActionRun, Action: action, ActionArgs: args})
 	if err != nil {
 		return nil, err
 	}

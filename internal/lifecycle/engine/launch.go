@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +40,10 @@ type Launch struct {
 	// Kind is the run's kind, which Flags say too: a launcher that cannot
 	// start a kind (a runner too old for action runs) says so.
 	Kind lifecycle.Kind
+	// Action and ActionArgs, of an action run, are its action and its
+	// arguments as Flags say them: a launcher may check them first.
+	Action     string
+	ActionArgs json.RawMessage
 }
 
 // Process is a run's session process, as the engine sees it: ACP on its

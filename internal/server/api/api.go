@@ -53,6 +53,10 @@ type Action struct {
 	Doc  string `json:"doc,omitempty"`
 	// Args are its arguments, as its schema declares them.
 	Args []ActionArg `json:"args,omitempty"`
+	// Schema is the schema of its arguments as JSON (interp's encoding),
+	// by which the server checks them before the action's run; none from
+	// a runner older than it.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // ActionArg is an argument of an action: Kind is its schema's kind
@@ -61,6 +65,14 @@ type ActionArg struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	Doc  string `json:"doc,omitempty"`
+}
+
+// ArgProblem is what is wrong with an action's argument, in the error
+// answer to POST /v1/sessions/ID/actions/NAME that refuses its arguments:
+// Path names it (args.NAME), Problem says what was wanted.
+type ArgProblem struct {
+	Path    string `json:"path"`
+	Problem string `json:"problem"`
 }
 
 // ActionLine is a line of the answer to POST /v1/sessions/ID/actions/NAME

@@ -8,6 +8,7 @@ package listen
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -147,7 +148,10 @@ func actions(cfg *interp.Config) []api.Action {
 	var out []api.Action
 	names := cfg.ActionNames()
 	for i, a := range cfg.Actions() {
-		ja := api.Action{Name: names[i], Plug: a.Use.Name(), Doc: a.Args.Doc()}
+		// A schema that does not encode (none does: its defaults are
+		// JSON-like) is left to the action's run to check with.
+		schema, _ := json.Marshal(a.Args)
+		ja := api.Action{Name: names[i], Plug: a.Use.Name(), Doc: a.Args.Doc(), Schema: schema}
 		for name, f := range a.Args.Fields() {
 			kind := f.Kind().String()
 			if f.Kind() == interp.KindOptional && f.Elem() != nil {
