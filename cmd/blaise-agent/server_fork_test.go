@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +14,9 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/browsertest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
+	"github.com/chromedp/chromedp"
 )
 
 // forkOnServer runs `sessions fork ID --server --json`: the fork's record
@@ -110,6 +115,17 @@ func TestAForkOfAServersSessionHoldsItsUncommittedWorkOnItsRunner(t *testing.T) 
 	}
 	if diff := l.cli(append([]string{"sessions", "diff", id}, srv...)...); !strings.Contains(diff, "+hello") || strings.Contains(diff, "fork") {
 		t.Fatalf("sessions diff --server of the parent:\n%s", diff)
+	}
+	// The fork forked in turn from the dashboard, with no script: a form
+	// confirmed, then the new session's page.
+	c, csrf := l.signedIn(t)
+	resp, body := post(t, c, l.url+"/sessions/"+fork.ID+"/fork", url.Values{"csrf": {csrf}, "confirmed": {"yes"}})
+	second := l.forkOf(fork.ID)
+	if resp.StatusCode != http.StatusSeeOther || second == nil || resp.Header.Get("Location") != "/sessions/"+second.ID+"?forked="+fork.ID {
+		t.Fatalf("a fork from the dashboard: %s, to %q\n%s", resp.Status, resp.Header.Get("Location"), body)
+	}
+	if got := l.readFile(".worktrees", second.ID, "notes.txt"); got != "the fork's\n" {
+		t.Fatalf("the fork of the fork holds %q, want the fork's uncommitted notes", got)
 	}
 }
 
@@ -234,4 +250,37 @@ func TestARunnerGoneMidForkLeavesNoForkThatSeemsMade(t *testing.T) {
 	if got := l.readFile(".worktrees", id, "notes.txt"); got != "hello\n" {
 		t.Fatalf("the parent's worktree holds %q", got)
 	}
+}
+
+// TestForkOfASessionInABrowser: in a real browser, a paused session's page
+// has a Fork button; it asks first, and, confirmed, the fork is made on
+// the session's runner and the browser is on the fork's page, which says
+// it was just forked and links the session it was forked from; the list
+// has the new session. The pages pass axe-core.
+func TestForkOfASessionInABrowser(t *testing.T) {
+	t.Parallel()
+	l, _, id := newActionsLab(t)
+	tab, do := l.adminTab(t)
+	fork := `form[action="/sessions/` + id + `/fork"] button`
+	do("the session's page", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.WaitVisible(chromedp.CSS(fork)))
+	// Clicked by script: the page's record part, where the button is,
+	// may be drawn again as the page starts following the session.
+	do("its Fork button", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(document.querySelector(%q).click(), {})`, fork)), chromedp.WaitVisible(chromedp.CSS("form.confirm")))
+	waitText(t, tab, "#question", "Fork session “hello” ("+id+")?")
+	browsertest.Accessible(t, tab, "the fork's confirmation")
+	do("confirming it", chromedp.Click(chromedp.CSS("form.confirm button.danger")), chromedp.WaitVisible(chromedp.CSS("p.notice")))
+	waitText(t, tab, "p.notice", "Forked: this is a new session")
+	f := l.forkOf(id)
+	if f == nil || f.State != lifecycle.Paused || f.Runner != "r1" {
+		t.Fatalf("the fork made from the dashboard: %+v", f)
+	}
+	if u, err := chromedp.Run(tab, chromedp.Evaluate[string](`location.pathname`)); err != nil || u != "/sessions/"+f.ID {
+		t.Fatalf("the browser is on %q (%v), want the fork's page", u, err)
+	}
+	waitText(t, tab, `#record a[href="/sessions/`+id+`"]`, id)
+	browsertest.Accessible(t, tab, "the fork's page")
+	if got := l.readFile(".worktrees", f.ID, "notes.txt"); got != "hello\n" {
+		t.Fatalf("the fork's worktree holds %q", got)
+	}
+	do("the list", chromedp.Navigate(l.url+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#s-"+f.ID)))
 }
