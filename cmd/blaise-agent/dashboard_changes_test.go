@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,29 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/chromedp/chromedp"
 )
+
+// adminTab is a browser tab signed in as the dashboard's first admin,
+// created with the setup token serve printed, and a function that does
+// steps in it, naming what fails.
+func (l *serverLab) adminTab(t *testing.T) (context.Context, func(what string, steps ...chromedp.Action[chromedp.Void])) {
+	t.Helper()
+	m := setupToken.FindStringSubmatch(l.logs.String())
+	if m == nil {
+		t.Fatalf("serve printed no setup token:\n%s", l.logs)
+	}
+	tab := browsertest.New(t)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(tab, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	do("creating the first admin", chromedp.Navigate(l.url+"/setup"),
+		chromedp.SendKeys(chromedp.ID("token"), m[1]), chromedp.SendKeys(chromedp.ID("name"), "ada"),
+		chromedp.SendKeys(chromedp.ID("password"), "correct horse battery"),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("form.signout")))
+	return tab, do
+}
 
 // TestChangesOfASessionInABrowser: in a real browser, against a real
 // `serve` and a runner in a git repository with blaise:worktree, a
@@ -27,22 +51,8 @@ func TestChangesOfASessionInABrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(l.dir, ".worktrees", id, "notes.txt"), []byte(notes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := setupToken.FindStringSubmatch(l.logs.String())
-	if m == nil {
-		t.Fatalf("serve printed no setup token:\n%s", l.logs)
-	}
-	tab := browsertest.New(t)
+	tab, do := l.adminTab(t)
 	shots := screenshotDir(t)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(tab, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	do("creating the first admin", chromedp.Navigate(l.url+"/setup"),
-		chromedp.SendKeys(chromedp.ID("token"), m[1]), chromedp.SendKeys(chromedp.ID("name"), "ada"),
-		chromedp.SendKeys(chromedp.ID("password"), "correct horse battery"),
-		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("form.signout")))
 	changes := `a[href="/sessions/` + id + `/changes"]`
 	do("the session's page", chromedp.Navigate(l.url+"/sessions/"+id), chromedp.WaitVisible(chromedp.CSS(changes)))
 	do("its changes", chromedp.Click(chromedp.CSS(changes)), chromedp.WaitVisible(chromedp.CSS("figure.file")))

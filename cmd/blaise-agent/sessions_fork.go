@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 )
 
@@ -15,6 +16,7 @@ import (
 // starts from a paused session's as it is now (docs/sessions.md#forks).
 type SessionsForkCmd struct {
 	StateFlags
+	ServerFlags
 	ID   string `arg:"" help:"The session to fork: a paused one." predictor:"session"`
 	JSON bool   `name:"json" help:"Print the fork's record as JSON on stdout instead of its id."`
 }
@@ -23,21 +25,9 @@ type SessionsForkCmd struct {
 // on stderr how to continue it and whether its conversation with the
 // agent is a fork of the parent's or a fresh one.
 func (c *SessionsForkCmd) Run(g *Globals) error {
-	e, err := c.existingEngine(g)
-	if err != nil {
-		return err
-	}
-	if e == nil {
-		return c.noSession(c.ID)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var fresh string // why the fork's conversation starts afresh
-	rec, err := e.Fork(ctx, c.ID, func(l *engine.Live) error {
-		var err error
-		fresh, err = openFork(ctx, e, l, c.ID)
-		return err
-	})
+	rec, fresh, err := c.fork(ctx, g)
 	if err != nil {
 		return err
 	}
@@ -49,41 +39,48 @@ func (c *SessionsForkCmd) Run(g *Globals) error {
 	if fresh != "" {
 		fmt.Fprintf(os.Stderr, "the fork's conversation with the agent starts afresh: %s\n", fresh)
 	}
-	fmt.Fprintf(os.Stderr, "session %s is a fork of %s, paused; continue it with: blaise-agent run --session %s\n", rec.ID, c.ID, rec.ID)
+	run := "blaise-agent run"
+	if c.Server != "" {
+		run += " --server " + c.Server + " --agent " + rec.AgentName
+	}
+	fmt.Fprintf(os.Stderr, "session %s is a fork of %s, paused; continue it with: %s --session %s\n", rec.ID, c.ID, run, rec.ID)
 	return err
 }
 
-// openFork opens the ACP session of the fork's first run l: a fork of the
-// parent's conversation (session/fork) when the agent offers it, else a
-// new one; fresh says why when it is new.
+// fork forks the session, locally or on its server (where its runner
+// makes the fork), and returns the fork and why its conversation with the
+// agent starts afresh ("" when it is a fork of the parent's).
+func (c *SessionsForkCmd) fork(ctx context.Context, g *Globals) (*lifecycle.Record, string, error) {
+	if c.Server != "" {
+		out, err := c.client().Fork(ctx, c.ID)
+		if err != nil {
+			return nil, "", err
+		}
+		return out.Session, out.Fresh, nil
+	}
+	e, err := c.existingEngine(g)
+	if err != nil {
+		return nil, "", err
+	}
+	if e == nil {
+		return nil, "", c.noSession(c.ID)
+	}
+	var fresh string
+	rec, err := e.Fork(ctx, c.ID, func(l *engine.Live) error {
+		var err error
+		fresh, err = openFork(ctx, e, l, c.ID)
+		return err
+	})
+	return rec, fresh, err
+}
+
+// openFork opens the ACP session of the fork's first run l
+// (client.OpenForkOf), parent's record read under the lock Fork holds.
 func openFork(ctx context.Context, e *engine.Engine, l *engine.Live, parent string) (fresh string, err error) {
 	prec, err := e.Store.Session(ctx, parent)
 	if err != nil {
 		return "", err
 	}
 	r, w := l.Stream()
-	conn := client.NewConn(r, w, nil)
-	connCtx, cancel := context.WithCancel(ctx)
-	ran := make(chan struct{})
-	// Ends with connCtx, cancelled as openFork returns.
-	go func() { defer close(ran); _ = conn.Run(connCtx) }()
-	defer func() { cancel(); r.Close(); <-ran }()
-	init, err := conn.Initialize(ctx, map[string]any{"protocolVersion": 1, "clientCapabilities": map[string]any{}})
-	if err != nil {
-		return "", err
-	}
-	cwd := prec.CWD
-	if cwd == "" {
-		cwd = prec.Dir
-	}
-	_, forked, err := conn.OpenFork(ctx, init, prec.ACPSessionID, cwd, prec.MCPServers)
-	switch {
-	case err != nil:
-		return "", err
-	case forked:
-		return "", nil
-	case prec.ACPSessionID == "":
-		return fmt.Sprintf("session %s has no conversation with its agent to fork", parent), nil
-	}
-	return fmt.Sprintf("its agent does not offer session/fork (ACP); session %s keeps its own", parent), nil
+	return client.OpenForkOf(ctx, r, w, prec)
 }

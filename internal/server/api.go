@@ -41,7 +41,8 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/resolve", s.client(s.resources.resolveSession))
 	mux.HandleFunc("GET "+api.PathSessions+"/{id}/actions", s.client(s.runners.sessionActions))
 	mux.HandleFunc("POST "+api.PathSessions+"/{id}/actions/{action}", s.client(s.resources.act))
-	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s.resources, Runners: s.runners, Actions: dashboardActions{s.runners, s.resources}, Log: s.log(), SignInFailed: s.ops.signInFailed,
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/fork", s.client(forks{s.runners, s.resources}.fork))
+	dash := &dashboard.Dashboard{Store: s.Store, Sessions: s.resources, Runners: s.runners, Actions: dashboardActions{s.runners, s.resources}, Forks: forks{s.runners, s.resources}, Log: s.log(), SignInFailed: s.ops.signInFailed,
 		ACP: func(agent string) (io.ReadWriteCloser, error) { return s.clients.open(ctx, agent) }}
 	mux.Handle("/", dash.Handler())
 	mux.HandleFunc("GET "+PathHealth, s.ops.health)

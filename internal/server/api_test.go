@@ -206,10 +206,11 @@ func TestRunnerProtocolRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name, first, says string
 	}{
-		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this connection speaks 5"},
-		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this connection speaks 5"},
-		{"version 3 on a connection of version 5", `{"type":"hello","version":3,"runner":"r1"}`, "runner protocol version 3; this connection speaks 5"},
-		{"version 4 on a connection of version 5", `{"type":"hello","version":4,"runner":"r1"}`, "runner protocol version 4; this connection speaks 5"},
+		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this connection speaks 6"},
+		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this connection speaks 6"},
+		{"version 3 on a connection of version 6", `{"type":"hello","version":3,"runner":"r1"}`, "runner protocol version 3; this connection speaks 6"},
+		{"version 4 on a connection of version 6", `{"type":"hello","version":4,"runner":"r1"}`, "runner protocol version 4; this connection speaks 6"},
+		{"version 5 on a connection of version 6", `{"type":"hello","version":5,"runner":"r1"}`, "runner protocol version 5; this connection speaks 6"},
 		{"not hello", `{"type":"launched"}`, "the first frame must be hello"},
 		{"malformed", `{"type":`, "the first frame must be hello"},
 	} {

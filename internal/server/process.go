@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type remoteProcess struct {
 	carried *carriedStdout
 	// action: an action run, whose output is on its stdout stream.
 	action bool
+	// parent, for a fork's start run, is the session forked, whose
+	// persisted state the run reads (runstore.Server.Parent).
+	parent string
 
 	mu      sync.Mutex
 	att     *attachment   // the complete attachment in use; nil until the first
@@ -78,6 +82,7 @@ func (rc *runnerConn) launch(run engine.Launch) (*remoteProcess, error) {
 		return nil, fmt.Errorf("runner %s left before it was welcome", rc.name)
 	}
 	p, first := rc.newProcess(ref, run.Kind)
+	p.parent = forkParent(run)
 	forget := func(err error) (*remoteProcess, error) {
 		rc.drop(p, err)
 		return nil, err
@@ -146,7 +151,7 @@ func (rc *runnerConn) streams(a *attachment, timeout <-chan time.Time) error {
 // sends again on a new stream after a reconnection is answered, not
 // applied twice.
 func (p *remoteProcess) serveStore() {
-	store := &runstore.Server{Store: p.runners.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite}
+	store := &runstore.Server{Store: p.runners.Store, Session: p.ref.Session, Run: p.ref.Run, MayWrite: p.mayWrite, Parent: p.parent}
 	if p.carried != nil {
 		store.Forward = p.carried.w
 	}
@@ -335,10 +340,11 @@ func (p *remoteProcess) carries(v int) bool {
 type OldRunnerError struct {
 	Runner  string
 	Version int
+	Lacks   string // what it does not do: actions ("") or forks
 }
 
 func (e *OldRunnerError) Error() string {
-	return fmt.Sprintf("runner %s speaks runner protocol version %d, which does not do actions; upgrade it to a blaise-agent of the server's version (protocol %d) and start its listen again", e.Runner, e.Version, runnerproto.Version)
+	return fmt.Sprintf("runner %s speaks runner protocol version %d, which does not do %s; upgrade it to a blaise-agent of the server's version (protocol %d) and start its listen again", e.Runner, e.Version, cmp.Or(e.Lacks, "actions"), runnerproto.Version)
 }
 
 // attach adds a stream of rc to the run; the attachment is complete with

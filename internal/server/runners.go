@@ -225,9 +225,16 @@ func (rs *runners) LiveRunners() map[string]dashboard.LiveRunner {
 }
 
 // Launch starts a run on a runner of the session's agent: the runner of
-// its last run when it is connected (docs/server.md#runners), else the one with fewest runs.
+// its last run when it is connected (docs/server.md#runners), else the one with fewest runs;
+// a fork's start run, on the runner of the session forked (forkRunner).
 func (rs *runners) Launch(ctx context.Context, run engine.Launch) (engine.Process, error) {
 	rc := rs.pick(run.Record.AgentName, run.Record.RunnerID)
+	if parent := forkParent(run); parent != "" {
+		var err error
+		if rc, err = rs.forkRunner(ctx, parent); err != nil {
+			return nil, err
+		}
+	}
 	if rc == nil {
 		return nil, noRunner(run.Record)
 	}
@@ -262,10 +269,14 @@ func (rs *runners) CanLaunch(rec *lifecycle.Record) error {
 }
 
 // NoRunnerError is the error of a run that no runner of its agent is
-// connected to start.
-type NoRunnerError struct{ Session, Agent string }
+// connected to start; with Runner, of a run that only that runner may
+// start (a fork's, on the runner of the session forked), not connected.
+type NoRunnerError struct{ Session, Agent, Runner string }
 
 func (e *NoRunnerError) Error() string {
+	if e.Runner != "" {
+		return fmt.Sprintf("session %s: its runner %s, where its environment is, is not connected (start its `blaise-agent listen --agent %s` again)", e.Session, e.Runner, e.Agent)
+	}
 	return fmt.Sprintf("session %s: no runner of agent %s is connected (start one with `blaise-agent listen --agent %s`)", e.Session, e.Agent, e.Agent)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 )
@@ -21,7 +22,9 @@ import (
 // a run in progress (or an action) is refused with who holds it; one that
 // is not paused is refused too. A fork that fails (open fails, the run
 // fails or does not pause) is torn down, so that its plugs remove what
-// they made, and its record is removed: nothing is left of it.
+// they made, and its record is removed: nothing is left of it. One whose
+// teardown cannot start now (a server's runner is gone) waits for it,
+// never paused as if it were made. Its error is then a FailedForkError.
 func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error) (*lifecycle.Record, error) {
 	lock, err := e.locks().RunLock(parent, false, true)
 	if errors.Is(err, lifecycle.ErrRunHeld) {
@@ -49,7 +52,7 @@ func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error
 	}
 	fail := func(cause error) (*lifecycle.Record, error) {
 		// Undone even when ctx ended meanwhile: no half-made fork is left.
-		return nil, forkRun{e: e, l: l, parent: parent}.undo(context.WithoutCancel(ctx), cause)
+		return nil, &FailedForkError{forkRun{e: e, l: l, parent: parent}.undo(context.WithoutCancel(ctx), cause)}
 	}
 	if err := open(l); err != nil {
 		return fail(err)
@@ -69,6 +72,14 @@ func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error
 	}
 	return rec, nil
 }
+
+// FailedForkError is the error of a fork that failed once its first run
+// had started, rather than being refused: Err says why, and what became of
+// the fork (undone, or waiting for its teardown).
+type FailedForkError struct{ Err error }
+
+func (e *FailedForkError) Error() string { return e.Err.Error() }
+func (e *FailedForkError) Unwrap() error { return e.Err }
 
 // failedRun is why run failed, from rec; nil when it did not.
 func failedRun(rec *lifecycle.Record, run int) error {
@@ -102,7 +113,11 @@ func (f forkRun) undo(ctx context.Context, cause error) error {
 	}
 	cause = fmt.Errorf("forking session %s: %w", parent, cause)
 	if err == nil && rec.State == lifecycle.Paused {
-		rec, err = e.End(ctx, l.ID)
+		var ended *lifecycle.Record
+		if ended, err = e.End(ctx, l.ID); err != nil {
+			return f.leave(ctx, cause, err)
+		}
+		rec = ended
 	}
 	if err != nil {
 		return fmt.Errorf("%w; and removing the fork %s failed: %v", cause, l.ID, err)
@@ -114,6 +129,26 @@ func (f forkRun) undo(ctx context.Context, cause error) error {
 		return errors.Join(cause, fmt.Errorf("removing the record of the fork %s: %w", l.ID, err))
 	}
 	return fmt.Errorf("%w; the fork was torn down and removed, session %s is as it was", cause, parent)
+}
+
+// leave marks the fork for its teardown, which could not start (a
+// server's runner is gone: endErr), so that the sweeps tear it down once
+// they can: it is never left paused as if it were made. Its record keeps
+// why its first run failed.
+func (f forkRun) leave(ctx context.Context, cause, endErr error) error {
+	id := f.l.ID
+	_, err := f.e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
+		if r.State == lifecycle.Paused {
+			r.State, r.EndReason = lifecycle.TearingDown, lifecycle.Closed
+			r.PausedAt, r.ExpiresAt = time.Time{}, time.Time{}
+			r.Teardown.NextAt = f.e.now()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; and removing the fork %s failed: %v; and marking it for its teardown: %v", cause, id, endErr, err)
+	}
+	return fmt.Errorf("%w; the fork %s could not be torn down now (%v): it waits for its teardown, done as soon as it can be (blaise-agent sessions show %s)", cause, id, endErr, id)
 }
 
 // heldError is the error of a command refused because another process

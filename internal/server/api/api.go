@@ -3,7 +3,11 @@
 // so that a client (apiclient, listen) links no SQL driver and no dashboard.
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+)
 
 // Paths of the client API (docs/protocol.md).
 const (
@@ -92,4 +96,13 @@ type ActionLine struct {
 // title, which a person sets (lifecycle.SetTitle).
 type SessionPatchJSON struct {
 	Title string `json:"title"`
+}
+
+// ForkJSON is the answer to POST /v1/sessions/ID/fork: the fork, a new
+// session, paused (its record, as GET /v1/sessions/ID gives it), and, when
+// its conversation with the agent starts afresh rather than as a fork of
+// the parent's, why.
+type ForkJSON struct {
+	Session *lifecycle.Record `json:"session"`
+	Fresh   string            `json:"fresh,omitempty"`
 }

@@ -59,6 +59,8 @@ type Dashboard struct {
 	Runners  Runners
 	// Actions, when set, give a session's page its changes (changes.go).
 	Actions Actions
+	// Forks, when set, fork paused sessions (fork.go).
+	Forks Forks
 	// ACP connects the dashboard's client to an agent's front end.
 	ACP ACP
 	Log *log.Logger
@@ -116,6 +118,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /sessions/{id}/plug-log", s.signedIn(one.plugLog))
 	mux.HandleFunc("GET /sessions/{id}/changes", s.signedIn(changes.changes))
 	mux.HandleFunc("POST /sessions/{id}/changes/{action}", s.signedIn(changes.act))
+	mux.HandleFunc("POST /sessions/{id}/fork", s.signedIn((&forkPages{site: s, Forks: d.Forks}).forkSession))
 	mux.HandleFunc("POST /sessions/{id}/end", s.signedIn(list.endSession))
 	mux.HandleFunc("POST /sessions/{id}/resolve", s.signedIn(list.resolveSession))
 	mux.HandleFunc("POST /sessions/{id}/prompt", s.signedIn(one.promptSession))

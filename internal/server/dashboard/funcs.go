@@ -17,6 +17,7 @@ var funcs = template.FuncMap{
 	"policy":   func(p lifecycle.IdlePolicy) string { return policyText[p] },
 	"endable":  endable,
 	"orphaned": orphaned,
+	"forkable": forkable,
 	"when":     when,
 	"ago":      ago,
 	"lastRun":  lastRun,

@@ -67,6 +67,8 @@ var pageNotices = []struct{ query, text string }{
 	{"prompted", "Prompt sent: the agent's answer appears in the conversation as it streams."},
 	{"answered", "Permission request answered."},
 	{"cancelled", "Cancel sent: the agent stops its turn, which ends as cancelled."},
+	{"forked", "Forked: this is a new session, paused, made from its parent's environment, with its conversation forked. A prompt continues it."},
+	{"fresh", "Forked: this is a new session, paused, made from its parent's environment; its conversation with the agent starts afresh, not as a fork of its parent's. A prompt continues it."},
 }
 
 // pageBytes bounds a page's window of a transcript: what the page shows

@@ -1,10 +1,17 @@
-// Package runnerproto holds the types of the runner protocol (version 5)
+// Package runnerproto holds the types of the runner protocol (version 6)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has
 // four streams the runner opens, each starting with a StreamHeader line:
 // the session process's stdin, its stdout, its control channel and its
 // store (runstore).
+//
+// Version 6 adds forks (docs/sessions.md#forks): the start run of a
+// session forked from another (its record's forked_from) goes to the
+// runner of the session forked, where its environment is, and its session
+// process reads that session's persisted state (ctx.persisted.parent)
+// through its store; the frames are those of version 5. A runner of 6 is
+// one whose session processes make forks.
 //
 // Version 5 adds action runs (docs/plugs.md#actions): a launch of Kind
 // action, whose output comes on its stdout stream, not in its transcript,
@@ -16,7 +23,8 @@
 // answers, tells the session process of each new store stream, and the
 // process sends again, after an OpResync, every call not answered
 // (runstore). Version 2 added deflated transcript appends. A server serves
-// runners of versions 3 to 5; it launches action runs only on runners of 5.
+// runners of versions 3 to 6; it launches action runs only on runners of 5
+// and later, forks only on runners of 6.
 package runnerproto
 
 import (
@@ -33,11 +41,11 @@ import (
 )
 
 // Version is the protocol's version, the one a runner speaks.
-const Version = 5
+const Version = 6
 
 // Served are the versions a server serves, the newest first: a runner of
 // another one is refused.
-var Served = []int{Version, 4, 3}
+var Served = []int{Version, 5, 4, 3}
 
 // Subprotocol is the WebSocket subprotocol of version v.
 func Subprotocol(v int) string { return fmt.Sprintf("blaise-runner.v%d", v) }
@@ -48,6 +56,10 @@ func Carries(v int) bool { return v >= 4 }
 
 // DoesActions reports whether a runner of version v runs action runs.
 func DoesActions(v int) bool { return v >= 5 }
+
+// DoesForks reports whether a runner of version v makes forks: its session
+// processes read the persisted state of the session forked.
+func DoesForks(v int) bool { return v >= 6 }
 
 // Paths of the server's endpoints for runners and clients.
 const (

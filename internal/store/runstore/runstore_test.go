@@ -133,6 +133,46 @@ func TestRunStoreRefusesOtherSessions(t *testing.T) {
 	}
 }
 
+// TestAForksStartRunReadsItsParentsPersistedStateOnly: the start run of
+// a fork reads the persisted state of the session it was forked from
+// (ctx.persisted.parent), and nothing else of it: not its record, not a
+// write; another session stays out of reach.
+func TestAForksStartRunReadsItsParentsPersistedStateOnly(t *testing.T) {
+	store, fork := newStore(t)
+	parent := store.NewSessionID()
+	now := time.Now()
+	if err := store.CreateSession(t.Context(), &lifecycle.Record{ID: parent, State: lifecycle.Paused, Created: now, Updated: now, Runs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Persisted().Set(t.Context(), parent, "wt", "blaise/worktree", []byte(`{"path":"/w"}`)); err != nil {
+		t.Fatal(err)
+	}
+	a, b := net.Pipe()
+	srv := &Server{Store: store, Session: fork, Parent: parent}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), b) }()
+	defer func() {
+		a.Close()
+		<-done
+	}()
+	c := NewClient(a)
+	if data, ok, err := c.Persisted().Get(t.Context(), parent, "wt"); err != nil || !ok || string(data) != `{"path":"/w"}` {
+		t.Fatalf("the parent's persisted state: %q %v %v", data, ok, err)
+	}
+	if err := c.Persisted().Set(t.Context(), parent, "wt", "blaise/worktree", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "this run is of session "+fork) {
+		t.Fatalf("a write to the parent: %v", err)
+	}
+	if _, err := c.Session(t.Context(), parent); err == nil {
+		t.Fatal("the fork's run read its parent's record")
+	}
+	if _, _, err := c.Persisted().Get(t.Context(), "othersession1", "wt"); err == nil {
+		t.Fatal("the fork's run read another session's persisted state")
+	}
+	if data, _, _ := store.Persisted().Get(t.Context(), parent, "wt"); string(data) != `{"path":"/w"}` {
+		t.Fatalf("the parent's persisted state changed: %q", data)
+	}
+}
+
 // TestRunStoreBrokenConnection: a call on a connection that ended fails,
 // and so does every later one.
 func TestRunStoreBrokenConnection(t *testing.T) {

@@ -29,6 +29,10 @@ type Server struct {
 	// keeps it with them, and a report sent again after a restart is told
 	// by the run's history.
 	Run int
+	// Parent, when set, is the session a fork's start run was forked
+	// from: the run may read its persisted state (ctx.persisted.parent),
+	// and nothing else of it.
+	Parent string
 	// MayWrite, when set, says whether the run may still write: a run the
 	// control plane has failed may not (its late writes are refused).
 	MayWrite func(context.Context) error
@@ -571,6 +575,11 @@ func (s *Server) openTranscript(ctx context.Context) error {
 
 func (s *Server) answer(ctx context.Context, req *request, resp *response) error {
 	if req.Session != s.Session {
+		if req.Op == OpGet && s.Parent != "" && req.Session == s.Parent {
+			var err error
+			resp.Data, resp.OK, err = s.Store.Persisted().Get(ctx, s.Parent, req.PlugID)
+			return err
+		}
 		return fmt.Errorf("session %s: this run is of session %s", req.Session, s.Session)
 	}
 	if req.Op.writes() && s.MayWrite != nil {
