@@ -209,3 +209,44 @@ func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
 		t.Fatalf("after more than a window, %s of %d bytes", name, len(text))
 	}
 }
+
+// TestM5_EventsResumeAfterTheLastEventID: the transcript's events carry
+// the last chunk they render as their id; a browser that reconnects with
+// it (Last-Event-ID) gets what was written after that chunk, not again
+// what it was sent since the page was loaded.
+func TestM5_EventsResumeAfterTheLastEventID(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(300, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no window to follow:\n%.2000s", body)
+	}
+	path := html.UnescapeString(m[1])
+	next := s.events(c, path, "", dashboard.EventReset, dashboard.EventAppend)
+	io.WriteString(tw, toolCall(3001, "seen before the cut"))
+	first := next()
+	if first.name != dashboard.EventAppend || !strings.Contains(first.text, "seen before the cut") || first.id == "" {
+		t.Fatalf("the first event: %+v", first)
+	}
+	io.WriteString(tw, toolCall(3002, "written after the cut"))
+	again := s.events(c, path, first.id, dashboard.EventReset, dashboard.EventAppend)()
+	if again.name != dashboard.EventAppend || !strings.Contains(again.text, "written after the cut") || strings.Contains(again.text, "seen before the cut") || again.id == first.id {
+		t.Fatalf("after reconnecting with Last-Event-ID %s: %+v", first.id, again)
+	}
+	// Without it, the stream goes on from the page's window: both again.
+	if all := s.events(c, path, "", dashboard.EventReset, dashboard.EventAppend)(); !strings.Contains(all.text, "seen before the cut") || !strings.Contains(all.text, "written after the cut") {
+		t.Fatalf("without Last-Event-ID: %+v", all)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+path, nil)
+	req.Header.Set("Last-Event-ID", "x")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want(t, resp, string(bad), http.StatusBadRequest, "Last-Event-ID is the number of the last transcript chunk")
+}
