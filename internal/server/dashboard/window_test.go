@@ -250,3 +250,49 @@ func TestM5_EventsResumeAfterTheLastEventID(t *testing.T) {
 	resp.Body.Close()
 	want(t, resp, string(bad), http.StatusBadRequest, "Last-Event-ID is the number of the last transcript chunk")
 }
+
+// TestM5_AChunkLargerThanAWindowShowsItsLatestRecords: records written at
+// once, a chunk of 3 MB, are a window of their own that shows their latest
+// records, about a window of them, after a note of those left out with a
+// link to the transcript's download, on the page and in its events alike
+// (those of a page loaded before it was written too); the window before it
+// is a page of its own.
+func TestM5_AChunkLargerThanAWindowShowsItsLatestRecords(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(1, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, before := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(before)
+	if m == nil {
+		t.Fatalf("no window to follow:\n%.2000s", before)
+	}
+	following := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	var big strings.Builder
+	for n := range 10000 {
+		big.WriteString(toolCall(11+n, fmt.Sprintf("step %06d", 10+n)))
+	}
+	io.WriteString(tw, big.String())
+	if name, text := following(); name != dashboard.EventAppend || !strings.Contains(text, "step 010009") || !strings.Contains(text, "earlier records written with these") || len(text) > 2<<20 {
+		t.Fatalf("the events of a page loaded before: %s of %d bytes", name, len(text))
+	}
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	want(t, resp, body, http.StatusOK, "step 010009", "earlier records written with these", `<a href="/sessions/`+id+`/transcript.jsonl">Download the transcript</a>`, "Show earlier messages")
+	if strings.Contains(body, "step 000010") || len(body) > 2<<20 {
+		t.Fatalf("the page holds the chunk's start, or %d bytes", len(body))
+	}
+	shown := toolIDs(body)
+	_, text := s.follow(c, id, dashboard.EventReset)()
+	if !strings.Contains(text, "earlier records written with these") || len(text) > 2<<20 {
+		t.Fatalf("the events' reset of %d bytes:\n%.2000s", len(text), text)
+	}
+	if ids := toolIDs(text); !maps.Equal(ids, shown) {
+		t.Fatalf("the events show %d blocks, the page %d, or with other ids", len(ids), len(shown))
+	}
+	if m = earlierLink.FindStringSubmatch(body); m == nil {
+		t.Fatal("no link to the earlier messages")
+	}
+	if _, body := s.do(c, http.MethodGet, "/sessions/"+id+"?before="+m[1], nil); !strings.Contains(body, "step 000009") || strings.Contains(body, "step 000010") {
+		t.Fatalf("the window before the chunk:\n%.2000s", body)
+	}
+}
