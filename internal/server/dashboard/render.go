@@ -16,7 +16,7 @@ import (
 type feeder struct {
 	record  func(line []byte)
 	partial []byte // a line whose newline has not come yet
-	// maxLine, when not 0, bounds the lines given to log: a longer one is
+	// maxLine, when not 0, bounds the lines given to record: a longer one is
 	// dropped as it comes, and skip told its size.
 	maxLine int
 	skip    func(size int)
