@@ -104,19 +104,28 @@ func (c *benchClient) request(b testing.TB, method, params string) []byte {
 // prompt sends a prompt of n updates; it returns once they and the answer
 // were read.
 func (c *benchClient) prompt(b *testing.B, n int) {
+	if err := c.tryPrompt(n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// tryPrompt is prompt, which a goroutine of its own may call: it returns
+// what went wrong.
+func (c *benchClient) tryPrompt(n int) error {
 	c.id++
 	if _, err := fmt.Fprintf(c.in, `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"%d"}]}}`+"\n", c.id, c.sid, n); err != nil {
-		b.Fatal(err)
+		return err
 	}
 	for i := 0; i <= n; i++ {
 		line, err := c.out.ReadSlice('\n')
 		if err != nil {
-			b.Fatalf("after %d of %d updates: %v", i, n, err)
+			return fmt.Errorf("after %d of %d updates: %v", i, n, err)
 		}
 		if i == n && !bytes.Contains(line, []byte(`"stopReason":"end_turn"`)) {
-			b.Fatalf("want the prompt's answer, got %.200s", line)
+			return fmt.Errorf("want the prompt's answer, got %.200s", line)
 		}
 	}
+	return nil
 }
 
 // cpu returns the user and system CPU time that the processes of the path

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -519,5 +520,95 @@ func TestRunServerIsNamedAsTheSessionsHolder(t *testing.T) {
 	resp, page := post(t, c, l.url+"/sessions/"+id+"/prompt", url.Values{"csrf": {csrf}, "text": {"meanwhile"}})
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(page, "in another front end (blaise-agent ") || strings.Contains(page, "blaise-agent dashboard") {
 		t.Fatalf("a prompt from the page while run --server holds the session: %s\n%s", resp.Status, page)
+	}
+}
+
+// TestSessionEventsResumeAfterReconnecting: against a real `serve`,
+// runner and demo agent, a session page's events carry ids; a browser that
+// reconnects with the last one (Last-Event-ID, as EventSource does) is
+// sent the turns after it, not again the ones it saw.
+func TestSessionEventsResumeAfterReconnecting(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second)
+	l.runner("r1", "blaise.star")
+	c, sid := l.openAfter("first words")
+	browser, _ := l.signedIn(t)
+	events := "/sessions/" + sid + "/events"
+	next := followEvents(t, browser, l.url+events, "")
+	if e := next(); e.name != "reset" || !strings.Contains(e.text, "echo: first words") || e.id == "" {
+		t.Fatalf("the first event: %+v", e)
+	}
+	if _, resp := c.Turn(3, sid, "second words"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	var seen sseEvent
+	for !strings.Contains(seen.text, "echo: second words") {
+		seen = next()
+	}
+	if _, resp := c.Turn(4, sid, "third words"); resp.Error != nil {
+		t.Fatalf("turn: %s", resp.Raw)
+	}
+	again := followEvents(t, browser, l.url+events, seen.id)
+	var after strings.Builder
+	for !strings.Contains(after.String(), "echo: third words") {
+		e := again()
+		if e.name != "append" {
+			t.Fatalf("after reconnecting with Last-Event-ID %s: %s event", seen.id, e.name)
+		}
+		after.WriteString(e.text)
+	}
+	if strings.Contains(after.String(), "second words") {
+		t.Fatalf("after reconnecting with Last-Event-ID %s, the turn seen before comes again:\n%s", seen.id, after.String())
+	}
+}
+
+// sseEvent is a server-sent event: its name, the stream's last id, its
+// text.
+type sseEvent struct{ name, id, text string }
+
+// followEvents opens a session page's event stream as a browser that
+// reconnects after the event lastID ("": none), and returns a reader of
+// its next transcript event (reset or append).
+func followEvents(t *testing.T, c *http.Client, u, lastID string) func() sseEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", u, resp.Status)
+	}
+	rd := bufio.NewReader(resp.Body)
+	id := lastID
+	return func() sseEvent {
+		t.Helper()
+		var name, data string
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				t.Fatalf("the stream ended: %v", err)
+			}
+			switch line = strings.TrimSuffix(line, "\n"); {
+			case line == "" && (name == "reset" || name == "append"):
+				var text string
+				if err := json.Unmarshal([]byte(data), &text); err != nil {
+					t.Fatalf("event %s: %v", name, err)
+				}
+				return sseEvent{name, id, text}
+			case line == "":
+				name, data = "", ""
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			}
+		}
 	}
 }

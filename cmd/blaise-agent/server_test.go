@@ -698,7 +698,7 @@ type proxied struct {
 	hole    atomic.Bool
 }
 
-func newCutter(t *testing.T, target string) *cutter {
+func newCutter(t testing.TB, target string) *cutter {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -197,7 +197,12 @@ func procStatusMiB(b *testing.B, pid int, field string) float64 {
 
 // procStatus is a field in kB of /proc/PID/status, in MiB (0: none).
 func procStatus(pid int, field string) (float64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return procField(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+// procField is a field in kB of a file of /proc, in MiB (0: none).
+func procField(path, field string) (float64, error) {
+	status, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"container/list"
+	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
 	"syscall"
 )
@@ -9,7 +12,8 @@ import (
 // Connections are capped in total and per address, so that no one holds
 // the descriptors every runner and client need: the cap stays below the
 // descriptor limit (which Go raises to its hard limit at start), and a
-// connection over a cap is closed as soon as it is accepted.
+// connection over a cap is closed as soon as it is accepted (at the total
+// cap, one that waits for a request is closed first to make room).
 const (
 	// DefaultMaxConnsPerAddr is the per-address cap; behind a reverse
 	// proxy every connection comes from the proxy, and the cap is the
@@ -30,7 +34,11 @@ func DefaultMaxConns() int {
 }
 
 // limitListener closes the connections beyond its caps as it accepts
-// them; 0 is no cap.
+// them; 0 is no cap. At the total cap, it first closes the connection
+// that has waited longest for a request (none sent yet, or none since the
+// last), to make room: connections that send nothing, which the header and
+// idle timeouts close only after a while, cannot keep a runner or a health
+// check out.
 type limitListener struct {
 	net.Listener
 	total, perAddr int
@@ -40,6 +48,9 @@ type limitListener struct {
 	mu     sync.Mutex
 	n      int
 	byAddr map[string]int
+	// waiting are the connections that wait for a request, the longest
+	// waiting first (*countedConn).
+	waiting list.List
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -58,28 +69,68 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 func (l *limitListener) take(addr string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if (l.total > 0 && l.n >= l.total) || (l.perAddr > 0 && l.byAddr[addr] >= l.perAddr) {
-		return false
+	for {
+		l.mu.Lock()
+		if l.perAddr > 0 && l.byAddr[addr] >= l.perAddr {
+			l.mu.Unlock()
+			return false
+		}
+		if l.total > 0 && l.n >= l.total {
+			oldest := l.waiting.Front()
+			l.mu.Unlock()
+			if oldest == nil {
+				return false
+			}
+			oldest.Value.(*countedConn).Close() // gives its place back
+			continue
+		}
+		if l.byAddr == nil {
+			l.byAddr = map[string]int{}
+		}
+		l.n++
+		l.byAddr[addr]++
+		l.opened(1)
+		l.mu.Unlock()
+		return true
 	}
-	if l.byAddr == nil {
-		l.byAddr = map[string]int{}
-	}
-	l.n++
-	l.byAddr[addr]++
-	l.opened(1)
-	return true
 }
 
-func (l *limitListener) give(addr string) {
+func (l *limitListener) give(c *countedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.unwait(c)
+	c.gone = true
 	l.n--
-	if l.byAddr[addr]--; l.byAddr[addr] == 0 {
-		delete(l.byAddr, addr)
+	if l.byAddr[c.addr]--; l.byAddr[c.addr] == 0 {
+		delete(l.byAddr, c.addr)
 	}
 	l.opened(-1)
+}
+
+// connState is the server's ConnState: it keeps the connections that wait
+// for a request in the order they began to.
+func (l *limitListener) connState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	cc, ok := c.(*countedConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.unwait(cc)
+	if (st == http.StateNew || st == http.StateIdle) && !cc.gone {
+		cc.wait = l.waiting.PushBack(cc)
+	}
+}
+
+// unwait takes c out of the waiting connections; l.mu is held.
+func (l *limitListener) unwait(c *countedConn) {
+	if c.wait != nil {
+		l.waiting.Remove(c.wait)
+		c.wait = nil
+	}
 }
 
 func hostOf(a net.Addr) string {
@@ -96,9 +147,13 @@ type countedConn struct {
 	l    *limitListener
 	addr string
 	once sync.Once
+	// wait is its place among l.waiting; gone, that it was closed. Both
+	// under l.mu.
+	wait *list.Element
+	gone bool
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.give(c.addr) })
+	c.once.Do(func() { c.l.give(c) })
 	return c.Conn.Close()
 }

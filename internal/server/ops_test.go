@@ -140,6 +140,47 @@ func TestConnectionsOfOneAddressAreCapped(t *testing.T) {
 	}
 }
 
+// At the total cap, a new connection takes the place of the one that has
+// waited longest for a request: connections that send nothing, from many
+// addresses, do not keep a health check or a runner out.
+func TestConnectionsThatSendNothingMakeRoomAtTheCap(t *testing.T) {
+	l := newLab(t)
+	const total = 20
+	l.s.MaxConns = total
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
+	defer func() { cancel(); <-served }()
+	l.srv.URL = "http://" + ln.Addr().String()
+
+	var held []net.Conn
+	for i := range total {
+		// From 127.0.1.X: loopback, not the health check's 127.0.0.1.
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i))}}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The server accepts in order: the health check's connection comes
+	// after every one held, which fill the cap.
+	if code, _ := l.get(PathHealth, ""); code != 200 {
+		t.Fatalf("health check at the cap: %d", code)
+	}
+	if _, err := held[0].Read(make([]byte, 1)); err == nil {
+		t.Error("the connection that waited longest is open")
+	}
+	mux, _ := l.hello(l.cred)
+	mux.Close()
+}
+
 // TestServeReturnsOnceItsGoroutinesHaveEnded: when Serve returns, its
 // timers and the handlers of its connections (a runner's, still
 // connected) have ended, so that its caller may close the store.

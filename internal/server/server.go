@@ -145,7 +145,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) e
 	if maxConns <= 0 {
 		maxConns = DefaultMaxConns()
 	}
-	ln = &limitListener{Listener: ln, total: maxConns, perAddr: s.MaxConnsPerAddr, opened: func(d int) { s.metrics.conns.Add(float64(d)) }}
+	capped := &limitListener{Listener: ln, total: maxConns, perAddr: s.MaxConnsPerAddr, opened: func(d int) { s.metrics.conns.Add(float64(d)) }}
+	ln = capped
 	// Shutdown does not wait for the handlers of hijacked connections (the
 	// runners' and clients' WebSockets): they end with ctx, and Serve
 	// waits for them.
@@ -158,7 +159,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, cert, key string) e
 		h.ServeHTTP(w, r)
 	})
 	hs := &http.Server{Handler: counted, ReadHeaderTimeout: headerTimeout, ReadTimeout: bodyTimeout, IdleTimeout: idleTimeout,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		ConnState: capped.connState, BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan error, 1)
 	go func() { // ends with hs, closed or shut down below
 		if cert != "" {

@@ -2,12 +2,16 @@ package dashboard_test
 
 import (
 	"context"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/browsertest"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -110,5 +114,60 @@ func TestL1_AgentPageShowsTheStoredPausedLifetimeInABrowser(t *testing.T) {
 	}
 	if a, _ := s.store.Agent(t.Context(), "demo"); a.Settings.PausedLifetime != 36*time.Hour || a.Settings.IdlePolicy != lifecycle.PolicyEnd {
 		t.Fatalf("after saving the idle policy: %s, %s", a.Settings.IdlePolicy, a.Settings.PausedLifetime)
+	}
+}
+
+// In a browser, a session's page whose event stream is cut reconnects (its
+// EventSource sends the last event's id) and follows on: what was written
+// after the cut shows, and what it was sent before shows once.
+func TestM5_PageFollowsOnAfterItsStreamIsCut(t *testing.T) {
+	tab := browsertest.New(t)
+	s := newSite(t, false)
+	id, tw := s.longTranscript(3, 10)
+	// The page leaves before the server closes, which waits for its stream.
+	t.Cleanup(func() { chromedp.Run(tab, chromedp.Navigate("about:blank")) })
+	s.signInBrowser(tab)
+	var mu sync.Mutex
+	var resumedAfter []string // the Last-Event-ID of the stream's requests
+	// The headers as the network sends them: RequestWillBeSent shows the
+	// page's request without the Last-Event-ID that Chrome adds to it.
+	listening := chromedp.Listen(tab, func(ev any) {
+		if e, ok := ev.(*network.EventRequestWillBeSentExtraInfo); ok && e.Headers["Accept"] == "text/event-stream" {
+			mu.Lock()
+			defer mu.Unlock()
+			id, _ := e.Headers["Last-Event-ID"].(string)
+			resumedAfter = append(resumedAfter, id)
+		}
+	})
+	if listening != nil {
+		t.Fatal(listening)
+	}
+	poll := func(js string) {
+		t.Helper()
+		if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	if err := chromedp.Do(tab, chromedp.Navigate(s.srv.URL+"/sessions/"+id)); err != nil {
+		t.Fatal(err)
+	}
+	poll(`document.querySelector("#conversation").dataset.live === "1"`)
+	io.WriteString(tw, toolCall(31, "before the cut"))
+	poll(`document.querySelector("#conversation").textContent.includes("before the cut")`)
+	s.srv.CloseClientConnections()
+	io.WriteString(tw, toolCall(32, "after the cut"))
+	poll(`document.querySelector("#conversation").textContent.includes("after the cut")`)
+	if n := eval[int](t, tab, `document.querySelector("#conversation").textContent.split("before the cut").length - 1`); n != 1 {
+		t.Fatalf("the block sent before the cut shows %d times", n)
+	}
+	testsupport.Eventually(t, "the reconnection's request is seen", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(resumedAfter) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if resumedAfter[0] != "" || resumedAfter[1] == "" {
+		t.Fatalf("the stream's requests came with Last-Event-ID %q: want none, then the last event's", resumedAfter)
 	}
 }

@@ -51,6 +51,10 @@ type block struct {
 	Stop  string               // note: the stop reason of a turn that ended
 	call  sdk.ToolCallId       // tool: its call's id
 	dirty bool
+
+	// Download, on a note of what is left out, links to the transcript's
+	// download, which holds it.
+	Download string
 }
 
 // NoteKind names a note's kind for its class.

@@ -454,9 +454,29 @@ func (s *site) follow(c *http.Client, id string, kinds ...string) func() (string
 
 // followPath is follow of the event stream at path.
 func (s *site) followPath(c *http.Client, path string, kinds ...string) func() (string, string) {
+	s.t.Helper()
+	next := s.events(c, path, "", kinds...)
+	return func() (string, string) {
+		s.t.Helper()
+		e := next()
+		return e.name, e.text
+	}
+}
+
+// sse is a server-sent event: its name, its id (the last one the stream
+// gave) and its text.
+type sse struct{ name, id, text string }
+
+// events opens the event stream at path as a browser that reconnects
+// after the event lastID ("": none) does, and returns a reader of its next
+// event of the kinds named (others are skipped).
+func (s *site) events(c *http.Client, path, lastID string, kinds ...string) func() sse {
 	t := s.t
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+path, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +486,8 @@ func (s *site) followPath(c *http.Client, path string, kinds ...string) func() (
 		t.Fatalf("content type %q", ct)
 	}
 	events := bufio.NewReader(resp.Body)
-	return func() (string, string) {
+	id := lastID
+	return func() sse {
 		t.Helper()
 		var name, data string
 		for {
@@ -481,7 +502,9 @@ func (s *site) followPath(c *http.Client, path string, kinds ...string) func() (
 				if err := json.Unmarshal([]byte(data), &text); err != nil {
 					t.Fatalf("event %s: data %q: %v", name, data, err)
 				}
-				return name, text
+				return sse{name, id, text}
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
 			case strings.HasPrefix(line, "event: "):
 				name = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: "):

@@ -1,7 +1,9 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -38,26 +40,18 @@ const (
 // chunks after A up to B, the first written in run R), or, without a
 // window, the latest window as a reset and then what is added; and the
 // session's activity each time it changes, and its record each time that
-// changes. It holds the window's blocks that can still change, not the
-// transcript.
+// changes. The transcript's events carry the number of the last chunk they
+// render as their id: a browser that reconnects sends it back
+// (Last-Event-ID) and the stream goes on after it, not from the page's
+// window again. It holds the window's blocks that can still change, not
+// the transcript.
 func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	id := r.PathValue("id")
-	q := r.URL.Query()
-	var win *window
-	var err error
-	event := EventReset
-	if q.Has("from") || q.Has("to") {
-		var from, to, run int64
-		if from, to, run, err = followWindow(q); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		if win, err = d.replay(r.Context(), id, from, to, int(run)); err == nil {
-			win.conv.conv.changed() // the page shows them
-		}
-		event = EventAppend
-	} else {
-		win, err = d.window(r.Context(), id, 0)
+	win, event, err := d.followStart(r, id)
+	var bad badFollow
+	if errors.As(err, &bad) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -96,7 +90,7 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 				send(w, rc, EventProblem, err.Error())
 				return
 			}
-			if err := send(w, rc, event, string(html)); err != nil {
+			if err := sendAt(w, rc, event, last, string(html)); err != nil {
 				return
 			}
 			event = EventAppend
@@ -183,10 +177,86 @@ func followWindow(q url.Values) (from, to, run int64, err error) {
 	return from, to, run, nil
 }
 
+// badFollow is a stream's query or Last-Event-ID that cannot be read.
+type badFollow struct{ error }
+
+// followStart renders the window a stream goes on from, and names its
+// first event: a reset of the latest window, or what is appended to the
+// page's window (or to the last chunk a reconnecting browser was sent).
+func (d *sessionPages) followStart(r *http.Request, id string) (*window, string, error) {
+	q := r.URL.Query()
+	var from, to, run int64
+	var err error
+	paged := q.Has("from") || q.Has("to")
+	if paged {
+		if from, to, run, err = followWindow(q); err != nil {
+			return nil, "", badFollow{err}
+		}
+	}
+	seen, resumed, err := lastEventID(r.Header, to)
+	if err != nil {
+		return nil, "", badFollow{err}
+	}
+	var win *window
+	switch {
+	case resumed:
+		win, err = d.resume(r.Context(), id, seen, from, int(run))
+	case paged:
+		win, err = d.replay(r.Context(), id, from, to, int(run))
+	default:
+		win, err = d.window(r.Context(), id, 0)
+		return win, EventReset, err
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	win.conv.conv.changed() // the page shows them
+	return win, EventAppend, nil
+}
+
+// lastEventID reads the Last-Event-ID of a browser that reconnects: the
+// last chunk the stream rendered to it, at or after the page's window's
+// end, to.
+func lastEventID(h http.Header, to int64) (seen int64, ok bool, err error) {
+	v := h.Get("Last-Event-ID")
+	if v == "" {
+		return 0, false, nil
+	}
+	if seen, err = strconv.ParseInt(v, 10, 64); err != nil || seen < to {
+		return 0, false, fmt.Errorf("Last-Event-ID is the number of the last transcript chunk the stream sent (a whole number, at least the window's ?to=%d), not %q", to, v)
+	}
+	return seen, true, nil
+}
+
+// resume renders the window of a session's transcript that ends with the
+// chunk numbered seen, which a browser that reconnects has already: a
+// page's window's start (after A, the first written in run R) when that is
+// the later one.
+func (d *sessionPages) resume(ctx context.Context, id string, seen, after int64, run int) (*window, error) {
+	from, fromRun, err := d.Store.TranscriptWindow(ctx, id, seen, pageBytes)
+	if err != nil {
+		return nil, err
+	}
+	if from > after {
+		after, run = from, fromRun
+	}
+	return d.replay(ctx, id, after, seen, run)
+}
+
 // send writes one server-sent event and flushes it.
 func send(w http.ResponseWriter, rc *http.ResponseController, event, text string) error {
+	return sendAt(w, rc, event, 0, text)
+}
+
+// sendAt writes one server-sent event of the transcript whose chunks up to
+// the one numbered chunk it renders (0: no id), and flushes it.
+func sendAt(w http.ResponseWriter, rc *http.ResponseController, event string, chunk int64, text string) error {
 	data, _ := json.Marshal(text)
-	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+	id := ""
+	if chunk > 0 {
+		id = "id: " + strconv.FormatInt(chunk, 10) + "\n"
+	}
+	if _, err := fmt.Fprintf(w, "%sevent: %s\ndata: %s\n\n", id, event, data); err != nil {
 		return err
 	}
 	return rc.Flush()

@@ -15,7 +15,7 @@ func record(seq int, update string) []byte {
 // keeps, once pruned, what a later record may change (the open answer, the
 // turn's tool cards, its plan) and the runs' lines, not the blocks before.
 func TestFollowerDropsFinishedBlocks(t *testing.T) {
-	f := newConversationFeeder()
+	f := newConversationFeeder("a")
 	for i := range 100 {
 		f.feed(record(i+2, fmt.Sprintf(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"answer %d"}}`, i)))
 		f.conv.EndTurn("end_turn")
@@ -40,7 +40,7 @@ func TestFollowerDropsFinishedBlocks(t *testing.T) {
 // TestLongTextBlockIsSplitAtItsCap: an answer that streams without end is
 // shown in blocks of at most about maxText, each a block of its own id.
 func TestLongTextBlockIsSplitAtItsCap(t *testing.T) {
-	f := newConversationFeeder()
+	f := newConversationFeeder("a")
 	words := strings.Repeat("w", 1000)
 	for i := range 3 * maxText / 1000 {
 		f.feed(record(i+2, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+words+`"}}`))
@@ -60,7 +60,7 @@ func TestLongTextBlockIsSplitAtItsCap(t *testing.T) {
 // shows is a note that says its size, read in pieces and not held; the
 // records after it are shown.
 func TestOversizedRecordIsANoteNotABlock(t *testing.T) {
-	f := newConversationFeeder()
+	f := newConversationFeeder("a")
 	big := record(2, `{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+strings.Repeat("x", 2*maxRecord)+`"}}`)
 	for len(big) > 0 {
 		n := min(len(big), 32<<10)

@@ -182,7 +182,7 @@ func (d *sessionPages) replay(ctx context.Context, id string, after, to int64, r
 		return nil, err
 	}
 	defer rd.Close()
-	conv := newConversationFeeder()
+	conv := newConversationFeeder(id)
 	conv.conv.run = run
 	if err := conv.readChunks(rd); err != nil {
 		return nil, err

@@ -209,3 +209,90 @@ func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
 		t.Fatalf("after more than a window, %s of %d bytes", name, len(text))
 	}
 }
+
+// TestM5_EventsResumeAfterTheLastEventID: the transcript's events carry
+// the last chunk they render as their id; a browser that reconnects with
+// it (Last-Event-ID) gets what was written after that chunk, not again
+// what it was sent since the page was loaded.
+func TestM5_EventsResumeAfterTheLastEventID(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(300, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no window to follow:\n%.2000s", body)
+	}
+	path := html.UnescapeString(m[1])
+	next := s.events(c, path, "", dashboard.EventReset, dashboard.EventAppend)
+	io.WriteString(tw, toolCall(3001, "seen before the cut"))
+	first := next()
+	if first.name != dashboard.EventAppend || !strings.Contains(first.text, "seen before the cut") || first.id == "" {
+		t.Fatalf("the first event: %+v", first)
+	}
+	io.WriteString(tw, toolCall(3002, "written after the cut"))
+	again := s.events(c, path, first.id, dashboard.EventReset, dashboard.EventAppend)()
+	if again.name != dashboard.EventAppend || !strings.Contains(again.text, "written after the cut") || strings.Contains(again.text, "seen before the cut") || again.id == first.id {
+		t.Fatalf("after reconnecting with Last-Event-ID %s: %+v", first.id, again)
+	}
+	// Without it, the stream goes on from the page's window: both again.
+	if all := s.events(c, path, "", dashboard.EventReset, dashboard.EventAppend)(); !strings.Contains(all.text, "seen before the cut") || !strings.Contains(all.text, "written after the cut") {
+		t.Fatalf("without Last-Event-ID: %+v", all)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+path, nil)
+	req.Header.Set("Last-Event-ID", "x")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want(t, resp, string(bad), http.StatusBadRequest, "Last-Event-ID is the number of the last transcript chunk")
+}
+
+// TestM5_AChunkLargerThanAWindowShowsItsLatestRecords: records written at
+// once, a chunk of 3 MB, are a window of their own that shows their latest
+// records, about a window of them, after a note of those left out with a
+// link to the transcript's download, on the page and in its events alike
+// (those of a page loaded before it was written too); the window before it
+// is a page of its own.
+func TestM5_AChunkLargerThanAWindowShowsItsLatestRecords(t *testing.T) {
+	s := newSite(t, false)
+	id, tw := s.longTranscript(1, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, before := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(before)
+	if m == nil {
+		t.Fatalf("no window to follow:\n%.2000s", before)
+	}
+	following := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	var big strings.Builder
+	for n := range 10000 {
+		big.WriteString(toolCall(11+n, fmt.Sprintf("step %06d", 10+n)))
+	}
+	io.WriteString(tw, big.String())
+	if name, text := following(); name != dashboard.EventAppend || !strings.Contains(text, "step 010009") || !strings.Contains(text, "earlier records written with these") || len(text) > 2<<20 {
+		t.Fatalf("the events of a page loaded before: %s of %d bytes", name, len(text))
+	}
+	resp, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	want(t, resp, body, http.StatusOK, "step 010009", "earlier records written with these", `<a href="/sessions/`+id+`/transcript.jsonl">Download the transcript</a>`, "Show earlier messages")
+	if strings.Contains(body, "step 000010") || len(body) > 2<<20 {
+		t.Fatalf("the page holds the chunk's start, or %d bytes", len(body))
+	}
+	shown := toolIDs(body)
+	_, text := s.follow(c, id, dashboard.EventReset)()
+	if !strings.Contains(text, "earlier records written with these") || len(text) > 2<<20 {
+		t.Fatalf("the events' reset of %d bytes:\n%.2000s", len(text), text)
+	}
+	if ids := toolIDs(text); !maps.Equal(ids, shown) {
+		t.Fatalf("the events show %d blocks, the page %d, or with other ids", len(ids), len(shown))
+	}
+	if m = earlierLink.FindStringSubmatch(body); m == nil {
+		t.Fatal("no link to the earlier messages")
+	}
+	if _, body := s.do(c, http.MethodGet, "/sessions/"+id+"?before="+m[1], nil); !strings.Contains(body, "step 000009") || strings.Contains(body, "step 000010") {
+		t.Fatalf("the window before the chunk:\n%.2000s", body)
+	}
+}
