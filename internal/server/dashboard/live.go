@@ -200,7 +200,16 @@ func (d *sessionPages) followStart(r *http.Request, id string) (*window, string,
 	var win *window
 	switch {
 	case resumed:
-		win, err = d.resume(r.Context(), id, seen, from, int(run))
+		var last int64
+		if last, err = d.Store.TranscriptLast(r.Context(), id); err == nil && seen > last {
+			// Sent more than the transcript holds (a store restored from an
+			// older backup): the latest window replaces what the page shows.
+			win, err = d.window(r.Context(), id, 0)
+			return win, EventReset, err
+		}
+		if err == nil {
+			win, err = d.resume(r.Context(), id, seen, from, int(run))
+		}
 	case paged:
 		win, err = d.replay(r.Context(), id, from, to, int(run))
 	default:

@@ -240,6 +240,11 @@ func TestM5_EventsResumeAfterTheLastEventID(t *testing.T) {
 	if all := s.events(c, path, "", dashboard.EventReset, dashboard.EventAppend)(); !strings.Contains(all.text, "seen before the cut") || !strings.Contains(all.text, "written after the cut") {
 		t.Fatalf("without Last-Event-ID: %+v", all)
 	}
+	// An id past the transcript's end (a store restored from an older
+	// backup) starts over from the latest window, without waiting.
+	if past := s.events(c, path, "99999", dashboard.EventReset, dashboard.EventAppend)(); past.name != dashboard.EventReset || !strings.Contains(past.text, "written after the cut") {
+		t.Fatalf("after reconnecting with a Last-Event-ID past the end: %+v", past)
+	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.srv.URL+path, nil)
 	req.Header.Set("Last-Event-ID", "x")
 	resp, err := c.Do(req)
