@@ -129,9 +129,10 @@ func startACP(t testing.TB, cmd *exec.Cmd, cwd string, more func() string) *acpP
 		logs = func() string { return stderr.String() + "\n" + more() }
 	}
 	p := &acpProc{t: t, cmd: cmd, in: in, stderr: stderr, cwd: cwd}
+	msgs := acptest.Read(out, func(err error) { t.Errorf("stdout carries something that is not ACP: %v", err) })
 	p.Client = &acptest.Client{
 		T:       t,
-		In:      acptest.Read(out, func(err error) { t.Errorf("stdout carries something that is not ACP: %v", err) }),
+		In:      msgs,
 		Out:     acptest.WriteLines(in),
 		Timeout: 60 * time.Second,
 		Logs:    logs,
@@ -139,6 +140,10 @@ func startACP(t testing.TB, cmd *exec.Cmd, cwd string, more func() string) *acpP
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
+		// What the test did not read: a stream that filled the reader's
+		// queue would hold its goroutine for ever.
+		for range msgs {
+		}
 		if t.Failed() {
 			t.Logf("acp stderr:\n%s", stderr)
 		}

@@ -13,14 +13,20 @@ import (
 // TestHelpOfEveryCommand: the --help of every command is kept in
 // testdata/help/ (BLAISE_UPDATE_GOLDEN=1 rewrites the files), so a change of
 // a flag or its text shows in review beside the docs it must agree with.
+// Each is parsed as main parses it: with the command line of that command
+// alone (commandLine), whose help is the whole command line's.
 func TestHelpOfEveryCommand(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	type exited struct{}
-	parser, err := kong.New(&CLI{}, append(options(), kong.Writers(&out, &out), kong.Exit(func(int) { panic(exited{}) }))...)
-	if err != nil {
-		t.Fatal(err)
+	newParser := func(cli any) *kong.Kong {
+		parser, err := kong.New(cli, append(options(), kong.Writers(&out, &out), kong.Exit(func(int) { panic(exited{}) }))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parser
 	}
+	parser := newParser(&CLI{})
 	var paths [][]string
 	var walk func(n *kong.Node, path []string)
 	walk = func(n *kong.Node, path []string) {
@@ -47,7 +53,9 @@ func TestHelpOfEveryCommand(t *testing.T) {
 						}
 					}
 				}()
-				parser.Parse(append(append([]string(nil), path...), "--help"))
+				args := append(append([]string(nil), path...), "--help")
+				cli, _ := commandLine(args)
+				newParser(cli).Parse(args)
 			}()
 			testsupport.Golden(t, filepath.Join("testdata", "help", name+".txt"), out.Bytes())
 		})

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -117,8 +119,8 @@ func options() []kong.Option {
 var startOver = time.Second
 
 func main() {
-	var cli CLI
-	parser := kong.Must(&cli, append(options(),
+	cli, globals := commandLine(os.Args[1:])
+	parser := kong.Must(cli, append(options(),
 		kong.Exit(func(code int) {
 			if code == usageExit {
 				code = 2 // as Unix tools do
@@ -147,9 +149,38 @@ func main() {
 	// A process that outlives its start (a session's) gives back what
 	// only the start needed, once it is over (docs/performance.md).
 	time.AfterFunc(startOver, resident.Release)
-	if err := ctx.Run(&cli.Globals); err != nil {
+	if err := ctx.Run(globals); err != nil {
 		fail(err)
 	}
+}
+
+// commandLine returns what to parse args into, and its Globals: a CLI,
+// or, when args start with the name of one of its commands (and no shell
+// asks for completions), a struct of the Globals and that command alone.
+// Kong's model of every command took about 7 ms of each start (a session
+// starts three processes), that of one command well under one
+// (docs/performance.md); a command's help and errors name only its own
+// flags and commands either way.
+func commandLine(args []string) (cli any, globals *Globals) {
+	full := reflect.TypeFor[CLI]()
+	if len(args) > 0 && os.Getenv("COMP_LINE") == "" {
+		for i := range full.NumField() {
+			if f := full.Field(i); !f.Anonymous && commandName(f) == args[0] {
+				v := reflect.New(reflect.StructOf([]reflect.StructField{full.Field(0), f})).Elem()
+				return v.Addr().Interface(), v.Field(0).Addr().Interface().(*Globals)
+			}
+		}
+	}
+	c := new(CLI)
+	return c, &c.Globals
+}
+
+// commandName is the name of the command of field f of CLI, as kong names it.
+func commandName(f reflect.StructField) string {
+	if name := f.Tag.Get("name"); name != "" {
+		return name
+	}
+	return strings.ToLower(f.Name)
 }
 
 // fail reports err and exits with its code, else 1.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -26,13 +27,26 @@ func ApplyUpdate(rec *Record, f func(*Record) error, now time.Time) error {
 
 // RecordLoaded records in s a run's first report (L7): whether its chain
 // can resume, the settings in force and the orphaned plug state.
+// A report the record holds already (a resume's, most often) writes
+// nothing: it is as durable as it was.
 func RecordLoaded(ctx context.Context, s Sessions, id string, l Loaded) error {
 	_, err := s.UpdateSession(ctx, id, func(r *Record) error {
+		if r.Resumable == l.Resumable && r.Settings == l.Settings && slices.Equal(r.OrphanedState, l.OrphanedState) {
+			return ErrUnchanged
+		}
 		r.Resumable, r.Settings, r.OrphanedState = l.Resumable, l.Settings, l.OrphanedState
 		return nil
 	})
+	if errors.Is(err, ErrUnchanged) {
+		return nil
+	}
 	return err
 }
+
+// ErrUnchanged is what the function of an UpdateSession returns to write
+// nothing when the record holds what it would write: the store's write
+// (and its syncs) is spared.
+var ErrUnchanged = errors.New("the record is unchanged")
 
 // RecordTitle records in s the session's derived title; the same title
 // again changes nothing, so a report sent twice is harmless, and a title a

@@ -160,23 +160,30 @@ func compact(data []byte) []byte {
 
 // Learn asks the agent, started alone (without the plugs, in this
 // process's directory and environment with agent(...)'s), for its answer
-// to initialize with the client's params, keeps it, and stops the agent.
-// When the agent cannot answer, that is kept too (Known's tried), and the
-// error says why.
-func (c *Cache) Learn(ctx context.Context, clientParams []byte) ([]byte, error) {
-	result, err := c.ask(ctx, clientParams)
+// to initialize with the client's params, keeps it and gives it to
+// answered, then stops the agent: whoever waits for the answer does not
+// wait for the agent's end too. Learn returns once the agent has stopped.
+// When the agent cannot answer, that is kept too (Known's tried), answered
+// is not called, and the error says why.
+func (c *Cache) Learn(ctx context.Context, clientParams []byte, answered func(result []byte)) error {
+	var kept error
+	err := c.ask(ctx, clientParams, func(result []byte) {
+		kept = c.Keep(result)
+		answered(result)
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			e := c.entry
 			e.Failed = err.Error()
 			err = errors.Join(err, c.write(e))
 		}
-		return nil, err
+		return err
 	}
-	return result, c.Keep(result)
+	return kept
 }
 
-func (c *Cache) ask(ctx context.Context, clientParams []byte) ([]byte, error) {
+// ask gives the agent's answer to got, before the agent is stopped.
+func (c *Cache) ask(ctx context.Context, clientParams []byte, got func(result []byte)) error {
 	ctx, cancel := context.WithTimeout(ctx, c.limit)
 	defer cancel()
 	host := hosts.NewLocal(hosts.LocalOptions{})
@@ -184,7 +191,7 @@ func (c *Cache) ask(ctx context.Context, clientParams []byte) ([]byte, error) {
 	argv := append([]string{c.agent.Command}, c.agent.Args...)
 	proc, err := host.Spawn(ctx, hosts.SpawnSpec{Argv: argv, Dir: c.agent.Cwd, Env: c.agent.Env})
 	if err != nil {
-		return nil, fmt.Errorf("the agent failed to start: %w", err)
+		return fmt.Errorf("the agent failed to start: %w", err)
 	}
 	defer func() {
 		_ = proc.Stdin().Close()
@@ -198,9 +205,10 @@ func (c *Cache) ask(ctx context.Context, clientParams []byte) ([]byte, error) {
 	result, err := conn.Initialize(ctx, json.RawMessage(clientParams))
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, fmt.Errorf("the agent did not answer initialize within %v (the startup limit)", c.limit)
+		return fmt.Errorf("the agent did not answer initialize within %v (the startup limit)", c.limit)
 	case err != nil:
-		return nil, err
+		return err
 	}
-	return result, nil
+	got(result)
+	return nil
 }

@@ -30,7 +30,8 @@ func TestAnswerIsLearnedOnceAndKeptPerConfigurationAndAgent(t *testing.T) {
 		t.Fatalf("known before any: %s %v", res, tried)
 	}
 	want := `{"protocolVersion":1,"agentCapabilities":{"promptCapabilities":{"image":true}}}`
-	res, err := c.Learn(context.Background(), []byte(`{"protocolVersion":1}`))
+	var res []byte
+	err := c.Learn(context.Background(), []byte(`{"protocolVersion":1}`), func(r []byte) { res = r })
 	if err != nil || string(res) != want {
 		t.Fatalf("learned %s, %v; want %s", res, err, want)
 	}
@@ -61,7 +62,7 @@ func TestAnswerIsLearnedOnceAndKeptPerConfigurationAndAgent(t *testing.T) {
 	}
 
 	missing := Open(state, cfg, Agent{Command: filepath.Join(dir, "no-such-agent")}, time.Minute)
-	if _, err := missing.Learn(context.Background(), []byte(`{"protocolVersion":1}`)); err == nil || !strings.Contains(err.Error(), "the agent failed to start") {
+	if err := missing.Learn(context.Background(), []byte(`{"protocolVersion":1}`), func([]byte) { t.Error("a missing agent answered") }); err == nil || !strings.Contains(err.Error(), "the agent failed to start") {
 		t.Fatalf("a missing agent: %v", err)
 	}
 	if res, tried := missing.Known(); res != nil || !tried {
@@ -74,7 +75,7 @@ func TestAnswerIsLearnedOnceAndKeptPerConfigurationAndAgent(t *testing.T) {
 func TestAnAgentThatDoesNotAnswerIsStoppedAtTheLimit(t *testing.T) {
 	dir := t.TempDir()
 	c := Open(dir, filepath.Join(dir, "blaise.star"), Agent{Command: "sh", Args: []string{"-c", "cat >/dev/null"}}, 50*time.Millisecond)
-	_, err := c.Learn(context.Background(), []byte(`{"protocolVersion":1}`))
+	err := c.Learn(context.Background(), []byte(`{"protocolVersion":1}`), func([]byte) { t.Error("a silent agent answered") })
 	if err == nil || !strings.Contains(err.Error(), "the agent did not answer initialize within 50ms (the startup limit)") {
 		t.Fatalf("got %v", err)
 	}

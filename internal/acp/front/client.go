@@ -104,8 +104,8 @@ func (c *conn) initialize(m *acp.Message) {
 	params := c.initParams
 	// Counted in c.active: the connection's loop waits for its event.
 	go func() {
-		res, err := caps.Learn(c.ctx, params)
-		c.post(event{kind: learned, init: res, err: err})
+		err := caps.Learn(c.ctx, params, func(res []byte) { c.post(event{kind: learned, init: res}) })
+		c.post(event{kind: learnEnded, err: err})
 	}()
 }
 

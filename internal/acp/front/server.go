@@ -82,9 +82,10 @@ type Capabilities interface {
 	// Known returns the answer kept, nil when none; tried tells that the
 	// agent could not be asked, so that it is not asked again.
 	Known() (result []byte, tried bool)
-	// Learn asks the agent alone, with the client's initialize params, and
-	// keeps its answer.
-	Learn(ctx context.Context, clientParams []byte) ([]byte, error)
+	// Learn asks the agent alone, with the client's initialize params,
+	// keeps its answer and gives it to answered, then stops the agent; it
+	// returns once the agent has stopped, with why there is no answer.
+	Learn(ctx context.Context, clientParams []byte, answered func(result []byte)) error
 	// Keep keeps the chain's answer to a session's initialize.
 	Keep(result []byte) error
 }
@@ -226,7 +227,8 @@ const (
 	runDone
 	launched
 	ended
-	learned // the agent's answer to initialize, or why there is none
+	learned    // the agent's answer to initialize
+	learnEnded // the agent asked alone has stopped; why there is no answer
 )
 
 type event struct {
@@ -315,11 +317,15 @@ func (c *conn) handle(ev event) {
 	case runDone:
 		c.runEnded(ev.sess, ev.run)
 	case learned:
+		c.answerInit(ev.init)
+	case learnEnded:
 		c.active--
 		if ev.err != nil {
 			c.log.Warn("asking the agent for its capabilities failed; initialize is answered without them", "err", ev.err)
 		}
-		c.answerInit(ev.init)
+		if c.told == nil {
+			c.answerInit(nil)
+		}
 	case ended:
 		c.active--
 		ev.sess.ending = false

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,6 +158,10 @@ func (l *Live) noteACPSession(raw []byte, opened, id bool) {
 		v.SessionID = ""
 	}
 	_, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
+		if (v.SessionID == "" || r.ACPSessionID == v.SessionID) && (!opened || r.CWD == v.CWD && sameJSON(r.MCPServers, v.MCPServers)) {
+			// A load of the session as it was opened (a resume's).
+			return lifecycle.ErrUnchanged
+		}
 		if v.SessionID != "" {
 			r.ACPSessionID = v.SessionID
 		}
@@ -165,9 +170,19 @@ func (l *Live) noteACPSession(raw []byte, opened, id bool) {
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, lifecycle.ErrUnchanged) {
 		l.e.logger().Warn("recording the ACP session failed", "session", l.ID, "err", err)
 	}
+}
+
+// sameJSON reports whether a and b are the same JSON text but for spaces
+// (a store may keep it indented).
+func sameJSON(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // Stop sends a stop directive once it is recorded durably (L3). Only the
