@@ -284,3 +284,65 @@ func TestForkOfASessionInABrowser(t *testing.T) {
 	}
 	do("the list", chromedp.Navigate(l.url+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#s-"+f.ID)))
 }
+
+// TestAServerRestartMidForkFailsTheForkAndTearsItDown: the server killed
+// while a fork's first run is being made and started again, its runner
+// hands the run back, but the server does not adopt it: the fork's making
+// (the request, its ACP session) went with the server that made it. The
+// fork fails, saying so in its record, never paused as if it were made,
+// and is torn down on its runner; the parent stays paused as it was.
+func TestAServerRestartMidForkFailsTheForkAndTearsItDown(t *testing.T) {
+	t.Parallel()
+	l, r, id := newActionsLab(t)
+	if err := os.WriteFile(filepath.Join(l.dir, "probe.star"), []byte(forkHolder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+	cmd := exec.Command(l.bin, "sessions", "fork", id, "--server", l.url, "--token", l.token)
+	var out testsupport.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the fork is being made", func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, "forking"))
+		return err == nil
+	})
+	addr := strings.TrimPrefix(l.url, "http://")
+	if err := l.serve.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.serve.Wait()
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("a fork whose server was killed succeeded:\n%s", out.String())
+	}
+	reconnects := strings.Count(r.logs.String(), "connected server=")
+	l.startServer(addr)
+	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
+	release()
+	testsupport.Eventually(t, "the fork is torn down", func() bool {
+		f := l.forkOf(id)
+		if f != nil && f.State == lifecycle.Paused {
+			t.Fatalf("the fork is paused as if it were made: %+v", f.Pause)
+		}
+		return f != nil && f.State == lifecycle.Ended
+	})
+	f := l.forkOf(id)
+	if f.Pause == nil || f.Pause.Reason != lifecycle.Failed || !strings.Contains(f.Pause.Error, "the fork of session "+id+" was not made") {
+		t.Fatalf("the fork torn down does not say why: %+v", f.Pause)
+	}
+	if _, err := os.Stat(filepath.Join(l.dir, ".worktrees", f.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the fork's worktree is left: %v", err)
+	}
+	if rec := l.session(id); rec.State != lifecycle.Paused || rec.Runs != 1 {
+		t.Fatalf("the parent after the fork failed: %s, %d runs; want paused, 1 run", rec.State, rec.Runs)
+	}
+	if got := l.readFile(".worktrees", id, "notes.txt"); got != "hello\n" {
+		t.Fatalf("the parent's worktree holds %q", got)
+	}
+}
