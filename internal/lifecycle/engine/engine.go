@@ -274,7 +274,7 @@ func (e *Engine) settleIfGone(ctx context.Context, id string) (*lifecycle.Record
 		return rec, err
 	}
 	if forking(rec) {
-		return e.settleUnmadeFork(ctx, id)
+		return settleUnmadeFork(ctx, e.Store, id, e.now())
 	}
 	return e.settleCrash(ctx, rec, fmt.Errorf("the session process %d is gone", rec.PID))
 }

@@ -82,14 +82,14 @@ func forking(rec *lifecycle.Record) bool {
 // settleUnmadeFork settles the first run of a fork that died without a
 // word, or that no process adopted (settleIfGone): the fork was never
 // made, so it fails and is over, torn down by the sweeps as soon as they
-// can, never paused as if it were made.
-func (e *Engine) settleUnmadeFork(ctx context.Context, id string) (*lifecycle.Record, error) {
-	return e.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
+// can, never paused as if it were made; now is when.
+func settleUnmadeFork(ctx context.Context, store lifecycle.Store, id string, now time.Time) (*lifecycle.Record, error) {
+	return store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
 		if !forking(r) {
 			return nil
 		}
 		p := lifecycle.Pause{Reason: lifecycle.Failed, Err: fmt.Errorf("the fork of session %s was not made: the process making it ended first (a server that restarted, or a sessions fork killed), and its first run with it; the fork is torn down", r.ForkedFrom)}
-		lifecycle.ApplyPause(r, p.Record(r.Runs, e.now()))
+		lifecycle.ApplyPause(r, p.Record(r.Runs, now))
 		r.PID = 0
 		return nil
 	})
