@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
@@ -344,5 +345,48 @@ func TestAServerRestartMidForkFailsTheForkAndTearsItDown(t *testing.T) {
 	}
 	if got := l.readFile(".worktrees", id, "notes.txt"); got != "hello\n" {
 		t.Fatalf("the parent's worktree holds %q", got)
+	}
+}
+
+// TestAForkOnADrainingRunnerSaysItDrains: a fork of a session whose
+// runner is still connected but draining (its listen got SIGTERM and
+// waits for an action to end) is refused, nothing made, saying the
+// runner drains, not that it is not connected.
+func TestAForkOnADrainingRunnerSaysItDrains(t *testing.T) {
+	t.Parallel()
+	l, r, id := newActionsLab(t)
+	release := func() {
+		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+	hold := exec.Command(l.bin, "sessions", "do", id, "hold", "--server", l.url, "--token", l.token)
+	var out testsupport.Buffer
+	hold.Stdout, hold.Stderr = &out, &out
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the action holds the runner", func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, "started"))
+		return err == nil
+	})
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the server has the runner draining", func() bool { return strings.Contains(l.logs.String(), "runner draining") })
+	msg := l.fails("sessions", "fork", id, "--server", l.url, "--token", l.token)
+	if want := "its runner r1, where its environment is, is draining"; !strings.Contains(msg, want) || strings.Contains(msg, "not connected") {
+		t.Errorf("a fork on a draining runner: %s\nwant %q", msg, want)
+	}
+	release()
+	if err := hold.Wait(); err != nil {
+		t.Fatalf("the action: %v\n%s", err, out.String())
+	}
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+	if n := len(l.sessions()); n != 1 {
+		t.Fatalf("%d sessions after the refusal, want the 1 there was", n)
 	}
 }
