@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
@@ -283,4 +284,109 @@ func TestForkOfASessionInABrowser(t *testing.T) {
 		t.Fatalf("the fork's worktree holds %q", got)
 	}
 	do("the list", chromedp.Navigate(l.url+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#s-"+f.ID)))
+}
+
+// TestAServerRestartMidForkFailsTheForkAndTearsItDown: the server killed
+// while a fork's first run is being made and started again, its runner
+// hands the run back, but the server does not adopt it: the fork's making
+// (the request, its ACP session) went with the server that made it. The
+// fork fails, saying so in its record, never paused as if it were made,
+// and is torn down on its runner; the parent stays paused as it was.
+func TestAServerRestartMidForkFailsTheForkAndTearsItDown(t *testing.T) {
+	t.Parallel()
+	l, r, id := newActionsLab(t)
+	if err := os.WriteFile(filepath.Join(l.dir, "probe.star"), []byte(forkHolder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+	cmd := exec.Command(l.bin, "sessions", "fork", id, "--server", l.url, "--token", l.token)
+	var out testsupport.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the fork is being made", func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, "forking"))
+		return err == nil
+	})
+	addr := strings.TrimPrefix(l.url, "http://")
+	if err := l.serve.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = l.serve.Wait()
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("a fork whose server was killed succeeded:\n%s", out.String())
+	}
+	reconnects := strings.Count(r.logs.String(), "connected server=")
+	l.startServer(addr)
+	testsupport.Eventually(t, "the runner reconnects", func() bool { return strings.Count(r.logs.String(), "connected server=") > reconnects })
+	release()
+	testsupport.Eventually(t, "the fork is torn down", func() bool {
+		f := l.forkOf(id)
+		if f != nil && f.State == lifecycle.Paused {
+			t.Fatalf("the fork is paused as if it were made: %+v", f.Pause)
+		}
+		return f != nil && f.State == lifecycle.Ended
+	})
+	f := l.forkOf(id)
+	if f.Pause == nil || f.Pause.Reason != lifecycle.Failed || !strings.Contains(f.Pause.Error, "the fork of session "+id+" was not made") {
+		t.Fatalf("the fork torn down does not say why: %+v", f.Pause)
+	}
+	if _, err := os.Stat(filepath.Join(l.dir, ".worktrees", f.ID)); !os.IsNotExist(err) {
+		t.Fatalf("the fork's worktree is left: %v", err)
+	}
+	if rec := l.session(id); rec.State != lifecycle.Paused || rec.Runs != 1 {
+		t.Fatalf("the parent after the fork failed: %s, %d runs; want paused, 1 run", rec.State, rec.Runs)
+	}
+	if got := l.readFile(".worktrees", id, "notes.txt"); got != "hello\n" {
+		t.Fatalf("the parent's worktree holds %q", got)
+	}
+}
+
+// TestAForkOnADrainingRunnerSaysItDrains: a fork of a session whose
+// runner is still connected but draining (its listen got SIGTERM and
+// waits for an action to end) is refused, nothing made, saying the
+// runner drains, not that it is not connected.
+func TestAForkOnADrainingRunnerSaysItDrains(t *testing.T) {
+	t.Parallel()
+	l, r, id := newActionsLab(t)
+	release := func() {
+		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+	hold := exec.Command(l.bin, "sessions", "do", id, "hold", "--server", l.url, "--token", l.token)
+	var out testsupport.Buffer
+	hold.Stdout, hold.Stderr = &out, &out
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the action holds the runner", func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, "started"))
+		return err == nil
+	})
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the server has the runner draining", func() bool { return strings.Contains(l.logs.String(), "runner draining") })
+	msg := l.fails("sessions", "fork", id, "--server", l.url, "--token", l.token)
+	if want := "its runner r1, where its environment is, is draining"; !strings.Contains(msg, want) || strings.Contains(msg, "not connected") {
+		t.Errorf("a fork on a draining runner: %s\nwant %q", msg, want)
+	}
+	release()
+	if err := hold.Wait(); err != nil {
+		t.Fatalf("the action: %v\n%s", err, out.String())
+	}
+	if err := r.cmd.Wait(); err != nil {
+		t.Fatalf("listen after SIGTERM: %v\n%s", err, r.logs)
+	}
+	if n := len(l.sessions()); n != 1 {
+		t.Fatalf("%d sessions after the refusal, want the 1 there was", n)
+	}
 }

@@ -84,8 +84,8 @@ func forkParent(run engine.Launch) string {
 }
 
 // forkRunner is the runner of the start run of a fork of parent: parent's
-// runner, where its environment is, connected and of a protocol that
-// makes forks.
+// runner, where its environment is, connected, not draining, and of a
+// protocol that makes forks.
 func (rs *runners) forkRunner(ctx context.Context, parent string) (*runnerConn, error) {
 	prec, err := rs.Store.Session(ctx, parent)
 	if err != nil {
@@ -93,7 +93,7 @@ func (rs *runners) forkRunner(ctx context.Context, parent string) (*runnerConn, 
 	}
 	rc := rs.pick(prec.AgentName, prec.RunnerID)
 	if rc == nil || rc.id != prec.RunnerID {
-		return nil, &NoRunnerError{Session: parent, Agent: prec.AgentName, Runner: cmp.Or(prec.Runner, "(unknown)")}
+		return nil, &NoRunnerError{Session: parent, Agent: prec.AgentName, Runner: cmp.Or(prec.Runner, "(unknown)"), Draining: rs.draining(prec.AgentName, prec.RunnerID)}
 	}
 	if !runnerproto.DoesForks(rc.version) {
 		return nil, fmt.Errorf("session %s: %w", parent, &OldRunnerError{Runner: rc.name, Version: rc.version, Lacks: "forks"})

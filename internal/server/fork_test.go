@@ -9,6 +9,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
+	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
 // sessionCount is the number of the server's sessions, as the API lists them.
@@ -73,5 +74,27 @@ func TestAForkGoesOnlyToItsSessionsRunnerOfProtocol6(t *testing.T) {
 	}
 	if n := l.sessionCount(); n != 1 || after.State != before.State || after.Runs != before.Runs || !after.Updated.Equal(before.Updated) {
 		t.Fatalf("after the refusals: %d sessions, the session %s with %d runs (was %s, %d)", n, after.State, after.Runs, before.State, before.Runs)
+	}
+}
+
+// TestAForkOnADrainingRunnerIsRefusedAsDraining: a fork of a paused
+// session whose runner is connected but draining (its listen is stopping)
+// is refused, with nothing made, saying the runner drains rather than
+// that it is not connected.
+func TestAForkOnADrainingRunnerIsRefusedAsDraining(t *testing.T) {
+	l := newLab(t)
+	ref := l.inProgress("demo", l.runnerID, 1, true)
+	frames := l.helloOf(runnerproto.Version)
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindDrain}); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the server has the runner draining", func() bool { return strings.Contains(l.logs.String(), "runner draining") })
+	fork := "/v1/sessions/" + ref.Session + "/fork"
+	want := "session " + ref.Session + ": its runner r1, where its environment is, is draining: its `blaise-agent listen` is stopping and takes no new run"
+	if status, msg := l.do("POST", fork, ""); status != 409 || !strings.Contains(msg, want) || strings.Contains(msg, "not connected") {
+		t.Errorf("a draining runner: %d %q, want 409 and %q", status, msg, want)
+	}
+	if n := l.sessionCount(); n != 1 {
+		t.Fatalf("%d sessions after the refusal, want the 1 there was", n)
 	}
 }

@@ -270,10 +270,17 @@ func (rs *runners) CanLaunch(rec *lifecycle.Record) error {
 
 // NoRunnerError is the error of a run that no runner of its agent is
 // connected to start; with Runner, of a run that only that runner may
-// start (a fork's, on the runner of the session forked), not connected.
-type NoRunnerError struct{ Session, Agent, Runner string }
+// start (a fork's, on the runner of the session forked), not connected,
+// or connected but Draining: leaving, it takes no new run.
+type NoRunnerError struct {
+	Session, Agent, Runner string
+	Draining               bool
+}
 
 func (e *NoRunnerError) Error() string {
+	if e.Draining {
+		return fmt.Sprintf("session %s: its runner %s, where its environment is, is draining: its `blaise-agent listen` is stopping and takes no new run (start it again once it has stopped)", e.Session, e.Runner)
+	}
 	if e.Runner != "" {
 		return fmt.Sprintf("session %s: its runner %s, where its environment is, is not connected (start its `blaise-agent listen --agent %s` again)", e.Session, e.Runner, e.Agent)
 	}
@@ -282,6 +289,22 @@ func (e *NoRunnerError) Error() string {
 
 func noRunner(rec *lifecycle.Record) error {
 	return &NoRunnerError{Session: rec.ID, Agent: rec.AgentName}
+}
+
+// draining reports whether the runner of agent with the credential id is
+// connected but draining (KindDrain).
+func (rs *runners) draining(agent, id string) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for rc := range rs.conns[agent] {
+		rc.mu.Lock()
+		d := rc.draining
+		rc.mu.Unlock()
+		if rc.id == id && d {
+			return true
+		}
+	}
+	return false
 }
 
 func (rs *runners) pick(agent, prefer string) *runnerConn {

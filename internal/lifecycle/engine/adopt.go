@@ -87,6 +87,12 @@ func (e *Engine) inProgress(ctx context.Context, id string, n int) (*lifecycle.R
 	if err == nil {
 		h, err = runInProgress(rec, n)
 	}
+	if err == nil && forking(rec) {
+		// The Fork that made it, which opens its ACP session and pauses
+		// it, went with the process before: the run would go on as an
+		// orphan of it, a fork never made.
+		err = fmt.Errorf("it is the first run of a fork of session %s, whose making went with the process that began it", rec.ForkedFrom)
+	}
 	if err != nil {
 		return nil, h, fmt.Errorf("session %s: run %d cannot be adopted: %w", id, n, err)
 	}

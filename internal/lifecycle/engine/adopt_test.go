@@ -221,3 +221,28 @@ func TestARunTakenBackDoesNotWaitForAFrontEnd(t *testing.T) {
 	proc.end()
 	testsupport.Eventually(t, "the run ends", func() bool { return e.Running(rec.ID) == nil })
 }
+
+// TestAForksFirstRunIsNotAdoptedAndTheForkFails: the first run of a fork,
+// in progress as a server that restarted finds it, is not adopted: only
+// the Fork that began it could finish the fork. Once AdoptUntil has
+// passed, it is settled as a failed fork that is over, waiting for its
+// teardown, never paused as if it were made.
+func TestAForksFirstRunIsNotAdoptedAndTheForkFails(t *testing.T) {
+	store, clock, rec := runInProgress(t, func(r *lifecycle.Record) { r.ForkedFrom = "parent" })
+	e := &engine.Engine{Store: store, Clock: clock, AdoptUntil: clock.Now().Add(time.Minute)}
+	if err := e.Adoptable(t.Context(), rec.ID, 1); err == nil || !strings.Contains(err.Error(), "the first run of a fork of session parent") {
+		t.Fatalf("adoptable: %v", err)
+	}
+	clock.Advance(time.Minute)
+	if _, err := e.Resume(t.Context(), rec.ID); err == nil || !strings.Contains(err.Error(), "tearing_down") {
+		t.Fatalf("resume of a fork that was not made: %v", err)
+	}
+	got, err := store.Session(t.Context(), rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != lifecycle.TearingDown || got.EndReason != lifecycle.Failed || got.Pause == nil || got.Pause.Reason != lifecycle.Failed ||
+		!strings.Contains(got.Pause.Error, "the fork of session parent was not made") {
+		t.Fatalf("after AdoptUntil: %s, end reason %s, pause %+v", got.State, got.EndReason, got.Pause)
+	}
+}

@@ -263,7 +263,8 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Live, error) {
 // settleIfGone returns the record of a session whose run lock this process
 // holds, after settling a run that died without a word (L7): marked active,
 // but no process holds its lock. A run that may still be handed back
-// (AdoptUntil) is left as it is, and the session is active.
+// (AdoptUntil) is left as it is, and the session is active. A fork's
+// first run that died so fails the fork, which is over (settleUnmadeFork).
 func (e *Engine) settleIfGone(ctx context.Context, id string) (*lifecycle.Record, error) {
 	rec, err := e.Store.Session(ctx, id)
 	if err == nil && e.adopting(rec) {
@@ -271,6 +272,9 @@ func (e *Engine) settleIfGone(ctx context.Context, id string) (*lifecycle.Record
 	}
 	if err != nil || rec.State != lifecycle.Active {
 		return rec, err
+	}
+	if forking(rec) {
+		return settleUnmadeFork(ctx, e.Store, id, e.now())
 	}
 	return e.settleCrash(ctx, rec, fmt.Errorf("the session process %d is gone", rec.PID))
 }

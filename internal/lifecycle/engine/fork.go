@@ -73,6 +73,28 @@ func (e *Engine) Fork(ctx context.Context, parent string, open func(*Live) error
 	return rec, nil
 }
 
+// forking reports whether rec is a fork at its first run, which only the
+// Fork that began it can finish.
+func forking(rec *lifecycle.Record) bool {
+	return rec.ForkedFrom != "" && rec.Runs == 1 && rec.State == lifecycle.Active
+}
+
+// settleUnmadeFork settles the first run of a fork that died without a
+// word, or that no process adopted (settleIfGone): the fork was never
+// made, so it fails and is over, torn down by the sweeps as soon as they
+// can, never paused as if it were made; now is when.
+func settleUnmadeFork(ctx context.Context, store lifecycle.Store, id string, now time.Time) (*lifecycle.Record, error) {
+	return store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
+		if !forking(r) {
+			return nil
+		}
+		p := lifecycle.Pause{Reason: lifecycle.Failed, Err: fmt.Errorf("the fork of session %s was not made: the process making it ended first (a server that restarted, or a sessions fork killed), and its first run with it; the fork is torn down", r.ForkedFrom)}
+		lifecycle.ApplyPause(r, p.Record(r.Runs, now))
+		r.PID = 0
+		return nil
+	})
+}
+
 // FailedForkError is the error of a fork that failed once its first run
 // had started, rather than being refused: Err says why, and what became of
 // the fork (undone, or waiting for its teardown).
