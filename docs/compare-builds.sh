@@ -79,7 +79,7 @@ for ((r = 0; r < rounds; r++)); do
 	done
 done
 
-# The targets: benchmark, metric, and whether more is better.
+# The targets: benchmark, metric, and whether more (+) or less (-) is better.
 targets='ACPFrontEnd/throughput/acp x-pipe +
 ACPFrontEnd/throughput/acp session-cpu-ns/msg -
 ACPFrontEnd/throughput/acp-5plugs x-pipe +
@@ -93,6 +93,7 @@ Memory/10plugs agent-MiB -'
 
 # values NAME BENCH METRIC: the rounds' values, sorted.
 values() {
+	[ -f "$out/res/$1.txt" ] || return 0
 	awk -v b="Benchmark$2" -v m="$3" '{ name = $1; sub(/-[0-9]+$/, "", name) }
 		name == b { for (i = 3; i < NF; i++) if ($(i + 1) == m) print $i }' "$out/res/$1.txt" | sort -g
 }
@@ -105,17 +106,14 @@ summary() {
 }
 
 echo
-echo "rounds: $rounds, $(date -u +%Y-%m-%d), HEAD $head; ratio: the build's median over HEAD's"
-printf '%-36s %-20s' target head
-for name in "${names[@]:1}"; do printf ' %-28s' "$name (ratio)"; done
-echo
-while read -r bench metric _; do
+echo "rounds: $rounds, $(date -u +%Y-%m-%d), HEAD $head; (+): more is better, (-): less; ratio: the build's median over HEAD's"
+printf '%-50s %-12s %-28s %s\n' target build 'median (range)' ratio
+while read -r bench metric better; do
 	base=$(values head "$bench" "$metric" | summary)
-	printf '%-36s %-20s' "$bench $metric" "$base"
+	printf '%-50s %-12s %-28s\n' "$bench $metric ($better)" head "$base"
 	for name in "${names[@]:1}"; do
 		s=$(values "$name" "$bench" "$metric" | summary)
 		ratio=$(awk -v a="${base%% *}" -v b="${s%% *}" 'BEGIN { if (a == "-" || b == "-" || a == 0) print "-"; else printf "%.2f", b / a }')
-		printf ' %-28s' "$s $ratio"
+		printf '%-50s %-12s %-28s %s\n' "" "$name" "$s" "$ratio"
 	done
-	echo
 done <<<"$targets"
