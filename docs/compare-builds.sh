@@ -11,9 +11,14 @@
 #   NAME=COMMIT           HEAD with COMMIT's change applied (git show COMMIT)
 #   NAME=-COMMIT          HEAD with COMMIT's change taken back
 #   NAME=env:VAR=VALUE    HEAD, its processes run with VAR=VALUE
-# environment: ROUNDS (5), MSGS (messages of a throughput round, 300000),
-#   READY (starts of a ready round, 10), SESSIONS (sessions of a memory
-#   round, 1), OUT (where builds and results go; a new temporary directory).
+# environment: ROUNDS (5), BENCHES (of "throughput ready memory", those to
+#   run; all), MSGS (messages of a throughput round, 300000), READY (starts
+#   of a ready round, 10), SESSIONS (sessions of a memory round, 1), OUT
+#   (where builds and results go; a new temporary directory).
+#
+# A build's median is over its rounds; "paired" is the median over its
+# rounds of the build's value over that of the round of HEAD next to it,
+# which the machine's drift from one round to the next moves less.
 #
 # The benchmarks run the processes of `acp` (front end, session process)
 # from each build; the agent is the test binary's flood agent or, for
@@ -23,7 +28,7 @@ set -euo pipefail
 
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-[ $# -gt 0 ] || { sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+[ $# -gt 0 ] && [ "${1#-}" = "$1" ] || { sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 rounds=${ROUNDS:-5}
 msgs=${MSGS:-300000}
 out=${OUT:-$(mktemp -d)}
@@ -60,24 +65,41 @@ for arg in "$@"; do
 done
 go test -c -o "$out/bin/main.test" ./cmd/blaise-agent
 
-# The test binary runs in its package's directory, as go test runs it.
-bench() { # NAME BENCH BENCHTIME
+# bench NAME FILE BENCH BENCHTIME runs a benchmark of the build NAME; the
+# test binary runs in its package's directory, as go test runs it.
+bench() {
 	(cd "$root/cmd/blaise-agent" && env ${envs[$1]} BLAISE_BENCH_BIN="${bins[$1]}" \
-		"$out/bin/main.test" -test.run '^$' -test.bench "$2" -test.benchtime "$3") |
-		grep '^Benchmark' >>"$out/res/$1.txt" || true
+		"$out/bin/main.test" -test.run '^$' -test.bench "$3" -test.benchtime "$4") |
+		grep '^Benchmark' >>"$out/res/$2.txt" || true
+}
+# measure NAME FILE runs the benchmarks of a round.
+measure() {
+	echo "round $((r + 1))/$rounds: $1" >&2
+	for b in ${BENCHES:-throughput ready memory}; do
+		case $b in
+		throughput) bench "$1" "$2" 'BenchmarkACPFrontEnd$/throughput/(acp|acp-5plugs)$' "${msgs}x" ;;
+		ready) bench "$1" "$2" 'BenchmarkReady$' "${READY:-10}x" ;;
+		memory) bench "$1" "$2" 'BenchmarkMemory$' "${SESSIONS:-1}x" ;;
+		*) echo "unknown benchmark $b" >&2 && exit 2 ;;
+		esac
+	done
 }
 
-n=${#names[@]}
+# A round measures each build next to a round of HEAD of its own (in
+# head@NAME), one first in a round and the other in the next, and starts
+# with another build than the round before.
+n=$((${#names[@]} - 1))
 for ((r = 0; r < rounds; r++)); do
-	# Each round starts with another build, so that none is always first.
 	for ((i = 0; i < n; i++)); do
-		name=${names[(i + r) % n]}
-		echo "round $((r + 1))/$rounds: $name" >&2
-		bench "$name" 'BenchmarkACPFrontEnd$/throughput/(acp|acp-5plugs)$' "${msgs}x"
-		bench "$name" 'BenchmarkReady$' "${READY:-10}x"
-		bench "$name" 'BenchmarkMemory$' "${SESSIONS:-1}x"
+		name=${names[1 + (i + r) % n]}
+		if ((r % 2 == 0)); then
+			measure head "head@$name" && measure "$name" "$name"
+		else
+			measure "$name" "$name" && measure head "head@$name"
+		fi
 	done
 done
+cat "$out"/res/head@*.txt >"$out/res/head.txt" 2>/dev/null || true
 
 # The targets: benchmark, metric, and whether more (+) or less (-) is better.
 targets='ACPFrontEnd/throughput/acp x-pipe +
@@ -91,11 +113,18 @@ Memory/10plugs session-MiB -
 Memory/10plugs front-MiB -
 Memory/10plugs agent-MiB -'
 
-# values NAME BENCH METRIC: the rounds' values, sorted.
-values() {
+# rounds NAME BENCH METRIC: the values of the rounds, in order.
+rounds() {
 	[ -f "$out/res/$1.txt" ] || return 0
 	awk -v b="Benchmark$2" -v m="$3" '{ name = $1; sub(/-[0-9]+$/, "", name) }
-		name == b { for (i = 3; i < NF; i++) if ($(i + 1) == m) print $i }' "$out/res/$1.txt" | sort -g
+		name == b { for (i = 3; i < NF; i++) if ($(i + 1) == m) print $i }' "$out/res/$1.txt"
+}
+# values NAME BENCH METRIC: the values of the rounds, sorted.
+values() { rounds "$@" | sort -g; }
+# paired NAME BENCH METRIC: the ratios to the round of HEAD next to each
+# round, sorted.
+paired() {
+	paste <(rounds "$@") <(rounds "head@$1" "$2" "$3") | awk 'NF == 2 && $2 != 0 { print $1 / $2 }' | sort -g
 }
 # summary: median (min–max) of sorted values on stdin, or "-".
 summary() {
@@ -107,13 +136,13 @@ summary() {
 
 echo
 echo "rounds: $rounds, $(date -u +%Y-%m-%d), HEAD $head; (+): more is better, (-): less; ratio: the build's median over HEAD's"
-printf '%-50s %-12s %-28s %s\n' target build 'median (range)' ratio
+printf '%-50s %-12s %-26s %-6s %s\n' target build 'median (range)' ratio 'paired (range)'
 while read -r bench metric better; do
 	base=$(values head "$bench" "$metric" | summary)
-	printf '%-50s %-12s %-28s\n' "$bench $metric ($better)" head "$base"
+	printf '%-50s %-12s %-26s\n' "$bench $metric ($better)" head "$base"
 	for name in "${names[@]:1}"; do
 		s=$(values "$name" "$bench" "$metric" | summary)
 		ratio=$(awk -v a="${base%% *}" -v b="${s%% *}" 'BEGIN { if (a == "-" || b == "-" || a == 0) print "-"; else printf "%.2f", b / a }')
-		printf '%-50s %-12s %-28s %s\n' "" "$name" "$s" "$ratio"
+		printf '%-50s %-12s %-26s %-6s %s\n' "" "$name" "$s" "$ratio" "$(paired "$name" "$bench" "$metric" | summary)"
 	done
 done <<<"$targets"
