@@ -217,17 +217,3 @@ func fileHolds(t *testing.T, path string, want []byte) {
 		t.Fatalf("the file holds %d bytes, not the %d written", len(got), len(want))
 	}
 }
-
-// TestSmallWritesGoThroughTheCache: the small writes of a stream (the
-// records of requests, on their way) go through the cache and never wait for
-// the device; a large one is written directly, with the blocks the small
-// TestAFileNotOpenedForAppendingIsWrittenThroughTheCache: a file not opened
-// for appending is written through the cache, where its writes go: the
-// direct writes would not move its offset, and the cache's would land over
-// TestADirectWriteCutShortThenRefusedWritesEachByteOnce: a direct write cut
-// short, then refused, leaves the file with each byte once: what went out is
-// TestADirectWriteCutShortTellsWhatTheFileHolds: a direct write cut short by
-// TestWhatIsAppendedToTheLentBufferIsInTheFile: what is appended to the
-// buffer a File lends goes to the file from there, not copied once more,
-// among writes of every size; a write that outgrew the room lent is written
-// TestAStreamThroughTheCacheLendsNoBuffer: a stream through the cache lends
