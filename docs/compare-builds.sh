@@ -10,6 +10,7 @@
 # usage: docs/compare-builds.sh NAME=SPEC...
 #   NAME=COMMIT           HEAD with COMMIT's change applied (git show COMMIT)
 #   NAME=-COMMIT          HEAD with COMMIT's change taken back
+#   NAME=C1,-C2,...       HEAD with each change applied or taken back, in order
 #   NAME=env:VAR=VALUE    HEAD, its processes run with VAR=VALUE
 # environment: ROUNDS (5), BENCHES (of "throughput ready memory", those to
 #   run; all), MSGS (messages of a throughput round, 300000), READY (starts
@@ -41,11 +42,12 @@ build() {
 	local name=$1 src=$out/src/$1
 	rm -rf "$src" && mkdir -p "$src"
 	git archive "$head" | tar -x -C "$src"
-	if [ $# -gt 1 ]; then
-		local commit=$2 reverse=
+	local commit reverse changes=${2:-}
+	for commit in ${changes//,/ }; do
+		reverse=
 		[ "${commit#-}" != "$commit" ] && commit=${commit#-} reverse=-R
 		git show --format= --binary "$commit" | (cd "$src" && git apply $reverse)
-	fi
+	done
 	# -trimpath: the packages a change leaves alone come from the build cache.
 	(cd "$src" && go build -trimpath -o "$out/bin/$name" ./cmd/blaise-agent)
 }
