@@ -22,8 +22,9 @@ func writev(w any) vectorWriter {
 	// What a write needs is kept from one write to the next (a Writer
 	// writes one batch at a time), so that a write allocates nothing:
 	// unix.Writev would allocate its iovecs, a closure its variables.
-	// Measured at 7-8% of the session process's CPU time per message,
-	// not settled (docs/performance.md, what each optimisation pays).
+	// Measured at about 8% of the session process's CPU time per
+	// message, not settled (docs/performance.md, what each optimisation
+	// pays).
 	var (
 		iov []unix.Iovec
 		n   int
