@@ -46,7 +46,8 @@ build() {
 	for commit in ${changes//,/ }; do
 		reverse=
 		[ "${commit#-}" != "$commit" ] && commit=${commit#-} reverse=-R
-		git show --format= --binary "$commit" | (cd "$src" && git apply $reverse)
+		git show --format= --binary "$commit" | (cd "$src" && git apply $reverse) ||
+			{ echo "$1: $commit does not apply to HEAD" >&2 && exit 1; }
 	done
 	# -trimpath: the packages a change leaves alone come from the build cache.
 	(cd "$src" && go build -trimpath -o "$out/bin/$name" ./cmd/blaise-agent)
@@ -62,7 +63,10 @@ for arg in "$@"; do
 	names+=("$name")
 	case $spec in
 	env:*) bins[$name]=$out/bin/head envs[$name]=${spec#env:} ;;
-	*) build "$name" "$spec" && bins[$name]=$out/bin/$name envs[$name]= ;;
+	*)
+		build "$name" "$spec"
+		bins[$name]=$out/bin/$name envs[$name]=
+		;;
 	esac
 done
 go test -c -o "$out/bin/main.test" ./cmd/blaise-agent
