@@ -222,13 +222,12 @@ func floodConfig(b testing.TB, bin string, plugs int) (dir, path string) {
 	return dir, path
 }
 
-// throughACP returns a start of `blaise-agent acp`, with a client on its
-// stdio, for a configuration of plugs no-op on_message plugs.
+// throughACP returns a start of `blaise-agent acp` (benchCommand), with a
+// client on its stdio, for a configuration of plugs no-op on_message plugs.
 func throughACP(plugs int) func(b *testing.B) *benchClient {
 	return func(b *testing.B) *benchClient {
-		bin := self(b)
-		dir, cfg := floodConfig(b, bin, plugs)
-		cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+		dir, cfg := floodConfig(b, self(b), plugs)
+		cmd := exec.Command(benchCommand(b), "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
 		return startProcess(b, cmd, cmd.StdinPipe)
 	}
@@ -268,7 +267,7 @@ func throughEngine(b *testing.B) *benchClient {
 // of the processes between the client and the agent, and of the agent, per
 // message; of `acp`, front-cpu and session-cpu: the front end's and the
 // session process's). Latency: prompts answered at once, one at a time (median µs per
-// round trip).
+// round trip). $BLAISE_BENCH_BIN, when set, is the `blaise-agent` measured.
 //
 // x-pipe compares each round with a round of the pipe hop of as many
 // messages, run right after it: the machine's speed drifts (another

@@ -50,6 +50,17 @@ func BenchmarkMemory(b *testing.B) {
 	}
 }
 
+// benchCommand returns $BLAISE_BENCH_BIN, to compare builds, or self: the
+// binary whose processes a benchmark of a path measures. Its agent, the
+// flood agent, is this test binary's whichever is measured.
+func benchCommand(b *testing.B) string {
+	b.Helper()
+	if bin := os.Getenv("BLAISE_BENCH_BIN"); bin != "" {
+		return bin
+	}
+	return self(b)
+}
+
 // benchBinary returns $BLAISE_BENCH_BIN, or the binary built from this
 // package into a temporary directory.
 func benchBinary(b *testing.B) string {

@@ -17,9 +17,10 @@ import (
 // initialize. The agent answers at once (the flood agent); its time alone,
 // measured in the same run, is the baseline: each path reports its median
 // and the median over the agent's (over-agent-ms), through `acp` with 0 and
-// 10 no-op plugs.
+// 10 no-op plugs. $BLAISE_BENCH_BIN, when set, is the `blaise-agent` whose
+// `acp` is measured; the agent stays this test binary's.
 func BenchmarkReady(b *testing.B) {
-	bin := self(b)
+	bin, measured := self(b), benchCommand(b)
 	agent := func(b *testing.B) *exec.Cmd {
 		cmd := exec.Command(bin)
 		cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
@@ -28,7 +29,7 @@ func BenchmarkReady(b *testing.B) {
 	acp := func(plugs int) func(b *testing.B) *exec.Cmd {
 		return func(b *testing.B) *exec.Cmd {
 			dir, cfg := floodConfig(b, bin, plugs)
-			cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+			cmd := exec.Command(measured, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
 			cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
 			return cmd
 		}

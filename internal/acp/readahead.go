@@ -9,8 +9,7 @@ import (
 )
 
 // ahead is a Reader shared by the goroutine that handles its messages and
-// one that frames and checks, meanwhile, the lines read already, and reads
-// what the stream holds without waiting for more.
+// one that frames and checks, meanwhile, the lines read already.
 type ahead struct {
 	mu sync.Mutex
 	// ready tells next, waiting on mu, that the goroutine ahead queued a
@@ -25,14 +24,11 @@ type ahead struct {
 	busy bool
 	wake chan struct{} // there are lines to read ahead
 	ran  chan struct{} // closed when run has returned
-	// readsNow: the stream is read ahead too, not only its lines read
-	// already, for plugs: while they see a message, the next ones arrive.
-	readsNow bool
 }
 
-// newAhead returns the ahead of r; readsNow: see ahead.readsNow.
-func newAhead(r *Reader, readsNow bool) *ahead {
-	a := &ahead{r: r, wake: make(chan struct{}, 1), ran: make(chan struct{}), readsNow: readsNow}
+// newAhead returns the ahead of r.
+func newAhead(r *Reader) *ahead {
+	a := &ahead{r: r, wake: make(chan struct{}, 1), ran: make(chan struct{})}
 	a.ready.L = &a.mu
 	return a
 }
@@ -61,13 +57,10 @@ func (a *ahead) next() (*Message, bool, error) {
 			return nil, false, err
 		}
 	}
-	// While the goroutine ahead reads, it has lines to frame or a
-	// stream to try: more is likely to come (WithNext waits batchDelay
-	// at most when it does not).
+	// While the goroutine ahead reads, it has lines to frame: more is
+	// likely to come (WithNext waits batchDelay at most when it does not).
 	more, queued := a.busy || a.r.Buffered(), len(a.queue)-a.head
-	// With nothing buffered, the stream may hold more that a read that
-	// does not wait takes (Reader.fillNow).
-	if (more || a.readsNow) && queued < maxAhead/2 {
+	if more && queued < maxAhead/2 {
 		select {
 		case a.wake <- struct{}{}:
 		default:
@@ -76,8 +69,7 @@ func (a *ahead) next() (*Message, bool, error) {
 	return m, !more && queued == 0, nil
 }
 
-// run reads ahead, when woken, the lines read already and those the stream
-// holds.
+// run reads ahead, when woken, the lines read already.
 func (a *ahead) run(logger *log.Logger, side Side) {
 	defer close(a.ran)
 	// Declared here, where errors.As makes it escape: not once per line.
@@ -92,9 +84,6 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 			a.busy = true
 			a.mu.Unlock()
 			m, ok, err := a.r.NextRead()
-			for !ok && err == nil && a.readsNow && a.r.fillNow() {
-				m, ok, err = a.r.NextRead()
-			}
 			a.mu.Lock()
 			a.busy = false
 			a.ready.Broadcast()
@@ -123,7 +112,7 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 	}
 }
 
-// stop ends run, and waits for it: it reads only what needs no wait.
+// stop ends run, and waits for it: it reads only what was read already.
 func (a *ahead) stop() {
 	a.mu.Lock()
 	a.closed = true

@@ -242,11 +242,10 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 		err := r.writeChunks(chunks)
 		var h holds
 		var b []byte // the chunk encoded into; nil until one is taken
-		var lent bool
 		for i := range later {
 			l := &later[i]
 			if err == nil && b != nil && len(b)+recordSize(l.m, l.by) > recordBatch {
-				err = r.writeChunk(b, lent)
+				_, err = r.w.Write(b)
 				b = nil
 			}
 			if err != nil {
@@ -254,13 +253,13 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 				continue
 			}
 			if b == nil {
-				b, lent = r.chunk()
+				b = r.chunk()
 			}
 			b = l.encode(b, &r.behindStamp, &h)
 		}
 		h.release()
 		if err == nil && len(b) > 0 {
-			err = r.writeChunk(b, lent)
+			_, err = r.w.Write(b)
 		}
 		r.mu.Lock()
 		if r.err == nil {
@@ -281,41 +280,13 @@ func (r *JSONLRecorder) writeBehind(chunks [][]byte, later []recordEntry) {
 	}
 }
 
-// A lender is a writer that lends the buffer its writes go through
-// (streamfile.File, through redact.Writer): the background write encodes
-// records into it, which then go out without being copied once more.
-type lender interface {
-	// AppendBuffer returns an empty slice with room for n bytes in the
-	// writer's buffer, or nil when it lends none.
-	AppendBuffer(n int) []byte
-	// WriteAppended writes what was appended to that slice.
-	WriteAppended(p []byte) (int, error)
-}
-
-// chunk returns an empty chunk for the background write to encode into:
-// the writer's buffer when it lends it (lent), or the recorder's own.
-func (r *JSONLRecorder) chunk() (b []byte, lent bool) {
-	if l, ok := r.w.(lender); ok {
-		if b := l.AppendBuffer(recordBatch); b != nil {
-			return b, true
-		}
-	}
+// chunk returns an empty chunk for the background write to encode into,
+// the recorder's own.
+func (r *JSONLRecorder) chunk() []byte {
 	if r.behind == nil {
 		r.behind = make([]byte, 0, recordBatch)
 	}
-	return r.behind[:0], false
-}
-
-// writeChunk writes the chunk the background write encoded into, lent by
-// the writer or not.
-func (r *JSONLRecorder) writeChunk(b []byte, lent bool) error {
-	var err error
-	if lent {
-		_, err = r.w.(lender).WriteAppended(b)
-	} else {
-		_, err = r.w.Write(b)
-	}
-	return err
+	return r.behind[:0]
 }
 
 // writeChunks writes chunks in order and returns the first error.

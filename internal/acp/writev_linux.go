@@ -3,8 +3,6 @@ package acp
 import (
 	"errors"
 	"io"
-	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,28 +17,17 @@ func writev(w any) vectorWriter {
 	if rc == nil {
 		return nil
 	}
-	// What a write needs is kept from one write to the next (a Writer
-	// writes one batch at a time), so that a write allocates nothing:
-	// unix.Writev would allocate its iovecs, a closure its variables.
-	var (
-		iov []unix.Iovec
-		n   int
-		err error
-	)
-	write := func(fd uintptr) bool {
-		r, _, errno := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
-		n, err = int(r), nil
-		if errno != 0 {
-			n, err = 0, errno
-		}
-		// On a descriptor that would block, wait until it can take more.
-		return !errors.Is(err, unix.EAGAIN)
-	}
 	return func(bufs [][]byte) error {
 		for len(bufs) > 0 {
-			iov = iovecs(iov[:0], bufs[:min(len(bufs), maxIovecs)])
-			rerr := rc.Write(write)
-			runtime.KeepAlive(bufs)
+			var (
+				n   int
+				err error
+			)
+			rerr := rc.Write(func(fd uintptr) bool {
+				n, err = unix.Writev(int(fd), bufs[:min(len(bufs), maxIovecs)])
+				// On a descriptor that would block, wait until it can take more.
+				return !errors.Is(err, unix.EAGAIN)
+			})
 			switch {
 			case rerr != nil:
 				return rerr
@@ -55,16 +42,6 @@ func writev(w any) vectorWriter {
 		}
 		return nil
 	}
-}
-
-// iovecs appends to iov the iovecs of bufs.
-func iovecs(iov []unix.Iovec, bufs [][]byte) []unix.Iovec {
-	for _, b := range bufs {
-		v := unix.Iovec{Base: unsafe.SliceData(b)}
-		v.SetLen(len(b))
-		iov = append(iov, v)
-	}
-	return iov
 }
 
 // advance drops the first n bytes of bufs.

@@ -411,7 +411,8 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 // default of 100 the collector ran every few milliseconds, and its work
 // took about a tenth of the session process's CPU time
 // (BenchmarkACPFrontEnd, acp-5plugs). At rest it holds no more than at
-// 100 (docs/performance.md).
+// 100 (docs/performance.md, GOGC and a memory limit, and what each
+// optimisation pays).
 const sessionGCPercent = 400
 
 // collectLessOften sets the session process's GOGC to sessionGCPercent.

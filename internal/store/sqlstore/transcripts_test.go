@@ -90,7 +90,7 @@ func TestTranscriptLinesAreInTheSessionsFile(t *testing.T) {
 	eachDB(t, func(t *testing.T, dsn string) {
 		s := open(t, dsn, newKey())
 		storetest.Create(t, s, "s")
-		long := strings.Repeat("x", 100<<10) // past streamfile's direct writes
+		long := strings.Repeat("x", 100<<10) // a large write, as a stream's
 		write(t, s, "s", "{\"a\":1}\n", "{\"b\":\""+long+"\"}\n")
 		path := filepath.Join(transcriptDir(t, dsn), "s.jsonl")
 		got, err := os.ReadFile(path)
@@ -378,7 +378,7 @@ func TestAnAppendWhoseRowIsRefusedLeavesNothingRead(t *testing.T) {
 }
 
 // TestConcurrentWritersLoseNothing: writers of several sessions, several to
-// a session, open, append (large lines too, past streamfile's direct writes)
+// a session, open, append (large lines too)
 // and close their transcripts at once, while readers read them: every line
 // is kept once, whole, and each writer's lines in the order it wrote them.
 func TestConcurrentWritersLoseNothing(t *testing.T) {

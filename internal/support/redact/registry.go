@@ -131,49 +131,6 @@ func (w *Writer) write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// A lender is a writer that lends the buffer its writes go through
-// (streamfile.File): see Writer.AppendBuffer.
-type lender interface {
-	AppendBuffer(n int) []byte
-	WriteAppended(p []byte) (int, error)
-}
-
-// AppendBuffer lends the buffer of the writer underneath, when it lends
-// one and no unfinished line waits: an empty slice with room for n bytes,
-// or nil. Whole lines appended to it and given to WriteAppended are
-// redacted where they lie, and written from there when nothing was
-// replaced.
-func (w *Writer) AppendBuffer(n int) []byte {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	l, ok := w.w.(lender)
-	if !ok || len(w.tail) > 0 {
-		return nil
-	}
-	return l.AppendBuffer(n)
-}
-
-// WriteAppended writes p, which was appended to the slice AppendBuffer
-// returned.
-func (w *Writer) WriteAppended(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	l, ok := w.w.(lender)
-	if !ok || len(w.tail) > 0 || len(p) == 0 || p[len(p)-1] != '\n' {
-		// p lies in the buffer underneath, which a write may move: it
-		// goes from a copy.
-		return w.write(bytes.Clone(p))
-	}
-	out := w.g.Redactor().Bytes(p)
-	if len(out) == len(p) && &out[0] == &p[0] {
-		return l.WriteAppended(p)
-	}
-	if _, err := w.w.Write(out); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
 // Close writes the unfinished line, then closes the writer underneath when
 // it is an io.Closer.
 func (w *Writer) Close() error {

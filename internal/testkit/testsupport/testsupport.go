@@ -207,28 +207,3 @@ func ProcessCPU(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// LendingBuffer is a buffer that lends the room its writes go through, as
-// streamfile.File does (AppendBuffer, WriteAppended), and counts the
-// writes that went from that room.
-type LendingBuffer struct {
-	bytes.Buffer
-	room       []byte
-	LentWrites int
-}
-
-// AppendBuffer returns the room, empty, with n bytes of capacity at least.
-func (b *LendingBuffer) AppendBuffer(n int) []byte {
-	if cap(b.room) < n {
-		b.room = make([]byte, 0, n)
-	}
-	return b.room[:0]
-}
-
-// WriteAppended writes p, counting it when it lies in the room.
-func (b *LendingBuffer) WriteAppended(p []byte) (int, error) {
-	if len(p) > 0 && len(p) <= cap(b.room) && &p[0] == &b.room[:1][0] {
-		b.LentWrites++
-	}
-	return b.Write(p)
-}
