@@ -10,6 +10,7 @@
 # usage: docs/compare-builds.sh NAME=SPEC...
 #   NAME=COMMIT           HEAD with COMMIT's change applied (git show COMMIT)
 #   NAME=-COMMIT          HEAD with COMMIT's change taken back
+#   NAME=FILE.patch       HEAD with the patch in FILE applied (or, -FILE.patch, taken back)
 #   NAME=C1,-C2,...       HEAD with each change applied or taken back, in order
 #   NAME=env:VAR=VALUE    HEAD, its processes run with VAR=VALUE
 # environment: ROUNDS (5), BENCHES (of "throughput ready memory", those to
@@ -37,7 +38,8 @@ mkdir -p "$out/bin" "$out/src" "$out/res"
 head=$(git rev-parse HEAD)
 echo "builds and results in $out; HEAD is $head" >&2
 
-# build NAME [PATCH-ARGS]: HEAD's tree, with a change applied, built.
+# build NAME [PATCH-ARGS]: HEAD's tree, with a change applied, built. Only
+# the change's code counts: its tests and docs may no longer apply to HEAD.
 build() {
 	local name=$1 src=$out/src/$1
 	rm -rf "$src" && mkdir -p "$src"
@@ -46,7 +48,8 @@ build() {
 	for commit in ${changes//,/ }; do
 		reverse=
 		[ "${commit#-}" != "$commit" ] && commit=${commit#-} reverse=-R
-		git show --format= --binary "$commit" | (cd "$src" && git apply $reverse) ||
+		if [ "${commit%.patch}" != "$commit" ]; then cat "$root/$commit"; else git show --format= --binary "$commit"; fi |
+			(cd "$src" && git apply $reverse --exclude='*_test.go' --exclude='docs/*' --exclude='*.md') ||
 			{ echo "$1: $commit does not apply to HEAD" >&2 && exit 1; }
 	done
 	# -trimpath: the packages a change leaves alone come from the build cache.
