@@ -290,7 +290,7 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 			if p.name != "pipe" {
 				baseline = pipeHop(b)
 			}
-			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
+			b.SetBytes(int64(len(acptest.Update1KiB()) + 1))
 			// Of `acp`'s path, the front end alone and the session
 			// process alone (the front end's child, the agent's parent).
 			var front, session []int

@@ -77,7 +77,7 @@ func BenchmarkServer(b *testing.B) {
 			if p.name == "server" {
 				local = throughACP(0)(b)
 			}
-			b.SetBytes(int64(len(acptest.Update1KiB) + 1))
+			b.SetBytes(int64(len(acptest.Update1KiB()) + 1))
 			cpu0, parts0 := c.cpu(b), c.partsCPU(b)
 			b.ResetTimer()
 			c.prompt(b, b.N)

@@ -27,7 +27,7 @@ import (
 func TestPipelineStepsCostNoAllocation(t *testing.T) {
 	perMessage := func(plugs int) float64 {
 		pl := loadedPipeline(t, plugs)
-		m, err := acp.Parse([]byte(acptest.Update1KiB))
+		m, err := acp.Parse([]byte(acptest.Update1KiB()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ def on_message(ctx, message, next):
 	pl := pipelineOf(t, dir, append(acptest.NoopPlugs(t, dir, 1), `use("./ctxkeeper.star")`))
 	forward := func(*acp.Message) *acp.Message { return nil }
 	for i := range 3 {
-		m, err := acp.Parse([]byte(acptest.Update1KiB))
+		m, err := acp.Parse([]byte(acptest.Update1KiB()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func BenchmarkPipeline(b *testing.B) {
 	for _, n := range []int{1, 5} {
 		b.Run(fmt.Sprintf("plugs-%d", n), func(b *testing.B) {
 			pl := loadedPipeline(b, n)
-			m, err := acp.Parse([]byte(acptest.Update1KiB))
+			m, err := acp.Parse([]byte(acptest.Update1KiB()))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -296,7 +296,7 @@ def on_message(ctx, message, next):
 	waiting.Wait()
 	forward := func(*acp.Message) *acp.Message { return nil }
 	for range 200 {
-		m, err := acp.Parse([]byte(acptest.Update1KiB))
+		m, err := acp.Parse([]byte(acptest.Update1KiB()))
 		if err != nil {
 			t.Fatal(err)
 		}

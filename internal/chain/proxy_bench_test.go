@@ -95,7 +95,7 @@ func throughProxy(b *testing.B, mode string, plugs int, outer ...string) *peer {
 // however busy the machine.
 func benchFlood(b *testing.B, pr *peer) {
 	defer pr.end()
-	b.SetBytes(int64(len(acptest.Update1KiB) + 1))
+	b.SetBytes(int64(len(acptest.Update1KiB()) + 1))
 	cpu0 := testsupport.ProcessCPU(b)
 	b.ResetTimer()
 	if _, err := fmt.Fprintf(pr.in, `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess-1","prompt":[{"type":"text","text":"%d"}]}}`+"\n", b.N); err != nil {
@@ -117,7 +117,7 @@ func benchFlood(b *testing.B, pr *peer) {
 // (MB/s, msgs/s). Latency: one message in flight, echoed by the agent, so it
 // crosses the proxy twice (median µs per round trip).
 func BenchmarkProxy(b *testing.B) {
-	line := []byte(acptest.Update1KiB + "\n")
+	line := []byte(acptest.Update1KiB() + "\n")
 	peers := []struct {
 		name  string
 		start func(b *testing.B, mode string) *peer

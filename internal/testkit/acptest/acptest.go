@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,9 +35,10 @@ import (
 // DefaultTimeout is how long a Client waits for a message by default.
 const DefaultTimeout = 30 * time.Second
 
-// Updates1KiB are session/update notifications of 1 KiB each, streamed
-// chunks of text, for benchmarks: Updates(256).
-var Updates1KiB = Updates(256)
+// Updates1KiB returns session/update notifications of 1 KiB each, streamed
+// chunks of text, for benchmarks: Updates(256), made at first use, not at
+// the start of every process of a test binary (2 ms: BenchmarkReady's).
+var Updates1KiB = sync.OnceValue(func() []string { return Updates(256) })
 
 // Updates returns n session/update notifications of 1 KiB each, streamed
 // chunks of text. Their texts are words drawn at random (the same on
@@ -80,8 +82,8 @@ func Updates(n int) []string {
 	return updates
 }
 
-// Update1KiB is the first of Updates1KiB.
-var Update1KiB = Updates1KiB[0]
+// Update1KiB returns the first of Updates1KiB.
+func Update1KiB() string { return Updates1KiB()[0] }
 
 // Flood is a minimal ACP agent for benchmarks, on in and out: it answers
 // initialize and session/new, and a prompt whose text is N with N of
@@ -114,8 +116,9 @@ func Flood(in io.Reader, out io.Writer) {
 			if len(req.Params.Prompt) > 0 {
 				n, _ = strconv.Atoi(req.Params.Prompt[0].Text)
 			}
+			updates := Updates1KiB()
 			for i := 0; i < n; i++ {
-				_, _ = w.WriteString(Updates1KiB[i%len(Updates1KiB)])
+				_, _ = w.WriteString(updates[i%len(updates)])
 				_ = w.WriteByte('\n')
 			}
 			result = `{"stopReason":"end_turn"}`
