@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,26 +75,13 @@ func BenchmarkReady(b *testing.B) {
 // and waits for the process.
 func ready(b *testing.B, cmd *exec.Cmd) time.Duration {
 	b.Helper()
-	cmd.Stderr = io.Discard
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
 	cwd := b.TempDir()
+	var took time.Duration
 	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	c := &benchClient{in: in, out: bufio.NewReader(out)}
-	c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
-	c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))
-	took := time.Since(t0)
-	in.Close()
-	_, _ = io.Copy(io.Discard, out)
-	_ = cmd.Wait()
+	talk(b, cmd, func(c *benchClient) {
+		c.request(b, "initialize", `{"protocolVersion":1,"clientCapabilities":{}}`)
+		c.request(b, "session/new", fmt.Sprintf(`{"cwd":%q,"mcpServers":[]}`, cwd))
+		took = time.Since(t0)
+	})
 	return took
 }

@@ -203,27 +203,7 @@ def on_session(ctx, next):
 func TestARunnerGoneMidForkLeavesNoForkThatSeemsMade(t *testing.T) {
 	t.Parallel()
 	l, r, id := newActionsLab(t)
-	if err := os.WriteFile(filepath.Join(l.dir, "probe.star"), []byte(forkHolder), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// The fork's process outlives its killed runner, holding the runner's
-	// stderr, until it may go on.
-	release := func() {
-		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(release)
-	cmd := exec.Command(l.bin, "sessions", "fork", id, "--server", l.url, "--token", l.token)
-	var out testsupport.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, "the fork is being made", func() bool {
-		_, err := os.Stat(filepath.Join(l.dir, "forking"))
-		return err == nil
-	})
+	cmd, out, release := forkHeldUp(t, l, id)
 	if err := r.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -295,25 +275,7 @@ func TestForkOfASessionInABrowser(t *testing.T) {
 func TestAServerRestartMidForkFailsTheForkAndTearsItDown(t *testing.T) {
 	t.Parallel()
 	l, r, id := newActionsLab(t)
-	if err := os.WriteFile(filepath.Join(l.dir, "probe.star"), []byte(forkHolder), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	release := func() {
-		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(release)
-	cmd := exec.Command(l.bin, "sessions", "fork", id, "--server", l.url, "--token", l.token)
-	var out testsupport.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, "the fork is being made", func() bool {
-		_, err := os.Stat(filepath.Join(l.dir, "forking"))
-		return err == nil
-	})
+	cmd, out, release := forkHeldUp(t, l, id)
 	addr := strings.TrimPrefix(l.url, "http://")
 	if err := l.serve.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -389,4 +351,32 @@ func TestAForkOnADrainingRunnerSaysItDrains(t *testing.T) {
 	if n := len(l.sessions()); n != 1 {
 		t.Fatalf("%d sessions after the refusal, want the 1 there was", n)
 	}
+}
+
+// forkHeldUp starts `sessions fork ID --server` with forkHolder in the
+// chain and returns once the fork's first run is being made, held up until
+// release (called at the test's end too: the fork's process may outlive a
+// killed runner, holding its stderr, until it may go on).
+func forkHeldUp(t *testing.T, l *serverLab, id string) (*exec.Cmd, *testsupport.Buffer, func()) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(l.dir, "probe.star"), []byte(forkHolder), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(release)
+	cmd := exec.Command(l.bin, "sessions", "fork", id, "--server", l.url, "--token", l.token)
+	out := new(testsupport.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the fork is being made", func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, "forking"))
+		return err == nil
+	})
+	return cmd, out, release
 }
