@@ -112,21 +112,42 @@ func TestM5_ShowEarlierPagesBackWithoutScript(t *testing.T) {
 	want(t, resp, body, http.StatusBadRequest, "?before=")
 }
 
+// followed is a session's page with a long transcript, loaded by a browser
+// signed in: its body, and path, the page's events of its window.
+type followed struct {
+	c          *http.Client
+	id         string
+	tw         io.WriteCloser // more of the transcript
+	body, path string
+}
+
+// pageToFollow loads the page of a session of chunks chunks of 10 records
+// (longTranscript), as a browser signed in.
+func (s *site) pageToFollow(chunks int) followed {
+	s.t.Helper()
+	id, tw := s.longTranscript(chunks, 10)
+	c := s.browser()
+	s.signIn(c)
+	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	m := followURL.FindStringSubmatch(body)
+	if m == nil {
+		s.t.Fatalf("no window to follow:\n%.2000s", body)
+	}
+	return followed{c: c, id: id, tw: tw, body: body, path: html.UnescapeString(m[1])}
+}
+
 // TestM5_EventsFollowFromThePagesWindow: a page's event stream goes on
 // from the page's window: no reset of what the page shows, and the blocks
 // added get ids the page's do not have.
 func TestM5_EventsFollowFromThePagesWindow(t *testing.T) {
 	s := newSite(t, false)
-	id, tw := s.longTranscript(300, 10)
-	c := s.browser()
-	s.signIn(c)
-	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
+	p := s.pageToFollow(300)
+	c, tw, body := p.c, p.tw, p.body
 	ids := toolIDs(body)
-	m := followURL.FindStringSubmatch(body)
-	if m == nil || len(ids) == 0 {
-		t.Fatalf("no window to follow:\n%.2000s", body)
+	if len(ids) == 0 {
+		t.Fatalf("no tool calls on the page:\n%.2000s", body)
 	}
-	next := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	next := s.followPath(c, p.path, dashboard.EventReset, dashboard.EventAppend)
 	io.WriteString(tw, toolCall(3001, "the new step"))
 	name, text := next()
 	added := regexp.MustCompile(`id="(b[0-9-]+)"`).FindStringSubmatch(text)
@@ -187,14 +208,8 @@ func toolIDs(body string) map[string]string {
 // latest window as a reset, not all that was written.
 func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
 	s := newSite(t, false)
-	id, tw := s.longTranscript(1, 10)
-	c := s.browser()
-	s.signIn(c)
-	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
-	m := followURL.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no window to follow:\n%.2000s", body)
-	}
+	p := s.pageToFollow(1)
+	c, tw := p.c, p.tw
 	var more strings.Builder
 	for n := range 10000 {
 		more.WriteString(toolCall(11+n, fmt.Sprintf("later %05d", n)))
@@ -203,7 +218,7 @@ func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
 			more.Reset()
 		}
 	}
-	next := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	next := s.followPath(c, p.path, dashboard.EventReset, dashboard.EventAppend)
 	name, text := next()
 	if name != dashboard.EventReset || !strings.Contains(text, "later 09999") || strings.Contains(text, "later 00000") || len(text) > 2<<20 {
 		t.Fatalf("after more than a window, %s of %d bytes", name, len(text))
@@ -216,15 +231,8 @@ func TestM5_EventsAfterMoreThanAWindowResetToTheLatest(t *testing.T) {
 // what it was sent since the page was loaded.
 func TestM5_EventsResumeAfterTheLastEventID(t *testing.T) {
 	s := newSite(t, false)
-	id, tw := s.longTranscript(300, 10)
-	c := s.browser()
-	s.signIn(c)
-	_, body := s.do(c, http.MethodGet, "/sessions/"+id, nil)
-	m := followURL.FindStringSubmatch(body)
-	if m == nil {
-		t.Fatalf("no window to follow:\n%.2000s", body)
-	}
-	path := html.UnescapeString(m[1])
+	p := s.pageToFollow(300)
+	c, tw, path := p.c, p.tw, p.path
 	next := s.events(c, path, "", dashboard.EventReset, dashboard.EventAppend)
 	io.WriteString(tw, toolCall(3001, "seen before the cut"))
 	first := next()
@@ -264,15 +272,9 @@ func TestM5_EventsResumeAfterTheLastEventID(t *testing.T) {
 // is a page of its own.
 func TestM5_AChunkLargerThanAWindowShowsItsLatestRecords(t *testing.T) {
 	s := newSite(t, false)
-	id, tw := s.longTranscript(1, 10)
-	c := s.browser()
-	s.signIn(c)
-	_, before := s.do(c, http.MethodGet, "/sessions/"+id, nil)
-	m := followURL.FindStringSubmatch(before)
-	if m == nil {
-		t.Fatalf("no window to follow:\n%.2000s", before)
-	}
-	following := s.followPath(c, html.UnescapeString(m[1]), dashboard.EventReset, dashboard.EventAppend)
+	p := s.pageToFollow(1)
+	c, id, tw := p.c, p.id, p.tw
+	following := s.followPath(c, p.path, dashboard.EventReset, dashboard.EventAppend)
 	var big strings.Builder
 	for n := range 10000 {
 		big.WriteString(toolCall(11+n, fmt.Sprintf("step %06d", 10+n)))
@@ -294,7 +296,8 @@ func TestM5_AChunkLargerThanAWindowShowsItsLatestRecords(t *testing.T) {
 	if ids := toolIDs(text); !maps.Equal(ids, shown) {
 		t.Fatalf("the events show %d blocks, the page %d, or with other ids", len(ids), len(shown))
 	}
-	if m = earlierLink.FindStringSubmatch(body); m == nil {
+	m := earlierLink.FindStringSubmatch(body)
+	if m == nil {
 		t.Fatal("no link to the earlier messages")
 	}
 	if _, body := s.do(c, http.MethodGet, "/sessions/"+id+"?before="+m[1], nil); !strings.Contains(body, "step 000009") || strings.Contains(body, "step 000010") {
