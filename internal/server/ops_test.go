@@ -99,23 +99,14 @@ func TestConnectionsOfOneAddressAreCapped(t *testing.T) {
 	l := newLab(t)
 	const perAddr = 20
 	l.s.MaxConnsPerAddr = perAddr
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
-	defer func() { cancel(); <-served }()
-	// The lab's helpers reach the server at srv.URL: this one now.
-	l.srv.URL = "http://" + ln.Addr().String()
+	addr, stop := l.serveOwn(t)
+	defer stop()
 
 	// The attacker is 127.0.0.2, which loopback also is.
 	attacker := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	var held []net.Conn
 	for range 5 * perAddr {
-		c, err := attacker.Dial("tcp", ln.Addr().String())
+		c, err := attacker.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,22 +138,14 @@ func TestConnectionsThatSendNothingMakeRoomAtTheCap(t *testing.T) {
 	l := newLab(t)
 	const total = 20
 	l.s.MaxConns = total
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
-	defer func() { cancel(); <-served }()
-	l.srv.URL = "http://" + ln.Addr().String()
+	addr, stop := l.serveOwn(t)
+	defer stop()
 
 	var held []net.Conn
 	for i := range total {
 		// From 127.0.1.X: loopback, not the health check's 127.0.0.1.
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i))}}
-		c, err := d.Dial("tcp", ln.Addr().String())
+		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,19 +169,10 @@ func TestConnectionsThatSendNothingMakeRoomAtTheCap(t *testing.T) {
 // connected) have ended, so that its caller may close the store.
 func TestServeReturnsOnceItsGoroutinesHaveEnded(t *testing.T) {
 	l := newLab(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
-	l.srv.URL = "http://" + ln.Addr().String()
+	_, stop := l.serveOwn(t)
 	mux, _ := l.hello(l.cred)
 	defer mux.Close()
-	cancel()
-	if err := <-served; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 1<<20)
@@ -244,4 +218,21 @@ func TestAClientThatAnswersNoPingIsCut(t *testing.T) {
 	if _, err := io.Copy(io.Discard, br); err != nil {
 		t.Fatalf("the connection was not cut: %v", err)
 	}
+}
+
+// serveOwn has the lab's server Serve on a listener of its own, where its
+// connection caps apply, and points the lab's helpers at it (srv.URL). It
+// returns its address, and stop, which ends Serve and returns Serve's error.
+func (l *lab) serveOwn(t *testing.T) (addr string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- l.s.Serve(ctx, ln, "", "") }()
+	l.srv.URL = "http://" + ln.Addr().String()
+	return ln.Addr().String(), func() error { cancel(); return <-served }
 }
