@@ -143,25 +143,8 @@ func TestActionsOfAServersSessionRunOnItsRunner(t *testing.T) {
 func TestAnActionWhoseRunnerIsKilledHasAnUnknownOutcome(t *testing.T) {
 	t.Parallel()
 	l, r, id := newActionsLab(t)
-	// The action's process outlives its killed runner, holding the
-	// runner's stderr, until it may go on.
-	release := func() {
-		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(release)
 	srv := []string{"--server", l.url, "--token", l.token}
-	hold := exec.Command(l.bin, append([]string{"sessions", "do", id, "hold"}, srv...)...)
-	var holdOut testsupport.Buffer
-	hold.Stdout, hold.Stderr = &holdOut, &holdOut
-	if err := hold.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, "the action started", func() bool {
-		_, err := os.Stat(filepath.Join(l.dir, "started"))
-		return err == nil
-	})
+	hold, holdOut, release := l.heldUp(t, "the action started", "started", append([]string{"sessions", "do", id, "hold"}, srv...)...)
 	if out := l.fails(append([]string{"sessions", "diff", id}, srv...)...); !strings.Contains(out, "an action runs only on a paused session") {
 		t.Fatalf("a second action: %s", out)
 	}

@@ -317,22 +317,7 @@ func TestAServerRestartMidForkFailsTheForkAndTearsItDown(t *testing.T) {
 func TestAForkOnADrainingRunnerSaysItDrains(t *testing.T) {
 	t.Parallel()
 	l, r, id := newActionsLab(t)
-	release := func() {
-		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	t.Cleanup(release)
-	hold := exec.Command(l.bin, "sessions", "do", id, "hold", "--server", l.url, "--token", l.token)
-	var out testsupport.Buffer
-	hold.Stdout, hold.Stderr = &out, &out
-	if err := hold.Start(); err != nil {
-		t.Fatal(err)
-	}
-	testsupport.Eventually(t, "the action holds the runner", func() bool {
-		_, err := os.Stat(filepath.Join(l.dir, "started"))
-		return err == nil
-	})
+	hold, out, release := l.heldUp(t, "the action holds the runner", "started", "sessions", "do", id, "hold", "--server", l.url, "--token", l.token)
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -354,28 +339,36 @@ func TestAForkOnADrainingRunnerSaysItDrains(t *testing.T) {
 }
 
 // forkHeldUp starts `sessions fork ID --server` with forkHolder in the
-// chain and returns once the fork's first run is being made, held up until
-// release (called at the test's end too: the fork's process may outlive a
-// killed runner, holding its stderr, until it may go on).
+// chain and returns once the fork's first run is being made (heldUp).
 func forkHeldUp(t *testing.T, l *serverLab, id string) (*exec.Cmd, *testsupport.Buffer, func()) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(l.dir, "probe.star"), []byte(forkHolder), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return l.heldUp(t, "the fork is being made", "forking", "sessions", "fork", id, "--server", l.url, "--token", l.token)
+}
+
+// heldUp starts the command args, a plug of whose run writes the file
+// marker in l.dir and then waits for the file "go"; it returns once marker
+// is there, with the command's output and release, which writes "go" (at
+// the test's end too: the run's process may outlive a killed runner,
+// holding its stderr, until it may go on).
+func (l *serverLab) heldUp(t *testing.T, what, marker string, args ...string) (*exec.Cmd, *testsupport.Buffer, func()) {
+	t.Helper()
 	release := func() {
 		if err := os.WriteFile(filepath.Join(l.dir, "go"), nil, 0o644); err != nil {
 			t.Error(err)
 		}
 	}
 	t.Cleanup(release)
-	cmd := exec.Command(l.bin, "sessions", "fork", id, "--server", l.url, "--token", l.token)
+	cmd := exec.Command(l.bin, args...)
 	out := new(testsupport.Buffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.Eventually(t, "the fork is being made", func() bool {
-		_, err := os.Stat(filepath.Join(l.dir, "forking"))
+	testsupport.Eventually(t, what, func() bool {
+		_, err := os.Stat(filepath.Join(l.dir, marker))
 		return err == nil
 	})
 	return cmd, out, release
