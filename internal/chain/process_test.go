@@ -12,9 +12,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
-	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
@@ -100,43 +98,18 @@ exec cat >/dev/null
 // the pause is reported, as every line before a report is (L7).
 func TestL7_NotificationsBeforeAPauseAreRecordedFirst(t *testing.T) {
 	store, id, dir := newProcessSession(t, map[string]string{"blaise.star": lateAgent}, lifecycle.Active)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctlR, ctlW := io.Pipe()
-	var logs testsupport.Buffer
 	atPause := make(chan string, 1)
-	sp := &chain.SessionProcess{
-		Store: transcriptAtPause{store, atPause}, SessionID: id, Kind: lifecycle.StartRun, Run: 1,
-		ACPIn: inR, ACPOut: outW, Control: engine.NewControlConn(ctlR, io.Discard), Logger: log.New(&logs),
-	}
-	served := make(chan error, 1)
-	go func() {
-		served <- sp.Serve(context.Background())
-		outW.Close()
-	}()
-	c := &acptest.Client{
-		T:       t,
-		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),
-		Out:     acptest.WriteLines(inW),
-		Timeout: testsupport.Patience,
-		Logs:    logs.String,
-	}
-	c.Open(dir)
-	c.Until(func(m *acp.Message) bool { return strings.Contains(string(m.Params), "late words") })
-	stop := engine.NewControlConn(nil, ctlW)
-	if err := stop.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Stop: &lifecycle.Stop{Reason: lifecycle.Idle, MayResume: true}}); err != nil {
-		t.Fatal(err)
-	}
+	p := serveProcess(t, &chain.SessionProcess{Store: transcriptAtPause{store, atPause}, SessionID: id})
+	p.c.Open(dir)
+	p.c.Until(func(m *acp.Message) bool { return strings.Contains(string(m.Params), "late words") })
+	p.stop(t)
 	var transcript string
 	select {
 	case transcript = <-atPause:
 	case <-time.After(testsupport.Patience):
-		t.Fatalf("no pause was reported:\n%s", logs.String())
+		t.Fatalf("no pause was reported:\n%s", p.logs.String())
 	}
-	ctlW.Close()
-	inW.Close()
-	c.Drain()
-	<-served
+	_ = p.end()
 	if !strings.Contains(transcript, "late words") {
 		t.Fatalf("the update before the pause is not in the transcript when the pause is reported:\n%s", transcript)
 	}

@@ -38,41 +38,67 @@ def on_session(ctx, next):
 // sends prompts, one turn each, then stops it.
 func serveTurns(t *testing.T, store *filestore.Store, id, dir string, prompts ...string) string {
 	t.Helper()
+	p := serveProcess(t, &chain.SessionProcess{Store: store, SessionID: id, Redactions: &redact.Registry{}})
+	sid := p.c.Open(dir)
+	for i, prompt := range prompts {
+		p.c.Turn(10+i, sid, prompt)
+	}
+	p.stop(t)
+	if err := p.end(); err != nil {
+		t.Fatalf("serve: %v\n%s", err, p.logs.String())
+	}
+	return p.logs.String()
+}
+
+// served is a start run's session process serving, with an ACP client on
+// its stdio and its control channel at hand.
+type served struct {
+	c          *acptest.Client
+	logs       *testsupport.Buffer
+	ctlW, inW  *io.PipeWriter
+	serveEnded chan error
+}
+
+// serveProcess serves sp, a start run's session process (its Kind, Run,
+// streams, control and logger set here), on pipes.
+func serveProcess(t *testing.T, sp *chain.SessionProcess) *served {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctlR, ctlW := io.Pipe()
-	var logs testsupport.Buffer
-	sp := &chain.SessionProcess{
-		Store: store, SessionID: id, Kind: lifecycle.StartRun, Run: 1, Redactions: &redact.Registry{},
-		ACPIn: inR, ACPOut: outW, Control: engine.NewControlConn(ctlR, io.Discard), Logger: log.New(&logs),
-	}
-	served := make(chan error, 1)
+	p := &served{logs: new(testsupport.Buffer), ctlW: ctlW, inW: inW, serveEnded: make(chan error, 1)}
+	sp.Kind, sp.Run = lifecycle.StartRun, 1
+	sp.ACPIn, sp.ACPOut, sp.Control, sp.Logger = inR, outW, engine.NewControlConn(ctlR, io.Discard), log.New(p.logs)
 	go func() {
-		served <- sp.Serve(context.Background())
+		p.serveEnded <- sp.Serve(context.Background())
 		outW.Close()
 	}()
-	c := &acptest.Client{
+	p.c = &acptest.Client{
 		T:       t,
 		In:      acptest.Read(outR, func(err error) { t.Errorf("client read: %v", err) }),
 		Out:     acptest.WriteLines(inW),
 		Timeout: testsupport.Patience,
-		Logs:    logs.String,
+		Logs:    p.logs.String,
 	}
-	sid := c.Open(dir)
-	for i, p := range prompts {
-		c.Turn(10+i, sid, p)
-	}
-	stop := engine.NewControlConn(nil, ctlW)
+	return p
+}
+
+// stop sends the run a stop as idle, which may resume.
+func (p *served) stop(t *testing.T) {
+	t.Helper()
+	stop := engine.NewControlConn(nil, p.ctlW)
 	if err := stop.Send(lifecycle.Control{Kind: lifecycle.ControlStop, Stop: &lifecycle.Stop{Reason: lifecycle.Idle, MayResume: true}}); err != nil {
 		t.Fatal(err)
 	}
-	ctlW.Close()
-	inW.Close()
-	c.Drain()
-	if err := <-served; err != nil {
-		t.Fatalf("serve: %v\n%s", err, logs.String())
-	}
-	return logs.String()
+}
+
+// end closes the control channel and the client's input, reads what is
+// left, and returns what Serve returned.
+func (p *served) end() error {
+	p.ctlW.Close()
+	p.inW.Close()
+	p.c.Drain()
+	return <-p.serveEnded
 }
 
 // TestSessionProcessRecordsTheRedactedTitle: the first line of the first
