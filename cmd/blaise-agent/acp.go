@@ -36,30 +36,42 @@ func (c *AcpCmd) Run(g *Globals) error {
 		return apiclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
 	}
 	logger := g.Logger().WithPrefix("acp")
+	e, err := c.engine(g)
+	if err != nil {
+		return err
+	}
+	e.Log = logger
+	// The first session's process starts while the configuration loads
+	// and the client says hello.
+	if err := e.StartSpare(); err != nil {
+		logger.Debug("no spare session process", "err", err)
+	}
+	defer e.DropSpare()
 	// A configuration that does not load is the person's to fix now, not
 	// an error for the editor to show at its first session.
 	cfg, err := chain.LoadConfig(c.Config, logger)
 	if err != nil {
 		return err
 	}
-	e, err := c.engine(g)
-	if err != nil {
-		return err
-	}
-	e.Log = logger
 	// The front end passes the agent's session/updates on as they come.
 	e.Bundled = true
 	// Set before the first sweep, whose teardown runs report to it.
 	e.Settled = func(r *lifecycle.Record) {
 		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
 	}
-	if err := e.Sweep(ctx); err != nil {
-		logger.Warn("settling earlier sessions", "err", err)
-	}
-	// For as long as the client stays: paused sessions expire, failed
-	// teardowns are retried (L6, L2).
-	// Process-long: ends with ctx, as the process does.
-	go e.Keep(ctx)
+	// Earlier sessions are settled while the client says hello: its
+	// session messages wait for it (front.Server.Settled). Then, for as
+	// long as the client stays, paused sessions expire and failed
+	// teardowns are retried (L6, L2). Process-long: ends with ctx, as the
+	// process does.
+	settled := make(chan struct{})
+	go func() {
+		if err := e.Sweep(ctx); err != nil {
+			logger.Warn("settling earlier sessions", "err", err)
+		}
+		close(settled)
+		e.Keep(ctx)
+	}()
 	abs, err := filepath.Abs(c.Config)
 	if err != nil {
 		return err
@@ -69,6 +81,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 		cmp.Or(c.StartupLimit, lifecycle.DefaultStartupLimit))
 	srv := &front.Server{
 		Capabilities:    caps,
+		Settled:         settled,
 		Sessions:        front.FromEngine(e),
 		Config:          c.Config,
 		In:              os.Stdin,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp/agentcaps"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/acptest"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
@@ -501,6 +503,9 @@ func (l *acpLab) sessionDirs() []string {
 // initializes, lists sessions and leaves starts no session and runs no plug
 // (the plug writes a file when it attaches); session/new then starts exactly
 // one.
+// Its one process meanwhile is the spare session process it started to
+// be quicker at session/new, which then runs the session, and which a
+// front end that opens none leaves behind no more than the rest.
 func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	t.Parallel()
 	l := newAcpLab(t)
@@ -509,6 +514,7 @@ func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	if _, resp := p.await("0"); resp.Error != nil {
 		t.Fatalf("initialize: %s", resp.Raw)
 	}
+	spare := spareOf(t, p.cmd.Process.Pid)
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
 	if _, resp := p.await("1"); string(resp.Result) != `{"sessions":[]}` {
 		t.Fatalf("session/list: %s", resp.Raw)
@@ -516,6 +522,7 @@ func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	if err := p.close(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
+	testsupport.WaitGone(t, spare, "the spare session process of a front end that opened no session")
 	if ids := l.sessionDirs(); len(ids) != 0 {
 		t.Fatalf("sessions after initialize and list: %v", ids)
 	}
@@ -526,7 +533,11 @@ func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	p = l.start()
 	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
 	p.await("0")
+	spare = spareOf(t, p.cmd.Process.Pid)
 	id := p.newSession(1)
+	if pid := l.record(id).PID; pid != spare {
+		t.Fatalf("the session runs in process %d, not in the spare %d", pid, spare)
+	}
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"session/list","params":{}}`)
 	if _, resp := p.await("2"); !strings.Contains(string(resp.Result), `{"sessionId":"`+id+`","cwd":"`+l.dir+`"`) {
 		t.Fatalf("session/list: %s", resp.Raw)
@@ -540,6 +551,22 @@ func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	if runs, _ := filepath.Glob(filepath.Join(l.dir, "*-run-*")); len(runs) != 1 || l.file(id+"-run-1") != "n=1 kind=start" {
 		t.Fatalf("plug runs: %v", runs)
 	}
+}
+
+// spareOf returns the one child of the front end pid, its spare session
+// process.
+func spareOf(t *testing.T, pid int) int {
+	t.Helper()
+	var children []int
+	testsupport.Eventually(t, "the front end's spare session process", func() bool {
+		children = testsupport.Children(pid)
+		return len(children) == 1
+	})
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", children[0]))
+	if !slices.Contains(strings.Split(string(env), "\x00"), engine.SpareEnv+"=1") {
+		t.Fatalf("the child %d of the front end is not its spare session process", children[0])
+	}
+	return children[0]
 }
 
 // TestAcpSessionNewSaysWhyTheSessionCannotStart: an agent that

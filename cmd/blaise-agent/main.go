@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/muesli/termenv"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 	"github.com/blaiseagent/blaise-agent/internal/support/resident"
 	"github.com/blaiseagent/blaise-agent/interp"
@@ -119,23 +120,31 @@ func options() []kong.Option {
 var startOver = time.Second
 
 func main() {
-	cli, globals := commandLine(os.Args[1:])
-	parser := kong.Must(cli, append(options(),
-		kong.Exit(func(code int) {
-			if code == usageExit {
-				code = 2 // as Unix tools do
-			}
-			os.Exit(code)
-		}),
-	)...)
-	completeWords(parser)
+	args := os.Args[1:]
+	var spare *kong.Kong
+	var spareGlobals *Globals
+	if os.Getenv(engine.SpareEnv) != "" {
+		// A spare session process: its command line comes with its run,
+		// and its parser is built while it waits.
+		spare, spareGlobals = parserFor([]string{"session-process"})
+		var err error
+		if args, err = engine.AwaitRun(); errors.Is(err, engine.ErrNoRunHanded) {
+			return
+		} else if err != nil {
+			fail(err)
+		}
+	}
+	parser, globals := spare, spareGlobals
+	if parser == nil || len(args) == 0 || args[0] != "session-process" {
+		parser, globals = parserFor(args)
+	}
 	// What a mistaken command line is told goes to stderr: the stdout of
 	// acp, demo-agent and hostd is a protocol stream.
-	if len(os.Args) == 1 {
+	if len(args) == 0 {
 		summary(os.Stderr, parser.Model)
 		parser.Exit(usageExit)
 	}
-	ctx, err := parser.Parse(os.Args[1:])
+	ctx, err := parser.Parse(args)
 	var perr *kong.ParseError
 	if errors.As(err, &perr) && perr.ExitCode() != usageExit {
 		// A hook's error, such as no configuration found: the command
@@ -152,6 +161,22 @@ func main() {
 	if err := ctx.Run(globals); err != nil {
 		fail(err)
 	}
+}
+
+// parserFor returns the parser of command line args (commandLine), and
+// where it puts the Globals.
+func parserFor(args []string) (*kong.Kong, *Globals) {
+	cli, globals := commandLine(args)
+	parser := kong.Must(cli, append(options(),
+		kong.Exit(func(code int) {
+			if code == usageExit {
+				code = 2 // as Unix tools do
+			}
+			os.Exit(code)
+		}),
+	)...)
+	completeWords(parser)
+	return parser, globals
 }
 
 // commandLine returns what to parse args into, and its Globals: a CLI,

@@ -28,6 +28,12 @@ func (c *conn) fromClient(m *acp.Message) {
 		}
 		return
 	}
+	if m.Method != "initialize" && c.srv.Settled != nil {
+		select {
+		case <-c.srv.Settled:
+		case <-c.ctx.Done():
+		}
+	}
 	switch m.Method {
 	case "initialize":
 		c.initialize(m)

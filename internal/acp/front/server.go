@@ -75,6 +75,11 @@ type Server struct {
 	// nil: the answer is read from the transcripts of the configuration's
 	// newest sessions.
 	Capabilities Capabilities
+	// Settled, when set, is closed once the sessions of earlier front
+	// ends are settled (the engine's first sweep): the client's messages
+	// but initialize wait for it, so that a session whose run died is
+	// found paused, as it is.
+	Settled <-chan struct{}
 }
 
 // Capabilities keeps the chain's answer to initialize (agentcaps.Cache).

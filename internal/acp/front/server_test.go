@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ type testClient struct {
 	dir  string
 }
 
-func startServer(t *testing.T, f *fakeSessions) *testClient {
+func startServer(t *testing.T, f *fakeSessions, with ...func(*Server)) *testClient {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -36,6 +37,9 @@ func startServer(t *testing.T, f *fakeSessions) *testClient {
 		Out:             outW,
 		Log:             log.New(io.Discard),
 		ShutdownTimeout: 10 * time.Second,
+	}
+	for _, w := range with {
+		w(srv)
 	}
 	c := &testClient{t: t, in: inW, done: make(chan error, 1), dir: t.TempDir()}
 	c.Client = &acptest.Client{T: t, In: acptest.Read(outR, nil), Out: acptest.WriteLines(inW), Timeout: 20 * time.Second}
@@ -457,6 +461,62 @@ func TestSessionListIsAnsweredFromTheStore(t *testing.T) {
 	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/list","params":{"cwd":"/elsewhere"}}`)
 	if _, resp = c.await("4"); string(resp.Result) != `{"sessions":[]}` {
 		t.Fatalf("list of another cwd: %s", resp.Raw)
+	}
+	_ = c.close()
+}
+
+// checkedSessions are sessions that must not be asked for, once armed,
+// before settled is closed. (Initialize may list them: it reads their
+// transcripts for the chain's answer to initialize.)
+type checkedSessions struct {
+	*fakeSessions
+	t       *testing.T
+	armed   *atomic.Bool
+	settled <-chan struct{}
+}
+
+func (s checkedSessions) check(what string) {
+	if !s.armed.Load() {
+		return
+	}
+	select {
+	case <-s.settled:
+	default:
+		s.t.Errorf("%s reached the sessions before they were settled", what)
+	}
+}
+
+func (s checkedSessions) Start(ctx context.Context, config, dir string) (Run, error) {
+	s.check("session/new")
+	return s.fakeSessions.Start(ctx, config, dir)
+}
+
+func (s checkedSessions) List(ctx context.Context) ([]*lifecycle.Record, error) {
+	s.check("session/list")
+	return s.fakeSessions.List(ctx)
+}
+
+// TestSessionMessagesWaitUntilEarlierSessionsAreSettled: initialize is
+// answered while the sessions of earlier front ends are being settled;
+// what asks for sessions waits for it, and is then answered.
+func TestSessionMessagesWaitUntilEarlierSessionsAreSettled(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	settled, armed := make(chan struct{}), new(atomic.Bool)
+	c := startServer(t, f, func(s *Server) {
+		s.Settled = settled
+		s.Sessions = checkedSessions{fakeSessions: f, t: t, armed: armed, settled: settled}
+	})
+	c.initialize()
+	armed.Store(true)
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%q,"mcpServers":[]}}`, c.dir)
+	// Long enough for the server to have taken them, were it not waiting.
+	time.AfterFunc(50*time.Millisecond, func() { close(settled) })
+	if _, resp := c.await("1"); resp.Error != nil {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if _, resp := c.await("2"); resp.Error != nil {
+		t.Fatalf("session/new: %s", resp.Raw)
 	}
 	_ = c.close()
 }

@@ -87,6 +87,11 @@ type Engine struct {
 	wakeCh   chan struct{} // see keeperWake
 	memOnce  sync.Once
 	mem      *MemLocks
+	// spare is the spare session process (StartSpare), until a run or
+	// spareTimer takes it.
+	spareMu    sync.Mutex
+	spare      *localProcess
+	spareTimer *time.Timer
 	// runs are its runs in progress; embedded, so that Running and Claim
 	// are the engine's.
 	runs
@@ -379,8 +384,8 @@ func (e *Engine) Sweep(ctx context.Context) error {
 
 // sweep is Sweep; next is when a session it left is due next (zero: none
 // is), or now when it settled one, whose record may be due again. It reads
-// only the records of what the store finds due (DueSessions): its cost does
-// not grow with the sessions stored.
+// only the records of what the store finds due (DueSessions): the SQL
+// stores find them with a query, the file store by reading every record.
 func (e *Engine) sweep(ctx context.Context) (next time.Time, err error) {
 	now := e.now()
 	ids, next, err := e.Store.DueSessions(ctx, now)
@@ -551,6 +556,7 @@ func (e *Engine) newLive(ctx context.Context, rec *lifecycle.Record, kind lifecy
 		got:         map[lifecycle.ControlKind]bool{},
 		reportsDone: make(chan struct{}),
 		turns:       map[string]bool{},
+		opening:     map[string]opening{},
 		poke:        make(chan struct{}, 1),
 		settings:    rec.Settings,
 		// Until the run reports it, the chain resumes as it did before.

@@ -17,9 +17,9 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// forkLab is an engine on the file store whose sessions run the demo
+// demoLab is an engine on the file store whose sessions run the demo
 // agent in session processes of the test binary (enginetest's roles).
-func forkLab(t *testing.T) (*engine.Engine, string) {
+func demoLab(t *testing.T) (*engine.Engine, string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -55,7 +55,7 @@ func openSession(t *testing.T, l *engine.Live, dir string) {
 }
 
 func TestAForkIsAPausedSessionOfItsParentWhichStaysAsItWas(t *testing.T) {
-	e, cfg := forkLab(t)
+	e, cfg := demoLab(t)
 	ctx := t.Context()
 	live, err := e.Start(ctx, cfg)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
@@ -82,7 +83,8 @@ type (
 	fileLock interface{ File() *os.File }
 )
 
-// Launch starts the session process of run.
+// Launch starts the session process of run, or hands the run to the
+// spare one (StartSpare).
 func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	e := lc.Engine
 	store, ok := e.Store.(dirStore)
@@ -97,6 +99,26 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	args, err := e.sessionArgs(store, run.Flags)
+	if err != nil {
+		return nil, err
+	}
+	if p := e.takeSpare(); p != nil {
+		if err := p.hand(dir, args[1:], lock.File()); err == nil {
+			return p, nil
+		}
+		// Gone before its run (killed): a process of the run's own.
+		p.discard()
+	}
+	p, err := e.spawn(dir, args, lock.File())
+	if err != nil {
+		return nil, fmt.Errorf("session %s: starting the session process: %w", run.Record.ID, err)
+	}
+	return p, nil
+}
+
+// sessionArgs is the command line of a session process with flags.
+func (e *Engine) sessionArgs(store dirStore, flags []string) ([]string, error) {
 	command := e.Command
 	if len(command) == 0 {
 		exe, err := os.Executable()
@@ -105,10 +127,16 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 		}
 		command = []string{exe, "session-process"}
 	}
-	args := append(append([]string(nil), command[1:]...), e.LogArgs...)
-	args = append(append(args, "--state-dir", store.Dir()), run.Flags...)
+	args := append(append([]string(nil), command...), e.LogArgs...)
+	return append(append(args, "--state-dir", store.Dir()), flags...), nil
+}
+
+// spawn starts the session process args in dir ("": this process's),
+// with the control channel on fd 3 and lock on fd RunLockFD, and env
+// added to the Engine's environment.
+func (e *Engine) spawn(dir string, args []string, lock *os.File, env ...string) (*localProcess, error) {
 	var opened []*os.File // closed should the start fail
-	fail := func(err error) (Process, error) {
+	fail := func(err error) (*localProcess, error) {
 		for _, f := range opened {
 			f.Close()
 		}
@@ -132,10 +160,17 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 		return fail(err)
 	}
 	opened = append(opened, stdout, stdoutW)
-	cmd := exec.Command(command[0], args...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
 	cmd.Dir, cmd.Env = dir, e.Env
-	cmd.ExtraFiles = []*os.File{theirs, lock.File()} // fd 3, fd RunLockFD
+	if len(env) > 0 {
+		base := e.Env
+		if base == nil {
+			base = os.Environ()
+		}
+		cmd.Env = append(slices.Clip(base), env...)
+	}
+	cmd.ExtraFiles = []*os.File{theirs, lock} // fd 3, fd RunLockFD
 	cmd.Stderr = e.Stderr
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
@@ -145,7 +180,7 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	// that must be killed is killed with its group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return fail(fmt.Errorf("session %s: starting the session process: %w", run.Record.ID, err))
+		return fail(err)
 	}
 	theirs.Close()
 	stdinR.Close()

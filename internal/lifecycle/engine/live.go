@@ -43,10 +43,13 @@ type Live struct {
 	// poke wakes the timers when a deadline may have moved closer.
 	poke chan struct{}
 
-	stopMu    sync.Mutex // one Stop at a time
-	mu        sync.Mutex
-	activity  time.Time       // the last message either way
-	turns     map[string]bool // client requests waiting for their answer, by id
+	stopMu   sync.Mutex // one Stop at a time
+	mu       sync.Mutex
+	activity time.Time       // the last message either way
+	turns    map[string]bool // client requests waiting for their answer, by id
+	// opening holds the params of the requests that open an ACP session
+	// (session/new, load, resume, fork), by id, until their answer.
+	opening   map[string]opening
 	started   time.Time
 	stopped   *lifecycle.StopRecord
 	stopping  bool // a stop is decided: Send refuses
@@ -67,18 +70,15 @@ func (l *Live) Send(m *acp.Message) error {
 	if m.Kind == acp.Request {
 		// A request waiting for its answer (a prompt's turn above all)
 		// keeps the session busy: inactivity does not count (L1).
-		l.turns[acp.IDKey(m.ID)] = true
-	}
-	l.mu.Unlock()
-	if m.Kind == acp.Request {
+		key := acp.IDKey(m.ID)
+		l.turns[key] = true
 		switch m.Method {
-		case sdk.AgentMethodSessionNew, sdk.AgentMethodSessionLoad, sdk.AgentMethodSessionResume:
-			l.noteACPSession(m.Params, true, true)
-		case sdk.AgentMethodSessionFork:
-			// Its sessionId is the forked one's: the fork's comes with the answer.
-			l.noteACPSession(m.Params, true, false)
+		case sdk.AgentMethodSessionNew, sdk.AgentMethodSessionLoad, sdk.AgentMethodSessionResume, sdk.AgentMethodSessionFork:
+			// Recorded with its answer: what the agent opened, in one write.
+			l.opening[key] = opening{params: bytes.Clone(m.Params), idInParams: m.Method == sdk.AgentMethodSessionLoad || m.Method == sdk.AgentMethodSessionResume}
 		}
 	}
+	l.mu.Unlock()
 	return l.in.Write(m.Raw)
 }
 
@@ -113,20 +113,30 @@ func (l *Live) seen(m *acp.Message, fresh bool) (send bool) {
 		l.activity = l.e.now()
 	}
 	send = !l.unclaimed
-	newSession, idle := false, false
+	idle := false
+	var opened opening
+	var wasOpening, newSession bool
 	if m.Kind == acp.Response {
 		key := acp.IDKey(m.ID)
 		_, waited := l.turns[key]
 		delete(l.turns, key)
 		idle = waited && len(l.turns) == 0
-		newSession = strings.Contains(string(m.Result), `"sessionId"`)
+		if opened, wasOpening = l.opening[key]; wasOpening {
+			delete(l.opening, key)
+		} else {
+			// An answer to a request sent before an adoption.
+			newSession = strings.Contains(string(m.Result), `"sessionId"`)
+		}
 	}
 	l.mu.Unlock()
 	if idle {
 		l.wake() // inactivity counts from now
 	}
-	if newSession {
-		l.noteACPSession(m.Result, false, true)
+	switch {
+	case wasOpening && m.Error == nil:
+		l.noteACPSession(opened, m.Result)
+	case newSession:
+		l.noteACPSession(opening{}, m.Result)
 	}
 	if !send {
 		m.Release()
@@ -141,32 +151,41 @@ func (l *Live) wake() {
 	}
 }
 
-// noteACPSession records the agent's session id that raw holds (unless
-// not id), and when opened (raw is the params of the client's session/new,
-// session/load, session/resume or session/fork) the cwd and mcpServers
-// that a resume loads it with.
-func (l *Live) noteACPSession(raw []byte, opened, id bool) {
-	var v struct {
+// opening is a request that opens an ACP session, waiting for its answer.
+type opening struct {
+	params     []byte // nil: not known (a request sent before an adoption)
+	idInParams bool   // the session's id is the params' (load, resume), not the answer's
+}
+
+// noteACPSession records the ACP session that a request opened, once the
+// agent answered it: the agent's session id (the answer's, or for a load
+// or resume the params'), and with params the cwd and mcpServers that a
+// resume loads it with. A load of the session as it was opened (a
+// resume's) writes nothing.
+func (l *Live) noteACPSession(o opening, result []byte) {
+	var p, r struct {
 		SessionID  string          `json:"sessionId"`
 		CWD        string          `json:"cwd"`
 		MCPServers json.RawMessage `json:"mcpServers"`
 	}
-	if json.Unmarshal(raw, &v) != nil || v.SessionID == "" && !opened {
+	if o.params != nil && json.Unmarshal(o.params, &p) != nil {
 		return
 	}
-	if !id {
-		v.SessionID = ""
+	_ = json.Unmarshal(result, &r)
+	id := r.SessionID
+	if o.idInParams {
+		id = p.SessionID
 	}
-	_, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error {
-		if (v.SessionID == "" || r.ACPSessionID == v.SessionID) && (!opened || r.CWD == v.CWD && sameJSON(r.MCPServers, v.MCPServers)) {
-			// A load of the session as it was opened (a resume's).
+	if id == "" {
+		return
+	}
+	_, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(rec *lifecycle.Record) error {
+		if rec.ACPSessionID == id && (o.params == nil || rec.CWD == p.CWD && sameJSON(rec.MCPServers, p.MCPServers)) {
 			return lifecycle.ErrUnchanged
 		}
-		if v.SessionID != "" {
-			r.ACPSessionID = v.SessionID
-		}
-		if opened {
-			r.CWD, r.MCPServers = v.CWD, v.MCPServers
+		rec.ACPSessionID = id
+		if o.params != nil {
+			rec.CWD, rec.MCPServers = p.CWD, p.MCPServers
 		}
 		return nil
 	})

@@ -86,6 +86,11 @@ func Run(ctx context.Context, o Options) error {
 		defer drain()
 		e.Stderr = w
 	}
+	// The session's process starts while the terminal is made ready.
+	if err := e.StartSpare(); err != nil {
+		o.Log.Debug("no spare session process", "err", err)
+	}
+	defer e.DropSpare()
 	e.OnAttach = func(_, plug string) {
 		if plug == "" {
 			term.Relabel("starting the agent")

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -63,6 +64,16 @@ func ServeRole() (code int, ok bool) {
 // --state-dir) or a runner (--store-fd, --config) passes, as
 // `blaise-agent session-process` does, and serves the run.
 func serveSessionProcess(deaf bool) int {
+	args := os.Args[1:]
+	if os.Getenv(engine.SpareEnv) != "" {
+		var err error
+		if args, err = engine.AwaitRun(); errors.Is(err, engine.ErrNoRunHanded) {
+			return 0
+		} else if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	fs := flag.NewFlagSet(roleSessionProcess, flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "")
 	storeFD := fs.Int("store-fd", 0, "")
@@ -73,7 +84,7 @@ func serveSessionProcess(deaf bool) int {
 	endReason := fs.String("end-reason", "", "")
 	stopGrace := fs.Duration("stop-grace", 0, "")
 	carry := fs.Bool("carry", false, "")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if deaf {
