@@ -13,6 +13,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/acp/front"
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
 )
@@ -43,10 +44,12 @@ func (c *AcpCmd) Run(g *Globals) error {
 	e.Log = logger
 	// The first session's process starts while the configuration loads
 	// and the client says hello.
-	if err := e.StartSpare(); err != nil {
+	if spare, err := engine.StartSpare(e); err != nil {
 		logger.Debug("no spare session process", "err", err)
+	} else {
+		e.Spare = spare
+		defer spare.Drop()
 	}
-	defer e.DropSpare()
 	// A configuration that does not load is the person's to fix now, not
 	// an error for the editor to show at its first session.
 	cfg, err := chain.LoadConfig(c.Config, logger)

@@ -28,6 +28,9 @@ type Engine struct {
 	// Launcher starts the session processes of runs; nil: processes of
 	// this machine, started with Command on the file store (Local).
 	Launcher Launcher
+	// Spare, when set, is a session process started ahead (StartSpare),
+	// which Local gives the next run it launches.
+	Spare *Spare
 	// Command starts a session process; the run's flags are appended
 	// (default: this executable with "session-process").
 	Command []string
@@ -87,11 +90,6 @@ type Engine struct {
 	wakeCh   chan struct{} // see keeperWake
 	memOnce  sync.Once
 	mem      *MemLocks
-	// spare is the spare session process (StartSpare), until a run or
-	// spareTimer takes it.
-	spareMu    sync.Mutex
-	spare      *localProcess
-	spareTimer *time.Timer
 	// runs are its runs in progress; embedded, so that Running and Claim
 	// are the engine's.
 	runs

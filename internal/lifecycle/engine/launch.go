@@ -84,7 +84,7 @@ type (
 )
 
 // Launch starts the session process of run, or hands the run to the
-// spare one (StartSpare).
+// Engine's Spare.
 func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	e := lc.Engine
 	store, ok := e.Store.(dirStore)
@@ -99,26 +99,27 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := e.sessionArgs(store, run.Flags)
+	args, err := lc.args(store, run.Flags)
 	if err != nil {
 		return nil, err
 	}
-	if p := e.takeSpare(); p != nil {
+	if p := e.Spare.take(); p != nil {
 		if err := p.hand(dir, args[1:], lock.File()); err == nil {
 			return p, nil
 		}
 		// Gone before its run (killed): a process of the run's own.
 		p.discard()
 	}
-	p, err := e.spawn(dir, args, lock.File())
+	p, err := lc.spawn(dir, args, lock.File())
 	if err != nil {
 		return nil, fmt.Errorf("session %s: starting the session process: %w", run.Record.ID, err)
 	}
 	return p, nil
 }
 
-// sessionArgs is the command line of a session process with flags.
-func (e *Engine) sessionArgs(store dirStore, flags []string) ([]string, error) {
+// args is the command line of a session process with flags.
+func (lc Local) args(store dirStore, flags []string) ([]string, error) {
+	e := lc.Engine
 	command := e.Command
 	if len(command) == 0 {
 		exe, err := os.Executable()
@@ -134,7 +135,8 @@ func (e *Engine) sessionArgs(store dirStore, flags []string) ([]string, error) {
 // spawn starts the session process args in dir ("": this process's),
 // with the control channel on fd 3 and lock on fd RunLockFD, and env
 // added to the Engine's environment.
-func (e *Engine) spawn(dir string, args []string, lock *os.File, env ...string) (*localProcess, error) {
+func (lc Local) spawn(dir string, args []string, lock *os.File, env ...string) (*localProcess, error) {
+	e := lc.Engine
 	var opened []*os.File // closed should the start fail
 	fail := func(err error) (*localProcess, error) {
 		for _, f := range opened {

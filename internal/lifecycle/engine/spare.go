@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,67 +37,63 @@ type handover struct {
 	Args []string `json:"args"`
 }
 
-// StartSpare starts a spare session process for the next Launch of a run
-// on this machine (Local), in place of any spare already waiting. It is
-// stopped by DropSpare, or after spareLife if no run took it.
-func (e *Engine) StartSpare() error {
+// Spare is a spare session process waiting for a run, which the next
+// Launch of a run on this machine (Local) of the Engine it is set on takes.
+type Spare struct {
+	mu    sync.Mutex
+	p     *localProcess // nil once taken or dropped
+	timer *time.Timer
+}
+
+// StartSpare starts a spare session process for e, to be set as e.Spare.
+// It is stopped by Drop, or after spareLife if no run took it.
+func StartSpare(e *Engine) (*Spare, error) {
+	lc := Local{Engine: e}
 	store, ok := e.Store.(dirStore)
 	if !ok {
-		return fmt.Errorf("a session process of this machine needs the file store, not %T", e.Store)
+		return nil, fmt.Errorf("a session process of this machine needs the file store, not %T", e.Store)
 	}
-	args, err := e.sessionArgs(store, nil)
+	args, err := lc.args(store, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Fd RunLockFD is the spare's from the start: the lock replaces it.
 	placeholder, err := os.Open(os.DevNull)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer placeholder.Close()
-	p, err := e.spawn("", args, placeholder, SpareEnv+"=1")
+	p, err := lc.spawn("", args, placeholder, SpareEnv+"=1")
 	if err != nil {
-		return fmt.Errorf("starting a spare session process: %w", err)
+		return nil, fmt.Errorf("starting a spare session process: %w", err)
 	}
-	e.spareMu.Lock()
-	old := e.spare
-	e.spare = p
-	e.spareTimer = time.AfterFunc(spareLife, func() { e.dropSpare(p) })
-	e.spareMu.Unlock()
-	if old != nil {
-		old.discard()
-	}
-	return nil
+	s := &Spare{p: p}
+	s.mu.Lock() // a Drop of the timer's waits for it
+	s.timer = time.AfterFunc(spareLife, s.Drop)
+	s.mu.Unlock()
+	return s, nil
 }
 
-// DropSpare stops the spare session process, if one waits, and waits for
+// Drop stops the spare session process, if no run took it, and waits for
 // its end.
-func (e *Engine) DropSpare() { e.dropSpare(nil) }
-
-// dropSpare stops the spare if it is p (nil: whichever waits).
-func (e *Engine) dropSpare(p *localProcess) {
-	e.spareMu.Lock()
-	s := e.spare
-	if s == nil || p != nil && s != p {
-		e.spareMu.Unlock()
-		return
+func (s *Spare) Drop() {
+	if p := s.take(); p != nil {
+		p.discard()
 	}
-	e.spare = nil
-	e.spareTimer.Stop()
-	e.spareMu.Unlock()
-	s.discard()
 }
 
-// takeSpare returns the spare, which is then the caller's, or nil.
-func (e *Engine) takeSpare() *localProcess {
-	e.spareMu.Lock()
-	defer e.spareMu.Unlock()
-	s := e.spare
-	if s != nil {
-		e.spare = nil
-		e.spareTimer.Stop()
+// take returns the spare process, which is then the caller's, or nil (s
+// nil too).
+func (s *Spare) take() *localProcess {
+	if s == nil {
+		return nil
 	}
-	return s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.p
+	s.p = nil
+	s.timer.Stop()
+	return p
 }
 
 // hand gives the spare p its run: the command line after the program's

@@ -22,10 +22,12 @@ import (
 func spareProcess(t *testing.T, e *engine.Engine) int {
 	t.Helper()
 	before := testsupport.Children(os.Getpid())
-	if err := e.StartSpare(); err != nil {
+	spare, err := engine.StartSpare(e)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.DropSpare)
+	e.Spare = spare
+	t.Cleanup(spare.Drop)
 	for _, pid := range testsupport.Children(os.Getpid()) {
 		if !slices.Contains(before, pid) && marked(pid) {
 			return pid
@@ -122,7 +124,7 @@ func TestASpareThatDiedIsReplacedByAProcessOfTheRun(t *testing.T) {
 }
 
 // TestASpareNoRunTookIsStoppedAfterItsLife: an engine whose spare waits in
-// vain stops it, and DropSpare returns once it has exited.
+// vain stops it, and Drop returns once it has exited.
 func TestASpareNoRunTookIsStoppedAfterItsLife(t *testing.T) {
 	e, _ := demoLab(t)
 	engine.SetSpareLife(t, 100*time.Millisecond)
@@ -131,9 +133,9 @@ func TestASpareNoRunTookIsStoppedAfterItsLife(t *testing.T) {
 
 	engine.SetSpareLife(t, time.Hour)
 	spare = spareProcess(t, e)
-	e.DropSpare()
+	e.Spare.Drop()
 	if !reaped(spare) {
-		t.Fatalf("the spare %d is still there once DropSpare returned", spare)
+		t.Fatalf("the spare %d is still there once Drop returned", spare)
 	}
 }
 

@@ -87,10 +87,12 @@ func Run(ctx context.Context, o Options) error {
 		e.Stderr = w
 	}
 	// The session's process starts while the terminal is made ready.
-	if err := e.StartSpare(); err != nil {
+	if spare, err := engine.StartSpare(e); err != nil {
 		o.Log.Debug("no spare session process", "err", err)
+	} else {
+		e.Spare = spare
+		defer spare.Drop()
 	}
-	defer e.DropSpare()
 	e.OnAttach = func(_, plug string) {
 		if plug == "" {
 			term.Relabel("starting the agent")
