@@ -14,7 +14,7 @@ import (
 )
 
 // Release gives back what the start of the process needed and its life
-// does not: the pages of the binary it mapped (DropStartupPages) and the
+// does not: the pages of files it mapped (DropStartupPages) and the
 // heap's free pages (a collection, then debug.FreeOSMemory). It takes a
 // millisecond or two, and the pages touched again are faulted in again:
 // call it once the start is over, off the path of a first answer.
@@ -23,32 +23,30 @@ func Release() {
 	debug.FreeOSMemory()
 }
 
-// DropStartupPages unmaps from this process the pages of its own binary
-// that are mapped read-only (code, constant data, the runtime's tables),
-// so that only those it touches from now on count again in its resident
-// memory. Package initialisation runs code and reads data spread over the
-// whole binary, and the kernel maps each page it faults in together with
-// its neighbours (64 KiB): a process that serves a protocol afterwards
-// keeps most of those pages mapped, never to use them again. The pages
-// stay in the page cache, shared with the other processes of the binary;
-// one touched again is mapped again at the cost of a minor fault.
+// DropStartupPages unmaps from this process the pages of files it maps
+// read-only (its binary's code, constant data and the runtime's tables,
+// and the C library and its loader where they are linked), so that only
+// those it touches from now on count again in its resident memory.
+// Package initialisation runs code and reads data spread over the whole
+// binary, the loader runs the C library's, and the kernel maps each page
+// it faults in together with its neighbours (64 KiB): a process that
+// serves a protocol afterwards keeps most of those pages mapped, never to
+// use them again. The pages stay in the page cache, shared with the other
+// processes that map them; one touched again is mapped again at the cost
+// of a minor fault.
 //
 // Writable mappings (the binary's data) are left alone, and so is a
-// read-only mapping with pages of its own (Anonymous in smaps): a
-// position-independent binary's relocated data, written at load and made
-// read-only after, which the file's pages would not restore. Errors are
-// ignored: this only changes what the process holds.
+// read-only mapping with pages of its own (Anonymous in smaps): relocated
+// data, written at load and made read-only after (GNU_RELRO), which the
+// file's pages would not restore. Errors are ignored: this only changes
+// what the process holds.
 func DropStartupPages() {
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		return
-	}
 	smaps, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return
 	}
 	defer smaps.Close()
-	for _, m := range droppable(smaps, exe) {
+	for _, m := range droppable(smaps) {
 		// By address: the mapping is no Go memory to make a slice of.
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), unix.MADV_DONTNEED)
 	}
@@ -57,12 +55,12 @@ func DropStartupPages() {
 // mapping is a range of addresses, end excluded.
 type mapping struct{ start, end uint64 }
 
-// droppable returns the mappings of exe in smaps (as /proc/PID/smaps has
+// droppable returns the mappings of files in smaps (as /proc/PID/smaps has
 // them) that are read-only and have no pages of their own: whose pages are
 // all the file's.
-func droppable(smaps io.Reader, exe string) []mapping {
+func droppable(smaps io.Reader) []mapping {
 	var out []mapping
-	var cur mapping // the read-only mapping of exe being read, if any
+	var cur mapping // the read-only mapping of a file being read, if any
 	done := func() {
 		if cur.end > cur.start {
 			out = append(out, cur)
@@ -79,7 +77,7 @@ func droppable(smaps io.Reader, exe string) []mapping {
 			// A mapping: start-end perms offset dev inode [path]. Its
 			// fields follow, Anonymous among them.
 			done()
-			if len(f) < 6 || string(f[5]) != exe || bytes.IndexByte(f[1], 'w') >= 0 {
+			if len(f) < 6 || f[5][0] != '/' || bytes.IndexByte(f[1], 'w') >= 0 {
 				continue
 			}
 			a, err1 := strconv.ParseUint(string(start), 16, 64)

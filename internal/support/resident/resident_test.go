@@ -65,12 +65,13 @@ func readOnlyResidentKiB(t *testing.T) int {
 	return total
 }
 
-// TestDropStartupPagesLeavesRelocatedReadOnlyData: a position-independent
+// TestDropStartupPagesLeavesRelocatedReadOnlyDataAndTheKernelsPages: a position-independent
 // binary's relocated data is mapped read-only after the loader wrote it
 // (GNU_RELRO): its pages are the process's own (Anonymous), and dropping
 // them would bring back the file's, unrelocated. Only the read-only
-// mappings of the binary whose pages are all the file's are dropped.
-func TestDropStartupPagesLeavesRelocatedReadOnlyData(t *testing.T) {
+// mappings of files whose pages are all the file's are dropped: the
+// binary's and the C library's, not the anonymous ones.
+func TestDropStartupPagesLeavesRelocatedReadOnlyDataAndTheKernelsPages(t *testing.T) {
 	smaps := `557e61f3b000-557e62ae5000 r-xp 00000000 fe:00 10313759                   /usr/bin/blaise-agent
 Size:              11944 kB
 Rss:                1920 kB
@@ -87,10 +88,12 @@ Anonymous:           292 kB
 Anonymous:             0 kB
 7f8e6f1f0000-7f8e6f200000 rw-p 00000000 00:00 0 
 Anonymous:            64 kB
+7ffd5a3f8000-7ffd5a3fa000 r-xp 00000000 00:00 0                          [vdso]
+Anonymous:             0 kB
 `
-	got := droppable(strings.NewReader(smaps), "/usr/bin/blaise-agent")
-	want := []mapping{{0x557e61f3b000, 0x557e62ae5000}, {0x557e62ae5000, 0x557e63727000}}
+	got := droppable(strings.NewReader(smaps))
+	want := []mapping{{0x557e61f3b000, 0x557e62ae5000}, {0x557e62ae5000, 0x557e63727000}, {0x7f8e6f070000, 0x7f8e6f1f0000}}
 	if !slices.Equal(got, want) {
-		t.Fatalf("droppable: %x, want %x (the code and the constant data, not the relocated data, the data, libc or the heap)", got, want)
+		t.Fatalf("droppable: %x, want %x (the code, the constant data and libc's code, not the relocated data, the data or the heap)", got, want)
 	}
 }
