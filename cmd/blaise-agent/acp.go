@@ -37,11 +37,11 @@ func (c *AcpCmd) Run(g *Globals) error {
 		return apiclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
 	}
 	logger := g.Logger().WithPrefix("acp")
-	e, err := c.engine(g)
+	e, err := unopened(g)
 	if err != nil {
 		return err
 	}
-	e.Log = logger
+	e.Log, e.Settings = logger, c.settings()
 	// The first session's process starts while the configuration loads
 	// and the client says hello.
 	if spare, err := engine.StartSpare(e); err != nil {
@@ -51,9 +51,13 @@ func (c *AcpCmd) Run(g *Globals) error {
 		defer spare.Drop()
 	}
 	// A configuration that does not load is the person's to fix now, not
-	// an error for the editor to show at its first session.
+	// an error for the editor to show at its first session; and no state
+	// directory is made for it.
 	cfg, err := chain.LoadConfig(c.Config, logger)
 	if err != nil {
+		return err
+	}
+	if err := c.open(e); err != nil {
 		return err
 	}
 	// The front end passes the agent's session/updates on as they come.

@@ -99,10 +99,11 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	args, err := lc.args(store, run.Flags)
+	args, err := lc.command()
 	if err != nil {
 		return nil, err
 	}
+	args = append(append(args, "--state-dir", store.Dir()), run.Flags...)
 	if p := e.Spare.take(); p != nil {
 		if err := p.hand(dir, args[1:], lock.File()); err == nil {
 			return p, nil
@@ -117,8 +118,9 @@ func (lc Local) Launch(_ context.Context, run Launch) (Process, error) {
 	return p, nil
 }
 
-// args is the command line of a session process with flags.
-func (lc Local) args(store dirStore, flags []string) ([]string, error) {
+// command is the command line of a session process before the flags of
+// its store and its run.
+func (lc Local) command() ([]string, error) {
 	e := lc.Engine
 	command := e.Command
 	if len(command) == 0 {
@@ -128,8 +130,7 @@ func (lc Local) args(store dirStore, flags []string) ([]string, error) {
 		}
 		command = []string{exe, "session-process"}
 	}
-	args := append(append([]string(nil), command...), e.LogArgs...)
-	return append(append(args, "--state-dir", store.Dir()), flags...), nil
+	return append(append([]string(nil), command...), e.LogArgs...), nil
 }
 
 // spawn starts the session process args in dir ("": this process's),

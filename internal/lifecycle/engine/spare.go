@@ -45,15 +45,12 @@ type Spare struct {
 	timer *time.Timer
 }
 
-// StartSpare starts a spare session process for e, to be set as e.Spare.
-// It is stopped by Drop, or after spareLife if no run took it.
+// StartSpare starts a spare session process for e, to be set as e.Spare;
+// e's store need not be open yet. It is stopped by Drop, or after
+// spareLife if no run took it.
 func StartSpare(e *Engine) (*Spare, error) {
 	lc := Local{Engine: e}
-	store, ok := e.Store.(dirStore)
-	if !ok {
-		return nil, fmt.Errorf("a session process of this machine needs the file store, not %T", e.Store)
-	}
-	args, err := lc.args(store, nil)
+	args, err := lc.command()
 	if err != nil {
 		return nil, err
 	}
