@@ -37,29 +37,19 @@ func (c *AcpCmd) Run(g *Globals) error {
 		return apiclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
 	}
 	logger := g.Logger().WithPrefix("acp")
-	e, err := unopened(g)
-	if err != nil {
-		return err
-	}
-	e.Log, e.Settings = logger, c.settings()
-	// The first session's process starts while the configuration loads
-	// and the client says hello.
-	if spare, err := engine.StartSpare(e); err != nil {
-		logger.Debug("no spare session process", "err", err)
-	} else {
-		e.Spare = spare
-		defer spare.Drop()
-	}
 	// A configuration that does not load is the person's to fix now, not
-	// an error for the editor to show at its first session; and no state
-	// directory is made for it.
+	// an error for the editor to show at its first session.
 	cfg, err := chain.LoadConfig(c.Config, logger)
 	if err != nil {
 		return err
 	}
-	if err := c.open(e); err != nil {
+	e, err := c.engine(g)
+	if err != nil {
 		return err
 	}
+	e.Log = logger
+	e.Spare = engine.NewSpare(e)
+	defer e.Spare.Drop()
 	// The front end passes the agent's session/updates on as they come.
 	e.Bundled = true
 	// Set before the first sweep, whose teardown runs report to it.
@@ -86,8 +76,22 @@ func (c *AcpCmd) Run(g *Globals) error {
 	a := cfg.Agent
 	caps := agentcaps.Open(c.dir(), abs, agentcaps.Agent{Command: a.Command, Args: a.Args, Env: a.Env, Cwd: a.Cwd},
 		cmp.Or(c.StartupLimit, lifecycle.DefaultStartupLimit))
+	// The first session's process starts while the client says hello; on
+	// a configuration's first start, once the agent alone has answered
+	// initialize: both starting at once slowed that answer, on 2 cores.
+	startSpare := func() {
+		if err := e.Spare.Start(); err != nil {
+			logger.Debug("no spare session process", "err", err)
+		}
+	}
+	var capabilities front.Capabilities = caps
+	if known, tried := caps.Known(); known != nil || tried {
+		startSpare()
+	} else {
+		capabilities = answeredThen{caps, startSpare}
+	}
 	srv := &front.Server{
-		Capabilities:    caps,
+		Capabilities:    capabilities,
 		Settled:         settled,
 		Sessions:        front.FromEngine(e),
 		Config:          c.Config,
@@ -98,4 +102,18 @@ func (c *AcpCmd) Run(g *Globals) error {
 		Version:         buildinfo.Version(),
 	}
 	return srv.Run(ctx)
+}
+
+// answeredThen is Capabilities that calls then once the agent alone has
+// answered initialize.
+type answeredThen struct {
+	front.Capabilities
+	then func()
+}
+
+func (c answeredThen) Learn(ctx context.Context, clientParams []byte, answered func(result []byte)) error {
+	return c.Capabilities.Learn(ctx, clientParams, func(result []byte) {
+		answered(result)
+		c.then()
+	})
 }

@@ -55,52 +55,32 @@ func (f *SessionFlags) engine(g *Globals) (*engine.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Settings = f.settings()
-	return e, nil
-}
-
-// settings are the settings of new sessions.
-func (f *SessionFlags) settings() lifecycle.Settings {
-	return lifecycle.Settings{
+	e.Settings = lifecycle.Settings{
 		IdlePolicy:      lifecycle.IdlePolicy(f.IdlePolicy),
 		PausedLifetime:  f.PausedLifetime,
 		InactivityLimit: f.InactivityLimit,
 		Timeout:         f.Timeout,
 		StartupLimit:    f.StartupLimit,
 	}
+	return e, nil
 }
 
 // engine opens the store and returns the lifecycle engine.
 func (f *StateFlags) engine(g *Globals) (*engine.Engine, error) {
-	e, err := unopened(g)
+	store, err := filestore.OpenStore(f.dir())
 	if err != nil {
 		return nil, err
 	}
-	return e, f.open(e)
-}
-
-// unopened returns the lifecycle engine of this binary's session
-// processes, its store not open yet (StateFlags.open).
-func unopened(g *Globals) (*engine.Engine, error) {
 	self, err := chain.Self()
 	if err != nil {
 		return nil, err
 	}
 	return &engine.Engine{
+		Store:   store,
 		Command: []string{self, "session-process"},
 		LogArgs: []string{"--log-level", g.LogLevel, "--log-format", g.LogFormat, "--color", g.childColor()},
 		Log:     g.Logger(),
 	}, nil
-}
-
-// open opens the store of the state directory as e's.
-func (f *StateFlags) open(e *engine.Engine) error {
-	store, err := filestore.OpenStore(f.dir())
-	if err != nil {
-		return err
-	}
-	e.Store = store
-	return nil
 }
 
 // Run runs the session in the terminal.

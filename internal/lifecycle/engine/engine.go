@@ -28,7 +28,7 @@ type Engine struct {
 	// Launcher starts the session processes of runs; nil: processes of
 	// this machine, started with Command on the file store (Local).
 	Launcher Launcher
-	// Spare, when set, is a session process started ahead (StartSpare),
+	// Spare, when set, holds a session process started ahead (NewSpare),
 	// which Local gives the next run it launches.
 	Spare *Spare
 	// Command starts a session process; the run's flags are appended

@@ -37,42 +37,55 @@ type handover struct {
 	Args []string `json:"args"`
 }
 
-// Spare is a spare session process waiting for a run, which the next
-// Launch of a run on this machine (Local) of the Engine it is set on takes.
+// Spare holds a spare session process (Start) waiting for a run, which
+// the next Launch of a run on this machine (Local) of its Engine takes:
+// set it as the Engine's Spare.
 type Spare struct {
+	e     *Engine
 	mu    sync.Mutex
-	p     *localProcess // nil once taken or dropped
+	p     *localProcess // nil: none waits
 	timer *time.Timer
+	over  bool // dropped, or a run launched: no process is started any more
 }
 
-// StartSpare starts a spare session process for e, to be set as e.Spare;
-// e's store need not be open yet. It is stopped by Drop, or after
-// spareLife if no run took it.
-func StartSpare(e *Engine) (*Spare, error) {
-	lc := Local{Engine: e}
+// NewSpare returns e's Spare, with no process yet.
+func NewSpare(e *Engine) *Spare { return &Spare{e: e} }
+
+// Start starts the spare session process, unless one waits, a run was
+// launched already or Drop was called; e's store need not be open yet.
+// The process is stopped by Drop, or after spareLife if no run took it.
+func (s *Spare) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil || s.over {
+		return nil
+	}
+	lc := Local{Engine: s.e}
 	args, err := lc.command()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Fd RunLockFD is the spare's from the start: the lock replaces it.
 	placeholder, err := os.Open(os.DevNull)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer placeholder.Close()
 	p, err := lc.spawn("", args, placeholder, SpareEnv+"=1")
 	if err != nil {
-		return nil, fmt.Errorf("starting a spare session process: %w", err)
+		return fmt.Errorf("starting a spare session process: %w", err)
 	}
-	s := &Spare{p: p}
-	s.mu.Lock() // a Drop of the timer's waits for it
-	s.timer = time.AfterFunc(spareLife, s.Drop)
-	s.mu.Unlock()
-	return s, nil
+	s.p = p
+	s.timer = time.AfterFunc(spareLife, func() {
+		if p := s.takeIf(p); p != nil {
+			p.discard()
+		}
+	})
+	return nil
 }
 
-// Drop stops the spare session process, if no run took it, and waits for
-// its end.
+// Drop stops the spare session process, if no run took it, waits for its
+// end, and has Start start no other.
 func (s *Spare) Drop() {
 	if p := s.take(); p != nil {
 		p.discard()
@@ -80,14 +93,31 @@ func (s *Spare) Drop() {
 }
 
 // take returns the spare process, which is then the caller's, or nil (s
-// nil too).
+// nil too); Start starts no other.
 func (s *Spare) take() *localProcess {
 	if s == nil {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.over = true
+	return s.takeLocked(nil)
+}
+
+// takeIf is takeLocked, with s locked.
+func (s *Spare) takeIf(want *localProcess) *localProcess {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takeLocked(want)
+}
+
+// takeLocked returns the spare process, or nil; with want, only if it is
+// want. s is locked.
+func (s *Spare) takeLocked(want *localProcess) *localProcess {
 	p := s.p
+	if p == nil || want != nil && p != want {
+		return nil
+	}
 	s.p = nil
 	s.timer.Stop()
 	return p

@@ -22,12 +22,11 @@ import (
 func spareProcess(t *testing.T, e *engine.Engine) int {
 	t.Helper()
 	before := testsupport.Children(os.Getpid())
-	spare, err := engine.StartSpare(e)
-	if err != nil {
+	e.Spare = engine.NewSpare(e)
+	t.Cleanup(e.Spare.Drop)
+	if err := e.Spare.Start(); err != nil {
 		t.Fatal(err)
 	}
-	e.Spare = spare
-	t.Cleanup(spare.Drop)
 	for _, pid := range testsupport.Children(os.Getpid()) {
 		if !slices.Contains(before, pid) && marked(pid) {
 			return pid
@@ -98,7 +97,8 @@ func TestL2_ASpareSessionProcessTakesTheNextRunWithItsLock(t *testing.T) {
 }
 
 // TestASpareThatDiedIsReplacedByAProcessOfTheRun: a spare killed before a
-// run took it costs the run nothing but its own start.
+// run took it costs the run nothing but its own start; and no spare is
+// started after the first run.
 func TestASpareThatDiedIsReplacedByAProcessOfTheRun(t *testing.T) {
 	e, cfg := demoLab(t)
 	ctx := t.Context()
@@ -114,6 +114,15 @@ func TestASpareThatDiedIsReplacedByAProcessOfTheRun(t *testing.T) {
 	openSession(t, live, e.Dir)
 	if rec, err := e.Store.Session(ctx, live.ID); err != nil || rec.PID == spare || rec.PID == 0 {
 		t.Fatalf("the run's process: %+v, %v (the spare was %d)", rec, err, spare)
+	}
+	// Once a run was launched, the front end's spare is spent.
+	if err := e.Spare.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range testsupport.Children(os.Getpid()) {
+		if marked(pid) && testsupport.Alive(pid) {
+			t.Errorf("a spare (process %d) was started after the first run", pid)
+		}
 	}
 	if err := live.StopIdle(); err != nil {
 		t.Fatal(err)

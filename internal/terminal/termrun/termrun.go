@@ -87,11 +87,10 @@ func Run(ctx context.Context, o Options) error {
 		e.Stderr = w
 	}
 	// The session's process starts while the terminal is made ready.
-	if spare, err := engine.StartSpare(e); err != nil {
+	e.Spare = engine.NewSpare(e)
+	defer e.Spare.Drop()
+	if err := e.Spare.Start(); err != nil {
 		o.Log.Debug("no spare session process", "err", err)
-	} else {
-		e.Spare = spare
-		defer spare.Drop()
 	}
 	e.OnAttach = func(_, plug string) {
 		if plug == "" {
