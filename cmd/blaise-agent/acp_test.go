@@ -553,19 +553,20 @@ func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	}
 }
 
-// spareOf returns the one child of the front end pid, its spare session
-// process.
+// spareOf returns the one child of the front end pid once it is its spare
+// session process (the agent asked alone for its capabilities, on a
+// configuration's first start, is stopped as the spare starts).
 func spareOf(t *testing.T, pid int) int {
 	t.Helper()
 	var children []int
-	testsupport.Eventually(t, "the front end's spare session process", func() bool {
+	testsupport.Eventually(t, "the front end's spare session process as its one child", func() bool {
 		children = testsupport.Children(pid)
-		return len(children) == 1
+		if len(children) != 1 {
+			return false
+		}
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", children[0]))
+		return slices.Contains(strings.Split(string(env), "\x00"), engine.SpareEnv+"=1")
 	})
-	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", children[0]))
-	if !slices.Contains(strings.Split(string(env), "\x00"), engine.SpareEnv+"=1") {
-		t.Fatalf("the child %d of the front end is not its spare session process", children[0])
-	}
 	return children[0]
 }
 
