@@ -124,7 +124,8 @@ func (l *Live) seen(m *acp.Message, fresh bool) (send bool) {
 		if opened, wasOpening = l.opening[key]; wasOpening {
 			delete(l.opening, key)
 		} else {
-			// An answer to a request sent before an adoption.
+			// Not an opening this run saw asked (one sent before an
+			// adoption): its session id, if the answer has one.
 			newSession = strings.Contains(string(m.Result), `"sessionId"`)
 		}
 	}
