@@ -120,22 +120,11 @@ func options() []kong.Option {
 var startOver = time.Second
 
 func main() {
-	args := os.Args[1:]
-	var spare *kong.Kong
-	var spareGlobals *Globals
+	args, parser, globals := os.Args[1:], (*kong.Kong)(nil), (*Globals)(nil)
 	if os.Getenv(engine.SpareEnv) != "" {
-		// A spare session process: its command line comes with its run,
-		// and its parser is built while it waits.
-		spare, spareGlobals = parserFor([]string{"session-process"})
-		var err error
-		if args, err = engine.AwaitRun(); errors.Is(err, engine.ErrNoRunHanded) {
-			return
-		} else if err != nil {
-			fail(err)
-		}
+		args, parser, globals = awaitRun()
 	}
-	parser, globals := spare, spareGlobals
-	if parser == nil || len(args) == 0 || args[0] != "session-process" {
+	if parser == nil {
 		parser, globals = parserFor(args)
 	}
 	// What a mistaken command line is told goes to stderr: the stdout of
@@ -177,6 +166,24 @@ func parserFor(args []string) (*kong.Kong, *Globals) {
 	)...)
 	completeWords(parser)
 	return parser, globals
+}
+
+// awaitRun is a spare session process's wait for its command line
+// (engine.AwaitRun), with the parser of session-process built meanwhile;
+// the parser is nil when the command line is another command's.
+func awaitRun() ([]string, *kong.Kong, *Globals) {
+	parser, globals := parserFor([]string{"session-process"})
+	args, err := engine.AwaitRun()
+	if errors.Is(err, engine.ErrNoRunHanded) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fail(err)
+	}
+	if len(args) == 0 || args[0] != "session-process" {
+		return args, nil, nil
+	}
+	return args, parser, globals
 }
 
 // commandLine returns what to parse args into, and its Globals: a CLI,

@@ -77,7 +77,7 @@ func (s *Spare) Start() error {
 	}
 	s.p = p
 	s.timer = time.AfterFunc(spareLife, func() {
-		if p := s.takeIf(p); p != nil {
+		if p := s.takeIf(p, false); p != nil {
 			p.discard()
 		}
 	})
@@ -98,22 +98,15 @@ func (s *Spare) take() *localProcess {
 	if s == nil {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.over = true
-	return s.takeLocked(nil)
+	return s.takeIf(nil, true)
 }
 
-// takeIf is takeLocked, with s locked.
-func (s *Spare) takeIf(want *localProcess) *localProcess {
+// takeIf returns the spare process, or nil; with want, only if it is
+// want. With spend, Start starts no other.
+func (s *Spare) takeIf(want *localProcess, spend bool) *localProcess {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.takeLocked(want)
-}
-
-// takeLocked returns the spare process, or nil; with want, only if it is
-// want. s is locked.
-func (s *Spare) takeLocked(want *localProcess) *localProcess {
+	s.over = s.over || spend
 	p := s.p
 	if p == nil || want != nil && p != want {
 		return nil
