@@ -15,7 +15,9 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/support/buildinfo"
+	"github.com/charmbracelet/log"
 )
 
 // AcpCmd is `blaise-agent acp`: the chain as an ACP agent on stdio, for
@@ -37,19 +39,43 @@ func (c *AcpCmd) Run(g *Globals) error {
 		return apiclient.ServeACP(ctx, c.client(), c.Agent, os.Stdin, os.Stdout)
 	}
 	logger := g.Logger().WithPrefix("acp")
+	// Where sessions were kept before, the first session's process starts
+	// at once: it takes longer to start than the client to ask for a
+	// session. A state directory is made only for a configuration that
+	// loads.
+	withSpare := func(e *engine.Engine, err error) (*engine.Engine, error) {
+		if e != nil {
+			e.Log, e.Spare = logger, engine.NewSpare(e)
+		}
+		return e, err
+	}
+	kept, err := filestore.StoreExists(c.dir())
+	if err != nil {
+		return err
+	}
+	var e *engine.Engine
+	defer func() {
+		if e != nil {
+			e.Spare.Drop()
+		}
+	}()
+	if kept {
+		if e, err = withSpare(c.engine(g)); err != nil {
+			return err
+		}
+		startSpare(e, logger)
+	}
 	// A configuration that does not load is the person's to fix now, not
 	// an error for the editor to show at its first session.
 	cfg, err := chain.LoadConfig(c.Config, logger)
 	if err != nil {
 		return err
 	}
-	e, err := c.engine(g)
-	if err != nil {
-		return err
+	if e == nil {
+		if e, err = withSpare(c.engine(g)); err != nil {
+			return err
+		}
 	}
-	e.Log = logger
-	e.Spare = engine.NewSpare(e)
-	defer e.Spare.Drop()
 	// The front end passes the agent's session/updates on as they come.
 	e.Bundled = true
 	// Set before the first sweep, whose teardown runs report to it.
@@ -76,19 +102,15 @@ func (c *AcpCmd) Run(g *Globals) error {
 	a := cfg.Agent
 	caps := agentcaps.Open(c.dir(), abs, agentcaps.Agent{Command: a.Command, Args: a.Args, Env: a.Env, Cwd: a.Cwd},
 		cmp.Or(c.StartupLimit, lifecycle.DefaultStartupLimit))
-	// The first session's process starts while the client says hello; on
-	// a configuration's first start, once the agent alone has answered
-	// initialize: both starting at once slowed that answer, on 2 cores.
-	startSpare := func() {
-		if err := e.Spare.Start(); err != nil {
-			logger.Debug("no spare session process", "err", err)
-		}
-	}
+	// In a new state directory, the first session's process starts now,
+	// while the client says hello; on a configuration's first start, once
+	// the agent alone has answered initialize: both starting at once
+	// slowed that answer, on 2 cores.
 	var capabilities front.Capabilities = caps
 	if known, tried := caps.Known(); known != nil || tried {
-		startSpare()
+		startSpare(e, logger)
 	} else {
-		capabilities = answeredThen{caps, startSpare}
+		capabilities = answeredThen{caps, func() { startSpare(e, logger) }}
 	}
 	srv := &front.Server{
 		Capabilities:    capabilities,
@@ -116,4 +138,11 @@ func (c answeredThen) Learn(ctx context.Context, clientParams []byte, answered f
 		answered(result)
 		c.then()
 	})
+}
+
+// startSpare starts e's spare session process, unless one is started.
+func startSpare(e *engine.Engine, logger *log.Logger) {
+	if err := e.Spare.Start(); err != nil {
+		logger.Debug("no spare session process", "err", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -550,6 +551,40 @@ func TestAcpStartsASessionAtSessionNewNotAtInitialize(t *testing.T) {
 	}
 	if runs, _ := filepath.Glob(filepath.Join(l.dir, "*-run-*")); len(runs) != 1 || l.file(id+"-run-1") != "n=1 kind=start" {
 		t.Fatalf("plug runs: %v", runs)
+	}
+}
+
+// TestAcpStartsItsSpareBeforeItLoadsTheConfigurationWhereSessionsWereKept:
+// with a state directory from earlier sessions, the spare session process
+// starts before the configuration is loaded (it takes longer to start than
+// a client to ask for a session); a configuration that then fails ends
+// acp with its error, and the spare with it, and makes no session.
+func TestAcpStartsItsSpareBeforeItLoadsTheConfigurationWhereSessionsWereKept(t *testing.T) {
+	t.Parallel()
+	l := newAcpLab(t)
+	p := l.start()
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)
+	p.await("0")
+	if err := p.close(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(l.dir, "blaise.star"), []byte("fail(\"this configuration is not ready\")\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = l.start()
+	if err := p.exit("its configuration failed"); err == nil {
+		t.Fatal("acp with a failing configuration exited 0")
+	}
+	logs := p.stderr.String()
+	started := regexp.MustCompile(`a spare session process waits for the next run pid=(\d+)`).FindStringSubmatchIndex(logs)
+	failed := strings.Index(logs, "this configuration is not ready")
+	if started == nil || failed < started[0] {
+		t.Fatalf("acp did not start its spare before it loaded the configuration:\n%s", logs)
+	}
+	spare, _ := strconv.Atoi(logs[started[2]:started[3]])
+	testsupport.WaitGone(t, spare, "the spare session process of a front end whose configuration failed")
+	if ids := l.sessionDirs(); len(ids) != 0 {
+		t.Fatalf("sessions: %v", ids)
 	}
 }
 

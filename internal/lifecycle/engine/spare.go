@@ -76,6 +76,7 @@ func (s *Spare) Start() error {
 		return fmt.Errorf("starting a spare session process: %w", err)
 	}
 	s.p = p
+	s.e.logger().Debug("a spare session process waits for the next run", "pid", p.cmd.Process.Pid)
 	s.timer = time.AfterFunc(spareLife, func() {
 		if p := s.takeIf(p, false); p != nil {
 			p.discard()

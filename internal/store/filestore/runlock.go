@@ -76,7 +76,8 @@ func (s *runLocks) lockRunOnce(id string, create bool) (*runLock, error) {
 	}
 	dir := s.sessionDir(id)
 	if create {
-		if err := mkdirDurable(dir); err != nil {
+		// Durable with the session's record (CreateSession).
+		if _, err := mkdir(dir); err != nil {
 			return nil, fmt.Errorf("session %s: %w", id, err)
 		}
 	}
