@@ -82,19 +82,21 @@ func (c *AcpCmd) Run(g *Globals) error {
 	e.Settled = func(r *lifecycle.Record) {
 		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
 	}
-	// Earlier sessions are settled while the client says hello: its
-	// session messages wait for it (front.Server.Settled). Then, for as
-	// long as the client stays, paused sessions expire and failed
-	// teardowns are retried (L6, L2). Process-long: ends with ctx, as the
-	// process does.
+	// Earlier sessions are settled when the client first asks for one, or
+	// once its first new session has started: its messages about sessions
+	// wait for it (front.Server.Settled). Then, for as long as the client
+	// stays, paused sessions expire and failed teardowns are retried (L6,
+	// L2). Process-long: ends with ctx, as the process does.
 	settled := make(chan struct{})
-	go func() {
-		if err := e.Sweep(ctx); err != nil {
-			logger.Warn("settling earlier sessions", "err", err)
-		}
-		close(settled)
-		e.Keep(ctx)
-	}()
+	settle := func() {
+		go func() {
+			if err := e.Sweep(ctx); err != nil {
+				logger.Warn("settling earlier sessions", "err", err)
+			}
+			close(settled)
+			e.Keep(ctx)
+		}()
+	}
 	abs, err := filepath.Abs(c.Config)
 	if err != nil {
 		return err
@@ -115,6 +117,7 @@ func (c *AcpCmd) Run(g *Globals) error {
 	srv := &front.Server{
 		Capabilities:    capabilities,
 		Settled:         settled,
+		Settle:          settle,
 		Sessions:        front.FromEngine(e),
 		Config:          c.Config,
 		In:              os.Stdin,

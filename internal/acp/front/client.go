@@ -28,7 +28,8 @@ func (c *conn) fromClient(m *acp.Message) {
 		}
 		return
 	}
-	if m.Method != "initialize" && c.srv.Settled != nil {
+	if c.srv.Settled != nil && c.needsSettled(m) {
+		c.srv.startSettling()
 		select {
 		case <-c.srv.Settled:
 		case <-c.ctx.Done():
@@ -50,6 +51,18 @@ func (c *conn) fromClient(m *acp.Message) {
 		}
 		c.connectionMessage(m)
 	}
+}
+
+// needsSettled tells whether m may concern a session of an earlier front
+// end: all but initialize, session/new and the messages of the sessions
+// this connection holds.
+func (c *conn) needsSettled(m *acp.Message) bool {
+	switch m.Method {
+	case "initialize", "session/new":
+		return false
+	}
+	id, ok := stringMember(m.Params, "sessionId")
+	return !ok || c.sessions[id] == nil
 }
 
 // clientResponse passes the client's answer to the run that asked.

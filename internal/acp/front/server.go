@@ -43,6 +43,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp"
@@ -76,11 +77,28 @@ type Server struct {
 	// newest sessions.
 	Capabilities Capabilities
 	// Settled, when set, is closed once the sessions of earlier front
-	// ends are settled (the engine's first sweep): the client's messages
-	// but initialize wait for it, so that a session whose run died is
-	// found paused, as it is.
+	// ends are settled (the engine's first sweep), which Settle starts:
+	// the client's messages but initialize and session/new wait for it,
+	// so that a session whose run died is found paused, as it is. Settle
+	// is called once: at the first message that waits, once the first
+	// new session has started (its start does not share the machine with
+	// the settling), or a second after the server started.
 	Settled <-chan struct{}
+	Settle  func()
+
+	settleOnce sync.Once
 }
+
+// startSettling starts the settling of earlier sessions (Settle), once.
+func (s *Server) startSettling() {
+	if s.Settle != nil {
+		s.settleOnce.Do(s.Settle)
+	}
+}
+
+// settleAfter is when a server whose client has not asked for sessions
+// settles the earlier ones all the same.
+const settleAfter = time.Second
 
 // Capabilities keeps the chain's answer to initialize (agentcaps.Cache).
 type Capabilities interface {
@@ -120,6 +138,7 @@ func (s *Server) Run(ctx context.Context) error {
 		frontReqs:    map[string]frontReq{},
 	}
 	defer close(c.quit)
+	defer time.AfterFunc(settleAfter, s.startSettling).Stop()
 	client := acp.ReadMessages(acp.NewReader(s.In, s.MaxLine), logger, nil)
 	var deadline <-chan time.Time
 	done := ctx.Done()

@@ -465,6 +465,46 @@ func TestSessionListIsAnsweredFromTheStore(t *testing.T) {
 	_ = c.close()
 }
 
+// TestANewSessionStartsBeforeEarlierSessionsAreSettled: session/new needs
+// no earlier session settled, and the settling starts once its run has
+// started, not beside its start; the messages of the new session do not
+// wait for it either, but what may concern earlier sessions does.
+func TestANewSessionStartsBeforeEarlierSessionsAreSettled(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	settled, asked := make(chan struct{}), make(chan struct{})
+	c := startServer(t, f, func(s *Server) {
+		s.Settled = settled
+		s.Settle = func() {
+			if f.run("bs01") == nil {
+				t.Error("the settling started before the new session's run")
+			}
+			close(asked)
+		}
+	})
+	c.initialize()
+	a := c.newSession(1)
+	<-asked
+	if _, resp := c.prompt(2, a, "hi"); resp.Error != nil {
+		t.Fatalf("prompt of the new session: %s", resp.Raw)
+	}
+	c.send(`{"jsonrpc":"2.0","id":3,"method":"session/list","params":{}}`)
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":%q,"prompt":[{"type":"text","text":"again"}]}}`, a)
+	time.Sleep(50 * time.Millisecond) // long enough for an answer, were it not waiting
+	select {
+	case m := <-c.In:
+		t.Fatalf("answered before the earlier sessions were settled: %s", m.Raw)
+	default:
+	}
+	close(settled)
+	if _, resp := c.await("3"); resp.Error != nil {
+		t.Fatalf("session/list: %s", resp.Raw)
+	}
+	if _, resp := c.await("4"); resp.Error != nil {
+		t.Fatalf("prompt: %s", resp.Raw)
+	}
+	_ = c.close()
+}
+
 // checkedSessions are sessions that must not be asked for, once armed,
 // before settled is closed. (Initialize may list them: it reads their
 // transcripts for the chain's answer to initialize.)
