@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +19,10 @@ import (
 // 10 no-op plugs. Each path's first start is not counted: `acp` then makes
 // its state directory and learns the agent's capabilities by starting it
 // alone, which an editor's later starts find done; acp-first counts that
-// first start, on a new state directory each time. $BLAISE_BENCH_BIN, when
-// set, is the `blaise-agent` whose `acp` is measured; the agent stays this
-// test binary's.
+// first start, on a new state directory each time; acp-200stored starts
+// where 200 paused sessions are kept, which acp settles (reads) at each
+// start. $BLAISE_BENCH_BIN, when set, is the `blaise-agent` whose `acp` is
+// measured; the agent stays this test binary's.
 func BenchmarkReady(b *testing.B) {
 	bin, measured := self(b), benchCommand(b)
 	agent := func(b *testing.B) func() *exec.Cmd {
@@ -29,9 +32,10 @@ func BenchmarkReady(b *testing.B) {
 			return cmd
 		}
 	}
-	acp := func(plugs int, first bool) func(b *testing.B) func() *exec.Cmd {
+	acp := func(plugs int, first bool, stored int) func(b *testing.B) func() *exec.Cmd {
 		return func(b *testing.B) func() *exec.Cmd {
 			dir, cfg := floodConfig(b, bin, plugs)
+			storePaused(b, filepath.Join(dir, "state"), stored)
 			return func() *exec.Cmd {
 				if first {
 					dir, cfg = floodConfig(b, bin, plugs)
@@ -48,9 +52,10 @@ func BenchmarkReady(b *testing.B) {
 		start func(b *testing.B) func() *exec.Cmd
 	}{
 		{"agent", agent},
-		{"acp", acp(0, false)},
-		{"acp-10plugs", acp(10, false)},
-		{"acp-first", acp(0, true)},
+		{"acp", acp(0, false, 0)},
+		{"acp-10plugs", acp(10, false, 0)},
+		{"acp-first", acp(0, true, 0)},
+		{"acp-200stored", acp(0, false, 200)},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			start := p.start(b)
@@ -84,4 +89,25 @@ func ready(b *testing.B, cmd *exec.Cmd) time.Duration {
 		took = time.Since(t0)
 	})
 	return took
+}
+
+// storePaused keeps n paused sessions in the state directory dir (none:
+// nothing is made).
+func storePaused(b *testing.B, dir string, n int) {
+	if n == 0 {
+		return
+	}
+	store, err := filestore.OpenStore(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for range n {
+		rec := &lifecycle.Record{ID: store.NewSessionID(), State: lifecycle.Paused, Created: now, Updated: now, Runs: 1,
+			Settings: lifecycle.DefaultSettings(), Resumable: true, PausedAt: now, ExpiresAt: now.Add(24 * time.Hour),
+			Pause: &lifecycle.PauseRecord{Reason: lifecycle.Idle, MayResume: true, At: now, Run: 1}}
+		if err := store.CreateSession(b.Context(), rec); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

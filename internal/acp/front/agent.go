@@ -170,6 +170,7 @@ func (c *conn) answer(sess *session, p pendingReq, m *acp.Message) *acp.Message 
 	failed := m.Error != nil
 	switch p.method {
 	case "session/new":
+		c.srv.startSettling()
 		if failed {
 			// The session never opened: it ends (stopRun).
 			sess.phase = draining

@@ -154,7 +154,6 @@ func (c *conn) launched(sess *session, r Run, err error) {
 	sess.holder = &holder{client: c.clientName(), since: time.Now()}
 	holders.Store(sess.id, sess.holder)
 	c.log.Info("session run started", "session", sess.id, "run", r.Number())
-	c.srv.startSettling()
 	// Counted in c.active until runDone: the connection's loop waits for it.
 	go func() {
 		msgs := r.Messages()

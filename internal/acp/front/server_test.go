@@ -466,8 +466,8 @@ func TestSessionListIsAnsweredFromTheStore(t *testing.T) {
 }
 
 // TestANewSessionStartsBeforeEarlierSessionsAreSettled: session/new needs
-// no earlier session settled, and the settling starts once its run has
-// started, not beside its start; the messages of the new session do not
+// no earlier session settled, and the settling starts once the agent has
+// answered it, not beside its start; the messages of the new session do not
 // wait for it either, but what may concern earlier sessions does.
 func TestANewSessionStartsBeforeEarlierSessionsAreSettled(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
