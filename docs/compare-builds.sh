@@ -118,6 +118,7 @@ ACPFrontEnd/throughput/acp-5plugs session-cpu-ns/msg -
 Ready/acp over-agent-ms -
 Ready/acp-10plugs over-agent-ms -
 Ready/acp-first over-agent-ms -
+Ready/acp-200stored over-agent-ms -
 Memory/0plugs session-MiB -
 Memory/10plugs session-MiB -
 Memory/10plugs front-MiB -

@@ -82,11 +82,11 @@ func (c *AcpCmd) Run(g *Globals) error {
 	e.Settled = func(r *lifecycle.Record) {
 		logger.Debug("session settled", "session", r.ID, "state", r.State, "reason", r.EndReason)
 	}
-	// Earlier sessions are settled when the client first asks for one, or
-	// once its first new session has started: its messages about sessions
-	// wait for it (front.Server.Settled). Then, for as long as the client
-	// stays, paused sessions expire and failed teardowns are retried (L6,
-	// L2). Process-long: ends with ctx, as the process does.
+	// Earlier sessions are settled when the client first asks about one,
+	// or once the agent has answered its first session/new: what may
+	// concern them waits for it (front.Server.Settle). Then, for as long as
+	// the client stays, paused sessions expire and failed teardowns are
+	// retried (L6, L2). Process-long: ends with ctx, as the process does.
 	settled := make(chan struct{})
 	settle := func() {
 		go func() {

@@ -28,7 +28,7 @@ func (c *conn) fromClient(m *acp.Message) {
 		}
 		return
 	}
-	if c.srv.Settled != nil && c.needsSettled(m) {
+	if c.srv.Settled != nil && needsSettled(m, c.sessions) {
 		c.srv.startSettling()
 		select {
 		case <-c.srv.Settled:
@@ -55,14 +55,14 @@ func (c *conn) fromClient(m *acp.Message) {
 
 // needsSettled tells whether m may concern a session of an earlier front
 // end: all but initialize, session/new and the messages of the sessions
-// this connection holds.
-func (c *conn) needsSettled(m *acp.Message) bool {
+// held (by the connection).
+func needsSettled(m *acp.Message, held map[string]*session) bool {
 	switch m.Method {
 	case "initialize", "session/new":
 		return false
 	}
 	id, ok := stringMember(m.Params, "sessionId")
-	return !ok || c.sessions[id] == nil
+	return !ok || held[id] == nil
 }
 
 // clientResponse passes the client's answer to the run that asked.

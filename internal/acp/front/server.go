@@ -78,8 +78,9 @@ type Server struct {
 	Capabilities Capabilities
 	// Settled, when set, is closed once the sessions of earlier front
 	// ends are settled (the engine's first sweep), which Settle starts:
-	// the client's messages but initialize and session/new wait for it,
-	// so that a session whose run died is found paused, as it is. Settle
+	// the client's messages but initialize, session/new and those of the
+	// sessions it holds wait for it, so that a session whose run died is
+	// found paused, as it is. Settle
 	// is called once: at the first message that waits, once the agent has
 	// answered the first session/new (its start does not share the
 	// machine with the settling), or a second after the server started.
