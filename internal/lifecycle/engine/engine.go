@@ -529,6 +529,12 @@ func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecyc
 		lock.Release()
 		return nil, err
 	}
+	// For people and tests; whether the run is alive is its run lock's to say.
+	if pid := proc.PID(); pid != 0 {
+		if _, err := e.Store.UpdateSession(ctx, rec.ID, func(r *lifecycle.Record) error { r.PID = pid; return nil }); err != nil {
+			e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
+		}
+	}
 	l := e.newLive(ctx, rec, kind, proc, lock)
 	e.run(l)
 	return l, nil

@@ -312,27 +312,12 @@ func (l *Live) readControl() {
 		}
 		l.mu.Unlock()
 		if c.Kind == lifecycle.ControlLoaded && first {
-			l.notePID()
 			close(l.loaded)
 			l.wake() // the settings may be shorter than the engine's
 		}
 		if c.Kind == lifecycle.ControlAttaching && l.e.OnAttach != nil {
 			l.e.OnAttach(l.ID, c.Plug)
 		}
-	}
-}
-
-// notePID records the run's session process, for people and tests;
-// whether the run is alive is its run lock's to say. Written once the run
-// has loaded, while its agent starts: before, the write held the store's
-// lock while the run's process waited to read its record.
-func (l *Live) notePID() {
-	pid := l.proc.PID()
-	if pid == 0 {
-		return
-	}
-	if _, err := l.e.Store.UpdateSession(l.ctx, l.ID, func(r *lifecycle.Record) error { r.PID = pid; return nil }); err != nil {
-		l.e.logger().Warn("recording the session process failed", "session", l.ID, "err", err)
 	}
 }
 

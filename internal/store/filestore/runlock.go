@@ -76,8 +76,7 @@ func (s *runLocks) lockRunOnce(id string, create bool) (*runLock, error) {
 	}
 	dir := s.sessionDir(id)
 	if create {
-		// Durable with the session's record (CreateSession).
-		if _, err := mkdir(dir); err != nil {
+		if err := mkdirDurable(dir); err != nil {
 			return nil, fmt.Errorf("session %s: %w", id, err)
 		}
 	}

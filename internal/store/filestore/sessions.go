@@ -43,19 +43,10 @@ func (s *sessionFiles) CreateSession(ctx context.Context, rec *lifecycle.Record)
 		}
 		// A directory without session.json is what a process killed
 		// while creating the session left; it is taken over.
-		dir := s.sessionDir(rec.ID)
-		if _, err := mkdir(dir); err != nil {
+		if err := mkdirDurable(s.sessionDir(rec.ID)); err != nil {
 			return fmt.Errorf("session %s: %w", rec.ID, err)
 		}
-		// Its entry (made by the run lock, not synced) is synced while the
-		// record is written: one wait for both.
-		synced := make(chan error, 1)
-		go func() { synced <- atomicfile.SyncDir(filepath.Dir(dir)) }()
-		err := s.writeSession(rec)
-		if serr := <-synced; err == nil && serr != nil {
-			err = fmt.Errorf("session %s: %w", rec.ID, serr)
-		}
-		return err
+		return s.writeSession(rec)
 	})
 }
 

@@ -330,21 +330,15 @@ func isTemp(name string) bool {
 // mkdirDurable creates dir (0700) if it is missing and syncs its parent, so
 // that the new directory survives a crash.
 func mkdirDurable(dir string) error {
-	made, err := mkdir(dir)
-	if err != nil || !made {
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(dir); serr == nil && !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(filepath.Dir(dir))
-}
-
-// mkdir creates dir (0700) if it is missing, and says whether it did.
-func mkdir(dir string) (made bool, err error) {
-	err = os.Mkdir(dir, 0o700)
-	if errors.Is(err, fs.ErrExist) {
-		if fi, serr := os.Stat(dir); serr == nil && !fi.IsDir() {
-			return false, fmt.Errorf("%s is not a directory", dir)
-		}
-		return false, nil
-	}
-	return err == nil, err
 }
