@@ -505,6 +505,25 @@ func TestANewSessionStartsBeforeEarlierSessionsAreSettled(t *testing.T) {
 	_ = c.close()
 }
 
+// TestEarlierSessionsAreSettledWhenTheClientAsksForNothing: a client that
+// says hello and waits still has the earlier sessions settled (their
+// expiries and teardowns go on, L6), a second after the server started.
+func TestEarlierSessionsAreSettledWhenTheClientAsksForNothing(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	asked := make(chan struct{})
+	c := startServer(t, f, func(s *Server) {
+		s.Settled = make(chan struct{})
+		s.Settle = func() { close(asked) }
+	})
+	c.initialize()
+	select {
+	case <-asked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the earlier sessions were never settled")
+	}
+	_ = c.close()
+}
+
 // checkedSessions are sessions that must not be asked for, once armed,
 // before settled is closed. (Initialize may list them: it reads their
 // transcripts for the chain's answer to initialize.)
