@@ -7,6 +7,7 @@ require (
 	github.com/bazelbuild/buildtools v0.0.0-20260904073137-eaa4d125b423
 	github.com/charmbracelet/log v1.0.0
 	github.com/charmbracelet/x/ansi v0.10.2
+	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/chzyer/readline v1.5.1
 	github.com/coder/acp-go-sdk v0.13.0
@@ -21,7 +22,6 @@ require (
 	github.com/muesli/termenv v0.16.0
 	github.com/posener/complete v1.2.3
 	github.com/rogpeppe/go-internal v1.16.0
-	github.com/yuin/goldmark v1.7.13
 	go.lsp.dev/jsonrpc2 v0.10.0
 	go.lsp.dev/protocol v0.12.0
 	go.lsp.dev/uri v0.3.0
@@ -38,7 +38,6 @@ require (
 	github.com/charmbracelet/lipgloss v1.1.1-0.20250404203927-76690c660834 // indirect
 	github.com/charmbracelet/x/cellbuf v0.0.13 // indirect
 	github.com/charmbracelet/x/term v0.2.1 // indirect
-	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logfmt/logfmt v0.6.1 // indirect

@@ -1,18 +1,16 @@
 package dashboard
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"strings"
-	"sync"
 
 	sdk "github.com/coder/acp-go-sdk"
-	"github.com/yuin/goldmark"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	md "github.com/blaiseagent/blaise-agent/internal/support/markdown"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 )
 
@@ -301,19 +299,10 @@ func (c *conversation) EndTurn(stop string) {
 	}
 }
 
-// markdownRenderer is goldmark's CommonMark renderer as it comes: without
-// html.WithUnsafe, raw HTML is omitted and dangerous link destinations
-// (javascript: and the like) are not linked.
-var markdownRenderer = sync.OnceValue(func() goldmark.Markdown { return goldmark.New() })
-
-// markdown renders an agent's Markdown as inert HTML.
-func markdown(s string) template.HTML {
-	var b bytes.Buffer
-	if err := markdownRenderer().Convert([]byte(s), &b); err != nil {
-		return template.HTML(template.HTMLEscapeString(s))
-	}
-	return template.HTML(b.String())
-}
+// markdown renders an agent's Markdown as inert HTML: raw HTML is omitted
+// and dangerous link destinations (javascript: and the like) are not
+// linked.
+func markdown(s string) template.HTML { return template.HTML(md.HTML(s)) }
 
 // diffLine is a line of a diff as a tool card shows it.
 type diffLine struct {

@@ -1,20 +1,15 @@
 // Package termmd renders Markdown for a terminal: headings, emphasis, lists,
 // quotes, code and tables, wrapped to a width, styled with SGR sequences
-// or not at all. It parses with goldmark's CommonMark parser, and finds GFM
-// tables itself: goldmark's extension package compiles regular expressions
-// at init that every process of the binary, which links this package,
-// would pay for at start.
+// or not at all. It parses with package markdown, and finds GFM tables
+// itself.
 package termmd
 
 import (
 	"strconv"
 	"strings"
 
+	"github.com/blaiseagent/blaise-agent/internal/support/markdown"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/text"
-	"github.com/yuin/goldmark/util"
 )
 
 // A Style gives the SGR parameters of each kind of text ("1;38;5;75": bold,
@@ -36,16 +31,11 @@ var (
 type Renderer struct {
 	Width int
 	Style Style
-	md    goldmark.Markdown
 }
 
 // New returns a renderer wrapping at width columns (at least 20).
 func New(width int, style Style) *Renderer {
-	return &Renderer{
-		Width: max(width, 20),
-		Style: style,
-		md:    goldmark.New(),
-	}
+	return &Renderer{Width: max(width, 20), Style: style}
 }
 
 // Render renders src; blocks are separated by a blank line.
@@ -73,25 +63,18 @@ func (r *Renderer) Render(src string) string {
 }
 
 func (r *Renderer) markdown(src string) []string {
-	source := []byte(src)
-	w := &writer{r: r, src: source}
-	return w.blocks(r.md.Parser().Parse(text.NewReader(source)), r.Width, false)
+	w := &writer{r: r}
+	return w.blocks(markdown.Parse(src).Children, r.Width, false)
 }
 
 // cell renders the inline Markdown of a table's cell.
 func (r *Renderer) cell(src string) string {
-	source := []byte(src)
-	w := &writer{r: r, src: source}
-	doc := r.md.Parser().Parse(text.NewReader(source))
-	if p := doc.FirstChild(); p != nil {
-		return strings.TrimSpace(w.inline(p))
-	}
-	return ""
+	w := &writer{r: r}
+	return strings.TrimSpace(w.inline(markdown.ParseInline(src)))
 }
 
 type writer struct {
-	r   *Renderer
-	src []byte
+	r *Renderer
 }
 
 // paint wraps s in the style sgr, unless the style is empty.
@@ -110,11 +93,11 @@ func (w *writer) on(set, unset, s string) string {
 	return "\x1b[" + set + "m" + s + "\x1b[" + unset + "m"
 }
 
-// blocks renders the children of a container, each a run of lines,
+// blocks renders the blocks of a container, each a run of lines,
 // separated by a blank line unless tight (the items of a tight list).
-func (w *writer) blocks(n ast.Node, width int, tight bool) []string {
+func (w *writer) blocks(nodes []*markdown.Node, width int, tight bool) []string {
 	var out []string
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+	for _, c := range nodes {
 		lines := w.block(c, width)
 		if len(lines) == 0 {
 			continue
@@ -127,47 +110,47 @@ func (w *writer) blocks(n ast.Node, width int, tight bool) []string {
 	return out
 }
 
-func (w *writer) block(n ast.Node, width int) []string {
-	switch n := n.(type) {
-	case *ast.Paragraph, *ast.TextBlock:
-		return wrap(w.inline(n), width)
-	case *ast.Heading:
-		return wrap(paint(w.r.Style.Heading, w.inline(n)), width)
-	case *ast.ThematicBreak:
+func (w *writer) block(n *markdown.Node, width int) []string {
+	switch n.Kind {
+	case markdown.Paragraph:
+		return wrap(w.inline(n.Children), width)
+	case markdown.Heading:
+		return wrap(paint(w.r.Style.Heading, w.inline(n.Children)), width)
+	case markdown.ThematicBreak:
 		return []string{paint(w.r.Style.Rule, strings.Repeat("─", min(width, 40)))}
-	case *ast.FencedCodeBlock, *ast.CodeBlock:
-		return w.code(n)
-	case *ast.HTMLBlock:
-		return w.rawLines(n)
-	case *ast.Blockquote:
-		return prefixed(w.blocks(n, width-2, false), paint(w.r.Style.Quote, "│ "), paint(w.r.Style.Quote, "│ "))
-	case *ast.List:
+	case markdown.CodeBlock:
+		return w.code(n.Text)
+	case markdown.HTMLBlock:
+		return strings.Split(strings.TrimRight(n.Text, "\n"), "\n")
+	case markdown.Blockquote:
+		return prefixed(w.blocks(n.Children, width-2, false), paint(w.r.Style.Quote, "│ "), paint(w.r.Style.Quote, "│ "))
+	case markdown.List:
 		return w.list(n, width)
 	}
-	return w.blocks(n, width, false)
+	return w.blocks(n.Children, width, false)
 }
 
 // list renders the items with their markers, the lines after an item's
 // first one indented under its text.
-func (w *writer) list(l *ast.List, width int) []string {
+func (w *writer) list(l *markdown.Node, width int) []string {
 	var out []string
 	number := l.Start
 	widest := 2
-	if l.IsOrdered() {
-		widest = len(strconv.Itoa(l.Start+l.ChildCount()-1)) + 2
+	if l.Ordered {
+		widest = len(strconv.Itoa(l.Start+len(l.Children)-1)) + 2
 	}
-	for item := l.FirstChild(); item != nil; item = item.NextSibling() {
+	for _, item := range l.Children {
 		marker := "• "
-		if l.IsOrdered() {
+		if l.Ordered {
 			marker = strconv.Itoa(number) + string(l.Marker) + " "
 			number++
 		}
 		marker += strings.Repeat(" ", max(widest-len(marker), 0))
-		lines := w.blocks(item, width-widest, l.IsTight)
+		lines := w.blocks(item.Children, width-widest, l.Tight)
 		if len(lines) == 0 {
 			lines = []string{""}
 		}
-		if len(out) > 0 && !l.IsTight {
+		if len(out) > 0 && !l.Tight {
 			out = append(out, "")
 		}
 		out = append(out, prefixed(lines, marker, strings.Repeat(" ", widest))...)
@@ -176,12 +159,10 @@ func (w *writer) list(l *ast.List, width int) []string {
 }
 
 // code renders a code block's lines as they are, indented and not wrapped.
-func (w *writer) code(n ast.Node) []string {
+func (w *writer) code(text string) []string {
 	var out []string
-	lines := n.Lines()
-	for i := 0; i < lines.Len(); i++ {
-		seg := lines.At(i)
-		l := strings.TrimRight(string(seg.Value(w.src)), "\r\n")
+	for l := range strings.Lines(text) {
+		l = strings.TrimRight(l, "\r\n")
 		l = strings.ReplaceAll(l, "\t", "    ")
 		if strings.TrimSpace(l) == "" {
 			out = append(out, "")
@@ -192,81 +173,43 @@ func (w *writer) code(n ast.Node) []string {
 	return out
 }
 
-func (w *writer) rawLines(n ast.Node) []string {
+// inline renders inlines: soft line breaks as spaces, hard ones as
+// newlines.
+func (w *writer) inline(nodes []*markdown.Node) string {
 	var b strings.Builder
-	lines := n.Lines()
-	for i := 0; i < lines.Len(); i++ {
-		seg := lines.At(i)
-		b.Write(seg.Value(w.src))
-	}
-	if h, ok := n.(*ast.HTMLBlock); ok && h.HasClosure() {
-		b.Write(h.ClosureLine.Value(w.src))
-	}
-	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
-}
-
-// inline renders the inline content of n: soft line breaks as spaces, hard
-// ones as newlines.
-func (w *writer) inline(n ast.Node) string {
-	var b strings.Builder
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		w.inlineNode(&b, c)
+	for _, n := range nodes {
+		w.inlineNode(&b, n)
 	}
 	return b.String()
 }
 
-func (w *writer) inlineNode(b *strings.Builder, n ast.Node) {
+func (w *writer) inlineNode(b *strings.Builder, n *markdown.Node) {
 	st := w.r.Style
-	switch n := n.(type) {
-	case *ast.Text:
-		v := n.Segment.Value(w.src)
-		if !n.IsRaw() {
-			v = util.ResolveNumericReferences(util.ResolveEntityNames(util.UnescapePunctuations(v)))
-		}
-		b.Write(v)
-		switch {
-		case n.HardLineBreak():
-			b.WriteByte('\n')
-		case n.SoftLineBreak():
-			b.WriteByte(' ')
-		}
-	case *ast.String:
-		b.Write(n.Value)
-	case *ast.CodeSpan:
-		var code strings.Builder
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			if t, ok := c.(*ast.Text); ok {
-				code.Write(t.Segment.Value(w.src))
-			} else if s, ok := c.(*ast.String); ok {
-				code.Write(s.Value)
-			}
-		}
-		b.WriteString(paint(st.Code, code.String()))
-	case *ast.Emphasis:
+	switch n.Kind {
+	case markdown.Text, markdown.RawHTML:
+		b.WriteString(n.Text)
+	case markdown.SoftBreak:
+		b.WriteByte(' ')
+	case markdown.HardBreak:
+		b.WriteByte('\n')
+	case markdown.Code:
+		b.WriteString(paint(st.Code, n.Text))
+	case markdown.Emphasis:
 		if n.Level >= 2 {
-			b.WriteString(w.on("1", "22", w.inline(n)))
+			b.WriteString(w.on("1", "22", w.inline(n.Children)))
 		} else {
-			b.WriteString(w.on("3", "23", w.inline(n)))
+			b.WriteString(w.on("3", "23", w.inline(n.Children)))
 		}
-	case *ast.Link:
-		label := w.inline(n)
+	case markdown.Link:
+		label := w.inline(n.Children)
 		b.WriteString(paint(st.Link, label))
-		if dest := string(n.Destination); dest != "" && dest != ansi.Strip(label) {
-			b.WriteString(" " + paint(st.URL, "("+dest+")"))
+		if n.Dest != "" && n.Dest != ansi.Strip(label) {
+			b.WriteString(" " + paint(st.URL, "("+n.Dest+")"))
 		}
-	case *ast.AutoLink:
-		b.WriteString(paint(st.Link, string(n.URL(w.src))))
-	case *ast.Image:
-		b.WriteString(w.inline(n) + " " + paint(st.URL, "(image: "+string(n.Destination)+")"))
-	case *ast.RawHTML:
-		for i := 0; i < n.Segments.Len(); i++ {
-			seg := n.Segments.At(i)
-			b.Write(seg.Value(w.src))
-		}
-	default:
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			w.inlineNode(b, c)
-		}
+	case markdown.AutoLink:
+		b.WriteString(paint(st.Link, n.Dest))
+	case markdown.Image:
+		b.WriteString(w.inline(n.Children) + " " + paint(st.URL, "(image: "+n.Dest+")"))
 	}
 }
 
