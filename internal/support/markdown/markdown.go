@@ -1,9 +1,11 @@
 // Package markdown parses the Markdown that agents write (CommonMark's
-// blocks and inlines, without link reference definitions) into a tree, and
-// renders it as inert HTML. It does no work before its first use: a
-// library that compiles patterns or builds tables at init costs every
-// process of the binary at start, whether it renders Markdown or not
-// (docs/performance.md).
+// blocks and inlines; a link reference definition on one line; no GFM
+// tables, which the terminal finds itself) into a tree, and renders it as
+// inert HTML. It does no work before its first use: a library that
+// compiles patterns or builds tables at init costs every process of the
+// binary at start, whether it renders Markdown or not
+// (docs/performance.md). Its time grows with the length of its text
+// whatever the text: an agent's message may be made to be slow.
 package markdown
 
 import "strings"

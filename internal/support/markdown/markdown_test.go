@@ -1,6 +1,7 @@
 package markdown
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,24 +88,34 @@ func FuzzHTML(f *testing.F) {
 }
 
 // The parse takes time in proportion to its text, whatever the text: an
-// agent's message may be made to be slow to render.
+// agent's message may be made to be slow to render. Each case runs at two
+// lengths, four times apart: their MB/s are about the same.
 func BenchmarkHTML(b *testing.B) {
-	doc := strings.Repeat("# Heading\n\nSome *text* with `code` and a [link](http://x).\n\n- a\n- b\n\n```\ncode\n```\n\n", 100)
-	for _, c := range []struct{ name, src string }{
-		{"document", doc},
-		{"unclosed-code-spans", strings.Repeat("`` a ", 5000)},
-		{"unclosed-comments", strings.Repeat("<!-- a ", 5000)},
-		{"unclosed-quotes", strings.Repeat("<a b=\"c ", 5000)},
-		{"brackets-and-stars", strings.Repeat("*[", 5000) + strings.Repeat("]", 5000)},
-		{"link-tails", strings.Repeat("[a](b 'c ", 5000)},
-		{"lazy-lines", "- a\n" + strings.Repeat("  b\nc\n", 5000)},
-		{"loose-item", "- a\n" + strings.Repeat("\n  b\n", 5000)},
+	for _, c := range []struct {
+		name string
+		gen  func(n int) string
+	}{
+		{"document", func(n int) string {
+			return strings.Repeat("# Heading\n\nSome *text* with `code` and a [link](http://x).\n\n- a\n- b\n\n```\ncode\n```\n\n", n/50)
+		}},
+		{"unclosed-code-spans", func(n int) string { return strings.Repeat("`` a ", n) }},
+		{"unclosed-comments", func(n int) string { return strings.Repeat("<!-- a ", n) }},
+		{"unclosed-quotes", func(n int) string { return strings.Repeat("<a b=\"c ", n) }},
+		{"autolinks", func(n int) string { return strings.Repeat("<aaaa:", n) }},
+		{"brackets-and-stars", func(n int) string { return strings.Repeat("*[", n) + strings.Repeat("]", n) }},
+		{"link-tails", func(n int) string { return strings.Repeat("[a](b 'c ", n) }},
+		{"lazy-lines", func(n int) string { return "- a\n" + strings.Repeat("  b\nc\n", n) }},
+		{"loose-item", func(n int) string { return "- a\n" + strings.Repeat("\n  b\n", n) }},
+		{"nested-lists", func(n int) string { return strings.Repeat("- ", n) + "a" }},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(len(c.src)))
-			for b.Loop() {
-				HTML(c.src)
-			}
-		})
+		for _, n := range []int{4000, 16000} {
+			src := c.gen(n)
+			b.Run(fmt.Sprintf("%s/%d", c.name, n), func(b *testing.B) {
+				b.SetBytes(int64(len(src)))
+				for b.Loop() {
+					HTML(src)
+				}
+			})
+		}
 	}
 }
