@@ -208,13 +208,14 @@ func isHex(c byte) bool { return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20
 // dangerous says whether a link to u could run code in the page: the
 // schemes javascript:, vbscript: and file:, and data: but for images.
 func dangerous(u string) bool {
-	// Browsers skip tabs and line breaks inside a scheme.
+	// Browsers skip the control characters and spaces before an address,
+	// and tabs and line breaks inside its scheme.
 	l := strings.ToLower(strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' {
 			return -1
 		}
 		return r
-	}, strings.TrimLeft(u, " \t\n\x00")))
+	}, strings.TrimLeftFunc(u, func(r rune) bool { return r <= ' ' })))
 	switch {
 	case strings.HasPrefix(l, "javascript:"), strings.HasPrefix(l, "vbscript:"), strings.HasPrefix(l, "file:"):
 		return true

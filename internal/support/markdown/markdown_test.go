@@ -50,6 +50,8 @@ func TestHTMLIsInert(t *testing.T) {
 		{"not a tag", "a < b > c", "<p>a &lt; b &gt; c</p>\n"},
 		{"script links", "[x](javascript:alert(1)) [y](JaVaScRiPt:alert(1)) [z](vbscript:x) [f](file:///etc/passwd) <javascript:alert(1)>",
 			`<p><a href="">x</a> <a href="">y</a> <a href="">z</a> <a href="">f</a> <a href="">javascript:alert(1)</a></p>` + "\n"},
+		{"what a browser skips before a scheme", "[a](<\x01 java\tscript:alert(1)>) [b](&#x6A;avascript:alert(1)) [c](javascript&colon;alert(1))",
+			`<p><a href="">a</a> <a href="">b</a> <a href="">c</a></p>` + "\n"},
 		{"data: only for images", "[d](data:text/html;base64,PHNjcmlwdD4=) ![i](data:image/png;base64,AA)",
 			`<p><a href="">d</a> <img src="data:image/png;base64,AA" alt="i"></p>` + "\n"},
 		{"quotes stay in their attribute", "[x](/a\"onmouseover=\"b) ![a\"b](c \"t\\\"q\")",
