@@ -56,9 +56,6 @@ func Parse(src string) *Node {
 	src = strings.ReplaceAll(src, "\r\n", "\n")
 	src = strings.ReplaceAll(src, "\x00", "\uFFFD")
 	lines := strings.Split(strings.TrimSuffix(src, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = expandTabs(l)
-	}
 	doc := &Node{Kind: Document, Children: parseBlocks(lines, 0)}
 	// Links may refer to definitions anywhere in the document: the
 	// inlines are parsed once all are known.
@@ -101,34 +98,51 @@ func parseAllInlines(n *Node, refs map[string]ref) {
 	}
 }
 
-// expandTabs replaces the tabs of a line's indentation by the spaces to
-// the next multiple of four columns; a tab elsewhere is kept.
-func expandTabs(l string) string {
-	if !strings.Contains(l, "\t") {
-		return l
-	}
-	var b strings.Builder
+func blank(l string) bool { return strings.TrimLeft(l, " \t") == "" }
+
+// indent is how many columns the white space at the start of l takes, a
+// tab reaching the next multiple of four.
+func indent(l string) int {
 	col := 0
 	for i := 0; i < len(l); i++ {
 		switch l[i] {
-		case '\t':
-			n := 4 - col%4
-			b.WriteString(strings.Repeat(" ", n))
-			col += n
 		case ' ':
-			b.WriteByte(' ')
 			col++
+		case '\t':
+			col += 4 - col%4
 		default:
-			b.WriteString(l[i:])
-			return b.String()
+			return col
 		}
 	}
-	return b.String()
+	return col
 }
 
-func blank(l string) bool { return strings.TrimLeft(l, " \t") == "" }
+// rest is l after the white space at its start.
+func rest(l string) string { return strings.TrimLeft(l, " \t") }
 
-func indent(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+// strip takes n columns of white space off the start of l; the columns
+// left of a tab it cuts become spaces, and a tab it does not reach stays.
+func strip(l string, n int) string {
+	col := 0
+	for i := 0; i < len(l); i++ {
+		if col >= n {
+			return l[i:]
+		}
+		switch l[i] {
+		case ' ':
+			col++
+		case '\t':
+			w := 4 - col%4
+			if col+w > n {
+				return strings.Repeat(" ", col+w-n) + l[i+1:]
+			}
+			col += w
+		default:
+			return l[i:]
+		}
+	}
+	return ""
+}
 
 // maxDepth bounds the nesting of quotes and lists: deeper, their markers
 // are text. Each level reads its lines once more.
@@ -151,7 +165,7 @@ func blocksOf(lines []string, depth int) (out []*Node, apart bool) {
 			continue
 		}
 		ind := indent(l)
-		s := l[ind:]
+		s := rest(l)
 		var n *Node
 		var used int
 		switch {
@@ -191,9 +205,7 @@ func indentedCode(lines []string) (*Node, int) {
 	}
 	var b strings.Builder
 	for _, l := range lines[:last] {
-		if len(l) >= 4 {
-			b.WriteString(l[4:])
-		}
+		b.WriteString(strip(l, 4))
 		b.WriteByte('\n')
 	}
 	return &Node{Kind: CodeBlock, Text: b.String()}, last
@@ -213,18 +225,18 @@ func fence(s string) string {
 }
 
 func fencedCode(lines []string, ind int, open string) (*Node, int) {
-	info := strings.TrimSpace(lines[0][ind+len(open):])
+	info := strings.TrimSpace(rest(lines[0])[len(open):])
 	var b strings.Builder
 	i := 1
 	for ; i < len(lines); i++ {
 		l := lines[i]
 		if in := indent(l); in < 4 {
-			if c := strings.TrimRight(l[in:], " "); strings.HasPrefix(c, open) && strings.Trim(c, open[:1]) == "" {
+			if c := strings.TrimRight(rest(l), " \t"); strings.HasPrefix(c, open) && strings.Trim(c, open[:1]) == "" {
 				i++
 				break
 			}
 		}
-		b.WriteString(l[min(ind, indent(l)):])
+		b.WriteString(strip(l, min(ind, indent(l))))
 		b.WriteByte('\n')
 	}
 	if f := strings.Fields(info); len(f) > 0 {
@@ -296,11 +308,11 @@ func interrupts(l string) bool {
 	if ind >= 4 {
 		return false
 	}
-	s := l[ind:]
+	s := rest(l)
 	if fence(s) != "" || atxLevel(s) > 0 || thematicBreak(s) || s[0] == '>' {
 		return true
 	}
-	if m := listMarker(s); m.width > 0 && !blank(content(s, m.width)) && (!m.ordered || m.start == 1) {
+	if m := listMarker(s); m.width > 0 && !blank(s[m.width:]) && (!m.ordered || m.start == 1) {
 		return true
 	}
 	h := htmlStart(s)
@@ -320,7 +332,7 @@ func paragraph(lines []string) (*Node, int) {
 				break
 			}
 		}
-		text = append(text, strings.TrimLeft(l, " "))
+		text = append(text, rest(l))
 	}
 	return &Node{Kind: Paragraph, Text: strings.TrimRight(strings.Join(text, "\n"), " \t")}, i
 }
@@ -337,10 +349,14 @@ func blockquote(lines []string, depth int) (*Node, int) {
 		l := lines[i]
 		ind := indent(l)
 		switch {
-		case ind < 4 && strings.HasPrefix(l[ind:], ">"):
-			s := l[ind+1:]
-			if strings.HasPrefix(s, " ") {
+		case ind < 4 && strings.HasPrefix(rest(l), ">"):
+			s := rest(l)[1:]
+			switch {
+			case strings.HasPrefix(s, " "):
 				s = s[1:]
+			case strings.HasPrefix(s, "\t"):
+				// The tab is the marker's space and what is left of it.
+				s = strings.Repeat(" ", 3-(ind+1)%4) + s[1:]
 			}
 			inner = append(inner, s)
 			t.add(s)
@@ -365,7 +381,7 @@ func (t *tail) add(l string) {
 	ind := indent(l)
 	switch {
 	case t.fence != "":
-		if s := strings.TrimRight(l[ind:], " \t"); ind < 4 && strings.HasPrefix(s, t.fence) && strings.Trim(s, t.fence[:1]) == "" {
+		if s := strings.TrimRight(rest(l), " \t"); ind < 4 && strings.HasPrefix(s, t.fence) && strings.Trim(s, t.fence[:1]) == "" {
 			t.fence = ""
 		}
 		t.para = false
@@ -373,9 +389,9 @@ func (t *tail) add(l string) {
 		t.para = false
 	case ind >= 4:
 		// A paragraph's continuation, or indented code.
-	case fence(l[ind:]) != "":
-		t.fence, t.para = fence(l[ind:]), false
-	case t.para && setextLevel(l) > 0, atxLevel(l[ind:]) > 0, thematicBreak(l[ind:]), htmlStart(l[ind:]) != htmlNone:
+	case fence(rest(l)) != "":
+		t.fence, t.para = fence(rest(l)), false
+	case t.para && setextLevel(l) > 0, atxLevel(rest(l)) > 0, thematicBreak(rest(l)), htmlStart(rest(l)) != htmlNone:
 		t.para = false
 	default:
 		// A paragraph's line, or one in a quote or an item nested here.
@@ -384,7 +400,8 @@ func (t *tail) add(l string) {
 }
 
 type marker struct {
-	width   int  // of the marker and the spaces after it; 0: none
+	width   int  // bytes of the marker and the spaces after it; 0: none
+	cols    int  // the columns of the same, where the item's content starts
 	ordered bool // 1. or 1)
 	start   int
 	char    byte // -, +, *, . or )
@@ -411,22 +428,24 @@ func listMarker(s string) marker {
 		m.ordered, m.char = true, s[n]
 		n++
 	}
-	if n < len(s) && s[n] != ' ' {
+	if n < len(s) && s[n] != ' ' && s[n] != '\t' {
 		return marker{}
 	}
-	spaces := indent(s[n:])
-	switch {
-	case n+spaces == len(s): // an empty item
-		spaces = 1
-	case spaces > 4: // the content is indented code
-		spaces = 1
+	after := s[n:]
+	ws := len(after) - len(rest(after))
+	switch spaces := indent(after); {
+	case ws == len(after): // an empty item
+		m.width, m.cols = len(s), n+1
+	case spaces > 4: // the content is indented code: one space is the marker's
+		m.width, m.cols = n+1, n+1
+	default:
+		m.width, m.cols = n+ws, n+spaces
 	}
-	m.width = n + spaces
 	return m
 }
 
 func list(lines []string, depth int) (*Node, int) {
-	first := listMarker(lines[0][indent(lines[0]):])
+	first := listMarker(rest(lines[0]))
 	n := &Node{Kind: List, Ordered: first.ordered, Start: first.start, Marker: first.char, Tight: true}
 	i := 0
 	for i < len(lines) {
@@ -439,17 +458,17 @@ func list(lines []string, depth int) (*Node, int) {
 		}
 		l := lines[next]
 		ind := indent(l)
-		if ind >= 4 || thematicBreak(l[ind:]) {
+		if ind >= 4 || thematicBreak(rest(l)) {
 			break
 		}
-		m := listMarker(l[ind:])
+		m := listMarker(rest(l))
 		if m.width == 0 || m.ordered != first.ordered || m.char != first.char {
 			break
 		}
 		if next > i {
 			n.Tight = false // a blank line between two items
 		}
-		item, used := listItem(lines[next:], ind+m.width, depth)
+		item, used := listItem(lines[next:], rest(l)[m.width:], ind+m.cols, depth)
 		n.Children = append(n.Children, item)
 		n.Tight = n.Tight && item.Tight
 		i = next + used
@@ -460,8 +479,8 @@ func list(lines []string, depth int) (*Node, int) {
 // listItem reads an item whose content starts at column offset of its first
 // line, and how many lines it takes. An item whose blocks are apart makes
 // its list loose (Tight false on the item tells list so).
-func listItem(lines []string, offset, depth int) (*Node, int) {
-	content := []string{content(lines[0], offset)}
+func listItem(lines []string, first string, offset, depth int) (*Node, int) {
+	content := []string{first}
 	if blank(content[0]) && len(lines) > 1 && blank(lines[1]) {
 		// An item starts with at most one blank line.
 		return newItem(content, 1, depth)
@@ -476,9 +495,9 @@ func listItem(lines []string, offset, depth int) (*Node, int) {
 			content = append(content, "")
 			t.add("")
 		case indent(l) >= offset:
-			content = append(content, l[offset:])
-			t.add(l[offset:])
-		case t.para && lazy(l) && (indent(l) >= 4 || listMarker(l[indent(l):]).width == 0):
+			content = append(content, strip(l, offset))
+			t.add(strip(l, offset))
+		case t.para && lazy(l) && (indent(l) >= 4 || listMarker(rest(l)).width == 0):
 			// Not a lazy line if it starts the list's next item.
 			content = append(content, l)
 		default:
@@ -486,14 +505,6 @@ func listItem(lines []string, offset, depth int) (*Node, int) {
 		}
 	}
 	return newItem(content, i, depth)
-}
-
-// content is the first line of an item, from column offset.
-func content(l string, offset int) string {
-	if offset >= len(l) {
-		return ""
-	}
-	return l[offset:]
 }
 
 // newItem makes an item of its content lines; the trailing blank lines are
