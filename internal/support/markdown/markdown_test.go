@@ -20,6 +20,8 @@ func TestHTMLOfWhatAgentsWrite(t *testing.T) {
 		{"lazy lines", "> quoted\nstill quoted\n\n- item\ncontinued\n",
 			"<blockquote>\n<p>quoted\nstill quoted</p>\n</blockquote>\n<ul>\n<li>item\ncontinued</li>\n</ul>\n"},
 		{"code", "```go\nx<y\n\n```\n\n    indented\n", "<pre><code class=\"language-go\">x&lt;y\n\n</code></pre>\n<pre><code>indented\n</code></pre>\n"},
+		{"code keeps its tabs", "```go\nfunc f() {\n\treturn\n}\n```\n\n- item\n\n  ```\n  \tx\n  ```\n",
+			"<pre><code class=\"language-go\">func f() {\n\treturn\n}\n</code></pre>\n<ul>\n<li>\n<p>item</p>\n<pre><code>\tx\n</code></pre>\n</li>\n</ul>\n"},
 		{"an unclosed fence runs to the end", "```\na\n", "<pre><code>a\n</code></pre>\n"},
 		{"rule and breaks", "---\n\nline  \nbreak\\\nand\nsoft\n", "<hr>\n<p>line<br>\nbreak<br>\nand\nsoft</p>\n"},
 		{"emphasis rules", "*a **b** c* __d__ snake_case_name 2*3*4 ***both***",
