@@ -75,8 +75,12 @@ func (rc *runnerConn) serve(ctx context.Context) {
 	close(rc.gone)
 	rc.runners.remove(rc)
 	rc.runners.Log.Info("runner disconnected", "agent", rc.agent, "runner", rc.name)
-	// Last seen now, as it leaves; a server shutting down (ctx done)
-	// still records it.
+	rc.left(ctx)
+}
+
+// left records that the runner was last seen now, as its connection ends;
+// a server shutting down (ctx done) still records it.
+func (rc *runnerConn) left(ctx context.Context) {
 	if err := rc.runners.Store.RunnerSeen(context.WithoutCancel(ctx), rc.id); err != nil {
 		rc.runners.Log.Warn("recording when a runner was last seen", "runner", rc.name, "err", err)
 	}

@@ -146,9 +146,13 @@ func (rs *runners) connect(ctx context.Context, w http.ResponseWriter, r *http.R
 	rs.add(rc)
 	welcome := runnerproto.Frame{Kind: runnerproto.KindWelcome, Settings: &a.Settings, Runs: kept, LeaseMS: rs.lease.Milliseconds()}
 	if err := frames.Send(welcome); err != nil {
+		// The welcome may still reach the runner (yamux sends a frame
+		// whose write timed out): its connection ends as any other does.
 		rs.remove(rc)
 		mux.Close()
 		close(rc.gone)
+		rs.Log.Warn("welcoming a runner failed; its connection is closed", "agent", a.Name, "runner", runner.Name, "err", err)
+		rc.left(ctx)
 		return
 	}
 	close(rc.welcomed)

@@ -450,5 +450,7 @@ func TestARunnerIsLastSeenWhenItsConnectionEnds(t *testing.T) {
 	mux, _ := l.hello(l.cred)
 	connected := seen()
 	mux.Close()
-	testsupport.Eventually(t, "the runner is last seen as it leaves", func() bool { return seen().After(connected) })
+	if !testsupport.Wait(func() bool { return seen().After(connected) }) {
+		t.Fatalf("the runner is still last seen at %s, as it connected; the server's log:\n%s", seen().Format(time.RFC3339Nano), l.logs.String())
+	}
 }
