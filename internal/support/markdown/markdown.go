@@ -230,11 +230,9 @@ func fencedCode(lines []string, ind int, open string) (*Node, int) {
 	i := 1
 	for ; i < len(lines); i++ {
 		l := lines[i]
-		if in := indent(l); in < 4 {
-			if c := strings.TrimRight(rest(l), " \t"); strings.HasPrefix(c, open) && strings.Trim(c, open[:1]) == "" {
-				i++
-				break
-			}
+		if closes(l, open) {
+			i++
+			break
 		}
 		b.WriteString(strip(l, min(ind, indent(l))))
 		b.WriteByte('\n')
@@ -243,6 +241,13 @@ func fencedCode(lines []string, ind int, open string) (*Node, int) {
 		info = unescape(f[0])
 	}
 	return &Node{Kind: CodeBlock, Text: b.String(), Info: info}, i
+}
+
+// closes says whether l closes the code block that open opened: as many
+// of its characters or more, and nothing else.
+func closes(l, open string) bool {
+	c := strings.TrimRight(rest(l), " \t")
+	return indent(l) < 4 && strings.HasPrefix(c, open) && strings.Trim(c, open[:1]) == ""
 }
 
 func atxLevel(s string) int {
@@ -381,7 +386,7 @@ func (t *tail) add(l string) {
 	ind := indent(l)
 	switch {
 	case t.fence != "":
-		if s := strings.TrimRight(rest(l), " \t"); ind < 4 && strings.HasPrefix(s, t.fence) && strings.Trim(s, t.fence[:1]) == "" {
+		if closes(l, t.fence) {
 			t.fence = ""
 		}
 		t.para = false
