@@ -106,14 +106,14 @@ func (p *inlineParser) reference(start, end int) (dest, title string, n int, ok 
 	}
 	name := p.s[start:end]
 	if rest := p.s[p.pos:]; strings.HasPrefix(rest, "[") {
-		close := strings.IndexAny(rest[1:], "[]")
-		if close < 0 || rest[1+close] != ']' || close > 999 {
+		k := strings.IndexAny(rest[1:], "[]") // the label's length
+		if k < 0 || rest[1+k] != ']' || k > 999 {
 			return "", "", 0, false
 		}
-		if close > 0 {
-			name = rest[1 : 1+close]
+		if k > 0 {
+			name = rest[1 : 1+k]
 		}
-		n = close + 2
+		n = k + 2
 	}
 	r, found := p.refs[label(name)]
 	if !found {
