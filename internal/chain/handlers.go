@@ -72,7 +72,7 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 			werr.Msg = msg // ctx.agent.env["X"] = … after next(), not a bare "frozen hash table"
 		}
 		if !passedOn(err) {
-			r.log.Error("handler failed", "err", werr)
+			r.logFailure(handler, werr)
 		}
 		return nil, werr
 	}
