@@ -268,15 +268,16 @@ func TestL6_AcpIdleSessionsPauseAndResumeOnTheNextPromptOrLoad(t *testing.T) {
 	if a == b {
 		t.Fatalf("two sessions with id %s", a)
 	}
-	ra, rb := l.record(a), l.record(b)
-	if ra.ACPSessionID == "" || rb.ACPSessionID == "" || ra.ACPSessionID == rb.ACPSessionID || ra.ACPSessionID == a {
-		t.Fatalf("ACP session ids %q %q", ra.ACPSessionID, rb.ACPSessionID)
-	}
 	if got := p.prompt(3, a, "hello a"); got != "echo: hello a" {
 		t.Fatalf("a: %q", got)
 	}
 	if got := p.prompt(4, b, "hello b"); got != "echo: hello b" {
 		t.Fatalf("b: %q", got)
+	}
+	// Recorded before anything was said in them (the prompts waited).
+	ra, rb := l.record(a), l.record(b)
+	if ra.ACPSessionID == "" || rb.ACPSessionID == "" || ra.ACPSessionID == rb.ACPSessionID || ra.ACPSessionID == a {
+		t.Fatalf("ACP session ids %q %q", ra.ACPSessionID, rb.ACPSessionID)
 	}
 
 	// Permission requests of both sessions at once: the demo agents number

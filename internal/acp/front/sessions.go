@@ -130,6 +130,10 @@ func (s engineSessions) Session(ctx context.Context, id string) (*lifecycle.Reco
 // List returns the sessions whose records can be read: a broken record is
 // logged, and hides none of the others.
 func (s engineSessions) List(ctx context.Context) ([]*lifecycle.Record, error) {
+	// The sessions opened a moment ago are listed with their ACP session.
+	if err := s.e.Noted(ctx); err != nil {
+		return nil, err
+	}
 	recs, err := s.e.Store.Sessions(ctx)
 	if s.agent != "" {
 		recs = slices.DeleteFunc(recs, func(r *lifecycle.Record) bool { return r.AgentName != s.agent })

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"os"
@@ -87,6 +88,7 @@ type pipeProcess struct {
 	signals                      chan bool
 	exited                       chan struct{}
 	stdinClosed                  chan struct{} // the engine closed its end of stdin
+	lines                        chan string   // what reached stdin, a line each (the first 64)
 }
 
 func newPipeProcess(t *testing.T) *pipeProcess {
@@ -98,9 +100,16 @@ func newPipeProcess(t *testing.T) *pipeProcess {
 		}
 		return r, w
 	}
-	p := &pipeProcess{signals: make(chan bool, 4), exited: make(chan struct{}), stdinClosed: make(chan struct{})}
+	p := &pipeProcess{signals: make(chan bool, 4), exited: make(chan struct{}), stdinClosed: make(chan struct{}), lines: make(chan string, 64)}
 	stdinR, stdin := pipe()
 	go func() {
+		lines := bufio.NewScanner(stdinR)
+		for lines.Scan() {
+			select {
+			case p.lines <- lines.Text():
+			default:
+			}
+		}
 		_, _ = io.Copy(io.Discard, stdinR)
 		close(p.stdinClosed)
 	}()

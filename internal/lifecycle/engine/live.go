@@ -57,6 +57,10 @@ type Live struct {
 	resumable bool
 	got       map[lifecycle.ControlKind]bool // report kinds received
 	unclaimed bool                           // adopted, and no front end took its messages (Claim)
+	// noting is closed once the ACP sessions opened so far are recorded
+	// (noteBeside); nil when none was.
+	noting chan struct{}
+	notes  sync.WaitGroup // the notes being written
 }
 
 // Send passes a message of the client to the session.
@@ -78,7 +82,11 @@ func (l *Live) Send(m *acp.Message) error {
 			l.opening[key] = opening{params: bytes.Clone(m.Params), idInParams: m.Method == sdk.AgentMethodSessionLoad || m.Method == sdk.AgentMethodSessionResume}
 		}
 	}
+	noting := l.noting
 	l.mu.Unlock()
+	if noting != nil {
+		<-noting // the ACP session this may concern is recorded first
+	}
 	return l.in.Write(m.Raw)
 }
 
@@ -135,9 +143,9 @@ func (l *Live) seen(m *acp.Message, fresh bool) (send bool) {
 	}
 	switch {
 	case wasOpening && m.Error == nil:
-		l.noteACPSession(opened, m.Result)
+		l.noteBeside(opened, m.Result)
 	case newSession:
-		l.noteACPSession(opening{}, m.Result)
+		l.noteBeside(opening{}, m.Result)
 	}
 	if !send {
 		m.Release()
@@ -151,6 +159,44 @@ func (l *Live) wake() {
 	default:
 	}
 }
+
+// noteBeside records the ACP session that o opened (noteACPSession) while
+// its answer goes on to the client, and holds what the client sends next
+// (Send) until the record is durable: the answer does not wait for the
+// write, yet nothing is said in the session before it is recorded, so a
+// crash in between loses a conversation that holds nothing. The notes of
+// one run are written in the order of their answers.
+func (l *Live) noteBeside(o opening, result []byte) {
+	result = bytes.Clone(result) // the message's block is read into again
+	done := make(chan struct{})
+	l.mu.Lock()
+	prev := l.noting
+	l.noting = done
+	l.mu.Unlock()
+	l.notes.Add(1)
+	go func() {
+		defer l.notes.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		l.noteACPSession(o, result)
+	}()
+}
+
+// Noted is closed once the ACP sessions this run opened so far are
+// recorded.
+func (l *Live) Noted() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.noting == nil {
+		return closed
+	}
+	return l.noting
+}
+
+// closed is a channel that is closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // opening is a request that opens an ACP session, waiting for its answer.
 type opening struct {
@@ -328,6 +374,7 @@ func (l *Live) wait() {
 	err := l.proc.Wait()
 	close(l.exited)
 	<-l.reportsDone
+	l.notes.Wait() // part of the record the run ends with
 	l.proc.Control().Close()
 	l.proc.Stdin().Close()
 	// A stop being sent ends first: its delivery, recorded once the send

@@ -1,6 +1,9 @@
 package engine
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // runs are the runs in progress of an engine, by session.
 type runs struct {
@@ -14,6 +17,26 @@ func (r *runs) Running(id string) *Live {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lives[id]
+}
+
+// Noted waits until the ACP sessions that the runs in progress opened so
+// far are recorded (Live.Noted), or ctx ends: a list of sessions read then
+// has them.
+func (r *runs) Noted(ctx context.Context) error {
+	r.mu.Lock()
+	waits := make([]<-chan struct{}, 0, len(r.lives))
+	for _, l := range r.lives {
+		waits = append(waits, l.Noted())
+	}
+	r.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 func (r *runs) track(l *Live, running bool) {
