@@ -174,7 +174,7 @@ func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, a
 		return nil, err
 	}
 	now := e.now()
-	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner, ForkedFrom: forkedFrom}
+	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner, ForkedFrom: forkedFrom, PID: e.sparePID()}
 	lifecycle.BeginRun(rec, lifecycle.StartRun, now)
 	if err := e.Store.CreateSession(ctx, rec); err != nil {
 		lock.Release()
@@ -244,6 +244,7 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Live, error) {
 				return lifecycle.StateError(r, "only a paused session can resume")
 			}
 			r.State, r.Stop, r.PausedAt, r.ExpiresAt = lifecycle.Active, nil, time.Time{}, time.Time{}
+			r.PID = e.sparePID()
 			lifecycle.BeginRun(r, lifecycle.ResumeRun, e.now())
 			return nil
 		})
@@ -256,6 +257,7 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Live, error) {
 		// Paused again even when ctx ended meanwhile, as it was.
 		_, _ = e.Store.UpdateSession(context.WithoutCancel(ctx), id, func(r *lifecycle.Record) error {
 			r.State, r.PausedAt, r.ExpiresAt = lifecycle.Paused, rec.Pause.At, rec.Pause.At.Add(r.Settings.PausedLifetime)
+			r.PID = 0
 			lifecycle.ForgetRun(r)
 			return nil
 		})
@@ -529,8 +531,9 @@ func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecyc
 		lock.Release()
 		return nil, err
 	}
-	// For people and tests; whether the run is alive is its run lock's to say.
-	if pid := proc.PID(); pid != 0 {
+	// For people and tests; whether the run is alive is its run lock's to
+	// say. A run in the spare is named by the write that began it.
+	if pid := proc.PID(); pid != 0 && pid != rec.PID {
 		if _, err := e.Store.UpdateSession(ctx, rec.ID, func(r *lifecycle.Record) error { r.PID = pid; return nil }); err != nil {
 			e.logger().Warn("recording the session process failed", "session", rec.ID, "err", err)
 		}
@@ -538,6 +541,16 @@ func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecyc
 	l := e.newLive(ctx, rec, kind, proc, lock)
 	e.run(l)
 	return l, nil
+}
+
+// sparePID is the process the run launched next runs in when it is this
+// machine's spare (Spare.PID), else 0: the write that begins the run
+// names it, and no write of its own is on the way to the run's start.
+func (e *Engine) sparePID() int {
+	if e.Launcher != nil {
+		return 0
+	}
+	return e.Spare.PID()
 }
 
 // newLive is the Live of run rec.Runs, of kind, in proc, which holds lock.

@@ -93,6 +93,20 @@ func (s *Spare) Drop() {
 	}
 }
 
+// PID is the spare process's id, 0 when none waits (s nil too): the run
+// launched next runs in it, unless another launch takes it first.
+func (s *Spare) PID() int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p == nil {
+		return 0
+	}
+	return s.p.PID()
+}
+
 // take returns the spare process, which is then the caller's, or nil (s
 // nil too); Start starts no other.
 func (s *Spare) take() *localProcess {

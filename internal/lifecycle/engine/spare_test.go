@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,12 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
+	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
@@ -94,6 +97,65 @@ func TestL2_ASpareSessionProcessTakesTheNextRunWithItsLock(t *testing.T) {
 		t.Fatalf("the run lock once the run ended: %v", err)
 	}
 	lock.Release()
+}
+
+// pidWrites counts the writes that name a session process (Record.PID).
+type pidWrites struct {
+	*filestore.Store
+	n atomic.Int32
+}
+
+func (s *pidWrites) UpdateSession(ctx context.Context, id string, f func(*lifecycle.Record) error) (*lifecycle.Record, error) {
+	return s.Store.UpdateSession(ctx, id, func(r *lifecycle.Record) error {
+		before := r.PID
+		err := f(r)
+		if err == nil && r.PID != 0 && r.PID != before {
+			s.n.Add(1)
+		}
+		return err
+	})
+}
+
+// TestARunInTheSpareIsNamedByTheWriteThatBeginsIt: a new session's record
+// names the spare that runs it as it is created, and a resume's names its
+// spare as the run begins: no write of its own for the process, which the
+// session process would wait behind as it opens the store.
+func TestARunInTheSpareIsNamedByTheWriteThatBeginsIt(t *testing.T) {
+	e, cfg := demoLab(t)
+	store := &pidWrites{Store: e.Store.(*filestore.Store)}
+	e.Store = store
+	ctx := t.Context()
+	// run checks that run l is in process spare, named by writes writes so
+	// far, and ends it; the session is paused then, its process unnamed.
+	run := func(what string, l *engine.Live, spare int, writes int32) {
+		t.Helper()
+		if rec, err := e.Store.Session(ctx, l.ID); err != nil || rec.PID != spare {
+			t.Fatalf("the %s's process: %+v, %v (the spare was %d)", what, rec, err, spare)
+		}
+		if n := store.n.Load(); n != writes {
+			t.Errorf("after the %s, %d writes named the session process, want %d", what, n, writes)
+		}
+		if err := l.StopIdle(); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := l.Wait(ctx); err != nil || rec.PID != 0 {
+			t.Fatalf("after the %s: %+v, %v", what, rec, err)
+		}
+	}
+	spare := spareProcess(t, e)
+	live, err := e.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openSession(t, live, e.Dir)
+	run("start", live, spare, 0)
+	// A resume with a spare of another front end: named as it begins.
+	e.Spare = nil
+	spare = spareProcess(t, e)
+	if live, err = e.Resume(ctx, live.ID); err != nil {
+		t.Fatal(err)
+	}
+	run("resume", live, spare, 1)
 }
 
 // TestASpareThatDiedIsReplacedByAProcessOfTheRun: a spare killed before a
