@@ -72,7 +72,7 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 			werr.Msg = msg // ctx.agent.env["X"] = … after next(), not a bare "frozen hash table"
 		}
 		if !passedOn(err) {
-			r.logFailure(handler, werr)
+			logFailure(r.log, handler, werr)
 		}
 		return nil, werr
 	}

@@ -516,17 +516,17 @@ func (r *Run) nextBuiltin(p *plugRun, calls *int, host hosts.Host, inner func(ho
 // a handler's own failure is (call).
 func (r *Run) handlerError(p *plugRun, handler string, fn *starlark.Function, msg string) error {
 	err := &interp.Error{Pos: fn.Position(), Plug: p.use.Plug.Name, Handler: handler, Msg: msg}
-	r.logFailure(handler, err)
+	logFailure(r.log, handler, err)
 	return err
 }
 
 // logFailure logs that a handler failed. An action's failure is its
 // outcome, which the one who asked for it shows (sessions do, the
 // dashboard): said again in the log, it would be said twice.
-func (r *Run) logFailure(handler string, err error) {
+func logFailure(l *log.Logger, handler string, err error) {
 	if handler == "on_action" {
-		r.log.Debug("handler failed", "err", err)
+		l.Debug("handler failed", "err", err)
 		return
 	}
-	r.log.Error("handler failed", "err", err)
+	l.Error("handler failed", "err", err)
 }

@@ -174,7 +174,7 @@ func (e *Engine) start(ctx context.Context, cfgPath, dir, agent, owner string, a
 		return nil, err
 	}
 	now := e.now()
-	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner, ForkedFrom: forkedFrom, PID: e.sparePID()}
+	rec := &lifecycle.Record{ID: id, Config: abs, Dir: dir, State: lifecycle.Active, Created: now, Updated: now, Settings: settings, Asked: asked, Resumable: true, AgentName: agent, Owner: owner, ForkedFrom: forkedFrom, PID: e.Spare.PID()}
 	lifecycle.BeginRun(rec, lifecycle.StartRun, now)
 	if err := e.Store.CreateSession(ctx, rec); err != nil {
 		lock.Release()
@@ -244,7 +244,7 @@ func (e *Engine) Resume(ctx context.Context, id string) (*Live, error) {
 				return lifecycle.StateError(r, "only a paused session can resume")
 			}
 			r.State, r.Stop, r.PausedAt, r.ExpiresAt = lifecycle.Active, nil, time.Time{}, time.Time{}
-			r.PID = e.sparePID()
+			r.PID = e.Spare.PID()
 			lifecycle.BeginRun(r, lifecycle.ResumeRun, e.now())
 			return nil
 		})
@@ -541,16 +541,6 @@ func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecyc
 	l := e.newLive(ctx, rec, kind, proc, lock)
 	e.run(l)
 	return l, nil
-}
-
-// sparePID is the process the run launched next runs in when it is this
-// machine's spare (Spare.PID), else 0: the write that begins the run
-// names it, and no write of its own is on the way to the run's start.
-func (e *Engine) sparePID() int {
-	if e.Launcher != nil {
-		return 0
-	}
-	return e.Spare.PID()
 }
 
 // newLive is the Live of run rec.Runs, of kind, in proc, which holds lock.

@@ -93,10 +93,13 @@ func (s *Spare) Drop() {
 	}
 }
 
-// PID is the spare process's id, 0 when none waits (s nil too): the run
-// launched next runs in it, unless another launch takes it first.
+// PID is the spare process's id, 0 when none waits (s nil too) or the
+// engine launches its runs elsewhere (a Launcher): the run launched next
+// runs in it, unless another launch takes it first. The write that begins
+// a run names it, so that no write of its own is on the way to the run's
+// start.
 func (s *Spare) PID() int {
-	if s == nil {
+	if s == nil || s.e.Launcher != nil {
 		return 0
 	}
 	s.mu.Lock()
