@@ -151,7 +151,8 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 	var reporting sync.WaitGroup
 	defer reporting.Wait()
 	defer stopReports()
-	titles := newTitler(transcript, rec.Title != "", sp.Redactions.String)
+	acpSession := newOpened(transcript)
+	titles := newTitler(acpSession, rec.Title != "", sp.Redactions.String)
 	reporting.Go(func() { titles.run(rctx, sp.titled(sctx, logger)) })
 	var plugLog *PlugLog
 	if logs, ok := sp.Store.(plugLogStore); ok {
@@ -185,7 +186,7 @@ func (sp *SessionProcess) Serve(ctx context.Context) error {
 			// The notifications of a turn the pause cut are in the
 			// transcript before the pause is: a report follows its lines.
 			incomplete(transcript.Flush())
-			return sp.report(sctx, p.Pause)
+			return sp.report(sctx, p.Pause, acpSession.latest())
 		},
 		OnAttach: func(plug string) {
 			sp.send(lifecycle.Control{Kind: lifecycle.ControlAttaching, Run: sp.Run, Plug: plug})
@@ -295,9 +296,9 @@ func (sp *SessionProcess) broken(ctx context.Context, rec *lifecycle.Record, err
 	case lifecycle.TeardownRun:
 		return errors.Join(err, sp.tornDown(ctx, "", err))
 	case lifecycle.StartRun:
-		return errors.Join(err, sp.report(ctx, lifecycle.Pause{Reason: lifecycle.Failed, Err: err}), sp.tornDown(ctx, lifecycle.Failed, nil))
+		return errors.Join(err, sp.report(ctx, lifecycle.Pause{Reason: lifecycle.Failed, Err: err}, ""), sp.tornDown(ctx, lifecycle.Failed, nil))
 	}
-	_ = sp.report(ctx, lifecycle.Pause{Reason: lifecycle.Failed, MayResume: rec.Settings.IdlePolicy.MayResume(lifecycle.Failed, rec.Resumable, nil), Err: err})
+	_ = sp.report(ctx, lifecycle.Pause{Reason: lifecycle.Failed, MayResume: rec.Settings.IdlePolicy.MayResume(lifecycle.Failed, rec.Resumable, nil), Err: err}, "")
 	return err
 }
 
@@ -314,9 +315,10 @@ func (sp *SessionProcess) tornDown(ctx context.Context, reason lifecycle.Reason,
 }
 
 // report records a pause and tells the front end.
-func (sp *SessionProcess) report(ctx context.Context, p lifecycle.Pause) error {
+func (sp *SessionProcess) report(ctx context.Context, p lifecycle.Pause, acpSession string) error {
 	rec := p.Record(sp.Run, time.Now())
 	rec.Error = sp.Redactions.String(rec.Error)
+	rec.ACPSessionID = acpSession
 	_, err := sp.Store.Paused(ctx, sp.SessionID, rec)
 	sp.send(lifecycle.Control{Kind: lifecycle.ControlPause, Run: sp.Run, Pause: &rec})
 	return err

@@ -114,3 +114,24 @@ func TestL7_NotificationsBeforeAPauseAreRecordedFirst(t *testing.T) {
 		t.Fatalf("the update before the pause is not in the transcript when the pause is reported:\n%s", transcript)
 	}
 }
+
+// TestL7_APauseCarriesTheAgentsSessionItsRunOpened: the pause a run
+// reports names the agent's session it opened, which a resume loads: a
+// session whose front end went before it had recorded that session (here,
+// a client that is no front end at all) can still be loaded again.
+func TestL7_APauseCarriesTheAgentsSessionItsRunOpened(t *testing.T) {
+	store, id, dir := newProcessSession(t, map[string]string{"blaise.star": lateAgent}, lifecycle.Active)
+	p := serveProcess(t, &chain.SessionProcess{Store: store, SessionID: id})
+	p.c.Open(dir)
+	p.stop(t)
+	if err := p.end(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := store.Session(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Pause == nil || rec.Pause.ACPSessionID != "s1" || rec.ACPSessionID != "s1" {
+		t.Fatalf("after the pause: the session's agent session %q, its pause %+v; want s1", rec.ACPSessionID, rec.Pause)
+	}
+}

@@ -113,6 +113,10 @@ func ApplyPause(rec *Record, p PauseRecord) {
 	if p.Changes != nil {
 		rec.Changes = p.Changes
 	}
+	if p.ACPSessionID != "" {
+		// The front end recorded it at the answer, unless it went first.
+		rec.ACPSessionID = p.ACPSessionID
+	}
 	rec.ended(p.Run, p.At).Pause = &RunPause{Reason: p.Reason, MayResume: p.MayResume, Error: p.Error}
 	if p.MayResume {
 		rec.State = Paused

@@ -163,6 +163,9 @@ type PauseRecord struct {
 	At        time.Time `json:"at"`
 	Run       int       `json:"run"`
 	Changes   *Changes  `json:"changes,omitempty"`
+	// ACPSessionID is the agent's session the run worked in, as its
+	// session process saw it opened or loaded; "" when it saw none.
+	ACPSessionID string `json:"acp_session_id,omitempty"`
 }
 
 // Record is the record of p, the pause of run, at at.
