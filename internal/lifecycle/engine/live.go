@@ -163,9 +163,10 @@ func (l *Live) wake() {
 // noteBeside records the ACP session that o opened (noteACPSession) while
 // its answer goes on to the client, and holds what the client sends next
 // (Send) until the record is durable: the answer does not wait for the
-// write, yet nothing is said in the session before it is recorded, so a
-// crash in between loses a conversation that holds nothing. The notes of
-// one run are written in the order of their answers.
+// write, yet nothing is said in the session before it is recorded. A front
+// end that dies in between leaves the session process, whose pause names
+// the session (L7); a crash of the machine, a conversation that holds
+// nothing. The notes of one run are written in the order of their answers.
 func (l *Live) noteBeside(o opening, result []byte) {
 	result = bytes.Clone(result) // the message's block is read into again
 	done := make(chan struct{})
