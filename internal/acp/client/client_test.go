@@ -354,10 +354,20 @@ func TestFiles(t *testing.T) {
 	}
 }
 
-func TestFilesNoRoot(t *testing.T) {
+// TestWithoutARootNoFileAccessIsOfferedAndNoneGiven: a terminal with no
+// session root (a session on a server's runner) offers the agent no file
+// access, so that the agent works with its files itself; and refuses a
+// request that comes anyway.
+func TestWithoutARootNoFileAccessIsOfferedAndNoneGiven(t *testing.T) {
 	s := newSession(t, func(s *session) { s.term.Root = "" })
 	p := filepath.Join(s.root, "x.txt")
-	s.expect("/read x.txt", "read "+p+`: error: path is outside the session root (-32602) {"path":"`+p+`","root":""}`+"\n")
+	s.expect("/read x.txt", "read "+p+": error: client did not advertise fs.readTextFile\n")
+	s.expect("/write x.txt hi", "write "+p+": error: client did not advertise fs.writeTextFile\n")
+	_, err := s.term.Request(t.Context(), "fs/read_text_file", []byte(`{"sessionId":"s","path":"`+p+`"}`))
+	var rpc *RPCError
+	if !errors.As(err, &rpc) || rpc.Message != "path is outside the session root" {
+		t.Fatalf("a read asked anyway: %v", err)
+	}
 	if got, want := s.errs.Take(), "client: refused fs/read_text_file "+p+": no session root\n"; got != want {
 		t.Errorf("diagnostics %q, want %q", got, want)
 	}

@@ -91,8 +91,14 @@ type Terminal struct {
 }
 
 // Capabilities returns the clientCapabilities to send in initialize: text
-// files can be read and written, and there are no terminals.
+// files below Root can be read and written, and there are no terminals.
+// Without a Root (a session on a server's runner, whose files are not this
+// machine's), no file access is offered: the agent works with the files
+// itself, where it runs, rather than ask for what is refused.
 func (t *Terminal) Capabilities() json.RawMessage {
+	if t.Root == "" {
+		return json.RawMessage(`{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}`)
+	}
 	return json.RawMessage(`{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":false}`)
 }
 
