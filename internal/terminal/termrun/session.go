@@ -254,7 +254,7 @@ func (t *terminalRun) report(end bool) error {
 	}
 	var failure error
 	if p := rec.Pause; p != nil && p.Run == s.live.Run && p.Reason == lifecycle.Failed {
-		failure = fmt.Errorf("session %s: the run failed: %s", rec.ID, p.Error)
+		failure = fmt.Errorf("session %s: the run failed: %s", rec.ID, withoutTraceback(p.Error))
 	}
 	if end && rec.State == lifecycle.Paused {
 		// Its run failed, or the stop could not reach it.
@@ -273,6 +273,17 @@ func (t *terminalRun) report(end bool) error {
 		return &exitcode.Error{Code: 1, Err: failure}
 	}
 	return nil
+}
+
+// withoutTraceback is a run's error without the Starlark traceback that
+// follows its first line: the session process's log, on the same
+// terminal, showed it as the handler failed ("handler failed"), and the
+// record keeps it (sessions show).
+func withoutTraceback(err string) string {
+	if first, _, cut := strings.Cut(err, "\nTraceback (most recent call last):"); cut {
+		return first + " (its traceback above)"
+	}
+	return err
 }
 
 // Describe says on stderr where the session stands, and for a paused one
