@@ -60,7 +60,7 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 			fmt.Fprintf(w, "%s\t", summary)
 		}
 		if titles {
-			fmt.Fprintf(w, "%s\t%s\n", where(r), listedTitle(r.Title))
+			fmt.Fprintf(w, "%s\t%s\n", where(r), listedTitle(r))
 		} else {
 			fmt.Fprintf(w, "%s\n", where(r))
 		}
@@ -92,9 +92,14 @@ func List(ctx context.Context, out io.Writer, st *filestore.Store, recs []*lifec
 }
 
 // listedTitle is title cut to a column's width; "-" when there is none.
-func listedTitle(title string) string {
+func listedTitle(r *lifecycle.Record) string {
 	const width = 40
-	if title == "" {
+	title := r.Title
+	switch {
+	case title == "" && r.ForkedFrom != "":
+		// Until its first prompt names it.
+		return "fork of " + r.ForkedFrom
+	case title == "":
 		return "-"
 	}
 	if r := []rune(title); len(r) > width {

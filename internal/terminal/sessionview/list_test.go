@@ -54,11 +54,13 @@ func TestL2_OrphanedListingSaysWhatToDo(t *testing.T) {
 
 // TestListShowsTitlesOnlyWhenOneIsRecorded: a TITLE column appears when
 // a listed session has a title, cut to its width; sessions without one
-// show "-", and a listing of none has no column.
+// show "-", a fork without one the session it is a fork of, and a listing
+// of none has no column.
 func TestListShowsTitlesOnlyWhenOneIsRecorded(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	recs := []*lifecycle.Record{
 		{ID: "titled1", State: lifecycle.Active, Created: now, Title: "fix the flaky test in the store's listing of sessions"},
+		{ID: "fork1", State: lifecycle.Paused, Created: now, ForkedFrom: "titled1"},
 		{ID: "old1", State: lifecycle.Active, Created: now},
 	}
 	var got bytes.Buffer
@@ -66,11 +68,12 @@ func TestListShowsTitlesOnlyWhenOneIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := got.String()
-	if !strings.Contains(out, "AGENT  TITLE\n") || !strings.Contains(out, "  fix the flaky test in the store's listi…\n") || !strings.HasSuffix(out, "  -\n") {
+	if !strings.Contains(out, "AGENT  TITLE\n") || !strings.Contains(out, "  fix the flaky test in the store's listi…\n") ||
+		!strings.Contains(out, "  fork of titled1\n") || !strings.HasSuffix(out, "  -\n") {
 		t.Fatalf("listing:\n%s", out)
 	}
 	got.Reset()
-	if err := List(t.Context(), &got, nil, recs[1:], now, false); err != nil {
+	if err := List(t.Context(), &got, nil, recs[2:], now, false); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(got.String(), "TITLE") {
