@@ -226,9 +226,9 @@ func (p *Proxy) init() {
 // at the end of the stream. It reads the stream itself, so that a message
 // that comes alone is handled by the goroutine that read it; while the
 // plugs see a message, the lines read with it are framed and checked on
-// another goroutine (ahead).
+// another goroutine (ahead), which reads what the stream holds meanwhile.
 func (p *Proxy) read(side Side, r *Reader) error {
-	a := newAhead(r)
+	a := newAhead(r, p.Pipeline != nil && r.now != nil)
 	go a.run(p.Log, side) // stop waits for it
 	defer a.stop()
 	for {

@@ -357,7 +357,7 @@ func updates(n int) []byte {
 // (M6); the last one tells that nothing more has arrived.
 func TestM6_LinesReadAlreadyAreCheckedAheadInOrder(t *testing.T) {
 	n := maxAhead + 40
-	a := newAhead(NewReader(bytes.NewReader(updates(n)), 0))
+	a := newAhead(NewReader(bytes.NewReader(updates(n)), 0), false)
 	go a.run(log.New(io.Discard), ToClient)
 	defer a.stop()
 	first, drained, err := a.next()

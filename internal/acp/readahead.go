@@ -9,7 +9,8 @@ import (
 )
 
 // ahead is a Reader shared by the goroutine that handles its messages and
-// one that frames and checks, meanwhile, the lines read already.
+// one that frames and checks, meanwhile, the lines read already, and reads
+// what the stream holds without waiting for more.
 type ahead struct {
 	mu sync.Mutex
 	// ready tells next, waiting on mu, that the goroutine ahead queued a
@@ -24,11 +25,16 @@ type ahead struct {
 	busy bool
 	wake chan struct{} // there are lines to read ahead
 	ran  chan struct{} // closed when run has returned
+	// readsNow: the stream is read ahead too, not only its lines read
+	// already, for plugs: while they see a message, the next ones arrive.
+	// With 5 plugs the rate is about 11% higher than without it
+	// (docs/performance.md, what each optimisation pays).
+	readsNow bool
 }
 
-// newAhead returns the ahead of r.
-func newAhead(r *Reader) *ahead {
-	a := &ahead{r: r, wake: make(chan struct{}, 1), ran: make(chan struct{})}
+// newAhead returns the ahead of r; readsNow: see ahead.readsNow.
+func newAhead(r *Reader, readsNow bool) *ahead {
+	a := &ahead{r: r, wake: make(chan struct{}, 1), ran: make(chan struct{}), readsNow: readsNow}
 	a.ready.L = &a.mu
 	return a
 }
@@ -57,10 +63,13 @@ func (a *ahead) next() (*Message, bool, error) {
 			return nil, false, err
 		}
 	}
-	// While the goroutine ahead reads, it has lines to frame: more is
-	// likely to come (WithNext waits batchDelay at most when it does not).
+	// While the goroutine ahead reads, it has lines to frame or a
+	// stream to try: more is likely to come (WithNext waits batchDelay
+	// at most when it does not).
 	more, queued := a.busy || a.r.Buffered(), len(a.queue)-a.head
-	if more && queued < maxAhead/2 {
+	// With nothing buffered, the stream may hold more that a read that
+	// does not wait takes (Reader.fillNow).
+	if (more || a.readsNow) && queued < maxAhead/2 {
 		select {
 		case a.wake <- struct{}{}:
 		default:
@@ -69,7 +78,8 @@ func (a *ahead) next() (*Message, bool, error) {
 	return m, !more && queued == 0, nil
 }
 
-// run reads ahead, when woken, the lines read already.
+// run reads ahead, when woken, the lines read already and those the stream
+// holds.
 func (a *ahead) run(logger *log.Logger, side Side) {
 	defer close(a.ran)
 	// Declared here, where errors.As makes it escape: not once per line.
@@ -84,6 +94,9 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 			a.busy = true
 			a.mu.Unlock()
 			m, ok, err := a.r.NextRead()
+			for !ok && err == nil && a.readsNow && a.r.fillNow() {
+				m, ok, err = a.r.NextRead()
+			}
 			a.mu.Lock()
 			a.busy = false
 			a.ready.Broadcast()
@@ -112,7 +125,7 @@ func (a *ahead) run(logger *log.Logger, side Side) {
 	}
 }
 
-// stop ends run, and waits for it: it reads only what was read already.
+// stop ends run, and waits for it: it reads only what needs no wait.
 func (a *ahead) stop() {
 	a.mu.Lock()
 	a.closed = true

@@ -51,15 +51,16 @@ type Reader struct {
 	buf     []byte // blk.buf; buf[start:end] is read and not consumed
 	start   int
 	end     int
-	scanned int         // buf[start:scanned] holds no newline
-	last    []byte      // the last line read, with its terminator, when it had one
-	free    chan *block // released blocks of the usual size
-	line    int         // number of the last line read
-	reads   int         // reads from rd so far
-	method  string      // the method of the last request or notification read
-	checked bool        // see NewCheckedReader
-	carried bool        // see NewCarriedReader
-	err     error       // io.EOF or the I/O error that ended the stream
+	scanned int                        // buf[start:scanned] holds no newline
+	last    []byte                     // the last line read, with its terminator, when it had one
+	free    chan *block                // released blocks of the usual size
+	line    int                        // number of the last line read
+	reads   int                        // reads from rd so far
+	method  string                     // the method of the last request or notification read
+	checked bool                       // see NewCheckedReader
+	carried bool                       // see NewCarriedReader
+	now     func(p []byte) (int, bool) // readNow of rd, or nil
+	err     error                      // io.EOF or the I/O error that ended the stream
 }
 
 // A block is a buffer a Reader reads the stream into. Its holds are the
@@ -113,7 +114,9 @@ const blockSize = 256 << 10
 // not counting the line terminator; maxLine 0 means DefaultMaxLine.
 func NewReader(r io.Reader, maxLine int) *Reader {
 	enlargePipe(r)
-	return newReaderSize(r, maxLine, blockSize)
+	rd := newReaderSize(r, maxLine, blockSize)
+	rd.now = readNow(r)
+	return rd
 }
 
 // NewCheckedReader returns a Reader of a stream whose lines the process
@@ -326,6 +329,24 @@ func (r *Reader) fillFor(need int) {
 	r.reads++
 	r.end += n
 	r.err = err
+}
+
+// fillNow reads what the stream holds already, without waiting, where the
+// stream allows it (readNow), and reports whether it read anything. What
+// it leaves is the next fill's: a line too long, the end of the stream, an
+// error.
+func (r *Reader) fillNow() bool {
+	if r.now == nil || r.err != nil || r.end-r.start > r.maxLine+1 {
+		return false
+	}
+	r.room(0)
+	n, ok := r.now(r.buf[r.end:])
+	if !ok {
+		return false
+	}
+	r.reads++
+	r.end += n
+	return true
 }
 
 // room makes room to read into after buf[end], and for need bytes from
