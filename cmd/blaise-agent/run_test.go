@@ -134,9 +134,13 @@ func TestL9_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 	// The next turns run as usual.
 	io.WriteString(term.stdin, "/chunks 1\n/permission\n")
 	term.waitFor("stopped: cancelled\nchunk 1\npermission requested:", term.stdout)
-	// Twice in a row: the turn is cancelled, then run leaves.
+	// Cancelled, then Ctrl-C at the prompt: run leaves, the cancelled
+	// turn answered as the person asked (a turn left unanswered exits 130:
+	// TestL9_SIGTERMInATurnPausesAndExitsNonZero).
 	term.signal(os.Interrupt)
-	term.waitFor("cancelling the turn", func() string { return strings.SplitN(term.stdout(), "stopped: cancelled", 2)[1] })
+	second := func() string { return strings.SplitN(term.stdout(), "stopped: cancelled", 2)[1] }
+	term.waitFor("cancelling the turn", second)
+	term.waitFor("stopped: cancelled", second)
 	term.signal(os.Interrupt)
 	if code := term.exit(); code != 0 {
 		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
@@ -146,6 +150,27 @@ func TestL9_CtrlCCancelsTheTurnThenLeavesPausing(t *testing.T) {
 		t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
 	}
 	term.waitFor("paused (idle); continue with", term.stderr.String)
+}
+
+// TestL9_SIGTERMInATurnPausesAndExitsNonZero: SIGTERM during the turn of
+// a prompt given on the command line leaves at once; the session pauses,
+// and run exits 130, since the prompt was not answered.
+func TestL9_SIGTERMInATurnPausesAndExitsNonZero(t *testing.T) {
+	t.Parallel()
+	l := counterLab(t, lifecycle.Settings{})
+	// The plan is shown, then the agent sleeps: a turn in flight for sure.
+	term := l.startRun("/plan a; b\n/sleep 60000")
+	term.waitFor("2. [ ] b", term.stdout)
+	term.signal(syscall.SIGTERM)
+	if code := term.exit(); code != 130 {
+		t.Fatalf("run exited with %d\n%s", code, term.stderr.String())
+	}
+	recs, _ := l.engine.Store.Sessions(t.Context())
+	if len(recs) != 1 || recs[0].State != lifecycle.Paused || recs[0].Pause.Reason != "idle" {
+		t.Fatalf("sessions %+v\n%s", recs, term.stderr.String())
+	}
+	term.waitFor("paused (idle); continue with", term.stderr.String)
+	term.waitFor("blaise-agent: left during a turn, before its answer", term.stderr.String)
 }
 
 // TestRunHonoursSignalsWhileAPlugAttaches: while a plug attaches (and the

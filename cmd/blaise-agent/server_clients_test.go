@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,5 +298,38 @@ func TestL6_AnExpiredSessionWaitsForARunnerToTearDown(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "torn down reason=expired") {
 		t.Fatalf("the teardown did not run on the runner:\n%s", r.logs)
+	}
+}
+
+// TestATurnStoppedUnderRunServerIsNotASuccess: a turn that the session's
+// stop cancels under run --server (its runner drains on SIGTERM) ends run
+// with status 1, saying so, after it says where the session stands; a
+// script does not take the unanswered prompt for an answer.
+func TestATurnStoppedUnderRunServerIsNotASuccess(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	r := l.runner("r1", "blaise.star")
+	cmd := exec.Command(l.bin, "run", "--server", l.url, "--agent", "demo", "/plan a; b\n/sleep 60000")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(withoutToken(), "BLAISE_TOKEN="+l.token)
+	out := new(testsupport.Buffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.Eventually(t, "the turn is under way", func() bool { return strings.Contains(out.String(), "2. [ ] b") })
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("run --server exited with %d (%v)\n%s", code, err, out.String())
+	}
+	// The agent answers the prompt cancelled, or the proxy answers it as
+	// the agent stops: either way, not answered.
+	for _, want := range []string{"paused (idle); continue with", "the turn was not answered: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("run --server does not say %q:\n%s", want, out.String())
+		}
 	}
 }

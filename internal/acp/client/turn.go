@@ -5,10 +5,29 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"github.com/blaiseagent/blaise-agent/internal/acp"
+	"github.com/blaiseagent/blaise-agent/internal/support/exitcode"
 )
 
 // ErrRunEnded is Turn's error when the run ended during the turn.
 var ErrRunEnded = errors.New("the session ended")
+
+// ErrCancelled is Turn's error when the agent cancelled a turn that this
+// client did not cancel: the session was stopped under it.
+var ErrCancelled = errors.New("cancelled, not by this client: the session was stopped (its runner drained, say, or it was ended elsewhere)")
+
+// RunEnded reports whether err says that the run ended on its own: the
+// stream closed, or the proxy answered for an agent that had stopped.
+func RunEnded(err error) bool {
+	var rpc *RPCError
+	return errors.Is(err, ErrClosed) || errors.As(err, &rpc) && rpc.Message == acp.AgentStoppedMessage
+}
+
+// ErrLeft is the status of a command left during a turn (Turn's left):
+// the session paused or ended as usual, but a turn went unanswered, which
+// a script must not take for success.
+var ErrLeft = &exitcode.Error{Code: 130, Err: errors.New("left during a turn, before its answer")}
 
 // Turn runs one prompt on conn, in session sid. The first Ctrl-C on sig
 // cancels the turn; a second one, or SIGTERM, leaves (left). ended, when
@@ -41,6 +60,9 @@ func (t *Terminal) Turn(conn *Conn, sid, text string, sig <-chan os.Signal, ende
 				return false, r.err
 			}
 			t.EndTurn(r.stopReason)
+			if r.stopReason == "cancelled" && !cancelled {
+				return false, ErrCancelled
+			}
 			return false, nil
 		case got := <-sig:
 			if cancelled || got == syscall.SIGTERM {

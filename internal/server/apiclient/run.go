@@ -103,16 +103,19 @@ func (t *Terminal) Run(ctx context.Context) error {
 			return p, true
 		}
 	}
-	for {
+	left := false // during a turn
+	var unanswered error
+	for !left {
 		text, ok := next()
 		if !ok {
 			break
 		}
-		left, err := t.Term.Turn(cc, sid, text, t.Sig, nil)
-		if err != nil {
-			return err
-		}
-		if left {
+		if left, err = t.Term.Turn(cc, sid, text, t.Sig, nil); err != nil {
+			if !errors.Is(err, client.ErrCancelled) && !client.RunEnded(err) {
+				return err
+			}
+			// Said once the session is settled, with where it stands.
+			unanswered = err
 			break
 		}
 	}
@@ -132,6 +135,12 @@ func (t *Terminal) Run(ctx context.Context) error {
 	resume := fmt.Sprintf("blaise-agent run --server %s --agent %s", t.Client.URL, t.Agent)
 	if err := termrun.Describe(rec, rec.Settings, resume); err != nil {
 		return &exitcode.Error{Code: 1, Err: err}
+	}
+	if unanswered != nil {
+		return &exitcode.Error{Code: 1, Err: fmt.Errorf("session %s: the turn was not answered: %w", sid, unanswered)}
+	}
+	if left {
+		return client.ErrLeft
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
@@ -97,7 +96,7 @@ func (t *terminalRun) attach(id string, end bool) error {
 		return errInterrupted
 	}
 	if err != nil {
-		if !runEnded(err) {
+		if !client.RunEnded(err) {
 			t.stop(end) // the agent refused
 		}
 		return err
@@ -106,13 +105,6 @@ func (t *terminalRun) attach(id string, end bool) error {
 		t.term.EndTurn("end_turn") // the replayed history ends where the new turn starts
 	}
 	return nil
-}
-
-// runEnded reports whether err says that the run ended on its own: the
-// stream closed, or the proxy answered for an agent that had stopped.
-func runEnded(err error) bool {
-	var rpc *client.RPCError
-	return errors.Is(err, client.ErrClosed) || errors.As(err, &rpc) && rpc.Message == acp.AgentStoppedMessage
 }
 
 // announceTimeout says, a minute before, that the run's timeout will end

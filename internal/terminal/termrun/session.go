@@ -29,6 +29,7 @@ type terminalRun struct {
 	in     client.Input
 	s      *attached // nil until the first prompt
 	failed int       // turns that failed
+	left   bool      // the person left during a turn
 }
 
 // endCommand, typed at the interactive prompt, ends the session.
@@ -91,6 +92,7 @@ func (t *terminalRun) run(id string, interactive bool) error {
 			fmt.Fprintln(os.Stderr, "blaise-agent: the turn failed:", err)
 		}
 		if left {
+			t.left = true
 			break
 		}
 	}
@@ -271,6 +273,9 @@ func (t *terminalRun) report(end bool) error {
 	}
 	if failure != nil {
 		return &exitcode.Error{Code: 1, Err: failure}
+	}
+	if t.left {
+		return client.ErrLeft
 	}
 	return nil
 }
