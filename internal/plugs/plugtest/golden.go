@@ -31,6 +31,7 @@ type Outcome struct {
 	Failures []Failure
 	Added    []string // golden sections written because they were missing
 	Updated  []string // golden sections rewritten by Update
+	Removed  []string // golden sections that nothing produced, removed by Update
 	Accept   string   // the command that accepts what the test produced
 }
 
@@ -66,8 +67,12 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 		line := f.SectionLine(name)
 		switch {
 		case hasWant && hasGot && bytes.Equal(want, g):
-		case opts.Update && (hasWant || hasGot):
+		case opts.Update && hasWant && hasGot:
 			o.Updated, changed = append(o.Updated, name), true
+		case opts.Update && hasWant:
+			o.Removed, changed = append(o.Removed, name), true
+		case opts.Update && hasGot:
+			o.Added, changed = append(o.Added, name), true
 		case hasWant && !hasGot:
 			o.Failures = append(o.Failures, Failure{Section: name, Line: line, Message: name + ": nothing produced it", Diff: string(diff.Diff("want", want, "got", nil))})
 		case hasWant:
@@ -82,7 +87,7 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 		// Goldens first written from a run that failed would make the
 		// failure what the test expects: nothing is written.
 		o.Failures = append(wrong, o.Failures...)
-		o.Added, o.Updated, o.Accept = nil, nil, ""
+		o.Added, o.Updated, o.Removed, o.Accept = nil, nil, nil, ""
 		return o, nil
 	}
 	if failed := unexpectedFailures(f, got); len(failed) > 0 && !o.Passed() {
@@ -102,7 +107,7 @@ func Test(ctx context.Context, f *File, opts Options) (*Outcome, error) {
 	}
 	for _, name := range sectionNames(len(f.Runs)) {
 		data, ok := f.Want[name]
-		if slices.Contains(o.Updated, name) || slices.Contains(o.Added, name) {
+		if slices.Contains(o.Updated, name) || slices.Contains(o.Added, name) || slices.Contains(o.Removed, name) {
 			data, ok = got[name]
 		}
 		if ok {

@@ -55,7 +55,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 func (r *Report) text(w io.Writer) error {
 	var b strings.Builder
 	for _, o := range r.Outcomes {
-		if o.Passed() && !r.Verbose && len(o.Added)+len(o.Updated) == 0 {
+		if o.Passed() && !r.Verbose && len(o.Added)+len(o.Updated)+len(o.Removed) == 0 {
 			continue
 		}
 		status := "PASS"
@@ -78,6 +78,9 @@ func (r *Report) text(w io.Writer) error {
 		}
 		for _, s := range o.Updated {
 			fmt.Fprintf(&b, "    updated %s\n", s)
+		}
+		for _, s := range o.Removed {
+			fmt.Fprintf(&b, "    removed %s\n", s)
 		}
 		if !o.Passed() && o.Accept != "" && o.Failures[0].Section != "" {
 			fmt.Fprintf(&b, "    accept the change with: %s\n", o.Accept)
@@ -113,6 +116,7 @@ func (r *Report) json(w io.Writer) error {
 		Failures []failure `json:"failures,omitempty"`
 		Added    []string  `json:"added,omitempty"`
 		Updated  []string  `json:"updated,omitempty"`
+		Removed  []string  `json:"removed,omitempty"`
 		Accept   string    `json:"accept,omitempty"`
 	}
 	out := struct {
@@ -121,7 +125,7 @@ func (r *Report) json(w io.Writer) error {
 		Failed int    `json:"failed"`
 	}{Tests: []test{}, Failed: r.Failed(), Passed: len(r.Outcomes) - r.Failed()}
 	for _, o := range r.Outcomes {
-		t := test{Name: o.Name, File: o.File, Passed: o.Passed(), Added: o.Added, Updated: o.Updated}
+		t := test{Name: o.Name, File: o.File, Passed: o.Passed(), Added: o.Added, Updated: o.Updated, Removed: o.Removed}
 		for _, f := range o.Failures {
 			t.Failures = append(t.Failures, failure(f))
 		}
