@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/support/exitcode"
 	"github.com/blaiseagent/blaise-agent/internal/terminal/sessionview"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
@@ -41,6 +43,9 @@ type ActionFlags struct {
 
 // Run does the action.
 func (c *SessionsDoCmd) Run(g *Globals) error {
+	if err := ownFlagAmongArgs(c.Args); err != nil {
+		return err
+	}
 	args, err := chain.ActionArgs(c.Args)
 	if err != nil {
 		return err
@@ -249,4 +254,17 @@ func showActions(rec *lifecycle.Record) error {
 		cfg, err = chain.LoadConfig(rec.Config, log.New(io.Discard))
 	}
 	return sessionview.Actions(os.Stdout, rec, cfg, err)
+}
+
+// ownFlagAmongArgs refuses a flag of sessions do itself given after the
+// action, where it would be taken for one of the action's arguments and
+// the command would run on another store.
+func ownFlagAmongArgs(args []string) error {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains([]string{"--server", "--token", "--state-dir"}, name) {
+			return &exitcode.Error{Code: 2, Err: fmt.Errorf("%s after the action would be one of its arguments: give it before the session id (blaise-agent sessions do %s … ID ACTION [ARGS])", name, name)}
+		}
+	}
+	return nil
 }

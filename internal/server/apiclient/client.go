@@ -23,6 +23,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/support/atomicfile"
+	"github.com/blaiseagent/blaise-agent/internal/support/exitcode"
 	"github.com/coder/websocket"
 )
 
@@ -446,7 +447,7 @@ func ReadCredential(file string) (string, error) {
 // to the ACP client on in and out as a local `acp` serves its own.
 func ServeACP(ctx context.Context, c *Client, agent string, in io.Reader, out io.Writer) error {
 	if agent == "" {
-		return errors.New("--server needs --agent: the agent whose sessions to serve")
+		return &exitcode.Error{Code: 2, Err: errors.New("--server needs --agent: the agent whose sessions to serve")}
 	}
 	conn, err := c.DialACP(ctx, agent)
 	if err != nil {

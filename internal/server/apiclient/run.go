@@ -40,7 +40,7 @@ type Terminal struct {
 // continues it.
 func (t *Terminal) Run(ctx context.Context) error {
 	if t.Agent == "" {
-		return errors.New("--server needs --agent: the agent whose session to run")
+		return &exitcode.Error{Code: 2, Err: errors.New("--server needs --agent: the agent whose session to run")}
 	}
 	// Until the session is open, a signal gives up.
 	openCtx, giveUp := context.WithCancel(ctx)
