@@ -449,6 +449,12 @@ func TestWrongOrRevokedTokenIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "refused") {
 		t.Fatalf("listen with a revoked credential: %v %s", err, out)
 	}
+	// With a new registration token, the runner registers again in place
+	// of the revoked credential, and connects.
+	r = l.startRunnerWith("r1", "blaise.star", l.mint("registration"))
+	if !strings.Contains(r.logs.String(), "the server refused the runner's credential; registering again with --register-token") {
+		t.Fatalf("listen --register-token with a revoked credential:\n%s", r.logs)
+	}
 }
 
 // TestListenDrainsOnSIGTERM: a runner told to stop takes no more

@@ -94,6 +94,10 @@ func (r *Runner) alive() []*run {
 // speak, a configuration the agent's policy does not allow (L8).
 var ErrRefused = errors.New("refused")
 
+// ErrCredentialRefused is the ErrRefused of a credential the server does
+// not know, or has revoked.
+var ErrCredentialRefused = fmt.Errorf("%w", ErrRefused)
+
 // Run serves until ctx is done, then drains. It returns an error wrapping
 // ErrRefused when the server refuses the runner.
 func (r *Runner) Run(ctx context.Context) error {
@@ -203,7 +207,10 @@ func (r *Runner) connect(ctx context.Context) error {
 	})
 	if err != nil {
 		// 400: the server speaks another protocol version.
-		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("%w by %s: %s", ErrCredentialRefused, r.Server, refusal(resp))
+		}
+		if resp != nil && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
 			return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, refusal(resp))
 		}
 		return err

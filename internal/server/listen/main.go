@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
+	"github.com/blaiseagent/blaise-agent/internal/support/exitcode"
 	"github.com/charmbracelet/log"
 )
 
@@ -68,18 +70,14 @@ func Main(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkServerURL(o.Server); err != nil {
+		return err
+	}
 	cred, err := apiclient.ReadCredential(o.Credential)
+	registered := false
 	if errors.Is(err, fs.ErrNotExist) && o.RegisterToken != "" {
-		// The server refuses the name too; said here, it names the flag
-		// and a name that would do, and the registration token is not
-		// spent on a refusal.
-		if nerr := lifecycle.CheckName("runner", o.Name); nerr != nil {
-			return fmt.Errorf("--name: %w; for example --name %s", nerr, DefaultName(o.Name))
-		}
-		cred, err = apiclient.Register(ctx, o.Server, o.HTTP, o.RegisterToken, o.Name, o.Credential)
-		if err == nil {
-			o.Log.Info("registered", "runner", o.Name, "credential", o.Credential)
-		}
+		cred, err = o.register(ctx)
+		registered = true
 	}
 	if err != nil {
 		return err
@@ -96,13 +94,51 @@ func Main(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	r := &Runner{
-		Server: o.Server, Credential: cred, Agent: o.Agent, Name: o.Name, Version: o.Version,
-		Config: cfg, ConfigPath: cfgPath,
-		Command: append(append([]string(nil), command...), o.LogArgs...),
-		Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP,
+	runner := func(cred string) *Runner {
+		return &Runner{
+			Server: o.Server, Credential: cred, Agent: o.Agent, Name: o.Name, Version: o.Version,
+			Config: cfg, ConfigPath: cfgPath,
+			Command: append(append([]string(nil), command...), o.LogArgs...),
+			Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP,
+		}
 	}
-	return r.Run(ctx)
+	err = runner(cred).Run(ctx)
+	if errors.Is(err, ErrCredentialRefused) && o.RegisterToken != "" && !registered {
+		// A credential revoked, or of another server: the registration
+		// token given is what the runner is to be known by now.
+		o.Log.Warn("the server refused the runner's credential; registering again with --register-token", "err", err)
+		if cred, err = o.register(ctx); err != nil {
+			return err
+		}
+		err = runner(cred).Run(ctx)
+	}
+	return err
+}
+
+// register exchanges the registration token for a credential, kept in
+// o.Credential.
+func (o *Options) register(ctx context.Context) (string, error) {
+	// The server refuses the name too; said here, it names the flag and a
+	// name that would do, and the registration token is not spent on a
+	// refusal.
+	if err := lifecycle.CheckName("runner", o.Name); err != nil {
+		return "", fmt.Errorf("--name: %w; for example --name %s", err, DefaultName(o.Name))
+	}
+	cred, err := apiclient.Register(ctx, o.Server, o.HTTP, o.RegisterToken, o.Name, o.Credential)
+	if err == nil {
+		o.Log.Info("registered", "runner", o.Name, "credential", o.Credential)
+	}
+	return cred, err
+}
+
+// checkServerURL refuses a --server that no connection can use, which
+// listen would otherwise retry for ever.
+func checkServerURL(server string) error {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &exitcode.Error{Code: 2, Err: fmt.Errorf("--server %q: want the server's URL, http:// or https:// and its host, such as http://127.0.0.1:7420", server)}
+	}
+	return nil
 }
 
 // DefaultName is the runner name made of a host name: its first label,
