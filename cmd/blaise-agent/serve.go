@@ -66,7 +66,7 @@ type ServeBackupCmd struct {
 func (c *ServeBackupCmd) Run(g *Globals) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	store, err := c.options().Open(ctx)
+	store, err := c.options().OpenExisting(ctx)
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func Revoke(ctx context.Context, o StoreOptions, id string, w io.Writer) error {
 }
 
 func withStore(ctx context.Context, o StoreOptions, f func(*sqlstore.Store) error) error {
-	s, err := o.Open(ctx)
+	s, err := o.OpenExisting(ctx)
 	if err != nil {
 		return err
 	}

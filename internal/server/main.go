@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	_ "net/http/pprof" // on DefaultServeMux, served only on --debug-addr
@@ -38,27 +40,45 @@ func DefaultData() string {
 	return filepath.Join(base, "blaise-agent", "server")
 }
 
-// Open opens the server's store.
+// Open opens the server's store, making it where there is none.
 func (o StoreOptions) Open(ctx context.Context) (*sqlstore.Store, error) {
-	data := o.Data
-	if data == "" {
-		data = DefaultData()
-	}
+	data, dsn, keyFile := o.paths()
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
-	}
-	dsn, keyFile := o.DB, o.KeyFile
-	if dsn == "" {
-		dsn = filepath.Join(data, "blaise.db")
-	}
-	if keyFile == "" {
-		keyFile = filepath.Join(data, "store.key")
 	}
 	key, err := sqlstore.LoadKey(keyFile, sqlstore.KeyEnv)
 	if err != nil {
 		return nil, err
 	}
 	return sqlstore.Open(ctx, dsn, key, filepath.Join(data, "transcripts"))
+}
+
+// OpenExisting opens the store of a server that has run: a command about
+// a server's store (tokens, a backup) given another --data than serve's
+// would otherwise make an empty store and act on it, saying nothing.
+func (o StoreOptions) OpenExisting(ctx context.Context) (*sqlstore.Store, error) {
+	_, dsn, _ := o.paths()
+	if path, ok := sqlstore.SQLitePath(dsn); ok && path != "" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no server store at %s: give the --data (or --db) that blaise-agent serve uses", path)
+		}
+	}
+	return o.Open(ctx)
+}
+
+// paths are the data directory, the database and the key file.
+func (o StoreOptions) paths() (data, dsn, keyFile string) {
+	data, dsn, keyFile = o.Data, o.DB, o.KeyFile
+	if data == "" {
+		data = DefaultData()
+	}
+	if dsn == "" {
+		dsn = filepath.Join(data, "blaise.db")
+	}
+	if keyFile == "" {
+		keyFile = filepath.Join(data, "store.key")
+	}
+	return data, dsn, keyFile
 }
 
 // Options are a server's flags.

@@ -68,6 +68,16 @@ func (d *dialect) rebind(query string) string {
 // survives a power cut) and enforce the schema's foreign keys.
 const sqliteParams = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
 
+// SQLitePath returns the file of a DSN that names a SQLite database (PATH
+// or sqlite:PATH), and false for any other DSN.
+func SQLitePath(dsn string) (string, bool) {
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok && strings.Contains(dsn, "://") {
+		return "", false
+	}
+	return path, true
+}
+
 // connect opens the database a DSN names: a PostgreSQL URL, or a SQLite
 // file (PATH or sqlite:PATH). It returns a pool for reads and one for
 // writes, which for SQLite is a single connection whose transactions begin
@@ -90,8 +100,8 @@ func connect(dsn string) (read, write *sql.DB, d *dialect, where string, err err
 		bound(db, MaxConns)
 		return db, db, postgresDialect, where, nil
 	}
-	path, ok := strings.CutPrefix(dsn, "sqlite:")
-	if !ok && strings.Contains(dsn, "://") {
+	path, ok := SQLitePath(dsn)
+	if !ok {
 		return nil, nil, nil, "", fmt.Errorf("database %q: want a file path, sqlite:PATH or postgres://…", dsn)
 	}
 	if path == "" || strings.ContainsAny(path, "?#") {
