@@ -18,7 +18,7 @@ import (
 // MintRegistration mints a registration token and prints it, once: the
 // token alone on w, for $(…), and how to use it on note.
 func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w, note io.Writer) error {
-	return withStore(ctx, o, func(s *sqlstore.Store) error {
+	return withNewStore(ctx, o, note, func(s *sqlstore.Store) error {
 		r, err := s.MintRegistration(ctx, ttl)
 		if err != nil {
 			return err
@@ -32,7 +32,7 @@ func MintRegistration(ctx context.Context, o StoreOptions, ttl time.Duration, w,
 // MintAPIToken mints an API token for a client named name and prints it,
 // once: the token alone on w, for $(…), and what it is on note.
 func MintAPIToken(ctx context.Context, o StoreOptions, name string, w, note io.Writer) error {
-	return withStore(ctx, o, func(s *sqlstore.Store) error {
+	return withNewStore(ctx, o, note, func(s *sqlstore.Store) error {
 		tok, id, err := s.MintAPIToken(ctx, name)
 		if err != nil {
 			return err
@@ -110,8 +110,25 @@ func Revoke(ctx context.Context, o StoreOptions, id string, w io.Writer) error {
 	})
 }
 
+// withStore runs f on the store serve made; there being none is an error.
 func withStore(ctx context.Context, o StoreOptions, f func(*sqlstore.Store) error) error {
 	s, err := o.OpenExisting(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return f(s)
+}
+
+// withNewStore runs f on the server's store, made where there is none (a
+// token minted before the server's first start), which note says: a
+// --data other than serve's would otherwise mint a token that the server
+// does not know, without a word.
+func withNewStore(ctx context.Context, o StoreOptions, note io.Writer, f func(*sqlstore.Store) error) error {
+	if err := o.missing(); err != nil {
+		fmt.Fprintf(note, "note: %v; made a new one there, which serve uses only when given the same --data (or --db)\n", err)
+	}
+	s, err := o.Open(ctx)
 	if err != nil {
 		return err
 	}

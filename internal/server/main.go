@@ -57,13 +57,25 @@ func (o StoreOptions) Open(ctx context.Context) (*sqlstore.Store, error) {
 // a server's store (tokens, a backup) given another --data than serve's
 // would otherwise make an empty store and act on it, saying nothing.
 func (o StoreOptions) OpenExisting(ctx context.Context) (*sqlstore.Store, error) {
+	if err := o.missing(); err != nil {
+		return nil, fmt.Errorf("%w: give the --data (or --db) that blaise-agent serve uses", err)
+	}
+	return o.Open(ctx)
+}
+
+// errNoStore is wrapped by missing's error.
+var errNoStore = errors.New("no server store")
+
+// missing says where the store's SQLite database should be, when it is
+// not there.
+func (o StoreOptions) missing() error {
 	_, dsn, _ := o.paths()
 	if path, ok := sqlstore.SQLitePath(dsn); ok && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no server store at %s: give the --data (or --db) that blaise-agent serve uses", path)
+			return fmt.Errorf("%w at %s", errNoStore, path)
 		}
 	}
-	return o.Open(ctx)
+	return nil
 }
 
 // paths are the data directory, the database and the key file.
