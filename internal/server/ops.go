@@ -64,6 +64,9 @@ func newMetrics(store *sqlstore.Store, l *log.Logger, rs *runners) *serverMetric
 	m.runsStarted = r.Counter("blaise_runs_started_total", "Runs launched on a runner, by agent.", "agent")
 	m.runsEnded = r.Counter("blaise_runs_ended_total", "Runs settled, by the state they left their session in and why it ended (empty while it may resume).", "state", "reason")
 	m.stops = r.Counter("blaise_stops_total", "Stops asked of running sessions (ending one through the API or the dashboard), by outcome: sent or refused.", "outcome")
+	for _, outcome := range []string{"sent", "refused"} {
+		m.stops.Add(0, outcome) // both scraped from the start
+	}
 	r.Collected("blaise_runners_connected", "Runners connected, by agent.", "gauge", func(add func(float64, ...string)) {
 		rs.mu.Lock()
 		defer rs.mu.Unlock()

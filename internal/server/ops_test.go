@@ -66,6 +66,11 @@ func TestMetricsNeedAnAPITokenAndCountRequests(t *testing.T) {
 		"# TYPE blaise_sessions gauge",
 		"# TYPE blaise_runs_started_total counter",
 		"# TYPE blaise_signin_failures_total counter",
+		// Counters whose series are known are there before their first
+		// count: an alert on their rate has data from the start.
+		"blaise_signin_failures_total 0",
+		`blaise_stops_total{outcome="sent"} 0`,
+		`blaise_stops_total{outcome="refused"} 0`,
 		"blaise_transcript_bytes_total 0",
 	} {
 		if !strings.Contains(body, want) {

@@ -71,7 +71,12 @@ type Counter struct{ f *family }
 
 // Counter makes a counter family.
 func (r *Registry) Counter(name, help string, labels ...string) Counter {
-	return Counter{r.add(&family{name: name, help: help, kind: counter, labels: labels})}
+	c := Counter{r.add(&family{name: name, help: help, kind: counter, labels: labels})}
+	if len(labels) == 0 {
+		// Scraped at 0 from the start: an alert on its rate sees data.
+		c.Add(0)
+	}
+	return c
 }
 
 // Add adds n to the counter of the label values.
@@ -85,7 +90,11 @@ type Gauge struct{ f *family }
 
 // Gauge makes a gauge family.
 func (r *Registry) Gauge(name, help string, labels ...string) Gauge {
-	return Gauge{r.add(&family{name: name, help: help, kind: gauge, labels: labels})}
+	g := Gauge{r.add(&family{name: name, help: help, kind: gauge, labels: labels})}
+	if len(labels) == 0 {
+		g.Add(0)
+	}
+	return g
 }
 
 // Add adds n (which may be negative) to the gauge of the label values.

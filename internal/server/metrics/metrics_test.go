@@ -19,6 +19,7 @@ func TestWritesTheTextExpositionFormat(t *testing.T) {
 		add(5, "paused")
 		add(1, "active")
 	}, "state")
+	r.Counter("x_refusals_total", "Refusals: scraped at 0 before the first.")
 	h := r.Histogram("x_seconds", "Durations.", []float64{0.01, 1}, "verb")
 	h.Observe(5*time.Millisecond, "select")
 	h.Observe(2*time.Second, "select")
@@ -37,6 +38,9 @@ x_open 2
 # TYPE x_sessions gauge
 x_sessions{state="active"} 1
 x_sessions{state="paused"} 5
+# HELP x_refusals_total Refusals: scraped at 0 before the first.
+# TYPE x_refusals_total counter
+x_refusals_total 0
 # HELP x_seconds Durations.
 # TYPE x_seconds histogram
 x_seconds_bucket{verb="select",le="0.01"} 1
