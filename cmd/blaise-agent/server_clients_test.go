@@ -333,3 +333,17 @@ func TestATurnStoppedUnderRunServerIsNotASuccess(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsOfAnAgentTheServerLacksIsAnError: sessions --server --agent
+// of an agent the server does not have says so, as run and acp do, where an
+// empty list would read as "no sessions"; an agent with none lists none.
+func TestSessionsOfAnAgentTheServerLacksIsAnError(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second)
+	if msg := l.fails("sessions", "--server", l.url, "--token", l.token, "--agent", "demoo"); !strings.Contains(msg, "agent demoo: not found") {
+		t.Errorf("sessions of an unknown agent: %s", msg)
+	}
+	if out := l.cli("sessions", "--server", l.url, "--token", l.token, "--agent", "demo", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("sessions of an agent with none: %q", out)
+	}
+}

@@ -137,6 +137,12 @@ func (c *SessionsListCmd) fromServer() error {
 	if err != nil {
 		return err
 	}
+	if len(recs) == 0 && c.Agent != "" && c.Cursor == "" {
+		// None, or an agent misspelt: said as run and acp say it.
+		if _, err := c.client().Agent(ctx, c.Agent); err != nil {
+			return err
+		}
+	}
 	if c.JSON {
 		err = printJSON(recs)
 	} else {
