@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -73,6 +75,19 @@ const (
 	plugFile                   // reached by use()
 	configFile                 // blaise.star
 )
+
+// Warnings returns the warnings of the plugs loaded so far, those of a
+// configuration that did not load among them, by the plugs' files.
+func (l *Loader) Warnings() []*Error {
+	keys := slices.Sorted(maps.Keys(l.modules))
+	var out []*Error
+	for _, k := range keys {
+		if m := l.modules[k]; m.plug != nil {
+			out = append(out, m.plug.Warnings...)
+		}
+	}
+	return out
+}
 
 type module struct {
 	kind    fileKind

@@ -7,7 +7,6 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/chain"
 	"github.com/blaiseagent/blaise-agent/internal/plugs/plugref"
-	"github.com/blaiseagent/blaise-agent/interp"
 )
 
 // CheckCmd is `blaise-agent check`.
@@ -22,6 +21,13 @@ func (c *CheckCmd) Run(g *Globals) error {
 	l := chain.NewLoader(g.Logger())
 	l.Vet = true
 	cfg, err := l.LoadConfig(c.Config)
+	// Every mistake in one pass: the warnings too, when errors stop the
+	// configuration.
+	defer func() {
+		for _, w := range l.Warnings() {
+			fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+		}
+	}()
 	if err != nil {
 		return err
 	}
@@ -45,15 +51,6 @@ func (c *CheckCmd) Run(g *Globals) error {
 		fmt.Fprintln(out, "the chain can resume")
 	} else {
 		fmt.Fprintln(out, "the chain cannot resume")
-	}
-	warned := map[*interp.Plug]bool{}
-	for _, u := range cfg.Uses {
-		if !warned[u.Plug] {
-			warned[u.Plug] = true
-			for _, w := range u.Plug.Warnings {
-				fmt.Fprintf(os.Stderr, "warning: %s\n", w)
-			}
-		}
 	}
 	return nil
 }

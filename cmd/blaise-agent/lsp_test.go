@@ -448,6 +448,33 @@ func TestLspDiagnosesEachKindOfMistake(t *testing.T) {
 	}
 }
 
+// TestLspWarnsAsCheckDoes: check's warnings (an on_message that can end
+// without a return) are diagnostics of the plug's file, as warnings, with
+// check's message and place; the configuration that uses the plug has
+// none of its own.
+func TestLspWarnsAsCheckDoes(t *testing.T) {
+	t.Parallel()
+	plug := "plug(name = \"acme/noreturn\")\n\ndef on_message(ctx, message, next):\n    next(message)\n"
+	config := "agent(command = BLAISE_AGENT, args = [\"demo-agent\"])\nsetup(use(\"./noreturn.star\"))\n"
+	c := startLSP(t, map[string]string{"noreturn.star": plug, "blaise.star": config})
+	out, err := c.check(map[string]string{"noreturn.star": plug, "blaise.star": config})
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`warning: noreturn\.star:(\d+):\d+: (.*)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("check warns nothing:\n%s", out)
+	}
+	line, _ := strconv.Atoi(m[1])
+	d := c.open("noreturn.star")
+	if len(d) != 1 || d[0].Severity != protocol.DiagnosticSeverityWarning || d[0].Message != m[2] || int(d[0].Range.Start.Line) != line-1 {
+		t.Fatalf("diagnostics %+v, want the warning %q at line %d", d, m[2], line-1)
+	}
+	if d := c.open("blaise.star"); len(d) != 0 {
+		t.Errorf("diagnostics of the configuration: %+v", d)
+	}
+}
+
 // TestLspDiagnosesModules: a module for load() is checked on its
 // own, with check's messages, and helpers that take a ctx too.
 func TestLspDiagnosesModules(t *testing.T) {

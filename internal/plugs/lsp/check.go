@@ -16,6 +16,7 @@ import (
 type problem struct {
 	Line, Col int
 	Msg       string
+	Warning   bool // a warning of check's, not an error
 }
 
 // fileKind is what a .star file is, which decides how it is loaded.
@@ -47,17 +48,28 @@ func kindOf(path, text string) fileKind {
 // load loads the file at path as check and run would, with overlay for
 // the open documents, and returns its plug (for a plug file that loads) and
 // the error, with the message of `blaise-agent check`.
-func load(newLoader func() *interp.Loader, overlay map[string][]byte, path string, kind fileKind) (*interp.Plug, error) {
+func load(newLoader func() *interp.Loader, overlay map[string][]byte, path string, kind fileKind) (*interp.Plug, []problem, error) {
 	l := newLoader()
 	l.Overlay, l.Vet = overlay, true
+	var plug *interp.Plug
+	var err error
 	switch kind {
 	case plugFile:
-		return l.LoadPlug(path)
+		plug, err = l.LoadPlug(path)
 	case configFile:
-		_, err := l.LoadConfig(path)
-		return nil, err
+		_, err = l.LoadConfig(path)
+	default:
+		err = l.LoadModule(path)
 	}
-	return nil, l.LoadModule(path)
+	// check's warnings of this file; those of the plugs it uses show in
+	// theirs.
+	var warnings []problem
+	for _, w := range l.Warnings() {
+		if abs, _ := filepath.Abs(w.Pos.Filename()); w.Pos.IsValid() && abs == path {
+			warnings = append(warnings, problem{Line: int(w.Pos.Line), Col: int(w.Pos.Col), Msg: strings.TrimPrefix(w.Error(), w.Pos.String()+": "), Warning: true})
+		}
+	}
+	return plug, warnings, err
 }
 
 // problemsOf places each mistake of err in the document at path: at its

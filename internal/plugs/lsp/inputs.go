@@ -27,7 +27,7 @@ func declaredPlug(newLoader func() *interp.Loader, overlay map[string][]byte, pa
 		o[k] = v
 	}
 	o[path] = []byte(text[:end])
-	p, _ := load(newLoader, o, path, plugFile)
+	p, _, _ := load(newLoader, o, path, plugFile)
 	return p
 }
 

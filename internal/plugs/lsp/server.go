@@ -224,7 +224,7 @@ func (s *server) publish(ctx context.Context, u protocol.DocumentURI, version in
 func (s *server) diagnose(d *document, overlay map[string][]byte) []protocol.Diagnostic {
 	var problems []problem
 	kind := kindOf(d.path, d.text)
-	plug, err := load(s.newLoader, overlay, d.path, kind)
+	plug, warnings, err := load(s.newLoader, overlay, d.path, kind)
 	if plug == nil && kind == plugFile {
 		plug = declaredPlug(s.newLoader, overlay, d.path, d.text)
 	}
@@ -234,6 +234,7 @@ func (s *server) diagnose(d *document, overlay map[string][]byte) []protocol.Dia
 	if err != nil {
 		problems = problemsOf(err, d.path)
 	}
+	problems = append(problems, warnings...)
 	if f, err := interp.FileOptions.Parse(d.path, d.text, 0); err == nil {
 		for _, p := range attrProblems(f, s.topScope(d)) {
 			if !slices.Contains(problems, p) {
@@ -244,7 +245,11 @@ func (s *server) diagnose(d *document, overlay map[string][]byte) []protocol.Dia
 	lines := strings.Split(d.text, "\n")
 	out := make([]protocol.Diagnostic, len(problems))
 	for i, p := range problems {
-		out[i] = protocol.Diagnostic{Range: rangeAt(lines, p.Line, p.Col), Severity: protocol.DiagnosticSeverityError, Source: "blaise-agent", Message: p.Msg}
+		severity := protocol.DiagnosticSeverityError
+		if p.Warning {
+			severity = protocol.DiagnosticSeverityWarning
+		}
+		out[i] = protocol.Diagnostic{Range: rangeAt(lines, p.Line, p.Col), Severity: severity, Source: "blaise-agent", Message: p.Msg}
 	}
 	return out
 }
