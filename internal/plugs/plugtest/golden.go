@@ -127,7 +127,7 @@ func unexpectedFailures(f *File, got Got) []Failure {
 	for _, r := range f.Runs {
 		name := fmt.Sprintf("want/run%d/pause", r.Number)
 		if bytes.HasPrefix(got[name], failedPause) && !bytes.HasPrefix(f.Want[name], failedPause) {
-			out = append(out, Failure{Line: r.Line, Message: runFailed(r, got[name])})
+			out = append(out, Failure{Line: r.Line, Message: runFailed(f, r, got[name])})
 		}
 	}
 	return out
@@ -144,7 +144,7 @@ func failuresAsWritten(f *File, got Got) []Failure {
 		failed := bytes.HasPrefix(pause, failedPause)
 		switch {
 		case failed && !f.Fails[r.Number] && f.Want[name] == nil:
-			out = append(out, Failure{Line: r.Line, Message: fmt.Sprintf("%s\nthe goldens are not written: they would expect the failure. Fix the run, or, if the failure is what the test checks, add a line #fails: run%d to the test's comment", runFailed(r, pause), r.Number)})
+			out = append(out, Failure{Line: r.Line, Message: fmt.Sprintf("%s\nthe goldens are not written: they would expect the failure. Fix the run, or, if the failure is what the test checks, add a line #fails: run%d to the test's comment", runFailed(f, r, pause), r.Number)})
 		case !failed && f.Fails[r.Number]:
 			out = append(out, Failure{Line: r.Line, Message: fmt.Sprintf("run%d did not fail, as #fails says it does", r.Number)})
 		}
@@ -153,10 +153,11 @@ func failuresAsWritten(f *File, got Got) []Failure {
 }
 
 // runFailed says that run r failed, with the error of its pause.
-func runFailed(r *Run, pause []byte) string {
+func runFailed(f *File, r *Run, pause []byte) string {
 	msg := fmt.Sprintf("run%d failed", r.Number)
 	if _, e, ok := bytes.Cut(pause, []byte("\nerror: ")); ok {
-		msg += ": " + strings.TrimSuffix(string(e), "\n")
+		// The test's own plugs ran from $WORK/config, which is gone.
+		msg += ": " + f.atSections(strings.TrimSuffix(string(e), "\n"), regexp.QuoteMeta("$WORK/config/"))
 	}
 	return msg
 }

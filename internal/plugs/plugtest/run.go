@@ -204,12 +204,22 @@ func (w *workDir) normalizeErr(err error) error {
 			dirs = append(dirs, regexp.QuoteMeta(rel+"/"))
 		}
 	}
+	return errors.New(w.file.atSections(err.Error(), dirs...))
+}
+
+// atSections points the places FILE:LINE:COL in s of files under one of
+// dirs (regular expressions, each ending in "/") at the sections of f
+// that hold them.
+func (f *File) atSections(s string, dirs ...string) string {
 	re := regexp.MustCompile(`(?:` + strings.Join(dirs, "|") + `)([^:\s]+):(\d+):(\d+)`)
-	return errors.New(re.ReplaceAllStringFunc(err.Error(), func(m string) string {
+	return re.ReplaceAllStringFunc(s, func(m string) string {
 		sub := re.FindStringSubmatch(m)
+		if f.Inline[sub[1]] == nil {
+			return m
+		}
 		line, _ := strconv.Atoi(sub[2])
-		return fmt.Sprintf("%s:%d:%s", w.file.Path, w.file.SectionLine(sub[1])+line-1, sub[3])
-	}))
+		return fmt.Sprintf("%s:%d:%s", f.Path, f.SectionLine(sub[1])+line-1, sub[3])
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
