@@ -212,6 +212,10 @@ func TestRunThroughTheServerSaysHowToContinueAndContinuesYourLast(t *testing.T) 
 	if err == nil || !strings.Contains(out, "no paused session of agent demo opened with an API token of your name") {
 		t.Fatalf("--continue with no paused session of mine: %v\n%s", err, out)
 	}
+	out, err = l.runIn(elsewhere, l.token, "--session", "nosuchsession", "hi")
+	if err == nil || !strings.Contains(out, "session nosuchsession: no such session") || strings.Contains(out, "{") {
+		t.Fatalf("--session of no session: %v\n%s", err, out)
+	}
 	out, err = l.runIn(elsewhere, l.token, "--session", "", "hi")
 	if err == nil || !strings.Contains(out, "--session: an empty session id") {
 		t.Fatalf("--session \"\": %v\n%s", err, out)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -53,6 +54,18 @@ type RPCError struct {
 }
 
 func (e *RPCError) Error() string {
+	// The reason the front ends give (acp, acp --server) is what a person
+	// reads, with the session it is about.
+	var d struct {
+		Reason    string `json:"reason"`
+		SessionID string `json:"sessionId"`
+	}
+	if json.Unmarshal(e.Data, &d) == nil && d.Reason != "" {
+		if d.SessionID != "" && !strings.HasPrefix(d.Reason, "session "+d.SessionID) {
+			return fmt.Sprintf("session %s: %s", d.SessionID, d.Reason)
+		}
+		return d.Reason
+	}
 	if len(e.Data) > 0 {
 		return fmt.Sprintf("%s (%d) %s", e.Message, e.Code, e.Data)
 	}

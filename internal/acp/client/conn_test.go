@@ -499,3 +499,23 @@ func TestOpenNamesTheClientInItsInitialize(t *testing.T) {
 		}
 	}
 }
+
+// TestAnErrorSaysTheFrontEndsReason: an error answer whose data carries
+// the reason a front end gives (acp, acp --server) reads as that reason,
+// with its session; other data is shown as it came.
+func TestAnErrorSaysTheFrontEndsReason(t *testing.T) {
+	for _, tc := range []struct {
+		data, want string
+	}{
+		{`{"reason":"no such session","sessionId":"abc"}`, "session abc: no such session"},
+		{`{"reason":"session abc: no runner of agent demo is connected","sessionId":"abc"}`, "session abc: no runner of agent demo is connected"},
+		{`{"reason":"initialize first"}`, "initialize first"},
+		{`{"path":"/x"}`, `Internal error (-32603) {"path":"/x"}`},
+		{``, `Internal error (-32603)`},
+	} {
+		e := &RPCError{Code: -32603, Message: "Internal error", Data: json.RawMessage(tc.data)}
+		if got := e.Error(); got != tc.want {
+			t.Errorf("data %s: %q, want %q", tc.data, got, tc.want)
+		}
+	}
+}

@@ -306,6 +306,12 @@ func (r *Runner) connect(ctx context.Context) error {
 
 func refusal(resp *http.Response) string {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error // the API's {"error": …}, as a person reads it
+	}
 	if s := strings.TrimSpace(string(b)); s != "" {
 		return s
 	}
