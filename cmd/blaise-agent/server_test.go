@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -936,4 +937,37 @@ func TestARefusedRunnerLeavesNoProcess(t *testing.T) {
 	for _, pid := range procs {
 		testsupport.WaitGone(t, pid, fmt.Sprintf("process %d of the run", pid))
 	}
+}
+
+// TestAServerRefusesATakenAddressOrStoreAtItsStart: serve on an address in
+// use names the flag, and a second serve on a running server's data (with
+// its own address) is refused at its start, not at its first append; in
+// both, nothing is made (a port in use leaves no new data directory) and
+// no setup token is printed.
+func TestAServerRefusesATakenAddressOrStoreAtItsStart(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second)
+	u, err := url.Parse(l.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "data")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--addr", u.Host, "--data", fresh}, "--addr: listen tcp " + u.Host},
+		{[]string{"--addr", "127.0.0.1:0", "--metrics-addr", u.Host, "--data", fresh}, "--metrics-addr: listen tcp " + u.Host},
+		{append([]string{"--addr", "127.0.0.1:0"}, l.storeFlags()...), "another store appends to it"},
+	} {
+		out, err := exec.Command(l.bin, append([]string{"serve"}, tc.args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "setup token") || strings.Contains(string(out), "serving") {
+			t.Errorf("serve %s: %v\n%s\nwant %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("a serve refused its address made its data directory: %v", err)
+	}
+	// The first server goes on.
+	l.cli("sessions", "--server", l.url, "--token", l.token)
 }

@@ -124,20 +124,36 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("--debug-addr %s: want a loopback address (127.0.0.1:PORT, [::1]:PORT or localhost:PORT): profiles show the server's memory", o.DebugAddr)
 		}
 	}
-	store, err := o.Open(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	// Every address is taken before anything is made or said: a port in
+	// use leaves no new store and prints no setup token.
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("--addr: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	// The metrics' and profiles' servers end before the store closes.
 	var aside sync.WaitGroup
 	defer func() { cancel(); aside.Wait() }()
 	context.AfterFunc(ctx, func() { ln.Close() }) // on an error before Serve
+	var metricsLn, debugLn net.Listener
+	if o.MetricsAddr != "" {
+		if metricsLn, err = listenAside(ctx, "metrics", o.MetricsAddr); err != nil {
+			return err
+		}
+	}
+	if o.DebugAddr != "" {
+		if debugLn, err = listenAside(ctx, "debug", o.DebugAddr); err != nil {
+			return err
+		}
+	}
+	store, err := o.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Claim(ctx); err != nil {
+		return err
+	}
 	scheme := "http"
 	if o.TLSCert != "" {
 		scheme = "https"
@@ -158,31 +174,32 @@ func Run(ctx context.Context, o Options) error {
 	}
 	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version,
 		MaxConns: o.MaxConns, MaxConnsPerAddr: o.MaxConnsPerAddr}
-	if o.MetricsAddr != "" {
-		if err := serveAside(ctx, &aside, o.Log, "metrics", o.MetricsAddr, s.MetricsHandler()); err != nil {
-			return err
-		}
+	if metricsLn != nil {
+		serveAside(ctx, &aside, o.Log, "metrics", metricsLn, s.MetricsHandler())
 	}
-	if o.DebugAddr != "" {
-		if err := serveAside(ctx, &aside, o.Log, "debug", o.DebugAddr, http.DefaultServeMux); err != nil {
-			return err
-		}
+	if debugLn != nil {
+		serveAside(ctx, &aside, o.Log, "debug", debugLn, http.DefaultServeMux)
 	}
 	return s.Serve(ctx, ln, o.TLSCert, o.TLSKey)
 }
 
-// serveAside serves h on addr until ctx is done: the metrics' and the
-// profiles' listeners, apart from the API's; wg waits for it.
-func serveAside(ctx context.Context, wg *sync.WaitGroup, l *log.Logger, what, addr string, h http.Handler) error {
+// listenAside listens on addr, the metrics' or the profiles' address
+// (what), apart from the API's, until ctx is done or it is served.
+func listenAside(ctx context.Context, what, addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--%s-addr: %w", what, err)
+		return nil, fmt.Errorf("--%s-addr: %w", what, err)
 	}
+	context.AfterFunc(ctx, func() { ln.Close() })
+	return ln, nil
+}
+
+// serveAside serves h on ln until ctx is done; wg waits for it.
+func serveAside(ctx context.Context, wg *sync.WaitGroup, l *log.Logger, what string, ln net.Listener, h http.Handler) {
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
 	wg.Go(func() { _ = hs.Serve(ln) })
 	context.AfterFunc(ctx, func() { hs.Close() })
 	l.Info("serving "+what, "url", "http://"+ln.Addr().String())
-	return nil
 }
 
 // announceSetup prints, while no one can sign in to the dashboard, a new

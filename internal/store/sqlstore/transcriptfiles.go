@@ -103,6 +103,15 @@ func (s *transcriptStore) lockTranscripts(ctx context.Context) error {
 	return nil
 }
 
+// Claim takes the lock of the transcript directory now, as a server does
+// at its start: a second server on the same store is refused there, not
+// at its first append.
+func (s *transcriptStore) Claim(ctx context.Context) error {
+	s.transcripts.mu.Lock()
+	defer s.transcripts.mu.Unlock()
+	return s.lockTranscripts(ctx)
+}
+
 // removeOrphans removes the files of sessions the database does not
 // hold. It is a cleanup: a file it cannot remove, or a database it cannot
 // read, is left for the next start.
