@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 )
@@ -101,5 +104,20 @@ type AgentsDeleteCmd struct {
 }
 
 func (c *AgentsDeleteCmd) Run() error {
-	return c.client().DeleteAgent(context.Background(), c.Name)
+	ctx := context.Background()
+	// Its sessions stay, and nothing continues or ends them until an agent
+	// of the name is there again: said before they are left so.
+	if recs, err := c.client().AllSessions(ctx, apiclient.ListOptions{Agent: c.Name}); err == nil {
+		var open []string
+		for _, r := range recs {
+			if r.State != lifecycle.Ended {
+				open = append(open, r.ID+" ("+string(r.State)+")")
+			}
+		}
+		if len(open) > 0 {
+			fmt.Fprintf(os.Stderr, "warning: agent %s has %d sessions not ended: %s; they stay, and cannot be continued or ended until an agent %s exists again (end them first: blaise-agent sessions end ID --server %s)\n",
+				c.Name, len(open), strings.Join(open, ", "), c.Name, c.Server)
+		}
+	}
+	return c.client().DeleteAgent(ctx, c.Name)
 }

@@ -351,3 +351,28 @@ func TestSessionsOfAnAgentTheServerLacksIsAnError(t *testing.T) {
 		t.Errorf("sessions of an agent with none: %q", out)
 	}
 }
+
+// TestDeletingAnAgentWithSessionsNotEndedWarns: agents delete of an agent
+// whose sessions are not all ended deletes it, as before, but says first
+// which sessions stay that nothing can continue or end until an agent of
+// the name exists again; an agent with none is deleted without a word.
+func TestDeletingAnAgentWithSessionsNotEndedWarns(t *testing.T) {
+	t.Parallel()
+	l := newServerLab(t, "", 2*time.Second, "--idle-policy", "pause")
+	l.runner("r1", "blaise.star")
+	if out, err := l.runIn(t.TempDir(), l.token, "hello"); err != nil {
+		t.Fatalf("run --server: %v\n%s", err, out)
+	}
+	id := l.sessions()[0].ID
+	out := l.cli("agents", "delete", "demo", "--server", l.url, "--token", l.token)
+	if want := "warning: agent demo has 1 sessions not ended: " + id + " (paused)"; !strings.Contains(out, want) {
+		t.Errorf("agents delete says %q, want %q", out, want)
+	}
+	if list := l.cli("agents", "--server", l.url, "--token", l.token); strings.Contains(list, "demo") {
+		t.Errorf("the agent is still there:\n%s", list)
+	}
+	l.cli("agents", "create", "other", "--server", l.url, "--token", l.token)
+	if out := l.cli("agents", "delete", "other", "--server", l.url, "--token", l.token); strings.Contains(out, "warning") {
+		t.Errorf("deleting an agent with no session warns: %s", out)
+	}
+}
