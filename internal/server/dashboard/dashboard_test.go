@@ -649,3 +649,58 @@ func TestChangesOfASessionWithNoRunnerSayWhy(t *testing.T) {
 		t.Fatalf("after the refused actions: %s, want paused", got.State)
 	}
 }
+
+// TestARunsLineFollowsItsEnd: the line that starts a run in a followed
+// conversation shows, once the record has the run ended, its time and its
+// pause, without a reload; also when the run ended between the page's
+// rendering and its stream's start.
+func TestARunsLineFollowsItsEnd(t *testing.T) {
+	s := newSite(t, false)
+	id := s.transcriptOf(chunk("agent_message_chunk", "working"))
+	started := time.Now().Add(-3 * time.Second)
+	if _, err := s.store.UpdateSession(t.Context(), id, func(r *lifecycle.Record) error {
+		r.State, r.Runs = lifecycle.Active, 1
+		r.History = []lifecycle.RunRecord{{Run: 1, Kind: lifecycle.StartRun, Started: started}}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.browser()
+	s.signIn(c)
+	next := s.follow(c, id, dashboard.EventReset, dashboard.EventAppend)
+	if _, html := next(); !strings.Contains(html, `id="run-1"`) || strings.Contains(html, "paused:") {
+		t.Fatalf("the first event:\n%s", html)
+	}
+	if _, err := s.store.UpdateSession(t.Context(), id, func(r *lifecycle.Record) error {
+		r.State = lifecycle.Paused
+		r.History[0].Ended = started.Add(2 * time.Second)
+		r.History[0].Pause = &lifecycle.RunPause{Reason: lifecycle.Idle, MayResume: true}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	untilEnded(t, next, "the run's line after its end")
+	// A page rendered while the run went on follows from its window: its
+	// stream's first events give the run's line as the record has it now.
+	last, err := s.store.TranscriptLast(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next = s.followPath(c, fmt.Sprintf("/sessions/%s/events?from=0&to=%d", id, last), dashboard.EventReset, dashboard.EventAppend)
+	untilEnded(t, next, "the run's line, followed from a page's window")
+}
+
+// untilEnded reads events until one gives run 1's line with its end (the
+// line may come as it was first, when its stream starts).
+func untilEnded(t *testing.T, next func() (string, string), what string) {
+	t.Helper()
+	var seen []string
+	for range 3 {
+		_, html := next()
+		if strings.Contains(html, `id="run-1"`) && strings.Contains(html, " · 2s · paused: idle") {
+			return
+		}
+		seen = append(seen, html)
+	}
+	t.Fatalf("%s: not in the events\n%s", what, strings.Join(seen, "\n"))
+}

@@ -61,8 +61,9 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 		return
 	}
 	conv, last := win.conv, win.to
-	shown := 0 // the activity's version the page shows: none at first
-	card := "" // the record part the page was sent last: none at first
+	shown := 0  // the activity's version the page shows: none at first
+	card := ""  // the record part the page was sent last: none at first
+	lines := "" // the runs' lines as the page shows them
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
 	for {
@@ -116,15 +117,23 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 			if err := send(w, rc, EventRecord, html); err != nil {
 				return
 			}
-			// The runs' lines show what the record keeps of them.
-			if runs := conv.conv.runs(); card != "" && len(runs) > 0 {
-				html, err := d.renderBlocks(runs, rec)
-				if err != nil || send(w, rc, EventAppend, string(html)) != nil {
-					return
-				}
-			}
 		}
 		card = html
+		// The runs' lines show what the record keeps of them (a run's time
+		// and pause, once it has ended), which the record's part may not.
+		if runs := conv.conv.runs(); len(runs) > 0 {
+			html, err := d.renderBlocks(runs, rec)
+			if err != nil {
+				send(w, rc, EventProblem, err.Error())
+				return
+			}
+			// At first, the page may show them as they were when it was
+			// rendered, a moment before: they are sent.
+			if string(html) != lines && send(w, rc, EventAppend, string(html)) != nil {
+				return
+			}
+			lines = string(html)
+		}
 		select {
 		case <-r.Context().Done():
 			return
