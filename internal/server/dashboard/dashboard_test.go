@@ -671,6 +671,10 @@ func TestARunsLineFollowsItsEnd(t *testing.T) {
 	if _, html := next(); !strings.Contains(html, `id="run-1"`) || strings.Contains(html, "paused:") {
 		t.Fatalf("the first event:\n%s", html)
 	}
+	rendered, err := s.store.Session(t.Context(), id) // as a page rendered now
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.store.UpdateSession(t.Context(), id, func(r *lifecycle.Record) error {
 		r.State = lifecycle.Paused
 		r.History[0].Ended = started.Add(2 * time.Second)
@@ -686,7 +690,7 @@ func TestARunsLineFollowsItsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next = s.followPath(c, fmt.Sprintf("/sessions/%s/events?from=0&to=%d", id, last), dashboard.EventReset, dashboard.EventAppend)
+	next = s.followPath(c, fmt.Sprintf("/sessions/%s/events?from=0&to=%d&record=%d", id, last, rendered.Updated.UnixNano()), dashboard.EventReset, dashboard.EventAppend)
 	untilEnded(t, next, "the run's line, followed from a page's window")
 }
 

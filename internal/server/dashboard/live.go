@@ -63,7 +63,10 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 	conv, last := win.conv, win.to
 	shown := 0  // the activity's version the page shows: none at first
 	card := ""  // the record part the page was sent last: none at first
-	lines := "" // the runs' lines as the page shows them
+	lines := "" // the runs' lines as the page shows them: none sent yet
+	// The version of the record the page was rendered with, and whether
+	// the stream starts with the whole conversation instead.
+	pageRecord, reset := r.URL.Query().Get("record"), event == EventReset
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
 	for {
@@ -120,16 +123,18 @@ func (d *sessionPages) follow(w http.ResponseWriter, r *http.Request, u user) {
 		}
 		card = html
 		// The runs' lines show what the record keeps of them (a run's time
-		// and pause, once it has ended), which the record's part may not.
+		// and pause, once it has ended).
 		if runs := conv.conv.runs(); len(runs) > 0 {
 			html, err := d.renderBlocks(runs, rec)
 			if err != nil {
 				send(w, rc, EventProblem, err.Error())
 				return
 			}
-			// At first, the page may show them as they were when it was
-			// rendered, a moment before: they are sent.
-			if string(html) != lines && send(w, rc, EventAppend, string(html)) != nil {
+			// At first the page shows them as the record it was rendered
+			// with had them (&record=), unless the stream starts with the
+			// whole conversation (a reset).
+			stale := !reset && pageRecord != "" && pageRecord != strconv.FormatInt(rec.Updated.UnixNano(), 10)
+			if (lines != "" && string(html) != lines || lines == "" && stale) && send(w, rc, EventAppend, string(html)) != nil {
 				return
 			}
 			lines = string(html)

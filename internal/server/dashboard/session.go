@@ -133,7 +133,7 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 	p.Error, p.Notice = problem, notice
 	page := sessionPage{Record: rec, Blocks: withRuns(win.conv.conv.blocks, rec), Earlier: win.earlier(), Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt, PlugLog: plugLogRuns(plugLog)}
 	if before == 0 {
-		page.Follow = fmt.Sprintf("/sessions/%s/events?from=%d&to=%d&run=%d", url.PathEscape(id), win.after, win.to, win.run)
+		page.Follow = fmt.Sprintf("/sessions/%s/events?from=%d&to=%d&run=%d&record=%d", url.PathEscape(id), win.after, win.to, win.run, rec.Updated.UnixNano())
 	}
 	_, page.Changes = actionOffered(ctx, d.Actions, id, "diff")
 	p.Data = page
