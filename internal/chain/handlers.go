@@ -68,6 +68,14 @@ func (r *Run) call(p *plugRun, handler string, fn starlark.Callable, c *builtins
 	v, err := starlark.Call(thread.Thread, fn, args, nil)
 	if err != nil {
 		werr := interp.WrapError(err, p.use.Plug.Name, handler)
+		r.mu.Lock()
+		why := thread.stopped
+		r.mu.Unlock()
+		if why != "" && !strings.Contains(werr.Msg, why) {
+			// The cancel reached a host call (ctx.host.exec) before the
+			// interpreter: its "context canceled" is the stop's doing.
+			werr.Msg = why + " (" + werr.Msg + ")"
+		}
 		if msg := c.Agent.FrozenChange(err, sourceLine(werr.Pos)); msg != "" {
 			werr.Msg = msg // ctx.agent.env["X"] = … after next(), not a bare "frozen hash table"
 		}
@@ -114,6 +122,9 @@ type pooledThread struct {
 	logger *log.Logger
 	cancel context.CancelFunc
 	bound  context.Context // the context BindThread gave the thread last
+	// stopped says why the stop's grace cancelled the call, if it did;
+	// guarded by the Run's mu.
+	stopped string
 }
 
 // threadPool keeps the threads of ended handler calls for the next ones.
@@ -162,5 +173,6 @@ func (tp *threadPool) put(runCtx context.Context, t *pooledThread) {
 		return
 	}
 	t.Uncancel()
+	t.stopped = ""
 	tp.idle = append(tp.idle, t)
 }

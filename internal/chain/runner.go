@@ -284,7 +284,8 @@ func (r *Run) stopWith(s lifecycle.Stop, err error) {
 		defer r.mu.Unlock()
 		if n := len(r.frames); n > 0 && !r.agentStarted {
 			top := r.frames[n-1]
-			top.Cancel(fmt.Sprintf("cancelled: the run was stopped (%s) and the handler did not reach next() within %s", s.Reason, r.opts.StopGrace))
+			top.stopped = fmt.Sprintf("cancelled: the run was stopped (%s) and the handler did not reach next() within %s", s.Reason, r.opts.StopGrace)
+			top.Cancel(top.stopped)
 			top.cancel()
 		}
 	})

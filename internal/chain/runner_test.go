@@ -555,6 +555,28 @@ def on_session(ctx, next):
 	}
 }
 
+// TestC15_AHandlerWaitingOnAHostCallIsCancelledWhenStopped: a handler
+// that waits on a host command when the stop's grace runs out has the
+// command cancelled, and the run fails saying why, as a runaway's does, not
+// with the command's bare "context canceled".
+func TestC15_AHandlerWaitingOnAHostCallIsCancelledWhenStopped(t *testing.T) {
+	c := newChain(t, map[string]string{
+		"blaise.star": `agent(command = "true")
+setup(use("./slow.star"))`,
+		"slow.star": `plug(name = "slow")
+def on_session(ctx, next):
+    ctx.runner.fs.write_file("$DIR/started", "")
+    ctx.runner.exec(["sleep", "30"])
+    next()
+`,
+	})
+	res := c.run(chain.Options{StopGrace: 100 * time.Millisecond}, &lifecycle.Stop{Reason: "closed"})
+	msg := res.Pause.Err.Error()
+	if res.Pause.Reason != "failed" || !strings.Contains(msg, "plug slow: on_session: cancelled: the run was stopped (closed) and the handler did not reach next() within 100ms") {
+		t.Fatalf("pause %+v", res.Pause)
+	}
+}
+
 func TestC15_StepLimitStopsRunaways(t *testing.T) {
 	c := newChain(t, map[string]string{
 		"blaise.star": agentStarted + `setup(use("./spin.star"))`,
