@@ -27,7 +27,7 @@ func (f StoreFlags) options() server.StoreOptions {
 // ServeCmd is `blaise-agent serve`: serving, or backing up what it
 // serves.
 type ServeCmd struct {
-	Start  ServeStartCmd  `cmd:"" default:"withargs" help:"Serve (what serve does without a subcommand)."`
+	Start  ServeStartCmd  `cmd:"" default:"withargs" help:"Serve: what serve does without a subcommand, with the same flags (--addr, --data, --db, --tls-cert, --metrics-addr …), which blaise-agent serve start --help lists."`
 	Backup ServeBackupCmd `cmd:"" help:"Back up a server's SQLite store while it serves: one tar archive of its database and transcripts, to extract into an empty data directory beside its store key (docs/server.md#backups)."`
 }
 
