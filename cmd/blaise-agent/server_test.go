@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -970,4 +972,32 @@ func TestAServerRefusesATakenAddressOrStoreAtItsStart(t *testing.T) {
 	}
 	// The first server goes on.
 	l.cli("sessions", "--server", l.url, "--token", l.token)
+}
+
+// TestMetricsAddrServesTheMetricsAlone: --metrics-addr serves /metrics
+// without a token, and nothing else: a client pointed at it by mistake
+// gets a 404, not the metrics in place of what it asked for.
+func TestMetricsAddrServesTheMetricsAlone(t *testing.T) {
+	t.Parallel()
+	l := newServerLabWith(t, []string{"--metrics-addr", "127.0.0.1:0"}, "", 2*time.Second)
+	served := regexp.MustCompile(`serving metrics url=(http://\S+)`)
+	testsupport.Eventually(t, "the metrics are served", func() bool { return served.MatchString(l.logs.String()) })
+	m := served.FindStringSubmatch(l.logs.String())
+	get := func(path string) (int, string) {
+		resp, err := http.Get(m[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "blaise_signin_failures_total 0") {
+		t.Errorf("/metrics: %d\n%s", code, body)
+	}
+	for _, path := range []string{"/", "/v1/sessions", "/v1/runner/connect"} {
+		if code, _ := get(path); code != http.StatusNotFound {
+			t.Errorf("%s on the metrics' address: %d, want 404", path, code)
+		}
+	}
 }

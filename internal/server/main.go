@@ -175,7 +175,11 @@ func Run(ctx context.Context, o Options) error {
 	s := &Server{Store: store, Log: o.Log, Lease: o.Lease, StopGrace: o.StopGrace, Version: o.Version,
 		MaxConns: o.MaxConns, MaxConnsPerAddr: o.MaxConnsPerAddr}
 	if metricsLn != nil {
-		serveAside(ctx, &aside, o.Log, "metrics", metricsLn, s.MetricsHandler())
+		// /metrics alone: a client pointed at this address by mistake
+		// gets a 404, not metrics in place of what it asked for.
+		mux := http.NewServeMux()
+		mux.Handle("GET "+PathMetrics, s.MetricsHandler())
+		serveAside(ctx, &aside, o.Log, "metrics", metricsLn, mux)
 	}
 	if debugLn != nil {
 		serveAside(ctx, &aside, o.Log, "debug", debugLn, http.DefaultServeMux)

@@ -497,6 +497,11 @@ func TestAPITokensRevocable(t *testing.T) {
 		if _, err := s.APIToken(t.Context(), tok[:len(tok)-1]); !errors.Is(err, ErrBadToken) {
 			t.Errorf("a truncated token: %v", err)
 		}
+		// A token of another kind is named for what it is.
+		cred := RunnerPrefix + tok[len(APIPrefix):]
+		if _, err := s.APIToken(t.Context(), cred); !errors.Is(err, ErrBadToken) || !strings.Contains(err.Error(), "this is a runner's credential (blc_…); want bla_ followed by 43 characters") {
+			t.Errorf("a runner's credential as an API token: %v", err)
+		}
 		if err := s.RevokeAPIToken(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}

@@ -48,9 +48,23 @@ func hashToken(tok string) []byte {
 // names, before it reaches the database.
 func checkToken(what, prefix, tok string) error {
 	if !strings.HasPrefix(tok, prefix) || len(tok) != len(prefix)+43 {
+		for other, kind := range tokenKinds {
+			if other != prefix && strings.HasPrefix(tok, other) {
+				return fmt.Errorf("%s: %w: this is %s (%s…); want %s followed by 43 characters", what, ErrBadToken, kind, other, prefix)
+			}
+		}
 		return fmt.Errorf("%s: %w: want %s followed by 43 characters", what, ErrBadToken, prefix)
 	}
 	return nil
+}
+
+// tokenKinds name the tokens by their prefixes, for a token given where
+// another kind is wanted.
+var tokenKinds = map[string]string{
+	RegistrationPrefix: "a runner registration token",
+	RunnerPrefix:       "a runner's credential",
+	APIPrefix:          "an API token",
+	SetupPrefix:        "the dashboard's setup token",
 }
 
 // Registration is a registration token. Token is set only when it is
