@@ -360,8 +360,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("signing out again", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.ID("password")),
 		chromedp.Navigate(l.url+"/agents"), chromedp.WaitVisible(chromedp.ID("password")))
 	loc, err := chromedp.Run(tab, chromedp.Location())
-	if err != nil || !strings.HasSuffix(loc, "/signin") {
+	if err != nil || !strings.HasSuffix(loc, "/signin?next=%2Fagents") {
 		t.Fatalf("a signed-out browser asking for /agents is at %q (%v)", loc, err)
+	}
+	// Signed in there, it lands on the page it asked for.
+	do("signing in from a link", chromedp.SendKeys(chromedp.ID("name"), "ada"), chromedp.SendKeys(chromedp.ID("password"), "correct horse battery"),
+		chromedp.Click(chromedp.CSS("main form button")), chromedp.WaitVisible(chromedp.CSS("form.signout button")))
+	if loc, err := chromedp.Run(tab, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/agents") {
+		t.Fatalf("signed in from /agents' link, the browser is at %q (%v)", loc, err)
 	}
 }
 

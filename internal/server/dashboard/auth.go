@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -55,7 +56,7 @@ func (d *signInPages) signInPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/setup", http.StatusSeeOther)
 		return
 	}
-	p := page{Title: "Sign in"}
+	p := page{Title: "Sign in", Data: localPath(r.URL.Query().Get("next"))}
 	if r.URL.Query().Get("expired") != "" {
 		p.Error = "Your sign-in has expired or ended: sign in again."
 	}
@@ -67,15 +68,25 @@ func (d *signInPages) signIn(w http.ResponseWriter, r *http.Request) {
 	d.signInAs(w, r, r.PostFormValue("name"), r.PostFormValue("password"))
 }
 
+// localPath is next when it is a path of this site (a page the person was
+// sent to sign in from), else "": a sign-in never leads elsewhere.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return ""
+	}
+	return next
+}
+
 // signInAs signs in as name, within the limits on guessing: a user or
 // address with too many failures is refused before its password is
 // checked, and each failure is logged with the address.
 func (d *signInPages) signInAs(w http.ResponseWriter, r *http.Request, name, password string) {
 	addr := address(r)
+	next := localPath(r.PostFormValue("next"))
 	if why, wait := d.limit.refused(name, addr); why != "" {
 		d.log().Warn("dashboard: sign-in refused: too many failures", "user", name, "address", addr)
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		d.render(w, http.StatusTooManyRequests, "signin.html", page{Title: "Sign in", Error: why})
+		d.render(w, http.StatusTooManyRequests, "signin.html", page{Title: "Sign in", Error: why, Data: next})
 		return
 	}
 	var tok string
@@ -91,22 +102,25 @@ func (d *signInPages) signInAs(w http.ResponseWriter, r *http.Request, name, pas
 		for _, k := range d.limit.failed(name, addr) {
 			d.log().Warn("dashboard: sign-in locked after too many failures", k.kind, k.value, "for", lockFor, "address", addr)
 		}
-		d.render(w, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Error: "Wrong user name or password."})
+		d.render(w, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Error: "Wrong user name or password.", Data: next})
 		return
 	}
 	if errors.Is(err, errHashBusy) {
 		w.Header().Set("Retry-After", "1")
-		d.render(w, http.StatusServiceUnavailable, "signin.html", page{Title: "Sign in", Error: err.Error()})
+		d.render(w, http.StatusServiceUnavailable, "signin.html", page{Title: "Sign in", Error: err.Error(), Data: next})
 		return
 	}
 	if err != nil {
 		d.log().Error("dashboard: signing in", "user", name, "err", err)
-		d.render(w, http.StatusInternalServerError, "signin.html", page{Title: "Sign in", Error: err.Error()})
+		d.render(w, http.StatusInternalServerError, "signin.html", page{Title: "Sign in", Error: err.Error(), Data: next})
 		return
 	}
 	d.limit.succeeded(name, addr)
 	d.setCookie(w, r, tok, int(d.ttl().Seconds()))
-	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+	if next == "" {
+		next = "/sessions"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 func (d *signInPages) signOut(w http.ResponseWriter, r *http.Request, u user) {

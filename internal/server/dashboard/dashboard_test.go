@@ -160,7 +160,7 @@ func TestSignedOutRequestIsRefused(t *testing.T) {
 	s := newSite(t, false)
 	c := s.browser()
 	resp, _ := s.do(c, http.MethodGet, "/sessions", nil)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next=%2Fsessions" {
 		t.Fatalf("a signed-out GET: %s to %q", resp.Status, resp.Header.Get("Location"))
 	}
 	resp, body := s.do(c, http.MethodPost, "/agents/demo", url.Values{"idle_policy": {"end"}, "paused_lifetime": {"1h"}})
@@ -318,6 +318,27 @@ func TestResolveAnOrphanedSessionFromThePage(t *testing.T) {
 	}
 }
 
+// TestSigningInLeadsToThePageAskedFor: a signed-out browser sent to sign
+// in from a session's page (a link in a chat, say) lands on that page once
+// signed in; a next that is not a page of the site leads to the list.
+func TestSigningInLeadsToThePageAskedFor(t *testing.T) {
+	s := newSite(t, false)
+	c := s.browser()
+	resp, _ := s.do(c, http.MethodGet, "/sessions/abc?tab=changes", nil)
+	signin := resp.Header.Get("Location")
+	if signin != "/signin?next=%2Fsessions%2Fabc%3Ftab%3Dchanges" {
+		t.Fatalf("a signed-out GET of a session's page: to %q", signin)
+	}
+	resp, body := s.do(c, http.MethodGet, signin, nil)
+	want(t, resp, body, http.StatusOK, `<input type="hidden" name="next" value="/sessions/abc?tab=changes">`)
+	for next, to := range map[string]string{"/sessions/abc?tab=changes": "/sessions/abc?tab=changes", "//evil.example/x": "/sessions", "https://evil.example/": "/sessions"} {
+		resp, _ := s.do(s.browser(), http.MethodPost, "/signin", url.Values{"name": {"ada"}, "password": {password}, "next": {next}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != to {
+			t.Errorf("signed in with next %q: %s to %q, want %q", next, resp.Status, resp.Header.Get("Location"), to)
+		}
+	}
+}
+
 // TestExpiredSignInIsToldSo: an expired sign-in is sent to sign in again,
 // and told why; what it posts changes nothing.
 func TestExpiredSignInIsToldSo(t *testing.T) {
@@ -327,7 +348,7 @@ func TestExpiredSignInIsToldSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, _ := s.do(s.browser(), http.MethodGet, "/agents", nil, "Cookie", dashboard.CookieName+"="+tok)
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?expired=1" {
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?expired=1&next=%2Fagents" {
 		t.Fatalf("an expired sign-in: %s to %q", resp.Status, resp.Header.Get("Location"))
 	}
 	resp, body := s.do(s.browser(), http.MethodGet, resp.Header.Get("Location"), nil)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
@@ -89,11 +90,12 @@ func (d *site) signedIn(h func(http.ResponseWriter, *http.Request, user)) http.H
 				why = "Your sign-in has expired or ended: sign in again."
 			}
 			if r.Method == http.MethodGet {
-				to := "/signin"
+				// Signed in, the person lands on the page they asked for.
+				q := url.Values{"next": {r.URL.RequestURI()}}
 				if c != nil {
-					to += "?expired=1"
+					q.Set("expired", "1")
 				}
-				http.Redirect(w, r, to, http.StatusSeeOther)
+				http.Redirect(w, r, "/signin?"+q.Encode(), http.StatusSeeOther)
 				return
 			}
 			d.render(w, http.StatusUnauthorized, "signin.html", page{Title: "Sign in", Error: why + " Nothing was changed."})
