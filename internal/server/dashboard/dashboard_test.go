@@ -729,3 +729,21 @@ func untilEnded(t *testing.T, next func() (string, string), what string) {
 	}
 	t.Fatalf("%s: not in the events\n%s", what, strings.Join(seen, "\n"))
 }
+
+// TestAnEndedSessionsPageDoesNotSayLive: the page of an ended session says
+// its conversation is whole once its stream opens, not that it follows a
+// session that goes on; a paused one's says it follows.
+func TestAnEndedSessionsPageDoesNotSayLive(t *testing.T) {
+	s := newSite(t, false)
+	for id, st := range map[string]lifecycle.State{"ended1": lifecycle.Ended, "paused1": lifecycle.Paused} {
+		if err := s.store.CreateSession(t.Context(), &lifecycle.Record{ID: id, AgentName: "demo", State: st, Settings: lifecycle.DefaultSettings()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions/ended1", nil)
+	want(t, resp, body, http.StatusOK, `data-live="The session has ended: this is its whole conversation."`)
+	resp, body = s.do(c, http.MethodGet, "/sessions/paused1", nil)
+	want(t, resp, body, http.StatusOK, `data-live="Live: the conversation follows the session as it goes on."`)
+}

@@ -47,7 +47,7 @@
   const live = () => {
     if (conv.dataset.live !== "1") conv.scrollTop = conv.scrollHeight;
     conv.dataset.live = "1";
-    if (status) status.textContent = "Live: the conversation follows the session as it goes on.";
+    if (status) status.textContent = status.dataset.live;
   };
   source.addEventListener("open", live);
   source.addEventListener("reset", (e) => {
