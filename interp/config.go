@@ -96,6 +96,7 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 	cfg := &Config{File: displayName(abs), Dir: filepath.Dir(abs)}
 	l.lockDir = cfg.Dir
 	var agentSet, agentFailed, setupSet bool
+	var setupPos syntax.Position // of the first setup()
 	ids := map[string]*Use{}
 	// Every builtin records its mistakes and lets the file go on, so that
 	// one pass finds every mistake that does not follow from another.
@@ -145,9 +146,9 @@ func (l *Loader) LoadConfig(path string) (*Config, error) {
 
 	setupFn := recording("setup", &errs, func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) error {
 		if setupSet {
-			return fmt.Errorf("setup() called twice")
+			return fmt.Errorf("setup() called twice: first at %s", setupPos)
 		}
-		setupSet = true
+		setupSet, setupPos = true, thread.CallFrame(1).Pos
 		if len(kwargs) > 0 {
 			return fmt.Errorf("setup: unexpected keyword argument %s", kwargs[0][0])
 		}

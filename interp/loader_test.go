@@ -183,6 +183,10 @@ func TestConfig_AgentMissingOrTwice(t *testing.T) {
 	wantError(t, map[string]string{"blaise.star": `agent(command = "a", args = ["x", 1])`}, "agent: args[1]: want string, got int")
 }
 
+func TestConfig_SetupTwiceSaysWhereTheFirstIs(t *testing.T) {
+	wantError(t, map[string]string{"blaise.star": agentLine + "setup()\nsetup()\n"}, "setup() called twice: first at blaise.star:2:6")
+}
+
 func TestConfig_LoadInfiniteLoopIsStopped(t *testing.T) {
 	wantError(t, map[string]string{
 		"blaise.star": agentLine + "while True:\n    pass\n",
