@@ -65,8 +65,9 @@ func load(newLoader func() *interp.Loader, overlay map[string][]byte, path strin
 	// theirs.
 	var warnings []problem
 	for _, w := range l.Warnings() {
-		if abs, _ := filepath.Abs(w.Pos.Filename()); w.Pos.IsValid() && abs == path {
-			warnings = append(warnings, problem{Line: int(w.Pos.Line), Col: int(w.Pos.Col), Msg: strings.TrimPrefix(w.Error(), w.Pos.String()+": "), Warning: true})
+		if p, here := placed(w, path); here {
+			p.Warning = true
+			warnings = append(warnings, p)
 		}
 	}
 	return plug, warnings, err
@@ -87,12 +88,18 @@ func problemsOf(err error, path string) []problem {
 	}
 	out := make([]problem, len(list))
 	for i, e := range list {
-		out[i] = problem{Msg: e.Error()}
-		if abs, _ := filepath.Abs(e.Pos.Filename()); e.Pos.IsValid() && abs == path {
-			out[i] = problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: strings.TrimPrefix(e.Error(), e.Pos.String()+": ")}
-		}
+		out[i], _ = placed(e, path)
 	}
 	return out
+}
+
+// placed is the problem of e in the document at path: at its position
+// when it is in that file (here), else with the whole message.
+func placed(e *interp.Error, path string) (p problem, here bool) {
+	if abs, _ := filepath.Abs(e.Pos.Filename()); e.Pos.IsValid() && abs == path {
+		return problem{Line: int(e.Pos.Line), Col: int(e.Pos.Col), Msg: strings.TrimPrefix(e.Error(), e.Pos.String()+": ")}, true
+	}
+	return problem{Msg: e.Error()}, false
 }
 
 // attrProblems finds the reads of attributes that ctx, message, hosts and

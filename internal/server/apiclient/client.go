@@ -100,16 +100,23 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		var e struct {
-			Error string `json:"error"`
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b))
-		}
-		return nil, apiError(resp.StatusCode, e.Error, path != runnerproto.PathRegister)
+		msg, _ := Refusal(resp)
+		return nil, apiError(resp.StatusCode, msg, path != runnerproto.PathRegister)
 	}
 	return resp, nil
+}
+
+// Refusal reads the message of an error answer: the API's {"error": …}
+// (api), else its body as it came.
+func Refusal(resp *http.Response) (msg string, api bool) {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error, true
+	}
+	return strings.TrimSpace(string(b)), false
 }
 
 // APIError is an error answer of the server.
@@ -342,12 +349,8 @@ func (c *Client) DialACP(ctx context.Context, agent string) (net.Conn, error) {
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode >= 300 {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			var e struct {
-				Error string `json:"error"`
-			}
-			if json.Unmarshal(b, &e) == nil && e.Error != "" {
-				return nil, apiError(resp.StatusCode, e.Error, true)
+			if msg, api := Refusal(resp); api {
+				return nil, apiError(resp.StatusCode, msg, true)
 			}
 		}
 		return nil, fmt.Errorf("server %s: %w", c.URL, err)

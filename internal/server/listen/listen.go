@@ -21,6 +21,7 @@ import (
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
+	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
@@ -305,15 +306,8 @@ func (r *Runner) connect(ctx context.Context) error {
 }
 
 func refusal(resp *http.Response) string {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return e.Error // the API's {"error": …}, as a person reads it
-	}
-	if s := strings.TrimSpace(string(b)); s != "" {
-		return s
+	if msg, _ := apiclient.Refusal(resp); msg != "" {
+		return msg
 	}
 	return resp.Status
 }
