@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -219,6 +220,13 @@ func CheckParams(method string, params []byte) error {
 		return fmt.Errorf("%s: params: %w", method, err)
 	}
 	return nil
+}
+
+// SessionScoped reports whether method is an ACP method whose params
+// require a sessionId: one a client sends to a session, not to the agent.
+func SessionScoped(method string) bool {
+	m, ok := Methods[method]
+	return ok && slices.Contains(required()[m.Params], "sessionId")
 }
 
 // CheckResult is like CheckParams for the result of a response to a request

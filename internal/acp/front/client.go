@@ -49,6 +49,13 @@ func (c *conn) fromClient(m *acp.Message) {
 			c.sessionMessage(id, m)
 			return
 		}
+		if acp.SessionScoped(m.Method) {
+			// Not the agent's to answer: no session would take it.
+			if m.Kind == acp.Request {
+				c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": "sessionId is missing"})
+			}
+			return
+		}
 		c.connectionMessage(m)
 	}
 }
@@ -145,19 +152,38 @@ func (c *conn) answerInit(known []byte) {
 // gets the handshake, then the request. The session's directory, the host
 // workspace of its plugs, is the cwd the client gives when it is a
 // directory here; else the front end's.
+//
+// Params that no agent would take (no cwd, a relative one) are refused
+// here, before any plug runs: a session would start only to end.
 func (c *conn) newSession(m *acp.Message) {
-	sess := &session{setup: c.handshake()}
-	if cwd, ok := stringMember(m.Params, "cwd"); ok {
-		if fi, err := os.Stat(cwd); err == nil && fi.IsDir() && filepath.IsAbs(cwd) {
-			sess.dir = filepath.Clean(cwd)
-		} else {
-			c.log.Info("the cwd of session/new is not a directory here; the session runs in blaise-agent's", "cwd", cwd)
+	if reason := newSessionRefusal(m.Params); reason != "" {
+		if m.Kind == acp.Request {
+			c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": reason})
 		}
+		return
+	}
+	sess := &session{setup: c.handshake()}
+	cwd, _ := stringMember(m.Params, "cwd")
+	if fi, err := os.Stat(cwd); err == nil && fi.IsDir() {
+		sess.dir = filepath.Clean(cwd)
+	} else {
+		c.log.Info("the cwd of session/new is not a directory here; the session runs in blaise-agent's", "cwd", cwd)
 	}
 	c.opening = append(c.opening, sess)
 	c.last = sess
 	c.launch(sess, false)
 	c.deliver(sess, m)
+}
+
+// newSessionRefusal says why params of session/new are refused, or "".
+func newSessionRefusal(params []byte) string {
+	if err := acp.CheckParams("session/new", params); err != nil {
+		return strings.TrimPrefix(err.Error(), "session/new: params: ")
+	}
+	if cwd, _ := stringMember(params, "cwd"); !filepath.IsAbs(cwd) {
+		return "cwd must be an absolute path"
+	}
+	return ""
 }
 
 // loadSession resumes a paused session for the client's session/load (or
@@ -202,7 +228,8 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 	if sess.phase == noRun {
 		switch {
 		case m.Method == "session/cancel":
-			return // nothing runs
+			c.answerCancel(m) // nothing runs
+			return
 		case m.Method == "session/close" && m.Kind == acp.Request:
 			c.reply(m.ID, []byte("{}"))
 			return
@@ -223,6 +250,7 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 			if sess.phase == draining && len(sess.pending) > 0 {
 				_ = sess.run.Send(sess.toAgent(m))
 			}
+			c.answerCancel(m)
 			return
 		case m.Method == "session/close" && m.Kind == acp.Request && sess.phase == draining:
 			c.reply(m.ID, []byte("{}")) // the run stops anyway
@@ -230,6 +258,15 @@ func (c *conn) sessionMessage(id string, m *acp.Message) {
 		}
 	}
 	c.deliver(sess, m)
+}
+
+// answerCancel answers a session/cancel sent as a request, which ACP sends
+// as a notification, where the front end handles it: every request gets
+// an answer, as an agent's would be.
+func (w *clientWriter) answerCancel(m *acp.Message) {
+	if m.Kind == acp.Request {
+		w.reply(m.ID, []byte("null"))
+	}
 }
 
 // cancelQueued answers the session's queued prompts as cancelled.

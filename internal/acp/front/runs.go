@@ -6,6 +6,7 @@ package front
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -290,12 +291,19 @@ func (c *conn) runEnded(sess *session, r Run) {
 	switch {
 	case err != nil:
 		c.log.Warn("reading the session", "session", sess.id, "err", err)
+	case rec.State == lifecycle.Paused && sess.acpID == "":
+		// Ended below: it never opened.
 	case rec.State == lifecycle.Paused:
 		var reason lifecycle.Reason
 		if rec.Pause != nil {
 			reason = rec.Pause.Reason
 		}
-		c.log.Info("session paused", "session", sess.id, "run", r.Number(), "reason", reason)
+		if cause != "" {
+			// The editor's log says why, not only sessions show.
+			c.log.Warn("session paused", "session", sess.id, "run", r.Number(), "reason", reason, "err", cause)
+		} else {
+			c.log.Info("session paused", "session", sess.id, "run", r.Number(), "reason", reason)
+		}
 	default:
 		sess.over = true
 		c.log.Info("session over", "session", sess.id, "state", rec.State, "reason", rec.EndReason)
@@ -304,6 +312,7 @@ func (c *conn) runEnded(sess *session, r Run) {
 		// A session that never opened ends: nobody can load it. What
 		// waited for the run learns why it could not start.
 		if sess.acpID == "" && !sess.over && err == nil {
+			c.log.Warn("session could not start; it ends", "session", sess.id, "run", r.Number(), "err", cmp.Or(cause, "its run ended first"))
 			sess.ending = true
 			c.active++
 			// Counted in c.active: the connection's loop waits for its event.

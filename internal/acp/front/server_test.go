@@ -157,6 +157,85 @@ func TestInitializeAndListStartNoSession(t *testing.T) {
 	}
 }
 
+// TestASessionNewNoAgentWouldTakeIsRefusedBeforeAnyRun: a session/new
+// without cwd or mcpServers, or with a relative cwd, is answered Invalid
+// params by the front end itself, saying what is wrong: no session is made
+// and no run starts for it, so no plug makes and tears down a worktree
+// for a request that could only fail.
+func TestASessionNewNoAgentWouldTakeIsRefusedBeforeAnyRun(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	for i, tc := range []struct{ params, reason string }{
+		{`{"mcpServers":[]}`, `"missing cwd"`},
+		{`{"cwd":"relative/dir","mcpServers":[]}`, `"cwd must be an absolute path"`},
+		{`{"cwd":"/"}`, `"missing mcpServers"`},
+		{`{"cwd":7,"mcpServers":[]}`, `cwd`},
+	} {
+		id := fmt.Sprint(i + 1)
+		c.send(`{"jsonrpc":"2.0","id":%s,"method":"session/new","params":%s}`, id, tc.params)
+		if _, resp := c.await(id); !strings.Contains(string(resp.Error), `"code":-32602`) || !strings.Contains(string(resp.Error), tc.reason) {
+			t.Errorf("session/new %s: %s, want Invalid params saying %s", tc.params, resp.Raw, tc.reason)
+		}
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	if f.n != 0 || len(f.runs) != 0 {
+		t.Fatalf("%d sessions, %d runs started for refused requests", f.n, len(f.runs))
+	}
+}
+
+// TestASessionMethodWithoutSessionIdIsInvalidParams: a method of a session
+// (session/prompt) sent without its sessionId is answered Invalid params,
+// "sessionId is missing", as session/load is, whether or not a session is
+// open: it reaches no run, where it went to the last session's (whose
+// chain refused it as not found) or got Method not found.
+func TestASessionMethodWithoutSessionIdIsInvalidParams(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	const noID = `{"jsonrpc":"2.0","id":%d,"method":"session/prompt","params":{"prompt":[{"type":"text","text":"hi"}]}}`
+	c.send(noID, 1)
+	if _, resp := c.await("1"); !strings.Contains(string(resp.Error), `"code":-32602`) || !strings.Contains(string(resp.Error), "sessionId is missing") {
+		t.Errorf("with no session: %s", resp.Raw)
+	}
+	a := c.newSession(2)
+	c.send(noID, 3)
+	if _, resp := c.await("3"); !strings.Contains(string(resp.Error), `"code":-32602`) || !strings.Contains(string(resp.Error), "sessionId is missing") {
+		t.Errorf("with a session open: %s", resp.Raw)
+	}
+	if got := f.run(a).methods(); got != "initialize,session/new" {
+		t.Errorf("the open session's run saw %s", got)
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestASessionCancelSentAsARequestIsAnswered: session/cancel is a
+// notification in ACP; a client that sends it as a request gets an answer
+// where the front end takes it (a paused session: nothing runs, nothing
+// resumes), as it does from a running session's agent: a request is never
+// left without one.
+func TestASessionCancelSentAsARequestIsAnswered(t *testing.T) {
+	f := newFakeSessions(t.TempDir())
+	c := startServer(t, f)
+	c.initialize()
+	a := c.newSession(1)
+	f.pauseIdle(t, a)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"session/cancel","params":{"sessionId":%q}}`, a)
+	if _, resp := c.await("2"); resp.Error != nil || string(resp.Result) != "null" {
+		t.Errorf("session/cancel of a paused session: %s", resp.Raw)
+	}
+	if runs := len(f.runs); runs != 1 {
+		t.Errorf("%d runs: the cancel resumed the session", runs)
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSessionsHaveBlaiseIDsAndRunsOfTheirOwn(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
 	c := startServer(t, f)
@@ -359,14 +438,26 @@ func TestUnknownAndEndedSessionsAreNotFound(t *testing.T) {
 	_ = c.close()
 }
 
+// TestACrashedRunAnswersItsRequestsAndOthersGoOn: the crashed run's
+// prompt gets an error, the other session goes on, the crashed one
+// resumes at its next prompt, and the front end's log (the editor's) says
+// why the run failed, as sessions show does.
 func TestACrashedRunAnswersItsRequestsAndOthersGoOn(t *testing.T) {
 	f := newFakeSessions(t.TempDir())
-	c := startServer(t, f)
+	logs := new(testsupport.Buffer)
+	c := startServer(t, f, func(s *Server) { s.Log = log.New(logs) })
 	c.initialize()
 	a, b := c.newSession(1), c.newSession(2)
 	_, resp := c.prompt(3, a, "/exit 3")
 	if resp.Error == nil || !strings.Contains(string(resp.Error), "ended before answering") {
 		t.Fatalf("prompt of a crashed run: %s", resp.Raw)
+	}
+	pause := f.record(a).Pause
+	if pause == nil || pause.Error == "" {
+		t.Fatalf("the crashed run's pause: %+v", pause)
+	}
+	if want := "session paused session=" + a + " run=1 reason=failed err="; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log does not say %q:\n%s", want, logs)
 	}
 	msgs, _ := c.prompt(4, b, "still here")
 	if got := acptest.Texts(t, b, msgs); got != "echo: still here" {
