@@ -25,6 +25,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
+	sdk "github.com/coder/acp-go-sdk"
 )
 
 // Timeout bounds each run of a test whose configuration sets no timeout:
@@ -587,6 +588,11 @@ func (c *testClient) prompt(ctx context.Context, text string, cancel bool) bool 
 		}
 		c.Notice("· the prompt failed: " + r.err.Error())
 		return true
+	}
+	if cancel && r.stopReason != string(sdk.StopReasonCancelled) {
+		// Said where the test's author looks: a turn with no update
+		// before its wait is not cancelled, only waited for.
+		c.Notice("· cancel: the turn ended (" + r.stopReason + ") before it was cancelled")
 	}
 	c.EndTurn(r.stopReason)
 	return true
