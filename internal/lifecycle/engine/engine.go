@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -467,7 +468,11 @@ func (e *Engine) sweepOne(ctx context.Context, id string) (settled bool, err err
 		}
 	}
 	if err != nil {
-		return true, fmt.Errorf("session %s: %w", id, err)
+		// Errors of a launch name the session already.
+		if !strings.HasPrefix(err.Error(), "session "+id+": ") {
+			err = fmt.Errorf("session %s: %w", id, err)
+		}
+		return true, err
 	}
 	return true, nil
 }

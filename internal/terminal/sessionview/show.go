@@ -118,7 +118,7 @@ func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycl
 		if err != nil {
 			return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
 		}
-		row("transcript", "%s (%d records, %d runs)", st.TranscriptPath(rec.ID), records, runs)
+		row("transcript", "%s (%s, %s)", st.TranscriptPath(rec.ID), counted(records, "record"), counted(runs, "run"))
 	}
 	if rec.State == lifecycle.Orphaned {
 		fmt.Fprintf(w, "clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", rec.ID)
@@ -258,4 +258,12 @@ func transcriptSize(path string) (runs, records int, err error) {
 		}
 	})
 	return runs, records, err
+}
+
+// counted is n of noun, plural unless n is 1: "1 run", "10 records".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
