@@ -1,6 +1,9 @@
 package lifecycle
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // ActionRun is the kind of a run that does one action a plug offers on the
 // session's environment, without the agent (docs/plugs.md#actions). It
@@ -17,4 +20,12 @@ type ActionReport struct {
 	Error  string          `json:"error,omitempty"`
 	// Changes is the summary of the session's changes a plug reported.
 	Changes *Changes `json:"changes,omitempty"`
+}
+
+// WithoutTraceback is a plug's error as people read it: its first line,
+// without the Starlark traceback that follows (interp.Error), which the
+// session process logs.
+func WithoutTraceback(err string) string {
+	first, _, _ := strings.Cut(err, "\nTraceback (most recent call last):")
+	return first
 }

@@ -107,7 +107,8 @@ func (e *Engine) Act(ctx context.Context, id, action string, args json.RawMessag
 	case report == nil:
 		return nil, fmt.Errorf("session %s: the run of action %s ended before it reported how the action went: %w", id, action, ErrOutcomeUnknown)
 	case report.Error != "":
-		return nil, errors.New(report.Error)
+		// Whoever asked says it; the session process logged it whole.
+		return nil, errors.New(lifecycle.WithoutTraceback(report.Error))
 	case copyErr != nil:
 		return nil, fmt.Errorf("session %s: action %s: its output: %w", id, action, copyErr)
 	}

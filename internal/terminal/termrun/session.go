@@ -285,7 +285,7 @@ func (t *terminalRun) report(end bool) error {
 // terminal, showed it as the handler failed ("handler failed"), and the
 // record keeps it (sessions show).
 func withoutTraceback(err string) string {
-	if first, _, cut := strings.Cut(err, "\nTraceback (most recent call last):"); cut {
+	if first := lifecycle.WithoutTraceback(err); first != err {
 		return first + " (its traceback above)"
 	}
 	return err
