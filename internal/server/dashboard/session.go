@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +130,8 @@ func (d *sessionPages) sessionView(ctx context.Context, w http.ResponseWriter, u
 		d.serverError(w, u, "reading the plug log", err)
 		return
 	}
-	p := d.pageFor(u, "Session "+id)
+	// Named as in the list: by its title, once it has one.
+	p := d.pageFor(u, cmp.Or(rec.Title, "Session "+id))
 	p.Error, p.Notice = problem, notice
 	page := sessionPage{Record: rec, Blocks: withRuns(win.conv.conv.blocks, rec), Earlier: win.earlier(), Activity: d.activityPart(u, id), Card: recordPart{rec, csrfToken(u.token)}, Prompt: prompt, PlugLog: plugLogRuns(plugLog)}
 	if before == 0 {

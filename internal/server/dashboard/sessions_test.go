@@ -273,6 +273,30 @@ func TestEndQuestionNamesTheTitle(t *testing.T) {
 	want(t, resp, body, http.StatusOK, `<h2 id="question">End session “hello there” (p1)?</h2>`)
 }
 
+// A session's page is headed by its title, as the list names it, and its
+// card gives its id and title; a session without a title is headed by its
+// id.
+func TestASessionsPageIsHeadedByItsTitle(t *testing.T) {
+	s := newSite(t, false)
+	for _, rec := range []*lifecycle.Record{
+		{ID: "t1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, Title: "Fix <the> build", Settings: lifecycle.DefaultSettings()},
+		{ID: "u1", AgentName: "demo", State: lifecycle.Paused, Runs: 1, Settings: lifecycle.DefaultSettings()},
+	} {
+		if err := s.store.CreateSession(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := s.browser()
+	s.signIn(c)
+	resp, body := s.do(c, http.MethodGet, "/sessions/t1", nil)
+	want(t, resp, body, http.StatusOK, `<h1>Fix &lt;the&gt; build</h1>`, `<dt>Session</dt><dd><code>t1</code></dd>`, `<dt>Title</dt><dd>Fix &lt;the&gt; build</dd>`)
+	resp, body = s.do(c, http.MethodGet, "/sessions/u1", nil)
+	want(t, resp, body, http.StatusOK, `<h1>Session u1</h1>`, `<dt>Session</dt><dd><code>u1</code></dd>`)
+	if strings.Contains(body, "<dt>Title</dt>") {
+		t.Error("a session without a title has a Title row")
+	}
+}
+
 // The list says its times relative to when it was read, each in a <time>
 // element whose title (shown on hover) is the exact time in UTC, without
 // script; a session whose last run ended says how long it took, one with
