@@ -12,6 +12,7 @@
 #   NAME=-COMMIT          HEAD with COMMIT's change taken back
 #   NAME=FILE.patch       HEAD with the patch in FILE applied (or, -FILE.patch, taken back)
 #   NAME=C1,-C2,...       HEAD with each change applied or taken back, in order
+#   NAME=@COMMIT          the build of COMMIT itself (an earlier day's build)
 #   NAME=env:VAR=VALUE    HEAD, its processes run with VAR=VALUE
 # environment: ROUNDS (5), BENCHES (of "throughput ready memory", those to
 #   run; all), MSGS (messages of a throughput round, 300000), READY (starts
@@ -43,8 +44,11 @@ echo "builds and results in $out; HEAD is $head" >&2
 build() {
 	local name=$1 src=$out/src/$1
 	rm -rf "$src" && mkdir -p "$src"
-	git archive "$head" | tar -x -C "$src"
-	local commit reverse changes=${2:-}
+	local commit reverse changes=${2:-} tree=$head
+	if [ "${changes#@}" != "$changes" ]; then
+		tree=${changes#@} changes=
+	fi
+	git archive "$tree" | tar -x -C "$src"
 	for commit in ${changes//,/ }; do
 		reverse=
 		[ "${commit#-}" != "$commit" ] && commit=${commit#-} reverse=-R
@@ -112,8 +116,10 @@ cat "$out"/res/head@*.txt >"$out/res/head.txt" 2>/dev/null || true
 
 # The targets: benchmark, metric, and whether more (+) or less (-) is better.
 targets='ACPFrontEnd/throughput/acp x-pipe +
+ACPFrontEnd/throughput/acp msgs/s +
 ACPFrontEnd/throughput/acp session-cpu-ns/msg -
 ACPFrontEnd/throughput/acp-5plugs x-pipe +
+ACPFrontEnd/throughput/acp-5plugs msgs/s +
 ACPFrontEnd/throughput/acp-5plugs session-cpu-ns/msg -
 Ready/acp over-agent-ms -
 Ready/acp-10plugs over-agent-ms -

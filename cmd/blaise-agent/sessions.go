@@ -310,6 +310,8 @@ type SessionsEndCmd struct {
 	StateFlags
 	ServerFlags
 	ID string `arg:"" help:"The session id." predictor:"session"`
+
+	already bool // the session had ended before it was asked to
 }
 
 // Run ends the session and reports its state; it fails when the teardown
@@ -318,6 +320,11 @@ func (c *SessionsEndCmd) Run(g *Globals) error {
 	rec, err := c.end(g)
 	if err != nil {
 		return err
+	}
+	if c.already {
+		// Not a failure: what was asked is so.
+		fmt.Printf("session %s had ended already (%s)\n", rec.ID, rec.EndReason)
+		return nil
 	}
 	return printEnded(rec)
 }
@@ -333,8 +340,14 @@ func printEnded(rec *lifecycle.Record) error {
 }
 
 func (c *SessionsEndCmd) end(g *Globals) (*lifecycle.Record, error) {
+	ctx := context.Background()
 	if c.Server != "" {
-		return c.client().End(context.Background(), c.ID)
+		api := c.client()
+		if rec, err := api.Session(ctx, c.ID); err == nil && rec.State == lifecycle.Ended {
+			c.already = true
+			return rec, nil
+		}
+		return api.End(ctx, c.ID)
 	}
 	e, err := c.existingEngine(g)
 	if err != nil {
@@ -343,7 +356,11 @@ func (c *SessionsEndCmd) end(g *Globals) (*lifecycle.Record, error) {
 	if e == nil {
 		return nil, c.noSession(c.ID)
 	}
-	return e.End(context.Background(), c.ID)
+	if rec, err := e.Store.Session(ctx, c.ID); err == nil && rec.State == lifecycle.Ended {
+		c.already = true
+		return rec, nil
+	}
+	return e.End(ctx, c.ID)
 }
 
 // SessionsSweepCmd settles sessions at rest.
