@@ -517,6 +517,47 @@ func TestLspCountsColumnsInUTF16(t *testing.T) {
 	}
 }
 
+// TestLspFormatsAsFmtDoes: textDocument/formatting gives the text that
+// blaise-agent fmt writes, as one edit of the whole document (to its end,
+// counted in UTF-16 units), none for a document formatted already, and
+// fmt's error, with its place, for one that does not parse.
+func TestLspFormatsAsFmtDoes(t *testing.T) {
+	t.Parallel()
+	messy := "plug(name='acme/fmt')\ndef on_message(ctx,message,next):\n    return next( message )\n# fin: é😀"
+	c := startLSP(t, map[string]string{"p.star": messy})
+	c.open("p.star")
+	format := func() ([]protocol.TextEdit, error) {
+		var edits []protocol.TextEdit
+		_, err := c.conn.Call(c.ctx, protocol.MethodTextDocumentFormatting, &protocol.DocumentFormattingParams{TextDocument: protocol.TextDocumentIdentifier{URI: c.uri("p.star")}}, &edits)
+		return edits, err
+	}
+	edits, err := format()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self(t), "fmt", "p.star")
+	cmd.Dir = c.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fmt: %v\n%s", err, out)
+	}
+	want, err := os.ReadFile(filepath.Join(c.dir, "p.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := protocol.Position{Line: 3, Character: uint32(len(utf16.Encode([]rune("# fin: é😀"))))}
+	if len(edits) != 1 || edits[0].Range != (protocol.Range{End: end}) || edits[0].NewText != string(want) {
+		t.Fatalf("edits %+v, want one of the whole text (to %+v) with fmt's\n%s", edits, end, want)
+	}
+	c.edit("p.star", string(want))
+	if edits, err := format(); err != nil || len(edits) != 0 {
+		t.Errorf("a formatted document: %+v, %v; want no edit", edits, err)
+	}
+	c.edit("p.star", "def on_message(ctx, message, next)\n    return next(message)\n")
+	if _, err := format(); err == nil || !strings.Contains(err.Error(), "p.star:2:1: got newline, want ':'") {
+		t.Errorf("a document that does not parse: %v, want fmt's error with its place", err)
+	}
+}
+
 // check runs `blaise-agent check` on files written to a directory of
 // their own: the server's directory keeps the files as they were, so the
 // server sees the edits only as the editor sends them.

@@ -146,6 +146,13 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 			return reply(ctx, nil, err)
 		}
 		return reply(ctx, s.definition(p.TextDocument.URI, p.Position), nil)
+	case protocol.MethodTextDocumentFormatting:
+		var p protocol.DocumentFormattingParams
+		if err := decode(req, &p); err != nil {
+			return reply(ctx, nil, err)
+		}
+		edits, err := s.formatting(p.TextDocument.URI)
+		return reply(ctx, edits, err)
 	}
 	if _, call := req.(*jsonrpc2.Call); call {
 		return jsonrpc2.MethodNotFoundHandler(ctx, reply, req)
@@ -175,9 +182,10 @@ func (s *server) initialize() *protocol.InitializeResult {
 				OpenClose: true,
 				Change:    protocol.TextDocumentSyncKindFull,
 			},
-			CompletionProvider: &protocol.CompletionOptions{TriggerCharacters: []string{"."}},
-			HoverProvider:      true,
-			DefinitionProvider: true,
+			CompletionProvider:         &protocol.CompletionOptions{TriggerCharacters: []string{"."}},
+			HoverProvider:              true,
+			DefinitionProvider:         true,
+			DocumentFormattingProvider: true,
 		},
 		ServerInfo: &protocol.ServerInfo{Name: "blaise-agent", Version: s.version},
 	}
