@@ -74,19 +74,22 @@ func (s Suite) Run(ctx context.Context) error {
 	wg.Wait()
 	// Reported in the order of the files, however they finished.
 	report := &Report{Verbose: s.Verbose}
-	broken := false
+	broken := 0
 	for i, o := range outcomes {
 		if o != nil {
 			report.Add(o)
 		}
-		broken = broken || unloadable[i]
+		if unloadable[i] {
+			broken++
+		}
 	}
 	if err := report.Write(s.Out, s.Format); err != nil {
 		return err
 	}
 	switch {
-	case broken:
-		return &exitcode.Error{Code: 2, Err: errors.New("a test could not run")}
+	case broken > 0:
+		// The summary counts them among the failed: say which failures.
+		return &exitcode.Error{Code: 2, Err: fmt.Errorf("%d of %d tests failed, %d of them could not run: a test file or plugs that do not load (above)", report.Failed(), len(report.Outcomes), broken)}
 	case report.Failed() > 0:
 		return &exitcode.Error{Code: 1, Err: fmt.Errorf("%d of %d tests failed", report.Failed(), len(report.Outcomes))}
 	case len(report.Outcomes) == 0:
