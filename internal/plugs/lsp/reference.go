@@ -167,6 +167,7 @@ func rowName(code, owner, subject string, heading []string) string {
 
 // add records doc for name; the longest code form is its signature.
 func (ref reference) add(name, code, doc string) {
+	doc = withoutLocalLinks(doc)
 	e := ref[name]
 	if e == nil {
 		e = &entry{}
@@ -182,6 +183,31 @@ func (ref reference) add(name, code, doc string) {
 	default:
 		e.Doc += "\n\n" + doc
 	}
+}
+
+// withoutLocalLinks keeps the text of the Markdown links of doc whose
+// target is a place in the docs ("#ctxagent", "messages.md#fail"), which
+// an editor showing a hover cannot open; links to the web stay.
+func withoutLocalLinks(doc string) string {
+	var b strings.Builder
+	for {
+		mid := strings.Index(doc, "](")
+		if mid < 0 {
+			break
+		}
+		open := strings.LastIndexByte(doc[:mid], '[')
+		end := strings.IndexByte(doc[mid:], ')')
+		if open < 0 || end < 0 || strings.Contains(doc[mid+2:mid+end], "://") {
+			b.WriteString(doc[:mid+2])
+			doc = doc[mid+2:]
+			continue
+		}
+		b.WriteString(doc[:open])
+		b.WriteString(doc[open+1 : mid])
+		doc = doc[mid+end+1:]
+	}
+	b.WriteString(doc)
+	return b.String()
 }
 
 // splitRow returns the trimmed cells of a table row.

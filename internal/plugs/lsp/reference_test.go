@@ -1,6 +1,7 @@
 package lsp
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/blaiseagent/blaise-agent/builtins"
@@ -61,6 +62,34 @@ func TestReferenceReadsTheFormsOfTheDocs(t *testing.T) {
 	} {
 		if e := ref[name]; e == nil || e.Doc != doc {
 			t.Errorf("%s: %+v, want doc %q", name, e, doc)
+		}
+	}
+}
+
+// TestHoverTextsLinkNowhereAnEditorCannotGo: the docs' links to their
+// own places ("[above](#x)", "[messages.md](messages.md#fail)") keep only
+// their text in hover and completion, where an editor cannot follow them;
+// links to the web stay.
+func TestHoverTextsLinkNowhereAnEditorCannotGo(t *testing.T) {
+	for in, want := range map[string]string{
+		"see [above](#ctxagent-is-writable) and [messages.md](messages.md#fail).": "see above and messages.md.",
+		"a[0] is [`ctx`](#ctx)":                       "a[0] is `ctx`",
+		"the [spec](https://agentclientprotocol.com)": "the [spec](https://agentclientprotocol.com)",
+		"no link ](here":                              "no link ](here",
+	} {
+		if got := withoutLocalLinks(in); got != want {
+			t.Errorf("withoutLocalLinks(%q) = %q, want %q", in, got, want)
+		}
+	}
+	m, err := newModel((&interp.Loader{Predeclared: builtins.Predeclared}).FilePredeclared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, e := range m.ref {
+		for _, part := range strings.Split(e.Doc, "](")[1:] {
+			if !strings.HasPrefix(part, "http://") && !strings.HasPrefix(part, "https://") {
+				t.Errorf("%s: a link into the docs left in %q", name, e.Doc)
+			}
 		}
 	}
 }
