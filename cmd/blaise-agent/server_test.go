@@ -313,6 +313,10 @@ func endToEnd(t *testing.T, db string) {
 	if rec = l.session(id); rec.State != lifecycle.Ended || rec.EndReason != lifecycle.Closed {
 		t.Fatalf("after sessions end: %+v", rec)
 	}
+	// Ended again: said so, and nothing more is asked of the server.
+	if out := l.cli("sessions", "end", "--server", l.url, "--token", l.token, id); !strings.Contains(out, "session "+id+" had ended already (closed)") {
+		t.Fatalf("sessions end of an ended session: %s", out)
+	}
 }
 
 // TestServerEndToEndOnSQLite: serve + two listen runners + acp --server,
