@@ -98,13 +98,18 @@ func (m *Message) with(member int, v []byte) *Message {
 	if sp.key == 0 {
 		c.end = nsp.end
 	}
-	switch {
-	case member == memberParams:
+	if member == memberParams {
 		c.sessionStale = true
-	case m.session.end > 0:
-		c.session = span{start: shift(m.session.start), end: shift(m.session.end)}
+	} else {
+		if m.session.end > 0 {
+			c.session = span{start: shift(m.session.start), end: shift(m.session.end)}
+		}
+		if m.update.end > 0 {
+			c.update = span{start: shift(m.update.start), end: shift(m.update.end)}
+		}
 	}
 	c.sessionStale = c.sessionStale || m.sessionStale
+	c.updateUnread = m.updateUnread
 	return c
 }
 

@@ -107,6 +107,11 @@ type Message struct {
 	// sessionStale: params was replaced, and is read when asked.
 	session      span
 	sessionStale bool
+	// update is where params.update.sessionUpdate is, found the same way
+	// (a session/update's kind); stale with session, and read when asked
+	// in checked text too (updateUnread), whose values are skipped.
+	update       span
+	updateUnread bool
 
 	// blk is the block of the Reader that read the message, on which the
 	// message has a hold; nil for other messages.
@@ -234,12 +239,13 @@ func (m *Message) members(s *scanner) (seen int, methodRaw []byte, semantic, err
 		name, bit, member := memberOf(key)
 		if member == memberParams && s.pos < len(s.data) && s.data[s.pos] == '{' {
 			// Checked as any value would be, and where its sessionId
-			// is noted on the way.
-			vs, ve, err := s.object(1, "sessionId")
+			// and the kind of an update are is noted on the way.
+			update := innerKey{in: "update", key: "sessionUpdate"}
+			vs, ve, err := s.object(1, "sessionId", &update)
 			if err != nil {
 				return 0, nil, nil, err
 			}
-			m.session = span{start: vs, end: ve}
+			m.session, m.update, m.updateUnread = span{start: vs, end: ve}, update.at, s.checked
 		} else if member == memberParams || member == memberResult || member == memberError {
 			if err := s.value(1); err != nil {
 				return 0, nil, nil, err
@@ -390,11 +396,33 @@ func (m *Message) SessionID() []byte {
 	// Params that WithParams put in are not checked: a value that is not
 	// JSON has no sessionId.
 	s := scanner{data: m.Raw[:sp.end], pos: sp.start}
-	start, end, err := s.object(1, "sessionId")
+	start, end, err := s.object(1, "sessionId", nil)
 	if err != nil || end == 0 {
 		return nil
 	}
 	return m.Raw[start:end]
+}
+
+// SessionUpdate returns the raw JSON value of params.update.sessionUpdate
+// (of duplicates, the last), the kind of a session/update
+// (`"agent_message_chunk"`), a slice of Raw; nil when there is none.
+func (m *Message) SessionUpdate() []byte {
+	if !m.sessionStale && !m.updateUnread {
+		if m.update.end == 0 {
+			return nil
+		}
+		return m.Raw[m.update.start:m.update.end]
+	}
+	sp := m.spans[memberParams]
+	if sp.key == 0 || m.Raw[sp.start] != '{' {
+		return nil
+	}
+	s := scanner{data: m.Raw[:sp.end], pos: sp.start}
+	update := innerKey{in: "update", key: "sessionUpdate"}
+	if _, _, err := s.object(1, "", &update); err != nil || update.at.end == 0 {
+		return nil
+	}
+	return m.Raw[update.at.start:update.at.end]
 }
 
 // IDKey returns a canonical key for a raw JSON-RPC id, for tables of pending

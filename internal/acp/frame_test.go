@@ -210,7 +210,7 @@ func checkConsistent(t testing.TB, m *Message) {
 	}
 	if p.Kind != m.Kind || p.Method != m.Method || !bytesEqual(p.ID, m.ID) || !bytesEqual(p.Params, m.Params) ||
 		!bytesEqual(p.Result, m.Result) || !bytesEqual(p.Error, m.Error) || p.spans != m.spans || p.end != m.end ||
-		!bytesEqual(p.SessionID(), m.SessionID()) {
+		!bytesEqual(p.SessionID(), m.SessionID()) || !bytesEqual(p.SessionUpdate(), m.SessionUpdate()) {
 		t.Fatalf("message of %s:\n got %+v\nwant %+v", m.Raw, *m, *p)
 	}
 }
@@ -248,6 +248,39 @@ func TestSessionIDFoundWhileParsing(t *testing.T) {
 		if m.Kind != Response {
 			checkConsistent(t, m.WithParams([]byte(`{"x":1,"sessionId":"new"}`)))
 			checkConsistent(t, m.WithParams(nil))
+		}
+	}
+}
+
+// TestSessionUpdateFoundWhileParsing: a message tells the kind of its
+// update (params.update.sessionUpdate), as checking it found it, so that
+// the title's watch reads no update again; found again where params are
+// replaced, and when asked of a message of checked text, whose values are
+// skipped.
+func TestSessionUpdateFoundWhileParsing(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a \"sessionUpdate\""}}}}`, `"agent_message_chunk"`},
+		{`{"method":"session/update","params":{"update":{"content":{"sessionUpdate":"inner"},"sessionUpdate" : "session_info_update" },"sessionId":"s"}}`, `"session_info_update"`},
+		{`{"id":2,"method":"m","params":{"upd\u0061te":{"session\u0055pdate":"esc"}}}`, `"esc"`},
+		{`{"method":"m","params":{"update":{"sessionUpdate":"a","sessionUpdate":"b"}}}`, `"b"`},
+		{`{"method":"m","params":{"sessionUpdate":"top"}}`, ``},
+		{`{"method":"m","params":{"other":{"update":{"sessionUpdate":"deep"}}}}`, ``},
+		{`{"method":"m","params":{"update":["sessionUpdate","x"]}}`, ``},
+		{`{"id":1,"result":{"update":{"sessionUpdate":"r"}}}`, ``},
+	} {
+		m := parseLine(t, tc.line)
+		if got := string(m.SessionUpdate()); got != tc.want {
+			t.Errorf("SessionUpdate of %s = %s, want %s", tc.line, got, tc.want)
+		}
+		checked := &Message{Raw: []byte(tc.line)}
+		if err := checked.parse("", true); err != nil || string(checked.SessionUpdate()) != tc.want {
+			t.Errorf("SessionUpdate of checked %s = %s (%v), want %s", tc.line, checked.SessionUpdate(), err, tc.want)
+		}
+		if m.ID != nil {
+			checkConsistent(t, m.WithID([]byte(`"a-longer-id"`)))
+		}
+		if m.Kind != Response {
+			checkConsistent(t, m.WithParams([]byte(`{"x":1,"update":{"sessionUpdate":"new"}}`)))
 		}
 	}
 }

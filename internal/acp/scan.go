@@ -406,7 +406,10 @@ func (s *scanner) scalar(c byte) error {
 // checking its syntax as value does, and returns where the value of its
 // member key is (of duplicates, the last): s.data[start:end], with end 0
 // when it has none. depth is the nesting depth of the object's container.
-func (s *scanner) object(depth int, key string) (start, end int, err error) {
+// With inner, the value of its member inner.in, when an object, is read
+// by object too, and where its member inner.key is goes in inner.at
+// (not in checked text, whose values are skipped).
+func (s *scanner) object(depth int, key string, inner *innerKey) (start, end int, err error) {
 	if depth+1 > maxDepth {
 		return 0, 0, fmt.Errorf("invalid JSON: exceeded max depth at offset %d", s.pos)
 	}
@@ -427,20 +430,31 @@ func (s *scanner) object(depth int, key string) (start, end int, err error) {
 		}
 		lit := s.data[keyStart:s.pos]
 		match := string(lit[1:len(lit)-1]) == key
+		in := inner != nil && !s.checked && string(lit[1:len(lit)-1]) == inner.in
 		if escaped {
-			match = unquote(lit) == key
+			name := unquote(lit)
+			match, in = name == key, inner != nil && !s.checked && name == inner.in
 		}
 		if err := s.expect(':', "after object key"); err != nil {
 			return 0, 0, err
 		}
 		s.skipSpace()
 		vs := s.pos
-		value := s.value
-		if match {
-			value = s.decodedValue
-		}
-		if err := value(depth + 1); err != nil {
-			return 0, 0, err
+		switch {
+		case in && !match && s.pos < len(s.data) && s.data[s.pos] == '{':
+			is, ie, err := s.object(depth+1, inner.key, nil)
+			if err != nil {
+				return 0, 0, err
+			}
+			inner.at = span{start: is, end: ie}
+		case match:
+			if err := s.decodedValue(depth + 1); err != nil {
+				return 0, 0, err
+			}
+		default:
+			if err := s.value(depth + 1); err != nil {
+				return 0, 0, err
+			}
 		}
 		if match {
 			start, end = vs, s.pos
@@ -460,6 +474,13 @@ func (s *scanner) object(depth int, key string) (start, end int, err error) {
 		s.pos++
 		return start, end, nil
 	}
+}
+
+// innerKey is a member of a member of an object that object finds on its
+// way: key, in the object that is the value of in.
+type innerKey struct {
+	in, key string
+	at      span // where the value of key is; end 0: not found
 }
 
 // key moves past an object key at s.pos and the colon after it.

@@ -15,14 +15,6 @@ import (
 // maxTitle is how many runes of a title a session's record keeps.
 const maxTitle = 120
 
-// infoUpdate marks a session_info_update. Every update of a turn is
-// searched for it, so infoUpdateTail is looked for first: it starts with
-// a byte that a message's text seldom holds, which the search skips to,
-// where the whole word's first byte ('s', as in "sessionId") would make
-// it compare at almost every byte (a fifth of the session process's time
-// per message, measured with BenchmarkACPFrontEnd).
-var infoUpdate, infoUpdateTail = []byte(`"session_info_update"`), []byte(`_info_update"`)
-
 // titler takes a session's title from the messages where they leave the
 // chain (so replayed history gives none): the first line of the first
 // prompt, while the session has no title, or the title of the agent's
@@ -53,13 +45,23 @@ func (t *titler) Record(side acp.Side, m *acp.Message, by string) {
 		if !titled {
 			t.take(promptTitle(m.Params), false)
 		}
-	case side == acp.ToClient && m.Kind == acp.Notification && m.Method == sdk.ClientMethodSessionUpdate &&
-		bytes.Contains(m.Params, infoUpdateTail) && bytes.Contains(m.Params, infoUpdate):
+	case side == acp.ToClient && m.Kind == acp.Notification && m.Method == sdk.ClientMethodSessionUpdate && isInfoUpdate(m.SessionUpdate()):
 		t.take(infoTitle(m.Params), true)
 	}
 	if t.next != nil {
 		t.next.Record(side, m, by)
 	}
+}
+
+// isInfoUpdate tells whether kind, the raw sessionUpdate of an update
+// (noted as the message was checked: no search of every update), is a
+// session_info_update.
+func isInfoUpdate(kind []byte) bool {
+	if bytes.IndexByte(kind, '\\') < 0 {
+		return string(kind) == `"session_info_update"`
+	}
+	var k string
+	return json.Unmarshal(kind, &k) == nil && k == "session_info_update"
 }
 
 // take offers text, redacted and cut, as the title; a prompt's only while

@@ -105,6 +105,21 @@ func TestAgentsSessionInfoTitleReplacesThePromptsTitle(t *testing.T) {
 	}
 }
 
+// TestOnlyAnInfoUpdateNamesTheSession: the title is taken from an update
+// whose kind is session_info_update, spelled escaped or not, and not from
+// one that only mentions it (a chunk's text, a member of another kind).
+func TestOnlyAnInfoUpdateNamesTheSession(t *testing.T) {
+	chunk := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"sessionUpdate\":\"session_info_update\""},"title":"Not this"}}}`
+	other := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","note":"session_info_update","title":"Nor this"}}}`
+	escaped := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"session\u005finfo_update","title":"This one"}}}`
+	if got := titles(t, true, same, chunk, other); len(got) != 0 {
+		t.Errorf("titles from updates of other kinds: %q", got)
+	}
+	if got := titles(t, true, same, escaped); last(got) != "This one" {
+		t.Errorf("titles from an escaped kind: %q", got)
+	}
+}
+
 func TestNullTitleKeepsTheTitle(t *testing.T) {
 	got := titles(t, false, same, prompt("first"), info(`null`), info(`""`))
 	if strings.Join(got, "|") != "first" {
