@@ -201,6 +201,15 @@ func TestRunThroughTheServerSaysHowToContinueAndContinuesYourLast(t *testing.T) 
 	if rec := l.session(mine); rec.Runs != 2 {
 		t.Fatalf("--continue: my session has %d runs, want 2", rec.Runs)
 	}
+	// Continued from another directory, the agent loads its session where
+	// it was opened.
+	opened := l.session(mine).CWD
+	if out, err := l.runIn(t.TempDir(), l.token, "--session", mine, "/cwd"); err != nil || !strings.Contains(out, "session cwd: "+opened+"\n") {
+		t.Fatalf("run --server --session from elsewhere: %v, want the agent's session in %s\n%s", err, opened, out)
+	}
+	if rec := l.session(mine); rec.Runs != 3 {
+		t.Fatalf("my session has %d runs, want 3", rec.Runs)
+	}
 	if rec := l.session(bobs); rec.Runs != 1 {
 		t.Fatalf("--continue resumed bob's session: %d runs", rec.Runs)
 	}

@@ -80,6 +80,12 @@ func (t *Terminal) Run(ctx context.Context) error {
 	}()
 	defer conn.Close()
 	cwd, _ := os.Getwd()
+	if t.Session != "" {
+		// Loaded where it was opened, as a local run loads it.
+		if rec, err := t.Client.Session(openCtx, t.Session); err == nil && rec.CWD != "" {
+			cwd = rec.CWD
+		}
+	}
 	t.Term.Relabel("attaching")
 	sid, err := cc.Open(openCtx, t.Term.Capabilities(), cwd, t.Session)
 	close(opened)

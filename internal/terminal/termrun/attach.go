@@ -4,6 +4,7 @@ package termrun
 // session, and its turns.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,7 +88,12 @@ func (t *terminalRun) attach(id string, end bool) error {
 	s.settings = rec.Settings
 	// Ends with the run (live.Done) or its timeout's notice.
 	go s.announceTimeout()
-	cwd, _ := os.Getwd()
+	// A resume loads the agent's session where it was opened, wherever
+	// run was started; a new session opens where the session runs.
+	cwd := cmp.Or(rec.CWD, rec.Dir)
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
 	ctx, interrupted := untilSignal(t.ctx, t.sig)
 	s.acp, err = conn.Open(ctx, t.term.Capabilities(), cwd, rec.ACPSessionID)
 	if interrupted() {
