@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"go.starlark.net/starlark"
@@ -201,8 +202,10 @@ func (vr *validator) validObject(s *Schema, v starlark.Value, path string) starl
 			}
 			if hint := Nearest(k, absent); hint != "" {
 				vr.addf(fieldPath(path, k), "unknown field (did you mean %q?)", hint)
+			} else if len(s.names) == 0 {
+				vr.addf(fieldPath(path, k), "unknown field (it takes none)")
 			} else {
-				vr.addf(fieldPath(path, k), "unknown field")
+				vr.addf(fieldPath(path, k), "unknown field (want one of %s)", strings.Join(s.names, ", "))
 			}
 		}
 	}

@@ -115,7 +115,7 @@ func TestArgumentsAnActionsSchemaRefusesAreRefusedByTheServer(t *testing.T) {
 	want := []api.ArgProblem{
 		{Path: "args.stat", Problem: "want bool, got string"},
 		{Path: "args.n", Problem: "want int ≥ 1, got 0"},
-		{Path: "args.sat", Problem: "unknown field"},
+		{Path: "args.sat", Problem: "unknown field (want one of stat, n)"},
 	}
 	if fmt.Sprint(e.Args) != fmt.Sprint(want) || !strings.Contains(e.Error, "action diff of plug blaise/worktree (id wt): args.stat: want bool, got string") {
 		t.Errorf("the error: %s\nwant the arguments %v", b, want)
