@@ -277,7 +277,13 @@ func (f *File) checkRuns(runs map[int]*Run, failsLine int) error {
 	for n := 1; n <= len(runs); n++ {
 		r, ok := runs[n]
 		if !ok {
-			return f.errAt(1, "runs must be numbered run1, run2, … without gaps: run%d is missing", n)
+			// Said at the header of the run after the gap, the line
+			// before its first.
+			after := n + 1
+			for runs[after] == nil {
+				after++
+			}
+			return f.errAt(runs[after].Line-1, "runs must be numbered run1, run2, … without gaps: run%d is missing before run%d", n, after)
 		}
 		f.Runs = append(f.Runs, r)
 	}

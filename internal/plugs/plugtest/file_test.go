@@ -77,7 +77,7 @@ func TestParseErrors(t *testing.T) {
 		{"-- run1 --\nprompt a\n-- persisted/c --\n{\"n\": \n", `t.blaisetest:4: persisted/c: want the JSON value the plug stored, got "{\"n\":"`},
 		{"-- run1 --\nprompt a\n-- persisted/../x --\n1\n", `t.blaisetest:4: persisted/../x: invalid plug "../x": want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit`},
 		{"-- blaise.star --\n", "t.blaisetest:1: no run: add a run1 section"},
-		{"-- run1 --\nprompt a\n-- run3 --\nprompt b\n", "t.blaisetest:1: runs must be numbered run1, run2, … without gaps: run2 is missing"},
+		{"-- run1 --\nprompt a\n-- run3 --\nprompt b\n", "t.blaisetest:3: runs must be numbered run1, run2, … without gaps: run2 is missing before run3"},
 		{"-- run1 --\n  /say hi\n", "t.blaisetest:2: an indented line is the agent's turn: it must follow a prompt"},
 		{"-- run1 --\ncancel\n", "t.blaisetest:2: cancel cancels the turn of the prompt before it: put it right after a prompt"},
 		{"-- run1 --\nprompt\n", `t.blaisetest:2: prompt: want prompt TEXT, got "prompt"`},
