@@ -151,8 +151,14 @@ func (f ActionFlags) act(g *Globals, sf StateFlags, srv ServerFlags, id, action 
 	defer stop()
 	var result json.RawMessage
 	var end func(context.Context, string) (*lifecycle.Record, error)
+	// With --json, stdout is the result's alone: what the action writes
+	// goes to stderr.
+	output := io.Writer(os.Stdout)
+	if f.JSON {
+		output = os.Stderr
+	}
 	if srv.Server != "" {
-		res, err := srv.client().Act(ctx, id, action, args, os.Stdout)
+		res, err := srv.client().Act(ctx, id, action, args, output)
 		if err != nil {
 			return remoteActionError(err, srv, id)
 		}
@@ -169,7 +175,7 @@ func (f ActionFlags) act(g *Globals, sf StateFlags, srv ServerFlags, id, action 
 		if err != nil {
 			return err
 		}
-		res, err := e.Act(ctx, id, action, raw, os.Stdout)
+		res, err := e.Act(ctx, id, action, raw, output)
 		if err != nil {
 			return err
 		}
