@@ -20,7 +20,7 @@ type CheckCmd struct {
 
 // checked is what check --json prints.
 type checked struct {
-	Config   string        `json:"config"`
+	Config   string        `json:"config"` // its absolute path
 	OK       bool          `json:"ok"`
 	Problems []checkIssue  `json:"problems"`
 	Chain    *checkedChain `json:"chain,omitempty"`
@@ -63,7 +63,7 @@ func (c *CheckCmd) Run(g *Globals) error {
 			out.Problems = append(out.Problems, issueOf(w, "warning"))
 		}
 		if cfg != nil && err == nil {
-			out.Config, out.Chain = cfg.File, chainOf(cfg)
+			out.Chain = chainOf(cfg)
 		}
 		if perr := printJSON(out); perr != nil {
 			return perr
