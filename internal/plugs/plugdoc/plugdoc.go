@@ -167,8 +167,11 @@ func Load(l *interp.Loader, refs []string) ([]*Reference, error) {
 	for _, ref := range refs {
 		p, err := l.LoadPlug(ref)
 		if err != nil {
-			if all && errors.Is(err, interp.ErrNotAPlug) {
-				continue // a module for load()
+			if errors.Is(err, interp.ErrNotAPlug) {
+				if all {
+					continue // a module for load()
+				}
+				return nil, fmt.Errorf("%s is a module, for load(%q, …) in a plug or a configuration, not a plug: doc shows plugs (%w)", ref, ref, err)
 			}
 			return nil, err
 		}
