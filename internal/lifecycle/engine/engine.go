@@ -65,6 +65,10 @@ type Engine struct {
 	// when its agent starts (runner.Options.OnAttach), from a goroutine of
 	// the run's own.
 	OnAttach func(session, plug string)
+	// OnLaunch, when set, is told of a run about to be handed to its
+	// session process, before anything of the run can happen or log: a
+	// front end names the run before the run's own lines.
+	OnLaunch func(session string, run int, kind lifecycle.Kind)
 	// PlugTime, when not zero, gives the plugs of every run a clock that
 	// starts there, for tests (runner.SessionProcess.PlugTime).
 	PlugTime time.Time
@@ -530,6 +534,9 @@ func (e *Engine) launch(ctx context.Context, rec *lifecycle.Record, kind lifecyc
 	launcher := e.Launcher
 	if launcher == nil {
 		launcher = Local{Engine: e}
+	}
+	if e.OnLaunch != nil {
+		e.OnLaunch(rec.ID, rec.Runs, kind)
 	}
 	proc, err := launcher.Launch(ctx, Launch{Record: rec, Lock: lock, Flags: flags, Kind: kind})
 	if err != nil {

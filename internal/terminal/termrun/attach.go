@@ -71,7 +71,6 @@ func (t *terminalRun) attach(id string, end bool) error {
 	if err != nil {
 		return err
 	}
-	t.term.Log(fmt.Sprintf("session %s (run %d)", live.ID, live.Run))
 	connCtx, cancel := context.WithCancel(t.ctx)
 	fromLive, toLive := live.Stream()
 	conn := client.NewConn(fromLive, toLive, t.term)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
+	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/charmbracelet/log"
@@ -91,6 +92,12 @@ func Run(ctx context.Context, o Options) error {
 	defer e.Spare.Drop()
 	if err := e.Spare.Start(); err != nil {
 		o.Log.Debug("no spare session process", "err", err)
+	}
+	e.OnLaunch = func(id string, run int, kind lifecycle.Kind) {
+		// Before the run's plugs can log a line.
+		if kind == lifecycle.StartRun || kind == lifecycle.ResumeRun {
+			term.Log(fmt.Sprintf("session %s (run %d)", id, run))
+		}
 	}
 	e.OnAttach = func(_, plug string) {
 		if plug == "" {
