@@ -3,6 +3,7 @@
 package walk
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -26,6 +27,9 @@ func Files(paths []string, ext string) ([]string, error) {
 			p = "."
 		}
 		info, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no such file or directory (want a directory or a file ending in %s)", p, ext)
+		}
 		if err != nil {
 			return nil, err
 		}
