@@ -165,6 +165,20 @@ func (fb *Fallback) resolve(l *Loader, key, from string) string {
 	return filepath.Join(fb.To, rel)
 }
 
+// nearestStdlib is " (did you mean blaise:NAME?)" for the name of the
+// standard library nearest to file's, or "".
+func (l *Loader) nearestStdlib(file string) string {
+	files, _ := fs.Glob(l.Stdlib, "*.star")
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = strings.TrimSuffix(f, ".star")
+	}
+	if near := Nearest(strings.TrimSuffix(file, ".star"), names); near != "" {
+		return fmt.Sprintf(" (did you mean %s%s?)", StdlibPrefix, near)
+	}
+	return ""
+}
+
 // below reports whether path lies below dir.
 func below(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
@@ -179,7 +193,7 @@ func (l *Loader) read(key string) ([]byte, error) {
 		}
 		data, err := fs.ReadFile(l.Stdlib, name)
 		if err != nil {
-			return nil, fmt.Errorf("no plug or module %s in the standard library", displayName(key))
+			return nil, fmt.Errorf("no plug or module %s in the standard library%s", displayName(key), l.nearestStdlib(name))
 		}
 		return data, nil
 	}
