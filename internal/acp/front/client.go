@@ -175,12 +175,23 @@ func (c *conn) newSession(m *acp.Message) {
 	c.deliver(sess, m)
 }
 
-// newSessionRefusal says why params of session/new are refused, or "".
+// newSessionRefusal says why params of session/new are refused, or "":
+// only for the members ACP requires, so that what a newer client adds
+// (a kind of MCP server this build does not know) is the agent's to judge.
 func newSessionRefusal(params []byte) string {
-	if err := acp.CheckParams("session/new", params); err != nil {
-		return strings.TrimPrefix(err.Error(), "session/new: params: ")
+	cwd := memberValue(params, "cwd")
+	servers := memberValue(params, "mcpServers")
+	switch {
+	case len(cwd) == 0:
+		return "missing cwd"
+	case cwd[0] != '"':
+		return "cwd: want a string"
+	case len(servers) == 0:
+		return "missing mcpServers"
+	case servers[0] != '[':
+		return "mcpServers: want an array"
 	}
-	if cwd, _ := stringMember(params, "cwd"); !filepath.IsAbs(cwd) {
+	if dir, _ := stringMember(params, "cwd"); !filepath.IsAbs(dir) {
 		return "cwd must be an absolute path"
 	}
 	return ""

@@ -170,7 +170,8 @@ func TestASessionNewNoAgentWouldTakeIsRefusedBeforeAnyRun(t *testing.T) {
 		{`{"mcpServers":[]}`, `"missing cwd"`},
 		{`{"cwd":"relative/dir","mcpServers":[]}`, `"cwd must be an absolute path"`},
 		{`{"cwd":"/"}`, `"missing mcpServers"`},
-		{`{"cwd":7,"mcpServers":[]}`, `cwd`},
+		{`{"cwd":7,"mcpServers":[]}`, `"cwd: want a string"`},
+		{`{"cwd":"/","mcpServers":{}}`, `"mcpServers: want an array"`},
 	} {
 		id := fmt.Sprint(i + 1)
 		c.send(`{"jsonrpc":"2.0","id":%s,"method":"session/new","params":%s}`, id, tc.params)
@@ -178,11 +179,17 @@ func TestASessionNewNoAgentWouldTakeIsRefusedBeforeAnyRun(t *testing.T) {
 			t.Errorf("session/new %s: %s, want Invalid params saying %s", tc.params, resp.Raw, tc.reason)
 		}
 	}
-	if err := c.close(); err != nil {
-		t.Fatal(err)
-	}
 	if f.n != 0 || len(f.runs) != 0 {
 		t.Fatalf("%d sessions, %d runs started for refused requests", f.n, len(f.runs))
+	}
+	// What ACP does not require is the agent's to judge: a kind of MCP
+	// server this build does not know opens a session.
+	c.send(`{"jsonrpc":"2.0","id":9,"method":"session/new","params":{"cwd":"/","mcpServers":[{"type":"future","name":"x"}]}}`)
+	if _, resp := c.await("9"); resp.Error != nil {
+		t.Errorf("session/new with an MCP server of a newer kind: %s", resp.Raw)
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
