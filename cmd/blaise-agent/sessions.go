@@ -195,17 +195,17 @@ func (c *SessionsShowCmd) Run(g *Globals) error {
 	if c.JSON {
 		return printJSON(rec)
 	}
-	if err := sessionview.Show(context.Background(), os.Stdout, st, rec, time.Now()); err != nil {
-		return err
-	}
+	var actions func(io.Writer)
 	if st == nil {
 		var list []api.Action
 		if rec.State != lifecycle.Ended {
 			list, err = c.client().Actions(context.Background(), rec.ID)
 		}
-		return sessionview.ServerActions(os.Stdout, rec, list, err, c.Server)
+		actions = sessionview.ServerActions(rec, list, err, c.Server)
+	} else {
+		actions = localActions(rec)
 	}
-	return showActions(rec)
+	return sessionview.Show(context.Background(), os.Stdout, st, rec, time.Now(), actions)
 }
 
 // session reads one session's record, without creating a state directory;

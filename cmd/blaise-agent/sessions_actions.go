@@ -251,15 +251,15 @@ func confirmEnd(id, why string) bool {
 	return answer == "y" || answer == "yes"
 }
 
-// showActions writes what sessions show adds for actions: the summary of
-// the session's changes and the actions its configuration offers.
-func showActions(rec *lifecycle.Record) error {
+// localActions is what sessions show adds for actions: the summary of the
+// session's changes and the actions its configuration offers.
+func localActions(rec *lifecycle.Record) func(io.Writer) {
 	var cfg *interp.Config
 	var err error
 	if rec.State != lifecycle.Ended {
 		cfg, err = chain.LoadConfig(rec.Config, log.New(io.Discard))
 	}
-	return sessionview.Actions(os.Stdout, rec, cfg, err)
+	return sessionview.Actions(rec, cfg, err)
 }
 
 // ownFlagAmongArgs refuses a flag of sessions do itself given after the

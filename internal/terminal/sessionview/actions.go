@@ -4,18 +4,18 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/interp"
 )
 
-// Actions writes, after Show, the summary of the session's changes a plug
-// reported and the actions the plugs of its configuration offer (cfg nil:
-// cfgErr says why they are unknown), with the first line of each one's
-// doc. An ended session takes no action: none are listed.
-func Actions(out io.Writer, rec *lifecycle.Record, cfg *interp.Config, cfgErr error) error {
+// Actions are the lines Show ends with (its more), in its columns: the
+// summary of the session's changes a plug reported and the actions the
+// plugs of its configuration offer (cfg nil: cfgErr says why they are
+// unknown), with the first line of each one's doc. An ended session takes
+// no action: none are listed.
+func Actions(rec *lifecycle.Record, cfg *interp.Config, cfgErr error) func(io.Writer) {
 	var list []api.Action
 	if cfg != nil {
 		names := cfg.ActionNames()
@@ -23,17 +23,17 @@ func Actions(out io.Writer, rec *lifecycle.Record, cfg *interp.Config, cfgErr er
 			list = append(list, api.Action{Name: names[i], Doc: a.Args.Doc()})
 		}
 	}
-	return writeActions(out, rec, list, cfgErr, "")
+	return func(w io.Writer) { writeActions(w, rec, list, cfgErr, "") }
 }
 
 // ServerActions is Actions for a session of the server at URL server,
 // with the actions the server listed (or listErr, why it could not).
-func ServerActions(out io.Writer, rec *lifecycle.Record, list []api.Action, listErr error, server string) error {
-	return writeActions(out, rec, list, listErr, "--server "+server+" ")
+func ServerActions(rec *lifecycle.Record, list []api.Action, listErr error, server string) func(io.Writer) {
+	return func(w io.Writer) { writeActions(w, rec, list, listErr, "--server "+server+" ") }
 }
 
-func writeActions(out io.Writer, rec *lifecycle.Record, list []api.Action, listErr error, flags string) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+// writeActions writes the lines of Actions into w, Show's tabwriter.
+func writeActions(w io.Writer, rec *lifecycle.Record, list []api.Action, listErr error, flags string) {
 	if rec.Changes != nil {
 		fmt.Fprintf(w, "changes:\t%s\n", rec.Changes)
 	}
@@ -53,7 +53,6 @@ func writeActions(out io.Writer, rec *lifecycle.Record, list []api.Action, listE
 			fmt.Fprintf(w, "\t(blaise-agent sessions do %s%s ACTION [--ARG VALUE …])\n", flags, rec.ID)
 		}
 	}
-	return w.Flush()
 }
 
 func firstLine(s string) string {

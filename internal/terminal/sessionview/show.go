@@ -19,8 +19,9 @@ import (
 // it expires, its settings, its plugs' stored state (orphaned state named as
 // such) and its transcript. Times are shown in now's location. A server's
 // session (st nil) shows what its record says: its stored state and its
-// transcript are the server's.
-func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycle.Record, now time.Time) error {
+// transcript are the server's. tail, when set, writes more lines in the
+// same columns (Actions).
+func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycle.Record, now time.Time, tail func(io.Writer)) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	at := func(t time.Time) string {
 		d := now.Sub(t).Round(time.Second)
@@ -119,6 +120,9 @@ func Show(ctx context.Context, out io.Writer, st *filestore.Store, rec *lifecycl
 			return fmt.Errorf("session %s: transcript: %w", rec.ID, err)
 		}
 		row("transcript", "%s (%s, %s)", st.TranscriptPath(rec.ID), counted(records, "record"), counted(runs, "run"))
+	}
+	if tail != nil {
+		tail(w) // in the same columns
 	}
 	if rec.State == lifecycle.Orphaned {
 		fmt.Fprintf(w, "clean up what its plugs left behind, then run: blaise-agent sessions resolve %s\n", rec.ID)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/acp/client"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
+	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
@@ -79,7 +81,7 @@ func TestL2_ShowSaysAllTheRecordKeeps(t *testing.T) {
 	}
 	var got bytes.Buffer
 	for _, r := range []*lifecycle.Record{orphan, paused} {
-		if err := Show(t.Context(), &got, st, r, now); err != nil {
+		if err := Show(t.Context(), &got, st, r, now, nil); err != nil {
 			t.Fatal(err)
 		}
 		got.WriteString("\n")
@@ -115,8 +117,40 @@ func TestShowTablesEveryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := Show(t.Context(), &got, st, rec, at(60)); err != nil {
+	if err := Show(t.Context(), &got, st, rec, at(60), nil); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Golden(t, filepath.Join("testdata", "history.golden"), bytes.ReplaceAll(got.Bytes(), []byte(st.Dir()), []byte("$STATE")))
+}
+
+// TestTheActionsLineUpWithTheFields: the lines sessions show adds for
+// actions (the changes, the actions offered) are in the columns of the
+// record's fields, whatever the longest key of either.
+func TestTheActionsLineUpWithTheFields(t *testing.T) {
+	st, err := filestore.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &lifecycle.Record{ID: "act1", Config: "/work/project/blaise.star", Dir: "/work/project", State: lifecycle.Paused, Settings: lifecycle.DefaultSettings(),
+		Changes: &lifecycle.Changes{Added: 1, Files: 1}}
+	if err := st.CreateSession(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	list := []api.Action{{Name: "diff", Doc: "Show the diff."}, {Name: "merge", Doc: "Merge it."}}
+	var got bytes.Buffer
+	if err := Show(t.Context(), &got, st, rec, time.Now(), ServerActions(rec, list, nil, "https://b")); err != nil {
+		t.Fatal(err)
+	}
+	column := func(key string) int {
+		for line := range strings.Lines(got.String()) {
+			if rest, ok := strings.CutPrefix(line, key); ok {
+				return len(key) + len(rest) - len(strings.TrimLeft(rest, " "))
+			}
+		}
+		t.Fatalf("no %q line in\n%s", key, got.String())
+		return 0
+	}
+	if a, s, c := column("actions:"), column("state:"), column("changes:"); a != s || c != s {
+		t.Errorf("values at %d (actions), %d (changes), %d (state):\n%s", a, c, s, got.String())
+	}
 }
