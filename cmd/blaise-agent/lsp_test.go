@@ -558,6 +558,20 @@ func TestLspFormatsAsFmtDoes(t *testing.T) {
 	}
 }
 
+// TestLspHoverOnAUseWhileItsPlugIsBroken: hover over a use()'s reference
+// shows the plug's inputs from its plug(...) call while the plug, open in
+// the editor, does not load (a handler half-written), as completion does.
+func TestLspHoverOnAUseWhileItsPlugIsBroken(t *testing.T) {
+	t.Parallel()
+	c := startLSP(t, map[string]string{"deploy.star": lspPlug, "blaise.star": lspConfig})
+	c.open("deploy.star")
+	c.open("blaise.star")
+	c.edit("deploy.star", strings.Replace(lspPlug, "    info = next()\n", "    info = next(\n", 1))
+	if got := c.hover("blaise.star", lspConfig, `"./depl`); !strings.Contains(got, "acme/deploy") || !strings.Contains(got, "the repository to clone") {
+		t.Errorf("hover over the use of a plug that does not load: %q", got)
+	}
+}
+
 // check runs `blaise-agent check` on files written to a directory of
 // their own: the server's directory keeps the files as they were, so the
 // server sees the edits only as the editor sends them.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -445,5 +446,14 @@ func (s *server) plugOf(d *document, ref string) *interp.Plug {
 	l := s.newLoader()
 	l.Overlay = s.overlay()
 	p, _ := l.LoadPlug(ref)
+	if p == nil && !strings.HasPrefix(ref, interp.StdlibPrefix) {
+		// A plug being edited that does not load (yet): its plug(...)
+		// call alone, as completion reads it.
+		text, ok := l.Overlay[ref]
+		if !ok {
+			text, _ = os.ReadFile(ref)
+		}
+		p = declaredPlug(s.newLoader, l.Overlay, ref, string(text))
+	}
 	return p
 }
