@@ -66,9 +66,14 @@ func logArgs(args starlark.Tuple, kwargs []starlark.Tuple) (string, []any) {
 	keyvals := make([]any, 0, 2*len(kwargs))
 	for _, kv := range kwargs {
 		k, _ := starlark.AsString(kv[0])
-		v := kv[1].String()
+		var v any = kv[1].String()
 		if s, ok := starlark.AsString(kv[1]); ok {
 			v = s
+		} else if i, ok := kv[1].(starlark.Int); ok {
+			// A number in a JSON log, written as before in text.
+			if n, ok := i.Int64(); ok {
+				v = n
+			}
 		}
 		keyvals = append(keyvals, k, v)
 	}
