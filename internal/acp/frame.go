@@ -389,14 +389,22 @@ func (m *Message) SessionID() []byte {
 		}
 		return m.Raw[m.session.start:m.session.end]
 	}
+	return m.readParams("sessionId", nil)
+}
+
+// readParams reads params again, for what the check did not note (params
+// that WithParams put in, values checked text skipped): the value of its
+// member key, or with inner, inner's. A value that is not JSON has none.
+func (m *Message) readParams(key string, inner *innerKey) []byte {
 	sp := m.spans[memberParams]
 	if sp.key == 0 || m.Raw[sp.start] != '{' {
 		return nil
 	}
-	// Params that WithParams put in are not checked: a value that is not
-	// JSON has no sessionId.
 	s := scanner{data: m.Raw[:sp.end], pos: sp.start}
-	start, end, err := s.object(1, "sessionId", nil)
+	start, end, err := s.object(1, key, inner)
+	if inner != nil {
+		start, end = inner.at.start, inner.at.end
+	}
 	if err != nil || end == 0 {
 		return nil
 	}
@@ -413,16 +421,7 @@ func (m *Message) SessionUpdate() []byte {
 		}
 		return m.Raw[m.update.start:m.update.end]
 	}
-	sp := m.spans[memberParams]
-	if sp.key == 0 || m.Raw[sp.start] != '{' {
-		return nil
-	}
-	s := scanner{data: m.Raw[:sp.end], pos: sp.start}
-	update := innerKey{in: "update", key: "sessionUpdate"}
-	if _, _, err := s.object(1, "", &update); err != nil || update.at.end == 0 {
-		return nil
-	}
-	return m.Raw[update.at.start:update.at.end]
+	return m.readParams("", &innerKey{in: "update", key: "sessionUpdate"})
 }
 
 // IDKey returns a canonical key for a raw JSON-RPC id, for tables of pending
