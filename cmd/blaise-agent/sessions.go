@@ -326,13 +326,13 @@ func (c *SessionsEndCmd) Run(g *Globals) error {
 		fmt.Printf("session %s had ended already (%s)\n", rec.ID, rec.EndReason)
 		return nil
 	}
-	return printEnded(rec)
+	return printEnded(os.Stdout, rec)
 }
 
 // printEnded says where a session that was ended stands, and fails when
 // its teardown failed.
-func printEnded(rec *lifecycle.Record) error {
-	printState(rec)
+func printEnded(w io.Writer, rec *lifecycle.Record) error {
+	printState(w, rec)
 	if err := rec.Unsettled(); err != nil {
 		return fmt.Errorf("session %s: %w", rec.ID, err)
 	}
@@ -389,7 +389,7 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 	if c.Server != "" {
 		rec, err := c.client().Resolve(context.Background(), c.ID)
 		if err == nil {
-			printState(rec)
+			printState(os.Stdout, rec)
 		}
 		return err
 	}
@@ -404,7 +404,7 @@ func (c *SessionsResolveCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	printState(rec)
+	printState(os.Stdout, rec)
 	return nil
 }
 
@@ -442,10 +442,10 @@ func (c *SessionsTitleCmd) set(ctx context.Context, g *Globals) (*lifecycle.Reco
 
 // printState says where a session stands; why a teardown failed is the
 // command's error.
-func printState(rec *lifecycle.Record) {
+func printState(w io.Writer, rec *lifecycle.Record) {
 	if rec.State == lifecycle.Ended {
-		fmt.Printf("session %s ended (%s)\n", rec.ID, rec.EndReason)
+		fmt.Fprintf(w, "session %s ended (%s)\n", rec.ID, rec.EndReason)
 		return
 	}
-	fmt.Printf("session %s is %s\n", rec.ID, rec.State)
+	fmt.Fprintf(w, "session %s is %s\n", rec.ID, rec.State)
 }

@@ -37,7 +37,7 @@ type SessionsDoCmd struct {
 
 // ActionFlags are the flags of every command that does an action.
 type ActionFlags struct {
-	JSON bool `name:"json" help:"Print the value the action returned as JSON on stdout, after its output."`
+	JSON bool `name:"json" help:"Print the value the action returned as JSON, alone on stdout (the action's output goes to stderr)."`
 	End  bool `help:"When the action offers to end the session (a merge), end it without asking."`
 }
 
@@ -211,7 +211,10 @@ func (f ActionFlags) act(g *Globals, sf StateFlags, srv ServerFlags, id, action 
 	if err != nil {
 		return err
 	}
-	return printEnded(rec)
+	if f.JSON {
+		return printEnded(os.Stderr, rec) // stdout is the result's alone
+	}
+	return printEnded(os.Stdout, rec)
 }
 
 // remoteActionError is err, of an action of a server-hosted session, with
