@@ -63,8 +63,14 @@ func (t *terminalRun) attach(id string, end bool) error {
 	defer t.term.Idle()
 	var live *engine.Live
 	var err error
+	t.launched = ""
 	if id == "" {
 		live, err = t.e.Start(t.ctx, t.opts.Config)
+		if err != nil && t.launched != "" {
+			if _, serr := t.e.Store.Session(t.ctx, t.launched); errors.Is(serr, lifecycle.ErrNotFound) {
+				t.term.Log(fmt.Sprintf("session %s was not kept: its first run did not load", t.launched))
+			}
+		}
 	} else {
 		live, err = t.e.Resume(t.ctx, id)
 	}

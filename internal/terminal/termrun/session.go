@@ -21,15 +21,18 @@ import (
 // terminalRun is one `run` in the terminal: its prompts, the session they
 // go to, and the turns that failed.
 type terminalRun struct {
-	ctx    context.Context // Run's
-	opts   Options
-	e      *engine.Engine
-	term   *client.Terminal
-	sig    chan os.Signal
-	in     client.Input
-	s      *attached // nil until the first prompt
-	failed int       // turns that failed
-	left   bool      // the person left during a turn
+	ctx  context.Context // Run's
+	opts Options
+	e    *engine.Engine
+	term *client.Terminal
+	sig  chan os.Signal
+	in   client.Input
+	s    *attached // nil until the first prompt
+	// launched is the session of the run launched last: one named before
+	// it started, which a first run that cannot load removes.
+	launched string
+	failed   int  // turns that failed
+	left     bool // the person left during a turn
 }
 
 // endCommand, typed at the interactive prompt, ends the session.

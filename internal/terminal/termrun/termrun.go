@@ -93,12 +93,6 @@ func Run(ctx context.Context, o Options) error {
 	if err := e.Spare.Start(); err != nil {
 		o.Log.Debug("no spare session process", "err", err)
 	}
-	e.OnLaunch = func(id string, run int, kind lifecycle.Kind) {
-		// Before the run's plugs can log a line.
-		if kind == lifecycle.StartRun || kind == lifecycle.ResumeRun {
-			term.Log(fmt.Sprintf("session %s (run %d)", id, run))
-		}
-	}
 	e.OnAttach = func(_, plug string) {
 		if plug == "" {
 			term.Relabel("starting the agent")
@@ -127,6 +121,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	t := &terminalRun{ctx: ctx, opts: o, e: e, term: term, sig: sig, in: in}
+	e.OnLaunch = func(id string, run int, kind lifecycle.Kind) {
+		// Before the run's plugs can log a line.
+		if kind == lifecycle.StartRun || kind == lifecycle.ResumeRun {
+			t.launched = id
+			term.Log(fmt.Sprintf("session %s (run %d)", id, run))
+		}
+	}
 	defer t.close()
 	return t.run(id, interactive)
 }
