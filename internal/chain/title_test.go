@@ -105,17 +105,26 @@ func TestAgentsSessionInfoTitleReplacesThePromptsTitle(t *testing.T) {
 	}
 }
 
-// TestOnlyAnInfoUpdateNamesTheSession: the title is taken from an update
-// whose kind is session_info_update, spelled escaped or not, and not from
-// one that only mentions it (a chunk's text, a member of another kind).
-func TestOnlyAnInfoUpdateNamesTheSession(t *testing.T) {
-	chunk := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"sessionUpdate\":\"session_info_update\""},"title":"Not this"}}}`
-	other := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","note":"session_info_update","title":"Nor this"}}}`
-	escaped := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"session\u005finfo_update","title":"This one"}}}`
-	if got := titles(t, true, same, chunk, other); len(got) != 0 {
-		t.Errorf("titles from updates of other kinds: %q", got)
+// TestAnInfoUpdateIsKnownByTheKindTheCheckNoted: the titler tells a
+// session_info_update by the kind the check of the message noted, spelled
+// escaped or not, and not by the word anywhere in the update (a chunk's
+// text, a member of an update of another kind).
+func TestAnInfoUpdateIsKnownByTheKindTheCheckNoted(t *testing.T) {
+	for line, want := range map[string]bool{
+		info(`"Plain"`): true,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"session\u005finfo_update","title":"Escaped"}}}`:                                     true,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"\"session_info_update\""}}}}`: false,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"plan","note":"session_info_update"}}}`:                                              false,
+	} {
+		m, err := acp.Parse([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := isInfoUpdate(m.SessionUpdate()); got != want {
+			t.Errorf("isInfoUpdate of %s = %v", line, got)
+		}
 	}
-	if got := titles(t, true, same, escaped); last(got) != "This one" {
+	if got := titles(t, true, same, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"session\u005finfo_update","title":"This one"}}}`); last(got) != "This one" {
 		t.Errorf("titles from an escaped kind: %q", got)
 	}
 }

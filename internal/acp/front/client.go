@@ -52,7 +52,11 @@ func (c *conn) fromClient(m *acp.Message) {
 		if acp.SessionScoped(m.Method) {
 			// Not the agent's to answer: no session would take it.
 			if m.Kind == acp.Request {
-				c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": "sessionId is missing"})
+				reason := "sessionId is missing"
+				if memberValue(m.Params, "sessionId") != nil {
+					reason = "sessionId: want a string"
+				}
+				c.replyError(m.ID, acp.InvalidParams, "Invalid params", map[string]string{"reason": reason})
 			}
 			return
 		}

@@ -212,6 +212,10 @@ func TestASessionMethodWithoutSessionIdIsInvalidParams(t *testing.T) {
 	if _, resp := c.await("3"); !strings.Contains(string(resp.Error), `"code":-32602`) || !strings.Contains(string(resp.Error), "sessionId is missing") {
 		t.Errorf("with a session open: %s", resp.Raw)
 	}
+	c.send(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":7,"prompt":[]}}`)
+	if _, resp := c.await("4"); !strings.Contains(string(resp.Error), `"code":-32602`) || !strings.Contains(string(resp.Error), "sessionId: want a string") {
+		t.Errorf("with a sessionId that is no string: %s", resp.Raw)
+	}
 	if got := f.run(a).methods(); got != "initialize,session/new" {
 		t.Errorf("the open session's run saw %s", got)
 	}

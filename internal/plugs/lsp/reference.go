@@ -195,7 +195,7 @@ func withoutLocalLinks(doc string) string {
 		if mid < 0 {
 			break
 		}
-		open := strings.LastIndexByte(doc[:mid], '[')
+		open := linkStart(doc[:mid])
 		end := strings.IndexByte(doc[mid:], ')')
 		if open < 0 || end < 0 || strings.Contains(doc[mid+2:mid+end], "://") {
 			b.WriteString(doc[:mid+2])
@@ -208,6 +208,24 @@ func withoutLocalLinks(doc string) string {
 	}
 	b.WriteString(doc)
 	return b.String()
+}
+
+// linkStart returns where the text of a link that ends text begins: the
+// '[' that the text's brackets balance (`[a[0]` … `]`), or -1.
+func linkStart(text string) int {
+	depth := 0
+	for i := len(text) - 1; i >= 0; i-- {
+		switch text[i] {
+		case ']':
+			depth++
+		case '[':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		}
+	}
+	return -1
 }
 
 // splitRow returns the trimmed cells of a table row.

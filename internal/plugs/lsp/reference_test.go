@@ -74,6 +74,7 @@ func TestHoverTextsLinkNowhereAnEditorCannotGo(t *testing.T) {
 	for in, want := range map[string]string{
 		"see [above](#ctxagent-is-writable) and [messages.md](messages.md#fail).": "see above and messages.md.",
 		"a[0] is [`ctx`](#ctx)":                       "a[0] is `ctx`",
+		"see [`a[0]`](#x)":                            "see `a[0]`",
 		"the [spec](https://agentclientprotocol.com)": "the [spec](https://agentclientprotocol.com)",
 		"no link ](here":                              "no link ](here",
 	} {
