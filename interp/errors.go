@@ -111,6 +111,20 @@ func WrapError(err error, plug, handler string) *Error {
 // all found in one pass, in the order Sort gives them.
 type Errors []*Error
 
+// ErrorsIn returns the mistakes err is or wraps: an Errors, or one Error
+// as a list of one; nil when it holds none.
+func ErrorsIn(err error) Errors {
+	var list Errors
+	if errors.As(err, &list) {
+		return list
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return Errors{e}
+	}
+	return nil
+}
+
 // Error lists the mistakes, one a line.
 func (es Errors) Error() string {
 	msgs := make([]string, len(es))

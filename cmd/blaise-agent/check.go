@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -120,13 +119,9 @@ func issues(err error) []checkIssue {
 	if err == nil {
 		return []checkIssue{}
 	}
-	var list interp.Errors
-	if !errors.As(err, &list) {
-		var e *interp.Error
-		if !errors.As(err, &e) {
-			return []checkIssue{{Severity: "error", Message: err.Error()}}
-		}
-		list = interp.Errors{e}
+	list := interp.ErrorsIn(err)
+	if list == nil {
+		return []checkIssue{{Severity: "error", Message: err.Error()}}
 	}
 	out := make([]checkIssue, len(list))
 	for i, e := range list {

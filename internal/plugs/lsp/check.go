@@ -1,7 +1,6 @@
 package lsp
 
 import (
-	"errors"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -78,13 +77,9 @@ func load(newLoader func() *interp.Loader, overlay map[string][]byte, path strin
 // message. (A mistake in a plug or module the document uses is reported at
 // the use() or load() by the loader itself.)
 func problemsOf(err error, path string) []problem {
-	var list interp.Errors
-	if !errors.As(err, &list) {
-		var e *interp.Error
-		if !errors.As(err, &e) {
-			return []problem{{Msg: err.Error()}}
-		}
-		list = interp.Errors{e}
+	list := interp.ErrorsIn(err)
+	if list == nil {
+		return []problem{{Msg: err.Error()}}
 	}
 	out := make([]problem, len(list))
 	for i, e := range list {
