@@ -2,6 +2,7 @@ package acp
 
 import (
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,3 +38,45 @@ func rawConn(x any) syscall.RawConn {
 	}
 	return rc
 }
+
+// nonblocking reports whether rc's descriptor is a pipe or socket in
+// non-blocking mode: one this process made (os.Pipe, exec.Cmd's pipes),
+// which the runtime polls rather than waits on. Readers and Writers read
+// and write such a descriptor with raw system calls (rawCall): the
+// scheduler is not told of a call that cannot block, so no other thread
+// takes over the caller's processor while the kernel copies, and the
+// runtime's monitor is not kept waking every 20 µs to look for calls that
+// block. A descriptor the runtime waits on (inherited in blocking mode, as
+// stdin and stdout usually are) keeps the standard library's calls.
+func nonblocking(rc syscall.RawConn) bool {
+	nb := false
+	_ = rc.Control(func(fd uintptr) {
+		var st unix.Stat_t
+		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		if err != nil || flags&unix.O_NONBLOCK == 0 || unix.Fstat(int(fd), &st) != nil {
+			return
+		}
+		nb = st.Mode&unix.S_IFMT == unix.S_IFIFO || st.Mode&unix.S_IFMT == unix.S_IFSOCK
+	})
+	return nb
+}
+
+// rwfNowait is the flag of a raw call; tests set one the kernel refuses.
+var rwfNowait uintptr = unix.RWF_NOWAIT
+
+// rawCall reads (SYS_PREADV2) or writes (SYS_PWRITEV2) iov's n pieces at
+// fd's position with RWF_NOWAIT, as a raw system call: it never waits, even
+// should the descriptor have been set blocking since (os.File.Fd does
+// that). A kernel that does not take RWF_NOWAIT on a pipe (an older one)
+// refuses it with EOPNOTSUPP or EINVAL (refused): the caller then makes
+// the standard calls instead.
+func rawCall(trap, fd uintptr, iov *unix.Iovec, n int) (int, unix.Errno) {
+	r, _, errno := unix.RawSyscall6(trap, fd, uintptr(unsafe.Pointer(iov)), uintptr(n), ^uintptr(0), 0, rwfNowait)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), 0
+}
+
+// refused tells whether errno is a kernel's refusal of RWF_NOWAIT.
+func refused(errno unix.Errno) bool { return errno == unix.EOPNOTSUPP || errno == unix.EINVAL }

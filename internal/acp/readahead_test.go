@@ -31,7 +31,7 @@ func TestM6_ThePlugsHoldingAMessageLetTheStreamBeReadAhead(t *testing.T) {
 	// Blocks of 512 bytes: the handler's read takes a few lines, the pipe
 	// keeps the others.
 	r := newReaderSize(pr, 0, 512)
-	r.now = readNow(pr)
+	r.now, r.wait = readNow(pr)
 	a := newAhead(r, true)
 	go a.run(p.Log, ToClient)
 	defer a.stop()

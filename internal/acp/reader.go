@@ -60,6 +60,7 @@ type Reader struct {
 	checked bool                       // see NewCheckedReader
 	carried bool                       // see NewCarriedReader
 	now     func(p []byte) (int, bool) // readNow of rd, or nil
+	wait    func(p []byte) (int, bool) // readNow of rd, or nil
 	err     error                      // io.EOF or the I/O error that ended the stream
 }
 
@@ -115,7 +116,7 @@ const blockSize = 256 << 10
 func NewReader(r io.Reader, maxLine int) *Reader {
 	enlargePipe(r)
 	rd := newReaderSize(r, maxLine, blockSize)
-	rd.now = readNow(r)
+	rd.now, rd.wait = readNow(r)
 	return rd
 }
 
@@ -325,6 +326,13 @@ func (r *Reader) fill() { r.fillFor(0) }
 // fillFor is fill that makes room for need bytes from buf[start] on.
 func (r *Reader) fillFor(need int) {
 	r.room(need)
+	if r.wait != nil {
+		if n, ok := r.wait(r.buf[r.end:]); ok {
+			r.reads++
+			r.end += n
+			return
+		}
+	}
 	n, err := r.rd.Read(r.buf[r.end:])
 	r.reads++
 	r.end += n

@@ -2,5 +2,5 @@
 
 package acp
 
-// readNow: elsewhere, a Reader only reads what it waits for.
-func readNow(any) func(p []byte) (int, bool) { return nil }
+// readNow: elsewhere, a Reader only reads what it waits for, with Read.
+func readNow(any) (now, wait func(p []byte) (int, bool)) { return nil, nil }

@@ -3,6 +3,8 @@ package acp
 import (
 	"errors"
 	"io"
+	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,23 +13,44 @@ import (
 const maxIovecs = 1024
 
 // writev returns a vectorWriter for w when w has a file descriptor, as
-// pipes, files and sockets do; otherwise nil.
+// pipes, files and sockets do; otherwise nil. On a descriptor in
+// non-blocking mode the writev is a raw system call (see nonblocking).
 func writev(w any) vectorWriter {
 	rc := rawConn(w)
 	if rc == nil {
 		return nil
 	}
+	raw := nonblocking(rc)
+	// What a write needs is kept from one write to the next (a Writer
+	// writes one batch at a time), so that a write allocates nothing.
+	var (
+		iov []unix.Iovec
+		n   int
+		err error
+	)
+	write := func(fd uintptr) bool {
+		var errno unix.Errno
+		if raw {
+			if n, errno = rawCall(unix.SYS_PWRITEV2, fd, unsafe.SliceData(iov), len(iov)); refused(errno) {
+				raw = false
+			}
+		}
+		if !raw {
+			r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
+			n, errno = int(r), e
+		}
+		err = nil
+		if errno != 0 {
+			n, err = 0, errno
+		}
+		// On a descriptor that would block, wait until it can take more.
+		return !errors.Is(err, unix.EAGAIN)
+	}
 	return func(bufs [][]byte) error {
 		for len(bufs) > 0 {
-			var (
-				n   int
-				err error
-			)
-			rerr := rc.Write(func(fd uintptr) bool {
-				n, err = unix.Writev(int(fd), bufs[:min(len(bufs), maxIovecs)])
-				// On a descriptor that would block, wait until it can take more.
-				return !errors.Is(err, unix.EAGAIN)
-			})
+			iov = iovecs(iov[:0], bufs[:min(len(bufs), maxIovecs)])
+			rerr := rc.Write(write)
+			runtime.KeepAlive(bufs)
 			switch {
 			case rerr != nil:
 				return rerr
@@ -42,6 +65,16 @@ func writev(w any) vectorWriter {
 		}
 		return nil
 	}
+}
+
+// iovecs appends to iov the iovecs of bufs.
+func iovecs(iov []unix.Iovec, bufs [][]byte) []unix.Iovec {
+	for _, b := range bufs {
+		v := unix.Iovec{Base: unsafe.SliceData(b)}
+		v.SetLen(len(b))
+		iov = append(iov, v)
+	}
+	return iov
 }
 
 // advance drops the first n bytes of bufs.
