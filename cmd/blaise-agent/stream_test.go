@@ -6,18 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle/engine"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
-	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 	"github.com/charmbracelet/log"
 )
 
@@ -71,49 +66,5 @@ func TestL9_StreamReaderThatLeftNeverBlocksTheRun(t *testing.T) {
 	}
 	if rec.State != lifecycle.TearingDown && rec.State != lifecycle.Ended {
 		t.Fatalf("the session is %s, want it ended (closed)", rec.State)
-	}
-}
-
-// The session process's ACP stream is the pipes its front end made for it
-// alone: it puts its ends in non-blocking mode, where its Readers and
-// Writers read and write with raw system calls (acp's nonblocking; the
-// rate without plugs, docs/performance.md). Its stderr, shared with the
-// front end, stays as it was.
-func TestTheSessionProcessPollsThePipesOfItsStream(t *testing.T) {
-	t.Parallel()
-	dir, cfg := floodConfig(t, self(t), 0)
-	cmd := exec.Command(self(t), "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
-	c := startProcess(t, cmd, cmd.StdinPipe)
-	if err := c.tryPrompt(1); err != nil {
-		t.Fatal(err)
-	}
-	// The session process serving the session holds its transcript open.
-	serving := 0
-	for _, pid := range testsupport.Children(c.pid) {
-		fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
-		for _, fd := range fds {
-			if target, _ := os.Readlink(fd); filepath.Base(target) == "transcript.jsonl" {
-				serving = pid
-			}
-		}
-	}
-	if serving == 0 {
-		t.Fatal("no child of the front end holds a transcript")
-	}
-	for fd, want := range []bool{true, true, false} {
-		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", serving, fd))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var flags int
-		for line := range strings.Lines(string(info)) {
-			if v, ok := strings.CutPrefix(line, "flags:"); ok {
-				fmt.Sscanf(strings.TrimSpace(v), "%o", &flags)
-			}
-		}
-		if got := flags&syscall.O_NONBLOCK != 0; got != want {
-			t.Errorf("file descriptor %d of the session process: non-blocking %v, want %v (flags %o)", fd, got, want, flags)
-		}
 	}
 }

@@ -39,26 +39,28 @@ func rawConn(x any) syscall.RawConn {
 	return rc
 }
 
-// nonblocking reports whether rc's descriptor is a pipe or socket in
-// non-blocking mode: one this process made (os.Pipe, exec.Cmd's pipes),
-// which the runtime polls rather than waits on. Readers and Writers read
-// and write such a descriptor with raw system calls (rawCall): the
-// scheduler is not told of a call that cannot block, so no other thread
-// takes over the caller's processor while the kernel copies, and the
-// runtime's monitor is not kept waking every 20 µs to look for calls that
-// block. A descriptor the runtime waits on (inherited in blocking mode, as
-// stdin and stdout usually are) keeps the standard library's calls.
-func nonblocking(rc syscall.RawConn) bool {
-	nb := false
+// rawMode tells how the Readers and Writers of rc's descriptor read and
+// write it. A pipe or socket (raw) is read and written with raw system
+// calls first (rawCall), which never wait: the scheduler is not told of
+// them, so no other thread takes over the caller's processor while the
+// kernel copies, and the runtime's monitor is not kept waking every 20 µs
+// to look for calls that block. When such a call would have had to wait,
+// a descriptor in non-blocking mode (polled: one this process made, such
+// as os.Pipe's and exec.Cmd's, which the runtime polls) is waited for
+// through the runtime's poller; one in blocking mode (inherited, as stdin
+// and stdout usually are) with the standard library's call, which waits
+// in the kernel. Other files keep the standard calls.
+func rawMode(rc syscall.RawConn) (raw, polled bool) {
 	_ = rc.Control(func(fd uintptr) {
 		var st unix.Stat_t
 		flags, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
-		if err != nil || flags&unix.O_NONBLOCK == 0 || unix.Fstat(int(fd), &st) != nil {
+		if err != nil || unix.Fstat(int(fd), &st) != nil {
 			return
 		}
-		nb = st.Mode&unix.S_IFMT == unix.S_IFIFO || st.Mode&unix.S_IFMT == unix.S_IFSOCK
+		raw = st.Mode&unix.S_IFMT == unix.S_IFIFO || st.Mode&unix.S_IFMT == unix.S_IFSOCK
+		polled = flags&unix.O_NONBLOCK != 0
 	})
-	return nb
+	return raw, polled
 }
 
 // rwfNowait is the flag of a raw call; tests set one the kernel refuses.

@@ -14,65 +14,82 @@ import (
 )
 
 // fillNow reads what a pipe holds and returns at once when it holds
-// nothing; of a stream without a descriptor, or one whose reads would
-// wait, it reads nothing.
+// nothing, whether the pipe is in non-blocking mode (os.Pipe's, polled by
+// the runtime) or blocking (inherited, as stdin usually is: the raw read
+// never waits); of a stream without a descriptor it reads nothing. Where
+// the kernel refuses the raw read, a blocking pipe is not read ahead.
 func TestFillNowReadsWhatAPipeHoldsWithoutWaiting(t *testing.T) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"pollable", "blocking", "pollable-refused", "blocking-refused"} {
+		t.Run(mode, func(t *testing.T) {
+			if strings.HasSuffix(mode, "-refused") {
+				refuseRawCalls(t)
+			}
+			pr, pw := pipeIn(t, strings.HasPrefix(mode, "pollable"))
+			r := NewReader(pr, 0)
+			if mode == "blocking-refused" {
+				if r.fillNow() {
+					t.Fatal("fillNow of a blocking pipe read something with the raw read refused")
+				}
+				return
+			}
+			if r.now == nil {
+				t.Fatal("no read that does not wait for a pipe")
+			}
+			if r.fillNow() {
+				t.Fatal("fillNow of an empty pipe read something")
+			}
+			fmt.Fprint(pw, `{"jsonrpc":"2.0","method":"a"}`+"\n")
+			if !r.fillNow() {
+				t.Fatal("fillNow did not read the line the pipe holds")
+			}
+			if m, ok, err := r.NextRead(); !ok || err != nil || m.Method != "a" {
+				t.Fatalf("NextRead after fillNow: %v %v %v", m, ok, err)
+			}
+		})
 	}
-	defer pr.Close()
-	defer pw.Close()
-	r := NewReader(pr, 0)
-	if r.now == nil {
-		t.Fatal("no read that does not wait for a pipe of os.Pipe")
-	}
-	if r.fillNow() {
-		t.Fatal("fillNow of an empty pipe read something")
-	}
-	fmt.Fprint(pw, `{"jsonrpc":"2.0","method":"a"}`+"\n")
-	if !r.fillNow() {
-		t.Fatal("fillNow did not read the line the pipe holds")
-	}
-	if m, ok, err := r.NextRead(); !ok || err != nil || m.Method != "a" {
-		t.Fatalf("NextRead after fillNow: %v %v %v", m, ok, err)
-	}
-
 	if NewReader(strings.NewReader("x"), 0).now != nil {
 		t.Error("a read that does not wait for a strings.Reader")
 	}
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	blocking := os.NewFile(uintptr(fds[0]), "blocking")
-	defer blocking.Close()
-	defer unix.Close(fds[1])
-	if NewReader(blocking, 0).now != nil {
-		t.Error("a read that does not wait for a descriptor in blocking mode: it would wait")
-	}
 }
 
-// A Reader of a pipe in non-blocking mode waits for the lines written
-// later (its raw read waits through the runtime's poller), reads them in
-// order, then the end of the stream; closed while it waits, it says so.
-// So it does where the kernel refuses the raw read (an unknown flag here,
-// as an older kernel refuses RWF_NOWAIT on a pipe): with the standard
-// calls.
-func TestAReaderOfAPollablePipeWaitsForLinesThenTheEnd(t *testing.T) {
-	for _, kernel := range []string{"raw", "refused"} {
-		t.Run(kernel, func(t *testing.T) {
-			if kernel == "refused" {
+// pipeIn returns a pipe, in non-blocking mode as os.Pipe makes it (the
+// runtime polls it) or in blocking mode as a process inherits one, closed
+// at the test's end.
+func pipeIn(t *testing.T, pollable bool) (pr, pw *os.File) {
+	t.Helper()
+	if pollable {
+		var err error
+		if pr, pw, err = os.Pipe(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		pr, pw = os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+	}
+	t.Cleanup(func() { pr.Close(); pw.Close() })
+	return pr, pw
+}
+
+// A Reader of a pipe waits for the lines written later, reads them in
+// order, then the end of the stream: in non-blocking mode its raw read
+// waits through the runtime's poller, and closed while it waits, it says
+// so; in blocking mode the standard read waits in the kernel. So it does
+// where the kernel refuses the raw read (an unknown flag here, as an older
+// kernel refuses RWF_NOWAIT on a pipe), with the standard calls.
+func TestAReaderOfAPipeWaitsForLinesThenTheEnd(t *testing.T) {
+	for _, mode := range []string{"pollable", "blocking", "pollable-refused", "blocking-refused"} {
+		t.Run(mode, func(t *testing.T) {
+			if strings.HasSuffix(mode, "-refused") {
 				refuseRawCalls(t)
 			}
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pr.Close()
+			pollable := strings.HasPrefix(mode, "pollable")
+			pr, pw := pipeIn(t, pollable)
 			r := NewReader(pr, 0)
 			if r.wait == nil {
-				t.Fatal("no raw read for a pipe of os.Pipe")
+				t.Fatal("no raw read for a pipe")
 			}
 			go func() {
 				for i := range 3 {
@@ -90,12 +107,10 @@ func TestAReaderOfAPollablePipeWaitsForLinesThenTheEnd(t *testing.T) {
 			if m, err := r.Next(); err != io.EOF {
 				t.Fatalf("after the writer closed: %v, %v; want io.EOF", m, err)
 			}
-
-			pr2, pw2, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
+			if !pollable {
+				return // closing a file does not end a read that waits in the kernel
 			}
-			defer pw2.Close()
+			pr2, _ := pipeIn(t, true)
 			r2 := NewReader(pr2, 0)
 			got := make(chan error)
 			go func() {

@@ -186,13 +186,22 @@ func TestWriterQueuesConsecutiveLinesAsOnePiece(t *testing.T) {
 
 // A pipe that the reading side drains slowly takes a batch of thousands of
 // pieces in several writev calls, partial ones among them; the stream holds
-// every message once, in order.
+// every message once, in order: a pipe in non-blocking mode (waited for
+// through the runtime's poller) or blocking (in the kernel), with the raw
+// writes or where the kernel refuses them.
 func TestWriterWritevOnASlowPipe(t *testing.T) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"pollable", "blocking", "pollable-refused", "blocking-refused"} {
+		t.Run(mode, func(t *testing.T) {
+			if strings.HasSuffix(mode, "-refused") {
+				refuseRawCalls(t)
+			}
+			pr, pw := pipeIn(t, strings.HasPrefix(mode, "pollable"))
+			writeSlowly(t, pr, pw)
+		})
 	}
-	defer pr.Close()
+}
+
+func writeSlowly(t *testing.T, pr, pw *os.File) {
 	w := NewWriter(pw)
 	if w.vec == nil {
 		t.Skip("no writev here")

@@ -13,14 +13,14 @@ import (
 const maxIovecs = 1024
 
 // writev returns a vectorWriter for w when w has a file descriptor, as
-// pipes, files and sockets do; otherwise nil. On a descriptor in
-// non-blocking mode the writev is a raw system call (see nonblocking).
+// pipes, files and sockets do; otherwise nil. A pipe or socket is written
+// with a raw system call first (see rawMode).
 func writev(w any) vectorWriter {
 	rc := rawConn(w)
 	if rc == nil {
 		return nil
 	}
-	raw := nonblocking(rc)
+	raw, polled := rawMode(rc)
 	// What a write needs is kept from one write to the next (a Writer
 	// writes one batch at a time), so that a write allocates nothing.
 	var (
@@ -31,11 +31,12 @@ func writev(w any) vectorWriter {
 	write := func(fd uintptr) bool {
 		var errno unix.Errno
 		if raw {
-			if n, errno = rawCall(unix.SYS_PWRITEV2, fd, unsafe.SliceData(iov), len(iov)); refused(errno) {
-				raw = false
-			}
+			n, errno = rawCall(unix.SYS_PWRITEV2, fd, unsafe.SliceData(iov), len(iov))
+			raw = !refused(errno)
 		}
-		if !raw {
+		// Refused, or it would wait on a descriptor the runtime does not
+		// poll: the standard call, which waits in the kernel.
+		if !raw || errno == unix.EAGAIN && !polled {
 			r, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
 			n, errno = int(r), e
 		}

@@ -402,7 +402,7 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	sp.ACPIn, sp.ACPOut, sp.Control = polled(0, "stdin"), polled(1, "stdout"), engine.NewControlConn(ctl, ctl)
+	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, engine.NewControlConn(ctl, ctl)
 	return sp.Redactions.Error(sp.Serve(ctx))
 }
 
@@ -423,14 +423,4 @@ func collectLessOften() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(sessionGCPercent)
 	}
-}
-
-// polled returns the file of fd, one end of a pipe the engine made for
-// this process alone (engine.Engine's launch), in non-blocking mode: the
-// runtime polls it, and the stream's Readers and Writers make their reads
-// and writes as raw system calls (acp's nonblocking). Were the mode
-// refused, the file would be read and written as before, waiting.
-func polled(fd int, name string) *os.File {
-	_ = syscall.SetNonblock(fd, true)
-	return os.NewFile(uintptr(fd), name)
 }
