@@ -59,8 +59,8 @@ type Reader struct {
 	method  string                     // the method of the last request or notification read
 	checked bool                       // see NewCheckedReader
 	carried bool                       // see NewCarriedReader
-	now     func(p []byte) (int, bool) // readNow of rd, or nil
-	wait    func(p []byte) (int, bool) // readNow of rd, or nil
+	now     func(p []byte) (int, bool) // reads what rd holds, never waiting (readNow), or nil
+	wait    func(p []byte) (int, bool) // reads what rd holds, or waits where it may (readNow), or nil
 	err     error                      // io.EOF or the I/O error that ended the stream
 }
 
