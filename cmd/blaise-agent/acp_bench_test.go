@@ -209,6 +209,27 @@ func pipeHop(b *testing.B) *benchClient {
 	return c
 }
 
+// nodeProxy is the agent behind a proxy in Node.js with five handlers
+// (testdata/nodeproxy): `acp` with 5 plugs is to stream at least three
+// times its rate (docs/performance.md). Without node, it is skipped.
+func nodeProxy(b *testing.B) *benchClient {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		b.Skip("node is not installed")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	proxy, err := filepath.Abs(filepath.Join("testdata", "nodeproxy", "proxy.mjs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(node, proxy, exe)
+	cmd.Env = append(os.Environ(), "BLAISE_TEST_AGENT=flood")
+	return startProcess(b, cmd, cmd.StdinPipe)
+}
+
 // floodConfig writes a configuration of plugs no-op on_message plugs around
 // the flood agent.
 func floodConfig(b testing.TB, bin string, plugs int) (dir, path string) {
@@ -282,6 +303,7 @@ func BenchmarkACPFrontEnd(b *testing.B) {
 		{"engine", throughEngine},
 		{"acp", throughACP(0)},
 		{"acp-5plugs", throughACP(5)},
+		{"node-5handlers", nodeProxy},
 	}
 	for _, p := range peers {
 		b.Run("throughput/"+p.name, func(b *testing.B) {

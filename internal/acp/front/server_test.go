@@ -467,7 +467,10 @@ func TestACrashedRunAnswersItsRequestsAndOthersGoOn(t *testing.T) {
 	if pause == nil || pause.Error == "" {
 		t.Fatalf("the crashed run's pause: %+v", pause)
 	}
-	if want := "session paused session=" + a + " run=1 reason=failed err="; !strings.Contains(logs.String(), want) {
+	// The line is logged as the run ends, which the prompt's answer may
+	// come before.
+	want := "session paused session=" + a + " run=1 reason=failed err="
+	if !testsupport.Wait(func() bool { return strings.Contains(logs.String(), want) }) {
 		t.Errorf("the log does not say %q:\n%s", want, logs)
 	}
 	msgs, _ := c.prompt(4, b, "still here")
