@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -323,20 +322,7 @@ func TestWriterNeverSharesABufferBetweenBatches(t *testing.T) {
 func TestWriterWritevManyPieces(t *testing.T) {
 	for _, mode := range []string{"pollable", "blocking"} {
 		t.Run(mode, func(t *testing.T) {
-			var pr, pw *os.File
-			if mode == "pollable" {
-				var err error
-				if pr, pw, err = os.Pipe(); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				var fds [2]int
-				if err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC); err != nil {
-					t.Fatal(err)
-				}
-				pr, pw = os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
-			}
-			defer pr.Close()
+			pr, pw := pipeIn(t, mode == "pollable")
 			var in strings.Builder
 			for i := range 5000 {
 				end := "\n"
