@@ -19,12 +19,13 @@ import (
 )
 
 // throughServer starts a server, a runner of the flood agent and `acp
-// --server` with a client on its stdio. The other processes of its path
-// are the server (first) and the runner with its session process and
-// agent.
+// --server` with a client on its stdio, all of benchCommand. The other
+// processes of its path are the server (first) and the runner with its
+// session process and agent.
 func throughServer(b *testing.B) *benchClient {
-	l := newServerLab(b, "", time.Minute)
-	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
+	l := &serverLab{t: b, bin: benchCommand(b), dir: b.TempDir(), lease: time.Minute}
+	l.start()
+	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", self(b))
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -57,7 +58,8 @@ func throughServer(b *testing.B) *benchClient {
 // client (`acp --server`), the server, the runner (`listen`), and the
 // session process with its agent, the same in both. x-acp is the
 // server path's rate against local acp's in a round of as many messages
-// run right after it.
+// run right after it. $BLAISE_BENCH_BIN, when set, is the `blaise-agent`
+// of every process of both paths but the agent.
 func BenchmarkServer(b *testing.B) {
 	peers := []struct {
 		name  string

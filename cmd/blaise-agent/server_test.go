@@ -60,12 +60,19 @@ func newServerLab(t testing.TB, db string, lease time.Duration, agentFlags ...st
 func newServerLabWith(t testing.TB, serveArgs []string, db string, lease time.Duration, agentFlags ...string) *serverLab {
 	t.Helper()
 	l := &serverLab{t: t, bin: self(t), dir: t.TempDir(), db: db, lease: lease, serveArgs: serveArgs}
+	l.start(agentFlags...)
+	return l
+}
+
+// start starts the lab's server with l.bin, mints its API token and
+// creates the agent demo with settings.
+func (l *serverLab) start(agentFlags ...string) {
+	l.t.Helper()
 	l.data = filepath.Join(l.dir, "data")
 	l.startServer("127.0.0.1:0")
 	l.token = l.mint("api", "tests")
 	l.cli(append([]string{"agents", "create", "demo", "--server", l.url, "--token", l.token}, agentFlags...)...)
 	l.writeConfig("blaise.star", "")
-	return l
 }
 
 func (l *serverLab) storeFlags() []string {
