@@ -194,3 +194,114 @@ func carriedRecord(rec []byte) (fromAgent bool, msg []byte, err error) {
 	}
 	return fromAgent, rest[j+len(recordMessage) : len(rest)-1], nil
 }
+
+// carriedUpdate finds, in rec, a line a Carrier wrote, the session/update
+// notification toward the client that its record carries, and the span of
+// the sessionId of its params. ok is false for any other line. It reads
+// the record's head by its places, as appendRecordHead writes it.
+func carriedUpdate(rec []byte) (msg []byte, id span, ok bool) {
+	rest, ok := bytes.CutPrefix(rec, []byte(`{"seq":`))
+	if !ok {
+		return nil, span{}, false
+	}
+	i := 0
+	for i < len(rest) && isDigit(rest[i]) {
+		i++
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"time":"`)); !ok {
+		return nil, span{}, false
+	}
+	// A time as a stamp writes it holds no quote.
+	if i = bytes.IndexByte(rest, '"'); i < 0 {
+		return nil, span{}, false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], updateHead); !ok {
+		return nil, span{}, false
+	}
+	if plug, ok := bytes.CutPrefix(rest, []byte(`"plug":`)); ok {
+		s := scanner{data: plug}
+		if len(plug) == 0 || plug[0] != '"' {
+			return nil, span{}, false
+		}
+		if _, err := s.string(); err != nil {
+			return nil, span{}, false
+		}
+		rest = plug[s.pos:]
+	} else {
+		rest = rec[len(rec)-len(rest)-1:] // from the comma before "message"
+	}
+	msg, ok = bytes.CutPrefix(rest, []byte(recordMessage))
+	if !ok || !bytes.HasSuffix(msg, []byte("}")) {
+		return nil, span{}, false
+	}
+	msg = msg[:len(msg)-1]
+	id.start, id.end, ok = paramsSessionID(msg)
+	return msg, id, ok
+}
+
+// updateHead is the part of the head of a record of a session/update
+// toward the client from the end of its time (appendRecordHead).
+var updateHead = []byte(`","direction":"` + ToClient.Direction() + `","kind":"notification","method":"session/update",`)
+
+// updateStart is how a session/update begins as SDKs write it, up to
+// the opening quote of its sessionId.
+const updateStart = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`
+
+// paramsSessionID finds the sessionId of the params of msg, a message
+// that was checked, reading the members before it only: what follows it
+// is not looked at. ok is false when it is not found so (a key escaped,
+// params that are not an object, or without it).
+func paramsSessionID(msg []byte) (start, end int, ok bool) {
+	if id, ok := bytes.CutPrefix(msg, []byte(updateStart)); ok {
+		if i := bytes.IndexByte(id, '"'); i >= 0 && bytes.IndexByte(id[:i], '\\') < 0 {
+			return len(updateStart) - 1, len(updateStart) + i + 1, true
+		}
+	}
+	s := scanner{data: msg, checked: true}
+	if s.expect('{', "") != nil {
+		return 0, 0, false
+	}
+	inParams := false
+	for {
+		s.skipSpace()
+		k := s.pos
+		if k >= len(s.data) || s.data[k] != '"' {
+			return 0, 0, false
+		}
+		if escaped, err := s.string(); err != nil || escaped {
+			return 0, 0, false
+		}
+		key := s.data[k+1 : s.pos-1]
+		if s.expect(':', "") != nil {
+			return 0, 0, false
+		}
+		s.skipSpace()
+		if s.pos >= len(s.data) {
+			return 0, 0, false
+		}
+		switch c := s.data[s.pos]; {
+		case inParams && string(key) == "sessionId":
+			if c != '"' {
+				return 0, 0, false
+			}
+			start = s.pos
+			if _, err := s.string(); err != nil {
+				return 0, 0, false
+			}
+			return start, s.pos, true
+		case !inParams && string(key) == "params":
+			if c != '{' {
+				return 0, 0, false
+			}
+			s.pos++
+			inParams = true
+			continue
+		}
+		if s.value(1) != nil {
+			return 0, 0, false
+		}
+		if s.expect(',', "") != nil {
+			return 0, 0, false
+		}
+	}
+}

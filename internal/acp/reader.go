@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/blaiseagent/blaise-agent/internal/support/jsonstr"
 )
 
 // DefaultMaxLine is the longest line a Reader accepts when given no limit.
@@ -56,6 +58,7 @@ type Reader struct {
 	free    chan *block                // released blocks of the usual size
 	line    int                        // number of the last line read
 	reads   int                        // reads from rd so far
+	session []byte                     // the sessionId of the bundles of updates carried (BundleUpdates), or nil
 	method  string                     // the method of the last request or notification read
 	checked bool                       // see NewCheckedReader
 	carried bool                       // see NewCarriedReader
@@ -146,6 +149,18 @@ func NewCarriedReader(r io.Reader, maxLine int) *Reader {
 	return rd
 }
 
+// BundleUpdates makes a carried Reader return the session/update
+// notifications of records that have arrived one after the other as one
+// Message of kind Bundle, with session (the id the client knows) as their
+// sessionId, as a session process bundles them for a front end
+// (Proxy.ClientSession). They are moved together in the block, over the
+// heads of their records, and not checked past their sessionId: the
+// session process that recorded them checked them as it read them from
+// its agent, and a front end passes a bundle on as it is.
+func (r *Reader) BundleUpdates(session string) {
+	r.session = jsonstr.Append(nil, session)
+}
+
 // newReaderSize is NewReader with blocks of size bytes, for tests.
 func newReaderSize(r io.Reader, maxLine, size int) *Reader {
 	if maxLine <= 0 {
@@ -194,6 +209,11 @@ func (r *Reader) next(read bool) (*Message, error) {
 			return r.bundle(line, read)
 		}
 		if r.carried {
+			if r.session != nil {
+				if m := r.carriedBundle(line); m != nil {
+					return m, nil
+				}
+			}
 			_, msg, err := CarriedLine(line)
 			if err != nil {
 				return nil, &LineError{Line: r.line, Reason: err.Error(), Prefix: prefix(line)}
@@ -257,6 +277,66 @@ func (r *Reader) bundle(head []byte, read bool) (*Message, error) {
 	m.blk.retain()
 	r.method = m.Method
 	return m, nil
+}
+
+// carriedBundle returns the bundle that begins with line, the line just
+// read, when it is the record of a session/update toward the client
+// (BundleUpdates): its message and those of the records of such updates
+// after it that have arrived whole, up to maxBundle bytes, each on a line
+// of its own, with r.session as its sessionId. Nil when line is no such
+// record; it is then read as any other.
+func (r *Reader) carriedBundle(line []byte) *Message {
+	if len(r.last) != len(line)+1 {
+		return nil // a line ended by "\r\n"
+	}
+	start := len(r.buf) - cap(r.last)
+	w := r.put(start, start, start, line)
+	if w < 0 {
+		return nil
+	}
+	for {
+		i := bytes.IndexByte(r.buf[r.start:r.end], '\n')
+		if i < 0 {
+			break
+		}
+		next := r.put(start, w, r.start, r.buf[r.start:r.start+i])
+		if next < 0 {
+			break
+		}
+		w = next
+		r.consume(r.start + i + 1)
+	}
+	whole := r.buf[start:w:w]
+	m := r.blk.message()
+	*m = Message{Raw: whole[: len(whole)-1 : len(whole)-1], Kind: Bundle, Method: "session/update", blk: r.blk, line: whole}
+	m.blk.retain()
+	r.method = m.Method
+	return m
+}
+
+// put moves the message of line, the line at offset at of r.buf, to w
+// with r.session as its sessionId, and a line break after it, when line
+// is the record of a session/update toward the client and the bundle
+// that begins at start stays within maxBundle. It returns where the next
+// message goes, or -1 when line is not put.
+func (r *Reader) put(start, w, at int, line []byte) int {
+	msg, id, ok := carriedUpdate(line)
+	if !ok {
+		return -1
+	}
+	at += len(line) - 1 - len(msg) // msg's offset: the record's "}" follows it
+	end := w + len(msg) - (id.end - id.start) + len(r.session) + 1
+	// The sessionId, written, must not reach what is left to move of
+	// msg: the record's head makes room for a longer one.
+	if end-start > maxBundle || w+id.start+len(r.session) > at+id.end {
+		return -1
+	}
+	copy(r.buf[w:], msg[:id.start])
+	w += id.start
+	w += copy(r.buf[w:], r.session)
+	w += copy(r.buf[w:], msg[id.end:])
+	r.buf[w] = '\n'
+	return w + 1
 }
 
 // readLine returns the next line without its terminator, or nil for a blank

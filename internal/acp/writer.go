@@ -140,6 +140,11 @@ type bundleHead struct{ at, n, lines int }
 // bundle in one of its blocks.
 const maxBundle = blockSize / 4
 
+// EnlargePipe asks for the capacity a Reader or Writer asks of its pipe
+// when f is a pipe, for a process that passes ACP on without them (acp
+// --server's stdout); for anything else it does nothing.
+func EnlargePipe(f any) { enlargePipe(f) }
+
 // NewWriter returns a Writer to w.
 func NewWriter(w io.Writer) *Writer {
 	enlargePipe(w)

@@ -56,7 +56,8 @@ type Engine struct {
 	Env []string
 	// Bundled: the runs' session/update notifications toward the client
 	// come in bundles, with the blaise session id (acp.Bundle), for a front
-	// end that passes them on as they are: acpfront.
+	// end that passes them on as they are (front). Those of a run whose
+	// records carry its messages come so whatever it says (Live.Messages).
 	Bundled bool
 	// StopGrace is how long a handler still attaching when its run is
 	// stopped may take to reach next(); 0: session.DefaultStopGrace.
@@ -586,6 +587,7 @@ func (e *Engine) run(l *Live) {
 		var rd *acp.Reader
 		if cp, ok := l.proc.(CarryingProcess); ok && cp.CarriesMessages() {
 			rd = acp.NewCarriedReader(l.proc.Stdout(), acp.MaxRecordLine)
+			rd.BundleUpdates(l.ID)
 		} else {
 			rd = acp.NewCheckedReader(l.proc.Stdout(), 0)
 		}

@@ -95,7 +95,9 @@ func (l *Live) Send(m *acp.Message) error {
 var ErrStopping = errors.New("the run is stopping; send the message again once it has ended")
 
 // Messages delivers the session's messages for the client; it is closed
-// when the run ends.
+// when the run ends. The session/updates of a run whose records carry its
+// messages (CarryingProcess: a runner's) come in bundles (acp.Bundle),
+// with the session's id, as those of a Bundled engine's runs do.
 func (l *Live) Messages() <-chan *acp.Message { return l.out }
 
 // seen watches the session's messages, on the goroutine that reads them,

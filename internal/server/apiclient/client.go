@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blaiseagent/blaise-agent/internal/acp"
 	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
@@ -381,8 +382,12 @@ func Bridge(ctx context.Context, conn net.Conn, in io.Reader, out io.Writer) err
 		_, err := io.Copy(conn, in)
 		sent <- err
 	}()
+	// out is a pipe as large as local acp's stdout, and the messages a
+	// connection read gathers go out in one write: a burst of updates
+	// costs a few writes, not one each 32 KiB.
+	acp.EnlargePipe(out)
 	go func() {
-		_, err := io.Copy(&wholeLines{w: out}, conn)
+		_, err := io.CopyBuffer(&wholeLines{w: out}, conn, make([]byte, bridgeBuffer))
 		got <- err
 	}()
 	var err error
@@ -458,6 +463,10 @@ func ServeACP(ctx context.Context, c *Client, agent string, in io.Reader, out io
 	}
 	return Bridge(ctx, conn, in, out)
 }
+
+// bridgeBuffer is the most of the server's messages Bridge reads at once,
+// as much as a Reader's block (acp).
+const bridgeBuffer = 256 << 10
 
 // wholeLines writes to w the lines written to it once they are whole.
 type wholeLines struct {

@@ -16,6 +16,7 @@ package acptest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -139,6 +140,8 @@ type Client struct {
 	Out     func(line string) error // sends one line, without its "\n"
 	Timeout time.Duration           // per message; 0 means DefaultTimeout
 	Logs    func() string           // if not nil, shown when a read fails
+
+	bundled []*acp.Message // the messages of a bundle read, not returned yet
 }
 
 // Read reads r until it ends, sending its messages on the returned channel,
@@ -202,8 +205,26 @@ func (c *Client) next(read int) *acp.Message {
 	if read > 0 {
 		waited = fmt.Sprintf(" (%d other messages read while waiting)", read)
 	}
+	if len(c.bundled) > 0 {
+		m := c.bundled[0]
+		c.bundled = c.bundled[1:]
+		return m
+	}
 	select {
 	case m, ok := <-c.In:
+		if ok && m.Kind == acp.Bundle {
+			// An engine's updates, together (acp.Bundle): a client gets
+			// them one by one.
+			for line := range bytes.SplitSeq(m.Raw, []byte("\n")) {
+				u, err := acp.Parse(bytes.Clone(line))
+				if err != nil {
+					c.T.Fatalf("a line of a bundle: %v", err)
+				}
+				c.bundled = append(c.bundled, u)
+			}
+			m.Release()
+			return c.next(read)
+		}
 		if ok {
 			return m
 		}
