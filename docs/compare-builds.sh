@@ -2,8 +2,10 @@
 # compare-builds.sh measures builds of blaise-agent against the build of HEAD,
 # in rounds that take the builds in turn, on the targets of
 # docs/performance.md: the throughput and the session process's CPU time per
-# message of `acp` with 0 and 5 no-op plugs (BenchmarkACPFrontEnd), the ready
-# time (BenchmarkReady) and resident memory (BenchmarkMemory). It prints, for
+# message of `acp` with 0 and 5 no-op plugs (BenchmarkACPFrontEnd), the
+# throughput of the server path against local `acp` (BenchmarkServer), the
+# ready times (BenchmarkReady, and through `acp --server`, of a resume and
+# of `run "hello"`) and resident memory (BenchmarkMemory). It prints, for
 # each target, the median of the rounds and their range, for HEAD and for
 # each build, and the build's median over HEAD's.
 #
@@ -14,8 +16,8 @@
 #   NAME=C1,-C2,...       HEAD with each change applied or taken back, in order
 #   NAME=@COMMIT          the build of COMMIT itself (an earlier day's build)
 #   NAME=env:VAR=VALUE    HEAD, its processes run with VAR=VALUE
-# environment: ROUNDS (5), BENCHES (of "throughput ready memory", those to
-#   run; all), MSGS (messages of a throughput round, 300000), READY (starts
+# environment: ROUNDS (5), BENCHES (of "throughput server ready memory",
+#   those to run; all), MSGS (messages of a throughput round, 300000), READY (starts
 #   of a ready round, 10), SESSIONS (sessions of a memory round, 1), OUT
 #   (where builds and results go; a new temporary directory).
 #
@@ -88,10 +90,11 @@ bench() {
 # measure NAME FILE runs the benchmarks of a round.
 measure() {
 	echo "round $((r + 1))/$rounds: $1" >&2
-	for b in ${BENCHES:-throughput ready memory}; do
+	for b in ${BENCHES:-throughput server ready memory}; do
 		case $b in
 		throughput) bench "$1" "$2" 'BenchmarkACPFrontEnd$/throughput/(acp|acp-5plugs)$' "${msgs}x" ;;
-		ready) bench "$1" "$2" 'BenchmarkReady$' "${READY:-10}x" ;;
+		server) bench "$1" "$2" 'BenchmarkServer$/throughput/server$' "${msgs}x" ;;
+		ready) bench "$1" "$2" 'BenchmarkReady(Server|Resume|Run)?$' "${READY:-10}x" ;;
 		memory) bench "$1" "$2" 'BenchmarkMemory$' "${SESSIONS:-1}x" ;;
 		*) echo "unknown benchmark $b" >&2 && exit 2 ;;
 		esac
@@ -121,10 +124,16 @@ ACPFrontEnd/throughput/acp session-cpu-ns/msg -
 ACPFrontEnd/throughput/acp-5plugs x-pipe +
 ACPFrontEnd/throughput/acp-5plugs msgs/s +
 ACPFrontEnd/throughput/acp-5plugs session-cpu-ns/msg -
+Server/throughput/server x-acp +
+Server/throughput/server msgs/s +
+Server/throughput/server server-cpu-ns/msg -
 Ready/acp over-agent-ms -
 Ready/acp-10plugs over-agent-ms -
 Ready/acp-first over-agent-ms -
 Ready/acp-200stored over-agent-ms -
+ReadyServer over-acp-ms -
+ReadyResume over-agent-ms -
+ReadyRun ms/run-median -
 Memory/0plugs session-MiB -
 Memory/10plugs session-MiB -
 Memory/10plugs front-MiB -
