@@ -77,7 +77,8 @@ func readToEnd(t testing.TB, r *Reader) []*Message {
 // A server reads the session/updates of records that came one after the
 // other as one message, a bundle its front end passes on as it is, with
 // the session's id in each, where the session process recorded the
-// agent's; whatever else the records carry is read as before, in order.
+// agent's; whatever else the records carry is read as before, in order,
+// and a bad line between them is skipped (M7).
 func TestM7_ACarriedReaderBundlesTheUpdatesThatCameTogether(t *testing.T) {
 	const blaise = "a-blaise-session-id-longer-than-the-agents"
 	prompt := `{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"ag-7","prompt":[]}}`
@@ -106,9 +107,15 @@ func TestM7_ACarriedReaderBundlesTheUpdatesThatCameTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := readBundled(t, strings.NewReader(out.String()), blaise)
+	// A line that is no record, amid updates, is skipped (M7): the
+	// updates on either side of it are read, in bundles of their own.
+	lines := strings.SplitAfter(out.String(), "\n")
+	stream := strings.Join(lines[:1], "") + "not a record\n" + strings.Join(lines[1:], "")
+	got := readBundled(t, strings.NewReader(stream), blaise)
 	want := []string{
-		"bundle: " + update(blaise, "a"), "bundle: " + update(blaise, "b"), "---",
+		"bundle: " + update(blaise, "a"), "---",
+		`line error: not a record: "not a record"`,
+		"bundle: " + update(blaise, "b"), "---",
 		"bundle: " + update(blaise, "c"), "---",
 		"response: " + answer, "---",
 		"bundle: " + strings.Replace(late, `"ag-7"`, `"`+blaise+`"`, 1), "---",
