@@ -18,14 +18,14 @@ import (
 // agent with no plugs. The two are taken in turn in each iteration, so
 // that the machine's drift falls on both; over-acp-ms is the difference
 // of their medians. Local `acp` keeps one state directory, as an editor's.
+// $BLAISE_BENCH_BIN, when set, is the `blaise-agent` of every process of
+// both paths but the agent.
 func BenchmarkReadyServer(b *testing.B) {
-	l := newServerLab(b, "", time.Minute)
-	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", l.bin)
-	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	l.runner("r1", "flood.star")
-	dir, flood := floodConfig(b, l.bin, 0)
+	l, r := newBenchServerLab(b)
+	// Drained, the runner's runs pause: serve then stops at once, rather
+	// than after the lease of runs whose runner was killed.
+	b.Cleanup(func() { l.drain(r) })
+	dir, flood := floodConfig(b, self(b), 0)
 	paths := []func() *exec.Cmd{
 		func() *exec.Cmd {
 			cmd := exec.Command(l.bin, "acp", "-c", flood, "--state-dir", filepath.Join(dir, "state"))
@@ -56,9 +56,10 @@ func BenchmarkReadyServer(b *testing.B) {
 // agent started and its session loaded). The baseline, taken in turn with
 // it, is the demo agent alone answering initialize and session/load of a
 // session an earlier process of it made; over-agent-ms is the difference
-// of their medians.
+// of their medians. $BLAISE_BENCH_BIN, when set, is the `acp` measured;
+// the agent is the test binary's.
 func BenchmarkReadyResume(b *testing.B) {
-	bin, dir := self(b), b.TempDir()
+	bin, measured, dir := self(b), benchCommand(b), b.TempDir()
 	cwd := filepath.Join(dir, "work")
 	if err := os.Mkdir(cwd, 0o755); err != nil {
 		b.Fatal(err)
@@ -72,7 +73,7 @@ func BenchmarkReadyResume(b *testing.B) {
 		b.Fatal(err)
 	}
 	acp := func() *exec.Cmd {
-		cmd := exec.Command(bin, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
+		cmd := exec.Command(measured, "acp", "-c", cfg, "--state-dir", filepath.Join(dir, "state"))
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
 		return cmd
 	}
@@ -87,16 +88,17 @@ func BenchmarkReadyResume(b *testing.B) {
 
 // BenchmarkReadyRun measures `blaise-agent run "hello"` around the demo
 // agent, no plugs, from its exec to its exit: a session started, one turn,
-// the session paused, the report written.
+// the session paused, the report written. $BLAISE_BENCH_BIN, when set, is
+// the `run` measured; the agent is the test binary's.
 func BenchmarkReadyRun(b *testing.B) {
-	bin, dir := self(b), b.TempDir()
+	bin, measured, dir := self(b), benchCommand(b), b.TempDir()
 	cfg := filepath.Join(dir, "blaise.star")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("agent(command = %q, args = [\"demo-agent\", \"--state-dir\", %q])\n", bin, filepath.Join(dir, "agent"))), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	var took []time.Duration
 	for i := 0; i < b.N; i++ {
-		cmd := exec.Command(bin, "run", "-c", cfg, "--state-dir", filepath.Join(dir, "state"), "hello")
+		cmd := exec.Command(measured, "run", "-c", cfg, "--state-dir", filepath.Join(dir, "state"), "hello")
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "xdg"))
 		t0 := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -18,18 +18,25 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/testkit/testsupport"
 )
 
-// throughServer starts a server, a runner of the flood agent and `acp
-// --server` with a client on its stdio, all of benchCommand. The other
-// processes of its path are the server (first) and the runner with its
-// session process and agent.
-func throughServer(b *testing.B) *benchClient {
+// newBenchServerLab starts a server lab whose processes (serve, listen and
+// its session processes) are $BLAISE_BENCH_BIN's (benchCommand), and its
+// runner r1, whose agent is the test binary's flood agent.
+func newBenchServerLab(b *testing.B) (*serverLab, *labRunner) {
 	l := &serverLab{t: b, bin: benchCommand(b), dir: b.TempDir(), lease: time.Minute}
 	l.start()
 	cfg := fmt.Sprintf("agent(command = %q, env = {\"BLAISE_TEST_AGENT\": \"flood\"})\n", self(b))
 	if err := os.WriteFile(filepath.Join(l.dir, "flood.star"), []byte(cfg), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	r := l.runner("r1", "flood.star")
+	return l, l.runner("r1", "flood.star")
+}
+
+// throughServer starts a server, a runner of the flood agent and `acp
+// --server` with a client on its stdio, all of benchCommand. The other
+// processes of its path are the server (first) and the runner with its
+// session process and agent.
+func throughServer(b *testing.B) *benchClient {
+	l, r := newBenchServerLab(b)
 	cmd := exec.Command(l.bin, "acp", "--server", l.url, "--agent", "demo")
 	cmd.Env = append(os.Environ(), "BLAISE_TOKEN="+l.token)
 	c := startProcess(b, cmd, cmd.StdinPipe)
