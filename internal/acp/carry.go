@@ -247,61 +247,18 @@ var updateHead = []byte(`","direction":"` + ToClient.Direction() + `","kind":"no
 // the opening quote of its sessionId.
 const updateStart = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"`
 
-// paramsSessionID finds the sessionId of the params of msg, a message
-// that was checked, reading the members before it only: what follows it
-// is not looked at. ok is false when it is not found so (a key escaped,
-// params that are not an object, or without it).
+// paramsSessionID finds the sessionId of the params of msg: as SDKs
+// write a session/update, reading its start only; laid out otherwise, as
+// Parse finds it, checking msg. ok is false when it is not found.
 func paramsSessionID(msg []byte) (start, end int, ok bool) {
 	if id, ok := bytes.CutPrefix(msg, []byte(updateStart)); ok {
 		if i := bytes.IndexByte(id, '"'); i >= 0 && bytes.IndexByte(id[:i], '\\') < 0 {
 			return len(updateStart) - 1, len(updateStart) + i + 1, true
 		}
 	}
-	s := scanner{data: msg, checked: true}
-	if s.expect('{', "") != nil {
+	m := Message{Raw: msg}
+	if m.parse("", true) != nil || m.session.end == 0 {
 		return 0, 0, false
 	}
-	inParams := false
-	for {
-		s.skipSpace()
-		k := s.pos
-		if k >= len(s.data) || s.data[k] != '"' {
-			return 0, 0, false
-		}
-		if escaped, err := s.string(); err != nil || escaped {
-			return 0, 0, false
-		}
-		key := s.data[k+1 : s.pos-1]
-		if s.expect(':', "") != nil {
-			return 0, 0, false
-		}
-		s.skipSpace()
-		if s.pos >= len(s.data) {
-			return 0, 0, false
-		}
-		switch c := s.data[s.pos]; {
-		case inParams && string(key) == "sessionId":
-			if c != '"' {
-				return 0, 0, false
-			}
-			start = s.pos
-			if _, err := s.string(); err != nil {
-				return 0, 0, false
-			}
-			return start, s.pos, true
-		case !inParams && string(key) == "params":
-			if c != '{' {
-				return 0, 0, false
-			}
-			s.pos++
-			inParams = true
-			continue
-		}
-		if s.value(1) != nil {
-			return 0, 0, false
-		}
-		if s.expect(',', "") != nil {
-			return 0, 0, false
-		}
-	}
+	return m.session.start, m.session.end, true
 }

@@ -118,10 +118,10 @@ func TestM7_ACarriedReaderBundlesTheUpdatesThatCameTogether(t *testing.T) {
 		"bundle: " + update(blaise, "b"), "---",
 		"bundle: " + update(blaise, "c"), "---",
 		"response: " + answer, "---",
-		"bundle: " + strings.Replace(late, `"ag-7"`, `"`+blaise+`"`, 1), "---",
-		// Not found by their records: read and checked as any message,
-		// their sessionId left to the front end.
-		"notification: " + escaped, "---",
+		"bundle: " + strings.Replace(late, `"ag-7"`, `"`+blaise+`"`, 1),
+		// Its key escaped, the sessionId is found as Parse finds it.
+		"bundle: " + strings.Replace(escaped, `"ag-7"`, `"`+blaise+`"`, 1), "---",
+		// No sessionId: read and checked as any message.
 		"notification: " + noID, "---",
 		"notification: " + update("ag-7", "e"), "---",
 	}
@@ -249,15 +249,16 @@ func FuzzCarriedBundlesAreTheUpdatesWithTheSessionsID(f *testing.F) {
 }
 
 // The sessionId is found however the members are laid out, escaped or
-// spaced; a key escaped, or a sessionId that is not a string, is not.
+// spaced, as Parse finds it; not outside params, or in params that are
+// not an object.
 func TestParamsSessionIDIsFoundWhereverItIs(t *testing.T) {
 	for _, c := range []struct{ msg, id string }{
 		{update("ag-7", "x"), `"ag-7"`},
 		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"a\"b","update":{}}}`, `"a\"b"`},
 		{`{ "jsonrpc": "2.0", "method": "session/update", "params": { "update": {"a": [1, "}"]}, "sessionId" : "s" } }`, `"s"`},
 		{`{"params":{"sessionId":"s"},"jsonrpc":"2.0","method":"session/update"}`, `"s"`},
-		{`{"jsonrpc":"2.0","method":"session/update","params":{"session\u0049d":"s"}}`, ""},
-		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":7}}`, ""},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"session\u0049d":"s"}}`, `"s"`},
+		{`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":7}}`, `7`},
 		{`{"jsonrpc":"2.0","method":"session/update","params":[]}`, ""},
 		{`{"jsonrpc":"2.0","method":"session/update","sessionId":"s","params":{}}`, ""},
 	} {

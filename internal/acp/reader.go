@@ -154,9 +154,10 @@ func NewCarriedReader(r io.Reader, maxLine int) *Reader {
 // Message of kind Bundle, with session (the id the client knows) as their
 // sessionId, as a session process bundles them for a front end
 // (Proxy.ClientSession). They are moved together in the block, over the
-// heads of their records, and not checked past their sessionId: the
-// session process that recorded them checked them as it read them from
-// its agent, and a front end passes a bundle on as it is.
+// heads of their records, and, laid out as SDKs write them, not read past
+// their sessionId (paramsSessionID): the session process that recorded
+// them checked them as it read them from its agent, and a front end
+// passes a bundle on as it is.
 func (r *Reader) BundleUpdates(session string) {
 	r.session = jsonstr.Append(nil, session)
 }
