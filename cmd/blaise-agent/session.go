@@ -15,10 +15,12 @@ import (
 // one session, started by a front end, with ACP on stdin and stdout and the
 // control channel on file descriptor 3. On the file store it inherits the
 // session's run lock on file descriptor 4 and holds it until it exits; a
-// runner's session process has its store on --store-fd instead.
+// runner's session process has its store on --store-fd instead, or on
+// connections to --store-server.
 type SessionProcessCmd struct {
 	StateDir     string        `xor:"store" required:"" help:"The state directory." type:"path"`
-	StoreFD      int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process)."`
+	StoreFD      int           `xor:"store" required:"" help:"The file descriptor of the run's store connection (a runner's session process); with --store-server, of the run's ticket."`
+	StoreServer  string        `help:"The server whose connections the run's store is on, with the ticket on --store-fd (a runner of protocol 7)." placeholder:"URL"`
 	Session      string        `required:"" help:"The session id."`
 	Kind         string        `required:"" enum:"start,resume,teardown,action" help:"The kind of run."`
 	Number       int           `name:"run" required:"" help:"The run's number in the session."`
@@ -60,5 +62,5 @@ func (c *SessionProcessCmd) Run(g *Globals) error {
 		StopGrace:  c.StopGrace,
 		PlugTime:   c.PlugTime,
 		Fallback:   fallback,
-	}, c.StateDir, c.StoreFD)
+	}, c.StateDir, c.StoreFD, c.StoreServer)
 }

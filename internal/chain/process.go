@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -365,26 +366,55 @@ func (sp *SessionProcess) orphans(ctx context.Context, uses []*interp.Use) ([]st
 	return out, nil
 }
 
+// storeConn is the run's store connection: file descriptor fd, or, with
+// server, connections to it with the ticket read from fd.
+func storeConn(sp *SessionProcess, fd int, server string) (io.ReadWriter, error) {
+	f := os.NewFile(uintptr(fd), "store")
+	defer f.Close()
+	if server == "" {
+		// A socket as a net.Conn takes a call and its data in one writev.
+		conn, err := net.FileConn(f)
+		if err != nil {
+			return nil, fmt.Errorf("the store's connection (file descriptor %d): %w", fd, err)
+		}
+		return conn, nil
+	}
+	ticket, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("the run's ticket (file descriptor %d): %w", fd, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := runstore.Redial(ctx, func(ctx context.Context) (net.Conn, error) {
+		return runstore.DialStore(ctx, server, sp.SessionID, sp.Run, strings.TrimSpace(string(ticket)))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the run's store at %s: %w", server, err)
+	}
+	return conn, nil
+}
+
 // ServeInherited serves the run of a session process started by a front
 // end (engine.Engine) or a runner: the control channel is file descriptor
 // 3. With storeFD 0, the store is the file store in stateDir and the
 // session's run lock RunLockFD, held until the process exits; otherwise the
-// run's store is served on file descriptor storeFD (runstore). Store, ACP
-// and Control are set here.
-func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
+// run's store is served on file descriptor storeFD (runstore), or, with
+// storeServer, on connections of its own to that server, with the ticket
+// read from storeFD (runner protocol 7). Store, ACP and Control are set
+// here.
+func ServeInherited(sp *SessionProcess, stateDir string, storeFD int, storeServer string) error {
 	collectLessOften()
 	// The control channel, the run lock and the store are the front end's
 	// and ours: the agent and the plugs' processes must not inherit them.
 	syscall.CloseOnExec(3)
+	var direct *runstore.Redialer
 	if storeFD > 0 {
 		syscall.CloseOnExec(storeFD)
-		f := os.NewFile(uintptr(storeFD), "store")
-		// A socket as a net.Conn takes a call and its data in one writev.
-		conn, err := net.FileConn(f)
+		conn, err := storeConn(sp, storeFD, storeServer)
 		if err != nil {
-			return fmt.Errorf("the store's connection (file descriptor %d): %w", storeFD, err)
+			return err
 		}
-		f.Close()
+		direct, _ = conn.(*runstore.Redialer)
 		sp.Store = runstore.NewClient(conn)
 	} else {
 		store, err := filestore.OpenStore(stateDir)
@@ -402,8 +432,29 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int) error {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, engine.NewControlConn(ctl, ctl)
+	var ctlIn io.Reader = ctl
+	if direct != nil {
+		// A runner's run: its control channel ends when the runner is gone
+		// or gave the run up, and so does its store, as it would through
+		// the runner: a run without its runner writes nothing.
+		ctlIn = endsWith{ctl, func() { direct.Close() }}
+	}
+	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, engine.NewControlConn(ctlIn, ctl)
 	return sp.Redactions.Error(sp.Serve(ctx))
+}
+
+// endsWith is a reader that calls end once a read of it fails.
+type endsWith struct {
+	io.Reader
+	end func()
+}
+
+func (e endsWith) Read(p []byte) (int, error) {
+	n, err := e.Reader.Read(p)
+	if err != nil {
+		e.end()
+	}
+	return n, err
 }
 
 // sessionGCPercent is the session process's GOGC, unless $GOGC sets one.

@@ -14,6 +14,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/dashboard"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
+	"github.com/blaiseagent/blaise-agent/internal/store/runstore"
 	"github.com/blaiseagent/blaise-agent/internal/store/sqlstore"
 )
 
@@ -26,6 +27,7 @@ func (s *Server) Handler(ctx context.Context) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+runnerproto.PathRegister, s.runners.register)
 	mux.HandleFunc("GET "+runnerproto.PathRunner, func(w http.ResponseWriter, r *http.Request) { s.runners.connect(ctx, w, r) })
+	mux.HandleFunc("GET "+runstore.PathStore, s.runners.store)
 	mux.HandleFunc("GET "+api.PathAgents, s.client(s.resources.listAgents))
 	mux.HandleFunc("POST "+api.PathAgents, s.client(s.resources.createAgent))
 	mux.HandleFunc("GET "+api.PathAgents+"/{name}", s.client(s.resources.getAgent))

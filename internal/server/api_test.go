@@ -164,10 +164,11 @@ func (l *lab) dialRunner(cred string, protos ...string) (*websocket.Conn, *http.
 
 // runnerStream opens a runner connection with the credential cred and
 // returns it with its first stream, where frames go; the connection ends
-// with the test.
+// with the test. Its runner speaks protocol 6: its runs' stores come as
+// streams of the connection, which the tests open.
 func (l *lab) runnerStream(cred string) (*yamux.Session, *yamux.Stream) {
 	l.t.Helper()
-	return l.runnerStreamOf(cred, runnerproto.Version)
+	return l.runnerStreamOf(cred, runnerproto.Relayed)
 }
 
 // runnerStreamOf is runnerStream of a runner of protocol version.
@@ -206,11 +207,12 @@ func TestRunnerProtocolRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name, first, says string
 	}{
-		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this connection speaks 6"},
-		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this connection speaks 6"},
-		{"version 3 on a connection of version 6", `{"type":"hello","version":3,"runner":"r1"}`, "runner protocol version 3; this connection speaks 6"},
-		{"version 4 on a connection of version 6", `{"type":"hello","version":4,"runner":"r1"}`, "runner protocol version 4; this connection speaks 6"},
-		{"version 5 on a connection of version 6", `{"type":"hello","version":5,"runner":"r1"}`, "runner protocol version 5; this connection speaks 6"},
+		{"another version", `{"type":"hello","version":1,"runner":"r1"}`, "runner protocol version 1; this connection speaks 7"},
+		{"version 2, whose store calls do not survive a reconnection", `{"type":"hello","version":2,"runner":"r1"}`, "runner protocol version 2; this connection speaks 7"},
+		{"version 3 on a connection of version 7", `{"type":"hello","version":3,"runner":"r1"}`, "runner protocol version 3; this connection speaks 7"},
+		{"version 4 on a connection of version 7", `{"type":"hello","version":4,"runner":"r1"}`, "runner protocol version 4; this connection speaks 7"},
+		{"version 5 on a connection of version 7", `{"type":"hello","version":5,"runner":"r1"}`, "runner protocol version 5; this connection speaks 7"},
+		{"version 6 on a connection of version 7", `{"type":"hello","version":6,"runner":"r1"}`, "runner protocol version 6; this connection speaks 7"},
 		{"not hello", `{"type":"launched"}`, "the first frame must be hello"},
 		{"malformed", `{"type":`, "the first frame must be hello"},
 	} {
@@ -242,7 +244,7 @@ func TestRunnerProtocolRefusals(t *testing.T) {
 	// A runner welcomed, then sending a malformed frame, is dropped.
 	_, st := l.runnerStream(l.cred)
 	frames := runnerproto.NewConn(st)
-	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1"}); err != nil {
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Relayed, Runner: "r1"}); err != nil {
 		t.Fatal(err)
 	}
 	if w, err := frames.Receive(); err != nil || w.Kind != runnerproto.KindWelcome || w.Settings == nil {

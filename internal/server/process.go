@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ type remoteProcess struct {
 	// parent, for a fork's start run, is the session forked, whose
 	// persisted state the run reads (runstore.Server.Parent).
 	parent string
+	// direct, for a runner of protocol 7: the run's store is on
+	// connections of its own (runnerproto.DialStore), which come on stores.
+	direct bool
+	stores chan net.Conn
 
 	mu      sync.Mutex
 	att     *attachment   // the complete attachment in use; nil until the first
@@ -45,6 +50,7 @@ type remoteProcess struct {
 	// SIGKILL): sent again on each new attachment, since a frame sent on a
 	// connection that broke may never have reached the runner.
 	signalled, killed bool
+	store             net.Conn // the last store connection of a direct run
 }
 
 // attachment is a run's four streams on one connection of its runner.
@@ -87,7 +93,11 @@ func (rc *runnerConn) launch(run engine.Launch) (*remoteProcess, error) {
 		rc.drop(p, err)
 		return nil, err
 	}
-	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: &runnerproto.Launch{RunRef: ref, Flags: run.Flags, Kind: run.Kind}}); err != nil {
+	launch := &runnerproto.Launch{RunRef: ref, Flags: run.Flags, Kind: run.Kind}
+	if p.direct {
+		launch.Ticket = rc.runners.Store.RunTicket(ref.Session, ref.Run)
+	}
+	if err := rc.frames.Send(runnerproto.Frame{Kind: runnerproto.KindLaunch, Launch: launch}); err != nil {
 		return forget(fmt.Errorf("runner %s: %w", rc.name, err))
 	}
 	timeout := rc.runners.clock.After(rc.runners.lease)
@@ -115,6 +125,9 @@ func (rc *runnerConn) newProcess(ref runnerproto.RunRef, kind lifecycle.Kind) (*
 	p := &remoteProcess{runners: rc.runners, ref: ref, launched: make(chan error, 1), exited: make(chan struct{}), changed: make(chan struct{}), action: kind == lifecycle.ActionRun}
 	if p.carries(rc.version) {
 		p.carried = newCarriedStdout()
+	}
+	if runnerproto.DirectStore(rc.version) {
+		p.direct, p.stores = true, make(chan net.Conn, 1)
 	}
 	first := newAttachment(rc)
 	p.pending = first
@@ -167,6 +180,10 @@ func (p *remoteProcess) serveStore() {
 				p.runners.Log.Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 			}
 		}()
+		if p.direct {
+			p.serveDirect(store)
+			return
+		}
 		var last *attachment
 		for {
 			a := p.nextAttachment(last)
@@ -205,16 +222,19 @@ func (p *remoteProcess) serveStore() {
 				_ = a.rc.mux.Close()
 				continue
 			}
-			// A call out of order, a call missing, a bad line: the run's
-			// store is broken, and nothing reads its calls any more. The run
-			// is failed and its process killed, rather than left waiting for
-			// answers that do not come.
-			p.runners.Log.Error("a run's store failed: the run is failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 			p.sendSignal(a, true)
-			p.fail(fmt.Errorf("its store: %w", err))
+			p.broken(err)
 			return
 		}
 	}()
+}
+
+// broken fails the run whose store err broke (a call out of order, a call
+// missing, a bad line): nothing reads its calls any more. Its process is
+// killed, rather than left waiting for answers that do not come.
+func (p *remoteProcess) broken(err error) {
+	p.runners.Log.Error("a run's store failed: the run is failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
+	p.fail(fmt.Errorf("its store: %w", err))
 }
 
 // cut reports whether the store stream of a ended with err because its
@@ -315,9 +335,9 @@ func (rc *runnerConn) reattach(ref runnerproto.RunRef) bool {
 		return false
 	}
 	p.mu.Lock()
-	if p.failed != nil || (p.carried != nil) != p.carries(rc.version) {
+	if p.failed != nil || (p.carried != nil) != p.carries(rc.version) || p.direct != runnerproto.DirectStore(rc.version) {
 		// A runner now of another protocol version would carry the run's
-		// messages another way.
+		// messages, or its store, another way.
 		p.mu.Unlock()
 		return false
 	}
@@ -348,19 +368,20 @@ func (e *OldRunnerError) Error() string {
 }
 
 // attach adds a stream of rc to the run; the attachment is complete with
-// the fourth.
+// the last of its channels (runnerproto.RunChannels).
 func (p *remoteProcess) attach(rc *runnerConn, ch runnerproto.Channel, st net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	a := p.pending
-	if a == nil || a.rc != rc || p.failed != nil {
+	channels := runnerproto.RunChannels(rc.version)
+	if a == nil || a.rc != rc || p.failed != nil || !slices.Contains(channels, ch) {
 		return false
 	}
 	if _, dup := a.streams[ch]; dup {
 		return false
 	}
 	a.streams[ch] = st
-	if len(a.streams) == len(runnerproto.Channels) {
+	if len(a.streams) == len(channels) {
 		close(a.ready)
 		if p.att != nil {
 			p.att.close()
@@ -414,6 +435,9 @@ func (p *remoteProcess) fail(err error) {
 		return
 	}
 	p.failed = err
+	if p.store != nil {
+		p.store.Close()
+	}
 	for _, a := range []*attachment{p.att, p.pending} {
 		if a != nil {
 			a.close()

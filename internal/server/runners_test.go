@@ -80,9 +80,15 @@ func nextFrame(conn *runnerproto.Conn) <-chan runnerproto.Frame {
 // helloFrames is hello, which also returns the connection's frames.
 func (l *lab) helloFrames(cred string, refs ...runnerproto.RunRef) (*yamux.Session, *runnerproto.Conn, []runnerproto.RunRef) {
 	l.t.Helper()
-	mux, st := l.runnerStream(cred)
+	return l.helloFramesOf(runnerproto.Relayed, cred, refs...)
+}
+
+// helloFramesOf is helloFrames of a runner of protocol version.
+func (l *lab) helloFramesOf(version int, cred string, refs ...runnerproto.RunRef) (*yamux.Session, *runnerproto.Conn, []runnerproto.RunRef) {
+	l.t.Helper()
+	mux, st := l.runnerStreamOf(cred, version)
 	frames := runnerproto.NewConn(st)
-	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: "r1", Runs: refs}); err != nil {
+	if err := frames.Send(runnerproto.Frame{Kind: runnerproto.KindHello, Version: version, Runner: "r1", Runs: refs}); err != nil {
 		l.t.Fatal(err)
 	}
 	w, err := frames.Receive()
@@ -300,8 +306,16 @@ func TestAStoreStreamThatFailsFailsTheRun(t *testing.T) {
 	}
 	store := l.openStreams(mux, ref)
 	testsupport.Eventually(t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	l.brokenCallsFailTheRun(ref, mux, frames, store)
+}
+
+// brokenCallsFailTheRun sends, on the run's store (stream or connection),
+// call 5 after calls 1 to 4 that never came, and checks that the server
+// kills the run's process, closes its store, fails the run and logs why.
+func (l *lab) brokenCallsFailTheRun(ref runnerproto.RunRef, mux *yamux.Session, frames *runnerproto.Conn, store io.ReadWriter) {
+	t := l.t
+	t.Helper()
 	got := nextFrame(frames)
-	// Call 5, after calls 1 to 4 that never came.
 	line, _ := json.Marshal(map[string]any{"id": 5, "op": runstore.OpSession, "session": ref.Session})
 	if _, err := store.Write(append(line, '\n')); err != nil {
 		t.Fatal(err)
@@ -315,7 +329,7 @@ func TestAStoreStreamThatFailsFailsTheRun(t *testing.T) {
 		t.Fatal("the run whose store failed was not killed")
 	}
 	if _, err := io.ReadAll(store); err != nil {
-		t.Fatalf("the store stream: %v", err)
+		t.Fatalf("the store: %v", err)
 	}
 	// Killed, the process ends, and so do its streams.
 	mux.Close()
@@ -381,8 +395,8 @@ func TestARunnerOfVersion3IsServed(t *testing.T) {
 		l.s.runners.mu.Lock()
 		p := l.s.runners.procs[ref]
 		l.s.runners.mu.Unlock()
-		if p == nil || p.CarriesMessages() != (version >= 4) {
-			t.Errorf("a run of a runner of version %d: %+v, carries its messages in its transcript: %v", version, p, p != nil && p.CarriesMessages())
+		if p == nil || p.CarriesMessages() != (version >= 4) || p.direct != (version >= 7) {
+			t.Errorf("a run of a runner of version %d: %+v, carries its messages in its transcript: %v, its store on connections of its own: %v", version, p, p != nil && p.CarriesMessages(), p != nil && p.direct)
 		}
 		mux.Close()
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/blaiseagent/blaise-agent/internal/server/api"
 	"github.com/blaiseagent/blaise-agent/internal/server/apiclient"
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
+	"github.com/blaiseagent/blaise-agent/internal/store/runstore"
 	"github.com/blaiseagent/blaise-agent/interp"
 	"github.com/charmbracelet/log"
 	"github.com/coder/websocket"
@@ -56,10 +58,37 @@ type Runner struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Connected, when set, is called each time the runner is welcomed.
 	Connected func()
+	// StoreRelay carries the runs' stores over the runner's connection
+	// (runner protocol 6), as when the way to the server does not let the
+	// store connections of protocol 7 through.
+	StoreRelay bool
 
 	mu     sync.Mutex
 	runs   map[runnerproto.RunRef]*run
 	leaseD time.Duration // the server's, from its welcome
+}
+
+// protocol is the runner protocol version to speak on a new connection:
+// Version when the server takes a probe's store connection (and the
+// runner may use them), else Relayed. An error is the probe's when it
+// could not reach the server at all: the connection would not either.
+func (r *Runner) protocol(ctx context.Context) (int, error) {
+	if r.StoreRelay {
+		return runnerproto.Relayed, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := runstore.DialStore(ctx, r.Server, "", 0, "")
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return 0, err
+	}
+	if err != nil {
+		r.Log.Warn("the server's store connections cannot be reached: the runs' stores go through this runner's connection (runner protocol 6)", "err", err)
+		return runnerproto.Relayed, nil
+	}
+	conn.Close()
+	return runnerproto.Version, nil
 }
 
 // lease is how long a run waits to be adopted after its connection
@@ -200,11 +229,15 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	version, err := r.protocol(dialCtx)
+	if err != nil {
+		return err
+	}
 	hc, dialed := runnerproto.CorkingClient(r.HTTPClient)
 	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
 		HTTPClient:   hc,
 		HTTPHeader:   http.Header{"Authorization": {"Bearer " + r.Credential}},
-		Subprotocols: []string{runnerproto.Subprotocol(runnerproto.Version)},
+		Subprotocols: []string{runnerproto.Subprotocol(version)},
 	})
 	if err != nil {
 		// 400: the server speaks another protocol version.
@@ -217,7 +250,7 @@ func (r *Runner) connect(ctx context.Context) error {
 		return err
 	}
 	ws.SetReadLimit(-1) // yamux frames its own streams
-	if proto := runnerproto.Subprotocol(runnerproto.Version); ws.Subprotocol() != proto {
+	if proto := runnerproto.Subprotocol(version); ws.Subprotocol() != proto {
 		ws.Close(websocket.StatusProtocolError, "protocol version")
 		return fmt.Errorf("%w: the server does not speak %s", ErrRefused, proto)
 	}
@@ -234,7 +267,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	frames := runnerproto.NewConn(first)
 	alive := r.alive()
-	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: runnerproto.Version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable(),
+	hello := runnerproto.Frame{Kind: runnerproto.KindHello, Version: version, Runner: r.Name, Build: r.Version, Resumable: r.Config.Resumable(), NotResumable: r.notResumable(),
 		Config: r.ConfigPath, Dir: r.Dir, Actions: actions(r.Config)}
 	for _, rn := range alive {
 		hello.Runs = append(hello.Runs, rn.ref)

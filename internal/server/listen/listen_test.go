@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/charmbracelet/log"
 )
 
@@ -17,7 +18,9 @@ import (
 func TestTheRunnersNamesReachTheServerEscaped(t *testing.T) {
 	got := make(chan url.Values, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- r.URL.Query()
+		if r.URL.Path == runnerproto.PathRunner {
+			got <- r.URL.Query()
+		}
 		http.Error(w, "refused", http.StatusUnauthorized)
 	}))
 	defer srv.Close()

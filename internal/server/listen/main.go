@@ -30,6 +30,8 @@ type Options struct {
 	// RegisterToken, when set and there is no credential yet, registers
 	// the runner with it.
 	RegisterToken string
+	// StoreRelay: see Runner.StoreRelay.
+	StoreRelay bool
 	// Command starts session processes (default: this executable).
 	Command []string
 	LogArgs []string
@@ -99,7 +101,7 @@ func Main(ctx context.Context, o Options) error {
 			Server: o.Server, Credential: cred, Agent: o.Agent, Name: o.Name, Version: o.Version,
 			Config: cfg, ConfigPath: cfgPath,
 			Command: append(append([]string(nil), command...), o.LogArgs...),
-			Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP,
+			Dir:     dir, Env: sessionEnv(), Stderr: o.Stderr, Log: o.Log, HTTPClient: o.HTTP, StoreRelay: o.StoreRelay,
 		}
 	}
 	err = runner(cred).Run(ctx)

@@ -68,6 +68,9 @@ type run struct {
 	// The process's ends: what it reads (stdin, control, store) and what
 	// it writes (stdout, control, store).
 	local map[runnerproto.Channel]*os.File
+	// direct: the run's store is on connections of its own (protocol 7),
+	// not among its streams.
+	direct bool
 
 	mu      sync.Mutex
 	c       *conn // the connection it is attached to; nil while detached
@@ -146,7 +149,12 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 		return nil
 	}
 	// Pipes of our own: cmd.Wait must not close the output before it is sent.
-	for _, mk := range []func() error{func() error { return pipe(true) }, func() error { return pipe(false) }, func() error { return pair("control") }, func() error { return pair("store") }} {
+	// A direct run's fd 4 is a pipe its ticket comes on.
+	store := func() error { return pair("store") }
+	if l.Ticket != "" {
+		store = func() error { return pipe(true) }
+	}
+	for _, mk := range []func() error{func() error { return pipe(true) }, func() error { return pipe(false) }, func() error { return pair("control") }, store} {
 		if err := mk(); err != nil {
 			closeAll(mine)
 			closeAll(theirs)
@@ -156,6 +164,9 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 	// Protocol 4: the run's messages toward the client go in its
 	// transcript's records.
 	args := append(append([]string(nil), r.Command[1:]...), "--store-fd", "4", "--carry", "--config", r.ConfigPath)
+	if l.Ticket != "" {
+		args = append(args, "--store-server", r.Server)
+	}
 	cmd := exec.Command(r.Command[0], append(args, l.Flags...)...)
 	cmd.Stdin, cmd.Stdout = theirs[0], theirs[1]
 	cmd.ExtraFiles = theirs[2:] // fd 3: control, fd 4: store
@@ -173,12 +184,26 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 			runnerproto.ChannelStdin: mine[0], runnerproto.ChannelStdout: mine[1],
 			runnerproto.ChannelControl: mine[2], runnerproto.ChannelStore: mine[3],
 		},
-		ended: map[runnerproto.Channel]bool{}, changed: make(chan struct{}),
+		direct: l.Ticket != "",
+		ended:  map[runnerproto.Channel]bool{}, changed: make(chan struct{}),
+	}
+	outs := []runnerproto.Channel{runnerproto.ChannelStdout, runnerproto.ChannelControl, runnerproto.ChannelStore}
+	if rn.direct {
+		// The ticket fits in the pipe: the write does not wait.
+		_, err := io.WriteString(mine[3], l.Ticket)
+		mine[3].Close()
+		delete(rn.local, runnerproto.ChannelStore)
+		if err != nil {
+			closeAll(mine[:3])
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("the run's ticket: %w", err)
+		}
+		outs = outs[:2]
 	}
 	r.mu.Lock()
 	r.runs[l.RunRef] = rn
 	r.mu.Unlock()
-	outs := []runnerproto.Channel{runnerproto.ChannelStdout, runnerproto.ChannelControl, runnerproto.ChannelStore}
 	var pumps sync.WaitGroup
 	for _, ch := range outs {
 		pumps.Add(1)
@@ -204,7 +229,7 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 // attach opens the run's streams on c.
 func (rn *run) attach(c *conn) error {
 	streams := map[runnerproto.Channel]net.Conn{}
-	for _, ch := range runnerproto.Channels {
+	for _, ch := range rn.channels() {
 		st, err := c.mux.OpenStream()
 		if err == nil {
 			err = runnerproto.WriteHeader(st, runnerproto.StreamHeader{RunRef: rn.ref, Channel: ch})
@@ -229,10 +254,20 @@ func (rn *run) attach(c *conn) error {
 		// Both end with the stream or the run's end of it.
 		go rn.pull(ch, streams[ch])
 	}
-	rn.store.Attach(rn.local[runnerproto.ChannelStore], streams[runnerproto.ChannelStore], rn.storeEnded)
+	if !rn.direct {
+		rn.store.Attach(rn.local[runnerproto.ChannelStore], streams[runnerproto.ChannelStore], rn.storeEnded)
+	}
 	close(rn.changed)
 	rn.changed = make(chan struct{})
 	return nil
+}
+
+// channels are the run's streams on a connection.
+func (rn *run) channels() []runnerproto.Channel {
+	if rn.direct {
+		return runnerproto.RunChannels(runnerproto.Version)
+	}
+	return runnerproto.Channels
 }
 
 // detach lets the run go of c, whose connection broke. The run waits the
@@ -273,10 +308,18 @@ func (rn *run) giveUp() {
 	close(rn.changed)
 	rn.changed = make(chan struct{})
 	rn.mu.Unlock()
-	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl, runnerproto.ChannelStore} {
-		rn.local[ch].Close()
-	}
+	rn.closeInputs()
 	rn.signal(false)
+}
+
+// closeInputs closes the process's ends of what it reads: its input,
+// control channel and store (of a run that has it among its streams).
+func (rn *run) closeInputs() {
+	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl, runnerproto.ChannelStore} {
+		if f := rn.local[ch]; f != nil {
+			f.Close()
+		}
+	}
 }
 
 // stream returns the stream of ch in use, waiting while the run is
@@ -400,9 +443,7 @@ func (rn *run) pull(ch runnerproto.Channel, st net.Conn) {
 // report tells the server that the process ended, on the connection the
 // run is attached to, once it is.
 func (rn *run) report(status string) {
-	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl, runnerproto.ChannelStore} {
-		rn.local[ch].Close()
-	}
+	rn.closeInputs()
 	for {
 		c, _, _ := rn.stream(runnerproto.ChannelStdout, nil)
 		if c == nil {

@@ -1,10 +1,18 @@
-// Package runnerproto holds the types of the runner protocol (version 6)
+// Package runnerproto holds the types of the runner protocol (version 7)
 // between a Blaise server and its runners (`blaise-agent listen`): a
 // WebSocket carrying yamux streams. The runner opens the first stream,
 // where frames (one JSON object per line) go both ways; each run then has
-// four streams the runner opens, each starting with a StreamHeader line:
-// the session process's stdin, its stdout, its control channel and its
-// store (runstore).
+// streams the runner opens, each starting with a StreamHeader line: the
+// session process's stdin, its stdout and its control channel.
+//
+// Version 7 takes a run's store (runstore) off the runner's connection:
+// the session process opens connections of its own to the server for it
+// (runstore.DialStore), with the ticket of its launch, and sends its calls again on
+// a new one when one breaks, as it did on the runner's store streams.
+// The run's transcript, and its messages toward the client inside it,
+// cross one process fewer. A runner whose way to the server does not let
+// such a connection through (a probe at its start) speaks version 6,
+// where the runner opens a fourth stream per run, its store.
 //
 // Version 6 adds forks (docs/sessions.md#forks): the start run of a
 // session forked from another (its record's forked_from) goes to the
@@ -23,8 +31,8 @@
 // answers, tells the session process of each new store stream, and the
 // process sends again, after an OpResync, every call not answered
 // (runstore). Version 2 added deflated transcript appends. A server serves
-// runners of versions 3 to 6; it launches action runs only on runners of 5
-// and later, forks only on runners of 6.
+// runners of versions 3 to 7; it launches action runs only on runners of 5
+// and later, forks only on runners of 6 and later.
 package runnerproto
 
 import (
@@ -41,11 +49,15 @@ import (
 )
 
 // Version is the protocol's version, the one a runner speaks.
-const Version = 6
+const Version = 7
+
+// Relayed is the version a runner speaks when its runs' stores cannot
+// have connections of their own: the newest before them.
+const Relayed = 6
 
 // Served are the versions a server serves, the newest first: a runner of
 // another one is refused.
-var Served = []int{Version, 5, 4, 3}
+var Served = []int{Version, 6, 5, 4, 3}
 
 // Subprotocol is the WebSocket subprotocol of version v.
 func Subprotocol(v int) string { return fmt.Sprintf("blaise-runner.v%d", v) }
@@ -56,6 +68,10 @@ func Carries(v int) bool { return v >= 4 }
 
 // DoesActions reports whether a runner of version v runs action runs.
 func DoesActions(v int) bool { return v >= 5 }
+
+// DirectStore reports whether the runs of a runner of version v have
+// their stores on connections of their own (PathStore).
+func DirectStore(v int) bool { return v >= 7 }
 
 // DoesForks reports whether a runner of version v makes forks: its session
 // processes read the persisted state of the session forked.
@@ -108,6 +124,15 @@ const (
 // Channels are the streams of each run, in the order the runner opens them.
 var Channels = []Channel{ChannelStdin, ChannelStdout, ChannelControl, ChannelStore}
 
+// RunChannels are the streams of each run of a runner of version v: the
+// store is not one from version 7 on.
+func RunChannels(v int) []Channel {
+	if DirectStore(v) {
+		return Channels[:3]
+	}
+	return Channels
+}
+
 // Frame is one message of the first stream; the fields of its kind are set.
 type Frame struct {
 	Kind    Kind   `json:"type"`
@@ -155,6 +180,9 @@ type Launch struct {
 	// Kind is the run's kind, as Flags say it; "action" (version 5): an
 	// action run, whose output is on its stdout stream.
 	Kind lifecycle.Kind `json:"kind,omitempty"`
+	// Ticket (version 7) is what the run's session process shows for its
+	// store connections (runstore.DialStore).
+	Ticket string `json:"ticket,omitempty"`
 }
 
 // StreamHeader begins each stream of a run.

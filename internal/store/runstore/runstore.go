@@ -433,6 +433,9 @@ func (c *Client) resend(gen uint64) {
 		return
 	}
 	c.resynced = gen
+	if r, ok := c.raw.(*Redialer); ok {
+		r.resume(gen)
+	}
 	again := slices.Clone(c.waiting)
 	mark := request{Op: OpResync, Resync: gen, Answered: c.answer, Sent: c.next}
 	if c.failed != nil {

@@ -61,7 +61,7 @@ func ServeRole() (code int, ok bool) {
 }
 
 // serveSessionProcess parses the flags a front end (Engine.launch, with
-// --state-dir) or a runner (--store-fd, --config) passes, as
+// --state-dir) or a runner (--store-fd, --store-server, --config) passes, as
 // `blaise-agent session-process` does, and serves the run.
 func serveSessionProcess(deaf bool) int {
 	args := os.Args[1:]
@@ -77,6 +77,7 @@ func serveSessionProcess(deaf bool) int {
 	fs := flag.NewFlagSet(roleSessionProcess, flag.ContinueOnError)
 	stateDir := fs.String("state-dir", "", "")
 	storeFD := fs.Int("store-fd", 0, "")
+	storeServer := fs.String("store-server", "", "")
 	config := fs.String("config", "", "")
 	id := fs.String("session", "", "")
 	kind := fs.String("kind", "", "")
@@ -104,7 +105,7 @@ func serveSessionProcess(deaf bool) int {
 		StopGrace: *stopGrace,
 		Config:    *config,
 		Carry:     *carry,
-	}, *stateDir, *storeFD)
+	}, *stateDir, *storeFD, *storeServer)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
