@@ -59,7 +59,8 @@ func (s *storeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	conn.Close()
 }
 
-// cut closes the connection in use, as a broken network would.
+// cut closes the connection in use, as a broken network would: the last
+// one taken, which is the one in use once a call was answered on it.
 func (s *storeServer) cut() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,6 +103,10 @@ func TestL7_AStoreOnConnectionsOfItsOwnSurvivesTheirCuts(t *testing.T) {
 	s, ts := newStoreServer(t, &Server{Store: store, Session: id, Run: 1})
 	c, err := dialedClient(t, ts, id, "t1")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A call answered: the server has the connection, which cut cuts.
+	if _, err := c.Session(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	w, _ := c.Transcript(t.Context(), id)
