@@ -53,25 +53,39 @@ func (rs *runners) store(w http.ResponseWriter, r *http.Request) {
 // serveDirect answers the calls of a direct run on its store connections,
 // one after the other, until it exits or is failed: a connection that
 // breaks is followed by the next the session process opens, where it sends
-// again the calls it has no answer of.
+// again the calls it has no answer of. A connection is served while the
+// run's runner has the run, as a store stream was: when the runner's
+// connection breaks, the run's is cut, and the next one waits for the
+// runner to come back with the run (or for the run's failure).
 func (p *remoteProcess) serveDirect(store *runstore.Server) {
 	for {
 		conn := p.nextStore()
 		if conn == nil {
 			return
 		}
+		a, err := p.current()
+		if err != nil && !errors.Is(err, io.EOF) { // failed
+			conn.Close()
+			return
+		}
+		var gone <-chan struct{} // nil once the process has exited: its last calls are read
+		if a != nil {
+			gone = a.rc.gone
+		}
 		served := make(chan struct{})
-		// Ends with the connection's serving: once the process has exited,
+		// Ends with the connection's serving. Once the process has exited,
 		// what it sent before it arrives within storeGrace, on a
 		// connection that did not break without a word.
 		go func() {
 			select {
+			case <-gone:
+				conn.Close()
 			case <-p.exited:
 				_ = conn.SetReadDeadline(time.Now().Add(storeGrace))
 			case <-served:
 			}
 		}()
-		err := store.Serve(context.Background(), attachedConn{conn, p})
+		err = store.Serve(context.Background(), conn)
 		close(served)
 		conn.Close()
 		switch {
@@ -141,20 +155,4 @@ func (p *remoteProcess) takeStore(conn net.Conn) {
 	}
 	p.store = conn
 	p.stores <- conn
-}
-
-// attachedConn is a direct run's store connection, read while the run's
-// runner has it (attached) or it has exited: while the runner is away its
-// calls wait, as they do on a runner's store streams, and a run failed
-// meanwhile reads no more.
-type attachedConn struct {
-	net.Conn
-	p *remoteProcess
-}
-
-func (c attachedConn) Read(b []byte) (int, error) {
-	if _, err := c.p.current(); err != nil && !errors.Is(err, io.EOF) {
-		return 0, err
-	}
-	return c.Conn.Read(b)
 }

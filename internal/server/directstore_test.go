@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/blaiseagent/blaise-agent/internal/server/runnerproto"
 	"github.com/blaiseagent/blaise-agent/internal/store/runstore"
@@ -23,6 +24,14 @@ func (l *lab) directRun() (runnerproto.RunRef, *yamux.Session, *runnerproto.Conn
 	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
 		l.t.Fatalf("adopted: %v", taken)
 	}
+	l.directStreams(mux, ref)
+	testsupport.Eventually(l.t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
+	return ref, mux, frames
+}
+
+// directStreams opens the streams of a direct run on mux: no store.
+func (l *lab) directStreams(mux *yamux.Session, ref runnerproto.RunRef) {
+	l.t.Helper()
 	for _, ch := range runnerproto.RunChannels(runnerproto.Version) {
 		st, err := mux.OpenStream()
 		if err != nil {
@@ -32,8 +41,58 @@ func (l *lab) directRun() (runnerproto.RunRef, *yamux.Session, *runnerproto.Conn
 			l.t.Fatal(err)
 		}
 	}
-	testsupport.Eventually(l.t, "the run is adopted", func() bool { return l.s.engine.Running(ref.Session) != nil })
-	return ref, mux, frames
+}
+
+// directClient is the store of a direct run as its session process has
+// it: on connections to the lab's server, with the run's ticket.
+func (l *lab) directClient(ref runnerproto.RunRef) *runstore.Client {
+	l.t.Helper()
+	ticket := l.store.RunTicket(ref.Session, ref.Run)
+	r, err := runstore.Redial(l.t.Context(), func(ctx context.Context) (net.Conn, error) {
+		return runstore.DialStore(ctx, l.srv.URL, ref.Session, ref.Run, ticket)
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { r.Close() })
+	return runstore.NewClient(r)
+}
+
+// TestADirectRunsCallsWaitWhileItsRunnerIsAway: while its runner's
+// connection is broken, a direct run's calls on its own store connection
+// are not applied, as they were not on a store stream: they are once the
+// runner is back with the run.
+func TestADirectRunsCallsWaitWhileItsRunnerIsAway(t *testing.T) {
+	l := newLab(t)
+	ref, mux, _ := l.directRun()
+	c := l.directClient(ref)
+	if _, err := c.Session(t.Context(), ref.Session); err != nil {
+		t.Fatal(err)
+	}
+	mux.Close()
+	testsupport.Eventually(t, "the connection is gone", func() bool { return l.connected() == 0 })
+	titled := make(chan error, 1)
+	go func() { titled <- c.Titled(context.Background(), ref.Session, "while away") }()
+	select {
+	case err := <-titled:
+		t.Fatalf("a call answered while the runner was away: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if rec, err := l.store.Session(t.Context(), ref.Session); err != nil || rec.Title == "while away" {
+		t.Fatalf("the record while the runner was away: %+v %v", rec, err)
+	}
+	mux, _, taken := l.helloFramesOf(runnerproto.Version, l.cred, ref)
+	defer mux.Close()
+	if !slices.Equal(taken, []runnerproto.RunRef{ref}) {
+		t.Fatalf("taken back: %v", taken)
+	}
+	l.directStreams(mux, ref)
+	if err := <-titled; err != nil {
+		t.Fatalf("the call once the runner is back: %v", err)
+	}
+	if rec, err := l.store.Session(t.Context(), ref.Session); err != nil || rec.Title != "while away" {
+		t.Fatalf("the record once the runner is back: %+v %v", rec, err)
+	}
 }
 
 // TestL7_ADirectRunsStoreIsOnConnectionsOfItsOwn: the run of a runner of
