@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -70,8 +69,10 @@ type Runner struct {
 
 // protocol is the runner protocol version to speak on a new connection:
 // Version when the server takes a probe's store connection (and the
-// runner may use them), else Relayed. An error is the probe's when it
-// could not reach the server at all: the connection would not either.
+// runner may use them), else Relayed and why not. A probe that could not
+// reach the server at all (a server down, or reached only through a
+// proxy of $HTTPS_PROXY) is a refusal too: the connection that follows
+// tells which, and the next one probes again.
 func (r *Runner) protocol(ctx context.Context) (int, error) {
 	if r.StoreRelay {
 		return runnerproto.Relayed, nil
@@ -79,13 +80,8 @@ func (r *Runner) protocol(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := runstore.DialStore(ctx, r.Server, "", 0, "")
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return 0, err
-	}
 	if err != nil {
-		r.Log.Warn("the server's store connections cannot be reached: the runs' stores go through this runner's connection (runner protocol 6)", "err", err)
-		return runnerproto.Relayed, nil
+		return runnerproto.Relayed, err
 	}
 	conn.Close()
 	return runnerproto.Version, nil
@@ -229,10 +225,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	version, err := r.protocol(dialCtx)
-	if err != nil {
-		return err
-	}
+	version, refused := r.protocol(dialCtx)
 	hc, dialed := runnerproto.CorkingClient(r.HTTPClient)
 	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
 		HTTPClient:   hc,
@@ -248,6 +241,9 @@ func (r *Runner) connect(ctx context.Context) error {
 			return fmt.Errorf("%w by %s: %s", ErrRefused, r.Server, refusal(resp))
 		}
 		return err
+	}
+	if refused != nil {
+		r.Log.Warn("the server's store connections cannot be reached: the runs' stores go through this runner's connection (runner protocol 6)", "err", refused)
 	}
 	ws.SetReadLimit(-1) // yamux frames its own streams
 	if proto := runnerproto.Subprotocol(version); ws.Subprotocol() != proto {
