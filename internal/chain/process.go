@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -370,8 +371,8 @@ func (sp *SessionProcess) orphans(ctx context.Context, uses []*interp.Use) ([]st
 // server, connections to it with the ticket read from fd.
 func storeConn(sp *SessionProcess, fd int, server string) (io.ReadWriter, error) {
 	f := os.NewFile(uintptr(fd), "store")
-	defer f.Close()
 	if server == "" {
+		defer f.Close()
 		// A socket as a net.Conn takes a call and its data in one writev.
 		conn, err := net.FileConn(f)
 		if err != nil {
@@ -379,18 +380,30 @@ func storeConn(sp *SessionProcess, fd int, server string) (io.ReadWriter, error)
 		}
 		return conn, nil
 	}
-	ticket, err := io.ReadAll(io.LimitReader(f, 4096))
+	// The runner writes the ticket, a line, and holds the pipe open while
+	// it has the run: its end (the runner gone, or the run given up) ends
+	// the store, as the end of the runner's store stream did.
+	lifeline := bufio.NewReader(f)
+	ticket, err := lifeline.ReadString('\n')
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("the run's ticket (file descriptor %d): %w", fd, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := runstore.Redial(ctx, func(ctx context.Context) (net.Conn, error) {
-		return runstore.DialStore(ctx, server, sp.SessionID, sp.Run, strings.TrimSpace(string(ticket)))
+		return runstore.DialStore(ctx, server, sp.SessionID, sp.Run, strings.TrimSpace(ticket))
 	})
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("the run's store at %s: %w", server, err)
 	}
+	// Ends with the runner's end of the pipe, at the latest with the process.
+	go func() {
+		_, _ = io.Copy(io.Discard, lifeline)
+		f.Close()
+		conn.Close()
+	}()
 	return conn, nil
 }
 
@@ -407,14 +420,12 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int, storeServe
 	// The control channel, the run lock and the store are the front end's
 	// and ours: the agent and the plugs' processes must not inherit them.
 	syscall.CloseOnExec(3)
-	var direct *runstore.Redialer
 	if storeFD > 0 {
 		syscall.CloseOnExec(storeFD)
 		conn, err := storeConn(sp, storeFD, storeServer)
 		if err != nil {
 			return err
 		}
-		direct, _ = conn.(*runstore.Redialer)
 		sp.Store = runstore.NewClient(conn)
 	} else {
 		store, err := filestore.OpenStore(stateDir)
@@ -432,29 +443,8 @@ func ServeInherited(sp *SessionProcess, stateDir string, storeFD int, storeServe
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	var ctlIn io.Reader = ctl
-	if direct != nil {
-		// A runner's run: its control channel ends when the runner is gone
-		// or gave the run up, and so does its store, as it would through
-		// the runner: a run without its runner writes nothing.
-		ctlIn = endsWith{ctl, func() { direct.Close() }}
-	}
-	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, engine.NewControlConn(ctlIn, ctl)
+	sp.ACPIn, sp.ACPOut, sp.Control = os.Stdin, os.Stdout, engine.NewControlConn(ctl, ctl)
 	return sp.Redactions.Error(sp.Serve(ctx))
-}
-
-// endsWith is a reader that calls end once a read of it fails.
-type endsWith struct {
-	io.Reader
-	end func()
-}
-
-func (e endsWith) Read(p []byte) (int, error) {
-	n, err := e.Reader.Read(p)
-	if err != nil {
-		e.end()
-	}
-	return n, err
 }
 
 // sessionGCPercent is the session process's GOGC, unless $GOGC sets one.

@@ -58,6 +58,7 @@ func (rs *runners) store(w http.ResponseWriter, r *http.Request) {
 // connection breaks, the run's is cut, and the next one waits for the
 // runner to come back with the run (or for the run's failure).
 func (p *remoteProcess) serveDirect(store *runstore.Server) {
+	defer p.storesServed()
 	for {
 		conn := p.nextStore()
 		if conn == nil {
@@ -137,22 +138,44 @@ func (p *remoteProcess) nextStore() net.Conn {
 }
 
 // takeStore makes conn the store connection of a direct run: the one
-// before it, which the session process lost, is closed.
+// before it, which the session process lost, is closed; conn is, once the
+// run is failed or its connections are served no more.
 func (p *remoteProcess) takeStore(conn net.Conn) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.failed != nil {
-		conn.Close()
-		return
+	var closing []net.Conn
+	if p.failed != nil || p.storesDone {
+		closing = append(closing, conn)
+	} else {
+		closing = append(closing, p.store)
+		select {
+		case queued := <-p.stores:
+			closing = append(closing, queued)
+		default:
+		}
+		p.store = conn
+		p.stores <- conn
 	}
-	if p.store != nil {
-		p.store.Close()
+	p.mu.Unlock()
+	// A TLS connection's close may wait for its peer: not under p.mu.
+	for _, c := range closing {
+		if c != nil {
+			c.Close()
+		}
 	}
+}
+
+// storesServed says that the run's store connections are served no more:
+// those queued and to come are closed.
+func (p *remoteProcess) storesServed() {
+	p.mu.Lock()
+	p.storesDone = true
+	var queued net.Conn
 	select {
-	case queued := <-p.stores:
-		queued.Close()
+	case queued = <-p.stores:
 	default:
 	}
-	p.store = conn
-	p.stores <- conn
+	p.mu.Unlock()
+	if queued != nil {
+		queued.Close()
+	}
 }

@@ -51,6 +51,7 @@ type remoteProcess struct {
 	// connection that broke may never have reached the runner.
 	signalled, killed bool
 	store             net.Conn // the last store connection of a direct run
+	storesDone        bool     // its connections are served no more
 }
 
 // attachment is a run's four streams on one connection of its runner.
@@ -430,14 +431,11 @@ func (p *remoteProcess) current() (*attachment, error) {
 
 func (p *remoteProcess) fail(err error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.failed != nil {
+		p.mu.Unlock()
 		return
 	}
 	p.failed = err
-	if p.store != nil {
-		p.store.Close()
-	}
 	for _, a := range []*attachment{p.att, p.pending} {
 		if a != nil {
 			a.close()
@@ -448,6 +446,13 @@ func (p *remoteProcess) fail(err error) {
 		p.carried.r.CloseWithError(err)
 	}
 	p.signal()
+	store := p.store
+	p.mu.Unlock()
+	if store != nil {
+		// Ends its serving. A TLS connection's close may wait for its
+		// peer: not under p.mu.
+		store.Close()
+	}
 }
 
 func (p *remoteProcess) exit(status string) {

@@ -62,22 +62,36 @@ type Runner struct {
 	// store connections of protocol 7 through.
 	StoreRelay bool
 
-	mu     sync.Mutex
-	runs   map[runnerproto.RunRef]*run
-	leaseD time.Duration // the server's, from its welcome
+	mu      sync.Mutex
+	runs    map[runnerproto.RunRef]*run
+	leaseD  time.Duration // the server's, from its welcome
+	version int           // of the runner protocol, once a connection was welcomed
 }
 
-// protocol is the runner protocol version to speak on a new connection:
-// Version when the server takes a probe's store connection (and the
-// runner may use them), else Relayed and why not. A probe that could not
-// reach the server at all (a server down, or reached only through a
-// proxy of $HTTPS_PROXY) is a refusal too: the connection that follows
-// tells which, and the next one probes again.
+// protocol is the runner protocol version to speak on a new connection,
+// and why not Version. The first connection's is kept: a run goes back
+// only to a connection of its own version, so a reconnection must not
+// change it. The first probes the server's store endpoint: Version when
+// it takes a probe's store connection (and the runner may use them),
+// else Relayed: a proxy that refuses the upgrade, a server that does not
+// answer within probeTimeout (down, or reached only through a proxy the
+// session process does not use).
 func (r *Runner) protocol(ctx context.Context) (int, error) {
-	if r.StoreRelay {
+	r.mu.Lock()
+	kept := r.version
+	r.mu.Unlock()
+	switch {
+	case kept != 0:
+		return kept, nil
+	case r.StoreRelay:
 		return runnerproto.Relayed, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if u, err := url.Parse(r.Server); err == nil {
+		if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err == nil && proxy != nil {
+			return runnerproto.Relayed, fmt.Errorf("the server is reached through the proxy %s", proxy.Redacted())
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	conn, err := runstore.DialStore(ctx, r.Server, "", 0, "")
 	if err != nil {
@@ -86,6 +100,9 @@ func (r *Runner) protocol(ctx context.Context) (int, error) {
 	conn.Close()
 	return runnerproto.Version, nil
 }
+
+// probeTimeout bounds the probe of the server's store endpoint.
+const probeTimeout = 5 * time.Second
 
 // lease is how long a run waits to be adopted after its connection
 // broke: the server's lease, after which it fails the run anyway.
@@ -225,7 +242,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	version, refused := r.protocol(dialCtx)
+	version, refused := r.protocol(ctx)
 	hc, dialed := runnerproto.CorkingClient(r.HTTPClient)
 	ws, resp, err := websocket.Dial(dialCtx, u, &websocket.DialOptions{
 		HTTPClient:   hc,
@@ -285,6 +302,7 @@ func (r *Runner) connect(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.leaseD = time.Duration(welcome.LeaseMS) * time.Millisecond
+	r.version = version
 	r.mu.Unlock()
 	c := &conn{r: r, mux: mux, frames: frames}
 	// The runs the server took back are attached to this connection; it

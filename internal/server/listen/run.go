@@ -69,7 +69,8 @@ type run struct {
 	// it writes (stdout, control, store).
 	local map[runnerproto.Channel]*os.File
 	// direct: the run's store is on connections of its own (protocol 7),
-	// not among its streams.
+	// not among its streams; its local store end is the pipe its ticket
+	// came on.
 	direct bool
 
 	mu      sync.Mutex
@@ -189,12 +190,11 @@ func (r *Runner) start(l runnerproto.Launch) (*run, error) {
 	}
 	outs := []runnerproto.Channel{runnerproto.ChannelStdout, runnerproto.ChannelControl, runnerproto.ChannelStore}
 	if rn.direct {
-		// The ticket fits in the pipe: the write does not wait.
-		_, err := io.WriteString(mine[3], l.Ticket)
-		mine[3].Close()
-		delete(rn.local, runnerproto.ChannelStore)
-		if err != nil {
-			closeAll(mine[:3])
+		// The ticket, a line, fits in the pipe: the write does not wait.
+		// The pipe stays open while the runner has the run (closeInputs):
+		// its end ends the process's store.
+		if _, err := io.WriteString(mine[3], l.Ticket+"\n"); err != nil {
+			closeAll(mine)
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			_ = cmd.Wait()
 			return nil, fmt.Errorf("the run's ticket: %w", err)
@@ -313,12 +313,10 @@ func (rn *run) giveUp() {
 }
 
 // closeInputs closes the process's ends of what it reads: its input,
-// control channel and store (of a run that has it among its streams).
+// control channel and store (of a direct run, the pipe of its ticket).
 func (rn *run) closeInputs() {
 	for _, ch := range []runnerproto.Channel{runnerproto.ChannelStdin, runnerproto.ChannelControl, runnerproto.ChannelStore} {
-		if f := rn.local[ch]; f != nil {
-			f.Close()
-		}
+		rn.local[ch].Close()
 	}
 }
 

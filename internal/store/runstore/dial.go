@@ -57,7 +57,9 @@ func DialStore(ctx context.Context, server, session string, run int, ticket stri
 		}
 		host = net.JoinHostPort(u.Hostname(), port)
 	}
-	var d net.Dialer
+	// A path that dies is found within about 30 s, idle or not, as a
+	// runner's keepalives found it on its connection.
+	d := net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 10 * time.Second, Count: 3}, Control: userTimeout}
 	var conn net.Conn
 	switch u.Scheme {
 	case "http":
@@ -164,22 +166,26 @@ type Redialer struct {
 
 	// Of Read, which one goroutine calls (the Client's receive).
 	frames  *FrameReader
-	pending []byte // what is left of the frame or notice being read
+	pending []byte        // what is left of the frame or notice being read
+	wait    time.Duration // before the next dial: 0 once a connection answered
 
-	mu   sync.Mutex
-	cur  net.Conn // where writes go
-	next net.Conn // where answers come from: the newest
-	gen  uint64   // of next; 1 for the first
+	mu     sync.Mutex
+	cur    net.Conn // where writes go
+	next   net.Conn // where answers come from: the newest
+	gen    uint64   // of next; 1 for the first
+	closed bool
 }
 
-// Redial dials the run's first store connection and returns a Redialer
-// that dials the next ones with dial, until Close.
+// Redial dials the run's first store connection, again until ctx is done
+// as a broken one is (redial), and returns a Redialer that dials the next
+// ones with dial, until Close.
 func Redial(ctx context.Context, dial func(context.Context) (net.Conn, error)) (*Redialer, error) {
-	conn, err := dial(ctx)
+	r := &Redialer{dial: dial, gen: 1}
+	conn, err := r.redial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r := &Redialer{dial: dial, frames: NewFrameReader(conn), cur: conn, next: conn, gen: 1}
+	r.frames, r.cur, r.next = NewFrameReader(conn), conn, conn
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	return r, nil
 }
@@ -190,18 +196,23 @@ func (r *Redialer) Read(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		f, err := r.frames.Next()
 		if err == nil {
-			r.pending = f.Bytes
+			r.pending, r.wait = f.Bytes, 0
 			break
 		}
 		r.mu.Lock()
 		broken := r.next
 		r.mu.Unlock()
 		broken.Close() // its writes fail from now on
-		conn, err := r.redial()
+		conn, err := r.redial(r.ctx)
 		if err != nil {
 			return 0, err
 		}
 		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			conn.Close()
+			return 0, io.EOF
+		}
 		r.gen++
 		r.next = conn
 		r.pending = Notice(r.gen)
@@ -214,15 +225,28 @@ func (r *Redialer) Read(p []byte) (int, error) {
 }
 
 // redial dials until a connection is made, the server refuses the ticket,
-// or the Redialer is closed (io.EOF).
-func (r *Redialer) redial() (net.Conn, error) {
-	wait := 20 * time.Millisecond
+// or ctx is done (io.EOF once the Redialer is closed, else the last
+// error). It waits more after each connection that broke before it
+// answered (20 ms doubling to 2 s): a server that has no such run yet
+// (after a restart, until the runner is back) or that closes at once.
+func (r *Redialer) redial(ctx context.Context) (net.Conn, error) {
+	var last error
 	for {
-		if r.ctx.Err() != nil {
-			return nil, io.EOF
+		if r.wait > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.wait):
+			}
 		}
-		ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
-		conn, err := r.dial(ctx)
+		if ctx.Err() != nil {
+			if r.ctx != nil || last == nil {
+				return nil, io.EOF
+			}
+			return nil, last
+		}
+		r.wait = min(max(2*r.wait, 20*time.Millisecond), 2*time.Second)
+		attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
+		conn, err := r.dial(attempt)
 		cancel()
 		if err == nil {
 			return conn, nil
@@ -230,11 +254,7 @@ func (r *Redialer) redial() (net.Conn, error) {
 		if errors.Is(err, ErrTicket) {
 			return nil, err
 		}
-		select {
-		case <-r.ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
+		last = err
 	}
 }
 
@@ -265,6 +285,7 @@ func (r *Redialer) Close() error {
 	r.cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.closed = true
 	r.cur.Close()
 	return r.next.Close()
 }

@@ -214,3 +214,31 @@ func TestARedialerClosedEndsItsClient(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTheFirstStoreConnectionIsDialledAgainUntilTheServerHasTheRun: a
+// server that has no such run yet (404: after a restart, until the
+// runner is back) is dialled again; the Redialer is made once it answers
+// 101.
+func TestTheFirstStoreConnectionIsDialledAgainUntilTheServerHasTheRun(t *testing.T) {
+	store, id := newStore(t)
+	s, ts := newStoreServer(t, &Server{Store: store, Session: id, Run: 1})
+	dials := 0
+	r, err := Redial(t.Context(), func(ctx context.Context) (net.Conn, error) {
+		dials++
+		run := 1
+		if dials <= 3 {
+			run = 2 // a run the test's server does not have
+		}
+		return DialStore(ctx, ts.URL, id, run, s.ticket)
+	})
+	if err != nil {
+		t.Fatalf("after %d dials: %v", dials, err)
+	}
+	defer r.Close()
+	if dials != 4 {
+		t.Fatalf("%d dials, want 4: three refused, then the run's", dials)
+	}
+	if rec, err := NewClient(r).Session(t.Context(), id); err != nil || rec.ID != id {
+		t.Fatalf("session: %+v %v", rec, err)
+	}
+}
