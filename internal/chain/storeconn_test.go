@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blaiseagent/blaise-agent/internal/lifecycle"
 	"github.com/blaiseagent/blaise-agent/internal/store/filestore"
 	"github.com/blaiseagent/blaise-agent/internal/store/runstore"
+	"github.com/blaiseagent/blaise-agent/internal/store/storetest"
 )
 
 // TestADirectStoreEndsWithItsRunnersPipe: the store of a runner's run on
@@ -24,11 +24,7 @@ func TestADirectStoreEndsWithItsRunnersPipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := store.NewSessionID()
-	now := time.Now()
-	if err := store.CreateSession(t.Context(), &lifecycle.Record{ID: id, State: lifecycle.Active, Created: now, Updated: now, Runs: 1}); err != nil {
-		t.Fatal(err)
-	}
+	id := storetest.Create(t, store, store.NewSessionID()).ID
 	srv := &runstore.Server{Store: store, Session: id, Run: 1}
 	served := make(chan error, 1)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
