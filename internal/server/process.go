@@ -54,7 +54,7 @@ type remoteProcess struct {
 	storesDone        bool     // its connections are served no more
 }
 
-// attachment is a run's four streams on one connection of its runner.
+// attachment is a run's streams on one connection of its runner (runnerproto.RunChannels).
 type attachment struct {
 	rc      *runnerConn
 	streams map[runnerproto.Channel]net.Conn
