@@ -94,10 +94,7 @@ func (p *remoteProcess) serveDirect(store *runstore.Server) {
 		case errors.Is(err, runstore.ErrTranscriptClose):
 			p.runners.Log.Error("closing a run's transcript failed", "session", p.ref.Session, "run", p.ref.Run, "err", err)
 		case errors.Is(err, runstore.ErrBroken):
-			p.mu.Lock()
-			a := p.att
-			p.mu.Unlock()
-			if a != nil {
+			if a != nil { // the attachment it was served on
 				p.sendSignal(a, true)
 			}
 			p.broken(err)

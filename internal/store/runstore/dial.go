@@ -83,12 +83,18 @@ func DialStore(ctx context.Context, server, session string, run int, ticket stri
 
 // upgrade asks for the store on conn and reads the server's answer.
 func upgrade(ctx context.Context, conn net.Conn, u *url.URL, ticket string) error {
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-		defer conn.SetDeadline(time.Time{})
-	}
+	// ctx done (its deadline too) ends the exchange: the connection is
+	// closed under it.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
+	err := exchange(conn, u, ticket)
+	if !stop() && err == nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// exchange writes the upgrade's request on conn and reads its answer.
+func exchange(conn net.Conn, u *url.URL, ticket string) error {
 	req := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nConnection: Upgrade\r\nUpgrade: " + UpgradeStore + "\r\n"
 	if ticket != "" {
 		req += "Authorization: Bearer " + ticket + "\r\n"
